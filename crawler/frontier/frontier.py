@@ -1,0 +1,324 @@
+"""The URL frontier: front queues by priority, back queues by host, leases, URL-seen.
+
+The verbs, each one Redis round trip:
+
+``push_many(entries)``  admit URLs (trap guards, URL-seen, per-host limit, enqueue)
+``pop(n)``              lease up to n URLs from hosts that are due
+``ack(*lease_ids)``     the pages of these leases are handled; forget them
+``renew(lease_ids)``    extend leases of pages still in progress
+``set_interval(host, seconds)``  a host's politeness interval
+``stats()``             queue sizes, hosts, leases, counters, Bloom filter report
+
+The Redis layout is in keys.py and the scripts' contracts in scripts.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+from crawler.frontier.bloom import ScalableLayout
+from crawler.frontier.keys import Keys
+from crawler.frontier.scripts import ACK, POP, PUSH
+from crawler.frontier.traps import TrapGuard
+from crawler.urls import InvalidURL, url_host
+
+logger = logging.getLogger(__name__)
+
+ADDED, SEEN, HOST_FULL = "added", "seen", "host_full"
+_STATUS = {1: ADDED, 0: SEEN, 2: HOST_FULL}
+
+
+@dataclass
+class Entry:
+    """One URL offered to the frontier."""
+
+    url: str  # normalized
+    payload: bytes  # what pop() hands back (see codec.py)
+    priority: int = 0  # Scrapy's sense: higher is sooner
+    depth: int = 0
+    dont_filter: bool = False  # skip URL-seen (retries, forced refetches)
+    follow_up: bool = False  # straight to the host's back queue (retries, redirects)
+    replaces_lease: str = ""  # lease released when this entry is admitted
+
+
+@dataclass
+class Lease:
+    id: str
+    payload: bytes
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@lru_cache(maxsize=1)
+def _domain_extractor():
+    import tldextract
+
+    # the snapshot shipped with tldextract: never fetch the list at run time
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+
+def politeness_key(url: str, mode: str = "host") -> str:
+    """The key a URL's politeness interval is kept under: its host, or its
+    registered domain (``mode='domain'``, e.g. ``a.b.example.co.uk`` -> ``example.co.uk``)."""
+    host = url_host(url)
+    if mode == "domain":
+        ext = _domain_extractor()(host)
+        if ext.domain and ext.suffix:
+            return f"{ext.domain}.{ext.suffix}"
+    return host
+
+
+class Frontier:
+    def __init__(
+        self,
+        redis,
+        crawl_name: str = "default",
+        *,
+        priority_levels: int = 3,
+        host_interval: float = 1.0,
+        politeness: str = "host",
+        lease_seconds: float = 60.0,
+        max_attempts: int = 3,
+        refill_batch: int = 100,
+        bloom_capacity: int = 1_000_000,
+        bloom_error_rate: float = 1e-6,
+        bloom_growth: int = 2,
+        max_pages_per_host: int = 0,
+        traps: TrapGuard | None = None,
+    ):
+        if priority_levels < 1:
+            raise ValueError("FRONTIER_PRIORITY_LEVELS must be at least 1")
+        self.redis = redis
+        self.keys = Keys(crawl_name)
+        self.levels = priority_levels
+        self.weights = ",".join(str(2 ** (priority_levels - 1 - i)) for i in range(priority_levels))
+        self.host_interval_ms = int(host_interval * 1000)
+        self.politeness = politeness
+        self.lease_ms = int(lease_seconds * 1000)
+        self.max_attempts = max_attempts
+        self.refill_batch = refill_batch
+        self.layout = ScalableLayout(bloom_capacity, bloom_error_rate, bloom_growth)
+        self.max_pages_per_host = max_pages_per_host
+        self.traps = traps or TrapGuard()
+        self._push = redis.register_script(PUSH)
+        self._pop = redis.register_script(POP)
+        self._ack = redis.register_script(ACK)
+        self._generation = self._read_generation()
+
+    @classmethod
+    def from_settings(cls, settings, redis) -> Frontier:
+        return cls(
+            redis,
+            settings.get("CRAWL_NAME"),
+            priority_levels=settings.getint("FRONTIER_PRIORITY_LEVELS"),
+            host_interval=settings.getfloat("FRONTIER_HOST_INTERVAL"),
+            politeness=settings.get("FRONTIER_POLITENESS_KEY"),
+            lease_seconds=settings.getfloat("FRONTIER_LEASE_SECONDS"),
+            max_attempts=settings.getint("FRONTIER_LEASE_MAX_ATTEMPTS"),
+            refill_batch=settings.getint("FRONTIER_REFILL_BATCH"),
+            bloom_capacity=settings.getint("FRONTIER_BLOOM_CAPACITY"),
+            bloom_error_rate=settings.getfloat("FRONTIER_BLOOM_ERROR_RATE"),
+            bloom_growth=settings.getint("FRONTIER_BLOOM_GROWTH"),
+            max_pages_per_host=settings.getint("FRONTIER_MAX_PAGES_PER_HOST"),
+            traps=TrapGuard.from_settings(settings),
+        )
+
+    # -- admit -------------------------------------------------------------------
+
+    def level(self, priority: int) -> int:
+        """Front queue level of a Scrapy priority: 0 (highest) .. levels-1."""
+        mid = (self.levels - 1) // 2
+        return min(max(mid - priority, 0), self.levels - 1)
+
+    def push(self, entry: Entry) -> str:
+        return self.push_many([entry])[0]
+
+    def push_many(self, entries: list[Entry]) -> list[str]:
+        """Admit entries; one status per entry: ``added``, ``seen``, ``host_full``,
+        ``invalid`` or ``trap:<name>``. Entries refused in Python still release the
+        lease they replace."""
+        statuses: list[str | None] = [None] * len(entries)
+        batch: list[tuple[int, Entry, str]] = []
+        release: list[str] = []
+        for i, e in enumerate(entries):
+            trap = None if e.follow_up else self.traps.check(e.url, e.depth)
+            try:
+                host = politeness_key(e.url, self.politeness)
+            except InvalidURL:
+                trap, host = "invalid", ""
+            if trap:
+                statuses[i] = trap if trap == "invalid" else f"trap:{trap}"
+                if e.replaces_lease:
+                    release.append(e.replaces_lease)
+            else:
+                batch.append((i, e, host))
+        if release:
+            self.ack(*release)
+        if batch:
+            for i, status in zip((i for i, _, _ in batch), self._push_batch(batch)):
+                statuses[i] = status
+        return statuses  # type: ignore[return-value]
+
+    def _push_batch(self, batch) -> list[str]:
+        for _ in range(5):
+            gen = self._generation
+            shapes = self.layout.shapes(gen)
+            args: list = [
+                self.keys.prefix,
+                gen,
+                shapes[-1].capacity,
+                ",".join(str(s.k) for s in shapes),
+                self.max_pages_per_host,
+                now_ms(),
+                len(batch),
+            ]
+            for _, e, host in batch:
+                flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up else "")
+                args += [flags, host, self.level(e.priority), e.payload, e.replaces_lease]
+                if e.dont_filter:
+                    args += [0] * sum(s.k for s in shapes)
+                else:
+                    args += self.layout.positions(e.url, gen)
+            result = self._push(args=args)
+            if result != -1:
+                return [_STATUS[r] for r in result]
+            self._generation = self._read_generation()
+        raise RuntimeError("URL-seen filter generation keeps changing")
+
+    def _read_generation(self) -> int:
+        return int(self.redis.hget(self.keys.seen_meta, "gen") or 1)
+
+    # -- hand out ----------------------------------------------------------------
+
+    def pop(self, n: int = 1, now: int | None = None) -> tuple[list[Lease], int | None]:
+        """Lease up to ``n`` URLs from due hosts. Returns the leases and the time (ms)
+        the next host is due (None when no host has queued URLs)."""
+        out = self._pop(
+            args=[
+                self.keys.prefix,
+                now_ms() if now is None else now,
+                n,
+                self.lease_ms,
+                self.host_interval_ms,
+                self.refill_batch,
+                self.weights,
+                self.max_attempts,
+            ]
+        )
+        next_due = int(out[0])
+        leases = [Lease(_str(out[i]), out[i + 1]) for i in range(1, len(out), 2)]
+        return leases, (None if next_due < 0 else next_due)
+
+    def ack(self, *lease_ids: str) -> int:
+        if not lease_ids:
+            return 0
+        return int(self._ack(args=[self.keys.prefix, *lease_ids]))
+
+    def renew(self, lease_ids, now: int | None = None) -> None:
+        if not lease_ids:
+            return
+        expiry = (now_ms() if now is None else now) + self.lease_ms
+        mapping = {lease_id: expiry for lease_id in lease_ids}
+        self.redis.zadd(self.keys.leases, mapping, xx=True)
+
+    # -- politeness ----------------------------------------------------------------
+
+    def release(self, lease_ids) -> None:
+        """Give leases back now: the next pop puts their URLs back in their queues."""
+        if lease_ids:
+            self.redis.zadd(self.keys.leases, {lease_id: 0 for lease_id in lease_ids}, xx=True)
+
+    def set_interval(self, host: str, seconds: float) -> None:
+        self.redis.hset(self.keys.hdelay, host, int(seconds * 1000))
+
+    def load_intervals(self, path: str) -> int:
+        """Load per-host intervals from a file of ``HOST SECONDS`` or ``HOST Nqps``
+        lines (``#`` comments). Returns how many were loaded."""
+        mapping = {}
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                fields = line.split("#", 1)[0].split()
+                if not fields:
+                    continue
+                try:
+                    host, value = fields[0].lower(), fields[1].lower()
+                    seconds = 1.0 / float(value[:-3]) if value.endswith("qps") else float(value)
+                    if seconds < 0:
+                        raise ValueError
+                except (IndexError, ValueError, ZeroDivisionError):
+                    logger.warning("%s:%d: skipped, expected 'HOST SECONDS' or 'HOST Nqps'", path, lineno)
+                    continue
+                mapping[host] = int(seconds * 1000)
+        if mapping:
+            self.redis.hset(self.keys.hdelay, mapping=mapping)
+        return len(mapping)
+
+    # -- numbers -------------------------------------------------------------------
+
+    def stats(self) -> dict:
+        k = self.keys
+        now = now_ms()
+        p = self.redis.pipeline(transaction=False)
+        p.hgetall(k.counters)
+        p.zcard(k.ready)
+        p.zcount(k.ready, "-inf", now)
+        p.zcard(k.leases)
+        p.hlen(k.hnext)
+        p.hgetall(k.seen_meta)
+        for level in range(self.levels):
+            p.llen(k.front(level))
+        res = p.execute()
+        counters = {_str(a): int(b) for a, b in res[0].items()}
+        meta = {_str(a): int(b) for a, b in res[5].items()}
+        gen = meta.get("gen", 1)
+        front = res[6:]
+        return {
+            "queued": counters.get("queued", 0),
+            "front_queued": sum(front),
+            "front_by_level": front,
+            "hosts_queued": res[1],
+            "hosts_due": res[2],
+            "hosts_seen": res[4],
+            "leased": res[3],
+            "pushed": counters.get("pushed", 0),
+            "popped": counters.get("popped", 0),
+            "acked": counters.get("acked", 0),
+            "expired": counters.get("expired", 0),
+            "abandoned": counters.get("abandoned", 0),
+            "seen": self.layout.report([meta.get(f"n:{i}", 0) for i in range(gen)]),
+        }
+
+    def stats_queued(self) -> int:
+        """URLs waiting in the front and back queues (one round trip)."""
+        return int(self.redis.hget(self.keys.counters, "queued") or 0)
+
+    def is_idle(self) -> bool:
+        """True when nothing is queued and nothing is leased."""
+        p = self.redis.pipeline(transaction=False)
+        p.hget(self.keys.counters, "queued")
+        p.zcard(self.keys.leases)
+        queued, leased = p.execute()
+        return int(queued or 0) <= 0 and leased == 0
+
+    def clear(self) -> int:
+        """Delete every key of this crawl. Returns how many were deleted."""
+        deleted = 0
+        batch = []
+        for key in self.redis.scan_iter(match=self.keys.pattern(), count=1000):
+            batch.append(key)
+            if len(batch) >= 500:
+                deleted += self.redis.delete(*batch)
+                batch = []
+        if batch:
+            deleted += self.redis.delete(*batch)
+        self._generation = 1
+        return deleted
+
+
+def _str(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,69 @@
+"""The Redis key layout of one crawl, in one place.
+
+Every key of a crawl starts with ``crawl:{NAME}:`` so that several crawls share one
+Redis without touching each other's keys. The crawl name sits in a hash tag
+(``{NAME}``) so that on a Redis Cluster all keys of a crawl live in one slot and the
+Lua scripts may touch them together.
+
+==========================  ======  =====================================================
+key                         type    contents
+==========================  ======  =====================================================
+``fq:<level>``              list    front queue of one priority level; entries are
+                                    ``<host>\\x1f<payload>``, FIFO
+``bq:<host>``               list    back queue of one politeness key (host); payloads
+``ready``                   zset    ready-host heap: host -> time (ms) it may next be
+                                    fetched; a host is here iff its back queue is not
+                                    empty
+``hnext``                   hash    host -> next allowed fetch time (ms), kept after the
+                                    back queue empties so a returning host stays polite
+``hdelay``                  hash    host -> interval (ms) overriding the default
+``hpages``                  hash    host -> URLs admitted (trap guard: pages per host)
+``leases``                  zset    lease id -> expiry time (ms)
+``lease:data``              hash    lease id -> ``<attempt>\\x1f<host>\\x1f<payload>``
+``lease:seq``               string  lease id counter
+``seen:meta``               hash    Bloom filter bookkeeping: ``gen`` (number of
+                                    filters), ``n:<i>`` (URLs added to filter i)
+``seen:<i>``                string  bits of Bloom filter i
+``counters``                hash    queued, turn, pushed, popped, acked, expired,
+                                    abandoned ... (frontier-wide counters)
+``workers``                 zset    worker id -> last heartbeat (ms)
+==========================  ======  =====================================================
+"""
+
+from __future__ import annotations
+
+SEP = "\x1f"
+
+
+class Keys:
+    """Names of the Redis keys of one crawl."""
+
+    def __init__(self, crawl_name: str):
+        if not crawl_name or any(c in crawl_name for c in "{}\x1f \n"):
+            raise ValueError(f"invalid crawl name: {crawl_name!r}")
+        self.crawl_name = crawl_name
+        self.prefix = f"crawl:{{{crawl_name}}}:"
+        p = self.prefix
+        self.ready = p + "ready"
+        self.hnext = p + "hnext"
+        self.hdelay = p + "hdelay"
+        self.hpages = p + "hpages"
+        self.leases = p + "leases"
+        self.lease_data = p + "lease:data"
+        self.lease_seq = p + "lease:seq"
+        self.seen_meta = p + "seen:meta"
+        self.counters = p + "counters"
+        self.workers = p + "workers"
+
+    def front(self, level: int) -> str:
+        return f"{self.prefix}fq:{level}"
+
+    def back(self, host: str) -> str:
+        return f"{self.prefix}bq:{host}"
+
+    def seen(self, index: int) -> str:
+        return f"{self.prefix}seen:{index}"
+
+    def pattern(self) -> str:
+        """A SCAN pattern matching every key of this crawl."""
+        return self.prefix.replace("{", "\\{").replace("}", "\\}") + "*"

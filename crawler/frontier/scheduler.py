@@ -1,0 +1,214 @@
+"""Scrapy scheduler backed by the Redis frontier.
+
+Contract with the engine (scrapy.core.scheduler.BaseScheduler):
+
+``enqueue_request(request)``
+    Normalizes the URL and offers it to the frontier. Returns False when the request
+    was not queued: invalid URL, already seen, refused by a trap guard or the per-host
+    limit (each counted under ``frontier/...`` in the stats). A request that carries a
+    lease (a retry or a redirect of a leased page) is a follow-up: it goes straight to
+    its host's back queue and takes over the lease of the page it came from, in one
+    atomic step, so the page is never lost between the two.
+``next_request()``
+    Returns a leased request from a host that is due, or None when no host is due.
+    When it returns None, it arranges for the engine to be woken when the next host
+    becomes due (at most FRONTIER_POLL_INTERVAL later), so a crawl of few hosts does
+    not wait for the engine's 5-second heartbeat.
+``has_pending_requests()``
+    True while URLs are queued in the frontier (by any worker) or buffered here.
+
+Leases: popped URLs are leased to this worker; the worker renews the leases it holds
+every FRONTIER_LEASE_SECONDS / 3 until they are acknowledged (``ack``, called when the
+page and everything it produced has been handled) or FRONTIER_LEASE_MAX_HOLD passes.
+A worker that dies stops renewing; its leases expire and their URLs are handed out
+again. On a clean close, URLs buffered but not started are given back at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.misc import load_object
+from twisted.internet import reactor, task
+
+from crawler.frontier import codec
+from crawler.frontier.connection import redis_from_settings
+from crawler.frontier.frontier import ADDED, Entry, Frontier
+from crawler.signals import page_handled
+from crawler.urls import InvalidURL, normalize_url
+
+logger = logging.getLogger(__name__)
+
+
+class FrontierScheduler:
+    def __init__(self, crawler, frontier: Frontier):
+        self.crawler = crawler
+        self.frontier = frontier
+        self.stats = crawler.stats
+        s = crawler.settings
+        self.pop_batch = s.getint("FRONTIER_POP_BATCH")
+        self.poll_interval = s.getfloat("FRONTIER_POLL_INTERVAL")
+        self.lease_max_hold = s.getfloat("FRONTIER_LEASE_MAX_HOLD")
+        self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
+        self.idle_seconds = s.getfloat("FRONTIER_IDLE_SECONDS")
+        self.intervals_file = s.get("FRONTIER_HOST_INTERVALS_FILE")
+        self.strip_params = tuple(s.getlist("URL_STRIP_PARAMS")) or None
+        self.sort_query = s.getbool("URL_SORT_QUERY")
+        self.spider = None
+        self._buffer: list = []  # leased requests popped but not yet handed to the engine
+        self._held: dict[str, float] = {}  # lease id -> time it was popped
+        self._next_poll = 0.0
+        self._wakeup = None
+        self._idle_since: float | None = None
+        self._renewer = task.LoopingCall(self._renew)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        settings = crawler.settings
+        frontier_cls = load_object(settings.get("FRONTIER_CLASS", "crawler.frontier.frontier.Frontier"))
+        frontier = frontier_cls.from_settings(settings, redis_from_settings(settings))
+        scheduler = cls(crawler, frontier)
+        crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
+        crawler.signals.connect(scheduler.ack, signal=page_handled)
+        return scheduler
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def open(self, spider):
+        self.spider = spider
+        if self.intervals_file:
+            n = self.frontier.load_intervals(self.intervals_file)
+            logger.info("Loaded %d host intervals from %s", n, self.intervals_file)
+        self._renewer.start(max(self.frontier.lease_ms / 3000, 0.05), now=False)
+        stats = self.frontier.stats()
+        logger.info(
+            "Frontier %r: %d URLs queued over %d hosts, %d leased, %d seen",
+            self.frontier.keys.crawl_name,
+            stats["queued"],
+            stats["hosts_queued"],
+            stats["leased"],
+            stats["seen"]["urls"],
+        )
+
+    def close(self, reason):
+        if self._renewer.running:
+            self._renewer.stop()
+        if self._wakeup is not None and self._wakeup.active():
+            self._wakeup.cancel()
+        unstarted = [req.meta[codec.LEASE_META] for req in self._buffer]
+        if unstarted:
+            self.frontier.release(unstarted)
+            logger.info("Gave back %d leased URLs not started", len(unstarted))
+        self._buffer.clear()
+
+    # -- engine interface --------------------------------------------------------------
+
+    def has_pending_requests(self) -> bool:
+        return bool(self._buffer) or self.frontier.stats_queued() > 0
+
+    def enqueue_request(self, request) -> bool:
+        lease = request.meta.get(codec.LEASE_META, "")
+        try:
+            url = normalize_url(request.url, sort_query=self.sort_query, **self._strip())
+        except InvalidURL:
+            self._inc("frontier/invalid")
+            if lease:
+                self.ack(request)
+            return False
+        entry = Entry(
+            url=url,
+            payload=codec.encode(request, self.spider),
+            priority=request.priority,
+            depth=request.meta.get("depth", 0),
+            dont_filter=request.dont_filter,
+            follow_up=bool(lease),
+            replaces_lease=lease,
+        )
+        if lease:
+            self._held.pop(lease, None)
+        status = self.frontier.push(entry)
+        if status == ADDED:
+            self._inc("frontier/enqueued")
+            return True
+        self._inc(f"frontier/{status.replace(':', '/')}")
+        return False
+
+    def next_request(self):
+        if not self._buffer:
+            now = time.time()
+            if now < self._next_poll:
+                return None
+            leases, next_due = self.frontier.pop(self.pop_batch)
+            if not leases:
+                wait = self.poll_interval if next_due is None else max(next_due / 1000 - now, 0.01)
+                wait = min(wait, self.poll_interval)
+                self._next_poll = now + wait
+                self._wake_engine_in(wait)
+                return None
+            for lease in leases:
+                request = codec.decode(lease.payload, self.spider)
+                request.meta[codec.LEASE_META] = lease.id
+                self._held[lease.id] = now
+                self._buffer.append(request)
+            self._inc("frontier/leased", len(leases))
+        return self._buffer.pop(0)
+
+    # -- leases ------------------------------------------------------------------------
+
+    def ack(self, request, **kwargs) -> None:
+        """The page of this request has been handled: release its lease for good."""
+        lease = request.meta.get(codec.LEASE_META)
+        if lease:
+            self._held.pop(lease, None)
+            if self.frontier.ack(lease):
+                self._inc("frontier/acked")
+
+    def _renew(self):
+        if not self._held:
+            return
+        cutoff = time.time() - self.lease_max_hold
+        for lease, since in list(self._held.items()):
+            if since < cutoff:  # lost track of it: let it expire and be retried
+                del self._held[lease]
+                self._inc("frontier/lease/given_up")
+        try:
+            self.frontier.renew(list(self._held))
+        except Exception:  # a Redis blip: the next renewal comes well before expiry
+            logger.warning("Could not renew %d leases", len(self._held), exc_info=True)
+
+    # -- idling ------------------------------------------------------------------------
+
+    def _wake_engine_in(self, seconds: float) -> None:
+        if self._wakeup is not None and self._wakeup.active():
+            return
+        self._wakeup = reactor.callLater(seconds, self._wake_engine)
+
+    def _wake_engine(self):
+        # The engine asks the scheduler again after each download and on a 5 s heartbeat;
+        # when a host becomes due sooner than that, ask it to look now.
+        slot = getattr(self.crawler.engine, "_slot", None)
+        if slot is not None:
+            slot.nextcall.schedule()
+
+    def _spider_idle(self, spider):
+        if self.frontier.is_idle() and not self._buffer:
+            now = time.time()
+            if self._idle_since is None:
+                self._idle_since = now
+            if self.close_when_idle and now - self._idle_since >= self.idle_seconds:
+                logger.info("Frontier empty for %.0f s: closing", now - self._idle_since)
+                return
+        else:
+            self._idle_since = None
+        raise DontCloseSpider
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _strip(self) -> dict:
+        return {} if self.strip_params is None else {"strip_params": self.strip_params}
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        self.stats.inc_value(key, count)

@@ -1,0 +1,24 @@
+"""What the crawl yields: one Page per fetched (or failed) URL."""
+
+import base64
+
+import scrapy
+
+
+def _b64(body):
+    return base64.b64encode(body).decode("ascii") if body else ""
+
+
+class Page(scrapy.Item):
+    url = scrapy.Field()  # the URL that was requested (before redirects)
+    final_url = scrapy.Field()  # the URL the body came from
+    redirect_chain = scrapy.Field()  # URLs before final_url, in order
+    status = scrapy.Field()  # HTTP status, or None when the fetch failed
+    error = scrapy.Field()  # why the fetch failed, else None
+    headers = scrapy.Field()  # {name: [values]} of the final response
+    body = scrapy.Field(serializer=_b64)  # raw bytes (base64 in feed exports)
+    fetch_latency = scrapy.Field()  # seconds, from request sent to response received
+    depth = scrapy.Field()
+    referrer = scrapy.Field()
+    outlinks = scrapy.Field()  # [{"url", "text", "nofollow"}], normalized, in page order
+    fetched_at = scrapy.Field()  # UNIX time

@@ -1,0 +1,70 @@
+"""Acknowledge a page's frontier lease once the page has been handled.
+
+A page is handled when the spider's callback has finished and every item it produced
+has left the item pipelines (``item_scraped``, ``item_dropped`` or ``item_error``):
+with the storage pipelines that is after the store write. A callback that raises
+counts as handled too (failed for good, counted as ``frontier/lease/spider_error``).
+Items an errback produces for a failed download (which Scrapy does not pass through
+spider middlewares) acknowledge the lease when they leave the pipelines.
+Requests without a lease (robots.txt, start requests) are not tracked.
+"""
+
+from __future__ import annotations
+
+from scrapy import Request, signals
+
+from crawler.frontier.codec import LEASE_META
+from crawler.signals import page_handled
+
+
+class LeaseMiddleware:
+    def __init__(self, crawler):
+        self.crawler = crawler
+        # lease -> [items not yet out of the pipelines, callback finished]
+        self._open: dict[str, list] = {}
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        mw = cls(crawler)
+        for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
+            crawler.signals.connect(mw._item_done, signal=signal)
+        return mw
+
+    def _ack(self, request):
+        self.crawler.signals.send_catch_log(page_handled, request=request)
+
+    async def process_spider_output(self, response, result):
+        request = response.request
+        lease = request.meta.get(LEASE_META) if request is not None else None
+        if not lease:
+            async for out in result:
+                yield out
+            return
+        state = self._open[lease] = [0, False]
+        try:
+            async for out in result:
+                if not isinstance(out, Request):
+                    state[0] += 1
+                yield out
+        except Exception:
+            self.crawler.stats.inc_value("frontier/lease/spider_error")
+            raise
+        finally:
+            state[1] = True
+            if state[0] <= 0:
+                del self._open[lease]
+                self._ack(request)
+
+    def _item_done(self, item, response=None, **kwargs):
+        request = getattr(response, "request", None)
+        lease = request.meta.get(LEASE_META) if request is not None else None
+        if not lease:
+            return
+        state = self._open.get(lease)
+        if state is None:  # an errback's item: nothing else is pending
+            self._ack(request)
+            return
+        state[0] -= 1
+        if state[1] and state[0] <= 0:
+            del self._open[lease]
+            self._ack(request)

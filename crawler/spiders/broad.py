@@ -1,0 +1,164 @@
+"""The broad-crawl spider: fetch pages from the frontier, yield one Page each, follow links.
+
+    scrapy crawl broad -a seeds=seeds.txt -O pages.jsonl
+
+Arguments (``-a``), each also a setting:
+    seeds            seed file(s), comma separated, ingested before crawling (``scrapy seed``)
+    allowed_domains  comma separated; links outside these domains (and subdomains) are dropped
+    allowed_prefixes comma separated URL prefixes; links not starting with one are dropped
+    follow           "0" to fetch only the seeds
+
+Links: only http(s), not binary files (Scrapy's IGNORED_EXTENSIONS), not ``rel=nofollow``
+links, none at all from a page with ``<meta name=robots content=nofollow>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import scrapy
+from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
+from scrapy.utils.defer import deferred_to_future
+from twisted.internet import threads
+
+from crawler.items import Page
+from crawler.urls import InvalidURL, normalize_url, url_host
+
+logger = logging.getLogger(__name__)
+
+
+def _split(value) -> list[str]:
+    if not value:
+        return []
+    if isinstance(value, str):
+        value = value.split(",")
+    return [v.strip() for v in value if v.strip()]
+
+
+class BroadSpider(scrapy.Spider):
+    name = "broad"
+
+    def __init__(self, *args, seeds=None, allowed_domains=None, allowed_prefixes=None, follow=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seed_files = _split(seeds)
+        self._arg_domains = _split(allowed_domains)
+        self._arg_prefixes = _split(allowed_prefixes)
+        self._arg_follow = follow
+
+    @classmethod
+    def from_crawler(cls, crawler, *args, **kwargs):
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        s = crawler.settings
+        spider.scope_domains = [d.lower().lstrip(".") for d in spider._arg_domains or s.getlist("CRAWL_ALLOWED_DOMAINS")]
+        spider.scope_prefixes = spider._arg_prefixes or s.getlist("CRAWL_ALLOWED_PREFIXES")
+        spider.follow = (
+            s.getbool("CRAWL_FOLLOW_LINKS") if spider._arg_follow is None else spider._arg_follow not in ("0", "false", "no")
+        )
+        spider.strip_params = tuple(s.getlist("URL_STRIP_PARAMS")) or None
+        spider.sort_query = s.getbool("URL_SORT_QUERY")
+        spider.link_extractor = LinkExtractor(
+            deny_extensions=IGNORED_EXTENSIONS, canonicalize=False, unique=True, tags=("a", "area")
+        )
+        return spider
+
+    async def start(self):
+        if self.seed_files:
+            await deferred_to_future(threads.deferToThread(self._ingest_seeds))
+        for request in []:  # every URL comes from the frontier
+            yield request
+
+    def _ingest_seeds(self):
+        from crawler.frontier.connection import redis_from_settings
+        from crawler.frontier.frontier import Frontier
+        from crawler.seeds import ingest
+
+        s = self.settings
+        frontier = Frontier.from_settings(s, redis_from_settings(s))
+        report = ingest(
+            frontier,
+            self.seed_files,
+            batch_size=s.getint("SEED_BATCH_SIZE"),
+            strip_params=self.strip_params,
+            sort_query=self.sort_query,
+        )
+        logger.info("Seeds: %s", report.summary())
+        for key in ("added", "seen", "invalid", "refused"):
+            self.crawler.stats.inc_value(f"seeds/{key}", getattr(report, key))
+
+    # -- pages ---------------------------------------------------------------------
+
+    def parse(self, response):
+        page = self._page(response.request, response)
+        outlinks = []
+        if self.follow and 200 <= response.status < 300 and isinstance(response, scrapy.http.TextResponse):
+            outlinks = self._outlinks(response)
+        page["outlinks"] = outlinks
+        yield page
+        for link in outlinks:
+            if not link["nofollow"] and self.in_scope(link["url"]):
+                yield scrapy.Request(link["url"], errback=self.errback)
+
+    def errback(self, failure):
+        request = failure.request
+        page = self._page(request, getattr(failure.value, "response", None))
+        page["error"] = f"{type(failure.value).__name__}: {failure.value}"[:500]
+        page["outlinks"] = []
+        self.crawler.stats.inc_value(f"pages/error/{type(failure.value).__name__}")
+        yield page
+
+    def _page(self, request, response) -> Page:
+        meta = request.meta
+        chain = list(meta.get("redirect_urls", []))
+        referer = request.headers.get(b"Referer")
+        page = Page(
+            url=chain[0] if chain else request.url,
+            final_url=response.url if response is not None else request.url,
+            redirect_chain=chain,
+            status=response.status if response is not None else None,
+            error=None,
+            headers={},
+            body=b"",
+            fetch_latency=meta.get("download_latency"),
+            depth=meta.get("depth", 0),
+            referrer=referer.decode("latin-1") if referer else None,
+            fetched_at=time.time(),
+        )
+        if response is not None:
+            page["headers"] = {
+                k.decode("latin-1"): [v.decode("latin-1") for v in vs] for k, vs in response.headers.items()
+            }
+            page["body"] = response.body
+        return page
+
+    def _outlinks(self, response) -> list[dict]:
+        robots = ",".join(response.xpath("//meta[translate(@name,'ROBTS','robts')='robots']/@content").getall())
+        if {"nofollow", "none"} & {t.strip() for t in robots.lower().split(",")}:
+            self.crawler.stats.inc_value("links/meta_nofollow_pages")
+            return []
+        out, seen = [], set()
+        for link in self.link_extractor.extract_links(response):
+            try:
+                url = normalize_url(link.url, sort_query=self.sort_query, **self._strip())
+            except InvalidURL:
+                self.crawler.stats.inc_value("links/invalid")
+                continue
+            if url in seen:
+                continue
+            seen.add(url)
+            out.append({"url": url, "text": (link.text or "").strip()[:200], "nofollow": bool(link.nofollow)})
+        return out
+
+    def in_scope(self, url: str) -> bool:
+        if self.scope_prefixes and not any(url.startswith(p) for p in self.scope_prefixes):
+            self.crawler.stats.inc_value("links/out_of_scope")
+            return False
+        if self.scope_domains:
+            host = url_host(url)
+            if not any(host == d or host.endswith("." + d) for d in self.scope_domains):
+                self.crawler.stats.inc_value("links/out_of_scope")
+                return False
+        return True
+
+    def _strip(self) -> dict:
+        return {} if self.strip_params is None else {"strip_params": self.strip_params}

@@ -1,0 +1,411 @@
+"""The one URL normalizer used everywhere (seeds, extracted links, frontier keys,
+store look-ups).
+
+``normalize_url`` turns any http(s) URL into a canonical string so that two
+spellings of the same resource compare equal. It is built on
+:func:`w3lib.url.safe_url_string` (percent-encoding of unsafe characters, IDNA,
+port parsing) and :func:`urllib.parse.urlsplit`; everything else is small
+string work on the already-split components.
+
+Rules, each with an example (input -> output):
+
+1. Surrounding whitespace is stripped. Only ``http`` and ``https`` are
+   accepted; anything else raises :class:`InvalidURL`, including an empty
+   string, a relative or scheme-less URL (no scheme is ever added),
+   ``javascript:``, ``mailto:``, ``data:``, ``ftp:``. Non-``str`` input raises
+   :class:`InvalidURL` too.
+
+   >>> normalize_url("  http://example.com/a  ")
+   'http://example.com/a'
+   >>> normalize_url("example.com/a")
+   Traceback (most recent call last):
+   ...
+   crawler.urls.InvalidURL: not an http(s) URL: 'example.com/a'
+
+2. Scheme and host are lowercased; internationalized hosts are IDNA-encoded
+   (punycode); trailing dots are stripped from the host.
+
+   >>> normalize_url("HTTPS://WWW.Example.COM./Path")
+   'https://www.example.com/Path'
+   >>> normalize_url("http://B\u00fccher.de/")
+   'http://xn--bcher-kva.de/'
+
+3. Empty hosts, hosts with characters outside ``[a-z0-9_-]`` / empty labels /
+   labels over 63 characters / over 253 characters, IPv6 zone ids and ports
+   that are not integers in 1..65535 raise :class:`InvalidURL`.
+
+   >>> normalize_url("http://exa mple.com/")
+   Traceback (most recent call last):
+   ...
+   crawler.urls.InvalidURL: invalid host in URL: 'http://exa mple.com/'
+
+4. Default ports are dropped (``:80`` for http, ``:443`` for https); other
+   ports are kept as plain integers. Userinfo is kept (as re-encoded by
+   ``safe_url_string``); an empty ``@`` is dropped.
+
+   >>> normalize_url("http://example.com:80/")
+   'http://example.com/'
+   >>> normalize_url("https://user:pw@example.com:0443/")
+   'https://user:pw@example.com/'
+   >>> normalize_url("http://example.com:8080/")
+   'http://example.com:8080/'
+
+5. Dot segments are resolved (RFC 3986 5.2.4, after decoding ``%2E``) and an
+   empty path becomes ``/``. Path case and repeated slashes are kept.
+
+   >>> normalize_url("http://example.com/a/./b/../c")
+   'http://example.com/a/c'
+   >>> normalize_url("http://example.com")
+   'http://example.com/'
+
+6. Percent-encoding is normalized in path and query: hex digits are
+   uppercased, escapes of unreserved characters (``A-Z a-z 0-9 - . _ ~``) are
+   decoded, characters that must be encoded are encoded (space, ``"<>`{}|[]^``,
+   ``'`` in the query, controls, non-ASCII as UTF-8), and a ``%`` that does not
+   start a valid escape becomes ``%25``. Escapes of reserved characters
+   (``%2F``, ``%3F``, ``%26`` ...) and of non-ASCII bytes are kept encoded;
+   ``+`` is kept as is.
+
+   >>> normalize_url("http://example.com/%7euser/%41%2fb c/\u00e9?q=%e2%82%ac")
+   'http://example.com/~user/A%2Fb%20c/%C3%A9?q=%E2%82%AC'
+   >>> normalize_url("http://example.com/100%/x")
+   'http://example.com/100%25/x'
+
+7. The fragment is dropped, and so is an empty query (``?`` alone, or only
+   ``&`` separators; empty ``&&`` fields are removed).
+
+   >>> normalize_url("http://example.com/a?#top")
+   'http://example.com/a'
+
+8. Tracking / session query parameters are removed by name,
+   case-insensitively (``strip_params``; entries ending in ``*`` are
+   prefixes), and so are ``;name=value`` path parameters whose name matches.
+
+   >>> normalize_url("http://example.com/a?UTM_Source=x&id=3&gclid=y")
+   'http://example.com/a?id=3'
+   >>> normalize_url("http://example.com/a;jsessionid=ABC?x=1")
+   'http://example.com/a?x=1'
+
+9. With ``sort_query=True`` (the default) query parameters are sorted by name
+   only, keeping the original order of equal names. Blank values and bare
+   names are kept exactly (``a=`` stays ``a=``, ``a`` stays ``a``).
+
+   >>> normalize_url("http://example.com/?b=1&a=&c&a=0")
+   'http://example.com/?a=&a=0&b=1&c'
+
+10. IPv6 literal hosts stay bracketed; they are lowercased and compressed.
+
+   >>> normalize_url("http://[2001:DB8:0:0::1]:8080/")
+   'http://[2001:db8::1]:8080/'
+
+11. Errors: any failure inside w3lib / urllib / idna on bad input is reported
+    as :class:`InvalidURL` (message names the URL, truncated to ~200 chars);
+    ``normalize_url`` raises nothing else for any ``str``.
+
+12. Idempotence: ``normalize_url(normalize_url(x)) == normalize_url(x)``. Each
+    step only emits characters that ``safe_url_string`` leaves alone and that
+    the later steps map to themselves (ASCII host, uppercase escapes, no
+    decodable escapes, sorted and already-stripped parameters).
+
+``url_host`` returns the lowercase ASCII host of a (normalized) URL, without
+port; IPv6 hosts are returned without brackets, as ``urlsplit`` does.
+
+   >>> url_host("https://xn--bcher-kva.de:8443/x")
+   'xn--bcher-kva.de'
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import re
+import string
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+from w3lib.url import parse_url, safe_url_string
+
+__all__ = ["DEFAULT_STRIP_PARAMS", "InvalidURL", "normalize_url", "url_host"]
+
+
+class InvalidURL(ValueError):
+    """The one error normalize_url raises for input it cannot turn into an
+    http(s) URL."""
+
+
+DEFAULT_STRIP_PARAMS: tuple[str, ...] = (
+    # campaign / analytics tagging
+    "utm_*",
+    "mtm_*",
+    "hsa_*",
+    "pk_campaign",
+    "pk_kwd",
+    "pk_source",
+    "pk_medium",
+    "pk_content",
+    "_ga",
+    "_gl",
+    "_hsenc",
+    "_hsmi",
+    "__hssc",
+    "__hstc",
+    "__hsfp",
+    "_openstat",
+    "mc_cid",
+    "mc_eid",
+    "mkt_tok",
+    "vero_id",
+    "vero_conv",
+    "oly_anon_id",
+    "oly_enc_id",
+    "wickedid",
+    "s_kwcid",
+    "ef_id",
+    # ad click identifiers
+    "gclid",
+    "gclsrc",
+    "gbraid",
+    "wbraid",
+    "dclid",
+    "fbclid",
+    "msclkid",
+    "yclid",
+    "ymclid",
+    "twclid",
+    "ttclid",
+    "li_fat_id",
+    "igshid",
+    # session identifiers
+    "jsessionid",
+    "phpsessid",
+    "sid",
+    "sessionid",
+    "session_id",
+    "aspsessionid*",
+    "cfid",
+    "cftoken",
+)
+
+_ALLOWED_SCHEMES = {"http": 80, "https": 443}
+
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
+_HEX = "0123456789abcdefABCDEF"
+
+
+def _build_pct_map() -> dict[str, str]:
+    table = {"%": "%25"}  # a lone "%" that does not start a valid escape
+    for hi in _HEX:
+        for lo in _HEX:
+            char = chr(int(hi + lo, 16))
+            table[f"%{hi}{lo}"] = (
+                char if char in _UNRESERVED else f"%{hi}{lo}".upper()
+            )
+    return table
+
+
+_PCT_MAP = _build_pct_map()
+_PCT_RE = re.compile(r"%(?:[0-9A-Fa-f]{2})?")
+
+# Host names: letters, digits, "-" and "_" (seen in real sub-domains), labels of
+# 1..63 characters. Matched against the lowercased, IDNA-encoded host.
+_HOST_RE = re.compile(r"(?:[a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}")
+
+_TRUNCATE = 200
+
+
+def _pct_replace(match: re.Match[str]) -> str:
+    return _PCT_MAP[match[0]]
+
+
+def _normalize_escapes(text: str) -> str:
+    return _PCT_RE.sub(_pct_replace, text) if "%" in text else text
+
+
+@functools.lru_cache(maxsize=32)
+def _compile_strip(params: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    exact = frozenset(p.lower() for p in params if not p.endswith("*"))
+    prefixes = tuple(p[:-1].lower() for p in params if p.endswith("*"))
+    return exact, prefixes
+
+
+def _strip_matcher(
+    strip_params: Iterable[str] | str | None,
+) -> tuple[frozenset[str], tuple[str, ...]] | None:
+    if not strip_params:
+        return None
+    if isinstance(strip_params, str):
+        strip_params = (strip_params,)
+    compiled = _compile_strip(tuple(strip_params))
+    return compiled if compiled[0] or compiled[1] else None
+
+
+def _is_stripped(name: str, exact: frozenset[str], prefixes: tuple[str, ...]) -> bool:
+    name = name.lower()
+    return name in exact or name.startswith(prefixes)
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 section 5.2.4 for a path that starts with "/"."""
+    if "/." not in path:
+        return path
+    segments = path.split("/")[1:]
+    output: list[str] = []
+    for segment in segments[:-1]:
+        if segment == "..":
+            if output:
+                output.pop()
+        elif segment != ".":
+            output.append(segment)
+    last = segments[-1]
+    if last == "..":
+        if output:
+            output.pop()
+        output.append("")
+    elif last == ".":
+        output.append("")
+    else:
+        output.append(last)
+    return "/" + "/".join(output)
+
+
+def _strip_path_params(
+    path: str, exact: frozenset[str], prefixes: tuple[str, ...]
+) -> str:
+    segments = path.split("/")
+    for index, segment in enumerate(segments):
+        if ";" not in segment:
+            continue
+        base, *params = segment.split(";")
+        kept = [
+            p for p in params if not _is_stripped(p.partition("=")[0], exact, prefixes)
+        ]
+        segments[index] = ";".join([base, *kept])
+    return "/".join(segments)
+
+
+def _param_name(field: str) -> str:
+    return field.partition("=")[0]
+
+
+def _short(url: str) -> str:
+    text = repr(url)
+    return text if len(text) <= _TRUNCATE else text[:_TRUNCATE] + "..."
+
+
+def _normalize_host(hostname: str | None, url: str) -> str:
+    if not hostname:
+        raise InvalidURL(f"empty host in URL: {_short(url)}")
+    if ":" in hostname:  # IPv6 literal (urlsplit removed the brackets)
+        if "%" in hostname:
+            raise InvalidURL(f"IPv6 zone id in URL: {_short(url)}")
+        try:
+            address = ipaddress.IPv6Address(hostname)
+        except ValueError:
+            raise InvalidURL(f"invalid IPv6 host in URL: {_short(url)}") from None
+        return f"[{address.compressed}]"
+    host = hostname.rstrip(".")
+    if len(host) > 253 or not _HOST_RE.fullmatch(host):
+        raise InvalidURL(f"invalid host in URL: {_short(url)}")
+    return host
+
+
+def _normalize(
+    url: str, matcher: tuple[frozenset[str], tuple[str, ...]] | None, sort_query: bool
+) -> str:
+    text = url.strip()
+    head = text[:6].lower()
+    if not (head.startswith("http:") or head == "https:"):
+        raise InvalidURL(f"not an http(s) URL: {_short(url)}")
+
+    if "[" in text:
+        # w3lib drops the brackets of an IPvFuture literal ("[v1.x]" -> "v1.x"),
+        # which would turn it into a different, ordinary host name.
+        original = parse_url(text)
+        if "[" in original.netloc and ":" not in (original.hostname or ""):
+            raise InvalidURL(f"invalid bracketed host in URL: {_short(url)}")
+
+    safe = safe_url_string(text)
+    parts = urlsplit(safe)
+    scheme = parts.scheme
+    default_port = _ALLOWED_SCHEMES.get(scheme)
+    if default_port is None:
+        raise InvalidURL(f"not an http(s) URL: {_short(url)}")
+
+    # --- authority
+    host = _normalize_host(parts.hostname, url)
+    port = parts.port  # ValueError for a bad port
+    if port is not None and not 0 < port < 65536:
+        raise InvalidURL(f"invalid port in URL: {_short(url)}")
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    netloc = f"{userinfo}@{host}" if at and userinfo else host
+    if port is not None and port != default_port:
+        netloc = f"{netloc}:{port}"
+
+    # --- path: escapes, then path parameters, then dot segments
+    path = _normalize_escapes(parts.path) or "/"
+    if matcher is not None and ";" in path:
+        path = _strip_path_params(path, *matcher)
+    path = _remove_dot_segments(path)
+
+    # --- query: escapes, drop empty fields, strip, sort by name (stable)
+    query = parts.query
+    if query:
+        fields = [f for f in _normalize_escapes(query).split("&") if f]
+        if matcher is not None:
+            exact, prefixes = matcher
+            fields = [
+                f
+                for f in fields
+                if not _is_stripped(f.partition("=")[0], exact, prefixes)
+            ]
+        if sort_query and len(fields) > 1:
+            fields.sort(key=_param_name)
+        query = "&".join(fields)
+        if query:
+            return f"{scheme}://{netloc}{path}?{query}"
+    return f"{scheme}://{netloc}{path}"
+
+
+def normalize_url(
+    url: str,
+    *,
+    strip_params: Iterable[str] | None = DEFAULT_STRIP_PARAMS,
+    sort_query: bool = True,
+) -> str:
+    """Return the canonical form of the http(s) URL *url* (see module docstring).
+
+    *strip_params* lists query / path parameter names to remove
+    (case-insensitive; a trailing ``*`` makes an entry a prefix); pass ``()``
+    to keep every parameter. Raises :class:`InvalidURL` for anything that is
+    not a usable http(s) URL, and never raises anything else for a ``str``.
+    """
+    if not isinstance(url, str):
+        raise InvalidURL(f"URL must be str, not {type(url).__name__}")
+    matcher = _strip_matcher(strip_params)
+    try:
+        return _normalize(url, matcher, sort_query)
+    except InvalidURL:
+        raise
+    except Exception as exc:  # w3lib / urllib / idna / codecs on bad input
+        detail = str(exc)[:_TRUNCATE]
+        raise InvalidURL(f"cannot normalize URL {_short(url)}: {detail}") from exc
+
+
+def url_host(url: str) -> str:
+    """Lowercase ASCII host of an (already normalized) URL, without port.
+
+    IPv6 hosts come back without brackets (as ``urlsplit().hostname``).
+    Raises :class:`InvalidURL` if the URL has no usable host.
+    """
+    if not isinstance(url, str):
+        raise InvalidURL(f"URL must be str, not {type(url).__name__}")
+    try:
+        host = urlsplit(url).hostname
+    except ValueError as exc:
+        raise InvalidURL(f"cannot parse URL {_short(url)}: {exc}") from exc
+    if host and (host[-1] == "." or not host.isascii()):
+        # Not a normalized URL: normalize the host the same way normalize_url does.
+        host = urlsplit(normalize_url(url, strip_params=())).hostname
+    if not host:
+        raise InvalidURL(f"no host in URL: {_short(url)}")
+    return host

@@ -1,0 +1,94 @@
+"""Every project setting with its default. Profiles (local.py, distributed.py) change
+only what differs; any setting can still be overridden with ``-s NAME=VALUE``."""
+
+import os
+
+BOT_NAME = "crawler"
+SPIDER_MODULES = ["crawler.spiders"]
+NEWSPIDER_MODULE = "crawler.spiders"
+COMMANDS_MODULE = "crawler.commands"
+
+# Identify the crawler honestly; the robots.txt token is the first word.
+USER_AGENT = "crawler/0.1 (+https://example.invalid/crawler)"
+ROBOTSTXT_OBEY = True
+
+# Scrapy's remote-control server (2.19+, runs arbitrary code) and telnet console stay
+# off unless a user turns them on.
+TELNETCONSOLE_ENABLED = False
+REMOTE_CONTROL_ENABLED = False
+
+# --- crawl identity and storage ------------------------------------------------------
+# Several crawls share one Redis: every key starts with crawl:{CRAWL_NAME}:
+CRAWL_NAME = os.environ.get("CRAWL_NAME", "default")
+# Where embedded state lives (the embedded Redis's data, later the local stores).
+CRAWL_DIR = os.environ.get("CRAWL_DIR", ".crawl")
+# redis://host:port/db or unix:///path; empty: an embedded Redis under CRAWL_DIR.
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+# --- the frontier (crawler/frontier/) ------------------------------------------------
+SCHEDULER = "crawler.frontier.scheduler.FrontierScheduler"
+FRONTIER_PRIORITY_LEVELS = 3  # front queues; level weights 4:2:1 for 3 levels
+FRONTIER_HOST_INTERVAL = 1.0  # seconds between two fetches handed out for one host
+FRONTIER_HOST_INTERVALS_FILE = ""  # lines "HOST SECONDS" or "HOST Nqps"
+FRONTIER_POLITENESS_KEY = "host"  # or "domain" (registered domain, public suffix list)
+FRONTIER_LEASE_SECONDS = 60.0  # a popped URL returns to its queue if not renewed in time
+FRONTIER_LEASE_MAX_HOLD = 900.0  # a worker stops renewing a lease older than this
+FRONTIER_LEASE_MAX_ATTEMPTS = 3  # leases of one URL that may expire before it is abandoned
+FRONTIER_POP_BATCH = 4  # URLs leased per round trip
+FRONTIER_REFILL_BATCH = 100  # front-queue entries moved to back queues per pop, at most
+FRONTIER_POLL_INTERVAL = 1.0  # seconds between polls when no host is due
+FRONTIER_BLOOM_CAPACITY = 1_000_000  # URLs of the first Bloom filter; it grows x2 after
+FRONTIER_BLOOM_ERROR_RATE = 1e-6  # overall false-positive bound of the URL-seen filter
+FRONTIER_BLOOM_GROWTH = 2
+# Trap guards (0 turns one off); each refusal is counted as frontier/trap/<name>.
+FRONTIER_MAX_URL_LENGTH = 2048
+FRONTIER_MAX_DEPTH = 20
+FRONTIER_MAX_PAGES_PER_HOST = 100_000
+FRONTIER_MAX_REPEATED_SEGMENTS = 3
+FRONTIER_MAX_QUERY_PARAMS = 24
+FRONTIER_MAX_QUERY_LENGTH = 1024
+FRONTIER_MAX_PARAM_REPEATS = 3
+# A worker closes when the frontier has had nothing queued and nothing leased for this
+# many seconds (local profile); with False it waits for new work (distributed).
+FRONTIER_CLOSE_WHEN_IDLE = True
+FRONTIER_IDLE_SECONDS = 10.0
+FRONTIER_STATS_INTERVAL = 30.0  # seconds between frontier progress log lines
+
+# --- URL normalization (crawler/urls.py) ------------------------------------------------
+URL_STRIP_PARAMS = []  # empty: the built-in list of tracking and session parameters
+URL_SORT_QUERY = True
+
+# --- the broad-crawl spider -----------------------------------------------------------
+CRAWL_ALLOWED_DOMAINS = []  # scope: these domains and their subdomains (empty: any)
+CRAWL_ALLOWED_PREFIXES = []  # scope: URLs starting with one of these (empty: any)
+CRAWL_FOLLOW_LINKS = True
+SEED_BATCH_SIZE = 2000  # URLs per frontier round trip during seed ingestion
+
+# --- Scrapy's own knobs, tuned for a broad crawl -----------------------------------------
+# Politeness is the frontier's job: no per-process delay fighting it.
+DOWNLOAD_DELAY = 0
+AUTOTHROTTLE_ENABLED = False
+CONCURRENT_REQUESTS = 32
+CONCURRENT_REQUESTS_PER_DOMAIN = 4
+DOWNLOAD_TIMEOUT = 30
+DOWNLOAD_MAXSIZE = 10 * 1024 * 1024
+DOWNLOAD_WARNSIZE = 0
+RETRY_TIMES = 2
+REDIRECT_MAX_TIMES = 5
+COOKIES_ENABLED = False
+HTTPERROR_ALLOW_ALL = True  # every status reaches the spider and becomes a Page
+DEPTH_STATS_VERBOSE = False
+DEPTH_PRIORITY = 0
+LOG_LEVEL = "INFO"
+LOGSTATS_INTERVAL = 30.0
+REACTOR_THREADPOOL_MAXSIZE = 20
+DNSCACHE_ENABLED = True
+FEED_EXPORT_ENCODING = "utf-8"
+
+SPIDER_MIDDLEWARES = {
+    # acknowledges a page's lease once everything it produced has been handled
+    "crawler.middlewares.lease.LeaseMiddleware": 1000,
+}
+EXTENSIONS = {
+    "crawler.extensions.FrontierStats": 500,
+}

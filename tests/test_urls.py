@@ -1,0 +1,393 @@
+"""Tests for crawler.urls: table of rules, error cases and hypothesis properties."""
+
+from __future__ import annotations
+
+import doctest
+from urllib.parse import urlsplit
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from crawler import urls
+from crawler.urls import DEFAULT_STRIP_PARAMS, InvalidURL, normalize_url, url_host
+
+# --------------------------------------------------------------------------
+# table tests
+
+NORMALIZED = [
+    # whitespace, scheme and host case
+    ("  http://example.com/a \n", "http://example.com/a"),
+    ("HTTP://WWW.EXAMPLE.COM/Path", "http://www.example.com/Path"),
+    ("HtTpS://Example.Com", "https://example.com/"),
+    # IDNA and trailing dot
+    ("http://bücher.de/", "http://xn--bcher-kva.de/"),
+    ("http://BÜCHER.de./x", "http://xn--bcher-kva.de/x"),
+    ("http://ｅｘａｍｐｌｅ.com/", "http://example.com/"),
+    ("http://xn--bcher-kva.de/", "http://xn--bcher-kva.de/"),
+    ("http://example.com./", "http://example.com/"),
+    ("http://my_host.example.com/", "http://my_host.example.com/"),
+    # ports
+    ("http://example.com:80/", "http://example.com/"),
+    ("https://example.com:443/", "https://example.com/"),
+    ("http://example.com:443/", "http://example.com:443/"),
+    ("https://example.com:80/", "https://example.com:80/"),
+    ("http://example.com:0080/", "http://example.com/"),
+    ("http://example.com:8080", "http://example.com:8080/"),
+    ("http://example.com:/", "http://example.com/"),
+    # userinfo is kept
+    ("http://user:pw@Example.com:80/", "http://user:pw@example.com/"),
+    ("http://User@example.com/", "http://User@example.com/"),
+    ("http://@example.com/", "http://example.com/"),
+    # dot segments and empty path
+    ("http://example.com/a/./b/../c", "http://example.com/a/c"),
+    ("http://example.com/a/b/..", "http://example.com/a/"),
+    ("http://example.com/../../a", "http://example.com/a"),
+    ("http://example.com/a/%2e%2E/b", "http://example.com/b"),
+    ("http://example.com", "http://example.com/"),
+    ("http://example.com?x=1", "http://example.com/?x=1"),
+    ("http://example.com/a//b/", "http://example.com/a//b/"),
+    # percent-encoding
+    ("http://example.com/%7euser", "http://example.com/~user"),
+    ("http://example.com/%41%62c", "http://example.com/Abc"),
+    ("http://example.com/a%2fb", "http://example.com/a%2Fb"),
+    ("http://example.com/a b", "http://example.com/a%20b"),
+    ("http://example.com/é", "http://example.com/%C3%A9"),
+    ("http://example.com/%e9", "http://example.com/%E9"),
+    ("http://example.com/100%", "http://example.com/100%25"),
+    ("http://example.com/a|b[c]", "http://example.com/a%7Cb%5Bc%5D"),
+    ("http://example.com/?q=a b&r=é", "http://example.com/?q=a%20b&r=%C3%A9"),
+    ("http://example.com/?q=%7e%3d+x", "http://example.com/?q=~%3D+x"),
+    ("http://example.com/?q='x'", "http://example.com/?q=%27x%27"),
+    ("http:\\\\example.com\\a\\b", "http://example.com/a/b"),
+    # fragment and empty query
+    ("http://example.com/a#frag", "http://example.com/a"),
+    ("http://example.com/a?", "http://example.com/a"),
+    ("http://example.com/a?#x", "http://example.com/a"),
+    ("http://example.com/a?&&", "http://example.com/a"),
+    ("http://example.com/a?b=1&&a=2", "http://example.com/a?a=2&b=1"),
+    # tracking / session parameters
+    ("http://example.com/?utm_source=x&utm_medium=y", "http://example.com/"),
+    ("http://example.com/?UTM_Source=x&id=3&GCLID=y", "http://example.com/?id=3"),
+    ("http://example.com/?fbclid=1&q=a#f", "http://example.com/?q=a"),
+    ("http://example.com/?%75tm_x=1&q=a", "http://example.com/?q=a"),
+    ("http://example.com/?PHPSESSID=1&sid=2", "http://example.com/"),
+    ("http://example.com/?ASPSESSIONIDQQ=1&a=1", "http://example.com/?a=1"),
+    ("http://example.com/?utm=keep", "http://example.com/?utm=keep"),
+    ("http://example.com/a;jsessionid=ABC?x=1", "http://example.com/a?x=1"),
+    ("http://example.com/a;JSESSIONID=ABC;v=2", "http://example.com/a;v=2"),
+    ("http://example.com/a;x=1/b", "http://example.com/a;x=1/b"),
+    # query sorting
+    ("http://example.com/?c=3&b=2&a=1", "http://example.com/?a=1&b=2&c=3"),
+    ("http://example.com/?b=2&a=9&a=1", "http://example.com/?a=9&a=1&b=2"),
+    ("http://example.com/?a=&b=1", "http://example.com/?a=&b=1"),
+    ("http://example.com/?b&a", "http://example.com/?a&b"),
+    # IPv4 / IPv6
+    ("http://127.0.0.1:80/", "http://127.0.0.1/"),
+    ("http://[::1]/", "http://[::1]/"),
+    ("http://[2001:DB8:0:0::1]:8080/x", "http://[2001:db8::1]:8080/x"),
+    ("https://[FE80::A]:443", "https://[fe80::a]/"),
+]
+
+
+@pytest.mark.parametrize(("raw", "expected"), NORMALIZED)
+def test_normalize_table(raw: str, expected: str) -> None:
+    assert normalize_url(raw) == expected
+    assert normalize_url(expected) == expected
+
+
+INVALID = [
+    "",
+    "   ",
+    "example.com",
+    "www.example.com/a",
+    "//example.com/a",
+    "/relative/path",
+    "a/b?c",
+    "javascript:alert(1)",
+    "mailto:someone@example.com",
+    "data:text/plain,hello",
+    "ftp://example.com/",
+    "file:///etc/passwd",
+    "ws://example.com/",
+    "http://",
+    "http:///path",
+    "http:example.com",
+    "http:/example.com",
+    "http://./",
+    "http://a..b/",
+    "http://exa mple.com/",
+    "http://exa_mple!.com/",
+    "http://ex%61mple.com/",
+    "http://" + "a" * 64 + ".com/",
+    "http://example.com:0/",
+    "http://example.com:65536/",
+    "http://example.com:-1/",
+    "http://example.com:http/",
+    "http://example.com:８０/",
+    "http://[::1/",
+    "http://[1.2.3.4]/",
+    "http://[v1.x]/",
+    "http://[fe80::1%25eth0]/",
+    "http://a\u2100b.com/",
+    "http://example.com/\ud800",
+    "\x00http://example.com/",
+]
+
+
+@pytest.mark.parametrize("raw", INVALID)
+def test_invalid(raw: str) -> None:
+    with pytest.raises(InvalidURL):
+        normalize_url(raw)
+
+
+@pytest.mark.parametrize("raw", [None, b"http://example.com/", 42, ["http://x/"]])
+def test_non_str_is_invalid(raw: object) -> None:
+    with pytest.raises(InvalidURL):
+        normalize_url(raw)  # type: ignore[arg-type]
+
+
+def test_error_message_is_truncated() -> None:
+    with pytest.raises(InvalidURL) as info:
+        normalize_url("ftp://" + "x" * 10_000)
+    assert len(str(info.value)) < 300
+
+
+def test_custom_strip_params_and_no_sort() -> None:
+    url = "http://example.com/p;Tok=1?z=1&Tok=2&tok_a=3&utm_source=4&a=5"
+    assert (
+        normalize_url(url, strip_params=("tok", "tok_*"), sort_query=False)
+        == "http://example.com/p?z=1&utm_source=4&a=5"
+    )
+    assert normalize_url(url, strip_params=()) == (
+        "http://example.com/p;Tok=1?Tok=2&a=5&tok_a=3&utm_source=4&z=1"
+    )
+    assert normalize_url(url, strip_params=None, sort_query=False) == (
+        "http://example.com/p;Tok=1?z=1&Tok=2&tok_a=3&utm_source=4&a=5"
+    )
+    assert normalize_url(url, strip_params="utm_*") == (
+        "http://example.com/p;Tok=1?Tok=2&a=5&tok_a=3&z=1"
+    )
+
+
+def test_default_strip_params_shape() -> None:
+    assert "utm_*" in DEFAULT_STRIP_PARAMS
+    for name in ("gclid", "fbclid", "jsessionid", "phpsessid", "sid", "_ga"):
+        assert name in DEFAULT_STRIP_PARAMS
+    assert all(p == p.lower() for p in DEFAULT_STRIP_PARAMS)
+
+
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [
+        ("http://example.com/", "example.com"),
+        ("https://user@xn--bcher-kva.de:8443/x", "xn--bcher-kva.de"),
+        ("http://[2001:db8::1]:8080/", "2001:db8::1"),
+        ("http://Example.COM./", "example.com"),
+        ("http://bücher.de/", "xn--bcher-kva.de"),
+    ],
+)
+def test_url_host(url: str, host: str) -> None:
+    assert url_host(url) == host
+
+
+@pytest.mark.parametrize("url", ["", "/path", "http:///x", "mailto:a@b", "http://[::1/"])
+def test_url_host_invalid(url: str) -> None:
+    with pytest.raises(InvalidURL):
+        url_host(url)
+
+
+def test_docstring_examples() -> None:
+    result = doctest.testmod(urls, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 10
+    assert result.failed == 0
+
+
+# --------------------------------------------------------------------------
+# property tests
+
+_exact = {p for p in DEFAULT_STRIP_PARAMS if not p.endswith("*")}
+_prefixes = tuple(p[:-1] for p in DEFAULT_STRIP_PARAMS if p.endswith("*"))
+
+
+def _is_tracking(name: str) -> bool:
+    name = name.lower()
+    return name in _exact or name.startswith(_prefixes)
+
+
+schemes = st.sampled_from(["http", "https", "HTTP", "HtTpS", "ftp"])
+separators = st.sampled_from(["://", "://", "://", ":/", ":", ":\\\\", "://@"])
+userinfos = st.sampled_from(["", "", "", "user@", "u:p@", "@", "a%41:b%zz@", "é@"])
+hosts = st.one_of(
+    st.sampled_from(
+        [
+            "example.com",
+            "Example.COM.",
+            "WWW.example.co.uk",
+            "bücher.de",
+            "BÜCHER.DE.",
+            "xn--bcher-kva.de",
+            "ｅｘａｍｐｌｅ.com",
+            "127.0.0.1",
+            "[::1]",
+            "[2001:DB8:0:0::1]",
+            "[::ffff:1.2.3.4]",
+            "[v1.x]",
+            "a..b",
+            "",
+            "exa mple.com",
+            "my_host.local",
+            "☃.net",
+            "ex%61mple.com",
+        ]
+    ),
+    st.from_regex(r"[A-Za-z0-9-]{1,12}(\.[A-Za-z0-9-]{1,12}){0,3}\.?", fullmatch=True),
+    st.text(min_size=1, max_size=12),
+)
+ports = st.one_of(
+    st.just(""),
+    st.integers(min_value=-1, max_value=70_000).map(lambda p: f":{p}"),
+    st.sampled_from([":", ":80", ":443", ":0080", ":abc", ":８０"]),
+)
+path_segments = st.one_of(
+    st.sampled_from(
+        [
+            ".",
+            "..",
+            "%2e",
+            "%2E%2e",
+            ".%2E",
+            "a",
+            "B",
+            "%7e",
+            "%41",
+            "%2f",
+            "%2F",
+            "%zz",
+            "%",
+            "%e9",
+            "é",
+            " ",
+            "a b",
+            ";jsessionid=1",
+            "x;SID=2;k=v",
+            "..;jsessionid=x",
+            "",
+            "[",
+            "|",
+            "~",
+            "+",
+            "%3B",
+            "\\",
+            "a?b",
+            "a#b",
+        ]
+    ),
+    st.text(max_size=6),
+)
+paths = st.lists(path_segments, max_size=6).map(lambda s: "/" + "/".join(s))
+param_names = st.one_of(
+    st.sampled_from(
+        [
+            "utm_source",
+            "UTM_Medium",
+            "utm_",
+            "gclid",
+            "FbClId",
+            "%75tm_x",
+            "sid",
+            "jsessionid",
+            "aspsessionidXY",
+            "a",
+            "b",
+            "A",
+            "",
+            "q",
+            "x y",
+            "é",
+            "%41",
+            "a%3D",
+        ]
+    ),
+    st.text(max_size=5),
+)
+params = st.tuples(
+    param_names, st.sampled_from(["=", "=", ""]), st.text(max_size=5)
+).map("".join)
+queries = st.one_of(
+    st.just(""),
+    st.just("?"),
+    st.lists(params, max_size=6).map(lambda ps: "?" + "&".join(ps)),
+)
+fragments = st.one_of(st.just(""), st.text(max_size=6).map(lambda f: "#" + f))
+url_like = st.tuples(
+    st.sampled_from(["", "", " ", "\t\n"]),
+    schemes,
+    separators,
+    userinfos,
+    hosts,
+    ports,
+    paths,
+    queries,
+    fragments,
+    st.sampled_from(["", "", " ", "\n"]),
+).map("".join)
+any_input = st.one_of(url_like, st.text(), st.text().map(lambda t: "http://" + t))
+
+property_settings = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def _try(raw: str) -> str | None:
+    try:
+        result = normalize_url(raw)
+    except InvalidURL:
+        return None
+    assert isinstance(result, str)
+    return result
+
+
+@property_settings
+@given(st.one_of(st.text(), url_like))
+@example("http://[v1.x]/")
+@example("http://example.com/a/..;jsessionid=1/%2e%2e/b?&&utm_a=1#x")
+def test_only_invalidurl_is_raised(raw: str) -> None:
+    _try(raw)  # any exception other than InvalidURL fails the test
+
+
+@property_settings
+@given(any_input)
+@example("http://BÜCHER.de.:0443/%7e/a/./../b;SID=1?b=2&a=%zz&UTM_x=1#f")
+def test_idempotent(raw: str) -> None:
+    once = _try(raw)
+    if once is not None:
+        assert normalize_url(once) == once
+        assert normalize_url(once, sort_query=False) == once
+
+
+@property_settings
+@given(any_input)
+def test_result_shape(raw: str) -> None:
+    result = _try(raw)
+    if result is None:
+        return
+    assert result.startswith(("http://", "https://"))
+    assert "#" not in result
+    assert result.isascii()
+    assert not any(c.isspace() for c in result)
+    parts = urlsplit(result)
+    assert parts.scheme in ("http", "https")
+    assert parts.path.startswith("/")
+    assert not parts.fragment
+    assert url_host(result) == url_host(result).lower()
+    if parts.query:
+        fields = parts.query.split("&")
+        assert "" not in fields
+        names = [field.partition("=")[0] for field in fields]
+        assert not any(_is_tracking(name) for name in names)
+        assert names == sorted(names)
+    for segment in parts.path.split("/"):
+        for param in segment.split(";")[1:]:
+            assert not _is_tracking(param.partition("=")[0])
+        assert segment not in (".", "..")
