@@ -21,7 +21,7 @@ Leases: popped URLs are leased to this worker; the worker renews the leases it h
 every FRONTIER_LEASE_SECONDS / 3 until they are acknowledged (``ack``, called when the
 page and everything it produced has been handled) or FRONTIER_LEASE_MAX_HOLD passes.
 A worker that dies stops renewing; its leases expire and their URLs are handed out
-again. On a clean close, URLs buffered but not started are given back at once.
+again. On a clean close, leases not yet acknowledged are given back at once.
 """
 
 from __future__ import annotations
@@ -98,10 +98,16 @@ class FrontierScheduler:
             self._renewer.stop()
         if self._wakeup is not None and self._wakeup.active():
             self._wakeup.cancel()
-        unstarted = [req.meta[codec.LEASE_META] for req in self._buffer]
-        if unstarted:
-            self.frontier.release(unstarted)
-            logger.info("Gave back %d leased URLs not started", len(unstarted))
+        # Pages handled were acknowledged already; what is still held (buffered, or cut
+        # off mid-download by the close) goes back to the frontier now, not at expiry.
+        unfinished = list(self._held)
+        if unfinished:
+            try:
+                self.frontier.release(unfinished)
+                logger.info("Gave back %d leased URLs not handled", len(unfinished))
+            except Exception as exc:
+                logger.warning("Could not give back %d leases (they expire instead): %s", len(unfinished), exc)
+        self._held.clear()
         self._buffer.clear()
 
     # -- engine interface --------------------------------------------------------------
