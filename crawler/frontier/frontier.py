@@ -135,10 +135,10 @@ class Frontier:
         mid = (self.levels - 1) // 2
         return min(max(mid - priority, 0), self.levels - 1)
 
-    def push(self, entry: Entry) -> str:
-        return self.push_many([entry])[0]
+    def push(self, entry: Entry, now: int | None = None) -> str:
+        return self.push_many([entry], now=now)[0]
 
-    def push_many(self, entries: list[Entry]) -> list[str]:
+    def push_many(self, entries: list[Entry], now: int | None = None) -> list[str]:
         """Admit entries; one status per entry: ``added``, ``seen``, ``host_full``,
         ``invalid`` or ``trap:<name>``. Entries refused in Python still release the
         lease they replace."""
@@ -160,35 +160,44 @@ class Frontier:
         if release:
             self.ack(*release)
         if batch:
-            for i, status in zip((i for i, _, _ in batch), self._push_batch(batch)):
+            for i, status in zip((i for i, _, _ in batch), self._push_batch(batch, now)):
                 statuses[i] = status
         return statuses  # type: ignore[return-value]
 
-    def _push_batch(self, batch) -> list[str]:
-        for _ in range(5):
-            gen = self._generation
-            shapes = self.layout.shapes(gen)
-            args: list = [
-                self.keys.prefix,
-                gen,
-                shapes[-1].capacity,
-                ",".join(str(s.k) for s in shapes),
-                self.max_pages_per_host,
-                now_ms(),
-                len(batch),
-            ]
-            for _, e, host in batch:
-                flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up else "")
-                args += [flags, host, self.level(e.priority), e.payload, e.replaces_lease]
-                if e.dont_filter:
-                    args += [0] * sum(s.k for s in shapes)
-                else:
-                    args += self.layout.positions(e.url, gen)
-            result = self._push(args=args)
-            if result != -1:
-                return [_STATUS[r] for r in result]
-            self._generation = self._read_generation()
-        raise RuntimeError("URL-seen filter generation keeps changing")
+    def _push_batch(self, batch, now: int | None) -> list[str]:
+        statuses: list[str] = []
+        stale = 0
+        while len(statuses) < len(batch):
+            rest = batch[len(statuses) :]
+            result = self._push(args=self._push_args(rest, now))
+            if result == -1 or not result:
+                stale += 1
+                if stale > 5:
+                    raise RuntimeError("URL-seen filter generation keeps changing")
+            else:
+                statuses.extend(_STATUS[r] for r in result)
+            if result == -1 or len(result) < len(rest):  # a filter filled up: reload
+                self._generation = self._read_generation()
+        return statuses
+
+    def _push_args(self, batch, now: int | None) -> list:
+        gen = self._generation
+        shapes = self.layout.shapes(gen)
+        args: list = [
+            self.keys.prefix,
+            gen,
+            shapes[-1].capacity,
+            ",".join(str(s.k) for s in shapes),
+            self.max_pages_per_host,
+            now_ms() if now is None else now,
+            len(batch),
+        ]
+        unchecked = [0] * sum(s.k for s in shapes)
+        for _, e, host in batch:
+            flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up else "")
+            args += [flags, host, self.level(e.priority), e.payload, e.replaces_lease]
+            args += unchecked if e.dont_filter else self.layout.positions(e.url, gen)
+        return args
 
     def _read_generation(self) -> int:
         return int(self.redis.hget(self.keys.seen_meta, "gen") or 1)

@@ -52,8 +52,10 @@ end
 #          payload opaque request encoding   lease  lease id this entry replaces, or ''
 #          positions: k_0 bit offsets into seen:0, then k_1 into seen:1, ...
 # Returns: -1 if G is not the current generation (caller reloads and retries; nothing
-#          was changed), else one status per entry: 1 added, 0 already seen,
+#          was changed), else one status per entry processed: 1 added, 0 already seen,
 #          2 refused (host reached max URLs). A replaced lease is released in every case.
+#          When an entry fills filter G-1, the script starts filter G and stops there:
+#          fewer statuses than entries means "reload the generation and send the rest".
 # Atomic: the seen test, the filter update and the enqueue of each URL happen together,
 #         so a URL enters the frontier at most once however many workers push it.
 PUSH = (
@@ -75,6 +77,7 @@ for _, k in ipairs(ks) do npos = npos + k end
 local out = {}
 local a = 8
 local added = 0
+local full = false
 for e = 1, n do
     local flags, host, level, payload, lease = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
     local p = a + 5
@@ -105,7 +108,10 @@ for e = 1, n do
                 redis.call('SETBIT', key, ARGV[j], 1)
             end
             local cnt = redis.call('HINCRBY', prefix .. 'seen:meta', 'n:' .. (gen - 1), 1)
-            if cnt == cap then redis.call('HSET', prefix .. 'seen:meta', 'gen', gen + 1) end
+            if cnt >= cap then
+                redis.call('HSET', prefix .. 'seen:meta', 'gen', gen + 1)
+                full = true
+            end
             redis.call('HINCRBY', prefix .. 'hpages', host, 1)
         end
         if string.find(flags, 'b', 1, true) then
@@ -121,6 +127,7 @@ for e = 1, n do
         redis.call('HINCRBY', prefix .. 'counters', 'acked', 1)
     end
     out[e] = status
+    if full then break end
 end
 if added > 0 then
     redis.call('HINCRBY', prefix .. 'counters', 'queued', added)

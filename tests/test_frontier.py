@@ -1,0 +1,279 @@
+"""Every frontier operation against a real Redis (see conftest.py)."""
+
+import threading
+
+import pytest
+
+from crawler.frontier.bloom import ScalableLayout, filter_shape
+from crawler.frontier.frontier import Entry, Frontier, politeness_key
+from crawler.frontier.traps import TrapGuard
+
+T0 = 1_700_000_000_000  # a fixed "now" in ms: the frontier takes time from its caller
+
+
+def entry(url, **kw):
+    return Entry(url=url, payload=url.encode(), **kw)
+
+
+@pytest.fixture
+def make_frontier(redis_client, crawl_name):
+    def make(**kw):
+        kw.setdefault("host_interval", 1.0)
+        return Frontier(redis_client, kw.pop("name", crawl_name), **kw)
+
+    return make
+
+
+def pop_urls(frontier, n=1, now=T0):
+    leases, next_due = frontier.pop(n, now=now)
+    return [lease.payload.decode() for lease in leases], leases, next_due
+
+
+def test_push_then_pop_hands_out_once(make_frontier):
+    f = make_frontier()
+    assert f.push(entry("http://a.example/1")) == "added"
+    urls, leases, _ = pop_urls(f)
+    assert urls == ["http://a.example/1"]
+    assert pop_urls(f, now=T0 + 10_000)[0] == []
+    st = f.stats()
+    assert st["queued"] == 0 and st["leased"] == 1 and st["popped"] == 1
+
+
+def test_url_seen_admits_a_url_once_unless_dont_filter(make_frontier):
+    f = make_frontier()
+    assert f.push(entry("http://a.example/1")) == "added"
+    assert f.push(entry("http://a.example/1")) == "seen"
+    assert f.push(entry("http://a.example/1", dont_filter=True)) == "added"
+    assert f.stats()["queued"] == 2
+    assert f.stats()["seen"]["urls"] == 1
+
+
+def test_host_is_handed_out_only_when_due(make_frontier):
+    f = make_frontier(host_interval=2.0)
+    f.push_many([entry("http://a.example/1"), entry("http://a.example/2"), entry("http://b.example/1")])
+    urls, _, next_due = pop_urls(f, n=10, now=T0)
+    assert sorted(urls) == ["http://a.example/1", "http://b.example/1"]
+    assert next_due == T0 + 2000
+    assert pop_urls(f, n=10, now=T0 + 1999)[0] == []
+    assert pop_urls(f, n=10, now=T0 + 2000)[0] == ["http://a.example/2"]
+
+
+def test_host_keeps_its_next_time_after_its_queue_empties(make_frontier):
+    f = make_frontier(host_interval=5.0)
+    f.push(entry("http://a.example/1"))
+    assert pop_urls(f, now=T0)[0] == ["http://a.example/1"]
+    f.push(entry("http://a.example/2"))
+    urls, _, next_due = pop_urls(f, now=T0 + 100)
+    assert urls == [] and next_due == T0 + 5000
+    assert pop_urls(f, now=T0 + 5000)[0] == ["http://a.example/2"]
+
+
+def test_per_host_interval_overrides(make_frontier, tmp_path):
+    f = make_frontier(host_interval=1.0)
+    path = tmp_path / "intervals.txt"
+    path.write_text("# slow hosts\nslow.example 10\nfast.example 20qps\nbroken line here\nneg.example -1\n")
+    assert f.load_intervals(str(path)) == 2
+    f.push_many([entry(f"http://{h}/{i}") for h in ("slow.example", "fast.example") for i in range(2)])
+    pop_urls(f, n=2, now=T0)
+    assert pop_urls(f, n=2, now=T0 + 50)[0] == ["http://fast.example/1"]
+    assert pop_urls(f, n=2, now=T0 + 9999)[0] == []
+    assert pop_urls(f, n=2, now=T0 + 10_000)[0] == ["http://slow.example/1"]
+
+
+def test_higher_priority_first_without_starving_lower(make_frontier):
+    f = make_frontier(host_interval=0.0)
+    f.push_many([entry(f"http://low{i}.example/", priority=-1) for i in range(50)])
+    f.push_many([entry(f"http://high{i}.example/", priority=1) for i in range(50)])
+    assert f.stats()["front_by_level"] == [50, 0, 50]
+    order = [pop_urls(f, now=T0 + i)[0][0] for i in range(100)]
+    first_twenty = order[:20]
+    highs = sum("high" in u for u in first_twenty)
+    assert highs >= 14  # weights 4:2:1, so about 4 of every 5 from the high level
+    assert any("low" in u for u in first_twenty)  # ... and the low level is not starved
+    assert sorted(order) == sorted({*order})  # each handed out once
+
+
+def test_priority_levels_map_scrapy_priorities(make_frontier):
+    f = make_frontier(priority_levels=5)
+    assert [f.level(p) for p in (10, 2, 1, 0, -1, -2, -10)] == [0, 0, 1, 2, 3, 4, 4]
+
+
+def test_expired_lease_goes_back_and_ack_ends_it(make_frontier):
+    f = make_frontier(lease_seconds=10)
+    f.push(entry("http://a.example/1"))
+    _, leases, _ = pop_urls(f, now=T0)
+    # the worker died: nothing acknowledged; after expiry the URL is handed out again
+    assert pop_urls(f, now=T0 + 9_000)[0] == []
+    urls, again, _ = pop_urls(f, now=T0 + 10_001)
+    assert urls == ["http://a.example/1"]
+    assert f.stats()["expired"] == 1
+    assert f.ack(again[0].id) == 1
+    assert f.ack(again[0].id) == 0  # idempotent
+    assert f.ack(leases[0].id) == 0  # the expired lease is gone
+    assert pop_urls(f, now=T0 + 100_000)[0] == []
+    assert f.is_idle()
+
+
+def test_renew_keeps_a_lease(make_frontier):
+    f = make_frontier(lease_seconds=10)
+    f.push(entry("http://a.example/1"))
+    _, leases, _ = pop_urls(f, now=T0)
+    f.renew([leases[0].id], now=T0 + 9_000)
+    assert pop_urls(f, now=T0 + 15_000)[0] == []
+    assert pop_urls(f, now=T0 + 19_001)[0] == ["http://a.example/1"]
+
+
+def test_url_whose_leases_keep_expiring_is_abandoned(make_frontier):
+    f = make_frontier(lease_seconds=1, max_attempts=2, host_interval=0.0)
+    f.push(entry("http://poison.example/"))
+    assert pop_urls(f, now=T0)[0]
+    assert pop_urls(f, now=T0 + 1001)[0]  # attempt 2
+    assert pop_urls(f, now=T0 + 3000)[0] == []  # attempt 3 would exceed the maximum
+    st = f.stats()
+    assert st["abandoned"] == 1 and st["queued"] == 0 and st["leased"] == 0
+
+
+def test_release_gives_back_without_counting_an_attempt(make_frontier):
+    f = make_frontier(lease_seconds=60, max_attempts=1, host_interval=0.0)
+    f.push(entry("http://a.example/1"))
+    _, leases, _ = pop_urls(f, now=T0)
+    f.release([leases[0].id])
+    assert pop_urls(f, now=T0 + 1)[0] == ["http://a.example/1"]
+    assert f.stats()["abandoned"] == 0
+
+
+def test_follow_up_takes_over_the_lease(make_frontier):
+    f = make_frontier(host_interval=1.0)
+    f.push(entry("http://a.example/old"))
+    _, leases, _ = pop_urls(f, now=T0)
+    status = f.push(entry("http://a.example/new", follow_up=True, replaces_lease=leases[0].id), now=T0 + 1)
+    assert status == "added"
+    st = f.stats()
+    assert st["leased"] == 0 and st["queued"] == 1 and st["acked"] == 1
+    assert pop_urls(f, now=T0 + 500)[0] == []  # the follow-up waits for the host's interval
+    assert pop_urls(f, now=T0 + 1000)[0] == ["http://a.example/new"]
+    # a follow-up to a URL already seen releases the lease and queues nothing
+    _, leases, _ = pop_urls(f, now=T0)  # nothing
+    f.push(entry("http://b.example/1"))
+    _, leases, _ = pop_urls(f, now=T0 + 5000)
+    new = entry("http://a.example/new", follow_up=True, replaces_lease=leases[0].id)
+    assert f.push(new, now=T0 + 5000) == "seen"
+    assert f.stats()["leased"] == 1  # only a.example/new's own lease
+
+
+def test_retry_with_dont_filter_is_requeued(make_frontier):
+    f = make_frontier(host_interval=0.0)
+    f.push(entry("http://a.example/1"))
+    _, leases, _ = pop_urls(f, now=T0)
+    retry = entry("http://a.example/1", dont_filter=True, follow_up=True, replaces_lease=leases[0].id)
+    assert f.push(retry, now=T0 + 1) == "added"
+    assert pop_urls(f, now=T0 + 1)[0] == ["http://a.example/1"]
+
+
+@pytest.mark.parametrize(
+    "url,depth,status",
+    [
+        ("http://a.example/" + "x" * 3000, 0, "trap:url_length"),
+        ("http://a.example/deep", 21, "trap:depth"),
+        ("http://a.example/a/b/a/b/a/b/a/b/", 0, "trap:repeated_segments"),
+        ("http://a.example/cal/2024/cal/2024/cal/2024/cal/2024", 0, "trap:repeated_segments"),
+        ("http://a.example/?" + "&".join(f"p{i}=1" for i in range(30)), 0, "trap:query_params"),
+        ("http://a.example/?s=1&s=2&s=3&s=4", 0, "trap:query_repeats"),
+        ("http://a.example/?q=" + "y" * 1100, 0, "trap:query_length"),
+        ("http://a.example/a/b/a/b/", 0, "added"),
+        ("http://a.example/?s=1&s=2", 20, "added"),
+        ("not a url", 0, "invalid"),
+    ],
+)
+def test_trap_guards(make_frontier, url, depth, status):
+    f = make_frontier()
+    assert f.push(entry(url, depth=depth)) == status
+
+
+def test_max_pages_per_host(make_frontier):
+    f = make_frontier(max_pages_per_host=3)
+    statuses = f.push_many([entry(f"http://a.example/{i}") for i in range(5)] + [entry("http://b.example/")])
+    assert statuses == ["added"] * 3 + ["host_full"] * 2 + ["added"]
+
+
+def test_trap_guard_settings_turn_guards_off():
+    guard = TrapGuard(max_url_length=0, max_depth=0, max_repeated_segments=0)
+    assert guard.check("http://a.example/a/a/a/a/a/" + "x" * 5000, depth=99) is None
+
+
+def test_bloom_filter_grows_instead_of_saturating(make_frontier):
+    f = make_frontier(bloom_capacity=100, bloom_error_rate=1e-6)
+    urls = [f"http://h{i % 7}.example/page/{i}" for i in range(700)]
+    assert f.push_many([entry(u) for u in urls]) == ["added"] * 700
+    seen = f.stats()["seen"]
+    assert seen["filters"] >= 3  # 100, 200, 400 ... capacity
+    assert seen["urls"] == 700
+    assert seen["false_positive_rate"] <= 1e-6
+    assert set(f.push_many([entry(u) for u in urls])) == {"seen"}
+    # another client with a stale idea of the filter count catches up
+    g = make_frontier(bloom_capacity=100, bloom_error_rate=1e-6)
+    g._generation = 1
+    assert g.push(entry(urls[5])) == "seen"
+    assert g.push(entry("http://h1.example/page/new")) == "added"
+
+
+def test_bloom_sizes_meet_the_memory_target():
+    shape = filter_shape(1_000_000, 1e-6, 0)
+    assert shape.bits / shape.capacity <= 32  # at most 4 bytes per URL at 1e-6
+    later = ScalableLayout(1000, 1e-6).shapes(5)
+    assert sum(s.error_rate for s in later) < 1e-6
+    assert [s.capacity for s in later] == [1000, 2000, 4000, 8000, 16000]
+    positions = later[0].positions("http://a.example/")
+    assert positions == later[0].positions("http://a.example/")
+    assert len(positions) == later[0].k and all(0 <= p < later[0].bits for p in positions)
+
+
+def test_crawls_do_not_touch_each_other(make_frontier, redis_client):
+    import uuid
+
+    other_name = f"test-{uuid.uuid4().hex[:12]}"
+    f = make_frontier()
+    g = make_frontier(name=other_name)
+    try:
+        f.push(entry("http://a.example/1"))
+        assert g.push(entry("http://a.example/1")) == "added"
+        assert pop_urls(g)[0] == ["http://a.example/1"]
+        assert f.stats()["queued"] == 1
+        g.clear()
+        assert f.stats()["queued"] == 1
+        assert not list(redis_client.scan_iter(match=g.keys.pattern()))
+    finally:
+        g.clear()
+
+
+def test_concurrent_workers_each_url_once(make_frontier):
+    f = make_frontier(host_interval=0.0)
+    urls = [f"http://h{i}.example/{j}" for i in range(40) for j in range(5)]
+    f.push_many([entry(u) for u in urls])
+    got, lock = [], threading.Lock()
+
+    def worker():
+        g = make_frontier(host_interval=0.0)
+        while True:
+            leases, _ = g.pop(3)
+            if not leases:
+                if g.stats_queued() == 0:
+                    return
+                continue
+            with lock:
+                got.extend(lease.payload.decode() for lease in leases)
+            g.ack(*(lease.id for lease in leases))
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(got) == sorted(urls)
+    assert f.is_idle()
+
+
+def test_politeness_key_by_host_or_registered_domain():
+    assert politeness_key("http://a.b.example.co.uk/x") == "a.b.example.co.uk"
+    assert politeness_key("http://a.b.example.co.uk/x", "domain") == "example.co.uk"
+    assert politeness_key("http://127.0.0.2:8080/", "domain") == "127.0.0.2"
