@@ -74,9 +74,7 @@ class ScalableLayout:
 
     def shape(self, index: int) -> FilterShape:
         while len(self._shapes) <= index:
-            self._shapes.append(
-                filter_shape(self.capacity, self.error_rate, len(self._shapes), self.growth)
-            )
+            self._shapes.append(filter_shape(self.capacity, self.error_rate, len(self._shapes), self.growth))
         return self._shapes[index]
 
     def shapes(self, generation: int) -> list[FilterShape]:

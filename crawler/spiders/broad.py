@@ -50,10 +50,14 @@ class BroadSpider(scrapy.Spider):
     def from_crawler(cls, crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
         s = crawler.settings
-        spider.scope_domains = [d.lower().lstrip(".") for d in spider._arg_domains or s.getlist("CRAWL_ALLOWED_DOMAINS")]
+        spider.scope_domains = [
+            d.lower().lstrip(".") for d in spider._arg_domains or s.getlist("CRAWL_ALLOWED_DOMAINS")
+        ]
         spider.scope_prefixes = spider._arg_prefixes or s.getlist("CRAWL_ALLOWED_PREFIXES")
         spider.follow = (
-            s.getbool("CRAWL_FOLLOW_LINKS") if spider._arg_follow is None else spider._arg_follow not in ("0", "false", "no")
+            s.getbool("CRAWL_FOLLOW_LINKS")
+            if spider._arg_follow is None
+            else spider._arg_follow not in ("0", "false", "no")
         )
         spider.strip_params = tuple(s.getlist("URL_STRIP_PARAMS")) or None
         spider.sort_query = s.getbool("URL_SORT_QUERY")

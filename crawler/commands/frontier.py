@@ -1,0 +1,78 @@
+"""``scrapy frontier [stats|clear]``: the frontier's numbers, one command away.
+
+scrapy frontier                 queue sizes, hosts, leases, URL-seen fill, counters
+scrapy frontier stats --json    the same as JSON
+scrapy frontier clear --yes     delete every key of the crawl (CRAWL_NAME)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from crawler.frontier.connection import redis_from_settings
+from crawler.frontier.frontier import Frontier
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self):
+        return "[stats|clear] [options]"
+
+    def short_desc(self):
+        return "Show the frontier's numbers, or clear a crawl"
+
+    def add_options(self, parser):
+        super().add_options(parser)
+        parser.add_argument("--crawl", metavar="NAME", help="crawl name (default: CRAWL_NAME)")
+        parser.add_argument("--json", action="store_true", help="print JSON")
+        parser.add_argument("--yes", action="store_true", help="confirm clear")
+
+    def run(self, args, opts):
+        action = args[0] if args else "stats"
+        if action not in ("stats", "clear") or len(args) > 1:
+            raise UsageError()
+        if opts.crawl:
+            self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
+        try:
+            frontier = Frontier.from_settings(self.settings, redis_from_settings(self.settings))
+            if action == "clear":
+                if not opts.yes:
+                    print(f"clear deletes every key of crawl {frontier.keys.crawl_name!r}; add --yes")
+                    self.exitcode = 2
+                    return
+                print(f"deleted {frontier.clear()} keys of crawl {frontier.keys.crawl_name!r}")
+                return
+            stats = frontier.stats()
+        except Exception as exc:  # Redis unreachable, bad settings: one clear line
+            print(f"frontier: {type(exc).__name__}: {exc}", file=sys.stderr)
+            self.exitcode = 1
+            return
+        if opts.json:
+            print(json.dumps(stats, indent=2))
+        else:
+            print(format_stats(frontier.keys.crawl_name, stats))
+
+
+def format_stats(name: str, s: dict) -> str:
+    seen = s["seen"]
+    levels = " / ".join(str(n) for n in s["front_by_level"])
+    return "\n".join(
+        [
+            f"crawl            {name}",
+            f"queued           {s['queued']}  (front queues by level: {levels})",
+            f"hosts            {s['hosts_queued']} with queued URLs, {s['hosts_due']} due now, {s['hosts_seen']} seen",
+            f"leased           {s['leased']}",
+            f"pushed/popped    {s['pushed']} / {s['popped']}",
+            f"acked            {s['acked']}",
+            f"expired leases   {s['expired']} (abandoned {s['abandoned']})",
+            f"URL-seen         {seen['urls']} URLs in {seen['filters']} filter(s), {seen['bytes']} bytes, "
+            f"fill {', '.join(f'{100 * f:.2f}%' for f in seen['fill'])}, "
+            f"est. false-positive rate {seen['false_positive_rate']:.2e}",
+        ]
+    )

@@ -1,0 +1,65 @@
+"""Requests survive the trip through a frontier payload."""
+
+import scrapy
+from scrapy import Request
+
+from crawler.frontier import codec
+
+
+class Spider(scrapy.Spider):
+    name = "t"
+
+    def parse(self, response):
+        pass
+
+    def errback(self, failure):
+        pass
+
+    def other(self, response):
+        pass
+
+
+SPIDER = Spider()
+
+
+def roundtrip(request):
+    payload = codec.encode(request, SPIDER)
+    return payload, codec.decode(payload, SPIDER)
+
+
+def test_seed_payload_is_the_url():
+    payload, back = roundtrip(Request("http://a.example/x", errback=SPIDER.errback))
+    assert payload == b"http://a.example/x" == codec.encode_url("http://a.example/x")
+    assert back.url == "http://a.example/x" and back.errback == SPIDER.errback
+
+
+def test_plain_link_is_compact():
+    req = Request(
+        "http://a.example/x?q=1",
+        meta={"depth": 3, codec.LEASE_META: "42"},
+        headers={"Referer": "http://a.example/"},
+        errback=SPIDER.errback,
+    )
+    payload, back = roundtrip(req)
+    assert len(payload) < 60
+    assert back.url == req.url
+    assert back.meta == {"depth": 3}
+    assert back.headers[b"Referer"] == b"http://a.example/"
+    assert back.callback is None and back.errback == SPIDER.errback
+
+
+def test_other_requests_are_stored_whole_without_the_lease():
+    req = Request(
+        "http://a.example/form",
+        method="POST",
+        body=b"a=1",
+        callback=SPIDER.other,
+        meta={"depth": 1, "redirect_urls": ["http://a.example/old"], codec.LEASE_META: "7"},
+        dont_filter=True,
+        priority=5,
+    )
+    payload, back = roundtrip(req)
+    assert payload.startswith(b"P")
+    assert (back.method, back.body, back.dont_filter, back.priority) == ("POST", b"a=1", True, 5)
+    assert back.callback == SPIDER.other
+    assert back.meta == {"depth": 1, "redirect_urls": ["http://a.example/old"]}
