@@ -108,7 +108,7 @@ class Frontier:
         self._push = redis.register_script(PUSH)
         self._pop = redis.register_script(POP)
         self._ack = redis.register_script(ACK)
-        self._generation = self._read_generation()
+        self._generation = 0  # filters known to this client; read on first push
 
     @classmethod
     def from_settings(cls, settings, redis) -> Frontier:
@@ -181,6 +181,8 @@ class Frontier:
         return statuses
 
     def _push_args(self, batch, now: int | None) -> list:
+        if not self._generation:
+            self._generation = self._read_generation()
         gen = self._generation
         shapes = self.layout.shapes(gen)
         args: list = [
@@ -325,7 +327,7 @@ class Frontier:
                 batch = []
         if batch:
             deleted += self.redis.delete(*batch)
-        self._generation = 1
+        self._generation = 0
         return deleted
 
 

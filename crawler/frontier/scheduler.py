@@ -17,6 +17,12 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
 ``has_pending_requests()``
     True while URLs are queued in the frontier (by any worker) or buffered here.
 
+Redis outages: a failed pop is retried with back-off (0.5 s doubling to 30 s) and the
+worker stays open; pushes and acks that fail wait in an in-process outbox and are
+delivered in order once Redis answers again (a page's links before its ack), so nothing
+the worker learned is lost while it lives; a worker killed during an outage loses only
+unacknowledged work, which its expired leases bring back.
+
 Leases: popped URLs are leased to this worker; the worker renews the leases it holds
 every FRONTIER_LEASE_SECONDS / 3 until they are acknowledged (``ack``, called when the
 page and everything it produced has been handled) or FRONTIER_LEASE_MAX_HOLD passes.
@@ -28,7 +34,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 
+import redis
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.misc import load_object
@@ -64,6 +72,11 @@ class FrontierScheduler:
         self._wakeup = None
         self._idle_since: float | None = None
         self._renewer = task.LoopingCall(self._renew)
+        # While Redis is unreachable, pushes and acks wait here, in order (a page's links
+        # are pushed before its lease is acknowledged), and are retried with back-off.
+        self._outbox: deque = deque()
+        self._backoff = 0.0
+        self._retry_call = None
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -83,7 +96,11 @@ class FrontierScheduler:
             n = self.frontier.load_intervals(self.intervals_file)
             logger.info("Loaded %d host intervals from %s", n, self.intervals_file)
         self._renewer.start(max(self.frontier.lease_ms / 3000, 0.05), now=False)
-        stats = self.frontier.stats()
+        try:
+            stats = self.frontier.stats()
+        except redis.RedisError as exc:
+            logger.warning("Redis unreachable at start (%s); the worker waits for it", exc)
+            return
         logger.info(
             "Frontier %r: %d URLs queued over %d hosts, %d leased, %d seen",
             self.frontier.keys.crawl_name,
@@ -96,8 +113,15 @@ class FrontierScheduler:
     def close(self, reason):
         if self._renewer.running:
             self._renewer.stop()
-        if self._wakeup is not None and self._wakeup.active():
-            self._wakeup.cancel()
+        for call in (self._wakeup, self._retry_call):
+            if call is not None and call.active():
+                call.cancel()
+        if self._outbox and not self._drain():
+            logger.error(
+                "Redis unreachable at close: %d pushes/acks not delivered; their pages' leases "
+                "expire and the pages are fetched again",
+                len(self._outbox),
+            )
         # Pages handled were acknowledged already; what is still held (buffered, or cut
         # off mid-download by the close) goes back to the frontier now, not at expiry.
         unfinished = list(self._held)
@@ -105,7 +129,7 @@ class FrontierScheduler:
             try:
                 self.frontier.release(unfinished)
                 logger.info("Gave back %d leased URLs not handled", len(unfinished))
-            except Exception as exc:
+            except redis.RedisError as exc:
                 logger.warning("Could not give back %d leases (they expire instead): %s", len(unfinished), exc)
         self._held.clear()
         self._buffer.clear()
@@ -113,7 +137,12 @@ class FrontierScheduler:
     # -- engine interface --------------------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        return bool(self._buffer) or self.frontier.stats_queued() > 0
+        if self._buffer or self._outbox:
+            return True
+        try:
+            return self.frontier.stats_queued() > 0
+        except redis.RedisError:
+            return True  # unknown: keep the worker alive
 
     def enqueue_request(self, request) -> bool:
         lease = request.meta.get(codec.LEASE_META, "")
@@ -135,7 +164,18 @@ class FrontierScheduler:
         )
         if lease:
             self._held.pop(lease, None)
-        status = self.frontier.push(entry)
+        if self._outbox:
+            self._defer(("push", entry))
+            return True
+        try:
+            status = self.frontier.push(entry)
+        except redis.RedisError as exc:
+            self._redis_down(exc)
+            self._defer(("push", entry))
+            return True
+        return self._count_push(status)
+
+    def _count_push(self, status: str) -> bool:
         if status == ADDED:
             self._inc("frontier/enqueued")
             return True
@@ -147,7 +187,13 @@ class FrontierScheduler:
             now = time.time()
             if now < self._next_poll:
                 return None
-            leases, next_due = self.frontier.pop(self.pop_batch)
+            try:
+                leases, next_due = self.frontier.pop(self.pop_batch)
+            except redis.RedisError as exc:
+                self._redis_down(exc)
+                self._next_poll = now + self._backoff
+                self._wake_engine_in(self._backoff)
+                return None
             if not leases:
                 wait = self.poll_interval if next_due is None else max(next_due / 1000 - now, 0.01)
                 wait = min(wait, self.poll_interval)
@@ -167,10 +213,59 @@ class FrontierScheduler:
     def ack(self, request, **kwargs) -> None:
         """The page of this request has been handled: release its lease for good."""
         lease = request.meta.get(codec.LEASE_META)
-        if lease:
-            self._held.pop(lease, None)
+        if not lease:
+            return
+        self._held.pop(lease, None)
+        if self._outbox:
+            self._defer(("ack", lease))
+            return
+        try:
             if self.frontier.ack(lease):
                 self._inc("frontier/acked")
+        except redis.RedisError as exc:
+            self._redis_down(exc)
+            self._defer(("ack", lease))
+
+    # -- Redis outages ---------------------------------------------------------------------
+
+    def _redis_down(self, exc) -> None:
+        self._backoff = min(max(self._backoff * 2, 0.5), 30.0)
+        self._inc("frontier/redis_errors")
+        logger.warning(
+            "Redis unreachable (%s: %s); %d operations waiting, retrying in %.1f s",
+            type(exc).__name__,
+            exc,
+            len(self._outbox),
+            self._backoff,
+        )
+
+    def _defer(self, op) -> None:
+        self._outbox.append(op)
+        self._inc("frontier/deferred")
+        if self._retry_call is None or not self._retry_call.active():
+            self._retry_call = reactor.callLater(max(self._backoff, 0.5), self._retry)
+
+    def _retry(self) -> None:
+        if not self._drain():
+            self._retry_call = reactor.callLater(self._backoff, self._retry)
+
+    def _drain(self) -> bool:
+        """Deliver waiting pushes and acks in order. True when the outbox is empty."""
+        while self._outbox:
+            kind, value = self._outbox[0]
+            try:
+                if kind == "push":
+                    self._count_push(self.frontier.push(value))
+                elif self.frontier.ack(value):
+                    self._inc("frontier/acked")
+            except redis.RedisError as exc:
+                self._redis_down(exc)
+                return False
+            self._outbox.popleft()
+        if self._backoff:
+            logger.info("Redis reachable again; waiting operations delivered")
+        self._backoff = 0.0
+        return True
 
     def _renew(self):
         if not self._held:
@@ -182,7 +277,7 @@ class FrontierScheduler:
                 self._inc("frontier/lease/given_up")
         try:
             self.frontier.renew(list(self._held))
-        except Exception:  # a Redis blip: the next renewal comes well before expiry
+        except redis.RedisError:  # a Redis blip: the next renewal comes well before expiry
             logger.warning("Could not renew %d leases", len(self._held), exc_info=True)
 
     # -- idling ------------------------------------------------------------------------
@@ -200,7 +295,12 @@ class FrontierScheduler:
             slot.nextcall.schedule()
 
     def _spider_idle(self, spider):
-        if self.frontier.is_idle() and not self._buffer:
+        try:
+            idle = self.frontier.is_idle()
+        except redis.RedisError as exc:  # pause, do not close, while Redis is away
+            self._redis_down(exc)
+            raise DontCloseSpider from None
+        if idle and not self._buffer and not self._outbox:
             now = time.time()
             if self._idle_since is None:
                 self._idle_since = now
