@@ -1,0 +1,45 @@
+"""Settings profiles are chosen the Scrapy way and keep dangerous services off."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def scrapy_setting(name, project=None, **env):
+    environ = {k: v for k, v in os.environ.items() if k not in ("SCRAPY_PROJECT", "SCRAPY_SETTINGS_MODULE")}
+    environ.update(env)
+    if project:
+        environ["SCRAPY_PROJECT"] = project
+    out = subprocess.run(
+        [sys.executable, "-m", "scrapy", "settings", "--get", name],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_local_profile_is_the_default_and_closes_when_idle():
+    assert scrapy_setting("FRONTIER_CLOSE_WHEN_IDLE") == "True"
+    assert scrapy_setting("SCHEDULER") == "crawler.frontier.scheduler.FrontierScheduler"
+
+
+def test_distributed_profile_waits_for_work_and_reads_the_environment():
+    assert scrapy_setting("FRONTIER_CLOSE_WHEN_IDLE", "distributed") == "False"
+    url = "redis://127.0.0.1:6399/3"
+    assert scrapy_setting("REDIS_URL", "distributed", REDIS_URL=url) == url
+
+
+def test_telnet_and_remote_control_are_off():
+    from settings import base
+
+    assert base.TELNETCONSOLE_ENABLED is False
+    assert base.REMOTE_CONTROL_ENABLED is False
+    assert scrapy_setting("REMOTE_CONTROL_ENABLED", "distributed") == "False"
+    assert scrapy_setting("TELNETCONSOLE_ENABLED") == "False"
