@@ -23,7 +23,10 @@ Rules, each with an example (input -> output):
    crawler.urls.InvalidURL: not an http(s) URL: 'example.com/a'
 
 2. Scheme and host are lowercased; internationalized hosts are IDNA-encoded
-   (punycode); trailing dots are stripped from the host.
+   (punycode, Python's IDNA 2003 codec as used by w3lib: NFKC first, so
+   fullwidth letters fold and ``ß`` becomes ``ss``); trailing dots are
+   stripped from the host. As in browsers, ASCII tabs/newlines inside the URL
+   are removed and ``\\`` in the authority or path counts as ``/``.
 
    >>> normalize_url("HTTPS://WWW.Example.COM./Path")
    'https://www.example.com/Path'
@@ -87,8 +90,9 @@ Rules, each with an example (input -> output):
    'http://example.com/a?x=1'
 
 9. With ``sort_query=True`` (the default) query parameters are sorted by name
-   only, keeping the original order of equal names. Blank values and bare
-   names are kept exactly (``a=`` stays ``a=``, ``a`` stays ``a``).
+   only (code-point order of the normalized name, so ``A`` before ``a``),
+   keeping the original order of equal names. Blank values and bare names are
+   kept exactly (``a=`` stays ``a=``, ``a`` stays ``a``).
 
    >>> normalize_url("http://example.com/?b=1&a=&c&a=0")
    'http://example.com/?a=&a=0&b=1&c'
@@ -108,7 +112,9 @@ Rules, each with an example (input -> output):
     decodable escapes, sorted and already-stripped parameters).
 
 ``url_host`` returns the lowercase ASCII host of a (normalized) URL, without
-port; IPv6 hosts are returned without brackets, as ``urlsplit`` does.
+port; IPv6 hosts are returned without brackets, as ``urlsplit`` does. It does
+not check the scheme; a host that is not yet ASCII or ends in a dot is run
+through ``normalize_url`` first.
 
    >>> url_host("https://xn--bcher-kva.de:8443/x")
    'xn--bcher-kva.de'
@@ -118,6 +124,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import operator
 import re
 import string
 from collections.abc import Iterable
@@ -197,9 +204,7 @@ def _build_pct_map() -> dict[str, str]:
     for hi in _HEX:
         for lo in _HEX:
             char = chr(int(hi + lo, 16))
-            table[f"%{hi}{lo}"] = (
-                char if char in _UNRESERVED else f"%{hi}{lo}".upper()
-            )
+            table[f"%{hi}{lo}"] = char if char in _UNRESERVED else f"%{hi}{lo}".upper()
     return table
 
 
@@ -231,12 +236,17 @@ def _compile_strip(params: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, 
 def _strip_matcher(
     strip_params: Iterable[str] | str | None,
 ) -> tuple[frozenset[str], tuple[str, ...]] | None:
+    if strip_params is DEFAULT_STRIP_PARAMS:
+        return _DEFAULT_MATCHER
     if not strip_params:
         return None
     if isinstance(strip_params, str):
         strip_params = (strip_params,)
     compiled = _compile_strip(tuple(strip_params))
     return compiled if compiled[0] or compiled[1] else None
+
+
+_DEFAULT_MATCHER = _compile_strip(DEFAULT_STRIP_PARAMS)
 
 
 def _is_stripped(name: str, exact: frozenset[str], prefixes: tuple[str, ...]) -> bool:
@@ -268,23 +278,18 @@ def _remove_dot_segments(path: str) -> str:
     return "/" + "/".join(output)
 
 
-def _strip_path_params(
-    path: str, exact: frozenset[str], prefixes: tuple[str, ...]
-) -> str:
+def _strip_path_params(path: str, exact: frozenset[str], prefixes: tuple[str, ...]) -> str:
     segments = path.split("/")
     for index, segment in enumerate(segments):
         if ";" not in segment:
             continue
         base, *params = segment.split(";")
-        kept = [
-            p for p in params if not _is_stripped(p.partition("=")[0], exact, prefixes)
-        ]
+        kept = [p for p in params if not _is_stripped(p.partition("=")[0], exact, prefixes)]
         segments[index] = ";".join([base, *kept])
     return "/".join(segments)
 
 
-def _param_name(field: str) -> str:
-    return field.partition("=")[0]
+_first = operator.itemgetter(0)
 
 
 def _short(url: str) -> str:
@@ -309,9 +314,7 @@ def _normalize_host(hostname: str | None, url: str) -> str:
     return host
 
 
-def _normalize(
-    url: str, matcher: tuple[frozenset[str], tuple[str, ...]] | None, sort_query: bool
-) -> str:
+def _normalize(url: str, matcher: tuple[frozenset[str], tuple[str, ...]] | None, sort_query: bool) -> str:
     text = url.strip()
     head = text[:6].lower()
     if not (head.startswith("http:") or head == "https:"):
@@ -350,18 +353,18 @@ def _normalize(
     # --- query: escapes, drop empty fields, strip, sort by name (stable)
     query = parts.query
     if query:
-        fields = [f for f in _normalize_escapes(query).split("&") if f]
-        if matcher is not None:
-            exact, prefixes = matcher
-            fields = [
-                f
-                for f in fields
-                if not _is_stripped(f.partition("=")[0], exact, prefixes)
-            ]
-        if sort_query and len(fields) > 1:
-            fields.sort(key=_param_name)
-        query = "&".join(fields)
-        if query:
+        exact, prefixes = matcher or (frozenset(), ())
+        fields: list[tuple[str, str]] = []
+        for field in _normalize_escapes(query).split("&"):
+            if field:
+                name = field.partition("=")[0]
+                lname = name.lower()
+                if lname not in exact and not lname.startswith(prefixes):
+                    fields.append((name, field))
+        if fields:
+            if sort_query and len(fields) > 1:
+                fields.sort(key=_first)  # list.sort is stable: equal names keep order
+            query = "&".join([field for _, field in fields])
             return f"{scheme}://{netloc}{path}?{query}"
     return f"{scheme}://{netloc}{path}"
 

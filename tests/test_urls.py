@@ -159,15 +159,11 @@ def test_custom_strip_params_and_no_sort() -> None:
         normalize_url(url, strip_params=("tok", "tok_*"), sort_query=False)
         == "http://example.com/p?z=1&utm_source=4&a=5"
     )
-    assert normalize_url(url, strip_params=()) == (
-        "http://example.com/p;Tok=1?Tok=2&a=5&tok_a=3&utm_source=4&z=1"
-    )
+    assert normalize_url(url, strip_params=()) == ("http://example.com/p;Tok=1?Tok=2&a=5&tok_a=3&utm_source=4&z=1")
     assert normalize_url(url, strip_params=None, sort_query=False) == (
         "http://example.com/p;Tok=1?z=1&Tok=2&tok_a=3&utm_source=4&a=5"
     )
-    assert normalize_url(url, strip_params="utm_*") == (
-        "http://example.com/p;Tok=1?Tok=2&a=5&tok_a=3&z=1"
-    )
+    assert normalize_url(url, strip_params="utm_*") == ("http://example.com/p;Tok=1?Tok=2&a=5&tok_a=3&z=1")
 
 
 def test_default_strip_params_shape() -> None:
@@ -311,9 +307,7 @@ param_names = st.one_of(
     ),
     st.text(max_size=5),
 )
-params = st.tuples(
-    param_names, st.sampled_from(["=", "=", ""]), st.text(max_size=5)
-).map("".join)
+params = st.tuples(param_names, st.sampled_from(["=", "=", ""]), st.text(max_size=5)).map("".join)
 queries = st.one_of(
     st.just(""),
     st.just("?"),
@@ -334,9 +328,7 @@ url_like = st.tuples(
 ).map("".join)
 any_input = st.one_of(url_like, st.text(), st.text().map(lambda t: "http://" + t))
 
-property_settings = settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+property_settings = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _try(raw: str) -> str | None:
