@@ -277,3 +277,21 @@ def test_politeness_key_by_host_or_registered_domain():
     assert politeness_key("http://a.b.example.co.uk/x") == "a.b.example.co.uk"
     assert politeness_key("http://a.b.example.co.uk/x", "domain") == "example.co.uk"
     assert politeness_key("http://127.0.0.2:8080/", "domain") == "127.0.0.2"
+
+
+def test_pop_carries_acknowledgements(make_frontier):
+    f = make_frontier(host_interval=0.0)
+    f.push_many([entry("http://a.example/1"), entry("http://b.example/1")])
+    _, first, _ = pop_urls(f, now=T0)
+    leases, _ = f.pop(1, now=T0 + 1, ack=[first[0].id, "no-such-lease"])
+    assert f.last_acked == 1 and len(leases) == 1
+    st = f.stats()
+    assert st["acked"] == 1 and st["leased"] == 1
+
+
+def test_new_filter_is_allocated_at_its_exact_size(make_frontier, redis_client):
+    f = make_frontier(bloom_capacity=10_000)
+    f.push(entry("http://a.example/1"))
+    shape = f.layout.shape(0)
+    assert redis_client.strlen(f.keys.seen(0)) == (shape.bits + 7) // 8
+    assert shape.bits / shape.capacity < 30  # bits per URL at 1e-6

@@ -9,7 +9,9 @@ The filter grows the way pybloom-live's ScalableBloomFilter does: when filter ``
 has taken its capacity, filter ``i+1`` is started, ``growth`` times larger. Unlike
 pybloom-live's default (each new filter at 0.9 x the previous error, which compounds
 to about 10 x the configured rate), filter ``i`` gets ``error * (1 - r) * r**i`` with
-``r = 0.5``, so the sum over all filters stays below the configured error rate.
+``r = 0.25``, so the sum over all filters stays below the configured error rate while
+the first filter, which holds most URLs, gets 3/4 of the budget (29.4 bits, 3.67 bytes
+per URL at 1e-6).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from functools import cached_property
 
 from pybloom_live.pybloom import make_hashfuncs
 
-TIGHTENING = 0.5
+TIGHTENING = 0.25
 MAX_FILTER_BITS = 1 << 32  # a Redis string holds at most 2**32 bits
 
 

@@ -109,6 +109,7 @@ class Frontier:
         self._pop = redis.register_script(POP)
         self._ack = redis.register_script(ACK)
         self._generation = 0  # filters known to this client; read on first push
+        self.last_acked = 0  # leases the last pop() acknowledged
 
     @classmethod
     def from_settings(cls, settings, redis) -> Frontier:
@@ -190,6 +191,7 @@ class Frontier:
             gen,
             shapes[-1].capacity,
             ",".join(str(s.k) for s in shapes),
+            shapes[-1].bits,
             self.max_pages_per_host,
             now_ms() if now is None else now,
             len(batch),
@@ -206,9 +208,11 @@ class Frontier:
 
     # -- hand out ----------------------------------------------------------------
 
-    def pop(self, n: int = 1, now: int | None = None) -> tuple[list[Lease], int | None]:
-        """Lease up to ``n`` URLs from due hosts. Returns the leases and the time (ms)
-        the next host is due (None when no host has queued URLs)."""
+    def pop(self, n: int = 1, now: int | None = None, ack=()) -> tuple[list[Lease], int | None]:
+        """Lease up to ``n`` URLs from due hosts, first acknowledging the leases in
+        ``ack`` (in the same round trip). Returns the leases and, when fewer than ``n``
+        were handed out, the time (ms) the next host is due (None when no host has
+        queued URLs, or when ``n`` leases were handed out)."""
         out = self._pop(
             args=[
                 self.keys.prefix,
@@ -219,10 +223,12 @@ class Frontier:
                 self.refill_batch,
                 self.weights,
                 self.max_attempts,
+                *ack,
             ]
         )
         next_due = int(out[0])
-        leases = [Lease(_str(out[i]), out[i + 1]) for i in range(1, len(out), 2)]
+        self.last_acked = int(out[1])
+        leases = [Lease(_str(out[i]), out[i + 1]) for i in range(2, len(out), 2)]
         return leases, (None if next_due < 0 else next_due)
 
     def ack(self, *lease_ids: str) -> int:

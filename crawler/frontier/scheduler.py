@@ -23,6 +23,9 @@ delivered in order once Redis answers again (a page's links before its ack), so 
 the worker learned is lost while it lives; a worker killed during an outage loses only
 unacknowledged work, which its expired leases bring back.
 
+Acknowledgements travel with the worker's next pop (one round trip for both), or
+after ACK_DELAY when no pop comes.
+
 Leases: popped URLs are leased to this worker; the worker renews the leases it holds
 every FRONTIER_LEASE_SECONDS / 3 until they are acknowledged (``ack``, called when the
 page and everything it produced has been handled) or FRONTIER_LEASE_MAX_HOLD passes.
@@ -50,6 +53,8 @@ from crawler.urls import InvalidURL, normalize_url
 
 logger = logging.getLogger(__name__)
 
+ACK_DELAY = 0.25  # seconds an acknowledgement may wait for a pop to carry it
+
 
 class FrontierScheduler:
     def __init__(self, crawler, frontier: Frontier):
@@ -75,6 +80,9 @@ class FrontierScheduler:
         # While Redis is unreachable, pushes and acks wait here, in order (a page's links
         # are pushed before its lease is acknowledged), and are retried with back-off.
         self._outbox: deque = deque()
+        # Acknowledgements ride on the next pop; a timer sends them if no pop comes soon.
+        self._acks: list[str] = []
+        self._ack_call = None
         self._backoff = 0.0
         self._retry_call = None
 
@@ -113,9 +121,10 @@ class FrontierScheduler:
     def close(self, reason):
         if self._renewer.running:
             self._renewer.stop()
-        for call in (self._wakeup, self._retry_call):
+        for call in (self._wakeup, self._retry_call, self._ack_call):
             if call is not None and call.active():
                 call.cancel()
+        self._flush_acks()
         if self._outbox and not self._drain():
             logger.error(
                 "Redis unreachable at close: %d pushes/acks not delivered; their pages' leases "
@@ -187,13 +196,17 @@ class FrontierScheduler:
             now = time.time()
             if now < self._next_poll:
                 return None
+            acks, self._acks = self._acks, []
             try:
-                leases, next_due = self.frontier.pop(self.pop_batch)
+                leases, next_due = self.frontier.pop(self.pop_batch, ack=acks)
             except redis.RedisError as exc:
+                self._acks[:0] = acks  # acks are idempotent: send them again later
                 self._redis_down(exc)
                 self._next_poll = now + self._backoff
                 self._wake_engine_in(self._backoff)
                 return None
+            if self.frontier.last_acked:
+                self._inc("frontier/acked", self.frontier.last_acked)
             if not leases:
                 wait = self.poll_interval if next_due is None else max(next_due / 1000 - now, 0.01)
                 wait = min(wait, self.poll_interval)
@@ -219,12 +232,24 @@ class FrontierScheduler:
         if self._outbox:
             self._defer(("ack", lease))
             return
+        self._acks.append(lease)
+        if self._ack_call is None or not self._ack_call.active():
+            self._ack_call = reactor.callLater(ACK_DELAY, self._flush_acks)
+
+    def _flush_acks(self) -> None:
+        acks, self._acks = self._acks, []
+        if not acks:
+            return
+        if self._outbox:
+            for lease in acks:
+                self._defer(("ack", lease))
+            return
         try:
-            if self.frontier.ack(lease):
-                self._inc("frontier/acked")
+            self._inc("frontier/acked", self.frontier.ack(*acks))
         except redis.RedisError as exc:
             self._redis_down(exc)
-            self._defer(("ack", lease))
+            for lease in acks:
+                self._defer(("ack", lease))
 
     # -- Redis outages ---------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ Entry formats:
 # Shared Lua helpers, prepended to the scripts that need them.
 _HELPERS = r"""
 local SEP = '\031'
+local unpack = unpack or table.unpack
 local function split(s, n)
     -- split s on SEP into at most n parts (the last part keeps any SEP)
     local parts, start = {}, 1
@@ -28,24 +29,44 @@ local function split(s, n)
     parts[#parts + 1] = string.sub(s, start)
     return parts
 end
--- put a host into the ready heap (if absent), due no earlier than its hnext time;
--- returns the score it has
-local function make_ready(prefix, host, now)
-    local score = redis.call('ZSCORE', prefix .. 'ready', host)
-    if score then return tonumber(score) end
+-- put a host that is not in the ready heap into it, due no earlier than its hnext
+-- time; returns its score
+local function add_ready(prefix, host, now)
     local nxt = tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0')
     if nxt < now then nxt = now end
     redis.call('ZADD', prefix .. 'ready', nxt, host)
     return nxt
 end
+local function make_ready(prefix, host, now)
+    local score = redis.call('ZSCORE', prefix .. 'ready', host)
+    if score then return tonumber(score) end
+    return add_ready(prefix, host, now)
+end
+-- BITFIELD arguments reading (op 'GET') or setting (op 'SET') the bits ARGV[from..to]
+local function bit_args(op, from, to)
+    local args = {}
+    for j = from, to do
+        args[#args + 1] = op
+        args[#args + 1] = 'u1'
+        args[#args + 1] = ARGV[j]
+        if op == 'SET' then args[#args + 1] = 1 end
+    end
+    return args
+end
+local function all_ones(bits)
+    for _, b in ipairs(bits) do if b == 0 then return false end end
+    return true
+end
 """
 
 # PUSH: admit a batch of URLs into the frontier.
 #
-# ARGV[1]  key prefix            ARGV[2]  filter generation G the caller hashed for
+# ARGV[1]  key prefix             ARGV[2]  filter generation G the caller hashed for
 # ARGV[3]  capacity of filter G-1 ARGV[4]  comma list of k (bits per URL) of filters 0..G-1
-# ARGV[5]  max URLs per host (0: no limit)   ARGV[6]  now (ms)
-# ARGV[7]  number of entries, then per entry 5 + sum(k) values:
+# ARGV[5]  size in bits of filter G-1
+# ARGV[6]  max URLs per host (0: no limit, and no per-host count is kept)
+# ARGV[7]  now (ms)
+# ARGV[8]  number of entries, then per entry 5 + sum(k) values:
 #          flags   'f' = check and update URL-seen; 'b' = straight into the host's back
 #                  queue at its head (follow-ups: retries, redirects)
 #          host    politeness key            level  front queue level (0 = highest)
@@ -58,24 +79,31 @@ end
 #          fewer statuses than entries means "reload the generation and send the rest".
 # Atomic: the seen test, the filter update and the enqueue of each URL happen together,
 #         so a URL enters the frontier at most once however many workers push it.
+# A new filter's string is allocated at its full size at once (one SETBIT on its last
+# bit) rather than grown by Redis step by step, which would over-allocate.
 PUSH = (
     _HELPERS
     + r"""
 local prefix = ARGV[1]
 local gen = tonumber(ARGV[2])
-if tonumber(redis.call('HGET', prefix .. 'seen:meta', 'gen') or '1') ~= gen then
+local meta = prefix .. 'seen:meta'
+if tonumber(redis.call('HGET', meta, 'gen') or '1') ~= gen then
     return -1
 end
 local cap = tonumber(ARGV[3])
 local ks = {}
 for k in string.gmatch(ARGV[4], '%d+') do ks[#ks + 1] = tonumber(k) end
-local maxhost = tonumber(ARGV[5])
-local now = tonumber(ARGV[6])
-local n = tonumber(ARGV[7])
+local current = prefix .. 'seen:' .. (gen - 1)
+if redis.call('EXISTS', current) == 0 then
+    redis.call('SETBIT', current, tonumber(ARGV[5]) - 1, 0)
+end
+local maxhost = tonumber(ARGV[6])
+local now = tonumber(ARGV[7])
+local n = tonumber(ARGV[8])
 local npos = 0
 for _, k in ipairs(ks) do npos = npos + k end
 local out = {}
-local a = 8
+local a = 9
 local added = 0
 local full = false
 for e = 1, n do
@@ -86,34 +114,32 @@ for e = 1, n do
     local check = string.find(flags, 'f', 1, true) ~= nil
     if check then
         local off = p
-        for i, k in ipairs(ks) do
-            local key = prefix .. 'seen:' .. (i - 1)
-            local all = true
-            for j = off, off + k - 1 do
-                if redis.call('GETBIT', key, ARGV[j]) == 0 then all = false; break end
-            end
-            off = off + k
-            if all then status = 0; break end
+        for i = 1, gen - 1 do  -- older, full filters: read only
+            local bits = redis.call('BITFIELD_RO', prefix .. 'seen:' .. (i - 1), unpack(bit_args('GET', off, off + ks[i] - 1)))
+            if all_ones(bits) then status = 0; break end
+            off = off + ks[i]
         end
-    end
-    if status == 1 and check and maxhost > 0 then
-        if tonumber(redis.call('HGET', prefix .. 'hpages', host) or '0') >= maxhost then
-            status = 2
+        if status == 1 then
+            local last = off + ks[gen] - 1
+            if maxhost > 0 then
+                if all_ones(redis.call('BITFIELD_RO', current, unpack(bit_args('GET', off, last)))) then
+                    status = 0
+                elseif tonumber(redis.call('HGET', prefix .. 'hpages', host) or '0') >= maxhost then
+                    status = 2
+                else
+                    redis.call('BITFIELD', current, unpack(bit_args('SET', off, last)))
+                    redis.call('HINCRBY', prefix .. 'hpages', host, 1)
+                end
+            elseif all_ones(redis.call('BITFIELD', current, unpack(bit_args('SET', off, last)))) then
+                status = 0  -- every bit was set already: seen (and nothing changed)
+            end
+            if status == 1 and redis.call('HINCRBY', meta, 'n:' .. (gen - 1), 1) >= cap then
+                redis.call('HSET', meta, 'gen', gen + 1)
+                full = true
+            end
         end
     end
     if status == 1 then
-        if check then
-            local key = prefix .. 'seen:' .. (gen - 1)
-            for j = p + npos - ks[gen], p + npos - 1 do
-                redis.call('SETBIT', key, ARGV[j], 1)
-            end
-            local cnt = redis.call('HINCRBY', prefix .. 'seen:meta', 'n:' .. (gen - 1), 1)
-            if cnt >= cap then
-                redis.call('HSET', prefix .. 'seen:meta', 'gen', gen + 1)
-                full = true
-            end
-            redis.call('HINCRBY', prefix .. 'hpages', host, 1)
-        end
         if string.find(flags, 'b', 1, true) then
             redis.call('LPUSH', prefix .. 'bq:' .. host, payload)
             make_ready(prefix, host, now)
@@ -137,13 +163,16 @@ return out
 """
 )
 
-# POP: lease up to n URLs from hosts that are due.
+# POP: lease up to n URLs from hosts that are due (and acknowledge earlier leases).
 #
 # ARGV[1] key prefix   ARGV[2] now (ms)   ARGV[3] n   ARGV[4] lease time (ms)
 # ARGV[5] default host interval (ms)      ARGV[6] max front-queue entries moved per call
 # ARGV[7] comma list of front queue weights, level 0 first
 # ARGV[8] max attempts of one URL whose leases keep expiring (0: no limit)
+# ARGV[9..] lease ids to acknowledge first (as ACK does), so a worker's acks ride on
+#           its next pop instead of costing a round trip each
 # Steps, all in one atomic call:
+#   0. acknowledge the given leases;
 #   1. expired leases (up to 100) go back to the head of their host's back queue, or are
 #      abandoned (counted) after max attempts; a lease whose expiry is 0 was given back
 #      by its worker (release) and does not count as an attempt;
@@ -155,8 +184,9 @@ return out
 #      becomes now + its interval (hdelay or the default); a host whose back queue is
 #      now empty leaves the heap but keeps its hnext time;
 #   4. lease each handed-out URL until now + lease time.
-# Returns {next_due, id1, payload1, id2, payload2, ...}; next_due is the earliest time
-# (ms) any host in the heap is due, or -1 when the heap is empty.
+# Returns {next_due, acked, id1, payload1, id2, payload2, ...}; when fewer than n URLs
+# were handed out, next_due is the earliest time (ms) any host in the heap is due (-1:
+# the heap is empty); otherwise it is -1 (not looked up).
 POP = (
     _HELPERS
     + r"""
@@ -164,21 +194,31 @@ local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
 local lease_ms = tonumber(ARGV[4])
-local default_interval = tonumber(ARGV[5])
+local default_interval = ARGV[5]
 local refill_max = tonumber(ARGV[6])
-local weights = {}
-for w in string.gmatch(ARGV[7], '%d+') do weights[#weights + 1] = tonumber(w) end
 local max_attempts = tonumber(ARGV[8])
 local ready = prefix .. 'ready'
 local counters = prefix .. 'counters'
+local leases = prefix .. 'leases'
+local lease_data = prefix .. 'lease:data'
+
+-- 0. acknowledgements
+local acked = 0
+for i = 9, #ARGV do
+    if redis.call('ZREM', leases, ARGV[i]) == 1 then
+        redis.call('HDEL', lease_data, ARGV[i])
+        acked = acked + 1
+    end
+end
+if acked > 0 then redis.call('HINCRBY', counters, 'acked', acked) end
 
 -- 1. expired leases
-local expired = redis.call('ZRANGEBYSCORE', prefix .. 'leases', '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
+local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
 for x = 1, #expired, 2 do
     local id = expired[x]
-    local data = redis.call('HGET', prefix .. 'lease:data', id)
-    redis.call('ZREM', prefix .. 'leases', id)
-    redis.call('HDEL', prefix .. 'lease:data', id)
+    local data = redis.call('HGET', lease_data, id)
+    redis.call('ZREM', leases, id)
+    redis.call('HDEL', lease_data, id)
     if data then
         local parts = split(data, 3)
         local attempt = tonumber(parts[1])
@@ -200,40 +240,46 @@ end
 -- 2. refill back queues from the front queues
 local due = redis.call('ZCOUNT', ready, '-inf', now)
 if due < n then
-    local total = 0
-    for _, w in ipairs(weights) do total = total + w end
+    local weights, total = {}, 0
+    for w in string.gmatch(ARGV[7], '%d+') do
+        weights[#weights + 1] = tonumber(w)
+        total = total + tonumber(w)
+    end
+    local turn = tonumber(redis.call('HGET', counters, 'turn') or '0')
     local moved = 0
     while due < n and moved < refill_max do
-        local turn = redis.call('HINCRBY', counters, 'turn', 1) % total
-        local level = 1
-        while turn >= weights[level] do turn = turn - weights[level]; level = level + 1 end
+        turn = turn + 1
+        local slot, level = turn % total, 1
+        while slot >= weights[level] do slot = slot - weights[level]; level = level + 1 end
         local entry = redis.call('LPOP', prefix .. 'fq:' .. (level - 1))
-        if not entry then
+        if not entry then  -- that level is empty: take the highest non-empty one
             for l = 1, #weights do
-                entry = redis.call('LPOP', prefix .. 'fq:' .. (l - 1))
-                if entry then break end
+                if l ~= level then
+                    entry = redis.call('LPOP', prefix .. 'fq:' .. (l - 1))
+                    if entry then break end
+                end
             end
         end
         if not entry then break end
         local parts = split(entry, 2)
-        redis.call('RPUSH', prefix .. 'bq:' .. parts[1], parts[2])
-        if not redis.call('ZSCORE', ready, parts[1]) then
-            if make_ready(prefix, parts[1], now) <= now then due = due + 1 end
+        if redis.call('RPUSH', prefix .. 'bq:' .. parts[1], parts[2]) == 1 then
+            -- a back queue that was empty: its host is not in the heap
+            if add_ready(prefix, parts[1], now) <= now then due = due + 1 end
         end
         moved = moved + 1
     end
+    redis.call('HSET', counters, 'turn', turn % total)
 end
 
 -- 3 and 4. hand out and lease
-local out = {-1}
+local out = {-1, acked}
 local hosts = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, n)
 local popped = 0
 for _, host in ipairs(hosts) do
     local bq = prefix .. 'bq:' .. host
     local payload = redis.call('LPOP', bq)
     if payload then
-        local interval = tonumber(redis.call('HGET', prefix .. 'hdelay', host) or default_interval)
-        local nxt = now + interval
+        local nxt = now + tonumber(redis.call('HGET', prefix .. 'hdelay', host) or default_interval)
         redis.call('HSET', prefix .. 'hnext', host, nxt)
         if redis.call('LLEN', bq) > 0 then
             redis.call('ZADD', ready, nxt, host)
@@ -247,8 +293,8 @@ for _, host in ipairs(hosts) do
             payload = parts[2]
         end
         local id = redis.call('INCR', prefix .. 'lease:seq')
-        redis.call('ZADD', prefix .. 'leases', now + lease_ms, id)
-        redis.call('HSET', prefix .. 'lease:data', id, attempt .. SEP .. host .. SEP .. payload)
+        redis.call('ZADD', leases, now + lease_ms, id)
+        redis.call('HSET', lease_data, id, attempt .. SEP .. host .. SEP .. payload)
         out[#out + 1] = tostring(id)
         out[#out + 1] = payload
         popped = popped + 1
@@ -260,8 +306,10 @@ if popped > 0 then
     redis.call('HINCRBY', counters, 'queued', -popped)
     redis.call('HINCRBY', counters, 'popped', popped)
 end
-local first = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
-if first[2] then out[1] = tonumber(first[2]) end
+if popped < n then
+    local first = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
+    if first[2] then out[1] = tonumber(first[2]) end
+end
 return out
 """
 )

@@ -1,0 +1,198 @@
+"""``scrapy seed FILE [FILE ...]``: add seed URLs to a crawl's frontier.
+
+    scrapy seed seeds.txt                       into CRAWL_NAME (settings, -s, env)
+    scrapy seed --crawl news a.txt b.txt.gz     into crawl "news"
+    zcat big.gz | scrapy seed - --no-progress   from standard input
+
+File format: one URL a line, an optional integer priority as second column (higher is
+sooner), ``#`` comments, blank lines skipped, ``.gz`` read through gzip; see
+crawler/seeds.py. URLs are normalized with URL_STRIP_PARAMS / URL_SORT_QUERY, pushed
+SEED_BATCH_SIZE at a time (``--batch``) at depth 0.
+
+Output: a progress line on stderr when it is a terminal (unless ``--no-progress``), the
+first invalid lines with their reason on stderr, then one summary line on stdout.
+Exit status: 0 when every file was read (invalid lines included); 1 when a file cannot
+be opened or read, or Redis is unreachable, with a one-line message on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from redis.exceptions import RedisError
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from crawler.frontier.connection import redis_from_settings
+from crawler.frontier.frontier import Frontier
+from crawler.frontier.keys import Keys
+from crawler.seeds import STDIN, IngestReport, SeedFileError, check_readable, ingest
+
+
+class ProgressLine:
+    """A status line rewritten in place with ``\\r`` on a terminal, at most every
+    ``interval`` seconds; silent when the stream is not a terminal."""
+
+    def __init__(self, stream=None, interval: float = 0.25, enabled: bool = True):
+        self.stream = stream if stream is not None else sys.stderr
+        self.interval = interval
+        self.enabled = enabled and _isatty(self.stream)
+        self.report: IngestReport | None = None  # the latest running report
+        self._last = 0.0
+        self._width = 0
+
+    def __call__(self, report: IngestReport) -> None:
+        self.report = report
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last < self.interval:
+            return
+        self._last = now
+        text = f"seeding: {report.lines:,} lines read, {report.added:,} added, {report.rate:,.0f} lines/s"
+        self.stream.write("\r" + text.ljust(self._width))
+        self.stream.flush()
+        self._width = len(text)
+
+    def clear(self) -> None:
+        if self.enabled and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+            self._width = 0
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False  # no crawl, no reactor: plain Redis calls
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self):
+        return "[options] FILE [FILE ...]"
+
+    def short_desc(self):
+        return "Add seed URLs from files (or - for stdin) to the crawl's frontier"
+
+    def long_desc(self):
+        return (
+            "Add seed URLs to the frontier of a crawl (CRAWL_NAME, or --crawl). Each FILE has one URL "
+            "a line, optionally followed by an integer priority (higher is sooner); # starts a comment; "
+            "files ending in .gz are decompressed; - reads standard input. Prints a summary line; exits "
+            "1 if a file cannot be read or Redis is unreachable."
+        )
+
+    def add_options(self, parser):
+        super().add_options(parser)
+        group = parser.add_argument_group(title="Seed options")
+        group.add_argument("--crawl", metavar="NAME", help="crawl name (default CRAWL_NAME)")
+        group.add_argument(
+            "--batch", metavar="N", type=int, help="URLs per frontier round trip (default SEED_BATCH_SIZE)"
+        )
+        group.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")
+
+    def process_options(self, args, opts):
+        super().process_options(args, opts)
+        if opts.crawl:
+            self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
+
+    def run(self, args, opts):
+        if not args:
+            raise UsageError("give at least one seed file (- for standard input)")
+        unknown = [a for a in args if a.startswith("-") and a != STDIN]
+        if unknown:
+            raise UsageError(f"unrecognized arguments: {' '.join(unknown)}")
+        settings = self.settings
+        batch = opts.batch if opts.batch is not None else settings.getint("SEED_BATCH_SIZE")
+        if batch < 1:
+            raise UsageError("--batch must be at least 1")
+        try:
+            check_readable(args)  # before touching Redis
+        except SeedFileError as exc:
+            return self._fail(f"seed: {exc}")
+
+        try:
+            Keys(settings.get("CRAWL_NAME"))  # a bad crawl name: before any embedded Redis starts
+        except ValueError as exc:
+            return self._fail(f"seed: {exc}")
+        client = None
+        try:
+            client = redis_from_settings(settings)
+            frontier = Frontier.from_settings(settings, client)  # reads the filter generation
+        except ValueError as exc:  # a bad frontier setting
+            _close(client)
+            return self._fail(f"seed: {exc}")
+        except Exception as exc:  # Redis unreachable, embedded Redis failed to start
+            _close(client)
+            return self._fail(f"seed: cannot connect to Redis ({_where(settings)}): {_reason(exc)}")
+
+        progress = ProgressLine(enabled=not opts.no_progress)
+        strip = tuple(settings.getlist("URL_STRIP_PARAMS")) or None
+        try:
+            report = ingest(
+                frontier,
+                args,
+                batch_size=batch,
+                strip_params=strip,
+                sort_query=settings.getbool("URL_SORT_QUERY"),
+                progress=progress,
+            )
+        except SeedFileError as exc:
+            progress.clear()
+            self._print_report(exc.report, note="stopped")
+            return self._fail(f"seed: {exc}")
+        except RedisError as exc:
+            progress.clear()
+            self._print_report(progress.report, note="before the Redis error")
+            return self._fail(f"seed: Redis error ({_where(settings)}): {_reason(exc)}")
+        except KeyboardInterrupt:
+            progress.clear()
+            self._print_report(progress.report, note="interrupted")
+            self.exitcode = 130
+            return
+        finally:
+            _close(client)
+        progress.clear()
+        self._print_report(report)
+
+    def _print_report(self, report: IngestReport | None, note: str = "") -> None:
+        if report is None:
+            return
+        for where, reason in report.invalid_examples:
+            print(f"invalid: {where}: {reason}", file=sys.stderr)
+        if report.invalid > len(report.invalid_examples):
+            print(f"invalid: ... {report.invalid - len(report.invalid_examples)} more", file=sys.stderr)
+        summary = report.summary()
+        print(f"{summary} [{note}]" if note else summary, flush=True)
+
+    def _fail(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+        self.exitcode = 1
+
+
+def _close(client) -> None:
+    if client is not None:
+        try:
+            client.close()
+        except Exception:  # closing is best effort
+            pass
+
+
+def _where(settings) -> str:
+    url = settings.get("REDIS_URL")
+    if not url:
+        return "embedded"
+    # never print a password: keep scheme, host, port, path
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}"
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
