@@ -1,39 +1,49 @@
 """Benchmark: our Redis frontier against stock scrapy-redis, side by side.
 
 Both sides run in this one process, single-threaded, against the same Redis, on the
-same pre-built Scrapy requests (``https://www.site<h>.com/...`` with ``depth`` meta and
-a ``Referer`` header, as links extracted by a spider look when they reach the
-scheduler). URLs are generated in normal form, so no normalizer runs on either side
-(scrapy-redis still computes its request fingerprint, which canonicalizes the URL:
-that is part of its per-request cost, as in a real crawl).
+same pre-built Scrapy requests (``https://www.site<h>.com/articles/...`` with ``depth``
+meta and a ``Referer`` header, as links extracted by a spider reach the scheduler).
+URLs are generated in normal form, so no normalizer runs on our side; scrapy-redis
+still computes its request fingerprint (which canonicalizes the URL), as it does in a
+real crawl.
 
-Ours (crawler.frontier.frontier.Frontier, host intervals and leases on):
-  push       per request: ``codec.encode`` + ``Frontier.push`` (one round trip each,
-             as the scheduler does); batched: ``push_many`` of 1000 (seed ingestion)
-  pop        ``pop(n)`` + ``codec.decode`` + ``ack(lease)`` per request (the scheduler
-             acknowledges pages one at a time), with n=1 and n=16
-  memory     ``MEMORY USAGE key SAMPLES 0`` of the ``seen:*`` keys per URL added, and
-             of the queue keys (fq:*, bq:*, ready, hnext, hpages) per queued request,
-             after push and before pop
+Ours (crawler.frontier.frontier.Frontier, host interval 1 s, leases on):
+  push     per request: ``codec.encode`` + ``Frontier.push`` (one round trip each, as
+           the scheduler does); batched: ``push_many`` of 1000 (seed ingestion)
+  pop      ``pop(n)`` + ``codec.decode`` + ``ack(lease)`` per request (the scheduler
+           acknowledges pages one at a time), n=1 and n=16; extra: one ``ack`` of the
+           whole batch
+  memory   ``MEMORY USAGE key SAMPLES 0`` of the ``seen:*`` keys per URL added (Bloom
+           capacity N, error 1e-6; and capacity N/4, grown), and of the queue keys
+           (fq:*, bq:*, ready, hnext, hpages) per queued request, after push, before pop
 Stock scrapy-redis (PriorityQueue + RFPDupeFilter, constructed directly):
-  push       ``dupefilter.request_seen(req)``, then ``queue.push(req)`` if unseen
-             (scrapy_redis.scheduler.Scheduler.enqueue_request)
-  pop        ``queue.pop()`` (decodes the request)
-  memory     the dupefilter set and the queue zset, per request
+  push     ``dupefilter.request_seen(req)``, then ``queue.push(req)`` if unseen
+           (what scrapy_redis.scheduler.Scheduler.enqueue_request does)
+  pop      ``queue.pop()`` (MULTI ZRANGE ZREMRANGEBYRANK EXEC, and decoding)
+  memory   the dupefilter set and the queue zset, per request
 
-"Redis us/req" is server-side time from INFO commandstats deltas of the top-level
-commands (EVALSHA for ours; SADD/ZADD/MULTI/EXEC for scrapy-redis), so client-side
-Python time is the rest. It is approximate if other clients use the same Redis.
+Fairness: the head-to-head rows run both sides in alternating chunks (theirs, ours,
+ours, theirs, ...) so that load from other processes on the machine hits both alike.
+Every phase is bounded in time (``--phase-seconds`` per side per head-to-head phase,
+10 s; and the whole run at 14 x that + 25 s), so a default run takes under 3 minutes
+however slow or busy the machine is; rates are over the requests done in time. Memory is measured at N requests on both sides (the rest is pushed
+in batches, untimed for scrapy-redis).
 
-Keys are created under unique prefixes (``crawl:{bench-...}:`` and ``bench:...:``)
-and deleted at the end, also on errors or Ctrl-C. Nothing else is touched.
+Column "us" is Redis server time per request: INFO commandstats deltas of the
+top-level commands (EVALSHA for ours, SADD/ZADD/MULTI/EXEC for scrapy-redis; commands
+run inside a script or transaction are included in those). Other clients running the
+same commands at the same time are included too: when more calls were counted than
+this process made, the figure is scaled down and marked ``~``.
 
-    python bench/frontier.py                 # N=100,000 over N hosts
-    python bench/frontier.py --quick         # N=20,000
-    python bench/frontier.py --n 50000 --hosts 5000 --redis-url redis://host:6379/1
-    python bench/frontier.py --quick --profile   # + cProfile of our client side
+Keys are created under unique prefixes (``crawl:{bench-<pid>-<rand>-x}:`` and
+``bench:<pid>-<rand>:``) and deleted at the end, also on errors and Ctrl-C.
 
-It always exits 0: it is a report, PASS/FAIL lines are informational.
+    python bench/frontier.py                  # N=100,000 over N hosts
+    python bench/frontier.py --quick          # N=20,000
+    python bench/frontier.py --n 50000 --hosts 50000 --redis-url redis://host:6379/1
+    python bench/frontier.py --quick --profile    # + cProfile of our client side
+
+It exits 0 whatever the PASS/FAIL lines say: it is a report.
 """
 
 from __future__ import annotations
@@ -51,6 +61,8 @@ import uuid
 from dataclasses import dataclass, field
 
 import redis
+import scrapy
+import scrapy_redis
 from scrapy import Request, Spider
 from scrapy_redis.dupefilter import RFPDupeFilter
 from scrapy_redis.queue import PriorityQueue
@@ -61,10 +73,12 @@ from crawler.frontier import codec  # noqa: E402
 from crawler.frontier.frontier import Entry, Frontier  # noqa: E402
 
 PUSH_BATCH = 1000
+CHUNK = 500  # requests per alternating chunk in head-to-head phases
 ERROR_RATE = 1e-6
-OUR_TOP_LEVEL = ("evalsha", "eval")
-THEIR_TOP_LEVEL = ("sadd", "zadd", "multi", "exec")
+OURS_TOP = ("evalsha", "eval")
+THEIRS_TOP = ("sadd", "zadd", "multi", "exec")
 QUEUE_KEY_KINDS = ("fq", "bq", "ready", "hnext", "hpages")
+INF = float("inf")
 
 
 class BenchSpider(Spider):
@@ -91,58 +105,73 @@ def make_requests(n: int, hosts: int) -> list[Request]:
 def check_normal_form(requests: list[Request]) -> str:
     try:
         from crawler.urls import normalize_url
-    except Exception:  # the normalizer is optional here
+    except Exception:  # the project's normalizer is optional here
         return "normalizer not importable; URLs generated in normal form"
     sample = requests[:: max(1, len(requests) // 200)]
-    bad = sum(normalize_url(r.url) != r.url for r in sample)
-    return f"{len(sample) - bad}/{len(sample)} sampled URLs unchanged by normalize_url"
+    same = sum(normalize_url(r.url) == r.url for r in sample)
+    return f"{same}/{len(sample)} sampled URLs unchanged by normalize_url"
 
 
-# -- measurement helpers ------------------------------------------------------------
+# -- measurement --------------------------------------------------------------------
 
 
 @dataclass
 class Result:
-    count: int = 0
+    count: int = 0  # requests handled
     seconds: float = 0.0
-    server_usec: int = 0
+    calls: int = 0  # top-level Redis calls this process made
     note: str = ""
-    commands: dict = field(default_factory=dict)
+    commands: dict = field(default_factory=dict)  # name -> [calls, usec] (all clients)
+    top: tuple = ()
 
     @property
     def rate(self) -> float:
         return self.count / self.seconds if self.seconds > 0 else 0.0
 
-    @property
-    def server_us_per_req(self) -> float:
-        return self.server_usec / self.count if self.count else 0.0
+    def server_us(self) -> tuple[float, bool]:
+        """Server microseconds per request, and whether it was scaled (shared Redis)."""
+        calls = sum(self.commands.get(c, (0, 0))[0] for c in self.top)
+        usec = sum(self.commands.get(c, (0, 0))[1] for c in self.top)
+        if not self.count or not calls:
+            return 0.0, False
+        shared = calls > self.calls * 1.02 + 5
+        if shared:
+            usec *= self.calls / calls
+        return usec / self.count, shared
+
+    def add(self, other: Result) -> None:
+        self.count += other.count
+        self.seconds += other.seconds
+        self.calls += other.calls
+        self.top = other.top
+        for name, (c, u) in other.commands.items():
+            acc = self.commands.setdefault(name, [0, 0])
+            acc[0] += c
+            acc[1] += u
 
 
 class Meter:
-    """Wall time plus INFO commandstats deltas around one phase."""
+    """Wall time plus INFO commandstats deltas around one piece of work."""
 
-    def __init__(self, r: redis.Redis, top_level: tuple[str, ...]):
-        self.r, self.top_level = r, top_level
+    def __init__(self, r: redis.Redis, top: tuple[str, ...]):
+        self.r, self.top = r, top
 
     def _stats(self) -> dict:
         return {k.removeprefix("cmdstat_"): v for k, v in self.r.info("commandstats").items()}
 
-    def __enter__(self):
-        self.result = Result()
-        gc.collect()
+    def __enter__(self) -> Result:
+        self.result = Result(top=self.top)
         self.before = self._stats()
         self.t0 = time.perf_counter()
         return self.result
 
     def __exit__(self, *exc):
         self.result.seconds = time.perf_counter() - self.t0
-        after = self._stats()
-        for name, v in after.items():
+        for name, v in self._stats().items():
             b = self.before.get(name, {})
             calls = v.get("calls", 0) - b.get("calls", 0)
             if calls and name != "info":
-                self.result.commands[name] = (calls, v.get("usec", 0) - b.get("usec", 0))
-        self.result.server_usec = sum(self.result.commands.get(c, (0, 0))[1] for c in self.top_level)
+                self.result.commands[name] = [calls, v.get("usec", 0) - b.get("usec", 0)]
         return False
 
 
@@ -156,21 +185,15 @@ def memory_usage(r: redis.Redis, keys: list) -> int:
     return total
 
 
-def frontier_memory(f: Frontier) -> dict[str, int]:
-    """Bytes of this crawl's keys by kind (seen, queue, other)."""
+def frontier_memory(f: Frontier) -> dict:
+    """Bytes of this crawl's keys by kind: seen (seen:*), queue, other."""
     prefix = f.keys.prefix.encode()
     groups: dict[str, list] = {"seen": [], "queue": [], "other": []}
     for key in f.redis.scan_iter(match=f.keys.pattern(), count=1000):
         kind = key[len(prefix) :].split(b":", 1)[0].decode()
-        if kind == "seen":
-            groups["seen"].append(key)
-        elif kind in QUEUE_KEY_KINDS:
-            groups["queue"].append(key)
-        else:
-            groups["other"].append(key)
-    out = {k: memory_usage(f.redis, v) for k, v in groups.items()}
-    out["queue_keys"] = len(groups["queue"])
-    return out
+        group = "seen" if kind == "seen" else "queue" if kind in QUEUE_KEY_KINDS else "other"
+        groups[group].append(key)
+    return {k: memory_usage(f.redis, v) for k, v in groups.items()}
 
 
 # -- our frontier -------------------------------------------------------------------
@@ -199,91 +222,351 @@ def entry_of(request: Request, spider) -> Entry:
     )
 
 
-def ours_push(f: Frontier, requests, spider, batch: int, deadline: float) -> Result:
-    with Meter(f.redis, OUR_TOP_LEVEL) as res:
-        added = 0
+def ours_push(f: Frontier, requests, spider, batch: int, deadline: float = INF) -> Result:
+    """Push one by one (batch 1) or with push_many(batch), until done or `deadline`."""
+    with Meter(f.redis, OURS_TOP) as res:
+        added = done = 0
         if batch == 1:
-            for i, req in enumerate(requests):
-                if f.push(entry_of(req, spider)) == "added":
-                    added += 1
-                if not i & 255 and time.perf_counter() > deadline:
-                    res.note = "time bound"
+            for req in requests:
+                added += f.push(entry_of(req, spider)) == "added"
+                done += 1
+                if not done & 127 and time.perf_counter() > deadline:
                     break
-            res.count = i + 1
+            res.calls = done
         else:
-            done = 0
             for i in range(0, len(requests), batch):
                 chunk = requests[i : i + batch]
                 added += f.push_many([entry_of(req, spider) for req in chunk]).count("added")
                 done += len(chunk)
+                res.calls += 1
                 if time.perf_counter() > deadline:
-                    res.note = "time bound"
                     break
-            res.count = done
-    if added != res.count:
-        res.note = (res.note + f"; {res.count - added} not added").lstrip("; ")
+        res.count = done
+    if done < len(requests):
+        res.note = f"time bound at {done:,}"
+    if added != done:
+        res.note = "; ".join(x for x in (res.note, f"{done - added} not added") if x)
     return res
 
 
-def ours_pop(f: Frontier, spider, n: int, limit: int, deadline: float) -> Result:
-    with Meter(f.redis, OUR_TOP_LEVEL) as res:
+def ours_pop(f: Frontier, spider, n: int, limit: int = 1 << 62, deadline: float = INF, batch_ack=False) -> Result:
+    """pop(n) + decode + ack, until `limit` requests, an empty frontier or `deadline`.
+
+    As the scheduler does, the acknowledgements of one pop ride on the next pop (one
+    round trip for both); the last ones are sent with ack(). With batch_ack the batch is
+    acknowledged at once with a separate ack() call instead."""
+    with Meter(f.redis, OURS_TOP) as res:
         done = 0
+        pending: list[str] = []
         while done < limit:
-            leases, next_due = f.pop(n)
+            leases, next_due = f.pop(n, ack=pending)
+            pending = []
+            res.calls += 1
             if not leases:
-                if next_due is not None:
-                    res.note = "stopped: hosts not due (raise --hosts)"
+                res.note = "empty" if next_due is None else "stopped: hosts not due (raise --hosts)"
                 break
             for lease in leases:
                 codec.decode(lease.payload, spider)
-                f.ack(lease.id)
+            ids = [lease.id for lease in leases]
+            if batch_ack:
+                f.ack(*ids)
+                res.calls += 1
+            else:
+                pending = ids
             done += len(leases)
             if time.perf_counter() > deadline:
-                res.note = "time bound"
                 break
+        if pending:
+            f.ack(*pending)
+            res.calls += 1
         res.count = done
-    if done < limit and not res.note:
-        res.note = f"only {done} of {limit}"
     return res
 
 
 # -- stock scrapy-redis -------------------------------------------------------------
 
 
-def theirs_push(df: RFPDupeFilter, q: PriorityQueue, requests, deadline: float) -> Result:
-    with Meter(df.server, THEIR_TOP_LEVEL) as res:
-        for i, req in enumerate(requests):
-            if not req.dont_filter and df.request_seen(req):
-                continue
-            q.push(req)
-            if not i & 255 and time.perf_counter() > deadline:
-                res.note = "time bound"
-                break
-        res.count = i + 1
+def theirs_push(df: RFPDupeFilter, q: PriorityQueue, requests) -> Result:
+    """scrapy_redis.scheduler.Scheduler.enqueue_request, request by request."""
+    with Meter(df.server, THEIRS_TOP) as res:
+        for req in requests:
+            res.calls += 1
+            if req.dont_filter or not df.request_seen(req):
+                q.push(req)
+                res.calls += 1
+        res.count = len(requests)
     return res
 
 
-def theirs_pop(q: PriorityQueue, limit: int, deadline: float) -> Result:
-    with Meter(q.server, THEIR_TOP_LEVEL) as res:
-        done = 0
-        while done < limit and q.pop() is not None:
+def theirs_fill(df: RFPDupeFilter, q: PriorityQueue, requests, deadline: float) -> int:
+    """Untimed: store the same fingerprints and encoded requests theirs_push would,
+    pipelined, so that memory is measured at N. Returns how many were stored."""
+    done = 0
+    for i in range(0, len(requests), 1000):
+        p = df.server.pipeline(transaction=False)
+        for req in requests[i : i + 1000]:
+            p.sadd(df.key, df.request_fingerprint(req))
+            p.execute_command("ZADD", q.key, -req.priority, q._encode_request(req))
             done += 1
-            if not done & 255 and time.perf_counter() > deadline:
-                res.note = "time bound"
+        p.execute()
+        if time.perf_counter() > deadline:
+            break
+    return done
+
+
+def theirs_pop(q: PriorityQueue, limit: int) -> Result:
+    with Meter(q.server, THEIRS_TOP) as res:
+        done = 0
+        while done < limit:
+            res.calls += 2  # MULTI, EXEC
+            if q.pop() is None:
+                res.note = "empty"
                 break
+            done += 1
         res.count = done
     return res
 
 
-# -- report -------------------------------------------------------------------------
+def head_to_head(ours_step, theirs_step, deadline: float, max_rounds: int) -> tuple[Result, Result]:
+    """Alternate chunks of work between the two sides (theirs, ours, ours, theirs, ...)
+    until `deadline`, `max_rounds` or either side runs out; each step returns a Result."""
+    ours, theirs = Result(), Result()
+    stop = False
+    for i in range(max_rounds):
+        order = ((theirs, theirs_step), (ours, ours_step))
+        for acc, step in order if i % 2 == 0 else order[::-1]:
+            res = step(i)
+            acc.add(res)
+            if res.note:
+                acc.note = res.note
+            stop = stop or not res.count or res.note == "empty" or "not due" in res.note
+        if stop or time.perf_counter() > deadline:
+            break
+    return ours, theirs
 
 
-def fmt_rate(res: Result | None) -> str:
-    return "-" if res is None or not res.count else f"{res.rate:,.0f}"
+# -- the benchmark ------------------------------------------------------------------
 
 
-def fmt_us(res: Result | None) -> str:
-    return "-" if res is None or not res.count else f"{res.server_us_per_req:.1f}"
+class Bench:
+    def __init__(self, args):
+        self.n = args.n or (20_000 if args.quick else 100_000)
+        self.hosts = max(1, min(args.hosts or self.n, self.n))
+        self.few_hosts = min(1000, self.n)
+        self.n_few = min(self.n, 20_000)
+        self.t = args.phase_seconds or (5.0 if args.quick else 10.0)  # per side, head-to-head
+        self.t_extra = self.t / 3  # each phase of the 1000-host run
+        self.t_fill = 3 * self.t  # bound of fixed-work phases (fills, batched pushes)
+        self.end = time.perf_counter() + 14 * self.t + 25  # overall bound (165 s at the defaults)
+        self.url = args.redis_url
+        self.r = redis.Redis.from_url(args.redis_url, socket_timeout=60)
+        self.spider = BenchSpider()
+        self.run_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.created: list[Frontier] = []
+        self.theirs_keys: list[str] = []
+        self.R: dict[str, Result] = {}
+        self.mem: dict[str, dict] = {}
+
+    def within(self, seconds: float) -> float:
+        return min(time.perf_counter() + seconds, self.end)
+
+    def run(self, profile: bool) -> str:
+        r, spider, R, mem, n = self.r, self.spider, self.R, self.mem, self.n
+        requests = make_requests(n, self.hosts)
+        few = make_requests(self.n_few, self.few_hosts)
+        self.normal_note = check_normal_form(requests)
+        self.payload_sizes = (
+            len(codec.encode(requests[0], spider)),
+            len(PriorityQueue(r, spider, "unused")._encode_request(requests[0])),
+        )
+        gc.collect()
+        gc.freeze()  # the request lists are long-lived: keep them out of GC passes
+
+        with Meter(r, ("ping",)) as self.ping:  # round-trip floor of this client
+            for _ in range(2000):
+                r.ping()
+            self.ping.count = 2000
+
+        # warm-up (script load, hash functions) on a throw-away crawl
+        f = new_frontier(r, self.run_id, "warm", 1000, 1.0, self.created)
+        ours_push(f, make_requests(300, 300), spider, 1)
+        ours_pop(f, spider, 16)
+        f.clear()
+
+        qkey, dkey = f"bench:{self.run_id}:requests", f"bench:{self.run_id}:dupefilter"
+        self.theirs_keys += [qkey, dkey]
+        q, df = PriorityQueue(r, spider, qkey), RFPDupeFilter(r, dkey)
+        fa = new_frontier(r, self.run_id, "a", n, 1.0, self.created)
+
+        # push, per request, head to head: chunk i of the requests on both sides
+        def chunk(i):
+            return requests[i * CHUNK : (i + 1) * CHUNK]
+
+        rounds = max(1, min(n // 2, n - 1) // CHUNK)  # at most half of N this way
+        R["push1"], R["theirs_push"] = head_to_head(
+            lambda i: ours_push(fa, chunk(i), spider, 1),
+            lambda i: theirs_push(df, q, chunk(i)),
+            self.within(2 * self.t),
+            rounds,
+        )
+        k = R["push1"].count
+        R["pushb"] = ours_push(fa, requests[k:], spider, PUSH_BATCH, self.within(self.t_fill))
+        theirs_n = k + theirs_fill(df, q, requests[k:], self.within(self.t_fill))
+        ours_n = k + R["pushb"].count
+        mem["theirs"] = {"seen": r.memory_usage(dkey, samples=0), "queue": r.memory_usage(qkey, samples=0)}
+        mem["theirs"]["count"] = theirs_n
+        mem["ours"] = dict(frontier_memory(fa), count=ours_n)
+        gc.collect()
+
+        # pops, head to head; each pair consumes part of both queues
+        # pops, head to head; each pair consumes part of both queues (a quarter of the
+        # scrapy-redis queue is left for the 1000-host run below)
+        per_phase = max(CHUNK, min(ours_n, theirs_n) // 4)
+        for key, n_pop, batch_ack, t in (("pop1", 1, False, 2), ("pop16", 16, False, 2), ("pop16b", 16, True, 1)):
+            R[key], R["theirs_" + key] = head_to_head(
+                lambda i, n_pop=n_pop, batch_ack=batch_ack: ours_pop(fa, spider, n_pop, CHUNK, batch_ack=batch_ack),
+                lambda i: theirs_pop(q, CHUNK),
+                self.within(t * self.t),
+                max(1, per_phase // CHUNK),
+            )
+        fa.clear()
+
+        # Bloom capacity N/4, so that the filter grows twice
+        fc = new_frontier(r, self.run_id, "c", max(n // 4, 1), 1.0, self.created)
+        R["pushc"] = ours_push(fc, requests, spider, PUSH_BATCH, self.within(self.t_fill))
+        mem["ours_grown"] = dict(frontier_memory(fc), count=R["pushc"].count)
+        self.generations = fc._read_generation()
+        fc.clear()
+
+        # 1000 hosts, interval 0, head to head again (scrapy-redis pushes the same
+        # requests into fresh keys, and pops what is left of its queue)
+        fd = new_frontier(r, self.run_id, "d", self.n_few, 0.0, self.created)
+        qkey2, dkey2 = f"bench:{self.run_id}:requests2", f"bench:{self.run_id}:dupefilter2"
+        self.theirs_keys += [qkey2, dkey2]
+        q2, df2 = PriorityQueue(r, spider, qkey2), RFPDupeFilter(r, dkey2)
+
+        def few_chunk(i):
+            return few[i * CHUNK : (i + 1) * CHUNK]
+
+        R["few_push1"], R["theirs_few_push1"] = head_to_head(
+            lambda i: ours_push(fd, few_chunk(i), spider, 1),
+            lambda i: theirs_push(df2, q2, few_chunk(i)),
+            self.within(2 * self.t_extra),
+            max(1, (self.n_few // 2) // CHUNK),
+        )
+        r.delete(qkey2, dkey2)
+        k = R["few_push1"].count
+        R["few_pushb"] = ours_push(fd, few[k:], spider, PUSH_BATCH, self.within(self.t_fill))
+        mem["few"] = dict(frontier_memory(fd), count=k + R["few_pushb"].count)
+        per_phase = max(CHUNK, min(mem["few"]["count"], ours_n - per_phase * 3) // 3)
+        for key, n_pop, batch_ack in (("few_pop1", 1, False), ("few_pop16", 16, False), ("few_pop16b", 16, True)):
+            R[key], R["theirs_" + key] = head_to_head(
+                lambda i, n_pop=n_pop, batch_ack=batch_ack: ours_pop(fd, spider, n_pop, CHUNK, batch_ack=batch_ack),
+                lambda i: theirs_pop(q, CHUNK),
+                self.within(2 * self.t_extra),
+                max(1, per_phase // CHUNK),
+            )
+        fd.clear()
+        r.delete(qkey, dkey)
+
+        if profile:
+            return profile_ours(r, self.run_id, spider, requests[: min(n, 10_000)], self.created)
+        return ""
+
+    def cleanup(self) -> None:
+        for f in self.created:
+            f.clear()
+        if self.theirs_keys:
+            self.r.delete(*self.theirs_keys)
+
+    def report(self, elapsed: float) -> None:
+        R, mem = self.R, self.mem
+        info = self.r.info("server")
+        print("Frontier benchmark: ours vs stock scrapy-redis (one process, one thread, same Redis)")
+        print(
+            f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
+            f"Python {platform.python_version()}, Scrapy {scrapy.__version__}, scrapy-redis {scrapy_redis.__version__}, "
+            f"redis-py {redis.__version__} "
+            f"(hiredis {redis.utils.HIREDIS_AVAILABLE}); Redis {info.get('redis_version')} at {self.url}"
+        )
+        print(
+            f"N={self.n:,} requests over {self.hosts:,} hosts; head-to-head phases ~{2 * self.t:.0f} s each, "
+            f"alternating chunks of {CHUNK}; PING round trips {self.ping.rate:,.0f}/s"
+        )
+        print(
+            f"URLs: {self.normal_note}; payload bytes: ours {self.payload_sizes[0]}, "
+            f"scrapy-redis {self.payload_sizes[1]}"
+        )
+        print()
+        w = (40, 9, 8, 14, 8, 7)
+
+        def line(*cells):
+            print(f"{cells[0]:<{w[0]}}" + "".join(f"{c:>{x}}" for c, x in zip(cells[1:6], w[1:])) + "".join(cells[6:]))
+
+        def us(res: Result) -> str:
+            value, scaled = res.server_us()
+            return "-" if not res.count else ("~" if scaled else "") + f"{value:.0f}"
+
+        def row(label, ours: Result, theirs: Result, mark=""):
+            ratio = f"{ours.rate / theirs.rate:.2f}" if ours.count and theirs.rate else "-"
+            notes = "; ".join(x for x in (mark, ours.note) if x)
+            line(label, f"{ours.rate:,.0f}", us(ours), f"{theirs.rate:,.0f}", us(theirs), ratio, "  " + notes)
+
+        line("", "ours", "", "scrapy-redis", "", "")
+        line("throughput (one client)", "req/s", "us/req", "req/s", "us/req", "ratio")
+        tp = R["theirs_push"]
+        row("push, per request", R["push1"], tp, "target >= 1.0")
+        row("push, push_many(1000)", R["pushb"], tp, "extra")
+        row("pop(1), acks on next pop", R["pop1"], R["theirs_pop1"], "target >= 0.8")
+        row("pop(16), acks on next pop", R["pop16"], R["theirs_pop16"], "target >= 0.8")
+        row("pop(16) + separate ack()", R["pop16b"], R["theirs_pop16b"], "extra")
+        fh = self.few_hosts
+        row(f"{fh} hosts, interval 0: push", R["few_push1"], R["theirs_few_push1"])
+        row(f"{fh} hosts, interval 0: push_many", R["few_pushb"], R["theirs_few_push1"], "extra")
+        row(f"{fh} hosts, interval 0: pop(1)+ack", R["few_pop1"], R["theirs_few_pop1"])
+        row(f"{fh} hosts, interval 0: pop(16)+ack", R["few_pop16"], R["theirs_few_pop16"])
+        row(f"{fh} hosts, interval 0: pop(16)+ack(16)", R["few_pop16b"], R["theirs_few_pop16b"], "extra")
+        timed = [(R[k].count, R["theirs_" + k].count) for k in ("pop1", "pop16", "pop16b")]
+        print(
+            f"(requests timed, ours / scrapy-redis: push {R['push1'].count:,} / {tp.count:,}; pops "
+            + ", ".join(f"{o:,} / {t:,}" for o, t in timed)
+            + ")"
+        )
+        print()
+
+        def per(m: dict, kind: str) -> float:
+            return (m[kind] or 0) / m["count"] if m["count"] else 0.0
+
+        seen_o, seen_t = per(mem["ours"], "seen"), per(mem["theirs"], "seen")
+        q_o, q_t = per(mem["ours"], "queue"), per(mem["theirs"], "queue")
+        g, fm = mem["ours_grown"], mem["few"]
+        line("memory, bytes per request", "ours", "", "scrapy-redis", "", "ratio")
+        line("seen URL (Bloom capacity N, 1e-6)", f"{seen_o:.2f}", "", f"{seen_t:.2f}", "", f"{seen_o / seen_t:.3f}")
+        line("seen URL (capacity N/4, grown)", f"{per(g, 'seen'):.2f}", "", "", "", "", f"  {self.generations} filters")
+        line("queued request", f"{q_o:.1f}", "", f"{q_t:.1f}", "", f"{q_o / q_t:.3f}")
+        line(f"queued request, {fh} hosts", f"{per(fm, 'queue'):.1f}", "", "", "", "", f"  {fm['count']:,} requests")
+        print(f"(over N = {mem['ours']['count']:,} / {mem['theirs']['count']:,} requests)")
+        print()
+
+        def ratio(a: Result, b: Result) -> float:
+            return a.rate / b.rate if b.rate else 0.0
+
+        push_ratio = ratio(R["push1"], tp)
+        pop_ratio = ratio(R["pop1"], R["theirs_pop1"])
+        pop16_ratio = ratio(R["pop16"], R["theirs_pop16"])
+        print("targets")
+        print(f"  push ours/theirs, per request      {push_ratio:6.2f}  >= 1.0  {verdict(push_ratio >= 1.0)}")
+        print(f"  pop  ours/theirs, pop(1), acks on pop {pop_ratio:6.2f}  >= 0.8  {verdict(pop_ratio >= 0.8)}")
+        print(f"  pop  ours/theirs, pop(16), acks on pop{pop16_ratio:6.2f}  >= 0.8  {verdict(pop16_ratio >= 0.8)}")
+        print(f"  bytes per seen URL, ours           {seen_o:6.2f}  <= 4    {verdict(seen_o <= 4.0)}")
+        print()
+        print(
+            "us/req: Redis server time per request from INFO commandstats (~: scaled, other clients\n"
+            "ran the same commands). ours pop = pop(n) + codec.decode, the acks of each pop riding on\n"
+            "the next pop as the scheduler sends them (1 round trip per pop); scrapy-redis pop =\n"
+            "queue.pop(), 1 round trip, nothing to acknowledge."
+        )
+        print(f"elapsed {elapsed:.0f} s")
 
 
 def verdict(ok: bool) -> str:
@@ -291,22 +574,26 @@ def verdict(ok: bool) -> str:
 
 
 def profile_ours(r, run_id, spider, requests, created) -> str:
-    """cProfile of our per-request push and pop(1)+ack (client side)."""
+    """cProfile of our per-request push and pop(1) + ack (client side), with the
+    commands run inside the scripts (INFO commandstats, all clients)."""
     f = new_frontier(r, run_id, "prof", len(requests), 1.0, created)
     out = io.StringIO()
     for title, fn in (
-        ("push (per request)", lambda: ours_push(f, requests, spider, 1, float("inf"))),
-        ("pop(1) + decode + ack", lambda: ours_pop(f, spider, 1, len(requests), float("inf"))),
+        ("push (per request)", lambda: ours_push(f, requests, spider, 1)),
+        ("pop(1) + decode + ack", lambda: ours_pop(f, spider, 1)),
     ):
         prof = cProfile.Profile()
         prof.enable()
         res = fn()
         prof.disable()
         out.write(f"\n--- cProfile, ours, {title}: {res.count:,} requests, {res.rate:,.0f} req/s under profiler\n")
-        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(14)
-        out.write("Redis commandstats delta (calls, usec):\n")
-        for name, (calls, usec) in sorted(res.commands.items(), key=lambda x: -x[1][1])[:12]:
-            out.write(f"  {name:<22}{calls:>10,}{usec:>12,}  ({usec / max(res.count, 1):.2f} us/req)\n")
+        pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(15)
+        out.write("Redis commandstats deltas (the inner commands are included in evalsha):\n")
+        for name, (calls, usec) in sorted(res.commands.items(), key=lambda x: -x[1][1])[:14]:
+            out.write(
+                f"  {name:<16}{calls:>9,} calls{usec:>11,} us{usec / max(res.count, 1):>8.2f} us/req"
+                f"{usec / calls:>8.2f} us/call\n"
+            )
     f.clear()
     return out.getvalue()
 
@@ -314,171 +601,23 @@ def profile_ours(r, run_id, spider, requests, created) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=None, help="requests (default 100,000)")
-    ap.add_argument("--hosts", type=int, default=None, help="hosts (default: = N)")
+    ap.add_argument("--hosts", type=int, default=None, help="hosts (default: N)")
     ap.add_argument("--redis-url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
-    ap.add_argument("--quick", action="store_true", help="N=20,000")
-    ap.add_argument("--phase-seconds", type=float, default=None, help="time bound of each phase")
-    ap.add_argument("--profile", action="store_true", help="also cProfile our client side")
+    ap.add_argument("--quick", action="store_true", help="N=20,000 and shorter phases")
+    ap.add_argument("--phase-seconds", type=float, default=None, help="time per side per head-to-head phase")
+    ap.add_argument("--profile", action="store_true", help="also cProfile our client side (10,000 requests)")
     args = ap.parse_args(argv)
+    if args.n is not None and args.n < 2:
+        ap.error("--n must be at least 2")
 
-    n = args.n or (20_000 if args.quick else 100_000)
-    hosts = min(args.hosts or n, n)
-    few_hosts = min(1000, n)
-    phase_seconds = args.phase_seconds or (10.0 if args.quick else 25.0)
-    r = redis.Redis.from_url(args.redis_url, socket_timeout=60)
-    r.ping()
-    spider = BenchSpider()
-    run_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    created: list[Frontier] = []
-    theirs_keys: list[str] = []
-
-    t_start = time.perf_counter()
-    requests = make_requests(n, hosts)
-    few_requests = make_requests(n, few_hosts) if few_hosts != hosts else requests
-    normal_note = check_normal_form(requests)
-    gc.collect()
-    gc.freeze()  # the request lists are long-lived: keep them out of GC passes
-
-    def deadline() -> float:
-        return time.perf_counter() + phase_seconds
-
-    R: dict[str, Result] = {}
-    mem: dict[str, dict] = {}
+    t0 = time.perf_counter()
+    bench = Bench(args)
+    bench.r.ping()
     try:
-        # round-trip floor of this client and machine
-        with Meter(r, ("ping",)) as ping:
-            for _ in range(2000):
-                r.ping()
-            ping.count = 2000
-
-        # warm-up (script load, hash function set-up, imports) on a throw-away crawl
-        f = new_frontier(r, run_id, "warm", 1000, 1.0, created)
-        ours_push(f, make_requests(200, 200), spider, 1, float("inf"))
-        ours_pop(f, spider, 16, 200, float("inf"))
-        f.clear()
-
-        # -- stock scrapy-redis --
-        qkey, dkey = f"bench:{run_id}:requests", f"bench:{run_id}:dupefilter"
-        theirs_keys += [qkey, dkey]
-        q = PriorityQueue(r, spider, qkey)
-        df = RFPDupeFilter(r, dkey)
-        R["theirs_push"] = theirs_push(df, q, requests, deadline())
-        pushed = R["theirs_push"].count
-        mem["theirs"] = {
-            "seen": r.memory_usage(dkey, samples=0) or 0,
-            "queue": r.memory_usage(qkey, samples=0) or 0,
-            "count": pushed,
-        }
-        R["theirs_pop"] = theirs_pop(q, pushed, deadline())
-        r.delete(qkey, dkey)
-
-        # -- ours, N hosts, interval 1 s: per-request push, then pop(1) + ack --
-        fa = new_frontier(r, run_id, "a", n, 1.0, created)
-        R["push1"] = ours_push(fa, requests, spider, 1, deadline())
-        mem["ours"] = dict(frontier_memory(fa), count=R["push1"].count)
-        R["pop1"] = ours_pop(fa, spider, 1, R["push1"].count, deadline())
-        fa.clear()
-
-        # -- ours: batched push, then pop(16) + ack --
-        fb = new_frontier(r, run_id, "b", n, 1.0, created)
-        R["pushb"] = ours_push(fb, requests, spider, PUSH_BATCH, deadline())
-        mem["ours_b"] = dict(frontier_memory(fb), count=R["pushb"].count)
-        R["pop16"] = ours_pop(fb, spider, 16, R["pushb"].count, deadline())
-        fb.clear()
-
-        # -- ours: Bloom capacity N/4, so the filter grows twice --
-        fc = new_frontier(r, run_id, "c", max(n // 4, 1), 1.0, created)
-        R["pushc"] = ours_push(fc, requests, spider, PUSH_BATCH, deadline())
-        mem["ours_grown"] = dict(frontier_memory(fc), count=R["pushc"].count)
-        gens = fc._read_generation()
-        fc.clear()
-
-        # -- ours: 1000 hosts, interval 0 --
-        fd = new_frontier(r, run_id, "d", n, 0.0, created)
-        R["few_push1"] = ours_push(fd, few_requests, spider, 1, deadline())
-        mem["few"] = dict(frontier_memory(fd), count=R["few_push1"].count)
-        R["few_pop1"] = ours_pop(fd, spider, 1, R["few_push1"].count, deadline())
-        fd.clear()
-        fe = new_frontier(r, run_id, "e", n, 0.0, created)
-        R["few_pushb"] = ours_push(fe, few_requests, spider, PUSH_BATCH, deadline())
-        R["few_pop16"] = ours_pop(fe, spider, 16, R["few_pushb"].count, deadline())
-        fe.clear()
-
-        prof_text = profile_ours(r, run_id, spider, requests[: min(n, 20_000)], created) if args.profile else ""
-        elapsed = time.perf_counter() - t_start
+        prof_text = bench.run(args.profile)
     finally:
-        for f in created:
-            f.clear()
-        if theirs_keys:
-            r.delete(*theirs_keys)
-
-    # -- report --
-    info = r.info("server")
-    print("Frontier benchmark: ours vs stock scrapy-redis (single process, single thread, same Redis)")
-    print(
-        f"machine: {platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"Redis {info.get('redis_version')} at {args.redis_url}, hiredis {redis.utils.HIREDIS_AVAILABLE}"
-    )
-    print(
-        f"N={n:,} requests over {hosts:,} hosts; Bloom capacity N, error {ERROR_RATE:g}; "
-        f"phase bound {phase_seconds:.0f} s; round trips (PING) {ping.rate:,.0f}/s"
-    )
-    print(f"URLs: {normal_note}; payload ours {len(codec.encode(requests[0], spider))} B")
-    print()
-
-    def row(label, ours: Result | None, theirs: Result | None, extra=""):
-        ratio = f"{ours.rate / theirs.rate:.2f}" if ours and theirs and theirs.rate else ""
-        notes = "; ".join(x for x in (ours.note if ours else "", theirs.note if theirs else "", extra) if x)
-        print(
-            f"{label:<34}{fmt_rate(ours):>11}{fmt_us(ours):>8}{fmt_rate(theirs):>11}"
-            f"{fmt_us(theirs):>8}{ratio:>8}  {notes}"
-        )
-
-    print(f"{'':<34}{'ours':>11}{'':>8}{'scrapy-redis':>11}{'':>8}{'ratio':>8}")
-    print(f"{'rates (req/s), Redis us/req':<34}{'req/s':>11}{'us':>8}{'req/s':>11}{'us':>8}")
-    row("push, per request", R["push1"], R["theirs_push"])
-    row("push, push_many(1000) [extra]", R["pushb"], R["theirs_push"])
-    row("pop(1) + ack", R["pop1"], R["theirs_pop"])
-    row("pop(16) + ack per request", R["pop16"], R["theirs_pop"])
-    row(f"push, per request, {few_hosts} hosts, iv 0", R["few_push1"], R["theirs_push"])
-    row(f"push_many, {few_hosts} hosts, iv 0", R["few_pushb"], R["theirs_push"])
-    row(f"pop(1) + ack, {few_hosts} hosts, iv 0", R["few_pop1"], R["theirs_pop"])
-    row(f"pop(16) + ack, {few_hosts} hosts, iv 0", R["few_pop16"], R["theirs_pop"])
-    print()
-
-    def per(m: dict, kind: str) -> float:
-        return m[kind] / m["count"] if m["count"] else 0.0
-
-    seen_ours, seen_theirs = per(mem["ours"], "seen"), per(mem["theirs"], "seen")
-    q_ours, q_theirs = per(mem["ours"], "queue"), per(mem["theirs"], "queue")
-    print(f"{'memory (bytes per request)':<34}{'ours':>11}{'':>8}{'scrapy-redis':>11}{'':>8}{'ratio':>8}")
-    print(f"{'seen URL (capacity N)':<34}{seen_ours:>11.2f}{'':>8}{seen_theirs:>11.2f}{'':>8}{seen_ours / seen_theirs:>8.3f}")
-    print(
-        f"{'seen URL (capacity N/4, grown)':<34}{per(mem['ours_grown'], 'seen'):>11.2f}{'':>8}{'':>11}{'':>8}"
-        f"{'':>8}  {gens} filters"
-    )
-    print(f"{'queued request':<34}{q_ours:>11.1f}{'':>8}{q_theirs:>11.1f}{'':>8}{q_ours / q_theirs:>8.3f}")
-    print(
-        f"{f'queued request, {few_hosts} hosts':<34}{per(mem['few'], 'queue'):>11.1f}{'':>8}{'':>11}{'':>8}{'':>8}"
-    )
-    print()
-
-    push_ratio = R["push1"].rate / R["theirs_push"].rate
-    pop_ratio = R["pop1"].rate / R["theirs_pop"].rate
-    pop16_ratio = R["pop16"].rate / R["theirs_pop"].rate
-    print("targets")
-    print(f"  push ours/theirs (per request)  {push_ratio:6.2f}  >= 1.0   {verdict(push_ratio >= 1.0)}")
-    print(f"  pop  ours/theirs (pop(1)+ack)   {pop_ratio:6.2f}  >= 0.8   {verdict(pop_ratio >= 0.8)}")
-    print(f"  pop  ours/theirs (pop(16)+ack)  {pop16_ratio:6.2f}  >= 0.8   {verdict(pop16_ratio >= 0.8)}")
-    print(f"  bytes per seen URL, ours        {seen_ours:6.2f}  <= 4     {verdict(seen_ours <= 4.0)}")
-    print()
-    print(
-        "notes: 'us' = Redis server time per request (INFO commandstats, top-level commands);\n"
-        "       ours pop = pop(n) + codec.decode + ack(lease) per request (2 round trips at n=1),\n"
-        "       theirs pop = queue.pop() (MULTI ZRANGE ZREMRANGEBYRANK EXEC + decode, 1 round trip);\n"
-        "       queue bytes ours = fq:*, bq:*, ready, hnext, hpages (measured after push, before pop)."
-    )
-    print(f"elapsed {elapsed:.0f} s")
+        bench.cleanup()
+    bench.report(time.perf_counter() - t0)
     if prof_text:
         print(prof_text)
     return 0

@@ -124,7 +124,8 @@ class Command(ScrapyCommand):
         client = None
         try:
             client = redis_from_settings(settings)
-            frontier = Frontier.from_settings(settings, client)  # reads the filter generation
+            client.ping()
+            frontier = Frontier.from_settings(settings, client)
         except ValueError as exc:  # a bad frontier setting
             _close(client)
             return self._fail(f"seed: {exc}")

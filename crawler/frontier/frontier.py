@@ -303,7 +303,8 @@ class Frontier:
             "hosts_seen": res[4],
             "leased": res[3],
             "pushed": counters.get("pushed", 0),
-            "popped": counters.get("popped", 0),
+            # every URL pushed or requeued after an expired lease is queued or was popped
+            "popped": counters.get("pushed", 0) + counters.get("expired", 0) - counters.get("queued", 0),
             "acked": counters.get("acked", 0),
             "expired": counters.get("expired", 0),
             "abandoned": counters.get("abandoned", 0),

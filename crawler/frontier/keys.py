@@ -24,7 +24,7 @@ key                         type    contents
 ``seen:meta``               hash    Bloom filter bookkeeping: ``gen`` (number of
                                     filters), ``n:<i>`` (URLs added to filter i)
 ``seen:<i>``                string  bits of Bloom filter i
-``counters``                hash    queued, turn, pushed, popped, acked, expired,
+``counters``                hash    queued, turn, pushed, acked, expired,
                                     abandoned ... (frontier-wide counters)
 ``workers``                 zset    worker id -> last heartbeat (ms)
 ==========================  ======  =====================================================

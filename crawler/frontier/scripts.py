@@ -176,14 +176,15 @@ return out
 #   1. expired leases (up to 100) go back to the head of their host's back queue, or are
 #      abandoned (counted) after max attempts; a lease whose expiry is 0 was given back
 #      by its worker (release) and does not count as an attempt;
-#   2. refill: while fewer than n hosts are due, move entries from the front queues to
-#      their back queues (weighted round robin over the levels, so a higher level is
-#      preferred but a lower one is never starved); a host new to the heap is due at
-#      max(now, its hnext time);
-#   3. hand out one URL from each of the first n due hosts; each such host's next time
-#      becomes now + its interval (hdelay or the default); a host whose back queue is
-#      now empty leaves the heap but keeps its hnext time;
-#   4. lease each handed-out URL until now + lease time.
+#   2. hand out one URL from each of the first n due hosts in the ready heap;
+#   3. while fewer than n were handed out, refill from the front queues (weighted round
+#      robin over the levels, so a higher level is preferred but a lower one is never
+#      starved; at most ARGV[6] entries): an entry whose host has no back queue and is
+#      due (hnext <= now) is handed out at once; any other entry joins its host's back
+#      queue, and a host new to the heap is due at its hnext time;
+#   every URL handed out is leased until now + lease time, and its host's next time
+#   becomes now + its interval (hdelay or the default); a host whose back queue is empty
+#   leaves the heap but keeps its hnext time.
 # Returns {next_due, acked, id1, payload1, id2, payload2, ...}; when fewer than n URLs
 # were handed out, next_due is the earliest time (ms) any host in the heap is due (-1:
 # the heap is empty); otherwise it is -1 (not looked up).
@@ -237,9 +238,48 @@ for x = 1, #expired, 2 do
     end
 end
 
--- 2. refill back queues from the front queues
-local due = redis.call('ZCOUNT', ready, '-inf', now)
-if due < n then
+-- 2. hand out one URL from each of the first n due hosts
+local out = {-1, acked}
+local popped = 0
+local function lease(host, payload)
+    local attempt = 1
+    if string.byte(payload, 1) == 29 then
+        local parts = split(string.sub(payload, 2), 2)
+        attempt = tonumber(parts[1])
+        payload = parts[2]
+    end
+    local id = redis.call('INCR', prefix .. 'lease:seq')
+    redis.call('ZADD', leases, now + lease_ms, id)
+    redis.call('HSET', lease_data, id, attempt .. SEP .. host .. SEP .. payload)
+    out[#out + 1] = tostring(id)
+    out[#out + 1] = payload
+    popped = popped + 1
+end
+local function next_time(host)
+    local nxt = now + tonumber(redis.call('HGET', prefix .. 'hdelay', host) or default_interval)
+    redis.call('HSET', prefix .. 'hnext', host, nxt)
+    return nxt
+end
+for _, host in ipairs(redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, n)) do
+    local bq = prefix .. 'bq:' .. host
+    local payload = redis.call('LPOP', bq)
+    if payload then
+        local nxt = next_time(host)
+        if redis.call('LLEN', bq) > 0 then
+            redis.call('ZADD', ready, nxt, host)
+        else
+            redis.call('ZREM', ready, host)
+        end
+        lease(host, payload)
+    else
+        redis.call('ZREM', ready, host)
+    end
+end
+
+-- 3. refill: while fewer than n were handed out, take entries from the front queues;
+-- an entry of a host with no back queue that is due is handed out at once, any other
+-- goes to its host's back queue (and a host new to the heap is due at max(now, hnext))
+if popped < n then
     local weights, total = {}, 0
     for w in string.gmatch(ARGV[7], '%d+') do
         weights[#weights + 1] = tonumber(w)
@@ -247,7 +287,7 @@ if due < n then
     end
     local turn = tonumber(redis.call('HGET', counters, 'turn') or '0')
     local moved = 0
-    while due < n and moved < refill_max do
+    while popped < n and moved < refill_max do
         turn = turn + 1
         local slot, level = turn % total, 1
         while slot >= weights[level] do slot = slot - weights[level]; level = level + 1 end
@@ -261,50 +301,27 @@ if due < n then
             end
         end
         if not entry then break end
-        local parts = split(entry, 2)
-        if redis.call('RPUSH', prefix .. 'bq:' .. parts[1], parts[2]) == 1 then
-            -- a back queue that was empty: its host is not in the heap
-            if add_ready(prefix, parts[1], now) <= now then due = due + 1 end
-        end
         moved = moved + 1
+        local parts = split(entry, 2)
+        local host, payload = parts[1], parts[2]
+        local bq = prefix .. 'bq:' .. host
+        if redis.call('EXISTS', bq) == 1 then  -- the host is in the heap already
+            redis.call('RPUSH', bq, payload)
+        else
+            local nxt = tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0')
+            if nxt <= now then
+                next_time(host)
+                lease(host, payload)
+            else
+                redis.call('RPUSH', bq, payload)
+                redis.call('ZADD', ready, nxt, host)
+            end
+        end
     end
     redis.call('HSET', counters, 'turn', turn % total)
 end
-
--- 3 and 4. hand out and lease
-local out = {-1, acked}
-local hosts = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, n)
-local popped = 0
-for _, host in ipairs(hosts) do
-    local bq = prefix .. 'bq:' .. host
-    local payload = redis.call('LPOP', bq)
-    if payload then
-        local nxt = now + tonumber(redis.call('HGET', prefix .. 'hdelay', host) or default_interval)
-        redis.call('HSET', prefix .. 'hnext', host, nxt)
-        if redis.call('LLEN', bq) > 0 then
-            redis.call('ZADD', ready, nxt, host)
-        else
-            redis.call('ZREM', ready, host)
-        end
-        local attempt = 1
-        if string.byte(payload, 1) == 29 then
-            local parts = split(string.sub(payload, 2), 2)
-            attempt = tonumber(parts[1])
-            payload = parts[2]
-        end
-        local id = redis.call('INCR', prefix .. 'lease:seq')
-        redis.call('ZADD', leases, now + lease_ms, id)
-        redis.call('HSET', lease_data, id, attempt .. SEP .. host .. SEP .. payload)
-        out[#out + 1] = tostring(id)
-        out[#out + 1] = payload
-        popped = popped + 1
-    else
-        redis.call('ZREM', ready, host)
-    end
-end
 if popped > 0 then
     redis.call('HINCRBY', counters, 'queued', -popped)
-    redis.call('HINCRBY', counters, 'popped', popped)
 end
 if popped < n then
     local first = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
