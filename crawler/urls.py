@@ -314,8 +314,47 @@ def _normalize_host(hostname: str | None, url: str) -> str:
     return host
 
 
+# URLs already in plain form (lowercase ASCII host with no "--", only characters that
+# need no escaping, no fragment) skip w3lib's parse; the rest of the rules still apply.
+# The fast and full paths give the same result (tests/test_urls.py checks it).
+_PLAIN_RE = re.compile(
+    r"(https?)://((?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)"
+    r"(?::([0-9]{1,5}))?(/[A-Za-z0-9._~!$'()*+,=:@/-]*)?(?:\?([A-Za-z0-9._~!$()*+,=:@/?&-]*))?"
+)
+
+
+def _split_plain(text: str):
+    """(scheme, netloc, path, query) of a plain URL, or None to take the full path."""
+    m = _PLAIN_RE.fullmatch(text)
+    if m is None:
+        return None
+    scheme, host, port, path, query = m.groups()
+    if "--" in host or len(host) > 253:
+        return None
+    if port is not None:
+        number = int(port)
+        if not 0 < number < 65536:
+            return None
+        if number != _ALLOWED_SCHEMES[scheme]:
+            host = f"{host}:{number}"
+    if not path:
+        path = "/"
+    elif "/." in path:
+        path = _remove_dot_segments(path)
+    return scheme, host, path, query
+
+
 def _normalize(url: str, matcher: tuple[frozenset[str], tuple[str, ...]] | None, sort_query: bool) -> str:
     text = url.strip()
+    plain = _split_plain(text)
+    if plain is not None:
+        scheme, netloc, path, query = plain
+        return _finish(scheme, netloc, path, query, matcher, sort_query)
+    return _normalize_parsed(text, url, matcher, sort_query)
+
+
+def _normalize_parsed(text: str, url: str, matcher, sort_query: bool) -> str:
+    """The full path: parse and escape with w3lib."""
     head = text[:6].lower()
     if not (head.startswith("http:") or head == "https:"):
         raise InvalidURL(f"not an http(s) URL: {_short(url)}")
@@ -349,13 +388,16 @@ def _normalize(url: str, matcher: tuple[frozenset[str], tuple[str, ...]] | None,
     if matcher is not None and ";" in path:
         path = _strip_path_params(path, *matcher)
     path = _remove_dot_segments(path)
-
-    # --- query: escapes, drop empty fields, strip, sort by name (stable)
     query = parts.query
+    return _finish(scheme, netloc, path, _normalize_escapes(query) if query else query, matcher, sort_query)
+
+
+def _finish(scheme, netloc, path, query, matcher, sort_query) -> str:
+    # --- query: drop empty fields, strip, sort by name (stable)
     if query:
         exact, prefixes = matcher or (frozenset(), ())
         fields: list[tuple[str, str]] = []
-        for field in _normalize_escapes(query).split("&"):
+        for field in query.split("&"):
             if field:
                 name = field.partition("=")[0]
                 lname = name.lower()

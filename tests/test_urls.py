@@ -383,3 +383,34 @@ def test_result_shape(raw: str) -> None:
         for param in segment.split(";")[1:]:
             assert not _is_tracking(param.partition("=")[0])
         assert segment not in (".", "..")
+
+
+# --- the fast path for plain URLs agrees with the full w3lib path ----------------------
+
+_plain_label = st.from_regex(r"[a-z0-9_](?:[a-z0-9_-]{0,8}[a-z0-9_])?", fullmatch=True)
+_plain_path = st.from_regex(r"(/[A-Za-z0-9._~!$'()*+,=:@/-]{0,12}){0,4}", fullmatch=True)
+_plain_query = st.from_regex(r"[A-Za-z0-9._~!$()*+,=:@/?&-]{0,30}", fullmatch=True)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    scheme=st.sampled_from(["http", "https"]),
+    labels=st.lists(_plain_label, min_size=1, max_size=4),
+    port=st.one_of(st.none(), st.integers(0, 70000)),
+    path=_plain_path,
+    query=st.one_of(st.none(), _plain_query),
+)
+def test_plain_fast_path_matches_full_path(scheme, labels, port, path, query):
+    url = f"{scheme}://{'.'.join(labels)}" + (f":{port}" if port is not None else "") + path
+    if query is not None:
+        url += "?" + query
+    matcher = urls._strip_matcher(urls.DEFAULT_STRIP_PARAMS)
+    try:
+        full = urls._normalize_parsed(url, url, matcher, True)
+    except Exception:
+        full = None
+    try:
+        fast = urls.normalize_url(url)
+    except urls.InvalidURL:
+        fast = None
+    assert fast == full

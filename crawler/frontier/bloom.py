@@ -10,8 +10,9 @@ has taken its capacity, filter ``i+1`` is started, ``growth`` times larger. Unli
 pybloom-live's default (each new filter at 0.9 x the previous error, which compounds
 to about 10 x the configured rate), filter ``i`` gets ``error * (1 - r) * r**i`` with
 ``r = 0.25``, so the sum over all filters stays below the configured error rate while
-the first filter, which holds most URLs, gets 3/4 of the budget (29.4 bits, 3.67 bytes
-per URL at 1e-6).
+the first filter, which holds most URLs, gets 3/4 of the budget. Each URL sets
+k = 3/4 of the optimal number of bits (16 instead of 21 at 1e-6): every bit is one
+operation in Redis, and the filter grows only ~2% (29.9 bits, 3.74 bytes per URL).
 """
 
 from __future__ import annotations
@@ -59,11 +60,13 @@ def filter_shape(capacity: int, error_rate: float, index: int, growth: int = 2) 
         raise ValueError("Bloom capacity must be >= 1 and error rate in (0, 1)")
     err = error_rate * (1 - TIGHTENING) * TIGHTENING**index
     cap = capacity * growth**index
-    k = math.ceil(math.log2(1 / err))
-    m = math.ceil(cap * abs(math.log(err)) / (k * math.log(2) ** 2))
+    # Fewer bits per URL than the optimum log2(1/err): each bit is a Redis operation,
+    # and 3/4 of the optimum costs only ~2% more memory (m from the exact formula).
+    k = math.ceil(0.75 * math.log2(1 / err))
+    m = math.ceil(-cap / math.log(1 - err ** (1 / k)))  # bits per slice: k*m bits in all
     if k * m > MAX_FILTER_BITS:  # keep one filter within one Redis string
         m = MAX_FILTER_BITS // k
-        cap = int(m * k * math.log(2) ** 2 / abs(math.log(err)))
+        cap = int(-m * math.log(1 - err ** (1 / k)))
     return FilterShape(capacity=cap, error_rate=err, k=k, m=m)
 
 

@@ -15,6 +15,7 @@ The Redis layout is in keys.py and the scripts' contracts in scripts.py.
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -45,6 +46,20 @@ class Entry:
 
 
 @dataclass
+class Prepared:
+    """A batch of entries ready to send (see Frontier.prepare)."""
+
+    statuses: list  # per entry: its status if decided in Python, else None until sent
+    batch: list  # (index, entry, host) of the entries that go to Redis
+    release: list  # leases of entries refused in Python
+    gen: int  # the filter generation the Bloom positions were computed for
+    args: list  # the PUSH script's arguments
+
+
+_NOW_ARG = 6  # index of "now" in the PUSH arguments
+
+
+@dataclass
 class Lease:
     id: str
     payload: bytes
@@ -65,11 +80,20 @@ def _domain_extractor():
 def politeness_key(url: str, mode: str = "host") -> str:
     """The key a URL's politeness interval is kept under: its host, or its
     registered domain (``mode='domain'``, e.g. ``a.b.example.co.uk`` -> ``example.co.uk``)."""
-    host = url_host(url)
+    host = _plain_host(url)
     if mode == "domain":
         ext = _domain_extractor()(host)
         if ext.domain and ext.suffix:
             return f"{ext.domain}.{ext.suffix}"
+    return host
+
+
+def _plain_host(url: str) -> str:
+    """The host of a normalized URL, read without a full parse (url_host otherwise)."""
+    netloc = url.partition("://")[2].partition("/")[0].partition("?")[0].rpartition("@")[2]
+    host = netloc.partition(":")[0]
+    if not host or host[0] == "[" or host[-1] == "." or not host.isascii() or host != host.lower():
+        return url_host(url)
     return host
 
 
@@ -143,6 +167,12 @@ class Frontier:
         """Admit entries; one status per entry: ``added``, ``seen``, ``host_full``,
         ``invalid`` or ``trap:<name>``. Entries refused in Python still release the
         lease they replace."""
+        return self.send(self.prepare(entries), now)
+
+    def prepare(self, entries: list[Entry]) -> Prepared:
+        """The Python half of push_many (trap guards, politeness keys, Bloom positions,
+        script arguments); no I/O but reading the filter generation once. Seed ingestion
+        prepares the next batch while the previous one is being sent."""
         statuses: list[str | None] = [None] * len(entries)
         batch: list[tuple[int, Entry, str]] = []
         release: list[str] = []
@@ -158,33 +188,36 @@ class Frontier:
                     release.append(e.replaces_lease)
             else:
                 batch.append((i, e, host))
-        if release:
-            self.ack(*release)
-        if batch:
-            for i, status in zip((i for i, _, _ in batch), self._push_batch(batch, now)):
-                statuses[i] = status
-        return statuses  # type: ignore[return-value]
+        if not self._generation:
+            self._generation = self._read_generation()
+        args = self._push_args(batch, self._generation) if batch else []
+        return Prepared(statuses, batch, release, self._generation, args)
 
-    def _push_batch(self, batch, now: int | None) -> list[str]:
-        statuses: list[str] = []
-        stale = 0
-        while len(statuses) < len(batch):
-            rest = batch[len(statuses) :]
-            result = self._push(args=self._push_args(rest, now))
+    def send(self, prepared: Prepared, now: int | None = None) -> list[str]:
+        """The Redis half of push_many: one script call per batch (more only when a
+        Bloom filter fills up, or another client started a new one)."""
+        if prepared.release:
+            self.ack(*prepared.release)
+        statuses = prepared.statuses
+        batch, gen, args = prepared.batch, prepared.gen, prepared.args
+        done, stale = 0, 0
+        while done < len(batch):
+            args[_NOW_ARG] = now_ms() if now is None else now
+            result = self._push(args=args)
             if result == -1 or not result:
                 stale += 1
                 if stale > 5:
                     raise RuntimeError("URL-seen filter generation keeps changing")
             else:
-                statuses.extend(_STATUS[r] for r in result)
-            if result == -1 or len(result) < len(rest):  # a filter filled up: reload
-                self._generation = self._read_generation()
-        return statuses
+                for (i, _, _), r in zip(batch[done:], result):
+                    statuses[i] = _STATUS[r]
+                done += len(result)
+            if done < len(batch):  # a filter filled up, or the generation was stale
+                gen = self._generation = self._read_generation()
+                args = self._push_args(batch[done:], gen)
+        return statuses  # type: ignore[return-value]
 
-    def _push_args(self, batch, now: int | None) -> list:
-        if not self._generation:
-            self._generation = self._read_generation()
-        gen = self._generation
+    def _push_args(self, batch, gen: int) -> list:
         shapes = self.layout.shapes(gen)
         args: list = [
             self.keys.prefix,
@@ -193,14 +226,16 @@ class Frontier:
             ",".join(str(s.k) for s in shapes),
             shapes[-1].bits,
             self.max_pages_per_host,
-            now_ms() if now is None else now,
+            0,  # now: set when sent
             len(batch),
         ]
-        unchecked = [0] * sum(s.k for s in shapes)
+        pack = struct.Struct(f"<{sum(s.k for s in shapes)}I").pack
+        positions = self.layout.positions
+        level = self.level
         for _, e, host in batch:
             flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up else "")
-            args += [flags, host, self.level(e.priority), e.payload, e.replaces_lease]
-            args += unchecked if e.dont_filter else self.layout.positions(e.url, gen)
+            bits = b"" if e.dont_filter else pack(*positions(e.url, gen))
+            args += [flags, host, level(e.priority), e.payload, e.replaces_lease, bits]
         return args
 
     def _read_generation(self) -> int:

@@ -42,17 +42,6 @@ local function make_ready(prefix, host, now)
     if score then return tonumber(score) end
     return add_ready(prefix, host, now)
 end
--- BITFIELD arguments reading (op 'GET') or setting (op 'SET') the bits ARGV[from..to]
-local function bit_args(op, from, to)
-    local args = {}
-    for j = from, to do
-        args[#args + 1] = op
-        args[#args + 1] = 'u1'
-        args[#args + 1] = ARGV[j]
-        if op == 'SET' then args[#args + 1] = 1 end
-    end
-    return args
-end
 local function all_ones(bits)
     for _, b in ipairs(bits) do if b == 0 then return false end end
     return true
@@ -66,17 +55,19 @@ end
 # ARGV[5]  size in bits of filter G-1
 # ARGV[6]  max URLs per host (0: no limit, and no per-host count is kept)
 # ARGV[7]  now (ms)
-# ARGV[8]  number of entries, then per entry 5 + sum(k) values:
+# ARGV[8]  number of entries, then 6 values per entry:
 #          flags   'f' = check and update URL-seen; 'b' = straight into the host's back
 #                  queue at its head (follow-ups: retries, redirects)
 #          host    politeness key            level  front queue level (0 = highest)
 #          payload opaque request encoding   lease  lease id this entry replaces, or ''
-#          positions: k_0 bit offsets into seen:0, then k_1 into seen:1, ...
+#          bits    the URL's bit offsets, packed little-endian uint32: k_0 offsets into
+#                  seen:0, then k_1 into seen:1, ... ('' without flag 'f')
 # Returns: -1 if G is not the current generation (caller reloads and retries; nothing
 #          was changed), else one status per entry processed: 1 added, 0 already seen,
-#          2 refused (host reached max URLs). A replaced lease is released in every case.
-#          When an entry fills filter G-1, the script starts filter G and stops there:
-#          fewer statuses than entries means "reload the generation and send the rest".
+#          2 refused (host reached max URLs; the URL stays marked as seen). A replaced
+#          lease is released in every case. When an entry fills filter G-1, the script
+#          starts filter G and stops there: fewer statuses than entries means "reload the
+#          generation and send the rest".
 # Atomic: the seen test, the filter update and the enqueue of each URL happen together,
 #         so a URL enters the frontier at most once however many workers push it.
 # A new filter's string is allocated at its full size at once (one SETBIT on its last
@@ -91,51 +82,65 @@ if tonumber(redis.call('HGET', meta, 'gen') or '1') ~= gen then
     return -1
 end
 local cap = tonumber(ARGV[3])
-local ks = {}
-for k in string.gmatch(ARGV[4], '%d+') do ks[#ks + 1] = tonumber(k) end
+local ks, npos = {}, 0
+for k in string.gmatch(ARGV[4], '%d+') do
+    ks[#ks + 1] = tonumber(k)
+    npos = npos + tonumber(k)
+end
+-- BITFIELD argument templates, one per filter, reused for every URL (creating tables
+-- per URL makes Lua's garbage collector the main cost)
+local templates = {}
+for i, k in ipairs(ks) do
+    local op, t = (i == #ks) and 'SET' or 'GET', {}
+    for j = 1, k do
+        t[#t + 1] = op; t[#t + 1] = 'u1'; t[#t + 1] = 0
+        if op == 'SET' then t[#t + 1] = 1 end
+    end
+    templates[i] = t
+end
+local function fill(i, packed, off)
+    -- put the k_i offsets starting at byte `off` of `packed` into template i
+    local t, step = templates[i], (i == #ks) and 4 or 3
+    for j = 1, ks[i] do
+        t[(j - 1) * step + 3], off = struct.unpack('<I4', packed, off)
+    end
+    return t, off
+end
 local current = prefix .. 'seen:' .. (gen - 1)
 if redis.call('EXISTS', current) == 0 then
     redis.call('SETBIT', current, tonumber(ARGV[5]) - 1, 0)
 end
+local count_field = 'n:' .. (gen - 1)
+local count = tonumber(redis.call('HGET', meta, count_field) or '0')
 local maxhost = tonumber(ARGV[6])
 local now = tonumber(ARGV[7])
 local n = tonumber(ARGV[8])
-local npos = 0
-for _, k in ipairs(ks) do npos = npos + k end
-local out = {}
+local out, front = {}, {}
+local added, full = 0, false
 local a = 9
-local added = 0
-local full = false
 for e = 1, n do
-    local flags, host, level, payload, lease = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-    local p = a + 5
-    a = p + npos
+    local flags, host, level, payload, lease, packed = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+    a = a + 6
     local status = 1
-    local check = string.find(flags, 'f', 1, true) ~= nil
-    if check then
-        local off = p
+    if string.find(flags, 'f', 1, true) then
+        local off = 1
         for i = 1, gen - 1 do  -- older, full filters: read only
-            local bits = redis.call('BITFIELD_RO', prefix .. 'seen:' .. (i - 1), unpack(bit_args('GET', off, off + ks[i] - 1)))
-            if all_ones(bits) then status = 0; break end
-            off = off + ks[i]
+            local t
+            t, off = fill(i, packed, off)
+            if all_ones(redis.call('BITFIELD_RO', prefix .. 'seen:' .. (i - 1), unpack(t))) then
+                status = 0
+                break
+            end
         end
         if status == 1 then
-            local last = off + ks[gen] - 1
-            if maxhost > 0 then
-                if all_ones(redis.call('BITFIELD_RO', current, unpack(bit_args('GET', off, last)))) then
-                    status = 0
-                elseif tonumber(redis.call('HGET', prefix .. 'hpages', host) or '0') >= maxhost then
-                    status = 2
-                else
-                    redis.call('BITFIELD', current, unpack(bit_args('SET', off, last)))
-                    redis.call('HINCRBY', prefix .. 'hpages', host, 1)
-                end
-            elseif all_ones(redis.call('BITFIELD', current, unpack(bit_args('SET', off, last)))) then
+            if all_ones(redis.call('BITFIELD', current, unpack((fill(gen, packed, off))))) then
                 status = 0  -- every bit was set already: seen (and nothing changed)
-            end
-            if status == 1 and redis.call('HINCRBY', meta, 'n:' .. (gen - 1), 1) >= cap then
-                redis.call('HSET', meta, 'gen', gen + 1)
-                full = true
+            else
+                count = count + 1
+                if count >= cap then full = true end
+                if maxhost > 0 and redis.call('HINCRBY', prefix .. 'hpages', host, 1) > maxhost then
+                    status = 2
+                end
             end
         end
     end
@@ -144,7 +149,9 @@ for e = 1, n do
             redis.call('LPUSH', prefix .. 'bq:' .. host, payload)
             make_ready(prefix, host, now)
         else
-            redis.call('RPUSH', prefix .. 'fq:' .. level, host .. SEP .. payload)
+            local q = front[level]
+            if not q then q = {}; front[level] = q end
+            q[#q + 1] = host .. SEP .. payload
         end
         added = added + 1
     end
@@ -155,6 +162,13 @@ for e = 1, n do
     out[e] = status
     if full then break end
 end
+for level, q in pairs(front) do
+    for i = 1, #q, 1000 do
+        redis.call('RPUSH', prefix .. 'fq:' .. level, unpack(q, i, math.min(i + 999, #q)))
+    end
+end
+redis.call('HSET', meta, count_field, count)
+if full then redis.call('HSET', meta, 'gen', gen + 1) end
 if added > 0 then
     redis.call('HINCRBY', prefix .. 'counters', 'queued', added)
     redis.call('HINCRBY', prefix .. 'counters', 'pushed', added)

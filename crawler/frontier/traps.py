@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 
 @dataclass(frozen=True)
@@ -33,17 +33,25 @@ class TrapGuard:
         )
 
     def check(self, url: str, depth: int = 0) -> str | None:
+        """The trap a normalized URL at this depth falls into, or None."""
         if self.max_url_length and len(url) > self.max_url_length:
             return "url_length"
         if self.max_depth and depth > self.max_depth:
             return "depth"
-        parts = urlsplit(url)
-        if self.max_repeated_segments and repeated_segments(parts.path) > self.max_repeated_segments:
+        # a normalized URL: scheme://netloc/path[?query], no fragment
+        rest = url.partition("://")[2]
+        cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+        path, _, query = rest[cut:].partition("?")
+        limit = self.max_repeated_segments
+        # a run repeated more than `limit` times needs more than `limit` segments
+        if limit and path.count("/") > limit and repeated_segments(path) > limit:
             return "repeated_segments"
-        query = parts.query
         if query:
             if self.max_query_length and len(query) > self.max_query_length:
                 return "query_length"
+            fields = query.count("&") + 1
+            if fields <= min(self.max_query_params or fields, self.max_param_repeats or fields):
+                return None  # too few fields to break either limit
             names = [name for name, _ in parse_qsl(query, keep_blank_values=True)]
             if self.max_query_params and len(names) > self.max_query_params:
                 return "query_params"
@@ -59,7 +67,9 @@ def repeated_segments(path: str) -> int:
     ``/a/b/c`` has no repeat: 1.
     """
     segs = [s for s in path.split("/") if s]
-    best = 1 if segs else 0
+    if len(set(segs)) == len(segs):  # no segment twice: no repeat at all
+        return 1 if segs else 0
+    best = 1
     for width in (1, 2, 3):
         for start in range(len(segs) - width):
             run, i = 1, start
