@@ -1,0 +1,246 @@
+"""Benchmark: seed-file ingestion (crawler.seeds.ingest) into a real Redis.
+
+Generates a seed file of N lines in a temporary directory: URLs over many hosts
+(``https://www.site<h>.com/...``, some with tracking parameters, unsorted queries, a
+priority column), about 2% duplicates of earlier lines, about 1% invalid lines
+(not URLs, bad priorities, too many columns), and a few comments and blank lines.
+It is ingested into a fresh crawl (``bench-seed-<random>``) with the project's
+default frontier settings, the rate is printed, and every key of that crawl is
+deleted at the end (``Frontier.clear()``), also on errors or Ctrl-C.
+
+    python bench/seed_ingest.py                       # 1,000,000 lines
+    python bench/seed_ingest.py --lines 200000 --batch 1000
+    python bench/seed_ingest.py --gz                  # the same file gzipped
+    python bench/seed_ingest.py --profile             # + cProfile of the client side
+    python bench/seed_ingest.py -s FRONTIER_BLOOM_ERROR_RATE=1e-4   # any project setting
+
+"Redis s" is server-side time of the push script (EVALSHA) from INFO commandstats
+deltas; approximate if other clients use the same Redis. Target: 20,000 URLs/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gzip
+import itertools
+import os
+import pstats
+import random
+import sys
+import tempfile
+import time
+import uuid
+
+import redis
+from scrapy.settings import Settings
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from crawler.frontier.codec import encode_url  # noqa: E402
+from crawler.frontier.frontier import Entry, Frontier, politeness_key  # noqa: E402
+from crawler.seeds import SeedLine, ingest, read_seeds  # noqa: E402
+from crawler.urls import InvalidURL, normalize_url  # noqa: E402
+
+TARGET = 20_000
+WORDS = ["news", "article", "blog", "products", "item", "category", "page", "docs", "about", "2024", "en", "wiki"]
+
+
+def generate(path: str, lines: int, hosts: int, seed: int = 1, gz: bool = False) -> dict:
+    """Write the seed file; return what it holds."""
+    rnd = random.Random(seed)
+    counts = {"urls": 0, "duplicates": 0, "invalid": 0, "comments": 0}
+    recent: list[str] = []
+    opener = gzip.open if gz else open
+    with opener(path, "wt", encoding="utf-8", newline="\n") as f:
+        for i in range(lines):
+            r = rnd.random()
+            if r < 0.005:
+                f.write("# a comment line\n" if i % 2 else "\n")
+                counts["comments"] += 1
+                continue
+            if r < 0.015:
+                f.write(rnd.choice(["not a url at all\n", "ftp://files.example/x\n", "http://a.example/ high\n",
+                                    "http://a.example/ 1 2\n", "http://exa mple.com/\n"]))  # fmt: skip
+                counts["invalid"] += 1
+                continue
+            if r < 0.035 and recent:
+                f.write(rnd.choice(recent) + "\n")
+                counts["duplicates"] += 1
+                continue
+            h = rnd.randrange(hosts)
+            path_ = "/".join(rnd.choice(WORDS) for _ in range(rnd.randint(1, 4)))
+            url = f"https://www.site{h}.com/{path_}/{i}.html"
+            q = rnd.random()
+            if q < 0.2:
+                url += f"?page={rnd.randint(1, 50)}&id={i}"
+            elif q < 0.3:
+                url += f"?utm_source=mail&ref={i}"
+            if rnd.random() < 0.1:
+                url = url.replace("https://www.", "HTTPS://WWW.")
+            line = url
+            p = rnd.random()
+            if p < 0.05:
+                line += " 1"
+            elif p < 0.1:
+                line += " -1"
+            elif p < 0.12:
+                line += "  # trailing comment"
+            f.write(line + "\n")
+            counts["urls"] += 1
+            if len(recent) < 1000:
+                recent.append(line)
+            else:
+                recent[rnd.randrange(1000)] = line
+    return counts
+
+
+def evalsha_usec(client) -> int:
+    stats = client.info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("usec", 0))
+
+
+def stage_breakdown(path: str, settings: Settings, client, n: int, batch: int) -> None:
+    """Time each stage alone, single-threaded, on the first ``n`` lines, into a
+    second fresh crawl (deleted afterwards): where the time of one URL goes."""
+    settings = settings.copy()
+    settings.set("CRAWL_NAME", f"bench-seed-{uuid.uuid4().hex[:10]}", priority="cmdline")
+    frontier = Frontier.from_settings(settings, client)
+    times: dict[str, float] = {}
+
+    def timed(name, func):
+        t = time.perf_counter()
+        out = func()
+        times[name] = time.perf_counter() - t
+        return out
+
+    def normalize_all():
+        out = []
+        for item in items:
+            try:
+                out.append(normalize_url(item.url))
+            except InvalidURL:
+                pass
+        return out
+
+    try:
+        items = timed("read + parse lines", lambda: list(itertools.islice(read_seeds(path), n)))
+        items = [i for i in items if type(i) is SeedLine]
+        urls = timed("normalize_url", normalize_all)
+        timed("push_many: trap guards", lambda: [frontier.traps.check(u, 0) for u in urls])
+        timed("push_many: politeness_key", lambda: [politeness_key(u, frontier.politeness) for u in urls])
+        timed("push_many: Bloom positions", lambda: [frontier.layout.positions(u, 1) for u in urls])
+        entries = [Entry(url=u, payload=encode_url(u)) for u in urls]
+        before = evalsha_usec(client)
+        timed(
+            "push_many total", lambda: [frontier.push_many(entries[i : i + batch]) for i in range(0, len(urls), batch)]
+        )
+        redis_s = (evalsha_usec(client) - before) / 1e6
+    finally:
+        frontier.clear()
+    count = len(urls)
+    us = {k: 1e6 * v / count for k, v in times.items()}
+    redis_us = 1e6 * redis_s / count
+    client_us = us["push_many total"] - redis_us
+    python_us = us["read + parse lines"] + us["normalize_url"] + client_us
+    print(f"\nstages, one at a time, single-threaded, {count:,} URLs, batch {batch} (us per URL):")
+    print(f"  {'read + parse lines':40s} {us['read + parse lines']:7.1f}")
+    print(f"  {'normalize_url':40s} {us['normalize_url']:7.1f}")
+    print(f"  {'push_many, client side (wall - server)':40s} {client_us:7.1f}   of which, timed alone:")
+    for name in ("push_many: trap guards", "push_many: politeness_key", "push_many: Bloom positions"):
+        print(f"    {name.split(': ')[1]:38s} {us[name]:7.1f}")
+    print(f"  {'= Python, one GIL':40s} {python_us:7.1f}   -> at most {1e6 / python_us:,.0f} URLs/s")
+    print(f"  {'push_many, Redis script (server)':40s} {redis_us:7.1f}   -> at most {1e6 / redis_us:,.0f} URLs/s")
+    total = python_us + redis_us
+    print(
+        f"  {'= CPU per URL':40s} {total:7.1f}   -> {1e6 / total:,.0f} URLs/s on one core, "
+        f"at most {2e6 / total:,.0f} on two"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lines", type=int, default=1_000_000, help="lines in the seed file (default 1,000,000)")
+    parser.add_argument("--hosts", type=int, default=50_000, help="distinct hosts (default 50,000)")
+    parser.add_argument("--batch", type=int, default=2000, help="URLs per push_many (default 2000)")
+    parser.add_argument("--gz", action="store_true", help="gzip the seed file")
+    parser.add_argument(
+        "-s", "--set", action="append", default=[], metavar="NAME=VALUE", help="override a setting (repeatable)"
+    )
+    parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
+    parser.add_argument("--profile", action="store_true", help="cProfile the ingestion (slower), print the top")
+    parser.add_argument("--stages", type=int, default=50_000, metavar="N", help="time each stage on N lines (0: no)")
+    opts = parser.parse_args()
+
+    crawl = f"bench-seed-{uuid.uuid4().hex[:10]}"
+    settings = Settings()
+    settings.setmodule("settings.base", priority="project")
+    for item in opts.set:
+        name, _, value = item.partition("=")
+        settings.set(name, value, priority="cmdline")
+    settings.set("CRAWL_NAME", crawl, priority="cmdline")
+    client = redis.Redis.from_url(opts.redis_url)
+    frontier = Frontier.from_settings(settings, client)
+    push_profiler = None
+    if opts.profile:  # the push thread gets its own profiler (cProfile is per thread)
+        push_profiler = cProfile.Profile()
+        push_many = frontier.push_many
+
+        def profiled_push_many(entries):
+            push_profiler.enable()
+            try:
+                return push_many(entries)
+            finally:
+                push_profiler.disable()
+
+        frontier.push_many = profiled_push_many
+    with tempfile.TemporaryDirectory(prefix="seed-bench-") as tmp:
+        path = os.path.join(tmp, "seeds.txt.gz" if opts.gz else "seeds.txt")
+        t = time.perf_counter()
+        counts = generate(path, opts.lines, opts.hosts, gz=opts.gz)
+        size = os.path.getsize(path)
+        print(
+            f"seed file: {opts.lines:,} lines, {size / 1e6:.1f} MB, {counts['urls']:,} URL lines, "
+            f"{counts['duplicates']:,} duplicate lines, {counts['invalid']:,} invalid lines, "
+            f"{counts['comments']:,} comment/blank lines (written in {time.perf_counter() - t:.1f} s)"
+        )
+        print(f"crawl {crawl!r} on {opts.redis_url}, batch {opts.batch}, pid {os.getpid()}, {os.cpu_count()} CPUs")
+        profiler = cProfile.Profile() if opts.profile else None
+        redis_before = evalsha_usec(client)
+        try:
+            if profiler:
+                profiler.enable()
+            report = ingest(
+                frontier,
+                path,
+                batch_size=opts.batch,
+                strip_params=tuple(settings.getlist("URL_STRIP_PARAMS")) or None,
+                sort_query=settings.getbool("URL_SORT_QUERY"),
+            )
+            if profiler:
+                profiler.disable()
+            redis_s = (evalsha_usec(client) - redis_before) / 1e6
+            stats = frontier.stats()
+        finally:
+            deleted = frontier.clear()
+        urls_per_s = report.lines / report.elapsed
+        print(report.summary())
+        print(
+            f"ingest: {report.lines:,} URLs in {report.elapsed:.2f} s = {urls_per_s:,.0f} URLs/s "
+            f"(Redis push script {redis_s:.2f} s = {1e6 * redis_s / max(report.lines, 1):.1f} us/URL; "
+            f"target {TARGET:,} URLs/s: {'PASS' if urls_per_s >= TARGET else 'below'})"
+        )
+        print(f"frontier: queued {stats['queued']:,}, front queues by level {stats['front_by_level']}")
+        print(f"cleaned up: {deleted} keys of {crawl!r} deleted")
+        if opts.stages:
+            stage_breakdown(path, settings, client, opts.stages, opts.batch)
+    if profiler:
+        print("\ncProfile, main thread (reading, normalizing, waiting for the push thread):")
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+        print("cProfile, push thread (Frontier.push_many: trap guards, host keys, Bloom positions, Redis call):")
+        pstats.Stats(push_profiler).sort_stats("tottime").print_stats(15)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
