@@ -184,16 +184,16 @@ def main() -> int:
     push_profiler = None
     if opts.profile:  # the push thread gets its own profiler (cProfile is per thread)
         push_profiler = cProfile.Profile()
-        push_many = frontier.push_many
+        send = frontier.send
 
-        def profiled_push_many(entries):
+        def profiled_send(*args):
             push_profiler.enable()
             try:
-                return push_many(entries)
+                return send(*args)
             finally:
                 push_profiler.disable()
 
-        frontier.push_many = profiled_push_many
+        frontier.send = profiled_send
     with tempfile.TemporaryDirectory(prefix="seed-bench-") as tmp:
         path = os.path.join(tmp, "seeds.txt.gz" if opts.gz else "seeds.txt")
         t = time.perf_counter()
@@ -235,9 +235,9 @@ def main() -> int:
         if opts.stages:
             stage_breakdown(path, settings, client, opts.stages, opts.batch)
     if profiler:
-        print("\ncProfile, main thread (reading, normalizing, waiting for the push thread):")
+        print("\ncProfile, main thread (reading, normalizing, preparing, waiting for the push thread):")
         pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
-        print("cProfile, push thread (Frontier.push_many: trap guards, host keys, Bloom positions, Redis call):")
+        print("cProfile, push thread (Frontier.send: the Redis call):")
         pstats.Stats(push_profiler).sort_stats("tottime").print_stats(15)
     return 0
 

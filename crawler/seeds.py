@@ -319,7 +319,7 @@ def ingest(
     strip = DEFAULT_STRIP_PARAMS if strip_params is None else tuple(strip_params)
     report = IngestReport()
     started = time.perf_counter()
-    push = frontier.push_many
+    prepare, send = frontier.prepare, frontier.send  # prepared here, sent by the pool
     pending: tuple[Future, list[tuple[str, int]]] | None = None
 
     def collect() -> None:
@@ -352,18 +352,19 @@ def ingest(
                 entries.append(Entry(url=url, payload=encode_url(url), priority=item.priority, depth=0))
                 where.append((item.source, item.lineno))
                 if len(entries) >= batch_size:
+                    prepared = prepare(entries)  # while the previous batch is being sent
                     collect()
-                    pending = (pool.submit(push, entries), where)
+                    pending = (pool.submit(send, prepared), where)
                     entries, where = [], []
             collect()
             if entries:
-                pending = (pool.submit(push, entries), where)
+                pending = (pool.submit(send, prepare(entries)), where)
                 collect()
         except SeedFileError as exc:
             try:  # push what was read before the error
                 collect()
                 if entries:
-                    pending = (pool.submit(push, entries), where)
+                    pending = (pool.submit(send, prepare(entries)), where)
                     collect()
             finally:
                 report.elapsed = time.perf_counter() - started

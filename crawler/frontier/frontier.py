@@ -15,13 +15,12 @@ The Redis layout is in keys.py and the scripts' contracts in scripts.py.
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from dataclasses import dataclass
 from functools import lru_cache
 
 from crawler.frontier.bloom import ScalableLayout
-from crawler.frontier.keys import Keys
+from crawler.frontier.keys import SEP, Keys
 from crawler.frontier.scripts import ACK, POP, PUSH
 from crawler.frontier.traps import TrapGuard
 from crawler.urls import InvalidURL, url_host
@@ -229,13 +228,13 @@ class Frontier:
             0,  # now: set when sent
             len(batch),
         ]
-        pack = struct.Struct(f"<{sum(s.k for s in shapes)}I").pack
         positions = self.layout.positions
         level = self.level
         for _, e, host in batch:
             flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up else "")
-            bits = b"" if e.dont_filter else pack(*positions(e.url, gen))
-            args += [flags, host, level(e.priority), e.payload, e.replaces_lease, bits]
+            bits = "" if e.dont_filter else " ".join(map(str, positions(e.url, gen)))
+            head = f"{flags}{SEP}{host}{SEP}{level(e.priority)}{SEP}{e.replaces_lease}{SEP}{bits}{SEP}"
+            args.append(head.encode() + e.payload)
         return args
 
     def _read_generation(self) -> int:

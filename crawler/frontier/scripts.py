@@ -55,13 +55,15 @@ end
 # ARGV[5]  size in bits of filter G-1
 # ARGV[6]  max URLs per host (0: no limit, and no per-host count is kept)
 # ARGV[7]  now (ms)
-# ARGV[8]  number of entries, then 6 values per entry:
+# ARGV[8]  number of entries, then one value per entry (fewer arguments are cheaper for
+#          the client to send), six fields joined by \x1f, payload last:
 #          flags   'f' = check and update URL-seen; 'b' = straight into the host's back
 #                  queue at its head (follow-ups: retries, redirects)
 #          host    politeness key            level  front queue level (0 = highest)
-#          payload opaque request encoding   lease  lease id this entry replaces, or ''
-#          bits    the URL's bit offsets, packed little-endian uint32: k_0 offsets into
+#          lease   lease id this entry replaces, or ''
+#          bits    the URL's bit offsets, decimal, space separated: k_0 offsets into
 #                  seen:0, then k_1 into seen:1, ... ('' without flag 'f')
+#          payload opaque request encoding
 # Returns: -1 if G is not the current generation (caller reloads and retries; nothing
 #          was changed), else one status per entry processed: 1 added, 0 already seen,
 #          2 refused (host reached max URLs; the URL stays marked as seen). A replaced
@@ -87,24 +89,31 @@ for k in string.gmatch(ARGV[4], '%d+') do
     ks[#ks + 1] = tonumber(k)
     npos = npos + tonumber(k)
 end
--- BITFIELD argument templates, one per filter, reused for every URL (creating tables
--- per URL makes Lua's garbage collector the main cost)
+-- BITFIELD argument templates, one per filter, reused for every URL: creating tables
+-- per URL makes Lua's garbage collector the main cost, and every number handed to
+-- redis.call is formatted to a string, so offsets and values stay strings throughout
 local templates = {}
 for i, k in ipairs(ks) do
     local op, t = (i == #ks) and 'SET' or 'GET', {}
     for j = 1, k do
-        t[#t + 1] = op; t[#t + 1] = 'u1'; t[#t + 1] = 0
-        if op == 'SET' then t[#t + 1] = 1 end
+        t[#t + 1] = op; t[#t + 1] = 'u1'; t[#t + 1] = '0'
+        if op == 'SET' then t[#t + 1] = '1' end
     end
     templates[i] = t
 end
-local function fill(i, packed, off)
-    -- put the k_i offsets starting at byte `off` of `packed` into template i
-    local t, step = templates[i], (i == #ks) and 4 or 3
-    for j = 1, ks[i] do
-        t[(j - 1) * step + 3], off = struct.unpack('<I4', packed, off)
+local function fill(bits)
+    -- put a URL's offsets (decimal, space separated, filter after filter) into the
+    -- templates; returns nothing, the templates are ready for BITFIELD
+    local i, j, step = 1, 0, (#ks == 1) and 4 or 3
+    local t = templates[1]
+    for p in string.gmatch(bits, '%d+') do
+        if j == ks[i] then
+            i, j = i + 1, 0
+            t, step = templates[i], (i == #ks) and 4 or 3
+        end
+        t[j * step + 3] = p
+        j = j + 1
     end
-    return t, off
 end
 local current = prefix .. 'seen:' .. (gen - 1)
 if redis.call('EXISTS', current) == 0 then
@@ -117,28 +126,25 @@ local now = tonumber(ARGV[7])
 local n = tonumber(ARGV[8])
 local out, front = {}, {}
 local added, full = 0, false
-local a = 9
 for e = 1, n do
-    local flags, host, level, payload, lease, packed = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
-    a = a + 6
+    local fields = split(ARGV[8 + e], 6)
+    local flags, host, level, lease, bits, payload = fields[1], fields[2], fields[3], fields[4], fields[5], fields[6]
     local status = 1
     if string.find(flags, 'f', 1, true) then
-        local off = 1
+        fill(bits)
         for i = 1, gen - 1 do  -- older, full filters: read only
-            local t
-            t, off = fill(i, packed, off)
-            if all_ones(redis.call('BITFIELD_RO', prefix .. 'seen:' .. (i - 1), unpack(t))) then
+            if all_ones(redis.call('BITFIELD_RO', prefix .. 'seen:' .. (i - 1), unpack(templates[i]))) then
                 status = 0
                 break
             end
         end
         if status == 1 then
-            if all_ones(redis.call('BITFIELD', current, unpack((fill(gen, packed, off))))) then
+            if all_ones(redis.call('BITFIELD', current, unpack(templates[gen]))) then
                 status = 0  -- every bit was set already: seen (and nothing changed)
             else
                 count = count + 1
                 if count >= cap then full = true end
-                if maxhost > 0 and redis.call('HINCRBY', prefix .. 'hpages', host, 1) > maxhost then
+                if maxhost > 0 and redis.call('HINCRBY', prefix .. 'hpages', host, '1') > maxhost then
                     status = 2
                 end
             end

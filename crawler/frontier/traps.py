@@ -39,9 +39,8 @@ class TrapGuard:
         if self.max_depth and depth > self.max_depth:
             return "depth"
         # a normalized URL: scheme://netloc/path[?query], no fragment
-        rest = url.partition("://")[2]
-        cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
-        path, _, query = rest[cut:].partition("?")
+        start = url.find("/", url.find("://") + 3)  # a normalized URL has a path
+        path, _, query = url[start:].partition("?") if start >= 0 else ("/", "", "")
         limit = self.max_repeated_segments
         # a run repeated more than `limit` times needs more than `limit` segments
         if limit and path.count("/") > limit and repeated_segments(path) > limit:
@@ -66,10 +65,11 @@ def repeated_segments(path: str) -> int:
     ``/a/b/a/b/a/b/c`` has the run ``a/b`` three times in a row: 3.
     ``/a/b/c`` has no repeat: 1.
     """
-    segs = [s for s in path.split("/") if s]
+    segs = path.split("/")
     if len(set(segs)) == len(segs):  # no segment twice: no repeat at all
-        return 1 if segs else 0
-    best = 1
+        return 1
+    segs = [s for s in segs if s]
+    best = 1 if segs else 0
     for width in (1, 2, 3):
         for start in range(len(segs) - width):
             run, i = 1, start
