@@ -233,7 +233,7 @@ class Frontier:
         for _, e, host in batch:
             flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up else "")
             bits = "" if e.dont_filter else " ".join(map(str, positions(e.url, gen)))
-            head = f"{flags}{SEP}{host}{SEP}{level(e.priority)}{SEP}{e.replaces_lease}{SEP}{bits}{SEP}"
+            head = f"{flags}{SEP}{level(e.priority)}{SEP}{e.replaces_lease}{SEP}{bits}{SEP}{host}{SEP}"
             args.append(head.encode() + e.payload)
         return args
 

@@ -56,13 +56,15 @@ end
 # ARGV[6]  max URLs per host (0: no limit, and no per-host count is kept)
 # ARGV[7]  now (ms)
 # ARGV[8]  number of entries, then one value per entry (fewer arguments are cheaper for
-#          the client to send), six fields joined by \x1f, payload last:
+#          the client to send), six fields joined by \x1f, ending with host and payload
+#          (so the end of the value is the front queue entry as it stands):
 #          flags   'f' = check and update URL-seen; 'b' = straight into the host's back
 #                  queue at its head (follow-ups: retries, redirects)
-#          host    politeness key            level  front queue level (0 = highest)
+#          level   front queue level (0 = highest)
 #          lease   lease id this entry replaces, or ''
 #          bits    the URL's bit offsets, decimal, space separated: k_0 offsets into
 #                  seen:0, then k_1 into seen:1, ... ('' without flag 'f')
+#          host    politeness key
 #          payload opaque request encoding
 # Returns: -1 if G is not the current generation (caller reloads and retries; nothing
 #          was changed), else one status per entry processed: 1 added, 0 already seen,
@@ -84,11 +86,8 @@ if tonumber(redis.call('HGET', meta, 'gen') or '1') ~= gen then
     return -1
 end
 local cap = tonumber(ARGV[3])
-local ks, npos = {}, 0
-for k in string.gmatch(ARGV[4], '%d+') do
-    ks[#ks + 1] = tonumber(k)
-    npos = npos + tonumber(k)
-end
+local ks = {}
+for k in string.gmatch(ARGV[4], '%d+') do ks[#ks + 1] = tonumber(k) end
 -- BITFIELD argument templates, one per filter, reused for every URL: creating tables
 -- per URL makes Lua's garbage collector the main cost, and every number handed to
 -- redis.call is formatted to a string, so offsets and values stay strings throughout
@@ -127,10 +126,12 @@ local n = tonumber(ARGV[8])
 local out, front = {}, {}
 local added, full = 0, false
 for e = 1, n do
-    local fields = split(ARGV[8 + e], 6)
-    local flags, host, level, lease, bits, payload = fields[1], fields[2], fields[3], fields[4], fields[5], fields[6]
+    local fields = split(ARGV[8 + e], 5)
+    local flags, level, lease, bits, tail = fields[1], fields[2], fields[3], fields[4], fields[5]
+    local cut = string.find(tail, SEP, 1, true)
+    local host = string.sub(tail, 1, cut - 1)
     local status = 1
-    if string.find(flags, 'f', 1, true) then
+    if flags == 'f' or string.find(flags, 'f', 1, true) then
         fill(bits)
         for i = 1, gen - 1 do  -- older, full filters: read only
             if all_ones(redis.call('BITFIELD_RO', prefix .. 'seen:' .. (i - 1), unpack(templates[i]))) then
@@ -151,13 +152,13 @@ for e = 1, n do
         end
     end
     if status == 1 then
-        if string.find(flags, 'b', 1, true) then
-            redis.call('LPUSH', prefix .. 'bq:' .. host, payload)
+        if flags ~= 'f' and string.find(flags, 'b', 1, true) then
+            redis.call('LPUSH', prefix .. 'bq:' .. host, string.sub(tail, cut + 1))
             make_ready(prefix, host, now)
         else
             local q = front[level]
             if not q then q = {}; front[level] = q end
-            q[#q + 1] = host .. SEP .. payload
+            q[#q + 1] = tail  -- host SEP payload: the front queue entry as it stands
         end
         added = added + 1
     end
