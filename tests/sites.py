@@ -14,7 +14,7 @@ ThreadingHTTPServer, all on one port. Each host has:
     page, to things a crawler must not fetch: a ``rel=nofollow`` link to
     ``/nofollow-target.html``, ``/doc.pdf``, ``/img.jpg``, ``mailto:`` and
     ``javascript:`` links. ``/p0.html`` of host 0 (the seed) links to ``/p0.html`` of
-    every host.
+    every host. Every page is reachable from the seed; about 27 requests per host.
 ``/old.html``  301 to ``/p1.html``. No page links ``/p1.html`` itself, so ``/p1.html`` is
     fetched only through the redirect and its Page always carries the redirect chain.
 ``/meta-nofollow.html``  ``<meta name="robots" content="nofollow">``, linked from
@@ -22,19 +22,29 @@ ThreadingHTTPServer, all on one port. Each host has:
 ``/robots.txt``  404.
 
 Every request is recorded (server host, raw path, User-Agent, arrival and end time on
-``time.monotonic()``); ``end`` stays None while the response is being produced, so a
-test can see which requests are in flight. ``delay`` (seconds, settable while running)
+``time.monotonic()``, arrival also on ``time.time()``); ``end`` stays None while the
+response is being produced, so a test can see which requests are in flight. ``delay`` (seconds, settable while running)
 makes every page and redirect answer that much later.
+
+``RecordingFrontier`` (for the workers, ``-s FRONTIER_CLASS=tests.sites.RecordingFrontier
+-s E2E_POP_LOG=FILE``) is the crawl's own Frontier that also appends every hand-out to
+FILE as a JSON line ``{"now": ms, "urls": [...]}``: ``now`` is the clock value the pop
+script ran with, so a test can check the frontier's politeness exactly, apart from the
+network and scheduling latency between a hand-out and the request reaching the site.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import pickle
 import socket
 import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from crawler.frontier.frontier import Frontier, now_ms
 
 REDIRECT_FROM = "/old.html"
 REDIRECT_TO = "/p1.html"
@@ -52,6 +62,7 @@ class Hit:
     path: str  # raw request path (with query, if any); absolute-URI requests keep it
     user_agent: str
     start: float  # time.monotonic() at arrival
+    wall: float  # time.time() at arrival (to compare with the workers' clocks)
     end: float | None = None  # time.monotonic() once the response is written
 
     @property
@@ -162,11 +173,13 @@ class Site:
                 pass
 
             def do_GET(self):  # noqa: N802
-                hit = Hit(addr, self.path, self.headers.get("User-Agent", ""), time.monotonic())
+                hit = Hit(addr, self.path, self.headers.get("User-Agent", ""), time.monotonic(), time.time())
                 with site._lock:
                     site._hits.append(hit)
                 try:
                     self._answer()
+                except OSError:  # the client went away (a killed worker): nothing to do
+                    self.close_connection = True
                 finally:
                     with site._lock:
                         hit.end = time.monotonic()
@@ -249,7 +262,7 @@ class Site:
     def hits(self) -> list[Hit]:
         """Every request so far, in arrival order (copies)."""
         with self._lock:
-            return [Hit(h.host, h.path, h.user_agent, h.start, h.end) for h in self._hits]
+            return [Hit(h.host, h.path, h.user_agent, h.start, h.wall, h.end) for h in self._hits]
 
     def page_hits(self) -> list[Hit]:
         """Every request but robots.txt."""
@@ -282,3 +295,50 @@ def serve_site(hosts: int = 4, pages: int = 25, delay: float = 0.0):
         yield site
     finally:
         site.stop()
+
+
+# -- worker-side instrumentation --------------------------------------------------------
+
+
+class RecordingFrontier(Frontier):
+    """The crawl's Frontier, logging each hand-out (pop) to the E2E_POP_LOG file."""
+
+    pop_log: str = ""
+
+    @classmethod
+    def from_settings(cls, settings, redis):
+        frontier = super().from_settings(settings, redis)
+        frontier.pop_log = settings.get("E2E_POP_LOG", "")
+        return frontier
+
+    def pop(self, n=1, now=None, *args, **kwargs):
+        now = now_ms() if now is None else now
+        leases, next_due = super().pop(n, now, *args, **kwargs)
+        if leases and self.pop_log:
+            line = json.dumps({"now": now, "urls": [payload_url(lease.payload) for lease in leases]})
+            with open(self.pop_log, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
+        return leases, next_due
+
+
+def payload_url(payload: bytes) -> str:
+    """The URL of a frontier payload (crawler/frontier/codec.py formats)."""
+    if payload[:1] == b"P":
+        return pickle.loads(payload[1:])["url"]
+    return payload.decode().split("\x1f", 1)[0]
+
+
+def read_pop_log(path) -> list[tuple[float, str]]:
+    """(hand-out time in seconds since the epoch, url) of a RecordingFrontier log."""
+    out = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except ValueError:  # torn last line of a killed worker
+                    continue
+                out += [(record["now"] / 1000, url) for url in record["urls"]]
+    except FileNotFoundError:
+        pass
+    return out

