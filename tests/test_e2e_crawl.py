@@ -1,7 +1,7 @@
 """End-to-end crawls: real `scrapy crawl broad` workers against a loopback site.
 
 Each test starts workers as subprocesses (cwd: the project root) against the
-multi-host site of tests/sites.py and checks, from the site's own request log, the
+multi-host site of crawler/demosite.py and checks, from the site's own request log, the
 workers' JSON-lines output and the frontier's numbers, that the crawl fetched every
 reachable page the right number of times, nothing it must not fetch, and politely.
 
@@ -31,8 +31,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from crawler.demosite import FORBIDDEN_PATHS, META_PAGE, NOFOLLOW_TARGET, Site, serve_site
 from crawler.frontier.frontier import Frontier
-from tests.sites import FORBIDDEN_PATHS, META_PAGE, NOFOLLOW_TARGET, Site, read_pop_log, serve_site
+from tests.sites import read_pop_log
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,0 +1,288 @@
+"""A generated multi-host web site on loopback: the demo crawl's target and the
+end-to-end tests' site.
+
+    with serve_site(hosts=4, pages=25) as site:
+        site.seeds            # ["http://127.0.0.2:PORT/p0.html"]
+        ...crawl...
+        site.page_hits()      # every request but robots.txt, in arrival order
+
+Host ``i`` (0-based) is ``127.0.0.(2+i)``; every host is served by its own
+ThreadingHTTPServer, all on one port. Each host has:
+
+``/p0.html`` .. ``/p{P-1}.html``  pages; each links to two pages of its host and to a
+    page of the next host (absolute URL), to fragment (``#x``) and tracking-parameter
+    (``?utm_source=x``) variants of a page it also links plainly, and, every fourth
+    page, to things a crawler must not fetch: a ``rel=nofollow`` link to
+    ``/nofollow-target.html``, ``/doc.pdf``, ``/img.jpg``, ``mailto:`` and
+    ``javascript:`` links. ``/p0.html`` of host 0 (the seed) links to ``/p0.html`` of
+    every host. Every page is reachable from the seed; about 27 requests per host.
+``/old.html``  301 to ``/p1.html``. No page links ``/p1.html`` itself, so ``/p1.html`` is
+    fetched only through the redirect and its Page always carries the redirect chain.
+``/meta-nofollow.html``  ``<meta name="robots" content="nofollow">``, linked from
+    ``/p2.html``; its only links point to ``/meta-nofollow-target.html``.
+``/robots.txt``  404.
+
+Every request is recorded (server host, raw path, User-Agent, arrival and end time on
+``time.monotonic()``, arrival also on ``time.time()``); ``end`` stays None while the
+response is being produced, so a test can see which requests are in flight. ``delay``
+(seconds, settable while running) makes every page and redirect answer that much later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+REDIRECT_FROM = "/old.html"
+REDIRECT_TO = "/p1.html"
+META_PAGE = "/meta-nofollow.html"
+NOFOLLOW_TARGET = "/nofollow-target.html"
+META_NOFOLLOW_TARGET = "/meta-nofollow-target.html"
+BINARIES = ("/doc.pdf", "/img.jpg")
+# requested by nothing a correct crawler does
+FORBIDDEN_PATHS = frozenset({NOFOLLOW_TARGET, META_NOFOLLOW_TARGET, *BINARIES})
+
+
+@dataclass
+class Hit:
+    host: str  # the server's address, e.g. "127.0.0.3"
+    path: str  # raw request path (with query, if any); absolute-URI requests keep it
+    user_agent: str
+    start: float  # time.monotonic() at arrival
+    wall: float  # time.time() at arrival (to compare with the workers' clocks)
+    end: float | None = None  # time.monotonic() once the response is written
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.host, self.path)
+
+
+class Site:
+    def __init__(self, hosts: int = 4, pages: int = 25, delay: float = 0.0):
+        if not 2 <= hosts <= 200:
+            raise ValueError("hosts must be 2..200")
+        if pages < 5:
+            raise ValueError("pages must be at least 5")
+        self.n_hosts = hosts
+        self.n_pages = pages
+        self.delay = delay
+        self.hosts = [f"127.0.0.{2 + i}" for i in range(hosts)]
+        self.port = 0
+        self._servers: list[ThreadingHTTPServer] = []
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._hits: list[Hit] = []
+
+    # -- addresses and expectations --------------------------------------------------
+
+    def url(self, host: int | str, path: str) -> str:
+        addr = self.hosts[host] if isinstance(host, int) else host
+        return f"http://{addr}:{self.port}{path}"
+
+    @property
+    def seeds(self) -> list[str]:
+        return [self.url(0, "/p0.html")]
+
+    def page_paths(self) -> list[str]:
+        """Paths of one host that a correct crawl fetches (each exactly once)."""
+        return [f"/p{i}.html" for i in range(self.n_pages)] + [REDIRECT_FROM, META_PAGE]
+
+    def expected_fetches(self) -> set[tuple[str, str]]:
+        """(host, path) of every request a correct crawl makes, robots.txt aside."""
+        return {(h, p) for h in self.hosts for p in self.page_paths()}
+
+    def expected_page_urls(self) -> set[str]:
+        """The ``url`` of every Page a correct crawl outputs: every fetched URL but the
+        redirect targets (their Page has the url it was linked under, /old.html)."""
+        return {self.url(h, p) for h in self.hosts for p in self.page_paths() if p != REDIRECT_TO}
+
+    def redirects(self) -> dict[str, str]:
+        return {self.url(h, REDIRECT_FROM): self.url(h, REDIRECT_TO) for h in self.hosts}
+
+    def host_of(self, url: str) -> str:
+        return url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[0]
+
+    # -- the site --------------------------------------------------------------------
+
+    def _link_path(self, i: int) -> str:
+        """The path pages use to link page i (p1 only through the redirect)."""
+        i %= self.n_pages
+        return REDIRECT_FROM if f"/p{i}.html" == REDIRECT_TO else f"/p{i}.html"
+
+    def page(self, host_index: int, path: str) -> str | None:
+        """HTML of a page, or None when the path is not a page of the site."""
+        if path == META_PAGE:
+            return _html(
+                "meta nofollow",
+                f'<a href="{META_NOFOLLOW_TARGET}">target</a> <a href="{META_NOFOLLOW_TARGET}?x=1">target 2</a>',
+                head='<meta name="robots" content="nofollow">',
+            )
+        if path in (NOFOLLOW_TARGET, META_NOFOLLOW_TARGET):
+            return _html("target", "must never be fetched")
+        if not (path.startswith("/p") and path.endswith(".html") and path[2:-5].isdigit()):
+            return None
+        i = int(path[2:-5])
+        if i >= self.n_pages:
+            return None
+        nxt = self._link_path(i + 1)
+        other = self._link_path(i * 7 + 3)
+        peer = self.url((host_index + 1) % self.n_hosts, self._link_path(i))
+        links = [
+            f'<a href="{nxt}">next</a>',
+            f'<a href="{other}">other</a>',
+            f'<a href="{peer}">peer</a>',
+            f'<a href="{nxt}#x">next, fragment</a>',
+            f'<a href="{self.url(host_index, other)}?utm_source=x&amp;utm_medium=y">other, tracked</a>',
+            f'<a href="{peer}?utm_campaign=z#frag">peer, tracked</a>',
+        ]
+        if i % 4 == 0:
+            links += [
+                f'<a rel="nofollow" href="{NOFOLLOW_TARGET}">nofollow</a>',
+                f'<a href="{BINARIES[0]}">pdf</a>',
+                f'<a href="{self.url(host_index, BINARIES[1])}">jpg</a>',
+                '<a href="mailto:someone@example.invalid">mail</a>',
+                '<a href="javascript:void(0)">js</a>',
+            ]
+        if i == 2:
+            links.append(f'<a href="{META_PAGE}">meta nofollow page</a>')
+        if host_index == 0 and i == 0:
+            links += [f'<a href="{self.url(h, "/p0.html")}">host {h}</a>' for h in range(self.n_hosts)]
+        return _html(f"page {i} of host {host_index}", "\n".join(links))
+
+    def _handler(self, host_index: int):
+        site = self
+        addr = self.hosts[host_index]
+
+        class Handler(BaseHTTPRequestHandler):
+            server_version = "TestSite/1.0"
+
+            def log_message(self, format, *args):  # noqa: A002 - quiet
+                pass
+
+            def do_GET(self):  # noqa: N802
+                hit = Hit(addr, self.path, self.headers.get("User-Agent", ""), time.monotonic(), time.time())
+                with site._lock:
+                    site._hits.append(hit)
+                try:
+                    self._answer()
+                except OSError:  # the client went away (a killed worker): nothing to do
+                    self.close_connection = True
+                finally:
+                    with site._lock:
+                        hit.end = time.monotonic()
+
+            def _answer(self):
+                path = self.path
+                if "://" in path:  # absolute URI (a proxy's form)
+                    path = "/" + path.split("://", 1)[1].partition("/")[2]
+                path = path.split("#", 1)[0].split("?", 1)[0]
+                if path == "/robots.txt":
+                    return self._send(404, b"no robots.txt", "text/plain")
+                if site.delay:
+                    time.sleep(site.delay)
+                if path == REDIRECT_FROM:
+                    return self._send(301, b"moved", "text/plain", Location=site.url(host_index, REDIRECT_TO))
+                if path in BINARIES:
+                    return self._send(200, b"\x00binary", "application/octet-stream")
+                html = site.page(host_index, path)
+                if html is None:
+                    return self._send(404, b"not found", "text/plain")
+                return self._send(200, html.encode(), "text/html; charset=utf-8")
+
+            def _send(self, status, body: bytes, ctype: str, **headers):
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+        return Handler
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> Site:
+        last = None
+        for _ in range(50):
+            port = _free_port(self.hosts[0])
+            try:
+                for i, addr in enumerate(self.hosts):
+                    server = ThreadingHTTPServer((addr, port), self._handler(i))
+                    server.daemon_threads = True
+                    self._servers.append(server)
+            except OSError as exc:  # taken on one of the addresses: try another port
+                last = exc
+                self._close_servers()
+                continue
+            self.port = port
+            break
+        else:
+            raise RuntimeError(f"no port free on all of {self.hosts}: {last}")
+        for server in self._servers:
+            t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def stop(self) -> None:
+        for server in self._servers:
+            server.shutdown()
+        self._close_servers()
+        for t in self._threads:
+            t.join(timeout=5)
+        self._threads.clear()
+
+    def _close_servers(self):
+        for server in self._servers:
+            server.server_close()
+        self._servers.clear()
+
+    def __enter__(self) -> Site:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- the request log -------------------------------------------------------------
+
+    def hits(self) -> list[Hit]:
+        """Every request so far, in arrival order (copies)."""
+        with self._lock:
+            return [Hit(h.host, h.path, h.user_agent, h.start, h.wall, h.end) for h in self._hits]
+
+    def page_hits(self) -> list[Hit]:
+        """Every request but robots.txt."""
+        return [h for h in self.hits() if not h.path.endswith("/robots.txt")]
+
+    def in_flight(self, user_agent: str = "") -> list[Hit]:
+        """Requests (robots.txt aside) still being answered, optionally of one User-Agent."""
+        return [h for h in self.page_hits() if h.end is None and user_agent in h.user_agent]
+
+
+def _html(title: str, body: str, head: str = "") -> str:
+    return (
+        f"<!doctype html><html><head><title>{title}</title>{head}</head>"
+        f"<body><h1>{title}</h1>\n{body}\n</body></html>\n"
+    )
+
+
+def _free_port(addr: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_site(hosts: int = 4, pages: int = 25, delay: float = 0.0):
+    """A running Site; stopped on exit."""
+    site = Site(hosts, pages, delay)
+    site.start()
+    try:
+        yield site
+    finally:
+        site.stop()
