@@ -271,22 +271,14 @@ def worker_factory(tmp_path):
 _RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[([^\]]+)\] ([A-Z]+): ")
 
 
-# The one Traceback the scheduler prints on purpose: a lease renewal that fails while
-# Redis is away is logged as a WARNING with exc_info (FrontierScheduler._renew) and the
-# renewal retried on the next tick. It shows up only when the renewal tick falls while a
-# page is in flight during the outage (about one run in ten here), and it is not a
-# failure of the worker: every other Traceback is.
-_HANDLED_TRACEBACK = re.compile(r"\[crawler\.frontier\.scheduler\] WARNING: Could not renew \d+ leases$")
-
-
 def _tracebacks(text: str) -> list[str]:
-    """The log record (first line) of every Traceback in ``text`` but the scheduler's
-    handled lease-renewal warning (chained exceptions: one per Traceback)."""
+    """The log record (first line) of every Traceback in ``text`` (chained exceptions:
+    one per Traceback)."""
     found, record = [], "(no record: stdout/stderr)"
     for line in text.splitlines():
         if _RECORD.match(line):
             record = line
-        elif line.startswith("Traceback (most recent call last)") and not _HANDLED_TRACEBACK.search(record):
+        elif line.startswith("Traceback (most recent call last)"):
             found.append(record)
     return found
 

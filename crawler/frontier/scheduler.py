@@ -17,8 +17,8 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
 ``has_pending_requests()``
     True while URLs are queued in the frontier (by any worker) or buffered here.
 
-Redis outages: a failed pop is retried with back-off (0.5 s doubling to 30 s) and the
-worker stays open; pushes and acks that fail wait in an in-process outbox and are
+Redis outages: a failed pop is retried with back-off (half the outage so far, from 0.5 s
+to 30 s) and the worker stays open; pushes and acks that fail wait in an in-process outbox and are
 delivered in order once Redis answers again (a page's links before its ack), so nothing
 the worker learned is lost while it lives; a worker killed during an outage loses only
 unacknowledged work, which its expired leases bring back.
@@ -84,6 +84,8 @@ class FrontierScheduler:
         self._acks: list[str] = []
         self._ack_call = None
         self._backoff = 0.0
+        self._down_since: float | None = None
+        self._next_warning = 0.0
         self._retry_call = None
 
     @classmethod
@@ -205,6 +207,8 @@ class FrontierScheduler:
                 self._next_poll = now + self._backoff
                 self._wake_engine_in(self._backoff)
                 return None
+            if self._down_since is not None and not self._outbox:
+                self._redis_up()
             if self.frontier.last_acked:
                 self._inc("frontier/acked", self.frontier.last_acked)
             if not leases:
@@ -254,15 +258,31 @@ class FrontierScheduler:
     # -- Redis outages ---------------------------------------------------------------------
 
     def _redis_down(self, exc) -> None:
-        self._backoff = min(max(self._backoff * 2, 0.5), 30.0)
+        # The wait between retries grows with the length of the outage (half of it,
+        # from 0.5 s to 30 s), however many calls fail meanwhile.
+        now = time.time()
+        if self._down_since is None:
+            self._down_since = now
+        self._backoff = min(max((now - self._down_since) / 2, 0.5), 30.0)
         self._inc("frontier/redis_errors")
-        logger.warning(
-            "Redis unreachable (%s: %s); %d operations waiting, retrying in %.1f s",
-            type(exc).__name__,
-            exc,
-            len(self._outbox),
-            self._backoff,
-        )
+        if now >= self._next_warning:
+            self._next_warning = now + self._backoff
+            logger.warning(
+                "Redis unreachable for %.0f s (%s: %s); %d operations waiting, retrying in %.1f s",
+                now - self._down_since,
+                type(exc).__name__,
+                exc,
+                len(self._outbox),
+                self._backoff,
+            )
+
+    def _redis_up(self) -> None:
+        if self._down_since is None:
+            return
+        logger.info("Redis reachable again after %.0f s", time.time() - self._down_since)
+        self._down_since = None
+        self._backoff = self._next_warning = self._next_poll = 0.0
+        self._wake_engine_in(0)
 
     def _defer(self, op) -> None:
         self._outbox.append(op)
@@ -287,9 +307,7 @@ class FrontierScheduler:
                 self._redis_down(exc)
                 return False
             self._outbox.popleft()
-        if self._backoff:
-            logger.info("Redis reachable again; waiting operations delivered")
-        self._backoff = 0.0
+        self._redis_up()
         return True
 
     def _renew(self):
@@ -302,8 +320,8 @@ class FrontierScheduler:
                 self._inc("frontier/lease/given_up")
         try:
             self.frontier.renew(list(self._held))
-        except redis.RedisError:  # a Redis blip: the next renewal comes well before expiry
-            logger.warning("Could not renew %d leases", len(self._held), exc_info=True)
+        except redis.RedisError as exc:  # the next renewal comes well before expiry
+            self._redis_down(exc)
 
     # -- idling ------------------------------------------------------------------------
 
