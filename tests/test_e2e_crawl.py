@@ -12,7 +12,6 @@ assertion shows the tail of the relevant worker's log.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -34,6 +33,7 @@ import pytest
 from crawler.demosite import FORBIDDEN_PATHS, META_PAGE, NOFOLLOW_TARGET, Site, serve_site
 from crawler.frontier.frontier import Frontier
 from tests.sites import read_pop_log
+from tests.workers import clean_env, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,17 +46,6 @@ ARRIVAL_JITTER = 1.0  # how late a request may reach the site after its hand-out
 SPACING_TOLERANCE = 0.05
 CONCURRENT_REQUESTS = 32  # settings/base.py
 WORKER_TIMEOUT = 90
-
-# environment variables that would change what a worker does behind the test's back
-_SCRUBBED_ENV = {
-    "REDIS_URL",
-    "CRAWL_NAME",
-    "CRAWL_DIR",
-    "SCRAPY_PROJECT",
-    "SCRAPY_SETTINGS_MODULE",
-    "SCRAPY_PYTHON_SHELL",
-}
-_PROXY_ENV = {"http_proxy", "https_proxy", "all_proxy", "ftp_proxy", "no_proxy"}
 
 
 # -- workers ----------------------------------------------------------------------------
@@ -89,33 +78,14 @@ class Worker:
             pytest.fail(f"worker {self.label} still running after {timeout} s (killed)\n{self.tail()}")
 
     def tail(self, lines: int = 40) -> str:
-        parts = []
-        for path in (self.log, self.stdout):
-            try:
-                text = path.read_text(errors="replace").splitlines()
-            except OSError:
-                continue
-            if text:
-                parts.append(f"--- {path.name} (last {lines} lines) ---\n" + "\n".join(text[-lines:]))
-        return "\n".join(parts) or f"(worker {self.label}: no log)"
+        return log_tail((self.log, self.stdout), lines, f"(worker {self.label}: no log)")
 
     def handouts(self) -> list[tuple[float, str]]:
         """(time, url) of every URL the frontier handed to this worker."""
         return read_pop_log(self.pop_log)
 
     def pages(self) -> list[dict]:
-        """The Page items of the output; a torn last line (killed worker) is skipped."""
-        pages = []
-        try:
-            text = self.out.read_text(errors="replace")
-        except FileNotFoundError:
-            return pages
-        for line in text.splitlines():
-            try:
-                pages.append(json.loads(line))
-            except ValueError:
-                continue
-        return pages
+        return read_pages(self.out)
 
 
 def _user_agent(label: str) -> str:
@@ -123,7 +93,7 @@ def _user_agent(label: str) -> str:
 
 
 def _worker_env(redis_url: str | None, proxy: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and k.lower() not in _PROXY_ENV}
+    env = clean_env()
     if redis_url:
         env["REDIS_URL"] = redis_url
     if proxy:

@@ -15,7 +15,6 @@ starts is bounded in time and killed at teardown if still running.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -32,6 +31,7 @@ import redis
 
 from crawler.demosite import Site, serve_site
 from crawler.frontier.frontier import Frontier
+from tests.workers import clean_env, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,16 +45,6 @@ OUTAGE_SECONDS = 6
 CRAWL_NAME = "outage"
 TEST_BUDGET = 85  # seconds for the whole test, start to finish
 REDIS_START_TIMEOUT = 15
-
-_SCRUBBED_ENV = {
-    "REDIS_URL",
-    "CRAWL_NAME",
-    "CRAWL_DIR",
-    "SCRAPY_PROJECT",
-    "SCRAPY_SETTINGS_MODULE",
-    "SCRAPY_PYTHON_SHELL",
-}
-_PROXY_ENV = {"http_proxy", "https_proxy", "all_proxy", "ftp_proxy", "no_proxy"}
 
 
 # -- a private redis-server ----------------------------------------------------------------
@@ -203,7 +193,7 @@ class Worker:
         cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seeds}", "-O", str(self.out)]
         for k, v in settings.items():
             cmd += ["-s", f"{k}={v}"]
-        env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and k.lower() not in _PROXY_ENV}
+        env = clean_env()
         env["REDIS_URL"] = redis_url
         with open(self.stdout, "wb") as f:
             self.proc = subprocess.Popen(
@@ -220,28 +210,10 @@ class Worker:
         return "\n".join(parts)
 
     def tail(self, lines: int = 60) -> str:
-        parts = []
-        for path in (self.log, self.stdout):
-            try:
-                text = path.read_text(errors="replace").splitlines()
-            except OSError:
-                continue
-            if text:
-                parts.append(f"--- {path.name} (last {lines} lines) ---\n" + "\n".join(text[-lines:]))
-        return "\n".join(parts) or "(no worker log)"
+        return log_tail((self.log, self.stdout), lines, "(no worker log)")
 
     def pages(self) -> list[dict]:
-        pages = []
-        try:
-            text = self.out.read_text(errors="replace")
-        except FileNotFoundError:
-            return pages
-        for line in text.splitlines():
-            try:
-                pages.append(json.loads(line))
-            except ValueError:
-                continue
-        return pages
+        return read_pages(self.out)
 
     def kill(self) -> None:
         if self.proc.poll() is None:

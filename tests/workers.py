@@ -1,0 +1,52 @@
+"""Reading what a `scrapy crawl` worker subprocess left behind: its feed and its logs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+# environment variables that would change what a worker does behind the test's back
+_SCRUBBED_ENV = {
+    "REDIS_URL",
+    "CRAWL_NAME",
+    "CRAWL_DIR",
+    "SCRAPY_PROJECT",
+    "SCRAPY_SETTINGS_MODULE",
+    "SCRAPY_PYTHON_SHELL",
+}
+_PROXY_ENV = {"http_proxy", "https_proxy", "all_proxy", "ftp_proxy", "no_proxy"}
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without what would steer a worker (Redis, crawl name,
+    settings module, proxies): each test sets what it means to."""
+    return {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and k.lower() not in _PROXY_ENV}
+
+
+def read_pages(path: Path) -> list[dict]:
+    """The Page items of a JSON-lines feed; a torn last line (killed worker) is skipped."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    pages = []
+    for line in text.splitlines():
+        try:
+            pages.append(json.loads(line))
+        except ValueError:
+            continue
+    return pages
+
+
+def log_tail(paths, lines: int, empty: str) -> str:
+    """The last ``lines`` lines of each of ``paths`` that exists, headed by its name."""
+    parts = []
+    for path in paths:
+        try:
+            text = path.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        if text:
+            parts.append(f"--- {path.name} (last {lines} lines) ---\n" + "\n".join(text[-lines:]))
+    return "\n".join(parts) or empty
