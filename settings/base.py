@@ -29,6 +29,7 @@ REDIS_PARAMS = {}
 
 # --- the frontier (crawler/frontier/) ------------------------------------------------
 SCHEDULER = "crawler.frontier.scheduler.FrontierScheduler"
+FRONTIER_CLASS = "crawler.frontier.frontier.Frontier"  # built with from_settings(settings, redis)
 FRONTIER_PRIORITY_LEVELS = 3  # front queues; level weights 4:2:1 for 3 levels
 FRONTIER_HOST_INTERVAL = 1.0  # seconds between two fetches handed out for one host
 FRONTIER_HOST_INTERVALS_FILE = ""  # lines "HOST SECONDS" or "HOST Nqps"

@@ -72,7 +72,7 @@ class FrontierScheduler:
         self.sort_query = s.getbool("URL_SORT_QUERY")
         self.spider = None
         self._buffer: list = []  # leased requests popped but not yet handed to the engine
-        self._held: dict[str, float] = {}  # lease id -> time it was popped
+        self._held: dict[bytes, float] = {}  # lease -> time it was popped
         self._next_poll = 0.0
         self._wakeup = None
         self._idle_since: float | None = None
@@ -81,7 +81,7 @@ class FrontierScheduler:
         # are pushed before its lease is acknowledged), and are retried with back-off.
         self._outbox: deque = deque()
         # Acknowledgements ride on the next pop; a timer sends them if no pop comes soon.
-        self._acks: list[str] = []
+        self._acks: list[bytes] = []
         self._ack_call = None
         self._backoff = 0.0
         self._down_since: float | None = None
@@ -91,7 +91,7 @@ class FrontierScheduler:
     @classmethod
     def from_crawler(cls, crawler):
         settings = crawler.settings
-        frontier_cls = load_object(settings.get("FRONTIER_CLASS", "crawler.frontier.frontier.Frontier"))
+        frontier_cls = load_object(settings.get("FRONTIER_CLASS"))
         frontier = frontier_cls.from_settings(settings, redis_from_settings(settings))
         scheduler = cls(crawler, frontier)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
