@@ -295,3 +295,14 @@ def test_new_filter_is_allocated_at_its_exact_size(make_frontier, redis_client):
     shape = f.layout.shape(0)
     assert redis_client.strlen(f.keys.seen(0)) == (shape.bits + 7) // 8
     assert shape.bits / shape.capacity < 32  # at most 4 bytes per URL at 1e-6
+
+
+def test_binary_payloads_survive_the_round_trip(make_frontier):
+    f = make_frontier(host_interval=0.0)
+    payload = b"P\x00\x1f\n\x1d\xff" + bytes(range(256))
+    assert f.push(Entry(url="http://a.example/bin", payload=payload)) == "added"
+    leases, _ = f.pop(1, now=T0)
+    assert leases[0].payload == payload
+    # and again after its lease expired and it went back to its queue
+    again, _ = f.pop(1, now=T0 + f.lease_ms + 1)
+    assert again[0].payload == payload

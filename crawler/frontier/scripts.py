@@ -117,6 +117,7 @@ local function fill(bits)
         j = j + 1
     end
 end
+local ENTRY = '^([^\031]*)\031([^\031]*)\031([^\031]*)\031([^\031]*)\031(.*)$'
 local current = prefix .. 'seen:' .. (gen - 1)
 if redis.call('EXISTS', current) == 0 then
     redis.call('SETBIT', current, tonumber(ARGV[5]) - 1, 0)
@@ -129,8 +130,7 @@ local n = tonumber(ARGV[8])
 local out, front = {}, {}
 local added, full = 0, false
 for e = 1, n do
-    local fields = split(ARGV[8 + e], 5)
-    local flags, level, lease, bits, tail = fields[1], fields[2], fields[3], fields[4], fields[5]
+    local flags, level, lease, bits, tail = string.match(ARGV[8 + e], ENTRY)
     local cut = string.find(tail, SEP, 1, true)
     local host = string.sub(tail, 1, cut - 1)
     local status = 1
