@@ -2,10 +2,13 @@
 
 The verbs, each one Redis round trip:
 
-``push_many(entries)``  admit URLs (trap guards, URL-seen, per-host limit, enqueue)
-``pop(n)``              lease up to n URLs from hosts that are due
-``ack(*lease_ids)``     the pages of these leases are handled; forget them
-``renew(lease_ids)``    extend leases of pages still in progress
+``push_many(entries)``  admit URLs (trap guards, URL-seen, per-host limit, enqueue);
+                        ``prepare`` (Python, no I/O) then ``send`` (Redis)
+``pop(n, ack=...)``     lease up to n URLs from hosts that are due (acknowledging
+                        earlier leases in the same call)
+``ack(*leases)``        the pages of these leases are handled; forget them
+``renew(leases)``       extend leases of pages still in progress
+``release(leases)``     give leases back now (a worker closing)
 ``set_interval(host, seconds)``  a host's politeness interval
 ``stats()``             queue sizes, hosts, leases, counters, Bloom filter report
 
