@@ -66,7 +66,8 @@ def format_stats(name: str, s: dict) -> str:
         [
             f"crawl            {name}",
             f"queued           {s['queued']}  (front queues by level: {levels})",
-            f"hosts            {s['hosts_queued']} with queued URLs, {s['hosts_due']} due now, {s['hosts_seen']} seen",
+            f"hosts            {s['hosts_queued']} with back queues ({s['hosts_due']} due now), "
+            f"{s['hosts_seen']} handed out so far",
             f"leased           {s['leased']}",
             f"pushed/popped    {s['pushed']} / {s['popped']}",
             f"acked            {s['acked']}",
