@@ -88,6 +88,17 @@ REACTOR_THREADPOOL_MAXSIZE = 20
 DNSCACHE_ENABLED = True
 FEED_EXPORT_ENCODING = "utf-8"
 
+# --- network guard (crawler/middlewares/netguard.py) ---------------------------------
+# Never connect to private, loopback, link-local, multicast or reserved addresses (the
+# cloud metadata address 169.254.169.254 included) unless a network is listed here.
+NETWORK_GUARD_ENABLED = True
+NETWORK_GUARD_ALLOW = []  # e.g. ["10.1.0.0/16", "127.0.0.0/8"]
+TWISTED_DNS_RESOLVER = "crawler.middlewares.netguard.GuardedResolver"
+
+DOWNLOADER_MIDDLEWARES = {
+    # after HttpProxyMiddleware (750), so that it sees the proxy
+    "crawler.middlewares.netguard.NetworkGuardMiddleware": 760,
+}
 SPIDER_MIDDLEWARES = {
     # acknowledges a page's lease once everything it produced has been handled
     "crawler.middlewares.lease.LeaseMiddleware": 1000,

@@ -122,6 +122,7 @@ def launch(tmp_path):
         opts = {
             "CRAWL_NAME": crawl_name,
             "FRONTIER_HOST_INTERVAL": HOST_INTERVAL,
+            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",  # the test site is on loopback
             "FRONTIER_LEASE_SECONDS": LEASE_SECONDS,
             "FRONTIER_IDLE_SECONDS": IDLE_SECONDS,
             "FRONTIER_CLOSE_WHEN_IDLE": "True",

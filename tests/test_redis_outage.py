@@ -183,6 +183,7 @@ class Worker:
             "CRAWL_NAME": CRAWL_NAME,
             "CRAWL_DIR": tmp_path / "crawl",  # unused with REDIS_URL; never the project's
             "FRONTIER_HOST_INTERVAL": HOST_INTERVAL,
+            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",  # the test site is on loopback
             "FRONTIER_IDLE_SECONDS": IDLE_SECONDS,
             "FRONTIER_LEASE_SECONDS": LEASE_SECONDS,
             "FRONTIER_CLOSE_WHEN_IDLE": "True",

@@ -38,7 +38,13 @@ class Command(ScrapyCommand):
     def process_options(self, args, opts):
         super().process_options(args, opts)
         s = self.settings
-        for name, value in (("CRAWL_NAME", "demo"), ("FRONTIER_HOST_INTERVAL", 0.25), ("FRONTIER_IDLE_SECONDS", 2.0)):
+        demo_defaults = (
+            ("CRAWL_NAME", "demo"),
+            ("FRONTIER_HOST_INTERVAL", 0.25),
+            ("FRONTIER_IDLE_SECONDS", 2.0),
+            ("NETWORK_GUARD_ALLOW", ["127.0.0.0/8"]),  # the demo site is on loopback
+        )
+        for name, value in demo_defaults:
             if s.getpriority(name) < 40:  # not set with -s
                 s.set(name, value, priority="cmdline")
         s.set("FEEDS", {opts.output: {"format": "jsonlines", "overwrite": True}}, priority="cmdline")

@@ -1,0 +1,141 @@
+"""Network guard: never connect to private, loopback, link-local, multicast or reserved
+addresses unless NETWORK_GUARD_ALLOW opens them.
+
+Two checks, because Twisted resolves names but not IP literals:
+
+- ``GuardedResolver`` (TWISTED_DNS_RESOLVER) checks the address a name resolves to, at
+  connection time, so a public name that resolves to a private address is refused too.
+  Every connection, redirect hops included, resolves through it.
+- ``NetworkGuardMiddleware`` (a downloader middleware) checks every request, redirect
+  hops included (each is a request of its own): IP literals directly, names by resolving
+  them through the guarded resolver, so that a refusal is recorded as one and counted.
+
+A refusal raises ``AddressRefused`` (an IgnoreRequest: never retried); the spider's
+errback records it as a Page with the error. With an HTTP proxy (http_proxy,
+https_proxy), a name is the proxy's to resolve; IP-literal targets are still checked,
+and the proxy's own host is allowed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import urllib.request
+from urllib.parse import urlsplit
+
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.resolver import CachingThreadedResolver
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet import reactor
+from twisted.internet.error import DNSLookupError
+
+logger = logging.getLogger(__name__)
+
+
+class AddressRefused(IgnoreRequest):
+    """The target address is one the crawler must not connect to."""
+
+
+class RefusedResolution(DNSLookupError):
+    """A name resolved to a refused address. A DNSLookupError, so that Twisted treats
+    it as a failed lookup (no connection) rather than as a resolver crash."""
+
+
+class AddressPolicy:
+    """Which addresses may be connected to (no I/O)."""
+
+    def __init__(self, allow=()):
+        self.allow = [ipaddress.ip_network(net, strict=False) for net in allow]
+
+    @classmethod
+    def from_settings(cls, settings) -> AddressPolicy:
+        return cls(settings.getlist("NETWORK_GUARD_ALLOW"))
+
+    def refusal(self, address: str) -> str | None:
+        """Why ``address`` is refused (e.g. "loopback"), or None when it is allowed."""
+        ip = ipaddress.ip_address(address.strip("[]"))
+        if ip.version == 6 and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        if any(ip in net for net in self.allow):
+            return None
+        for reason in ("loopback", "link_local", "multicast", "reserved", "unspecified", "private"):
+            if getattr(ip, f"is_{reason}"):
+                return reason.replace("_", "-")
+        return None if ip.is_global else "not-global"
+
+
+def ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def proxy_hosts() -> set[str]:
+    """The hosts of the proxies configured in the environment."""
+    return {urlsplit(url).hostname or "" for url in urllib.request.getproxies().values()} - {""}
+
+
+class GuardedResolver(CachingThreadedResolver):
+    """Scrapy's caching resolver, refusing names that resolve to refused addresses."""
+
+    policy: AddressPolicy | None = None
+    allowed_names: set[str] = set()
+
+    @classmethod
+    def from_crawler(cls, crawler, reactor):
+        resolver = super().from_crawler(crawler, reactor)
+        if crawler.settings.getbool("NETWORK_GUARD_ENABLED"):
+            resolver.policy = AddressPolicy.from_settings(crawler.settings)
+            resolver.allowed_names = proxy_hosts()
+        return resolver
+
+    def getHostByName(self, name: str, timeout=()):
+        d = super().getHostByName(name, timeout)
+        if self.policy is not None and name not in self.allowed_names:
+            d.addCallback(self._check, name)
+        return d
+
+    def _check(self, address: str, name: str) -> str:
+        reason = self.policy.refusal(address)
+        if reason:
+            raise RefusedResolution(f"network guard: {name} resolves to {address} ({reason})")
+        return address
+
+
+class NetworkGuardMiddleware:
+    def __init__(self, stats, policy: AddressPolicy):
+        self.stats = stats
+        self.policy = policy
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        if not crawler.settings.getbool("NETWORK_GUARD_ENABLED"):
+            raise NotConfigured
+        return cls(crawler.stats, AddressPolicy.from_settings(crawler.settings))
+
+    async def process_request(self, request, spider=None):
+        host = urlparse_cached(request).hostname or ""
+        if ip_literal(host):
+            reason = self.policy.refusal(host)
+            if reason:
+                raise AddressRefused(f"network guard: {host} is a {reason} address")
+        elif not request.meta.get("proxy"):  # through a proxy, the name is the proxy's
+            # Resolve now, through the guarded resolver: a refused name is recorded here
+            # as a refusal; the connection then gets the same (cached) answer, and the
+            # resolver refuses again should it resolve differently by then.
+            try:
+                await maybe_deferred_to_future(reactor.resolve(host))
+            except RefusedResolution as exc:
+                raise AddressRefused(str(exc)) from None
+            except Exception:  # an ordinary lookup failure: the download reports it
+                pass
+        return None
+
+    def process_exception(self, request, exception, spider=None):
+        if isinstance(exception, AddressRefused):
+            self.stats.inc_value("netguard/refused")
+            logger.info("Refused %s: %s", request.url, exception)
+        return None

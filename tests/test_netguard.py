@@ -1,0 +1,115 @@
+"""The network guard refuses private targets by default and allows what is listed."""
+
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from crawler.middlewares.netguard import AddressPolicy
+from tests.workers import clean_env, read_pages
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    "address,reason",
+    [
+        ("127.0.0.1", "loopback"),
+        ("127.9.9.9", "loopback"),
+        ("::1", "loopback"),
+        ("[::1]", "loopback"),
+        ("169.254.169.254", "link-local"),
+        ("fe80::1", "link-local"),
+        ("10.1.2.3", "private"),
+        ("172.16.0.1", "private"),
+        ("192.168.1.1", "private"),
+        ("fc00::1", "private"),
+        ("224.0.0.1", "multicast"),
+        ("240.0.0.1", "reserved"),
+        ("0.0.0.0", "unspecified"),
+        ("::ffff:10.0.0.1", "private"),
+        ("100.64.0.1", "not-global"),
+        ("93.184.216.34", None),
+        ("2606:4700::1", None),
+    ],
+)
+def test_default_policy(address, reason):
+    assert AddressPolicy().refusal(address) == reason
+
+
+def test_allow_list_opens_chosen_networks():
+    policy = AddressPolicy(["127.0.0.0/8", "10.1.0.0/16"])
+    assert policy.refusal("127.0.0.5") is None
+    assert policy.refusal("10.1.9.9") is None
+    assert policy.refusal("10.2.0.1") == "private"
+    assert policy.refusal("169.254.169.254") == "link-local"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    hits: list = []
+
+    def do_GET(self):
+        type(self).hits.append(self.path)
+        body = b"<html><body>ok</body></html>"
+        self.send_response(200 if self.path != "/robots.txt" else 404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    _Handler.hits = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd.server_address[1]
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def crawl(tmp_path, seeds, *settings):
+    seed_file = tmp_path / "seeds.txt"
+    seed_file.write_text("\n".join(seeds) + "\n")
+    out = tmp_path / "out.jsonl"
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seed_file}", "-O", str(out)]
+    for setting in (
+        "FRONTIER_IDLE_SECONDS=1",
+        "FRONTIER_HOST_INTERVAL=0",
+        f"CRAWL_DIR={tmp_path / 'crawl'}",
+        *settings,
+    ):
+        cmd += ["-s", setting]
+    proc = subprocess.run(cmd, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {page["url"]: page for page in read_pages(out)}, proc.stderr
+
+
+def test_private_targets_are_refused_and_recorded(tmp_path, server):
+    seeds = [
+        f"http://127.0.0.1:{server}/a",
+        "http://169.254.169.254/latest/meta-data/",
+        f"http://[::1]:{server}/b",
+        f"http://localhost:{server}/c",  # a name that resolves to a private address
+    ]
+    pages, log = crawl(tmp_path, seeds)
+    assert _Handler.hits == []  # nothing was fetched, robots.txt included
+    assert set(pages) == set(seeds)
+    for url, page in pages.items():
+        assert page["status"] is None and page["error"].startswith("AddressRefused"), (url, page)
+    assert "'netguard/refused':" in log
+    assert "Traceback" not in log and "CRITICAL" not in log
+
+
+def test_allow_list_lets_loopback_through(tmp_path, server):
+    seeds = [f"http://127.0.0.1:{server}/a", f"http://localhost:{server}/c"]
+    pages, _ = crawl(tmp_path, seeds, "NETWORK_GUARD_ALLOW=127.0.0.0/8,::1/128")
+    assert {url: page["status"] for url, page in pages.items()} == {url: 200 for url in seeds}
+    assert sorted(p for p in _Handler.hits if p != "/robots.txt") == ["/a", "/c"]
