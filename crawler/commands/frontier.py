@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
@@ -32,6 +33,10 @@ class Command(ScrapyCommand):
         parser.add_argument("--crawl", metavar="NAME", help="crawl name (default: CRAWL_NAME)")
         parser.add_argument("--json", action="store_true", help="print JSON")
         parser.add_argument("--yes", action="store_true", help="confirm clear")
+        parser.add_argument(
+            "--watch", type=float, metavar="SECONDS", help="print a progress line every SECONDS (Ctrl-C stops)"
+        )
+        parser.add_argument("--count", type=int, default=0, help="with --watch: stop after this many lines")
 
     def run(self, args, opts):
         action = args[0] if args else "stats"
@@ -48,7 +53,12 @@ class Command(ScrapyCommand):
                     return
                 print(f"deleted {frontier.clear()} keys of crawl {frontier.keys.crawl_name!r}")
                 return
+            if opts.watch:
+                watch(frontier, opts.watch, opts.count)
+                return
             stats = frontier.stats()
+        except KeyboardInterrupt:
+            return
         except Exception as exc:  # Redis unreachable, bad settings: one clear line
             print(f"frontier: {type(exc).__name__}: {exc}", file=sys.stderr)
             self.exitcode = 1
@@ -77,3 +87,27 @@ def format_stats(name: str, s: dict) -> str:
             f"est. false-positive rate {seen['false_positive_rate']:.2e}",
         ]
     )
+
+
+def watch(frontier, every: float, count: int = 0) -> None:
+    """Print a progress line every ``every`` seconds: queue sizes, leases, and the
+    URLs handed out and acknowledged per second (all workers together)."""
+    last, shown = None, 0
+    while not count or shown < count:
+        s, now = frontier.stats(), time.monotonic()
+        rates = ""
+        if last is not None:
+            elapsed = max(now - last[0], 1e-9)
+            rates = (
+                f", {(s['popped'] - last[1]['popped']) / elapsed:.1f} handed out/s,"
+                f" {(s['acked'] - last[1]['acked']) / elapsed:.1f} pages done/s"
+            )
+        print(
+            f"{time.strftime('%H:%M:%S')} queued {s['queued']} ({s['hosts_due']} hosts due of "
+            f"{s['hosts_queued']}), leased {s['leased']}, seen {s['seen']['urls']}, "
+            f"expired {s['expired']}{rates}",
+            flush=True,
+        )
+        last, shown = (now, s), shown + 1
+        if not count or shown < count:
+            time.sleep(every)

@@ -1,0 +1,53 @@
+"""`scrapy frontier`: the frontier's numbers one command away."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from crawler.commands.frontier import watch
+from crawler.frontier.frontier import Entry, Frontier
+from tests.workers import clean_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_stats_as_json(redis_url, redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name)
+    f.push_many([Entry(url=f"http://h{i}.example/", payload=b"x") for i in range(5)])
+    env = clean_env()
+    env["REDIS_URL"] = redis_url
+    out = subprocess.run(
+        [sys.executable, "-m", "scrapy", "frontier", "--json", "--crawl", crawl_name],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    stats = json.loads(out.stdout)
+    assert stats["queued"] == 5 and stats["seen"]["urls"] == 5 and stats["leased"] == 0
+
+
+def test_watch_reports_rates(redis_client, crawl_name, capsys):
+    f = Frontier(redis_client, crawl_name, host_interval=0)
+    f.push_many([Entry(url=f"http://h{i}.example/", payload=b"x") for i in range(40)])
+
+    def work():
+        time.sleep(0.2)
+        for _ in range(20):
+            leases, _ = f.pop(1)
+            f.ack(*(lease.id for lease in leases))
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    watch(f, 1.0, count=2)
+    worker.join()
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2
+    assert "queued 40" in lines[0]
+    rate = float(lines[1].split(", ")[-1].split(" pages done/s")[0])
+    assert 10 <= rate <= 25  # 20 pages acknowledged in about one second
