@@ -95,7 +95,18 @@ NETWORK_GUARD_ENABLED = True
 NETWORK_GUARD_ALLOW = []  # e.g. ["10.1.0.0/16", "127.0.0.0/8"]
 TWISTED_DNS_RESOLVER = "crawler.middlewares.netguard.GuardedResolver"
 
+# --- host back-off (crawler/middlewares/backoff.py) -----------------------------------
+# A 429 or 503 answer (or its Retry-After) keeps every worker away from the host.
+HOST_BACKOFF_ENABLED = True
+HOST_BACKOFF_HTTP_CODES = [429, 503]
+HOST_BACKOFF_MIN = 30.0  # seconds, doubled at each back-off in a row (with jitter)
+HOST_BACKOFF_MAX = 3600.0  # seconds, also the cap on Retry-After
+HOST_BACKOFF_QUIET = 600.0  # seconds without a back-off after which the doubling restarts
+HOST_BACKOFF_MAX_RETRIES = 5  # back-offs of one page before its answer is kept
+
 DOWNLOADER_MIDDLEWARES = {
+    # sees responses before RetryMiddleware (550), which would retry at once
+    "crawler.middlewares.backoff.HostBackoffMiddleware": 560,
     # after HttpProxyMiddleware (750), so that it sees the proxy
     "crawler.middlewares.netguard.NetworkGuardMiddleware": 760,
 }

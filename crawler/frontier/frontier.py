@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from crawler.frontier.bloom import ScalableLayout
 from crawler.frontier.keys import SEP, Keys
-from crawler.frontier.scripts import ACK, POP, PUSH
+from crawler.frontier.scripts import ACK, BACKOFF, POP, PUSH
 from crawler.frontier.traps import TrapGuard
 from crawler.urls import InvalidURL, url_host
 
@@ -134,6 +134,7 @@ class Frontier:
         self._push = redis.register_script(PUSH)
         self._pop = redis.register_script(POP)
         self._ack = redis.register_script(ACK)
+        self._backoff = redis.register_script(BACKOFF)
         self._generation = 0  # filters known to this client; read on first push
         self.last_acked = 0  # leases the last pop() acknowledged
 
@@ -291,6 +292,34 @@ class Frontier:
         """Give leases back now: the next pop puts their URLs back in their queues."""
         if lease_ids:
             self.redis.zadd(self.keys.leases, {lease_id: 0 for lease_id in lease_ids}, xx=True)
+
+    def back_off(
+        self,
+        host: str,
+        *,
+        minimum: float,
+        maximum: float,
+        quiet: float,
+        retry_after: float = 0.0,
+        jitter: float = 1.0,
+        now: int | None = None,
+    ) -> float:
+        """Keep every worker away from ``host`` for a while (it answered 429/503):
+        Retry-After if given, else an exponential back-off (see scripts.BACKOFF).
+        Returns the delay in seconds."""
+        ms = self._backoff(
+            args=[
+                self.keys.prefix,
+                host,
+                now_ms() if now is None else now,
+                int(minimum * 1000),
+                int(maximum * 1000),
+                int(quiet * 1000),
+                int(retry_after * 1000),
+                jitter,
+            ]
+        )
+        return int(ms) / 1000
 
     def set_interval(self, host: str, seconds: float) -> None:
         self.redis.hset(self.keys.hdelay, host, int(seconds * 1000))

@@ -18,6 +18,8 @@ key                         type    contents
                                     back queue empties so a returning host stays polite
 ``hdelay``                  hash    host -> interval (ms) overriding the default
 ``hpages``                  hash    host -> URLs admitted (trap guard: pages per host)
+``hback``                   hash    host -> ``<level>:<time ms>`` of its last back-off
+                                    (429/503 answers)
 ``leases``                  zset    lease -> expiry time (ms); a lease is
                                     ``<seq>\\x1f<attempt>\\x1f<host>\\x1f<payload>``
 ``lease:seq``               string  lease counter (keeps two leases of a URL apart)

@@ -340,6 +340,37 @@ return out
 """
 )
 
+# BACKOFF: push a host back after it answered 429/503 (or sent Retry-After), for every
+# worker. ARGV[1] key prefix, ARGV[2] host, ARGV[3] now (ms), ARGV[4] minimum back-off
+# (ms), ARGV[5] maximum (ms), ARGV[6] quiet period (ms) after which the host's back-off
+# level is forgiven, ARGV[7] Retry-After (ms, 0: none), ARGV[8] jitter factor (>= 1).
+# The delay is Retry-After if given (capped at the maximum), else minimum * 2^level
+# times the jitter, capped; the host may not be fetched again before now + delay: its
+# hnext time and, if it is in the ready heap, its score move there (never earlier).
+# Returns the delay (ms).
+BACKOFF = r"""
+local prefix, host, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local lo, hi, quiet = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local retry_after, jitter = tonumber(ARGV[7]), tonumber(ARGV[8])
+local state = redis.call('HGET', prefix .. 'hback', host)
+local level, last = 0, 0
+if state then
+    local sep = string.find(state, ':', 1, true)
+    level, last = tonumber(string.sub(state, 1, sep - 1)), tonumber(string.sub(state, sep + 1))
+    if now - last > quiet then level = 0 else level = level + 1 end
+end
+local delay = retry_after
+if delay <= 0 then delay = math.floor(math.min(hi, lo * 2 ^ level) * jitter) end
+delay = math.min(delay, hi)
+local until_ms = now + delay
+redis.call('HSET', prefix .. 'hback', host, level .. ':' .. now)
+if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < until_ms then
+    redis.call('HSET', prefix .. 'hnext', host, until_ms)
+end
+redis.call('ZADD', prefix .. 'ready', 'XX', 'GT', until_ms, host)
+return delay
+"""
+
 # ACK: release leases whose pages have been handled (stored, or failed for good).
 # ARGV[1] key prefix, ARGV[2..] leases. Returns how many were still held.
 # Acknowledging an unknown or expired lease is a no-op, so acks are idempotent.
