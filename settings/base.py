@@ -104,11 +104,18 @@ HOST_BACKOFF_MAX = 3600.0  # seconds, also the cap on Retry-After
 HOST_BACKOFF_QUIET = 600.0  # seconds without a back-off after which the doubling restarts
 HOST_BACKOFF_MAX_RETRIES = 5  # back-offs of one page before its answer is kept
 
+# --- per-host rate limiter (crawler/middlewares/ratelimit.py) -------------------------
+# The last guard before a request leaves: one slot per host interval, for all workers.
+RATE_LIMITER_ENABLED = True
+RATE_LIMITER_MAX_WAIT = 1.0  # seconds a request may wait for its slot; longer: back to the frontier
+
 DOWNLOADER_MIDDLEWARES = {
     # sees responses before RetryMiddleware (550), which would retry at once
     "crawler.middlewares.backoff.HostBackoffMiddleware": 560,
     # after HttpProxyMiddleware (750), so that it sees the proxy
     "crawler.middlewares.netguard.NetworkGuardMiddleware": 760,
+    # the last one before the download handler
+    "crawler.middlewares.ratelimit.RateLimiterMiddleware": 950,
 }
 SPIDER_MIDDLEWARES = {
     # acknowledges a page's lease once everything it produced has been handled

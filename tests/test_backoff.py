@@ -101,7 +101,7 @@ def test_a_429_backs_the_host_off_and_the_page_is_fetched_later(tmp_path):
         for setting in (
             f"CRAWL_DIR={tmp_path / 'crawl'}",
             "NETWORK_GUARD_ALLOW=127.0.0.0/8",
-            "FRONTIER_HOST_INTERVAL=0.1",
+            "FRONTIER_HOST_INTERVAL=0.5",  # /b is due after the 429 has been seen
             "FRONTIER_IDLE_SECONDS=2",
         ):
             cmd += ["-s", setting]

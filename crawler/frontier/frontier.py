@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from crawler.frontier.bloom import ScalableLayout
 from crawler.frontier.keys import SEP, Keys
-from crawler.frontier.scripts import ACK, BACKOFF, POP, PUSH
+from crawler.frontier.scripts import ACK, BACKOFF, POP, PUSH, SLOT
 from crawler.frontier.traps import TrapGuard
 from crawler.urls import InvalidURL, url_host
 
@@ -135,6 +135,7 @@ class Frontier:
         self._pop = redis.register_script(POP)
         self._ack = redis.register_script(ACK)
         self._backoff = redis.register_script(BACKOFF)
+        self._slot = redis.register_script(SLOT)
         self._generation = 0  # filters known to this client; read on first push
         self.last_acked = 0  # leases the last pop() acknowledged
 
@@ -292,6 +293,17 @@ class Frontier:
         """Give leases back now: the next pop puts their URLs back in their queues."""
         if lease_ids:
             self.redis.zadd(self.keys.leases, {lease_id: 0 for lease_id in lease_ids}, xx=True)
+
+    def slot(self, host: str, max_wait: float, now: int | None = None) -> int:
+        """The time (ms) a request to ``host`` may leave: taken when it is at most
+        ``max_wait`` seconds away, else the host is pushed back to it (scripts.SLOT)."""
+        args = [self.keys.prefix, host, now_ms() if now is None else now, self.host_interval_ms, int(max_wait * 1000)]
+        return int(self._slot(args=args))
+
+    def backed_off_until(self, host: str) -> int:
+        """The end (ms) of the host's last back-off (0: none)."""
+        state = self.redis.hget(self.keys.hback, host)
+        return int(state.rsplit(b":", 1)[1]) if state else 0
 
     def back_off(
         self,

@@ -17,8 +17,10 @@ key                         type    contents
 ``hnext``                   hash    host -> next allowed fetch time (ms), kept after the
                                     back queue empties so a returning host stays polite
 ``hdelay``                  hash    host -> interval (ms) overriding the default
+``hlast``                   hash    host -> time (ms) of the last request the rate
+                                    limiter let leave (robots.txt, retries included)
 ``hpages``                  hash    host -> URLs admitted (trap guard: pages per host)
-``hback``                   hash    host -> ``<level>:<time ms>`` of its last back-off
+``hback``                   hash    host -> ``<level>:<time>:<until>`` (ms) of its last back-off
                                     (429/503 answers)
 ``leases``                  zset    lease -> expiry time (ms); a lease is
                                     ``<seq>\\x1f<attempt>\\x1f<host>\\x1f<payload>``
@@ -50,6 +52,8 @@ class Keys:
         self.hnext = p + "hnext"
         self.hdelay = p + "hdelay"
         self.hpages = p + "hpages"
+        self.hback = p + "hback"
+        self.hlast = p + "hlast"
         self.leases = p + "leases"
         self.lease_seq = p + "lease:seq"
         self.seen_meta = p + "seen:meta"

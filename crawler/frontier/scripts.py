@@ -353,22 +353,52 @@ local prefix, host, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local lo, hi, quiet = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local retry_after, jitter = tonumber(ARGV[7]), tonumber(ARGV[8])
 local state = redis.call('HGET', prefix .. 'hback', host)
-local level, last = 0, 0
+local level = 0
 if state then
-    local sep = string.find(state, ':', 1, true)
-    level, last = tonumber(string.sub(state, 1, sep - 1)), tonumber(string.sub(state, sep + 1))
-    if now - last > quiet then level = 0 else level = level + 1 end
+    local old_level, last = string.match(state, '^(%d+):(%d+):')
+    if now - tonumber(last) <= quiet then level = tonumber(old_level) + 1 end
 end
 local delay = retry_after
 if delay <= 0 then delay = math.floor(math.min(hi, lo * 2 ^ level) * jitter) end
 delay = math.min(delay, hi)
 local until_ms = now + delay
-redis.call('HSET', prefix .. 'hback', host, level .. ':' .. now)
+redis.call('HSET', prefix .. 'hback', host, string.format('%d:%d:%d', level, now, until_ms))
 if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < until_ms then
     redis.call('HSET', prefix .. 'hnext', host, until_ms)
 end
 redis.call('ZADD', prefix .. 'ready', 'XX', 'GT', until_ms, host)
 return delay
+"""
+
+# SLOT: the rate limiter's atomic step (Aragog's lastScheduledFetchTime), run just before
+# every request leaves a worker. ARGV[1] key prefix, ARGV[2] host, ARGV[3] now (ms),
+# ARGV[4] default interval (ms), ARGV[5] longest wait (ms) a request may take.
+# slot = max(now, last + interval, end of the host's back-off), interval from hdelay or
+# the default. When the slot
+# is at most the longest wait away, it is taken (hlast = slot) and the caller waits for
+# it; otherwise nothing is taken and the host's next hand-out time (hnext, and its score
+# in the ready heap) moves to the slot, so the caller can give the request back to the
+# frontier. Returns the slot (ms).
+SLOT = r"""
+local prefix, host, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local interval = tonumber(redis.call('HGET', prefix .. 'hdelay', host) or ARGV[4])
+local last = redis.call('HGET', prefix .. 'hlast', host)
+local slot = now
+if last and tonumber(last) + interval > now then slot = tonumber(last) + interval end
+local back = redis.call('HGET', prefix .. 'hback', host)
+if back then
+    local until_ms = tonumber(string.match(back, ':(%d+)$'))
+    if until_ms > slot then slot = until_ms end
+end
+if slot - now <= tonumber(ARGV[5]) then
+    redis.call('HSET', prefix .. 'hlast', host, slot)
+else
+    if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < slot then
+        redis.call('HSET', prefix .. 'hnext', host, slot)
+    end
+    redis.call('ZADD', prefix .. 'ready', 'XX', 'GT', slot, host)
+end
+return slot
 """
 
 # ACK: release leases whose pages have been handled (stored, or failed for good).

@@ -1,0 +1,72 @@
+"""Per-host rate limiter shared by every worker (Aragog's limiter, in Redis).
+
+Just before a request leaves a worker, one atomic script takes its host's next slot,
+max(now, last + interval), where the interval is the host's override (hdelay: the
+intervals file, later robots Crawl-delay) or FRONTIER_HOST_INTERVAL. A slot at most
+RATE_LIMITER_MAX_WAIT seconds away is waited for without blocking the reactor; a slot
+further away is not taken: the host is pushed back to it in the frontier and the
+request goes back to the frontier as a retry of its lease (neither dropped nor counted
+as an error). Requests the frontier did not hand out (robots.txt) always wait for their
+slot. Every request to a host counts: robots.txt, redirect hops and retries included.
+
+The frontier already hands a host out only when it is due; the limiter is the final
+guard for everything else that reaches a host (robots.txt fetches, several workers'
+retries, clocks).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.misc import load_object
+from twisted.internet import reactor, task
+
+from crawler.frontier.codec import LEASE_META
+from crawler.frontier.connection import redis_from_settings
+from crawler.frontier.frontier import now_ms, politeness_key
+
+logger = logging.getLogger(__name__)
+
+
+class RateLimiterMiddleware:
+    def __init__(self, stats, frontier, max_wait: float):
+        self.stats = stats
+        self.frontier = frontier
+        self.max_wait = max_wait
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        s = crawler.settings
+        if not s.getbool("RATE_LIMITER_ENABLED"):
+            raise NotConfigured
+        frontier = load_object(s.get("FRONTIER_CLASS")).from_settings(s, redis_from_settings(s))
+        return cls(crawler.stats, frontier, s.getfloat("RATE_LIMITER_MAX_WAIT"))
+
+    async def process_request(self, request, spider=None):
+        host = politeness_key(request.url, self.frontier.politeness)
+        from_frontier = bool(request.meta.get(LEASE_META))
+        try:
+            now = now_ms()
+            slot = self.frontier.slot(host, self.max_wait if from_frontier else 1e9, now=now)
+        except redis.RedisError as exc:  # the frontier spaced it already: let it go
+            logger.warning("Rate limiter unavailable (%s); %s goes unchecked", exc, request.url)
+            return None
+        wait = (slot - now) / 1000
+        if wait > self.max_wait and from_frontier:
+            self.stats.inc_value("ratelimit/handed_back")
+            return request.replace(dont_filter=True)  # back to its host's queue, due at the slot
+        if wait > 0:
+            self.stats.inc_value("ratelimit/waited")
+            await maybe_deferred_to_future(task.deferLater(reactor, wait, lambda: None))
+            # the host may have been backed off (429/503) while this request waited
+            try:
+                backed_off = self.frontier.backed_off_until(host) > now_ms()
+            except redis.RedisError:
+                backed_off = False
+            if backed_off and from_frontier:
+                self.stats.inc_value("ratelimit/handed_back")
+                return request.replace(dont_filter=True)
+        return None
