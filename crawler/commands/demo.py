@@ -15,8 +15,7 @@ from collections import Counter
 from scrapy.commands import ScrapyCommand
 
 from crawler.demosite import serve_site
-from crawler.frontier.connection import redis_from_settings
-from crawler.frontier.frontier import Frontier
+from crawler.frontier.connection import frontier_from_settings
 
 
 class Command(ScrapyCommand):
@@ -54,7 +53,7 @@ class Command(ScrapyCommand):
             print("demo: --hosts must be at least 1 and --pages at least 3")
             self.exitcode = 2
             return
-        frontier = Frontier.from_settings(self.settings, redis_from_settings(self.settings))
+        frontier = frontier_from_settings(self.settings)
         frontier.clear()
         with serve_site(hosts=opts.hosts, pages=opts.pages) as site:
             seeds = os.path.join(self.settings.get("CRAWL_DIR"), "demo-seeds.txt")

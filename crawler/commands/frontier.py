@@ -14,8 +14,7 @@ import time
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.frontier.connection import redis_from_settings
-from crawler.frontier.frontier import Frontier
+from crawler.frontier.connection import frontier_from_settings
 
 
 class Command(ScrapyCommand):
@@ -45,7 +44,7 @@ class Command(ScrapyCommand):
         if opts.crawl:
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
         try:
-            frontier = Frontier.from_settings(self.settings, redis_from_settings(self.settings))
+            frontier = frontier_from_settings(self.settings)
             if action == "clear":
                 if not opts.yes:
                     print(f"clear deletes every key of crawl {frontier.keys.crawl_name!r}; add --yes")

@@ -60,3 +60,10 @@ def embedded_redis(db_path: str):
         atexit.register(client.connection_pool.disconnect)
         logger.info("Embedded Redis for %s on unix://%s", db_path, client.socket_file)
     return client
+
+
+def frontier_from_settings(settings):
+    """The crawl's frontier (FRONTIER_CLASS) on the crawl's Redis."""
+    from scrapy.utils.misc import load_object
+
+    return load_object(settings.get("FRONTIER_CLASS")).from_settings(settings, redis_from_settings(settings))

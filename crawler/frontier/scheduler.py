@@ -42,11 +42,10 @@ from collections import deque
 import redis
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
-from scrapy.utils.misc import load_object
 from twisted.internet import reactor, task
 
 from crawler.frontier import codec
-from crawler.frontier.connection import redis_from_settings
+from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.frontier import ADDED, Entry, Frontier
 from crawler.signals import page_handled
 from crawler.urls import InvalidURL, normalize_url
@@ -90,10 +89,7 @@ class FrontierScheduler:
 
     @classmethod
     def from_crawler(cls, crawler):
-        settings = crawler.settings
-        frontier_cls = load_object(settings.get("FRONTIER_CLASS"))
-        frontier = frontier_cls.from_settings(settings, redis_from_settings(settings))
-        scheduler = cls(crawler, frontier)
+        scheduler = cls(crawler, frontier_from_settings(crawler.settings))
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.ack, signal=page_handled)
         return scheduler

@@ -19,9 +19,8 @@ from email.utils import parsedate_to_datetime
 
 import redis
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.misc import load_object
 
-from crawler.frontier.connection import redis_from_settings
+from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.frontier import politeness_key
 
 logger = logging.getLogger(__name__)
@@ -56,10 +55,9 @@ class HostBackoffMiddleware:
         s = crawler.settings
         if not s.getbool("HOST_BACKOFF_ENABLED"):
             raise NotConfigured
-        frontier = load_object(s.get("FRONTIER_CLASS")).from_settings(s, redis_from_settings(s))
         return cls(
             crawler,
-            frontier,
+            frontier_from_settings(s),
             [int(code) for code in s.getlist("HOST_BACKOFF_HTTP_CODES")],
             s.getfloat("HOST_BACKOFF_MIN"),
             s.getfloat("HOST_BACKOFF_MAX"),

@@ -21,11 +21,10 @@ import logging
 import redis
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
-from scrapy.utils.misc import load_object
 from twisted.internet import reactor, task
 
 from crawler.frontier.codec import LEASE_META
-from crawler.frontier.connection import redis_from_settings
+from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.frontier import now_ms, politeness_key
 
 logger = logging.getLogger(__name__)
@@ -42,8 +41,7 @@ class RateLimiterMiddleware:
         s = crawler.settings
         if not s.getbool("RATE_LIMITER_ENABLED"):
             raise NotConfigured
-        frontier = load_object(s.get("FRONTIER_CLASS")).from_settings(s, redis_from_settings(s))
-        return cls(crawler.stats, frontier, s.getfloat("RATE_LIMITER_MAX_WAIT"))
+        return cls(crawler.stats, frontier_from_settings(s), s.getfloat("RATE_LIMITER_MAX_WAIT"))
 
     async def process_request(self, request, spider=None):
         host = politeness_key(request.url, self.frontier.politeness)

@@ -73,12 +73,11 @@ class BroadSpider(scrapy.Spider):
             yield request
 
     def _ingest_seeds(self):
-        from crawler.frontier.connection import redis_from_settings
-        from crawler.frontier.frontier import Frontier
+        from crawler.frontier.connection import frontier_from_settings
         from crawler.seeds import ingest
 
         s = self.settings
-        frontier = Frontier.from_settings(s, redis_from_settings(s))
+        frontier = frontier_from_settings(s)
         report = ingest(
             frontier,
             self.seed_files,
