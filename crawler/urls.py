@@ -436,6 +436,13 @@ def normalize_url(
         raise InvalidURL(f"cannot normalize URL {_short(url)}: {detail}") from exc
 
 
+def url_options(settings) -> dict:
+    """normalize_url's keyword arguments from the crawl's settings: URL_STRIP_PARAMS
+    (empty: the built-in list) and URL_SORT_QUERY. Seed ingestion takes the same."""
+    strip = tuple(settings.getlist("URL_STRIP_PARAMS")) or DEFAULT_STRIP_PARAMS
+    return {"strip_params": strip, "sort_query": settings.getbool("URL_SORT_QUERY")}
+
+
 def url_host(url: str) -> str:
     """Lowercase ASCII host of an (already normalized) URL, without port.
 

@@ -28,6 +28,7 @@ from crawler.frontier.connection import redis_from_settings
 from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.seeds import STDIN, IngestReport, SeedFileError, check_readable, ingest
+from crawler.urls import url_options
 
 
 class ProgressLine:
@@ -134,14 +135,12 @@ class Command(ScrapyCommand):
             return self._fail(f"seed: cannot connect to Redis ({_where(settings)}): {_reason(exc)}")
 
         progress = ProgressLine(enabled=not opts.no_progress)
-        strip = tuple(settings.getlist("URL_STRIP_PARAMS")) or None
         try:
             report = ingest(
                 frontier,
                 args,
                 batch_size=batch,
-                strip_params=strip,
-                sort_query=settings.getbool("URL_SORT_QUERY"),
+                **url_options(settings),
                 progress=progress,
             )
         except SeedFileError as exc:

@@ -48,7 +48,7 @@ from crawler.frontier import codec
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.frontier import ADDED, Entry, Frontier
 from crawler.signals import page_handled
-from crawler.urls import InvalidURL, normalize_url
+from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +67,7 @@ class FrontierScheduler:
         self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
         self.idle_seconds = s.getfloat("FRONTIER_IDLE_SECONDS")
         self.intervals_file = s.get("FRONTIER_HOST_INTERVALS_FILE")
-        self.strip_params = tuple(s.getlist("URL_STRIP_PARAMS")) or None
-        self.sort_query = s.getbool("URL_SORT_QUERY")
+        self.url_options = url_options(s)
         self.spider = None
         self._buffer: list = []  # leased requests popped but not yet handed to the engine
         self._held: dict[bytes, float] = {}  # lease -> time it was popped
@@ -154,7 +153,7 @@ class FrontierScheduler:
     def enqueue_request(self, request) -> bool:
         lease = request.meta.get(codec.LEASE_META, "")
         try:
-            url = normalize_url(request.url, sort_query=self.sort_query, **self._strip())
+            url = normalize_url(request.url, **self.url_options)
         except InvalidURL:
             self._inc("frontier/invalid")
             if lease:
@@ -351,9 +350,6 @@ class FrontierScheduler:
         raise DontCloseSpider
 
     # -- helpers -------------------------------------------------------------------------
-
-    def _strip(self) -> dict:
-        return {} if self.strip_params is None else {"strip_params": self.strip_params}
 
     def _inc(self, key: str, count: int = 1) -> None:
         self.stats.inc_value(key, count)

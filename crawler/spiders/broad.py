@@ -23,7 +23,7 @@ from scrapy.utils.defer import deferred_to_future
 from twisted.internet import threads
 
 from crawler.items import Page
-from crawler.urls import InvalidURL, normalize_url, url_host
+from crawler.urls import InvalidURL, normalize_url, url_host, url_options
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +59,7 @@ class BroadSpider(scrapy.Spider):
             if spider._arg_follow is None
             else spider._arg_follow not in ("0", "false", "no")
         )
-        spider.strip_params = tuple(s.getlist("URL_STRIP_PARAMS")) or None
-        spider.sort_query = s.getbool("URL_SORT_QUERY")
+        spider.url_options = url_options(s)
         spider.link_extractor = LinkExtractor(
             deny_extensions=IGNORED_EXTENSIONS, canonicalize=False, unique=True, tags=("a", "area")
         )
@@ -82,8 +81,7 @@ class BroadSpider(scrapy.Spider):
             frontier,
             self.seed_files,
             batch_size=s.getint("SEED_BATCH_SIZE"),
-            strip_params=self.strip_params,
-            sort_query=self.sort_query,
+            **self.url_options,
         )
         logger.info("Seeds: %s", report.summary())
         for key in ("added", "seen", "invalid", "refused"):
@@ -142,7 +140,7 @@ class BroadSpider(scrapy.Spider):
         out, seen = [], set()
         for link in self.link_extractor.extract_links(response):
             try:
-                url = normalize_url(link.url, sort_query=self.sort_query, **self._strip())
+                url = normalize_url(link.url, **self.url_options)
             except InvalidURL:
                 self.crawler.stats.inc_value("links/invalid")
                 continue
@@ -162,6 +160,3 @@ class BroadSpider(scrapy.Spider):
                 self.crawler.stats.inc_value("links/out_of_scope")
                 return False
         return True
-
-    def _strip(self) -> dict:
-        return {} if self.strip_params is None else {"strip_params": self.strip_params}
