@@ -1,7 +1,6 @@
 """Host back-off on 429/503: shared by every worker, the page retried later."""
 
 import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,7 +10,7 @@ import pytest
 
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.middlewares.backoff import retry_after_seconds
-from tests.workers import clean_env, read_pages
+from tests.workers import clean_env, crawl_command, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_700_000_000_000
@@ -97,14 +96,13 @@ def test_a_429_backs_the_host_off_and_the_page_is_fetched_later(tmp_path):
         seeds = tmp_path / "seeds.txt"
         seeds.write_text(f"http://127.0.0.1:{port}/a\nhttp://127.0.0.1:{port}/b\n")
         out = tmp_path / "out.jsonl"
-        cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seeds}", "-O", str(out)]
-        for setting in (
-            f"CRAWL_DIR={tmp_path / 'crawl'}",
-            "NETWORK_GUARD_ALLOW=127.0.0.0/8",
-            "FRONTIER_HOST_INTERVAL=0.5",  # /b is due after the 429 has been seen
-            "FRONTIER_IDLE_SECONDS=2",
-        ):
-            cmd += ["-s", setting]
+        settings = {
+            "CRAWL_DIR": tmp_path / "crawl",
+            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+            "FRONTIER_HOST_INTERVAL": 0.5,  # /b is due after the 429 has been seen
+            "FRONTIER_IDLE_SECONDS": 2,
+        }
+        cmd = crawl_command(out, seeds, settings)
         proc = subprocess.run(cmd, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr[-3000:]
     finally:

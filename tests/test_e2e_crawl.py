@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -33,7 +32,7 @@ import pytest
 from crawler.demosite import FORBIDDEN_PATHS, META_PAGE, NOFOLLOW_TARGET, Site, serve_site
 from crawler.frontier.frontier import Frontier
 from tests.sites import read_pop_log
-from tests.workers import clean_env, log_tail, read_pages
+from tests.workers import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -134,12 +133,7 @@ def launch(tmp_path):
             "E2E_POP_LOG": pop_log,
             **(settings or {}),
         }
-        cmd = [sys.executable, "-m", "scrapy", "crawl", "broad"]
-        if seeds is not None:
-            cmd += ["-a", f"seeds={seeds}"]
-        cmd += ["-O", str(out)]
-        for k, v in opts.items():
-            cmd += ["-s", f"{k}={v}"]
+        cmd = crawl_command(out, seeds, opts)
         with open(stdout, "wb") as f:
             proc = subprocess.Popen(
                 cmd,

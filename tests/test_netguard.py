@@ -1,7 +1,6 @@
 """The network guard refuses private targets by default and allows what is listed."""
 
 import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -9,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from crawler.middlewares.netguard import AddressPolicy
-from tests.workers import clean_env, read_pages
+from tests.workers import clean_env, crawl_command, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,18 +74,12 @@ def server():
     httpd.server_close()
 
 
-def crawl(tmp_path, seeds, *settings):
+def crawl(tmp_path, seeds, **settings):
     seed_file = tmp_path / "seeds.txt"
     seed_file.write_text("\n".join(seeds) + "\n")
     out = tmp_path / "out.jsonl"
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seed_file}", "-O", str(out)]
-    for setting in (
-        "FRONTIER_IDLE_SECONDS=1",
-        "FRONTIER_HOST_INTERVAL=0",
-        f"CRAWL_DIR={tmp_path / 'crawl'}",
-        *settings,
-    ):
-        cmd += ["-s", setting]
+    defaults = {"FRONTIER_IDLE_SECONDS": 1, "FRONTIER_HOST_INTERVAL": 0, "CRAWL_DIR": tmp_path / "crawl"}
+    cmd = crawl_command(out, seed_file, {**defaults, **settings})
     proc = subprocess.run(cmd, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {page["url"]: page for page in read_pages(out)}, proc.stderr
@@ -110,6 +103,6 @@ def test_private_targets_are_refused_and_recorded(tmp_path, server):
 
 def test_allow_list_lets_loopback_through(tmp_path, server):
     seeds = [f"http://127.0.0.1:{server}/a", f"http://localhost:{server}/c"]
-    pages, _ = crawl(tmp_path, seeds, "NETWORK_GUARD_ALLOW=127.0.0.0/8,::1/128")
+    pages, _ = crawl(tmp_path, seeds, NETWORK_GUARD_ALLOW="127.0.0.0/8,::1/128")
     assert {url: page["status"] for url, page in pages.items()} == {url: 200 for url in seeds}
     assert sorted(p for p in _Handler.hits if p != "/robots.txt") == ["/a", "/c"]

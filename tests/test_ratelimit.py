@@ -1,7 +1,6 @@
 """The shared per-host rate limiter: one slot per interval per host, for all workers."""
 
 import subprocess
-import sys
 import uuid
 from collections import defaultdict
 from itertools import pairwise
@@ -11,7 +10,7 @@ import pytest
 
 from crawler.demosite import serve_site
 from crawler.frontier.frontier import Entry, Frontier
-from tests.workers import clean_env, read_pages
+from tests.workers import clean_env, crawl_command, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_700_000_000_000
@@ -56,17 +55,14 @@ def test_three_workers_never_hit_a_host_faster_than_its_interval(redis_url, tmp_
         procs = []
         for i in range(3):
             out = tmp_path / f"w{i}.jsonl"
-            cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-O", str(out)]
-            if i == 0:
-                cmd += ["-a", f"seeds={seeds}"]
-            for setting in (
-                f"CRAWL_NAME={name}",
-                "NETWORK_GUARD_ALLOW=127.0.0.0/8",
-                f"FRONTIER_HOST_INTERVAL={interval}",
-                "FRONTIER_IDLE_SECONDS=3",
-                "LOG_LEVEL=INFO",
-            ):
-                cmd += ["-s", setting]
+            settings = {
+                "CRAWL_NAME": name,
+                "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+                "FRONTIER_HOST_INTERVAL": interval,
+                "FRONTIER_IDLE_SECONDS": 3,
+                "LOG_LEVEL": "INFO",
+            }
+            cmd = crawl_command(out, seeds if i == 0 else None, settings)
             env = clean_env()
             env["REDIS_URL"] = redis_url
             procs.append((subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True), out))

@@ -21,7 +21,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -31,7 +30,7 @@ import redis
 
 from crawler.demosite import Site, serve_site
 from crawler.frontier.frontier import Frontier
-from tests.workers import clean_env, log_tail, read_pages
+from tests.workers import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -191,9 +190,7 @@ class Worker:
             "LOG_FILE": self.log,
             "USER_AGENT": "crawler/0.1 (e2e-redis-outage)",
         }
-        cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seeds}", "-O", str(self.out)]
-        for k, v in settings.items():
-            cmd += ["-s", f"{k}={v}"]
+        cmd = crawl_command(self.out, seeds, settings)
         env = clean_env()
         env["REDIS_URL"] = redis_url
         with open(self.stdout, "wb") as f:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 # environment variables that would change what a worker does behind the test's back
@@ -50,3 +51,14 @@ def log_tail(paths, lines: int, empty: str) -> str:
         if text:
             parts.append(f"--- {path.name} (last {lines} lines) ---\n" + "\n".join(text[-lines:]))
     return "\n".join(parts) or empty
+
+
+def crawl_command(out: Path, seeds: Path | None = None, settings: dict | None = None) -> list[str]:
+    """``scrapy crawl broad`` writing its Pages to ``out``, seeding ``seeds`` when given,
+    with ``-s NAME=VALUE`` for each of ``settings``."""
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-O", str(out)]
+    if seeds is not None:
+        cmd += ["-a", f"seeds={seeds}"]
+    for name, value in (settings or {}).items():
+        cmd += ["-s", f"{name}={value}"]
+    return cmd
