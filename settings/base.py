@@ -34,6 +34,9 @@ FRONTIER_PRIORITY_LEVELS = 3  # front queues; level weights 4:2:1 for 3 levels
 FRONTIER_HOST_INTERVAL = 1.0  # seconds between two fetches handed out for one host
 FRONTIER_HOST_INTERVALS_FILE = ""  # lines "HOST SECONDS" or "HOST Nqps"
 FRONTIER_POLITENESS_KEY = "host"  # or "domain" (registered domain, public suffix list)
+# Requests in flight at once per host (politeness key), across all workers; a host
+# waits for a download to end before the next one starts (0: no limit).
+FRONTIER_HOST_MAX_IN_FLIGHT = 1
 FRONTIER_LEASE_SECONDS = 60.0  # a popped URL returns to its queue if not renewed in time
 FRONTIER_LEASE_MAX_HOLD = 900.0  # a worker stops renewing a lease older than this
 FRONTIER_LEASE_MAX_ATTEMPTS = 3  # leases of one URL that may expire before it is abandoned

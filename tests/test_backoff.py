@@ -38,7 +38,8 @@ def test_backed_off_host_is_not_handed_out(frontier):
     frontier.push_many([Entry(url=f"http://a.example/{i}", payload=f"{i}".encode()) for i in range(2)])
     leases, _ = frontier.pop(1, now=T0)
     assert len(leases) == 1
-    frontier.back_off("a.example", now=T0 + 10, **LIMITS)  # the host is in the ready heap
+    frontier.back_off("a.example", now=T0 + 10, **LIMITS)
+    frontier.ack(landed=[leases[0].id], now=T0 + 20)  # its download ended: back in the heap
     assert frontier.pop(1, now=T0 + 9_999)[0] == []
     assert len(frontier.pop(1, now=T0 + 10_010)[0]) == 1
 

@@ -19,6 +19,9 @@ def entry(url, **kw):
 def make_frontier(redis_client, crawl_name):
     def make(**kw):
         kw.setdefault("host_interval", 1.0)
+        # most tests hand out several URLs of a host without landing them; the
+        # in-flight limit has tests of its own
+        kw.setdefault("max_in_flight", 0)
         return Frontier(redis_client, kw.pop("name", crawl_name), **kw)
 
     return make
@@ -306,3 +309,51 @@ def test_binary_payloads_survive_the_round_trip(make_frontier):
     # and again after its lease expired and it went back to its queue
     again, _ = f.pop(1, now=T0 + f.lease_ms + 1)
     assert again[0].payload == payload
+
+
+# -- requests in flight per host -----------------------------------------------------
+
+
+def test_a_host_waits_for_its_download_to_land(make_frontier):
+    f = make_frontier(max_in_flight=1, host_interval=1.0)
+    f.push_many([entry(f"http://a.example/{i}") for i in range(3)] + [entry("http://b.example/1")])
+    urls, leases, _ = pop_urls(f, n=10, now=T0)
+    assert sorted(urls) == ["http://a.example/0", "http://b.example/1"]
+    a = next(lease for lease in leases if b"a.example" in lease.payload)
+    # due again by its interval, but its download has not ended
+    assert pop_urls(f, n=10, now=T0 + 5000)[0] == []
+    assert f.stats()["hosts_queued"] == 0
+    f.ack(landed=[a.id], now=T0 + 5000)  # landed; its page is still being handled
+    assert f.stats()["leased"] == 2
+    urls, leases2, _ = pop_urls(f, n=10, now=T0 + 5001)
+    assert urls == ["http://a.example/1"]
+    # an acknowledgement lands too (once: landing again changes nothing)
+    f.ack(a.id, landed=[a.id])
+    assert pop_urls(f, n=10, now=T0 + 9000)[0] == []
+    urls, _, _ = f.pop(10, now=T0 + 9001, ack=[leases2[0].id])[0], None, None
+    assert [lease.payload.decode() for lease in urls] == ["http://a.example/2"]
+
+
+def test_expired_and_replaced_leases_land(make_frontier):
+    f = make_frontier(max_in_flight=1, host_interval=0.0, lease_seconds=10)
+    f.push_many([entry(f"http://a.example/{i}") for i in range(3)])
+    _, leases, _ = pop_urls(f, now=T0)
+    assert pop_urls(f, now=T0 + 100)[0] == []
+    # a follow-up (redirect) replacing the lease ends its flight and goes first
+    f.push(entry("http://a.example/moved", follow_up=True, replaces_lease=leases[0].id), now=T0 + 200)
+    urls, leases, _ = pop_urls(f, now=T0 + 300)
+    assert urls == ["http://a.example/moved"]
+    # a lease that expires (a dead worker) lands, and its URL is handed out again
+    assert pop_urls(f, now=T0 + 400)[0] == []
+    urls, _, _ = pop_urls(f, now=T0 + 300 + 10_001)
+    assert urls == ["http://a.example/moved"]
+
+
+def test_a_higher_limit_allows_that_many_at_once(make_frontier):
+    f = make_frontier(max_in_flight=2, host_interval=0.0)
+    f.push_many([entry(f"http://a.example/{i}") for i in range(4)])
+    assert len(pop_urls(f, now=T0)[0]) == 1
+    assert len(pop_urls(f, now=T0 + 1)[0]) == 1
+    assert pop_urls(f, now=T0 + 2)[0] == []
+    f.ack(landed=[], now=T0 + 3)  # nothing to land: nothing changes
+    assert pop_urls(f, now=T0 + 4)[0] == []

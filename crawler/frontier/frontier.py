@@ -6,7 +6,8 @@ The verbs, each one Redis round trip:
                         ``prepare`` (Python, no I/O) then ``send`` (Redis)
 ``pop(n, ack=...)``     lease up to n URLs from hosts that are due (acknowledging
                         earlier leases in the same call)
-``ack(*leases)``        the pages of these leases are handled; forget them
+``ack(*leases, landed=...)``  the pages of these leases are handled; forget them (and
+                        the downloads of ``landed`` leases ended)
 ``renew(leases)``       extend leases of pages still in progress
 ``release(leases)``     give leases back now (a worker closing)
 ``set_interval(host, seconds)``  a host's politeness interval
@@ -115,6 +116,7 @@ class Frontier:
         bloom_error_rate: float = 1e-6,
         bloom_growth: int = 2,
         max_pages_per_host: int = 0,
+        max_in_flight: int = 1,
         traps: TrapGuard | None = None,
     ):
         if priority_levels < 1:
@@ -130,6 +132,7 @@ class Frontier:
         self.refill_batch = refill_batch
         self.layout = ScalableLayout(bloom_capacity, bloom_error_rate, bloom_growth)
         self.max_pages_per_host = max_pages_per_host
+        self.max_in_flight = max_in_flight
         self.traps = traps or TrapGuard()
         self._push = redis.register_script(PUSH)
         self._pop = redis.register_script(POP)
@@ -154,6 +157,7 @@ class Frontier:
             bloom_error_rate=settings.getfloat("FRONTIER_BLOOM_ERROR_RATE"),
             bloom_growth=settings.getint("FRONTIER_BLOOM_GROWTH"),
             max_pages_per_host=settings.getint("FRONTIER_MAX_PAGES_PER_HOST"),
+            max_in_flight=settings.getint("FRONTIER_HOST_MAX_IN_FLIGHT"),
             traps=TrapGuard.from_settings(settings),
         )
 
@@ -232,6 +236,7 @@ class Frontier:
             self.max_pages_per_host,
             0,  # now: set when sent
             len(batch),
+            self.max_in_flight,
         ]
         positions = self.layout.positions
         level = self.level
@@ -252,11 +257,13 @@ class Frontier:
 
     # -- hand out ----------------------------------------------------------------
 
-    def pop(self, n: int = 1, now: int | None = None, ack=()) -> tuple[list[Lease], int | None]:
+    def pop(self, n: int = 1, now: int | None = None, ack=(), landed=()) -> tuple[list[Lease], int | None]:
         """Lease up to ``n`` URLs from due hosts, first acknowledging the leases in
-        ``ack`` (in the same round trip). Returns the leases and, when fewer than ``n``
-        were handed out, the time (ms) the next host is due (None when no host has
-        queued URLs, or when ``n`` leases were handed out)."""
+        ``ack`` and landing those in ``landed`` (in the same round trip). Returns the
+        leases and, when fewer than ``n`` were handed out, the time (ms) the next host
+        is due (None when no host has queued URLs, or when ``n`` leases were handed
+        out). A host has at most ``max_in_flight`` leases in flight (popped, neither
+        landed nor ended); 0 lifts the limit."""
         out = self._pop(
             args=[
                 self.keys.prefix,
@@ -267,7 +274,10 @@ class Frontier:
                 self.refill_batch,
                 self.weights,
                 self.max_attempts,
+                self.max_in_flight,
+                len(ack),
                 *ack,
+                *landed,
             ]
         )
         next_due = int(out[0])
@@ -275,10 +285,14 @@ class Frontier:
         leases = [Lease(lease, lease.split(SEP.encode(), 3)[3]) for lease in out[2:]]
         return leases, (None if next_due < 0 else next_due)
 
-    def ack(self, *lease_ids: str) -> int:
-        if not lease_ids:
+    def ack(self, *lease_ids, landed=(), now: int | None = None) -> int:
+        """Forget these leases (their pages are handled) and land the ``landed`` ones
+        (their downloads ended). Returns how many acknowledged leases were held."""
+        if not lease_ids and not landed:
             return 0
-        return int(self._ack(args=[self.keys.prefix, *lease_ids]))
+        now = now_ms() if now is None else now
+        args = [self.keys.prefix, now, self.max_in_flight, len(lease_ids), *lease_ids, *landed]
+        return int(self._ack(args=args))
 
     def renew(self, lease_ids, now: int | None = None) -> None:
         if not lease_ids:

@@ -13,7 +13,7 @@ key                         type    contents
 ``bq:<host>``               list    back queue of one politeness key (host); payloads
 ``ready``                   zset    ready-host heap: host -> time (ms) it may next be
                                     fetched; a host is here iff its back queue is not
-                                    empty
+                                    empty and it is below its in-flight limit
 ``hnext``                   hash    host -> next allowed fetch time (ms), kept after the
                                     back queue empties so a returning host stays polite
 ``hdelay``                  hash    host -> interval (ms) overriding the default
@@ -22,6 +22,10 @@ key                         type    contents
 ``hpages``                  hash    host -> URLs admitted (trap guard: pages per host)
 ``hback``                   hash    host -> ``<level>:<time>:<until>`` (ms) of its last back-off
                                     (429/503 answers)
+``hflight``                 hash    host -> leases in flight (popped, download not
+                                    ended); a host at FRONTIER_HOST_MAX_IN_FLIGHT is
+                                    out of the ready heap until one lands
+``flying``                  set     seq of every lease in flight
 ``leases``                  zset    lease -> expiry time (ms); a lease is
                                     ``<seq>\\x1f<attempt>\\x1f<host>\\x1f<payload>``
 ``lease:seq``               string  lease counter (keeps two leases of a URL apart)
@@ -55,6 +59,8 @@ class Keys:
         self.hback = p + "hback"
         self.hlast = p + "hlast"
         self.leases = p + "leases"
+        self.hflight = p + "hflight"
+        self.flying = p + "flying"
         self.lease_seq = p + "lease:seq"
         self.seen_meta = p + "seen:meta"
         self.counters = p + "counters"

@@ -24,7 +24,9 @@ the worker learned is lost while it lives; a worker killed during an outage lose
 unacknowledged work, which its expired leases bring back.
 
 Acknowledgements travel with the worker's next pop (one round trip for both), or
-after ACK_DELAY when no pop comes.
+after ACK_DELAY when no pop comes. So do landings: when a leased request leaves the
+downloader (response or failure), its host may take its next request in flight
+(FRONTIER_HOST_MAX_IN_FLIGHT) while the page itself is still being handled.
 
 Leases: popped URLs are leased to this worker; the worker renews the leases it holds
 every FRONTIER_LEASE_SECONDS / 3 until they are acknowledged (``ack``, called when the
@@ -80,6 +82,7 @@ class FrontierScheduler:
         self._outbox: deque = deque()
         # Acknowledgements ride on the next pop; a timer sends them if no pop comes soon.
         self._acks: list[bytes] = []
+        self._landed: list[bytes] = []  # leases whose downloads ended, to tell the frontier
         self._ack_call = None
         self._backoff = 0.0
         self._down_since: float | None = None
@@ -91,6 +94,7 @@ class FrontierScheduler:
         scheduler = cls(crawler, frontier_from_settings(crawler.settings))
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.ack, signal=page_handled)
+        crawler.signals.connect(scheduler.landed, signal=signals.request_left_downloader)
         return scheduler
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -194,10 +198,12 @@ class FrontierScheduler:
             if now < self._next_poll:
                 return None
             acks, self._acks = self._acks, []
+            landed, self._landed = self._landed, []
             try:
-                leases, next_due = self.frontier.pop(self.pop_batch, ack=acks)
+                leases, next_due = self.frontier.pop(self.pop_batch, ack=acks, landed=landed)
             except redis.RedisError as exc:
-                self._acks[:0] = acks  # acks are idempotent: send them again later
+                self._acks[:0] = acks  # acks and landings are idempotent: send them again later
+                self._landed[:0] = landed
                 self._redis_down(exc)
                 self._next_poll = now + self._backoff
                 self._wake_engine_in(self._backoff)
@@ -232,19 +238,30 @@ class FrontierScheduler:
             self._defer(("ack", lease))
             return
         self._acks.append(lease)
+        self._schedule_flush()
+
+    def landed(self, request, **kwargs) -> None:
+        """The download of this request ended: its host may take another request."""
+        lease = request.meta.get(codec.LEASE_META)
+        if lease and lease in self._held and self.frontier.max_in_flight:
+            self._landed.append(lease)
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
         if self._ack_call is None or not self._ack_call.active():
             self._ack_call = reactor.callLater(ACK_DELAY, self._flush_acks)
 
     def _flush_acks(self) -> None:
         acks, self._acks = self._acks, []
-        if not acks:
+        landed, self._landed = self._landed, []
+        if not acks and not landed:
             return
-        if self._outbox:
+        if self._outbox:  # a landing not delivered is harmless: the lease's ack lands it
             for lease in acks:
                 self._defer(("ack", lease))
             return
         try:
-            self._inc("frontier/acked", self.frontier.ack(*acks))
+            self._inc("frontier/acked", self.frontier.ack(*acks, landed=landed))
         except redis.RedisError as exc:
             self._redis_down(exc)
             for lease in acks:

@@ -31,22 +31,53 @@ local function split(s, n)
     parts[#parts + 1] = string.sub(s, start)
     return parts
 end
+-- In flight: the set 'flying' holds the seq of every lease whose download has not ended,
+-- 'hflight' counts them per host. A host with max_flight in flight (0: no limit) stays
+-- out of the ready heap until one of them lands. Each script sets max_flight first.
+local max_flight = 0
+local function at_limit(prefix, host)
+    return max_flight > 0 and tonumber(redis.call('HGET', prefix .. 'hflight', host) or '0') >= max_flight
+end
 -- put a host that is not in the ready heap into it, due no earlier than its hnext
--- time; returns its score
+-- time, unless it is at its in-flight limit
 local function add_ready(prefix, host, now)
+    if at_limit(prefix, host) then return end
     local nxt = tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0')
     if nxt < now then nxt = now end
     redis.call('ZADD', prefix .. 'ready', nxt, host)
-    return nxt
 end
 local function make_ready(prefix, host, now)
-    local score = redis.call('ZSCORE', prefix .. 'ready', host)
-    if score then return tonumber(score) end
-    return add_ready(prefix, host, now)
+    if not redis.call('ZSCORE', prefix .. 'ready', host) then add_ready(prefix, host, now) end
+end
+-- the download of a lease ended (landed, acknowledged, expired, given back or replaced
+-- by a follow-up): its host may have one more in flight; idempotent per lease
+local function land(prefix, member, now)
+    local seq = string.match(member, '^(%d+)' .. SEP)
+    if not seq or redis.call('SREM', prefix .. 'flying', seq) == 0 then return end
+    local host = split(member, 4)[3]
+    if redis.call('HINCRBY', prefix .. 'hflight', host, '-1') <= 0 then
+        redis.call('HDEL', prefix .. 'hflight', host)
+    end
+    if redis.call('EXISTS', prefix .. 'bq:' .. host) == 1 then make_ready(prefix, host, now) end
 end
 local function all_ones(bits)
     for _, b in ipairs(bits) do if b == 0 then return false end end
     return true
+end
+"""
+
+# Acknowledgements and landings, shared by POP and ACK: ARGV[first] is the number a of
+# acknowledged leases that follow it; every argument after those is a landed lease.
+_SETTLE = r"""
+local function settle(prefix, first, now)
+    local a = tonumber(ARGV[first])
+    local acked = 0
+    for i = first + 1, first + a do
+        acked = acked + redis.call('ZREM', prefix .. 'leases', ARGV[i])
+        land(prefix, ARGV[i], now)
+    end
+    for i = first + a + 1, #ARGV do land(prefix, ARGV[i], now) end
+    return acked
 end
 """
 
@@ -57,14 +88,15 @@ end
 # ARGV[5]  size in bits of filter G-1
 # ARGV[6]  max URLs per host (0: no limit, and no per-host count is kept)
 # ARGV[7]  now (ms)
-# ARGV[8]  number of entries, then one value per entry (fewer arguments are cheaper for
+# ARGV[8]  number of entries     ARGV[9]  max requests in flight per host (0: no limit)
+# ARGV[10..] one value per entry (fewer arguments are cheaper for
 #          the client to send), six fields joined by \x1f, ending with host and payload
 #          (so the end of the value is the front queue entry as it stands):
 #          flags   'f' = check and update URL-seen; 'b' = straight into the host's back
 #                  queue at its head (follow-ups: retries, redirects)
 #          level   front queue level (0 = highest)
-#          lease   i if the entry replaces lease ARGV[8 + n + i] (leases follow the
-#                  entries), or ''
+#          lease   i if the entry replaces lease ARGV[9 + n + i] (leases follow the
+#                  entries), or ''; the replaced lease ends (its download lands)
 #          bits    the URL's bit offsets, decimal, space separated: k_0 offsets into
 #                  seen:0, then k_1 into seen:1, ... ('' without flag 'f')
 #          host    politeness key
@@ -127,10 +159,11 @@ local count = tonumber(redis.call('HGET', meta, count_field) or '0')
 local maxhost = tonumber(ARGV[6])
 local now = tonumber(ARGV[7])
 local n = tonumber(ARGV[8])
+max_flight = tonumber(ARGV[9])
 local out, front = {}, {}
 local added, full = 0, false
 for e = 1, n do
-    local flags, level, lease, bits, tail = string.match(ARGV[8 + e], ENTRY)
+    local flags, level, lease, bits, tail = string.match(ARGV[9 + e], ENTRY)
     local cut = string.find(tail, SEP, 1, true)
     local host = string.sub(tail, 1, cut - 1)
     local status = 1
@@ -154,6 +187,11 @@ for e = 1, n do
             end
         end
     end
+    if lease ~= '' then  -- before the enqueue: a follow-up may make its host ready
+        local member = ARGV[9 + n + tonumber(lease)]
+        redis.call('ZREM', prefix .. 'leases', member)
+        land(prefix, member, now)
+    end
     if status == 1 then
         if flags ~= 'f' and string.find(flags, 'b', 1, true) then
             redis.call('LPUSH', prefix .. 'bq:' .. host, string.sub(tail, cut + 1))
@@ -164,9 +202,6 @@ for e = 1, n do
             q[#q + 1] = tail  -- host SEP payload: the front queue entry as it stands
         end
         added = added + 1
-    end
-    if lease ~= '' then
-        redis.call('ZREM', prefix .. 'leases', ARGV[8 + n + tonumber(lease)])
     end
     out[e] = status
     if full then break end
@@ -192,10 +227,11 @@ return out
 # ARGV[5] default host interval (ms)      ARGV[6] max front-queue entries moved per call
 # ARGV[7] comma list of front queue weights, level 0 first
 # ARGV[8] max attempts of one URL whose leases keep expiring (0: no limit)
-# ARGV[9..] leases to acknowledge first (as ACK does), so a worker's acks ride on
-#           its next pop instead of costing a round trip each
+# ARGV[9] max requests in flight per host (0: no limit)
+# ARGV[10..] acknowledgements and landings, as ACK takes them (see ACK), so that a
+#           worker's acks ride on its next pop instead of costing a round trip each
 # Steps, all in one atomic call:
-#   0. acknowledge the given leases;
+#   0. acknowledge and land the given leases (as ACK does);
 #   1. expired leases (up to 100) go back to the head of their host's back queue, or are
 #      abandoned (counted) after max attempts; a lease whose expiry is 0 was given back
 #      by its worker (release) and does not count as an attempt;
@@ -205,14 +241,16 @@ return out
 #      starved; at most ARGV[6] entries): an entry whose host has no back queue and is
 #      due (hnext <= now) is handed out at once; any other entry joins its host's back
 #      queue, and a host new to the heap is due at its hnext time;
-#   every URL handed out is leased until now + lease time, and its host's next time
-#   becomes now + its interval (hdelay or the default); a host whose back queue is empty
-#   leaves the heap but keeps its hnext time.
+#   every URL handed out is leased until now + lease time and is in flight until it
+#   lands; its host's next time becomes now + its interval (hdelay or the default); a
+#   host whose back queue is empty, or that reached its in-flight limit, leaves the
+#   heap but keeps its hnext time (the landing of one of its leases brings it back).
 # Returns {next_due, acked, lease1, lease2, ...} (a lease ends with its payload); when
 # fewer than n URLs were handed out, next_due is the earliest time (ms) any host in the
 # heap is due (-1: the heap is empty); otherwise it is -1 (not looked up).
 POP = (
     _HELPERS
+    + _SETTLE
     + r"""
 local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
@@ -221,18 +259,19 @@ local lease_ms = tonumber(ARGV[4])
 local default_interval = ARGV[5]
 local refill_max = tonumber(ARGV[6])
 local max_attempts = tonumber(ARGV[8])
+max_flight = tonumber(ARGV[9])
 local ready = prefix .. 'ready'
 local counters = prefix .. 'counters'
 local leases = prefix .. 'leases'
 
--- 0. acknowledgements
-local acked = 0
-for i = 9, #ARGV do acked = acked + redis.call('ZREM', leases, ARGV[i]) end
+-- 0. acknowledgements and landings
+local acked = settle(prefix, 10, now)
 
 -- 1. expired leases
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
 for x = 1, #expired, 2 do
     redis.call('ZREM', leases, expired[x])
+    land(prefix, expired[x], now)
     local parts = split(expired[x], 4)  -- seq, attempt, host, payload
     local attempt = tonumber(parts[2])
     -- score 0 marks a lease given back by its worker (release), not a failed attempt
@@ -259,8 +298,13 @@ local function lease(host, payload)
         attempt = tonumber(parts[1])
         payload = parts[2]
     end
-    local member = redis.call('INCR', prefix .. 'lease:seq') .. SEP .. attempt .. SEP .. host .. SEP .. payload
+    local seq = redis.call('INCR', prefix .. 'lease:seq')
+    local member = seq .. SEP .. attempt .. SEP .. host .. SEP .. payload
     redis.call('ZADD', leases, now + lease_ms, member)
+    if max_flight > 0 then
+        redis.call('SADD', prefix .. 'flying', seq)
+        redis.call('HINCRBY', prefix .. 'hflight', host, '1')
+    end
     out[#out + 1] = member
     popped = popped + 1
 end
@@ -274,12 +318,12 @@ for _, host in ipairs(redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0
     local payload = redis.call('LPOP', bq)
     if payload then
         local nxt = next_time(host)
-        if redis.call('LLEN', bq) > 0 then
+        lease(host, payload)
+        if redis.call('LLEN', bq) > 0 and not at_limit(prefix, host) then
             redis.call('ZADD', ready, nxt, host)
         else
             redis.call('ZREM', ready, host)
         end
-        lease(host, payload)
     else
         redis.call('ZREM', ready, host)
     end
@@ -314,16 +358,16 @@ if popped < n then
         local parts = split(entry, 2)
         local host, payload = parts[1], parts[2]
         local bq = prefix .. 'bq:' .. host
-        if redis.call('EXISTS', bq) == 1 then  -- the host is in the heap already
+        if redis.call('EXISTS', bq) == 1 then  -- in the heap already, or at its limit
             redis.call('RPUSH', bq, payload)
         else
             local nxt = tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0')
-            if nxt <= now then
+            if nxt <= now and not at_limit(prefix, host) then
                 next_time(host)
                 lease(host, payload)
             else
                 redis.call('RPUSH', bq, payload)
-                redis.call('ZADD', ready, nxt, host)
+                add_ready(prefix, host, now)
             end
         end
     end
@@ -401,12 +445,19 @@ end
 return slot
 """
 
-# ACK: release leases whose pages have been handled (stored, or failed for good).
-# ARGV[1] key prefix, ARGV[2..] leases. Returns how many were still held.
-# Acknowledging an unknown or expired lease is a no-op, so acks are idempotent.
-ACK = r"""
-local prefix = ARGV[1]
-local done = 0
-for i = 2, #ARGV do done = done + redis.call('ZREM', prefix .. 'leases', ARGV[i]) end
-return done
+# ACK: leases whose pages have been handled (stored, or failed for good), and leases
+# whose downloads ended (landed) while their pages are still being handled.
+# ARGV[1] key prefix, ARGV[2] now (ms), ARGV[3] max requests in flight per host, then
+# ARGV[4] the number a of acknowledgements, ARGV[5 .. 4 + a] the leases acknowledged,
+# ARGV[5 + a ..] the leases landed. An acknowledged lease is forgotten and lands; a
+# landed lease stays leased but no longer counts against its host's in-flight limit.
+# Returns how many acknowledged leases were still held. Both are idempotent: an
+# unknown, expired or already landed lease is a no-op.
+ACK = (
+    _HELPERS
+    + _SETTLE
+    + r"""
+max_flight = tonumber(ARGV[3])
+return settle(ARGV[1], 4, tonumber(ARGV[2]))
 """
+)
