@@ -32,7 +32,9 @@ SCHEDULER = "crawler.frontier.scheduler.FrontierScheduler"
 FRONTIER_CLASS = "crawler.frontier.frontier.Frontier"  # built with from_settings(settings, redis)
 FRONTIER_PRIORITY_LEVELS = 3  # front queues; level weights 4:2:1 for 3 levels
 FRONTIER_HOST_INTERVAL = 1.0  # seconds between two fetches handed out for one host
-FRONTIER_HOST_INTERVALS_FILE = ""  # lines "HOST SECONDS" or "HOST Nqps"
+# Operator overrides (crawler/frontier/intervals.py): lines "HOST SECONDS" or "HOST Nqps";
+# an entry covers the host and its subdomains, and comes before robots.txt Crawl-delay.
+FRONTIER_HOST_INTERVALS_FILE = ""
 FRONTIER_POLITENESS_KEY = "host"  # or "domain" (registered domain, public suffix list)
 # Requests in flight at once per host (politeness key), across all workers; a host
 # waits for a download to end before the next one starts (0: no limit).

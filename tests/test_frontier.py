@@ -71,18 +71,6 @@ def test_host_keeps_its_next_time_after_its_queue_empties(make_frontier):
     assert pop_urls(f, now=T0 + 5000)[0] == ["http://a.example/2"]
 
 
-def test_per_host_interval_overrides(make_frontier, tmp_path):
-    f = make_frontier(host_interval=1.0)
-    path = tmp_path / "intervals.txt"
-    path.write_text("# slow hosts\nslow.example 10\nfast.example 20qps\nbroken line here\nneg.example -1\n")
-    assert f.load_intervals(str(path)) == 2
-    f.push_many([entry(f"http://{h}/{i}") for h in ("slow.example", "fast.example") for i in range(2)])
-    pop_urls(f, n=2, now=T0)
-    assert pop_urls(f, n=2, now=T0 + 50)[0] == ["http://fast.example/1"]
-    assert pop_urls(f, n=2, now=T0 + 9999)[0] == []
-    assert pop_urls(f, n=2, now=T0 + 10_000)[0] == ["http://slow.example/1"]
-
-
 def test_higher_priority_first_without_starving_lower(make_frontier):
     f = make_frontier(host_interval=0.0)
     f.push_many([entry(f"http://low{i}.example/", priority=-1) for i in range(50)])

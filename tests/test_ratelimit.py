@@ -10,6 +10,7 @@ import pytest
 
 from crawler.demosite import serve_site
 from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.intervals import HostIntervals
 from tests.workers import clean_env, crawl_command, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +36,44 @@ def test_host_override_sets_the_interval(frontier):
     frontier.set_interval("slow.example", 3)
     frontier.slot("slow.example", 10, now=T0)
     assert frontier.slot("slow.example", 10, now=T0) == T0 + 3000
+
+
+def test_intervals_file_hosts_domains_and_qps(tmp_path, caplog):
+    path = tmp_path / "intervals.txt"
+    path.write_text(
+        "# popular domains\n"
+        "example.com 2\n"
+        "api.example.com 5qps   # the longest match wins\n"
+        "127.0.0.3 0.5\n"
+        "broken line here\n"
+        "neg.example -1\n"
+        "zero.example 0qps\n"
+    )
+    table = HostIntervals.from_file(str(path))
+    assert len(table) == 3
+    assert table.lookup("example.com") == 2
+    assert table.lookup("www.example.com") == 2
+    assert table.lookup("v1.api.example.com") == 0.2
+    assert table.lookup("notexample.com") is None
+    assert table.lookup("127.0.0.3") == 0.5
+    assert table.lookup("10.127.0.0.3") is None
+    assert sum("skipped" in r.message for r in caplog.records) == 3
+
+
+def test_an_override_beats_crawl_delay_and_reaches_the_frontier(redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=1.0, intervals=HostIntervals({"example.com": 3}))
+    f.set_interval("www.example.com", 10)  # e.g. robots.txt Crawl-delay
+    f.set_interval("other.example", 10)
+    assert f.slot("www.example.com", 100, now=T0) == T0
+    assert f.slot("www.example.com", 100, now=T0) == T0 + 3000
+    assert f.slot("other.example", 100, now=T0) == T0
+    assert f.slot("other.example", 100, now=T0) == T0 + 10_000
+    # the frontier's hand-outs follow the override too
+    f.push_many([Entry(url=f"http://www.example.com/{i}", payload=f"{i}".encode()) for i in range(2)])
+    leases, _ = f.pop(1, now=T0 + 10_000)
+    f.ack(leases[0].id, now=T0 + 10_001)
+    assert f.pop(1, now=T0 + 12_999)[0] == []
+    assert len(f.pop(1, now=T0 + 13_000)[0]) == 1
 
 
 def test_a_slot_too_far_away_pushes_the_host_back_in_the_frontier(frontier):

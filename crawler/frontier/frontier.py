@@ -10,7 +10,8 @@ The verbs, each one Redis round trip:
                         the downloads of ``landed`` leases ended)
 ``renew(leases)``       extend leases of pages still in progress
 ``release(leases)``     give leases back now (a worker closing)
-``set_interval(host, seconds)``  a host's politeness interval
+``set_interval(host, seconds)``  a host's politeness interval (robots.txt Crawl-delay;
+                        the operator's overrides, intervals.py, come first)
 ``stats()``             queue sizes, hosts, leases, counters, Bloom filter report
 
 The Redis layout is in keys.py and the scripts' contracts in scripts.py.
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from crawler.frontier.bloom import ScalableLayout
+from crawler.frontier.intervals import HostIntervals, intervals_from_file
 from crawler.frontier.keys import SEP, Keys
 from crawler.frontier.scripts import ACK, BACKOFF, POP, PUSH, SLOT
 from crawler.frontier.traps import TrapGuard
@@ -117,6 +119,7 @@ class Frontier:
         bloom_growth: int = 2,
         max_pages_per_host: int = 0,
         max_in_flight: int = 1,
+        intervals: HostIntervals | None = None,
         traps: TrapGuard | None = None,
     ):
         if priority_levels < 1:
@@ -133,6 +136,7 @@ class Frontier:
         self.layout = ScalableLayout(bloom_capacity, bloom_error_rate, bloom_growth)
         self.max_pages_per_host = max_pages_per_host
         self.max_in_flight = max_in_flight
+        self.intervals = intervals or HostIntervals()
         self.traps = traps or TrapGuard()
         self._push = redis.register_script(PUSH)
         self._pop = redis.register_script(POP)
@@ -158,6 +162,7 @@ class Frontier:
             bloom_growth=settings.getint("FRONTIER_BLOOM_GROWTH"),
             max_pages_per_host=settings.getint("FRONTIER_MAX_PAGES_PER_HOST"),
             max_in_flight=settings.getint("FRONTIER_HOST_MAX_IN_FLIGHT"),
+            intervals=intervals_from_file(settings.get("FRONTIER_HOST_INTERVALS_FILE")),
             traps=TrapGuard.from_settings(settings),
         )
 
@@ -311,7 +316,15 @@ class Frontier:
     def slot(self, host: str, max_wait: float, now: int | None = None) -> int:
         """The time (ms) a request to ``host`` may leave: taken when it is at most
         ``max_wait`` seconds away, else the host is pushed back to it (scripts.SLOT)."""
-        args = [self.keys.prefix, host, now_ms() if now is None else now, self.host_interval_ms, int(max_wait * 1000)]
+        override = self.intervals.lookup(host)
+        args = [
+            self.keys.prefix,
+            host,
+            now_ms() if now is None else now,
+            self.host_interval_ms,
+            int(max_wait * 1000),
+            "" if override is None else str(int(override * 1000)),
+        ]
         return int(self._slot(args=args))
 
     def backed_off_until(self, host: str) -> int:
@@ -349,28 +362,6 @@ class Frontier:
 
     def set_interval(self, host: str, seconds: float) -> None:
         self.redis.hset(self.keys.hdelay, host, int(seconds * 1000))
-
-    def load_intervals(self, path: str) -> int:
-        """Load per-host intervals from a file of ``HOST SECONDS`` or ``HOST Nqps``
-        lines (``#`` comments). Returns how many were loaded."""
-        mapping = {}
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                fields = line.split("#", 1)[0].split()
-                if not fields:
-                    continue
-                try:
-                    host, value = fields[0].lower(), fields[1].lower()
-                    seconds = 1.0 / float(value[:-3]) if value.endswith("qps") else float(value)
-                    if seconds < 0:
-                        raise ValueError
-                except (IndexError, ValueError, ZeroDivisionError):
-                    logger.warning("%s:%d: skipped, expected 'HOST SECONDS' or 'HOST Nqps'", path, lineno)
-                    continue
-                mapping[host] = int(seconds * 1000)
-        if mapping:
-            self.redis.hset(self.keys.hdelay, mapping=mapping)
-        return len(mapping)
 
     # -- numbers -------------------------------------------------------------------
 

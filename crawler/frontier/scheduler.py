@@ -68,7 +68,6 @@ class FrontierScheduler:
         self.lease_max_hold = s.getfloat("FRONTIER_LEASE_MAX_HOLD")
         self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
         self.idle_seconds = s.getfloat("FRONTIER_IDLE_SECONDS")
-        self.intervals_file = s.get("FRONTIER_HOST_INTERVALS_FILE")
         self.url_options = url_options(s)
         self.spider = None
         self._buffer: list = []  # leased requests popped but not yet handed to the engine
@@ -101,9 +100,6 @@ class FrontierScheduler:
 
     def open(self, spider):
         self.spider = spider
-        if self.intervals_file:
-            n = self.frontier.load_intervals(self.intervals_file)
-            logger.info("Loaded %d host intervals from %s", n, self.intervals_file)
         self._renewer.start(max(self.frontier.lease_ms / 3000, 0.05), now=False)
         try:
             stats = self.frontier.stats()
