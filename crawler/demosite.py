@@ -20,7 +20,14 @@ ThreadingHTTPServer, all on one port. Each host has:
     fetched only through the redirect and its Page always carries the redirect chain.
 ``/meta-nofollow.html``  ``<meta name="robots" content="nofollow">``, linked from
     ``/p2.html``; its only links point to ``/meta-nofollow-target.html``.
-``/robots.txt``  404.
+``/robots.txt``  404, unless ``robots`` gives host ``i`` a body (answered 200; ``{port}``
+    in it becomes the site's port) or a status code.
+``/s0.html`` .. ``/s{S-1}.html``  sitemap-only pages (``sitemap_pages``): no page links
+    them; ``/sitemap-index.xml`` (a sitemap index) names ``/sitemap-pages.xml.gz`` (a
+    gzipped sitemap) that lists them.
+
+``throttle`` gives host ``i`` a Retry-After (seconds): its first page request is
+answered 429 with that header, every later one normally.
 
 Every request is recorded (server host, raw path, User-Agent, arrival and end time on
 ``time.monotonic()``, arrival also on ``time.time()``); ``end`` stays None while the
@@ -31,6 +38,7 @@ response is being produced, so a test can see which requests are in flight. ``de
 from __future__ import annotations
 
 import contextlib
+import gzip
 import socket
 import threading
 import time
@@ -62,7 +70,15 @@ class Hit:
 
 
 class Site:
-    def __init__(self, hosts: int = 4, pages: int = 25, delay: float = 0.0):
+    def __init__(
+        self,
+        hosts: int = 4,
+        pages: int = 25,
+        delay: float = 0.0,
+        robots: dict[int, str | int] | None = None,
+        sitemap_pages: int = 0,
+        throttle: dict[int, int] | None = None,
+    ):
         if not 2 <= hosts <= 200:
             raise ValueError("hosts must be 2..200")
         if pages < 5:
@@ -70,6 +86,9 @@ class Site:
         self.n_hosts = hosts
         self.n_pages = pages
         self.delay = delay
+        self.robots = robots or {}
+        self.sitemap_pages = sitemap_pages
+        self.throttle = dict(throttle or {})
         self.hosts = [f"127.0.0.{2 + i}" for i in range(hosts)]
         self.port = 0
         self._servers: list[ThreadingHTTPServer] = []
@@ -113,8 +132,14 @@ class Site:
         i %= self.n_pages
         return REDIRECT_FROM if f"/p{i}.html" == REDIRECT_TO else f"/p{i}.html"
 
+    def sitemap_paths(self) -> list[str]:
+        """Paths of one host's sitemap-only pages."""
+        return [f"/s{i}.html" for i in range(self.sitemap_pages)]
+
     def page(self, host_index: int, path: str) -> str | None:
         """HTML of a page, or None when the path is not a page of the site."""
+        if path in self.sitemap_paths():
+            return _html(f"sitemap page {path} of host {host_index}", f'<a href="{self._link_path(0)}">home</a>')
         if path == META_PAGE:
             return _html(
                 "meta nofollow",
@@ -181,7 +206,16 @@ class Site:
                     path = "/" + path.split("://", 1)[1].partition("/")[2]
                 path = path.split("#", 1)[0].split("?", 1)[0]
                 if path == "/robots.txt":
-                    return self._send(404, b"no robots.txt", "text/plain")
+                    robots = site.robots.get(host_index, 404)
+                    if isinstance(robots, int):
+                        return self._send(robots, b"robots.txt answer", "text/plain")
+                    return self._send(200, robots.replace("{port}", str(site.port)).encode(), "text/plain")
+                if site.sitemap_pages and path in ("/sitemap-index.xml", "/sitemap-pages.xml.gz"):
+                    return self._send(200, site.sitemap(host_index, path), "application/xml")
+                with site._lock:
+                    retry_after = site.throttle.pop(host_index, None)
+                if retry_after is not None:
+                    return self._send(429, b"slow down", "text/plain", **{"Retry-After": str(retry_after)})
                 if site.delay:
                     time.sleep(site.delay)
                 if path == REDIRECT_FROM:
@@ -203,6 +237,16 @@ class Site:
                 self.wfile.write(body)
 
         return Handler
+
+    def sitemap(self, host_index: int, path: str) -> bytes:
+        ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+        if path == "/sitemap-index.xml":
+            loc = self.url(host_index, "/sitemap-pages.xml.gz")
+            return (
+                f'<?xml version="1.0"?><sitemapindex {ns}><sitemap><loc>{loc}</loc></sitemap></sitemapindex>'.encode()
+            )
+        urls = "".join(f"<url><loc>{self.url(host_index, p)}</loc></url>" for p in self.sitemap_paths())
+        return gzip.compress(f'<?xml version="1.0"?><urlset {ns}>{urls}</urlset>'.encode())
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -278,9 +322,9 @@ def _free_port(addr: str) -> int:
 
 
 @contextlib.contextmanager
-def serve_site(hosts: int = 4, pages: int = 25, delay: float = 0.0):
-    """A running Site; stopped on exit."""
-    site = Site(hosts, pages, delay)
+def serve_site(hosts: int = 4, pages: int = 25, delay: float = 0.0, **options):
+    """A running Site (``options``: robots, sitemap_pages, throttle); stopped on exit."""
+    site = Site(hosts, pages, delay, **options)
     site.start()
     try:
         yield site

@@ -10,7 +10,6 @@ COMMANDS_MODULE = "crawler.commands"
 
 # Identify the crawler honestly; the robots.txt token is the first word.
 USER_AGENT = "crawler/0.1 (+https://example.invalid/crawler)"
-ROBOTSTXT_OBEY = True
 
 # Scrapy's remote-control server (2.19+, runs arbitrary code) and telnet console stay
 # off unless a user turns them on.
@@ -71,6 +70,7 @@ CRAWL_ALLOWED_DOMAINS = []  # scope: these domains and their subdomains (empty: 
 CRAWL_ALLOWED_PREFIXES = []  # scope: URLs starting with one of these (empty: any)
 CRAWL_FOLLOW_LINKS = True
 SEED_BATCH_SIZE = 2000  # URLs per frontier round trip during seed ingestion
+SITEMAP_MAX_URLS = 50_000  # URLs read from one sitemap (the sitemaps.org limit)
 
 # --- Scrapy's own knobs, tuned for a broad crawl -----------------------------------------
 # Politeness is the frontier's job: no per-process delay fighting it.
@@ -113,8 +113,27 @@ HOST_BACKOFF_MAX_RETRIES = 5  # back-offs of one page before its answer is kept
 # The last guard before a request leaves: one slot per host interval, for all workers.
 RATE_LIMITER_ENABLED = True
 RATE_LIMITER_MAX_WAIT = 1.0  # seconds a request may wait for its slot; longer: back to the frontier
+RATE_LIMITER_MARGIN = 0.05  # seconds added to every interval: allowance for network jitter
+
+# --- robots.txt (crawler/middlewares/robots.py) ---------------------------------------
+# Fetched once per site for all workers, shared in Redis, RFC 9309 semantics.
+ROBOTSTXT_OBEY = True
+ROBOTSTXT_USER_AGENT = ""  # product token matched in robots.txt; empty: USER_AGENT up to "/"
+ROBOTSTXT_CACHE_SECONDS = 86400.0  # lifetime of a fetched robots.txt
+ROBOTSTXT_STALE_SECONDS = 7 * 86400.0  # a copy past its lifetime serves while the site is unreachable
+ROBOTSTXT_MAX_BYTES = 500 * 1024  # parsed at most; the download stops there
+ROBOTSTXT_RETRY_MIN = 60.0  # seconds before an unreachable robots.txt is tried again, doubling
+ROBOTSTXT_RETRY_MAX = 6 * 3600.0
+ROBOTSTXT_FETCH_TIMEOUT = 120.0  # a worker's claim on a fetch expires after this (it died)
+ROBOTSTXT_MAX_CRAWL_DELAY = 30.0  # Crawl-delay above this is capped
+ROBOTSTXT_SITEMAPS = True  # queue the Sitemap: URLs of robots.txt
+ROBOTSTXT_MAX_SITEMAPS = 20  # per robots.txt
+ROBOTSTXT_CACHE_ENTRIES = 10_000  # parsed robots.txt kept in each worker's memory
 
 DOWNLOADER_MIDDLEWARES = {
+    # Scrapy's own: per process, and a 5xx robots.txt would mean "allow all"
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "crawler.middlewares.robots.RobotsMiddleware": 100,
     # sees responses before RetryMiddleware (550), which would retry at once
     "crawler.middlewares.backoff.HostBackoffMiddleware": 560,
     # after HttpProxyMiddleware (750), so that it sees the proxy

@@ -313,9 +313,10 @@ class Frontier:
         if lease_ids:
             self.redis.zadd(self.keys.leases, {lease_id: 0 for lease_id in lease_ids}, xx=True)
 
-    def slot(self, host: str, max_wait: float, now: int | None = None) -> int:
-        """The time (ms) a request to ``host`` may leave: taken when it is at most
-        ``max_wait`` seconds away, else the host is pushed back to it (scripts.SLOT)."""
+    def slot(self, host: str, max_wait: float, now: int | None = None, margin: float = 0.0) -> int:
+        """The time (ms) a request to ``host`` may leave, at least its interval plus
+        ``margin`` seconds after the previous one: taken when it is at most ``max_wait``
+        seconds away, else the host is pushed back to it (scripts.SLOT)."""
         override = self.intervals.lookup(host)
         args = [
             self.keys.prefix,
@@ -324,6 +325,7 @@ class Frontier:
             self.host_interval_ms,
             int(max_wait * 1000),
             "" if override is None else str(int(override * 1000)),
+            int(margin * 1000),
         ]
         return int(self._slot(args=args))
 
@@ -360,8 +362,12 @@ class Frontier:
         )
         return int(ms) / 1000
 
-    def set_interval(self, host: str, seconds: float) -> None:
-        self.redis.hset(self.keys.hdelay, host, int(seconds * 1000))
+    def set_interval(self, host: str, seconds: float | None) -> None:
+        """Set a host's interval (None: back to the default)."""
+        if seconds is None:
+            self.redis.hdel(self.keys.hdelay, host)
+        else:
+            self.redis.hset(self.keys.hdelay, host, int(seconds * 1000))
 
     # -- numbers -------------------------------------------------------------------
 

@@ -35,6 +35,11 @@ key                         type    contents
 ``counters``                hash    queued, turn, pushed, expired, abandoned
                                     (frontier-wide counters)
 ``workers``                 zset    worker id -> last heartbeat (ms)
+``robots:<origin>``         hash    robots.txt of ``scheme://host[:port]``: status,
+                                    fetched (ms), body (zlib), fails, retry (ms), error;
+                                    expires ROBOTSTXT_CACHE_SECONDS + STALE_SECONDS
+                                    after its last fetch
+``robots:lock:<origin>``    string  the worker fetching that robots.txt (expires)
 ==========================  ======  =====================================================
 """
 
@@ -71,6 +76,12 @@ class Keys:
 
     def back(self, host: str) -> str:
         return f"{self.prefix}bq:{host}"
+
+    def robots(self, origin: str) -> str:
+        return f"{self.prefix}robots:{origin}"
+
+    def robots_lock(self, origin: str) -> str:
+        return f"{self.prefix}robots:lock:{origin}"
 
     def seen(self, index: int) -> str:
         return f"{self.prefix}seen:{index}"

@@ -418,8 +418,9 @@ return delay
 # every request leaves a worker. ARGV[1] key prefix, ARGV[2] host, ARGV[3] now (ms),
 # ARGV[4] default interval (ms), ARGV[5] longest wait (ms) a request may take,
 # ARGV[6] the operator's override of the host's interval (ms, '' for none; it is stored
-# in hdelay, so that the frontier's hand-outs follow it too).
-# slot = max(now, last + interval, end of the host's back-off), interval from the
+# in hdelay, so that the frontier's hand-outs follow it too), ARGV[7] margin (ms) added
+# to the interval, so that network jitter does not bring two requests closer at the site.
+# slot = max(now, last + interval + margin, end of the host's back-off), interval from the
 # override, else hdelay (robots.txt Crawl-delay), else the default. When the slot
 # is at most the longest wait away, it is taken (hlast = slot) and the caller waits for
 # it; otherwise nothing is taken and the host's next hand-out time (hnext, and its score
@@ -432,7 +433,7 @@ if ARGV[6] ~= '' and interval ~= ARGV[6] then
     interval = ARGV[6]
     redis.call('HSET', prefix .. 'hdelay', host, interval)
 end
-interval = tonumber(interval or ARGV[4])
+interval = tonumber(interval or ARGV[4]) + tonumber(ARGV[7])
 local last = redis.call('HGET', prefix .. 'hlast', host)
 local slot = now
 if last and tonumber(last) + interval > now then slot = tonumber(last) + interval end

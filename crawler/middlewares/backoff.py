@@ -22,6 +22,7 @@ from scrapy.exceptions import NotConfigured
 
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.frontier import politeness_key
+from crawler.middlewares.robots import ROBOTS_META
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +67,8 @@ class HostBackoffMiddleware:
         )
 
     def process_response(self, request, response, spider=None):
-        if response.status not in self.codes:
-            return response
+        if response.status not in self.codes or request.meta.get(ROBOTS_META):
+            return response  # robots.txt answers are the robots middleware's to judge
         retries = request.meta.get("backoff_retries", 0)
         if retries >= self.max_retries:
             self.stats.inc_value("backoff/gave_up")

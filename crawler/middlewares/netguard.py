@@ -23,18 +23,16 @@ import logging
 import urllib.request
 from urllib.parse import urlsplit
 
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import NotConfigured
 from scrapy.resolver import CachingThreadedResolver
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import reactor
 from twisted.internet.error import DNSLookupError
 
+from crawler.exceptions import AddressRefused
+
 logger = logging.getLogger(__name__)
-
-
-class AddressRefused(IgnoreRequest):
-    """The target address is one the crawler must not connect to."""
 
 
 class RefusedResolution(DNSLookupError):

@@ -1,12 +1,14 @@
 """Per-host rate limiter shared by every worker (Aragog's limiter, in Redis).
 
 Just before a request leaves a worker, one atomic script takes its host's next slot,
-max(now, last + interval), where the interval is the host's override (hdelay: the
-intervals file, later robots Crawl-delay) or FRONTIER_HOST_INTERVAL. A slot at most
-RATE_LIMITER_MAX_WAIT seconds away is waited for without blocking the reactor; a slot
-further away is not taken: the host is pushed back to it in the frontier and the
-request goes back to the frontier as a retry of its lease (neither dropped nor counted
-as an error). Requests the frontier did not hand out (robots.txt) always wait for their
+max(now, last + interval + RATE_LIMITER_MARGIN), where the interval is the operator's
+override (intervals.py), else robots.txt Crawl-delay (hdelay), else
+FRONTIER_HOST_INTERVAL. The margin (50 ms) keeps network jitter (a new connection's
+set-up, a loaded machine) from bringing two requests closer than the interval at the
+site. A slot at most RATE_LIMITER_MAX_WAIT seconds away is waited for without blocking
+the reactor; a slot further away is not taken: the host is pushed back to it in the
+frontier and the request goes back to the frontier as a retry of its lease (neither
+dropped nor counted as an error). Requests the frontier did not hand out (robots.txt) always wait for their
 slot. Every request to a host counts: robots.txt, redirect hops and retries included.
 
 The frontier already hands a host out only when it is due; the limiter is the final
@@ -31,24 +33,30 @@ logger = logging.getLogger(__name__)
 
 
 class RateLimiterMiddleware:
-    def __init__(self, stats, frontier, max_wait: float):
+    def __init__(self, stats, frontier, max_wait: float, margin: float = 0.0):
         self.stats = stats
         self.frontier = frontier
         self.max_wait = max_wait
+        self.margin = margin
 
     @classmethod
     def from_crawler(cls, crawler):
         s = crawler.settings
         if not s.getbool("RATE_LIMITER_ENABLED"):
             raise NotConfigured
-        return cls(crawler.stats, frontier_from_settings(s), s.getfloat("RATE_LIMITER_MAX_WAIT"))
+        return cls(
+            crawler.stats,
+            frontier_from_settings(s),
+            s.getfloat("RATE_LIMITER_MAX_WAIT"),
+            s.getfloat("RATE_LIMITER_MARGIN"),
+        )
 
     async def process_request(self, request, spider=None):
         host = politeness_key(request.url, self.frontier.politeness)
         from_frontier = bool(request.meta.get(LEASE_META))
         try:
             now = now_ms()
-            slot = self.frontier.slot(host, self.max_wait if from_frontier else 1e9, now=now)
+            slot = self.frontier.slot(host, self.max_wait if from_frontier else 1e9, now=now, margin=self.margin)
         except redis.RedisError as exc:  # the frontier spaced it already: let it go
             logger.warning("Rate limiter unavailable (%s); %s goes unchecked", exc, request.url)
             return None

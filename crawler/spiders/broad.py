@@ -10,18 +10,28 @@ Arguments (``-a``), each also a setting:
 
 Links: only http(s), not binary files (Scrapy's IGNORED_EXTENSIONS), not ``rel=nofollow``
 links, none at all from a page with ``<meta name=robots content=nofollow>``.
+
+Sitemaps (``parse_sitemap``; the robots middleware queues the ``Sitemap:`` URLs of
+robots.txt): a sitemap index queues its sitemaps, a sitemap its page URLs (in scope, at
+most SITEMAP_MAX_URLS each); gzipped sitemaps are read too. A sitemap is not a Page.
+
+A URL robots.txt disallows becomes a Page with status "robots_disallowed".
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 
 import scrapy
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 from scrapy.utils.defer import deferred_to_future
+from scrapy.utils.gz import gunzip
+from scrapy.utils.sitemap import Sitemap
 from twisted.internet import threads
 
+from crawler.exceptions import RobotsDisallowed
 from crawler.items import Page
 from crawler.urls import InvalidURL, normalize_url, url_host, url_options
 
@@ -104,9 +114,41 @@ class BroadSpider(scrapy.Spider):
         request = failure.request
         page = self._page(request, getattr(failure.value, "response", None))
         page["error"] = f"{type(failure.value).__name__}: {failure.value}"[:500]
+        if isinstance(failure.value, RobotsDisallowed):
+            page["status"] = "robots_disallowed"
         page["outlinks"] = []
         self.crawler.stats.inc_value(f"pages/error/{type(failure.value).__name__}")
         yield page
+
+    def parse_sitemap(self, response):
+        body = response.body
+        if body[:2] == b"\x1f\x8b":  # a .xml.gz file (not a Content-Encoding)
+            try:
+                body = gunzip(body, max_size=self.settings.getint("DOWNLOAD_MAXSIZE"))
+            except Exception as exc:  # corrupt or too large
+                self.crawler.stats.inc_value("sitemap/invalid")
+                logger.warning("Sitemap %s could not be decompressed: %s", response.url, exc)
+                return
+        try:
+            sitemap = Sitemap(body)
+            entries = list(itertools.islice(sitemap, self.settings.getint("SITEMAP_MAX_URLS")))
+        except Exception as exc:  # not XML at all: lxml recovers from the rest
+            self.crawler.stats.inc_value("sitemap/invalid")
+            logger.warning("Sitemap %s could not be read: %s", response.url, exc)
+            return
+        index = sitemap.type == "sitemapindex"
+        self.crawler.stats.inc_value("sitemap/" + ("indexes" if index else "sitemaps"))
+        for entry in entries:
+            try:
+                url = normalize_url(entry.get("loc", ""), **self.url_options)
+            except InvalidURL:
+                self.crawler.stats.inc_value("sitemap/invalid_urls")
+                continue
+            if index:
+                yield scrapy.Request(url, callback=self.parse_sitemap, errback=self.errback, meta={"sitemap": True})
+            elif self.in_scope(url):
+                self.crawler.stats.inc_value("sitemap/urls")
+                yield scrapy.Request(url, errback=self.errback)
 
     def _page(self, request, response) -> Page:
         meta = request.meta

@@ -1,0 +1,370 @@
+"""robots.txt for every worker at once (RFC 9309), parsed with Protego.
+
+Replaces Scrapy's RobotsTxtMiddleware, which fetches robots.txt once per process and
+treats a 5xx answer as "allow all".
+
+Sharing. A site's robots.txt (per origin: scheme, host and port) is fetched once per
+ROBOTSTXT_CACHE_SECONDS for all workers together: the fetching worker stores the raw
+body (zlib-compressed, at most ROBOTSTXT_MAX_BYTES), the status and the fetch time in
+Redis (key ``robots:<origin>``); every worker keeps parsed rules for up to
+ROBOTSTXT_CACHE_ENTRIES origins in memory. One worker fetches while the others wait
+for its result: the fetch is claimed with a lock key (``robots:lock:<origin>``, it
+expires if the fetching worker dies), and within a process the requests of one origin
+share one load.
+
+RFC 9309, per answer:
+
+- 2xx: the first ROBOTSTXT_MAX_BYTES (500 KiB) are parsed; the download stops there.
+- redirects are followed (REDIRECT_MAX_TIMES, 5); more than that is "unavailable".
+- 4xx (not 429), or too many redirects: unavailable, everything is allowed.
+- 5xx, 429 or a network error: unreachable. Nothing else is fetched from the host:
+  its requests go back to the frontier (deferred, never dropped) and the host is
+  backed off, for all workers, until robots.txt is tried again (ROBOTSTXT_RETRY_MIN,
+  doubling up to ROBOTSTXT_RETRY_MAX, or the answer's Retry-After). A copy fetched
+  earlier is used instead while it is less than ROBOTSTXT_STALE_SECONDS past its
+  lifetime.
+
+Rules match the crawler's product token, ROBOTSTXT_USER_AGENT (default: USER_AGENT up
+to its first "/"). A disallowed URL is never fetched: it is counted
+(``robotstxt/disallowed``) and its errback gets ``RobotsDisallowed``, which the broad
+spider records as a Page with status "robots_disallowed".
+
+After a fresh fetch, the fetching worker also sets the host's interval from
+Crawl-delay (capped at ROBOTSTXT_MAX_CRAWL_DELAY; an operator override in
+FRONTIER_HOST_INTERVALS_FILE comes first) and queues the ``Sitemap:`` URLs in the
+frontier for the spider's ``parse_sitemap`` callback.
+
+The robots.txt request itself goes through the other downloader middlewares: the
+network guard checks it and the rate limiter gives it a slot like any other request.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+import zlib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import redis
+from protego import Protego
+from scrapy import Request, signals
+from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
+from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import Deferred
+
+from crawler.exceptions import AddressRefused, RobotsDisallowed
+from crawler.frontier.codec import LEASE_META
+from crawler.frontier.connection import frontier_from_settings
+from crawler.frontier.frontier import politeness_key
+from crawler.urls import InvalidURL, normalize_url, url_options
+
+logger = logging.getLogger(__name__)
+
+ROBOTS_META = "robots_txt"  # marks the robots.txt requests themselves
+ROBOTS_PRIORITY = 1000
+POLL_SECONDS = 0.2  # how often a worker waiting for another's fetch looks again
+
+
+@dataclass
+class Rules:
+    """What one origin's robots.txt says, as used in this process."""
+
+    origin: str
+    valid_until: float  # time.time() after which it is looked up again
+    parser: Protego | None = None  # None: everything allowed (or unreachable)
+    unreachable: bool = False  # 5xx, 429 or network error, and no usable copy
+    retry_at: float = 0.0  # when robots.txt is tried again (unreachable)
+    sitemaps: list = field(default_factory=list)
+
+    def allowed(self, url: str, token: str) -> bool:
+        return self.parser is None or self.parser.can_fetch(url, token)
+
+
+def product_token(settings) -> str:
+    token = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
+    return token.split("/", 1)[0].split()[0]
+
+
+class RobotsMiddleware:
+    def __init__(self, crawler, frontier):
+        s = crawler.settings
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.frontier = frontier
+        self.redis = frontier.redis
+        self.keys = frontier.keys
+        self.token = product_token(s)
+        self.lifetime = s.getfloat("ROBOTSTXT_CACHE_SECONDS")
+        self.stale = s.getfloat("ROBOTSTXT_STALE_SECONDS")
+        self.max_bytes = s.getint("ROBOTSTXT_MAX_BYTES")
+        self.retry_min = s.getfloat("ROBOTSTXT_RETRY_MIN")
+        self.retry_max = s.getfloat("ROBOTSTXT_RETRY_MAX")
+        self.lock_seconds = s.getfloat("ROBOTSTXT_FETCH_TIMEOUT")
+        self.max_crawl_delay = s.getfloat("ROBOTSTXT_MAX_CRAWL_DELAY")
+        self.follow_sitemaps = s.getbool("ROBOTSTXT_SITEMAPS")
+        self.max_sitemaps = s.getint("ROBOTSTXT_MAX_SITEMAPS")
+        self.cache_entries = s.getint("ROBOTSTXT_CACHE_ENTRIES")
+        self.url_options = url_options(s)
+        self.backoff_limits = {
+            "minimum": s.getfloat("HOST_BACKOFF_MIN"),
+            "maximum": max(s.getfloat("HOST_BACKOFF_MAX"), self.retry_max),
+            "quiet": s.getfloat("HOST_BACKOFF_QUIET"),
+        }
+        self._cache: OrderedDict[str, Rules] = OrderedDict()
+        self._loading: dict[str, list[Deferred]] = {}
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        if not crawler.settings.getbool("ROBOTSTXT_OBEY"):
+            raise NotConfigured
+        mw = cls(crawler, frontier_from_settings(crawler.settings))
+        crawler.signals.connect(mw._bytes_received, signal=signals.bytes_received)
+        return mw
+
+    # -- the check -----------------------------------------------------------------
+
+    async def process_request(self, request, spider=None):
+        meta = request.meta
+        if meta.get(ROBOTS_META) or meta.get("dont_obey_robotstxt"):
+            return None
+        url = urlparse_cached(request)
+        if url.scheme not in ("http", "https"):
+            return None
+        rules = await self.rules(f"{url.scheme}://{url.netloc}")
+        if rules.unreachable:
+            return self._defer(request, rules)
+        if not rules.allowed(request.url, self.token):
+            self.stats.inc_value("robotstxt/disallowed")
+            logger.debug("Disallowed by robots.txt: %s", request.url)
+            raise RobotsDisallowed(f"robots.txt of {rules.origin} disallows {request.url}")
+        return None
+
+    def _defer(self, request, rules: Rules):
+        """robots.txt is unreachable: nothing is fetched from the host until it is tried
+        again; the request goes back to the frontier, due then."""
+        self.stats.inc_value("robotstxt/deferred")
+        if not request.meta.get(LEASE_META):
+            raise IgnoreRequest(f"robots.txt of {rules.origin} unreachable; try again later")
+        host = politeness_key(request.url, self.frontier.politeness)
+        try:
+            self.frontier.back_off(host, retry_after=max(rules.retry_at - time.time(), 1.0), **self.backoff_limits)
+        except redis.RedisError as exc:
+            logger.warning("Could not back off %s (%s)", host, exc)
+        return request.replace(dont_filter=True)
+
+    # -- the rules of an origin ----------------------------------------------------------
+
+    async def rules(self, origin: str) -> Rules:
+        """The rules of ``origin``: from this process's cache, from Redis, or fetched
+        (one load per origin at a time in this process; other requests wait for it)."""
+        rules = self._cache.get(origin)
+        if rules is not None and time.time() < rules.valid_until:
+            self._cache.move_to_end(origin)
+            return rules
+        waiters = self._loading.get(origin)
+        if waiters is not None:
+            d: Deferred = Deferred()
+            waiters.append(d)
+            return await maybe_deferred_to_future(d)
+        self._loading[origin] = []
+        try:
+            rules = await self._load(origin)
+        except Exception:  # never leave the waiters hanging
+            logger.exception("robots.txt of %s could not be loaded; allowing for now", origin)
+            rules = Rules(origin, time.time() + 60)
+        waiters = self._loading.pop(origin)
+        self._cache[origin] = rules
+        self._cache.move_to_end(origin)
+        while len(self._cache) > self.cache_entries:
+            self._cache.popitem(last=False)
+        for d in waiters:
+            d.callback(rules)
+        return rules
+
+    async def _load(self, origin: str) -> Rules:
+        key = self.keys.robots(origin)
+        token = uuid.uuid4().hex
+        while True:
+            try:
+                record = self.redis.hgetall(key)
+            except redis.RedisError as exc:
+                logger.warning("Redis unavailable for robots.txt of %s (%s); fetching it here", origin, exc)
+                return await self._fetch(origin, key, {}, share=False)
+            rules = self._from_record(origin, record, time.time())
+            if rules is not None:
+                return rules
+            try:
+                claimed = self.redis.set(
+                    self.keys.robots_lock(origin), token, nx=True, px=int(self.lock_seconds * 1000)
+                )
+            except redis.RedisError:
+                claimed = True  # fetch here rather than wait for nothing
+            if claimed:
+                try:
+                    return await self._fetch(origin, key, record)
+                finally:
+                    self._unlock(origin, token)
+            self.stats.inc_value("robotstxt/waited_for_other_worker")
+            await _sleep(POLL_SECONDS)
+
+    def _unlock(self, origin: str, token: str) -> None:
+        lock = self.keys.robots_lock(origin)
+        try:
+            if self.redis.get(lock) == token.encode():
+                self.redis.delete(lock)
+        except redis.RedisError:
+            pass  # it expires
+
+    def _from_record(self, origin: str, record: dict, now: float) -> Rules | None:
+        """Rules from the shared record, or None when robots.txt is to be fetched."""
+        if not record:
+            return None
+        status = int(record.get(b"status", 0))
+        fetched = int(record.get(b"fetched", 0)) / 1000
+        retry_at = int(record.get(b"retry", 0)) / 1000
+        if status and now < fetched + self.lifetime:
+            self.stats.inc_value("robotstxt/shared")
+            return self._parse(origin, status, record.get(b"body", b""), fetched + self.lifetime)
+        if retry_at and now < retry_at:  # the last fetch failed; the next try is not due
+            if status and now < fetched + self.lifetime + self.stale:
+                self.stats.inc_value("robotstxt/stale_used")
+                return self._parse(origin, status, record.get(b"body", b""), retry_at)
+            return Rules(origin, retry_at, unreachable=True, retry_at=retry_at)
+        return None
+
+    def _parse(self, origin: str, status: int, stored: bytes, valid_until: float) -> Rules:
+        if not 200 <= status < 300:
+            return Rules(origin, valid_until)  # unavailable: everything allowed
+        try:
+            text = zlib.decompress(stored).decode("utf-8", errors="replace").lstrip("\ufeff")
+            parser = Protego.parse(text)
+        except Exception as exc:  # garbage: RFC 9309 parsers keep what they can; we allow
+            self.stats.inc_value("robotstxt/unparsable")
+            logger.warning("robots.txt of %s could not be parsed (%s); everything allowed", origin, exc)
+            return Rules(origin, valid_until)
+        return Rules(origin, valid_until, parser=parser, sitemaps=list(parser.sitemaps))
+
+    # -- fetching ------------------------------------------------------------------------
+
+    async def _fetch(self, origin: str, key: str, record: dict, share: bool = True) -> Rules:
+        request = Request(
+            origin + "/robots.txt",
+            priority=ROBOTS_PRIORITY,
+            dont_filter=True,
+            callback=NO_CALLBACK,
+            meta={ROBOTS_META: True, "dont_retry": True, "handle_httpstatus_all": True},
+        )
+        now = time.time()
+        try:
+            response = await self.crawler.engine.download_async(request)
+        except AddressRefused:
+            # the guard refuses the host's pages as well, and records each of them
+            return Rules(origin, now + self.lifetime)
+        except IgnoreRequest as exc:
+            if "redirect" in str(exc):  # more redirects than allowed: unavailable
+                return self._store_answer(origin, key, 310, b"", now, share)
+            return self._store_failure(origin, key, record, f"{type(exc).__name__}: {exc}", 0.0, share)
+        except Exception as exc:  # DNS, connection, timeout
+            return self._store_failure(origin, key, record, f"{type(exc).__name__}: {exc}", 0.0, share)
+        status = response.status
+        self.stats.inc_value(f"robotstxt/status/{status}")
+        if status == 429 or status >= 500 or status < 200:
+            from crawler.middlewares.backoff import retry_after_seconds
+
+            retry_after = retry_after_seconds(response.headers.get(b"Retry-After"))
+            return self._store_failure(origin, key, record, f"HTTP {status}", retry_after, share)
+        return self._store_answer(origin, key, status, response.body[: self.max_bytes], now, share)
+
+    def _store_answer(self, origin, key, status, body: bytes, now: float, share: bool) -> Rules:
+        self.stats.inc_value("robotstxt/fetched")
+        stored = zlib.compress(body) if 200 <= status < 300 else b""
+        if share:
+            try:
+                p = self.redis.pipeline(transaction=True)
+                p.hset(key, mapping={"status": status, "fetched": int(now * 1000), "body": stored, "fails": 0})
+                p.hdel(key, "retry", "error")
+                p.expire(key, int(self.lifetime + self.stale) + 1)
+                p.execute()
+            except redis.RedisError as exc:
+                logger.warning("Could not share robots.txt of %s (%s)", origin, exc)
+        rules = self._parse(origin, status, stored, now + self.lifetime)
+        logger.debug("robots.txt of %s: HTTP %d, %d bytes", origin, status, len(body))
+        self._apply(origin, rules)
+        return rules
+
+    def _store_failure(self, origin, key, record: dict, error: str, retry_after: float, share: bool) -> Rules:
+        self.stats.inc_value("robotstxt/unreachable")
+        fails = int(record.get(b"fails", 0)) + 1
+        delay = retry_after or min(self.retry_max, self.retry_min * 2 ** (fails - 1)) * (1 + random.random() / 4)
+        now = time.time()
+        retry_at = now + min(delay, self.retry_max)
+        logger.info(
+            "robots.txt of %s unreachable (%s, %d in a row): its host waits %.0f s", origin, error, fails, delay
+        )
+        if share:
+            try:
+                p = self.redis.pipeline(transaction=True)
+                p.hset(key, mapping={"fails": fails, "retry": int(retry_at * 1000), "error": error[:300]})
+                p.expire(key, int(self.lifetime + self.stale) + 1)
+                p.execute()
+            except redis.RedisError as exc:
+                logger.warning("Could not share robots.txt state of %s (%s)", origin, exc)
+            record = {**record, b"retry": str(int(retry_at * 1000)).encode()}
+        rules = self._from_record(origin, record, now) if share else None
+        return rules or Rules(origin, retry_at, unreachable=True, retry_at=retry_at)
+
+    def _apply(self, origin: str, rules: Rules) -> None:
+        """What a fresh robots.txt tells the whole crawl: the host's interval from
+        Crawl-delay, and its sitemaps."""
+        host = politeness_key(origin + "/", self.frontier.politeness)
+        if self.frontier.intervals.lookup(host) is None:  # an operator override comes first
+            delay = rules.parser.crawl_delay(self.token) if rules.parser is not None else None
+            try:
+                if delay:
+                    self.frontier.set_interval(host, min(float(delay), self.max_crawl_delay))
+                    self.stats.inc_value("robotstxt/crawl_delay")
+                else:
+                    self.frontier.set_interval(host, None)
+            except (redis.RedisError, ValueError) as exc:
+                logger.warning("Could not set the interval of %s from Crawl-delay (%s)", host, exc)
+        if self.follow_sitemaps and rules.sitemaps:
+            self._queue_sitemaps(rules.sitemaps[: self.max_sitemaps])
+
+    def _queue_sitemaps(self, urls) -> None:
+        spider = self.crawler.spider
+        callback = getattr(spider, "parse_sitemap", None)
+        if callback is None:
+            return
+        in_scope = getattr(spider, "in_scope", lambda url: True)
+        for url in urls:
+            try:
+                url = normalize_url(url, **self.url_options)
+            except InvalidURL:
+                self.stats.inc_value("robotstxt/sitemap_invalid")
+                continue
+            if not in_scope(url):
+                continue
+            self.stats.inc_value("robotstxt/sitemaps")
+            self.crawler.engine.crawl(
+                Request(url, callback=callback, errback=getattr(spider, "errback", None), meta={"sitemap": True})
+            )
+
+    def _bytes_received(self, data, request, spider=None):
+        # RFC 9309: parse at least the first 500 KiB; stop the download there
+        if request.meta.get(ROBOTS_META):
+            received = request.meta.get("robots_bytes", 0) + len(data)
+            request.meta["robots_bytes"] = received
+            if received > self.max_bytes:
+                raise StopDownload(fail=False)
+
+
+async def _sleep(seconds: float) -> None:
+    # imported here: the spider imports this module before Scrapy installs its reactor
+    from twisted.internet import reactor, task
+
+    await maybe_deferred_to_future(task.deferLater(reactor, seconds, lambda: None))
