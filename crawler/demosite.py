@@ -20,8 +20,11 @@ ThreadingHTTPServer, all on one port. Each host has:
     fetched only through the redirect and its Page always carries the redirect chain.
 ``/meta-nofollow.html``  ``<meta name="robots" content="nofollow">``, linked from
     ``/p2.html``; its only links point to ``/meta-nofollow-target.html``.
-``/robots.txt``  404, unless ``robots`` gives host ``i`` a body (answered 200; ``{port}``
-    in it becomes the site's port) or a status code.
+``/robots.txt``  404, unless ``robots`` gives host ``i`` an answer: a body (answered
+    200; ``{port}`` in it becomes the site's port), a status code, a ``(status,
+    headers, body)`` tuple, ``"drop"`` (the connection is closed unanswered), or a list
+    of those, answered in turn (the last one repeats). ``routes`` answers other paths
+    of every host the same way (e.g. the targets of a redirected robots.txt).
 ``/s0.html`` .. ``/s{S-1}.html``  sitemap-only pages (``sitemap_pages``): no page links
     them; ``/sitemap-index.xml`` (a sitemap index) names ``/sitemap-pages.xml.gz`` (a
     gzipped sitemap) that lists them.
@@ -78,6 +81,7 @@ class Site:
         robots: dict[int, str | int] | None = None,
         sitemap_pages: int = 0,
         throttle: dict[int, int] | None = None,
+        routes: dict[str, object] | None = None,
     ):
         if not 2 <= hosts <= 200:
             raise ValueError("hosts must be 2..200")
@@ -89,6 +93,8 @@ class Site:
         self.robots = robots or {}
         self.sitemap_pages = sitemap_pages
         self.throttle = dict(throttle or {})
+        self.routes = routes or {}
+        self._answered: dict[tuple[int, str], int] = {}
         self.hosts = [f"127.0.0.{2 + i}" for i in range(hosts)]
         self.port = 0
         self._servers: list[ThreadingHTTPServer] = []
@@ -205,11 +211,26 @@ class Site:
                 if "://" in path:  # absolute URI (a proxy's form)
                     path = "/" + path.split("://", 1)[1].partition("/")[2]
                 path = path.split("#", 1)[0].split("?", 1)[0]
-                if path == "/robots.txt":
-                    robots = site.robots.get(host_index, 404)
-                    if isinstance(robots, int):
-                        return self._send(robots, b"robots.txt answer", "text/plain")
-                    return self._send(200, robots.replace("{port}", str(site.port)).encode(), "text/plain")
+                if path == "/robots.txt" or path in site.routes:
+                    spec = site.robots.get(host_index, 404) if path == "/robots.txt" else site.routes[path]
+                    if isinstance(spec, list):
+                        with site._lock:
+                            n = site._answered.get((host_index, path), 0)
+                            site._answered[(host_index, path)] = n + 1
+                        spec = spec[min(n, len(spec) - 1)]
+                    if spec == "drop":
+                        self.close_connection = True
+                        return None
+                    status, headers, body = (
+                        spec
+                        if isinstance(spec, tuple)
+                        else (spec, {}, "")
+                        if isinstance(spec, int)
+                        else (200, {}, spec)
+                    )
+                    if isinstance(body, str):
+                        body = body.replace("{port}", str(site.port)).encode()
+                    return self._send(status, body or b"robots.txt answer", "text/plain", **headers)
                 if site.sitemap_pages and path in ("/sitemap-index.xml", "/sitemap-pages.xml.gz"):
                     return self._send(200, site.sitemap(host_index, path), "application/xml")
                 with site._lock:
@@ -323,7 +344,7 @@ def _free_port(addr: str) -> int:
 
 @contextlib.contextmanager
 def serve_site(hosts: int = 4, pages: int = 25, delay: float = 0.0, **options):
-    """A running Site (``options``: robots, sitemap_pages, throttle); stopped on exit."""
+    """A running Site (``options``: robots, sitemap_pages, throttle, routes); stopped on exit."""
     site = Site(hosts, pages, delay, **options)
     site.start()
     try:

@@ -313,13 +313,16 @@ def test_a_host_waits_for_its_download_to_land(make_frontier):
     assert f.stats()["hosts_queued"] == 0
     f.ack(landed=[a.id], now=T0 + 5000)  # landed; its page is still being handled
     assert f.stats()["leased"] == 2
-    urls, leases2, _ = pop_urls(f, n=10, now=T0 + 5001)
+    # due one interval after the landing (politeness counts from the end of a download)
+    assert pop_urls(f, n=10, now=T0 + 5999)[0] == []
+    urls, leases2, _ = pop_urls(f, n=10, now=T0 + 6000)
     assert urls == ["http://a.example/1"]
     # an acknowledgement lands too (once: landing again changes nothing)
-    f.ack(a.id, landed=[a.id])
+    f.ack(a.id, landed=[a.id], now=T0 + 6500)
     assert pop_urls(f, n=10, now=T0 + 9000)[0] == []
-    urls, _, _ = f.pop(10, now=T0 + 9001, ack=[leases2[0].id])[0], None, None
-    assert [lease.payload.decode() for lease in urls] == ["http://a.example/2"]
+    f.ack(leases2[0].id, now=T0 + 9001)
+    assert pop_urls(f, n=10, now=T0 + 10_000)[0] == []
+    assert pop_urls(f, n=10, now=T0 + 10_001)[0] == ["http://a.example/2"]
 
 
 def test_expired_and_replaced_leases_land(make_frontier):

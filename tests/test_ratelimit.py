@@ -71,9 +71,9 @@ def test_an_override_beats_crawl_delay_and_reaches_the_frontier(redis_client, cr
     # the frontier's hand-outs follow the override too
     f.push_many([Entry(url=f"http://www.example.com/{i}", payload=f"{i}".encode()) for i in range(2)])
     leases, _ = f.pop(1, now=T0 + 10_000)
-    f.ack(leases[0].id, now=T0 + 10_001)
-    assert f.pop(1, now=T0 + 12_999)[0] == []
-    assert len(f.pop(1, now=T0 + 13_000)[0]) == 1
+    f.ack(leases[0].id, now=T0 + 10_001)  # its download ended then
+    assert f.pop(1, now=T0 + 13_000)[0] == []
+    assert len(f.pop(1, now=T0 + 13_001)[0]) == 1
 
 
 def test_a_slot_too_far_away_pushes_the_host_back_in_the_frontier(frontier):

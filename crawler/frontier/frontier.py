@@ -27,7 +27,7 @@ from functools import lru_cache
 from crawler.frontier.bloom import ScalableLayout
 from crawler.frontier.intervals import HostIntervals, intervals_from_file
 from crawler.frontier.keys import SEP, Keys
-from crawler.frontier.scripts import ACK, BACKOFF, POP, PUSH, SLOT
+from crawler.frontier.scripts import ACK, BACKOFF, POP, PUSH, SLOT, TOUCH
 from crawler.frontier.traps import TrapGuard
 from crawler.urls import InvalidURL, url_host
 
@@ -143,6 +143,7 @@ class Frontier:
         self._ack = redis.register_script(ACK)
         self._backoff = redis.register_script(BACKOFF)
         self._slot = redis.register_script(SLOT)
+        self._touch = redis.register_script(TOUCH)
         self._generation = 0  # filters known to this client; read on first push
         self.last_acked = 0  # leases the last pop() acknowledged
 
@@ -242,6 +243,7 @@ class Frontier:
             0,  # now: set when sent
             len(batch),
             self.max_in_flight,
+            self.host_interval_ms,
         ]
         positions = self.layout.positions
         level = self.level
@@ -296,7 +298,7 @@ class Frontier:
         if not lease_ids and not landed:
             return 0
         now = now_ms() if now is None else now
-        args = [self.keys.prefix, now, self.max_in_flight, len(lease_ids), *lease_ids, *landed]
+        args = [self.keys.prefix, now, self.max_in_flight, self.host_interval_ms, len(lease_ids), *lease_ids, *landed]
         return int(self._ack(args=args))
 
     def renew(self, lease_ids, now: int | None = None) -> None:
@@ -328,6 +330,11 @@ class Frontier:
             int(margin * 1000),
         ]
         return int(self._slot(args=args))
+
+    def touch(self, host: str, now: int | None = None) -> None:
+        """A request to ``host`` that the frontier did not hand out (robots.txt) has just
+        ended: the host's next slot counts from now (scripts.TOUCH)."""
+        self._touch(args=[self.keys.prefix, host, now_ms() if now is None else now])
 
     def backed_off_until(self, host: str) -> int:
         """The end (ms) of the host's last back-off (0: none)."""

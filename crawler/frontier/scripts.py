@@ -33,8 +33,11 @@ local function split(s, n)
 end
 -- In flight: the set 'flying' holds the seq of every lease whose download has not ended,
 -- 'hflight' counts them per host. A host with max_flight in flight (0: no limit) stays
--- out of the ready heap until one of them lands. Each script sets max_flight first.
+-- out of the ready heap until one of them lands, and is due again its interval after
+-- that landing (as in Nutch and Heritrix: politeness counts from the end of a download).
+-- Each script sets max_flight and default_interval (ms) first.
 local max_flight = 0
+local default_interval = '0'
 local function at_limit(prefix, host)
     return max_flight > 0 and tonumber(redis.call('HGET', prefix .. 'hflight', host) or '0') >= max_flight
 end
@@ -57,6 +60,10 @@ local function land(prefix, member, now)
     local host = split(member, 4)[3]
     if redis.call('HINCRBY', prefix .. 'hflight', host, '-1') <= 0 then
         redis.call('HDEL', prefix .. 'hflight', host)
+    end
+    local nxt = now + tonumber(redis.call('HGET', prefix .. 'hdelay', host) or default_interval)
+    if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < nxt then
+        redis.call('HSET', prefix .. 'hnext', host, nxt)
     end
     if redis.call('EXISTS', prefix .. 'bq:' .. host) == 1 then make_ready(prefix, host, now) end
 end
@@ -89,13 +96,14 @@ end
 # ARGV[6]  max URLs per host (0: no limit, and no per-host count is kept)
 # ARGV[7]  now (ms)
 # ARGV[8]  number of entries     ARGV[9]  max requests in flight per host (0: no limit)
-# ARGV[10..] one value per entry (fewer arguments are cheaper for
+# ARGV[10] default host interval (ms)
+# ARGV[11..] one value per entry (fewer arguments are cheaper for
 #          the client to send), six fields joined by \x1f, ending with host and payload
 #          (so the end of the value is the front queue entry as it stands):
 #          flags   'f' = check and update URL-seen; 'b' = straight into the host's back
 #                  queue at its head (follow-ups: retries, redirects)
 #          level   front queue level (0 = highest)
-#          lease   i if the entry replaces lease ARGV[9 + n + i] (leases follow the
+#          lease   i if the entry replaces lease ARGV[10 + n + i] (leases follow the
 #                  entries), or ''; the replaced lease ends (its download lands)
 #          bits    the URL's bit offsets, decimal, space separated: k_0 offsets into
 #                  seen:0, then k_1 into seen:1, ... ('' without flag 'f')
@@ -160,10 +168,11 @@ local maxhost = tonumber(ARGV[6])
 local now = tonumber(ARGV[7])
 local n = tonumber(ARGV[8])
 max_flight = tonumber(ARGV[9])
+default_interval = ARGV[10]
 local out, front = {}, {}
 local added, full = 0, false
 for e = 1, n do
-    local flags, level, lease, bits, tail = string.match(ARGV[9 + e], ENTRY)
+    local flags, level, lease, bits, tail = string.match(ARGV[10 + e], ENTRY)
     local cut = string.find(tail, SEP, 1, true)
     local host = string.sub(tail, 1, cut - 1)
     local status = 1
@@ -188,7 +197,7 @@ for e = 1, n do
         end
     end
     if lease ~= '' then  -- before the enqueue: a follow-up may make its host ready
-        local member = ARGV[9 + n + tonumber(lease)]
+        local member = ARGV[10 + n + tonumber(lease)]
         redis.call('ZREM', prefix .. 'leases', member)
         land(prefix, member, now)
     end
@@ -256,7 +265,7 @@ local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
 local lease_ms = tonumber(ARGV[4])
-local default_interval = ARGV[5]
+default_interval = ARGV[5]
 local refill_max = tonumber(ARGV[6])
 local max_attempts = tonumber(ARGV[8])
 max_flight = tonumber(ARGV[9])
@@ -453,11 +462,21 @@ end
 return slot
 """
 
+# TOUCH: a request that is not leased (robots.txt) ended: the host's next slot counts
+# from now, not from when the request was sent (its arrival at the site may have been
+# late, e.g. a worker's first connection). ARGV[1] key prefix, ARGV[2] host, ARGV[3] now.
+TOUCH = r"""
+local key = ARGV[1] .. 'hlast'
+if tonumber(redis.call('HGET', key, ARGV[2]) or '0') < tonumber(ARGV[3]) then
+    redis.call('HSET', key, ARGV[2], ARGV[3])
+end
+"""
+
 # ACK: leases whose pages have been handled (stored, or failed for good), and leases
 # whose downloads ended (landed) while their pages are still being handled.
-# ARGV[1] key prefix, ARGV[2] now (ms), ARGV[3] max requests in flight per host, then
-# ARGV[4] the number a of acknowledgements, ARGV[5 .. 4 + a] the leases acknowledged,
-# ARGV[5 + a ..] the leases landed. An acknowledged lease is forgotten and lands; a
+# ARGV[1] key prefix, ARGV[2] now (ms), ARGV[3] max requests in flight per host,
+# ARGV[4] default host interval (ms), then ARGV[5] the number a of acknowledgements,
+# ARGV[6 .. 5 + a] the leases acknowledged, ARGV[6 + a ..] the leases landed. An acknowledged lease is forgotten and lands; a
 # landed lease stays leased but no longer counts against its host's in-flight limit.
 # Returns how many acknowledged leases were still held. Both are idempotent: an
 # unknown, expired or already landed lease is a no-op.
@@ -466,6 +485,7 @@ ACK = (
     + _SETTLE
     + r"""
 max_flight = tonumber(ARGV[3])
-return settle(ARGV[1], 4, tonumber(ARGV[2]))
+default_interval = ARGV[4]
+return settle(ARGV[1], 5, tonumber(ARGV[2]))
 """
 )

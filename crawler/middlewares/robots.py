@@ -257,11 +257,11 @@ class RobotsMiddleware:
             priority=ROBOTS_PRIORITY,
             dont_filter=True,
             callback=NO_CALLBACK,
-            meta={ROBOTS_META: True, "dont_retry": True, "handle_httpstatus_all": True},
+            meta={ROBOTS_META: True, "dont_retry": True},
         )
         now = time.time()
         try:
-            response = await self.crawler.engine.download_async(request)
+            response = await self._download(request)
         except AddressRefused:
             # the guard refuses the host's pages as well, and records each of them
             return Rules(origin, now + self.lifetime)
@@ -279,6 +279,15 @@ class RobotsMiddleware:
             retry_after = retry_after_seconds(response.headers.get(b"Retry-After"))
             return self._store_failure(origin, key, record, f"HTTP {status}", retry_after, share)
         return self._store_answer(origin, key, status, response.body[: self.max_bytes], now, share)
+
+    async def _download(self, request):
+        try:
+            return await self.crawler.engine.download_async(request)
+        finally:  # the host's next request keeps its interval from the end of this one
+            try:
+                self.frontier.touch(politeness_key(request.url, self.frontier.politeness))
+            except redis.RedisError:
+                pass
 
     def _store_answer(self, origin, key, status, body: bytes, now: float, share: bool) -> Rules:
         self.stats.inc_value("robotstxt/fetched")
