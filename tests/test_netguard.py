@@ -1,5 +1,6 @@
 """The network guard refuses private targets by default and allows what is listed."""
 
+import socket
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -99,6 +100,27 @@ def test_private_targets_are_refused_and_recorded(tmp_path, server):
         assert page["status"] is None and page["error"].startswith("AddressRefused"), (url, page)
     assert "'netguard/refused':" in log
     assert "Traceback" not in log and "CRITICAL" not in log
+
+
+class _Server6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def test_allow_list_lets_ipv6_loopback_through(tmp_path):
+    _Handler.hits = []
+    try:
+        httpd = _Server6(("::1", 0), _Handler)
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://[::1]:{httpd.server_address[1]}/v6"
+        pages, _ = crawl(tmp_path, [url], NETWORK_GUARD_ALLOW="::1/128")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert pages[url]["status"] == 200, pages[url]["error"]
+    assert "/v6" in _Handler.hits
 
 
 def test_allow_list_lets_loopback_through(tmp_path, server):

@@ -27,7 +27,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.resolver import CachingThreadedResolver
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet import reactor
+from twisted.internet import defer, reactor
 from twisted.internet.error import DNSLookupError
 
 from crawler.exceptions import AddressRefused
@@ -91,7 +91,10 @@ class GuardedResolver(CachingThreadedResolver):
         return resolver
 
     def getHostByName(self, name: str, timeout=()):
-        d = super().getHostByName(name, timeout)
+        if ":" in name and ip_literal(name):  # an IPv6 literal: gethostbyname knows IPv4 only
+            d = defer.succeed(name.strip("[]"))
+        else:
+            d = super().getHostByName(name, timeout)
         if self.policy is not None and name not in self.allowed_names:
             d.addCallback(self._check, name)
         return d
