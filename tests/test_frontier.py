@@ -310,7 +310,8 @@ def test_a_host_waits_for_its_download_to_land(make_frontier):
     a = next(lease for lease in leases if b"a.example" in lease.payload)
     # due again by its interval, but its download has not ended
     assert pop_urls(f, n=10, now=T0 + 5000)[0] == []
-    assert f.stats()["hosts_queued"] == 0
+    st = f.stats()
+    assert st["hosts_queued"] == 0 and st["in_flight"] == 2 and st["hosts_in_flight"] == 2
     f.ack(landed=[a.id], now=T0 + 5000)  # landed; its page is still being handled
     assert f.stats()["leased"] == 2
     # due one interval after the landing (politeness counts from the end of a download)

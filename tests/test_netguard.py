@@ -46,6 +46,9 @@ def test_allow_list_opens_chosen_networks():
     assert policy.refusal("10.1.9.9") is None
     assert policy.refusal("10.2.0.1") == "private"
     assert policy.refusal("169.254.169.254") == "link-local"
+    # (nothing can listen on the metadata address here, so the crawl tests cannot show it)
+    assert AddressPolicy(["169.254.169.254/32"]).refusal("169.254.169.254") is None
+    assert AddressPolicy(["::1/128"]).refusal("[::1]") is None
 
 
 class _Handler(BaseHTTPRequestHandler):

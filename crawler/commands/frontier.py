@@ -75,9 +75,9 @@ def format_stats(name: str, s: dict) -> str:
         [
             f"crawl            {name}",
             f"queued           {s['queued']}  (front queues by level: {levels})",
-            f"hosts            {s['hosts_queued']} with back queues ({s['hosts_due']} due now), "
-            f"{s['hosts_seen']} handed out so far",
-            f"leased           {s['leased']}",
+            f"hosts            {s['hosts_queued']} ready ({s['hosts_due']} due now), "
+            f"{s['hosts_in_flight']} downloading, {s['hosts_seen']} handed out so far",
+            f"leased           {s['leased']} ({s['in_flight']} downloading)",
             f"pushed/popped    {s['pushed']} / {s['popped']}",
             f"acked            {s['acked']}",
             f"expired leases   {s['expired']} (abandoned {s['abandoned']})",

@@ -388,13 +388,15 @@ class Frontier:
         p.zcard(k.leases)
         p.hlen(k.hnext)
         p.hgetall(k.seen_meta)
+        p.scard(k.flying)
+        p.hlen(k.hflight)
         for level in range(self.levels):
             p.llen(k.front(level))
         res = p.execute()
         counters = {_str(a): int(b) for a, b in res[0].items()}
         meta = {_str(a): int(b) for a, b in res[5].items()}
         gen = meta.get("gen", 1)
-        front = res[6:]
+        front = res[8:]
         return {
             "queued": counters.get("queued", 0),
             "front_queued": sum(front),
@@ -403,6 +405,8 @@ class Frontier:
             "hosts_due": res[2],
             "hosts_seen": res[4],
             "leased": res[3],
+            "in_flight": res[6],  # leases whose downloads have not ended
+            "hosts_in_flight": res[7],
             "pushed": counters.get("pushed", 0),
             # every URL pushed or requeued after an expired lease is queued or was popped
             "popped": counters.get("pushed", 0) + counters.get("expired", 0) - counters.get("queued", 0),
