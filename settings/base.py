@@ -115,6 +115,22 @@ RATE_LIMITER_ENABLED = True
 RATE_LIMITER_MAX_WAIT = 1.0  # seconds a request may wait for its slot; longer: back to the frontier
 RATE_LIMITER_MARGIN = 0.05  # seconds added to every interval: allowance for network jitter
 
+# --- the UrlStore (crawler/urlstore/) ---------------------------------------------------
+URLSTORE_BACKEND = "sqlite"  # or "cassandra"
+URLSTORE_SQLITE_PATH = ""  # empty: CRAWL_DIR/CRAWL_NAME/urlstore.sqlite
+URLSTORE_INLINK_BUCKETS = 16  # partitions per inlink target (bounds a popular target's)
+CASSANDRA_HOSTS = [h for h in os.environ.get("CASSANDRA_HOSTS", "").split(",") if h]  # contact points
+CASSANDRA_PORT = 9042
+CASSANDRA_KEYSPACE = "crawler"
+CASSANDRA_REPLICATION = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+CASSANDRA_APPLY_SCHEMA = True  # apply crawler/urlstore/schema.cql at start (idempotent)
+CASSANDRA_USERNAME = os.environ.get("CASSANDRA_USERNAME", "")
+CASSANDRA_PASSWORD = os.environ.get("CASSANDRA_PASSWORD", "")
+CASSANDRA_WRITE_CONSISTENCY = "LOCAL_QUORUM"
+CASSANDRA_READ_CONSISTENCY = "LOCAL_ONE"
+CASSANDRA_MAX_IN_FLIGHT = 64  # statements in flight per worker; more wait
+CASSANDRA_RETRIES = 5  # per statement, on timeouts and unavailable replicas, backing off
+
 # --- robots.txt (crawler/middlewares/robots.py) ---------------------------------------
 # Fetched once per site for all workers, shared in Redis, RFC 9309 semantics.
 ROBOTSTXT_OBEY = True

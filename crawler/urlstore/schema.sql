@@ -1,0 +1,27 @@
+-- The SQLite UrlStore (crawler/urlstore/sqlite.py); the Cassandra twin is schema.cql.
+CREATE TABLE IF NOT EXISTS urls (
+    url            TEXT PRIMARY KEY,   -- normalized
+    canonical_url  TEXT,               -- rel=canonical, or the first copy of a duplicate
+    status         INTEGER,            -- HTTP status; NULL when nothing was answered
+    fate           TEXT,               -- fetched, duplicate, robots_disallowed, refused, dns_error, ...
+    fetched_at     REAL,               -- UNIX time
+    error          TEXT,
+    next_fetch_at  REAL,               -- when a recrawl is due (UNIX time)
+    final_url      TEXT,
+    redirect_chain TEXT,               -- JSON list of URLs before final_url
+    content_digest TEXT,               -- of the body
+    simhash        INTEGER,            -- 64 bits, stored signed
+    metadata       TEXT NOT NULL DEFAULT '{}',  -- JSON object of text fields
+    archive_key    TEXT,               -- WARC object holding the raw page
+    archive_offset INTEGER,
+    archive_length INTEGER,
+    outlinks       TEXT                -- JSON list of {"url", "text", "nofollow"}
+);
+CREATE TABLE IF NOT EXISTS inlinks (
+    target_url  TEXT NOT NULL,
+    bucket      INTEGER NOT NULL,      -- crc32(source_url) % URLSTORE_INLINK_BUCKETS
+    source_url  TEXT NOT NULL,
+    anchor_text TEXT,
+    nofollow    INTEGER,
+    PRIMARY KEY (target_url, source_url)
+) WITHOUT ROWID;

@@ -1,0 +1,155 @@
+"""The SQLite UrlStore: the embedded default, one file in the crawl directory (WAL mode).
+
+Every statement runs on one thread that owns the connection, in the order the calls
+were made (a read sees every write made before it); writes return at once with a
+Future. Schema: schema.sql beside this file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from crawler.urlstore.store import ArchivePointer, FetchRecord, UrlStore, inlink_bucket, signed64, unsigned64
+
+SCHEMA = Path(__file__).with_name("schema.sql")
+
+_UPSERT = """
+INSERT INTO urls (url, canonical_url, status, fate, fetched_at, error, next_fetch_at, final_url,
+                  redirect_chain, content_digest, simhash, metadata, archive_key, archive_offset,
+                  archive_length, outlinks)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (url) DO UPDATE SET
+    canonical_url = excluded.canonical_url, status = excluded.status, fate = excluded.fate,
+    fetched_at = excluded.fetched_at, error = excluded.error, next_fetch_at = excluded.next_fetch_at,
+    final_url = excluded.final_url, redirect_chain = excluded.redirect_chain,
+    content_digest = excluded.content_digest, simhash = excluded.simhash,
+    metadata = json_patch(urls.metadata, excluded.metadata),
+    archive_key = excluded.archive_key, archive_offset = excluded.archive_offset,
+    archive_length = excluded.archive_length, outlinks = excluded.outlinks
+"""
+_METADATA = """
+INSERT INTO urls (url, metadata) VALUES (?, ?)
+ON CONFLICT (url) DO UPDATE SET metadata = json_patch(urls.metadata, excluded.metadata)
+"""
+_INLINK = """
+INSERT OR REPLACE INTO inlinks (target_url, bucket, source_url, anchor_text, nofollow) VALUES (?, ?, ?, ?, ?)
+"""
+_COLUMNS = (
+    "url, canonical_url, status, fate, fetched_at, error, next_fetch_at, final_url, redirect_chain, "
+    "content_digest, simhash, metadata, archive_key, archive_offset, archive_length, outlinks"
+)
+
+
+class SqliteUrlStore(UrlStore):
+    def __init__(self, path: str, url_options: dict | None = None, inlink_buckets: int = 16):
+        super().__init__(url_options, inlink_buckets)
+        self.path = path
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="urlstore")
+        self._db: sqlite3.Connection | None = None
+        self._thread.submit(self._open).result()
+
+    @classmethod
+    def from_settings(cls, settings, url_options: dict) -> SqliteUrlStore:
+        path = settings.get("URLSTORE_SQLITE_PATH") or os.path.join(
+            settings.get("CRAWL_DIR"), settings.get("CRAWL_NAME"), "urlstore.sqlite"
+        )
+        return cls(path, url_options, settings.getint("URLSTORE_INLINK_BUCKETS"))
+
+    def _open(self) -> None:
+        if self.path != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        db = sqlite3.connect(self.path)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable up to the last checkpoint on power loss
+        db.executescript(SCHEMA.read_text())
+        self._db = db
+
+    def _run(self, fn, *args) -> Future:
+        return self._thread.submit(fn, *args)
+
+    # -- writes ------------------------------------------------------------------------
+
+    def record_fetch(self, record: FetchRecord) -> Future:
+        return self._run(self._record_fetch, record)
+
+    def _record_fetch(self, r: FetchRecord) -> None:
+        url = self.normalize(r.url)
+        archive = r.archive or ArchivePointer("", 0, 0)
+        row = (
+            url,
+            r.canonical_url,
+            r.status,
+            r.fate,
+            r.fetched_at,
+            r.error,
+            r.next_fetch_at,
+            r.final_url,
+            json.dumps(r.redirect_chain),
+            r.content_digest,
+            signed64(r.simhash),
+            json.dumps(r.metadata or {}),
+            archive.key or None,
+            archive.offset if archive.key else None,
+            archive.length if archive.key else None,
+            json.dumps(r.outlinks),
+        )
+        links = [
+            (link["url"], self._bucket(url), url, link.get("text", ""), int(bool(link.get("nofollow"))))
+            for link in r.outlinks
+        ]
+        with self._db:
+            self._db.execute(_UPSERT, row)
+            if links:
+                self._db.executemany(_INLINK, links)
+
+    def update_metadata(self, url: str, fields: dict[str, str]) -> Future:
+        return self._run(self._update_metadata, self.normalize(url), json.dumps(fields))
+
+    def _update_metadata(self, url: str, fields: str) -> None:
+        with self._db:
+            self._db.execute(_METADATA, (url, fields))
+
+    def _bucket(self, source: str) -> int:
+        return inlink_bucket(source, self.inlink_buckets)
+
+    # -- reads -------------------------------------------------------------------------
+
+    def _row(self, url: str) -> dict | None:
+        return self._run(self._read_row, url).result()
+
+    def _read_row(self, url: str) -> dict | None:
+        row = self._db.execute(f"SELECT {_COLUMNS} FROM urls WHERE url = ?", (url,)).fetchone()
+        if row is None:
+            return None
+        record = dict(zip([c.strip() for c in _COLUMNS.split(",")], row, strict=True))
+        for name in ("redirect_chain", "outlinks"):
+            record[name] = json.loads(record[name]) if record[name] else []
+        record["metadata"] = json.loads(record["metadata"] or "{}")
+        record["simhash"] = unsigned64(record["simhash"])
+        key = record.pop("archive_key")
+        offset, length = record.pop("archive_offset"), record.pop("archive_length")
+        record["archive"] = {"key": key, "offset": offset, "length": length} if key else None
+        return record
+
+    def _inlinks(self, url: str, limit: int) -> list[dict]:
+        return self._run(self._read_inlinks, url, limit).result()
+
+    def _read_inlinks(self, url: str, limit: int) -> list[dict]:
+        rows = self._db.execute(
+            "SELECT source_url, anchor_text, nofollow FROM inlinks WHERE target_url = ? ORDER BY source_url LIMIT ?",
+            (url, limit),
+        ).fetchall()
+        return [{"url": s, "text": t, "nofollow": bool(n)} for s, t, n in rows]
+
+    def close(self) -> None:
+        def _close():
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+        self._thread.submit(_close).result()
+        self._thread.shutdown(wait=True)

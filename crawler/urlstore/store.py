@@ -1,0 +1,182 @@
+"""The UrlStore: what the crawl knows about every URL (Aragog's UrlStore).
+
+One small interface, two backends: SQLite (sqlite.py, a file in the crawl directory,
+the embedded default) and Cassandra (cassandra.py, production). Both keep one contract,
+tested by tests/test_urlstore.py against each.
+
+The model, keyed by normalized URL (``FetchRecord``): canonical_url; the fetch status
+(HTTP status, fate, fetched_at, error, next fetch due); the redirect chain; the content
+digest and simhash; an open map of metadata fields, updated a few at a time; the archive
+pointer (key, offset, length of the page's WARC record); the outlinks. Inlinks live in
+their own table keyed by target URL, spread over URLSTORE_INLINK_BUCKETS partitions per
+target so that a very popular target does not make one huge partition.
+
+Every URL's fate is recorded, not only successes (``fate``): ``fetched`` (any HTTP
+answer), ``robots_disallowed``, ``refused`` (network guard), ``dns_error``, ``timeout``,
+``connection_error``, ``error`` (anything else), and ``duplicate`` for a page whose
+content was seen before (its canonical_url names the first copy).
+
+Writes return a ``concurrent.futures.Future`` (the item pipeline awaits it before the
+page's lease is acknowledged); reads are plain calls (the ``scrapy urlstore`` command).
+URLs are normalized on the way in, and ``get`` follows canonical_url.
+"""
+
+from __future__ import annotations
+
+import zlib
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+
+from crawler.urls import InvalidURL, normalize_url
+
+FATES = (
+    "fetched",
+    "duplicate",
+    "robots_disallowed",
+    "refused",
+    "dns_error",
+    "timeout",
+    "connection_error",
+    "error",
+)
+MAX_CANONICAL_HOPS = 3
+
+
+@dataclass
+class ArchivePointer:
+    key: str  # object key (S3) or file path relative to the archive root (local)
+    offset: int  # of the WARC response record in the (gzipped) object
+    length: int  # compressed length of that record
+
+
+@dataclass
+class FetchRecord:
+    url: str  # the requested URL (normalized)
+    fate: str  # one of FATES
+    fetched_at: float  # UNIX time
+    status: int | None = None  # HTTP status (None when nothing was answered)
+    error: str | None = None
+    final_url: str | None = None
+    redirect_chain: list[str] = field(default_factory=list)
+    canonical_url: str | None = None
+    content_digest: str | None = None
+    simhash: int | None = None  # 64-bit, unsigned
+    metadata: dict[str, str] = field(default_factory=dict)
+    archive: ArchivePointer | None = None
+    outlinks: list[dict] = field(default_factory=list)  # {"url", "text", "nofollow"}
+    next_fetch_at: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def inlink_bucket(source_url: str, buckets: int) -> int:
+    """The inlink partition of a link from ``source_url`` (stable across processes)."""
+    return zlib.crc32(source_url.encode()) % buckets
+
+
+def signed64(value: int | None) -> int | None:
+    """A 64-bit unsigned simhash as a signed 64-bit integer (what both stores keep)."""
+    if value is None:
+        return None
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def unsigned64(value: int | None) -> int | None:
+    if value is None:
+        return None
+    return value + (1 << 64) if value < 0 else value
+
+
+class UrlStore:
+    """The interface; see sqlite.py and cassandra.py. ``normalize`` options come from
+    crawler.urls.url_options(settings)."""
+
+    def __init__(self, url_options: dict | None = None, inlink_buckets: int = 16):
+        self.url_options = url_options or {}
+        self.inlink_buckets = inlink_buckets
+
+    # -- writes (asynchronous) ----------------------------------------------------------
+
+    def record_fetch(self, record: FetchRecord) -> Future:
+        """Store a URL's fetch result (replacing the previous one; metadata fields are
+        merged), and an inlink for each outlink."""
+        raise NotImplementedError
+
+    def update_metadata(self, url: str, fields: dict[str, str]) -> Future:
+        """Set some metadata fields of a URL, leaving the others as they are."""
+        raise NotImplementedError
+
+    # -- reads --------------------------------------------------------------------------
+
+    def _row(self, url: str) -> dict | None:
+        """The stored row of a normalized URL, as FetchRecord.as_dict() gives it."""
+        raise NotImplementedError
+
+    def _inlinks(self, url: str, limit: int) -> list[dict]:
+        raise NotImplementedError
+
+    def get(self, url: str, follow_canonical: bool = True) -> dict | None:
+        """The record of ``url`` (normalized first); with follow_canonical, the record of
+        its canonical URL when one is known and stored (``requested_url`` says which URL
+        was asked for). None when the URL is unknown."""
+        url = self.normalize(url)
+        row = self._row(url)
+        hops = 0
+        while follow_canonical and row and row.get("canonical_url") and hops < MAX_CANONICAL_HOPS:
+            target = row["canonical_url"]
+            if target == row["url"]:
+                break
+            canonical = self._row(target)
+            if canonical is None:
+                break
+            row, hops = canonical, hops + 1
+        if row is not None:
+            row["requested_url"] = url
+        return row
+
+    def fetch_status(self, url: str) -> dict | None:
+        """status, fate, fetched_at, error and next_fetch_at of ``url`` itself."""
+        row = self._row(self.normalize(url))
+        if row is None:
+            return None
+        return {k: row[k] for k in ("url", "status", "fate", "fetched_at", "error", "next_fetch_at")}
+
+    def outlinks(self, url: str) -> list[dict]:
+        row = self._row(self.normalize(url))
+        return list(row["outlinks"]) if row else []
+
+    def inlinks(self, url: str, limit: int = 1000) -> list[dict]:
+        """Links to ``url``: {"url" (the source), "text", "nofollow"}, at most ``limit``."""
+        return self._inlinks(self.normalize(url), limit)
+
+    def normalize(self, url: str) -> str:
+        try:
+            return normalize_url(url, **self.url_options)
+        except InvalidURL:
+            return url
+
+    def close(self) -> None:
+        """Wait for pending writes and release connections."""
+
+
+def urlstore_from_settings(settings) -> UrlStore:
+    """The crawl's UrlStore: URLSTORE_BACKEND "sqlite" (default) or "cassandra"."""
+    from crawler.urls import url_options
+
+    backend = settings.get("URLSTORE_BACKEND").lower()
+    if backend == "sqlite":
+        from crawler.urlstore.sqlite import SqliteUrlStore
+
+        return SqliteUrlStore.from_settings(settings, url_options(settings))
+    if backend == "cassandra":
+        from crawler.urlstore.cassandra import CassandraUrlStore
+
+        return CassandraUrlStore.from_settings(settings, url_options(settings))
+    raise ValueError(f"URLSTORE_BACKEND must be 'sqlite' or 'cassandra', not {backend!r}")
+
+
+def done(value=None) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future

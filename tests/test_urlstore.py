@@ -1,0 +1,239 @@
+"""One behavioural contract for every UrlStore backend: SQLite always, Cassandra when
+CASSANDRA_HOSTS names a cluster (contact points, comma separated; the test creates and
+drops a keyspace of its own), reported as skipped otherwise."""
+
+import os
+import time
+import uuid
+
+import pytest
+
+from crawler.urlstore.cassandra import schema_statements
+from crawler.urlstore.sqlite import SqliteUrlStore
+from crawler.urlstore.store import ArchivePointer, FetchRecord
+
+T = 1_700_000_000.5
+
+
+def _cassandra_store():
+    from cassandra.cluster import Cluster
+
+    from crawler.urlstore.cassandra import CassandraUrlStore
+
+    hosts = [h for h in os.environ["CASSANDRA_HOSTS"].split(",") if h]
+    cluster = Cluster(hosts, port=int(os.environ.get("CASSANDRA_PORT", "9042")))
+    session = cluster.connect()
+    keyspace = f"test_{uuid.uuid4().hex[:12]}"
+    for statement in schema_statements(keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}"):
+        session.execute(statement)
+    store = CassandraUrlStore(
+        session, keyspace, inlink_buckets=4, write_consistency="ONE", read_consistency="ONE", cluster=None
+    )
+    return store, lambda: (session.execute(f"DROP KEYSPACE {keyspace}"), cluster.shutdown())
+
+
+@pytest.fixture(params=["sqlite", "cassandra"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        s = SqliteUrlStore(str(tmp_path / "urlstore.sqlite"), inlink_buckets=4)
+        yield s
+        s.close()
+        return
+    if not os.environ.get("CASSANDRA_HOSTS"):
+        pytest.skip("no Cassandra: set CASSANDRA_HOSTS=host1,host2 to run the Cassandra backend's contract")
+    s, drop = _cassandra_store()
+    yield s
+    drop()
+
+
+def _fetched(url, **kw):
+    defaults = {"fate": "fetched", "fetched_at": T, "status": 200, "final_url": url}
+    return FetchRecord(url=url, **{**defaults, **kw})
+
+
+def test_a_fetch_result_round_trips(store):
+    record = _fetched(
+        "http://Example.com/a?b=2&a=1",
+        redirect_chain=["http://example.com/old"],
+        content_digest="sha1:abc",
+        simhash=(1 << 64) - 5,  # the top bit set: stored signed, read back unsigned
+        metadata={"title": "A page", "lang": "en"},
+        archive=ArchivePointer("ab/crawl-0001.warc.gz", 1234, 567),
+        outlinks=[{"url": "http://example.com/b", "text": "B", "nofollow": False}],
+        next_fetch_at=T + 86400,
+    )
+    store.record_fetch(record).result(timeout=30)
+    got = store.get("http://example.com/a?a=1&b=2")  # normalized on the way in
+    assert got["url"] == "http://example.com/a?a=1&b=2"
+    assert got["status"] == 200 and got["fate"] == "fetched"
+    assert got["fetched_at"] == pytest.approx(T, abs=0.001)
+    assert got["next_fetch_at"] == pytest.approx(T + 86400, abs=0.001)
+    assert got["redirect_chain"] == ["http://example.com/old"]
+    assert got["simhash"] == (1 << 64) - 5
+    assert got["metadata"] == {"title": "A page", "lang": "en"}
+    assert got["archive"] == {"key": "ab/crawl-0001.warc.gz", "offset": 1234, "length": 567}
+    assert got["outlinks"] == [{"url": "http://example.com/b", "text": "B", "nofollow": False}]
+
+
+def test_every_fate_is_recorded(store):
+    fates = {
+        "http://a.example/robots": ("robots_disallowed", None, "RobotsDisallowed: ..."),
+        "http://10.0.0.1/": ("refused", None, "AddressRefused: private"),
+        "http://nx.example/": ("dns_error", None, "DNSLookupError"),
+        "http://slow.example/": ("timeout", None, "TimeoutError"),
+        "http://b.example/missing": ("fetched", 404, None),
+        "http://b.example/broken": ("fetched", 503, None),
+    }
+    for url, (fate, status, error) in fates.items():
+        store.record_fetch(FetchRecord(url=url, fate=fate, status=status, error=error, fetched_at=T)).result(30)
+    for url, (fate, status, error) in fates.items():
+        got = store.fetch_status(url)
+        assert (got["fate"], got["status"], got["error"]) == (fate, status, error), url
+    assert store.get("http://never.example/") is None
+    assert store.fetch_status("http://never.example/") is None
+
+
+def test_metadata_is_updated_a_few_fields_at_a_time(store):
+    url = "http://example.com/p"
+    store.record_fetch(_fetched(url, metadata={"title": "T", "lang": "en"})).result(30)
+    store.update_metadata(url, {"description": "D", "lang": "fr"}).result(30)
+    assert store.get(url)["metadata"] == {"title": "T", "lang": "fr", "description": "D"}
+    # a refetch merges its fields too
+    store.record_fetch(_fetched(url, status=304, metadata={"title": "T2"})).result(30)
+    got = store.get(url)
+    assert got["status"] == 304
+    assert got["metadata"] == {"title": "T2", "lang": "fr", "description": "D"}
+
+
+def test_get_follows_canonical_url(store):
+    first = "http://example.com/article"
+    store.record_fetch(_fetched(first, metadata={"title": "original"})).result(30)
+    store.record_fetch(_fetched("http://example.com/article?ref=x", canonical_url=first, fate="duplicate")).result(30)
+    got = store.get("http://example.com/article?ref=x")
+    assert got["url"] == first and got["requested_url"] == "http://example.com/article?ref=x"
+    assert got["metadata"]["title"] == "original"
+    own = store.get("http://example.com/article?ref=x", follow_canonical=False)
+    assert own["fate"] == "duplicate" and own["canonical_url"] == first
+    # a canonical URL that is not stored (yet): the URL's own record
+    store.record_fetch(_fetched("http://example.com/x", canonical_url="http://example.com/y")).result(30)
+    assert store.get("http://example.com/x")["url"] == "http://example.com/x"
+    # canonical loops end
+    store.record_fetch(_fetched("http://example.com/l1", canonical_url="http://example.com/l2")).result(30)
+    store.record_fetch(_fetched("http://example.com/l2", canonical_url="http://example.com/l1")).result(30)
+    assert store.get("http://example.com/l1")["url"] in ("http://example.com/l1", "http://example.com/l2")
+
+
+def test_outlinks_and_inlinks_agree(store):
+    target = "http://example.com/popular"
+    sources = [f"http://site{i}.example/page" for i in range(30)]
+    futures = [
+        store.record_fetch(_fetched(src, outlinks=[{"url": target, "text": f"link {i}", "nofollow": i % 2 == 1}]))
+        for i, src in enumerate(sources)
+    ]
+    for f in futures:
+        f.result(30)
+    inlinks = store.inlinks(target)
+    assert [link["url"] for link in inlinks] == sorted(sources)
+    by_source = {link["url"]: link for link in inlinks}
+    assert by_source[sources[3]] == {"url": sources[3], "text": "link 3", "nofollow": True}
+    assert store.outlinks(sources[3]) == [{"url": target, "text": "link 3", "nofollow": True}]
+    assert len(store.inlinks(target, limit=5)) == 5
+    assert store.inlinks("http://example.com/lonely") == []
+
+
+def test_many_writes_in_flight_all_land(store):
+    futures = [store.record_fetch(_fetched(f"http://bulk.example/{i}", fetched_at=time.time())) for i in range(300)]
+    for f in futures:
+        f.result(60)
+    assert all(store.fetch_status(f"http://bulk.example/{i}")["status"] == 200 for i in range(0, 300, 37))
+
+
+def test_cassandra_schema_renders_for_a_keyspace():
+    statements = schema_statements("ks1", "{'class': 'SimpleStrategy', 'replication_factor': 3}")
+    assert statements[0].startswith("CREATE KEYSPACE IF NOT EXISTS ks1 WITH replication = {'class'")
+    assert any(s.startswith("CREATE TABLE IF NOT EXISTS ks1.urls (") for s in statements)
+    assert any("PRIMARY KEY ((target_url, bucket), source_url)" in s for s in statements)
+    assert not any("--" in s or "{keyspace}" in s for s in statements)
+
+
+# -- the Cassandra backend's write path, on a stand-in session ------------------------------
+# No Cassandra server can run here: these tests replace the driver's Session (prepare,
+# execute_async and its ResponseFuture callbacks) to check bounded concurrency and retries.
+
+
+class _Prepared:
+    def __init__(self, cql):
+        self.cql = cql
+        self.consistency_level = None
+
+
+class _Response:
+    def __init__(self, session, stmt, params):
+        self.session, self.stmt, self.params = session, stmt, params
+
+    def add_callbacks(self, callback, errback, callback_args=(), errback_args=()):
+        import threading
+
+        def finish():
+            with self.session.lock:
+                self.session.in_flight -= 1
+                fail = self.session.failures.pop(self.params[-1], 0) if self.params else 0
+                if fail:
+                    self.session.failures[self.params[-1]] = fail - 1
+            if fail:
+                from cassandra import OperationTimedOut
+
+                errback(OperationTimedOut("stand-in timeout"), *errback_args)
+            else:
+                self.session.done.append((self.stmt.cql, self.params))
+                callback([], *callback_args)
+
+        threading.Timer(0.005, finish).start()
+
+
+class _Session:
+    def __init__(self, failures=None):
+        import threading
+
+        self.lock = threading.Lock()
+        self.in_flight = self.peak = 0
+        self.failures = dict(failures or {})  # last parameter -> timeouts before success
+        self.done = []
+
+    def prepare(self, cql):
+        return _Prepared(cql)
+
+    def execute_async(self, stmt, params):
+        with self.lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+        return _Response(self, stmt, params)
+
+
+def test_cassandra_writes_are_bounded_and_retried():
+    from crawler.urlstore.cassandra import CassandraUrlStore
+
+    session = _Session(failures={"http://flaky.example/": 2})
+    store = CassandraUrlStore(session, "ks", max_in_flight=4, retries=3, retry_delay=0.01, inlink_buckets=4)
+    links = [{"url": f"http://t.example/{i}", "text": "", "nofollow": False} for i in range(20)]
+    futures = [store.record_fetch(_fetched(f"http://s{i}.example/", outlinks=links)) for i in range(5)]
+    futures.append(store.record_fetch(_fetched("http://flaky.example/")))
+    for f in futures:
+        f.result(timeout=30)
+    assert session.peak <= 4
+    assert len(session.done) == 5 * 21 + 1  # rows and inlinks, the flaky row after 2 retries
+    row = next(params for cql, params in session.done if params[-1] == "http://flaky.example/")
+    assert "metadata = metadata + ?" in store._row_stmt.cql and row[2] == "fetched"
+
+
+def test_cassandra_write_fails_after_its_retries():
+    from cassandra import OperationTimedOut
+
+    from crawler.urlstore.cassandra import CassandraUrlStore
+
+    session = _Session(failures={"http://down.example/": 10})
+    store = CassandraUrlStore(session, "ks", max_in_flight=2, retries=2, retry_delay=0.01)
+    with pytest.raises(OperationTimedOut):
+        store.record_fetch(_fetched("http://down.example/")).result(timeout=30)
+    # the slot it held is free again
+    store.record_fetch(_fetched("http://up.example/")).result(timeout=30)
