@@ -331,10 +331,11 @@ class Frontier:
         ]
         return int(self._slot(args=args))
 
-    def touch(self, host: str, now: int | None = None) -> None:
+    def touch(self, host: str, now: int | None = None, client=None) -> None:
         """A request to ``host`` that the frontier did not hand out (robots.txt) has just
-        ended: the host's next slot counts from now (scripts.TOUCH)."""
-        self._touch(args=[self.keys.prefix, host, now_ms() if now is None else now])
+        ended: the host's next slot counts from now (scripts.TOUCH). ``client``: a
+        pipeline to add the call to."""
+        self._touch(args=[self.keys.prefix, host, now_ms() if now is None else now], client=client)
 
     def backed_off_until(self, host: str) -> int:
         """The end (ms) of the host's last back-off (0: none)."""
@@ -369,12 +370,14 @@ class Frontier:
         )
         return int(ms) / 1000
 
-    def set_interval(self, host: str, seconds: float | None) -> None:
-        """Set a host's interval (None: back to the default)."""
+    def set_interval(self, host: str, seconds: float | None, client=None) -> None:
+        """Set a host's interval (None: back to the default). ``client``: a pipeline to
+        add the command to."""
+        client = self.redis if client is None else client
         if seconds is None:
-            self.redis.hdel(self.keys.hdelay, host)
+            client.hdel(self.keys.hdelay, host)
         else:
-            self.redis.hset(self.keys.hdelay, host, int(seconds * 1000))
+            client.hset(self.keys.hdelay, host, int(seconds * 1000))
 
     # -- numbers -------------------------------------------------------------------
 

@@ -489,3 +489,32 @@ default_interval = ARGV[4]
 return settle(ARGV[1], 5, tonumber(ARGV[2]))
 """
 )
+
+
+# -- the robots.txt cache (crawler/middlewares/robots.py) ---------------------------------
+
+# ROBOTS_CLAIM: read a site's shared robots.txt record and, when it has to be fetched,
+# claim the fetch. KEYS[1] the record (robots:<origin>), KEYS[2] its lock; ARGV[1] now
+# (ms), ARGV[2] lifetime (ms), ARGV[3] the caller's token, ARGV[4] lock time (ms).
+# Returns {state, record as HGETALL gives it}: state 0 = use the record (fetched less
+# than a lifetime ago, or its last fetch failed and the next try is not due), 1 = the
+# caller holds the lock and fetches, 2 = another worker is fetching (look again later).
+ROBOTS_CLAIM = r"""
+local rec = redis.call('HGETALL', KEYS[1])
+local f = {}
+for i = 1, #rec, 2 do f[rec[i]] = rec[i + 1] end
+local now = tonumber(ARGV[1])
+if tonumber(f['status'] or '0') > 0 and tonumber(f['fetched'] or '0') + tonumber(ARGV[2]) > now then
+    return {0, rec}
+end
+if tonumber(f['retry'] or '0') > now then return {0, rec} end
+if redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then return {1, rec} end
+return {2, rec}
+"""
+
+# UNLOCK: KEYS[1] a lock, ARGV[1] the token that took it: deleted only if still that
+# token's (a lock that expired and was taken by another worker stays). Returns 1 or 0.
+UNLOCK = r"""
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""

@@ -22,11 +22,11 @@ from scrapy.exceptions import NotConfigured
 
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.frontier import politeness_key
-from crawler.middlewares.robots import ROBOTS_META
 
 logger = logging.getLogger(__name__)
 
 JITTER = 0.25  # a back-off is stretched by up to this fraction, at random
+DONT_BACK_OFF = "dont_back_off"  # meta: the sender judges this request's 429/503 itself
 
 
 def retry_after_seconds(value: bytes | None, now: float | None = None) -> float:
@@ -67,8 +67,8 @@ class HostBackoffMiddleware:
         )
 
     def process_response(self, request, response, spider=None):
-        if response.status not in self.codes or request.meta.get(ROBOTS_META):
-            return response  # robots.txt answers are the robots middleware's to judge
+        if response.status not in self.codes or request.meta.get(DONT_BACK_OFF):
+            return response
         retries = request.meta.get("backoff_retries", 0)
         if retries >= self.max_retries:
             self.stats.inc_value("backoff/gave_up")

@@ -61,11 +61,15 @@ from crawler.exceptions import AddressRefused, RobotsDisallowed
 from crawler.frontier.codec import LEASE_META
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.frontier import politeness_key
+from crawler.frontier.scripts import ROBOTS_CLAIM, UNLOCK
+from crawler.middlewares.backoff import DONT_BACK_OFF, retry_after_seconds
 from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
 
 ROBOTS_META = "robots_txt"  # marks the robots.txt requests themselves
+CLAIM_USE, CLAIM_FETCH = 0, 1  # scripts.ROBOTS_CLAIM states (2: another worker fetches)
+KEEP = object()  # _share: leave the host's interval as it is
 ROBOTS_PRIORITY = 1000
 POLL_SECONDS = 0.2  # how often a worker waiting for another's fetch looks again
 
@@ -115,6 +119,8 @@ class RobotsMiddleware:
             "maximum": max(s.getfloat("HOST_BACKOFF_MAX"), self.retry_max),
             "quiet": s.getfloat("HOST_BACKOFF_QUIET"),
         }
+        self._claim = self.redis.register_script(ROBOTS_CLAIM)
+        self._unlock = self.redis.register_script(UNLOCK)
         self._cache: OrderedDict[str, Rules] = OrderedDict()
         self._loading: dict[str, list[Deferred]] = {}
 
@@ -187,41 +193,39 @@ class RobotsMiddleware:
         return rules
 
     async def _load(self, origin: str) -> Rules:
-        key = self.keys.robots(origin)
+        key, lock = self.keys.robots(origin), self.keys.robots_lock(origin)
         token = uuid.uuid4().hex
         while True:
+            now = time.time()
             try:
-                record = self.redis.hgetall(key)
+                state, flat = self._claim(
+                    keys=[key, lock],
+                    args=[int(now * 1000), int(self.lifetime * 1000), token, int(self.lock_seconds * 1000)],
+                )
             except redis.RedisError as exc:
                 logger.warning("Redis unavailable for robots.txt of %s (%s); fetching it here", origin, exc)
-                return await self._fetch(origin, key, {}, share=False)
-            rules = self._from_record(origin, record, time.time())
-            if rules is not None:
-                return rules
-            try:
-                claimed = self.redis.set(
-                    self.keys.robots_lock(origin), token, nx=True, px=int(self.lock_seconds * 1000)
-                )
-            except redis.RedisError:
-                claimed = True  # fetch here rather than wait for nothing
-            if claimed:
+                return await self._fetch(origin, {}, None)
+            record = dict(zip(flat[::2], flat[1::2], strict=True))
+            if state == CLAIM_USE:
+                return self._from_record(origin, record, now) or Rules(origin, now + POLL_SECONDS)
+            if state == CLAIM_FETCH:
                 try:
-                    return await self._fetch(origin, key, record)
-                finally:
-                    self._unlock(origin, token)
+                    return await self._fetch(origin, record, token)
+                except BaseException:
+                    self._release(lock, token)
+                    raise
             self.stats.inc_value("robotstxt/waited_for_other_worker")
             await _sleep(POLL_SECONDS)
 
-    def _unlock(self, origin: str, token: str) -> None:
-        lock = self.keys.robots_lock(origin)
+    def _release(self, lock: str, token: str) -> None:
         try:
-            if self.redis.get(lock) == token.encode():
-                self.redis.delete(lock)
+            self._unlock(keys=[lock], args=[token])
         except redis.RedisError:
             pass  # it expires
 
     def _from_record(self, origin: str, record: dict, now: float) -> Rules | None:
-        """Rules from the shared record, or None when robots.txt is to be fetched."""
+        """Rules from the shared record, or None when robots.txt is to be fetched (the
+        same test as scripts.ROBOTS_CLAIM)."""
         if not record:
             return None
         status = int(record.get(b"status", 0))
@@ -251,62 +255,59 @@ class RobotsMiddleware:
 
     # -- fetching ------------------------------------------------------------------------
 
-    async def _fetch(self, origin: str, key: str, record: dict, share: bool = True) -> Rules:
+    async def _fetch(self, origin: str, record: dict, token: str | None) -> Rules:
+        """Fetch robots.txt; share the answer (``token``: the claim on the fetch; None
+        when Redis is away and nothing is shared)."""
         request = Request(
             origin + "/robots.txt",
             priority=ROBOTS_PRIORITY,
             dont_filter=True,
             callback=NO_CALLBACK,
-            meta={ROBOTS_META: True, "dont_retry": True},
+            meta={ROBOTS_META: True, DONT_BACK_OFF: True, "dont_retry": True},
         )
         now = time.time()
         try:
-            response = await self._download(request)
+            response = await self.crawler.engine.download_async(request)
         except AddressRefused:
             # the guard refuses the host's pages as well, and records each of them
+            if token:
+                self._release(self.keys.robots_lock(origin), token)
             return Rules(origin, now + self.lifetime)
         except IgnoreRequest as exc:
             if "redirect" in str(exc):  # more redirects than allowed: unavailable
-                return self._store_answer(origin, key, 310, b"", now, share)
-            return self._store_failure(origin, key, record, f"{type(exc).__name__}: {exc}", 0.0, share)
+                return self._answered(origin, 310, b"", now, token)
+            return self._failed(origin, record, f"{type(exc).__name__}: {exc}", 0.0, token)
         except Exception as exc:  # DNS, connection, timeout
-            return self._store_failure(origin, key, record, f"{type(exc).__name__}: {exc}", 0.0, share)
+            return self._failed(origin, record, f"{type(exc).__name__}: {exc}", 0.0, token)
         status = response.status
         self.stats.inc_value(f"robotstxt/status/{status}")
         if status == 429 or status >= 500 or status < 200:
-            from crawler.middlewares.backoff import retry_after_seconds
-
             retry_after = retry_after_seconds(response.headers.get(b"Retry-After"))
-            return self._store_failure(origin, key, record, f"HTTP {status}", retry_after, share)
-        return self._store_answer(origin, key, status, response.body[: self.max_bytes], now, share)
+            return self._failed(origin, record, f"HTTP {status}", retry_after, token)
+        return self._answered(origin, status, response.body[: self.max_bytes], now, token)
 
-    async def _download(self, request):
-        try:
-            return await self.crawler.engine.download_async(request)
-        finally:  # the host's next request keeps its interval from the end of this one
-            try:
-                self.frontier.touch(politeness_key(request.url, self.frontier.politeness))
-            except redis.RedisError:
-                pass
-
-    def _store_answer(self, origin, key, status, body: bytes, now: float, share: bool) -> Rules:
+    def _answered(self, origin: str, status: int, body: bytes, now: float, token: str | None) -> Rules:
+        """robots.txt answered (2xx, 4xx, too many redirects): share it; set the host's
+        interval from Crawl-delay; queue its sitemaps."""
         self.stats.inc_value("robotstxt/fetched")
         stored = zlib.compress(body) if 200 <= status < 300 else b""
-        if share:
-            try:
-                p = self.redis.pipeline(transaction=True)
-                p.hset(key, mapping={"status": status, "fetched": int(now * 1000), "body": stored, "fails": 0})
-                p.hdel(key, "retry", "error")
-                p.expire(key, int(self.lifetime + self.stale) + 1)
-                p.execute()
-            except redis.RedisError as exc:
-                logger.warning("Could not share robots.txt of %s (%s)", origin, exc)
         rules = self._parse(origin, status, stored, now + self.lifetime)
         logger.debug("robots.txt of %s: HTTP %d, %d bytes", origin, status, len(body))
-        self._apply(origin, rules)
+        host = politeness_key(origin + "/", self.frontier.politeness)
+        interval = KEEP
+        if self.frontier.intervals.lookup(host) is None:  # an operator override comes first
+            delay = rules.parser.crawl_delay(self.token) if rules.parser is not None else None
+            interval = min(float(delay), self.max_crawl_delay) if delay else None
+            if delay:
+                self.stats.inc_value("robotstxt/crawl_delay")
+        record = {"status": status, "fetched": int(now * 1000), "body": stored, "fails": 0}
+        self._share(origin, host, record, ("retry", "error"), interval, token)
+        if self.follow_sitemaps and rules.sitemaps:
+            self._queue_sitemaps(rules.sitemaps[: self.max_sitemaps])
         return rules
 
-    def _store_failure(self, origin, key, record: dict, error: str, retry_after: float, share: bool) -> Rules:
+    def _failed(self, origin: str, record: dict, error: str, retry_after: float, token: str | None) -> Rules:
+        """robots.txt unreachable (5xx, 429, network): share when to try again."""
         self.stats.inc_value("robotstxt/unreachable")
         fails = int(record.get(b"fails", 0)) + 1
         delay = retry_after or min(self.retry_max, self.retry_min * 2 ** (fails - 1)) * (1 + random.random() / 4)
@@ -315,34 +316,31 @@ class RobotsMiddleware:
         logger.info(
             "robots.txt of %s unreachable (%s, %d in a row): its host waits %.0f s", origin, error, fails, delay
         )
-        if share:
-            try:
-                p = self.redis.pipeline(transaction=True)
-                p.hset(key, mapping={"fails": fails, "retry": int(retry_at * 1000), "error": error[:300]})
-                p.expire(key, int(self.lifetime + self.stale) + 1)
-                p.execute()
-            except redis.RedisError as exc:
-                logger.warning("Could not share robots.txt state of %s (%s)", origin, exc)
-            record = {**record, b"retry": str(int(retry_at * 1000)).encode()}
-        rules = self._from_record(origin, record, now) if share else None
-        return rules or Rules(origin, retry_at, unreachable=True, retry_at=retry_at)
-
-    def _apply(self, origin: str, rules: Rules) -> None:
-        """What a fresh robots.txt tells the whole crawl: the host's interval from
-        Crawl-delay, and its sitemaps."""
         host = politeness_key(origin + "/", self.frontier.politeness)
-        if self.frontier.intervals.lookup(host) is None:  # an operator override comes first
-            delay = rules.parser.crawl_delay(self.token) if rules.parser is not None else None
-            try:
-                if delay:
-                    self.frontier.set_interval(host, min(float(delay), self.max_crawl_delay))
-                    self.stats.inc_value("robotstxt/crawl_delay")
-                else:
-                    self.frontier.set_interval(host, None)
-            except (redis.RedisError, ValueError) as exc:
-                logger.warning("Could not set the interval of %s from Crawl-delay (%s)", host, exc)
-        if self.follow_sitemaps and rules.sitemaps:
-            self._queue_sitemaps(rules.sitemaps[: self.max_sitemaps])
+        failure = {"fails": fails, "retry": int(retry_at * 1000), "error": error[:300]}
+        self._share(origin, host, failure, (), KEEP, token)
+        record = {**record, b"retry": str(int(retry_at * 1000)).encode()}
+        return self._from_record(origin, record, now) or Rules(origin, retry_at, unreachable=True, retry_at=retry_at)
+
+    def _share(self, origin: str, host: str, fields: dict, drop: tuple, interval, token: str | None) -> None:
+        """One transaction: the site's record, the host's interval (unless KEEP), the
+        host's next slot counted from now (the fetch just ended), and the claim released."""
+        if token is None:
+            return
+        key = self.keys.robots(origin)
+        try:
+            p = self.redis.pipeline(transaction=True)
+            p.hset(key, mapping=fields)
+            if drop:
+                p.hdel(key, *drop)
+            p.expire(key, int(self.lifetime + self.stale) + 1)
+            if interval is not KEEP:
+                self.frontier.set_interval(host, interval, client=p)
+            self.frontier.touch(host, client=p)
+            self._unlock(keys=[self.keys.robots_lock(origin)], args=[token], client=p)
+            p.execute()
+        except redis.RedisError as exc:
+            logger.warning("Could not share robots.txt of %s (%s); the other workers fetch it too", origin, exc)
 
     def _queue_sitemaps(self, urls) -> None:
         spider = self.crawler.spider
