@@ -22,3 +22,8 @@ class Page(scrapy.Item):
     referrer = scrapy.Field()
     outlinks = scrapy.Field()  # [{"url", "text", "nofollow"}], normalized, in page order
     fetched_at = scrapy.Field()  # UNIX time
+    method = scrapy.Field()  # of the request
+    request_headers = scrapy.Field()  # {name: [values]} the request was sent with
+    protocol = scrapy.Field()  # "HTTP/1.1"
+    ip_address = scrapy.Field()  # the server's address, when known
+    archive = scrapy.Field()  # {"key", "offset", "length"} of its WARC record (archive pipeline)

@@ -115,6 +115,20 @@ RATE_LIMITER_ENABLED = True
 RATE_LIMITER_MAX_WAIT = 1.0  # seconds a request may wait for its slot; longer: back to the frontier
 RATE_LIMITER_MARGIN = 0.05  # seconds added to every interval: allowance for network jitter
 
+# --- the raw-page archive (crawler/pipelines/archive.py, crawler/archive/) ---------------
+ARCHIVE_ENABLED = True
+ARCHIVE_DIR = ""  # local WARC directory; empty: CRAWL_DIR/CRAWL_NAME/warc
+ARCHIVE_S3_BUCKET = ""  # set: archive to S3 instead (credentials: the standard AWS chain)
+ARCHIVE_S3_ENDPOINT_URL = ""  # an S3-compatible store (MinIO, Ceph...); empty: AWS
+ARCHIVE_S3_REGION = ""
+ARCHIVE_PREFIX = ""  # in object keys, after their hash part: <hash>/<prefix><crawl>/...
+ARCHIVE_MAX_BYTES = 64 * 2**20  # a WARC batch is stored when it reaches this size...
+ARCHIVE_MAX_SECONDS = 10.0  # ... or this age; its pages wait for it
+ARCHIVE_RETRY_MIN = 1.0  # seconds before a failed upload is tried again, doubling
+ARCHIVE_RETRY_MAX = 60.0
+# pages wait in the pipelines until their batch is stored: let Scrapy hold that much
+SCRAPER_SLOT_MAX_ACTIVE_SIZE = 2 * ARCHIVE_MAX_BYTES
+
 # --- the UrlStore (crawler/urlstore/) ---------------------------------------------------
 URLSTORE_BACKEND = "sqlite"  # or "cassandra"
 URLSTORE_SQLITE_PATH = ""  # empty: CRAWL_DIR/CRAWL_NAME/urlstore.sqlite

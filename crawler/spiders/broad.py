@@ -46,6 +46,10 @@ def _split(value) -> list[str]:
     return [v.strip() for v in value if v.strip()]
 
 
+def _headers(headers) -> dict[str, list[str]]:
+    return {k.decode("latin-1"): [v.decode("latin-1") for v in vs] for k, vs in headers.items()}
+
+
 class BroadSpider(scrapy.Spider):
     name = "broad"
 
@@ -166,12 +170,14 @@ class BroadSpider(scrapy.Spider):
             depth=meta.get("depth", 0),
             referrer=referer.decode("latin-1") if referer else None,
             fetched_at=time.time(),
+            method=request.method,
+            request_headers=_headers(request.headers),
         )
         if response is not None:
-            page["headers"] = {
-                k.decode("latin-1"): [v.decode("latin-1") for v in vs] for k, vs in response.headers.items()
-            }
+            page["headers"] = _headers(response.headers)
             page["body"] = response.body
+            page["protocol"] = response.protocol
+            page["ip_address"] = str(response.ip_address) if response.ip_address is not None else None
         return page
 
     def _outlinks(self, response) -> list[dict]:

@@ -1,0 +1,119 @@
+"""Where closed WARC batches are stored: a local directory (the embedded default) or an
+S3 bucket (boto3; any S3-compatible store through ``endpoint_url``).
+
+Both verbs are blocking; the archive pipeline calls them from a thread.
+
+``put(key, path)``  store the file at ``path`` under ``key``, whole, in one request
+                    (one S3 PUT per object, never a multipart upload: PUTs are what S3
+                    bills and throttles); retried with exponential back-off until it
+                    succeeds, each failure logged; the same key every time
+``get_range(key, offset, length)``  the bytes of one record (a ranged GET)
+
+Nothing is listed or read back while crawling (Secor's rule): keys are computed, never
+discovered.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+
+logger = logging.getLogger(__name__)
+
+
+class LocalStorage:
+    def __init__(self, root: str):
+        self.root = os.path.abspath(root)
+
+    def describe(self) -> str:
+        return f"directory {self.root}"
+
+    def put(self, key: str, path: str) -> None:
+        dest = os.path.join(self.root, key)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        tmp = dest + ".part"
+        shutil.copyfile(path, tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, dest)
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        with open(os.path.join(self.root, key), "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+
+
+class S3Storage:
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        retry_min: float = 1.0,
+        retry_max: float = 60.0,
+        client=None,
+    ):
+        import boto3
+        from botocore.config import Config
+
+        self.bucket = bucket
+        self.retry_min, self.retry_max = retry_min, retry_max
+        # credentials: the standard AWS chain (environment, config files, instance role)
+        self.client = client or boto3.client(
+            "s3",
+            endpoint_url=endpoint_url or None,
+            region_name=region or None,
+            config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=10, read_timeout=60),
+        )
+        self.puts = 0  # PUT requests sent (retries included)
+
+    def describe(self) -> str:
+        return f"s3://{self.bucket}"
+
+    def put(self, key: str, path: str) -> None:
+        delay, attempt = self.retry_min, 0
+        while True:
+            attempt += 1
+            try:
+                with open(path, "rb") as f:
+                    self.puts += 1
+                    self.client.put_object(Bucket=self.bucket, Key=key, Body=f)
+                if attempt > 1:
+                    logger.info("Stored s3://%s/%s after %d attempts", self.bucket, key, attempt)
+                return
+            except Exception as exc:  # botocore's ClientError, EndpointConnectionError, ...
+                logger.warning(
+                    "S3 upload of s3://%s/%s failed (attempt %d: %s: %s); retrying in %.0f s; "
+                    "its pages wait, nothing is lost",
+                    self.bucket,
+                    key,
+                    attempt,
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, self.retry_max)
+
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        response = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={offset}-{offset + length - 1}")
+        return response["Body"].read()
+
+
+def storage_from_settings(settings):
+    """ARCHIVE_S3_BUCKET set: S3; else the local directory ARCHIVE_DIR (default
+    CRAWL_DIR/CRAWL_NAME/warc)."""
+    bucket = settings.get("ARCHIVE_S3_BUCKET")
+    if bucket:
+        return S3Storage(
+            bucket,
+            endpoint_url=settings.get("ARCHIVE_S3_ENDPOINT_URL"),
+            region=settings.get("ARCHIVE_S3_REGION"),
+            retry_min=settings.getfloat("ARCHIVE_RETRY_MIN"),
+            retry_max=settings.getfloat("ARCHIVE_RETRY_MAX"),
+        )
+    root = settings.get("ARCHIVE_DIR") or os.path.join(settings.get("CRAWL_DIR"), settings.get("CRAWL_NAME"), "warc")
+    return LocalStorage(root)

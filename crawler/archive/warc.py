@@ -1,0 +1,157 @@
+"""WARC files of raw pages, batched (warcio).
+
+A ``WarcBatch`` is one ``.warc.gz`` being filled in a local spool file: every page adds
+a response record (status line, headers and body as received, target URI, date, IP
+address when known, block and payload digests) and a request record beside it
+(``WARC-Concurrent-To``). Each record is its own gzip member, so a record can be read
+back alone with a ranged read of (offset, length). A batch is closed by size or age
+and then stored whole (storage.py) under its key.
+
+Keys are deterministic and begin with a hash-derived part, so that objects spread over
+the key space (no long common prefix: S3 partitions by prefix)::
+
+    <4 hex of sha1(name)>/<prefix><crawl>/<worker>-<seq>.warc.gz
+
+A retried upload writes the same key. ``recover`` trims a spool file left by a worker
+that died to its last complete record, so it can be stored on restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import time
+from dataclasses import dataclass
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+# hop-by-hop and encoding headers that no longer describe the body as stored
+_DROPPED_HEADERS = {"transfer-encoding", "content-encoding", "content-length"}
+
+
+def object_key(crawl: str, worker: str, seq: int, prefix: str = "") -> str:
+    name = f"{prefix}{crawl}/{worker}-{seq:06d}.warc.gz"
+    return f"{hashlib.sha1(name.encode()).hexdigest()[:4]}/{name}"
+
+
+@dataclass
+class RawPage:
+    """What a WARC response/request pair is made of."""
+
+    url: str
+    status: int
+    reason: str
+    protocol: str  # "HTTP/1.1"
+    headers: list[tuple[str, str]]  # response headers, in order
+    body: bytes
+    method: str = "GET"
+    request_headers: list[tuple[str, str]] | None = None
+    ip_address: str | None = None
+    fetched_at: float | None = None
+
+
+class WarcBatch:
+    """One .warc.gz under construction in ``path`` (the spool file)."""
+
+    def __init__(self, path: str, key: str):
+        self.path = path
+        self.key = key
+        self.created = time.monotonic()
+        self.records = 0
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._file = open(path, "ab")  # noqa: SIM115 - open for the batch's life
+        self._writer = WARCWriter(self._file, gzip=True)
+
+    @property
+    def size(self) -> int:
+        return self._file.tell()
+
+    def age(self) -> float:
+        return time.monotonic() - self.created
+
+    def add(self, page: RawPage) -> tuple[int, int]:
+        """Append the page's response and request records; (offset, length) of the
+        response record in the file."""
+        date = _warc_date(page.fetched_at)
+        warc_headers = {"WARC-Date": date}
+        if page.ip_address:
+            warc_headers["WARC-IP-Address"] = page.ip_address
+        headers = [(k, v) for k, v in page.headers if k.lower() not in _DROPPED_HEADERS]
+        headers.append(("Content-Length", str(len(page.body))))
+        http = StatusAndHeaders(f"{page.status} {page.reason}".strip(), headers, protocol=page.protocol)
+        response = self._writer.create_warc_record(
+            page.url,
+            "response",
+            payload=io.BytesIO(page.body),
+            length=len(page.body),
+            http_headers=http,
+            warc_headers_dict=warc_headers,
+        )
+        offset = self._file.tell()
+        self._writer.write_record(response)
+        length = self._file.tell() - offset
+        path = _request_target(page.url)
+        request_headers = list(page.request_headers or [])
+        if not any(k.lower() == "host" for k, _ in request_headers):
+            request_headers.insert(0, ("Host", page.url.split("://", 1)[1].split("/", 1)[0]))
+        request = self._writer.create_warc_record(
+            page.url,
+            "request",
+            payload=io.BytesIO(b""),
+            length=0,
+            http_headers=StatusAndHeaders(
+                f"{page.method} {path} {page.protocol}", request_headers, is_http_request=True
+            ),
+            warc_headers_dict={**warc_headers, "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")},
+        )
+        self._writer.write_record(request)
+        self.records += 1
+        return offset, length
+
+    def close(self) -> None:
+        """Flush and fsync the spool file: it is complete and safe on local disk."""
+        if not self._file.closed:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+
+
+def recover(path: str) -> int:
+    """Trim a spool file to its last complete record (a worker may have died while
+    writing one); returns how many response records it keeps."""
+    end, responses = 0, 0
+    with open(path, "rb") as f:
+        try:
+            it = ArchiveIterator(f)
+            for record in it:
+                record.content_stream().read()
+                if record.rec_type == "response":
+                    responses += 1
+                end = it.get_record_offset() + it.get_record_length()
+        except Exception:  # a torn last member: keep what came before it
+            pass
+    with open(path, "r+b") as f:
+        f.truncate(end)
+    return responses
+
+
+def read_record(data: bytes) -> tuple[dict, bytes]:
+    """The WARC headers and the HTTP body of one gzipped response record (what a ranged
+    read of an archive pointer returns)."""
+    record = next(iter(ArchiveIterator(io.BytesIO(data))))
+    return dict(record.rec_headers.headers), record.content_stream().read()
+
+
+def _warc_date(when: float | None) -> str:
+    t = time.gmtime(when if when is not None else time.time())
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", t)
+
+
+def _request_target(url: str) -> str:
+    rest = url.split("://", 1)[1]
+    slash = rest.find("/")
+    target = rest[slash:] if slash >= 0 else "/"
+    return target.split("#", 1)[0] or "/"

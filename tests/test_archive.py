@@ -1,0 +1,163 @@
+"""The raw-page archive: WARC batches that other tools read, stored in a local directory
+or in S3 (moto's standalone server on loopback, through boto3), each page's pointer
+returning exactly the bytes the site sent."""
+
+import gzip
+import json
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+
+from crawler.archive.storage import LocalStorage, S3Storage
+from crawler.archive.warc import RawPage, WarcBatch, object_key, read_record, recover
+from crawler.demosite import serve_site
+from tests.workers import clean_env, crawl_command, log_tail, read_pages
+
+ROOT = Path(__file__).resolve().parents[1]
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def warcio_check(path) -> subprocess.CompletedProcess:
+    code = "import sys; from warcio.cli import main; sys.exit(main())"
+    return subprocess.run([sys.executable, "-c", code, "check", "-v", str(path)], capture_output=True, text=True)
+
+
+def _page(i: int) -> RawPage:
+    body = (f"<html><body>page {i} " + "x" * 500 + "</body></html>").encode()
+    return RawPage(
+        url=f"http://a.example/p{i}",
+        status=200,
+        reason="OK",
+        protocol="HTTP/1.1",
+        headers=[("Content-Type", "text/html"), ("Transfer-Encoding", "chunked")],
+        body=body,
+        request_headers=[("User-Agent", "crawler/0.1")],
+        ip_address="127.0.0.2",
+        fetched_at=1_700_000_000,
+    )
+
+
+def test_a_batch_is_standard_warc_and_each_record_reads_alone(tmp_path):
+    batch = WarcBatch(str(tmp_path / "spool" / "b.warc.gz"), "b")
+    pointers = [(batch.add(_page(i)), _page(i).body) for i in range(5)]
+    batch.close()
+    data = Path(batch.path).read_bytes()
+    for (offset, length), body in pointers:
+        headers, got = read_record(data[offset : offset + length])
+        assert got == body
+        assert headers["WARC-Type"] == "response" and headers["WARC-IP-Address"] == "127.0.0.2"
+        assert headers["WARC-Payload-Digest"].startswith("sha1:") and headers["WARC-Target-URI"].startswith("http://")
+    check = warcio_check(batch.path)
+    assert check.returncode == 0 and check.stdout.count("digest pass") == 10, check.stdout + check.stderr
+    assert check.stdout.count(" request") == 5  # a request record beside each response
+    assert len(gzip.decompress(data)) > len(data)  # gzipped members
+
+
+def test_a_torn_spool_file_keeps_its_complete_records(tmp_path):
+    batch = WarcBatch(str(tmp_path / "t.warc.gz"), "t")
+    for i in range(3):
+        batch.add(_page(i))
+    batch.close()
+    path = Path(batch.path)
+    path.write_bytes(path.read_bytes()[:-25])  # a worker died while writing the last record
+    assert recover(str(path)) == 3
+    assert warcio_check(path).returncode == 0
+
+
+def test_object_keys_are_deterministic_and_spread():
+    assert object_key("c", "w", 1) == object_key("c", "w", 1)
+    keys = [object_key("news", "host-1-abc", seq, prefix="warc/") for seq in range(200)]
+    assert all(k.split("/", 1)[1].startswith("warc/news/host-1-abc-") for k in keys)
+    assert len({k[:2] for k in keys}) > 50  # the leading hash spreads keys over the key space
+
+
+def test_local_storage_put_and_ranged_read(tmp_path):
+    src = tmp_path / "f.warc.gz"
+    src.write_bytes(b"0123456789")
+    storage = LocalStorage(str(tmp_path / "warc"))
+    storage.put("ab/c/f.warc.gz", str(src))
+    assert storage.get_range("ab/c/f.warc.gz", 3, 4) == b"3456"
+
+
+# -- against S3 (moto's server on loopback) --------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    from moto.server import ThreadedMotoServer
+
+    for k, v in CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    bucket = f"crawl-archive-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    yield endpoint, bucket
+    server.stop()
+
+
+def test_s3_storage_puts_once_and_reads_a_range(s3, tmp_path):
+    endpoint, bucket = s3
+    src = tmp_path / "f.warc.gz"
+    src.write_bytes(b"abcdefghij")
+    storage = S3Storage(bucket, endpoint_url=endpoint, region="us-east-1")
+    storage.put("12/x/f.warc.gz", str(src))
+    assert storage.puts == 1
+    assert storage.get_range("12/x/f.warc.gz", 2, 3) == b"cde"
+
+
+def test_a_crawl_archives_every_page_to_s3(s3, tmp_path):
+    endpoint, bucket = s3
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    with serve_site(hosts=2, pages=6) as site:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(site.seeds) + "\n")
+        out = tmp_path / "pages.jsonl"
+        settings = {
+            "CRAWL_NAME": name,
+            "CRAWL_DIR": tmp_path / "crawl",
+            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+            "FRONTIER_HOST_INTERVAL": 0.05,
+            "FRONTIER_IDLE_SECONDS": 2,
+            "ITEM_PIPELINES": json.dumps({"crawler.pipelines.archive.ArchivePipeline": 300}),
+            "ARCHIVE_S3_BUCKET": bucket,
+            "ARCHIVE_S3_ENDPOINT_URL": endpoint,
+            "ARCHIVE_S3_REGION": "us-east-1",
+            "ARCHIVE_MAX_SECONDS": 1,
+            "LOG_FILE": tmp_path / "worker.log",
+        }
+        env = {**clean_env(), **CREDENTIALS}
+        proc = subprocess.run(crawl_command(out, seeds, settings), cwd=ROOT, env=env, timeout=180)
+        html = {site.url(h, p): site.page(i, p) for i, h in enumerate(site.hosts) for p in site.page_paths()}
+    assert proc.returncode == 0, log_tail([tmp_path / "worker.log"], 40, "no log")
+    pages = [p for p in read_pages(out) if p["status"] == 200]
+    assert len(pages) >= 2 * 6
+    storage = S3Storage(bucket, endpoint_url=endpoint, region="us-east-1")
+    keys = set()
+    for page in pages:
+        pointer = page["archive"]
+        assert pointer, page["url"]
+        keys.add(pointer["key"])
+        headers, body = read_record(storage.get_range(pointer["key"], pointer["offset"], pointer["length"]))
+        assert headers["WARC-Target-URI"] == page["final_url"]
+        assert body == html[page["final_url"]].encode()  # exactly what the site sent
+    listed = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").list_objects_v2(Bucket=bucket)
+    assert {o["Key"] for o in listed["Contents"]} == keys
+    for key in keys:
+        path = tmp_path / key.replace("/", "_")
+        path.write_bytes(storage.client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        assert warcio_check(path).returncode == 0
+    assert not any((tmp_path / "crawl" / name / "archive-spool").rglob("*.warc.gz"))  # spool emptied
