@@ -11,3 +11,8 @@ class AddressRefused(IgnoreRequest):
 
 class RobotsDisallowed(IgnoreRequest):
     """robots.txt disallows this URL for the crawler's user-agent token."""
+
+
+class StoreUnavailable(Exception):
+    """A store (the UrlStore) could not take a page's record after its retries: the
+    page's lease is given back, so that the page is fetched and stored again later."""

@@ -3,3 +3,7 @@
 # Sent with ``request=`` when the page of a leased request has been handled (stored,
 # or failed for good). The frontier scheduler acknowledges the lease.
 page_handled = object()
+
+# Sent with ``request=`` when a leased page could not be stored (StoreUnavailable): the
+# scheduler gives the lease back, and the page is fetched again later.
+page_not_stored = object()

@@ -130,6 +130,7 @@ ARCHIVE_RETRY_MAX = 60.0
 SCRAPER_SLOT_MAX_ACTIVE_SIZE = 2 * ARCHIVE_MAX_BYTES
 
 # --- the UrlStore (crawler/urlstore/) ---------------------------------------------------
+URLSTORE_ENABLED = True  # the UrlStore pipeline (crawler/pipelines/urlstore.py)
 URLSTORE_BACKEND = "sqlite"  # or "cassandra"
 URLSTORE_SQLITE_PATH = ""  # empty: CRAWL_DIR/CRAWL_NAME/urlstore.sqlite
 URLSTORE_INLINK_BUCKETS = 16  # partitions per inlink target (bounds a popular target's)
@@ -154,6 +155,9 @@ ROBOTSTXT_STALE_SECONDS = 7 * 86400.0  # a copy past its lifetime serves while t
 ROBOTSTXT_MAX_BYTES = 500 * 1024  # parsed at most; the download stops there
 ROBOTSTXT_RETRY_MIN = 60.0  # seconds before an unreachable robots.txt is tried again, doubling
 ROBOTSTXT_RETRY_MAX = 6 * 3600.0
+# unreachable for longer than this: everything allowed (RFC 9309's 30 days), so the
+# site's pages are tried, and recorded, on their own
+ROBOTSTXT_UNREACHABLE_ALLOW_AFTER = 30 * 86400.0
 ROBOTSTXT_FETCH_TIMEOUT = 120.0  # a worker's claim on a fetch expires after this (it died)
 ROBOTSTXT_MAX_CRAWL_DELAY = 30.0  # Crawl-delay above this is capped
 ROBOTSTXT_SITEMAPS = True  # queue the Sitemap: URLs of robots.txt

@@ -32,6 +32,7 @@ ROBOTS = {
     5: [(429, {"Retry-After": "1"}, ""), DISALLOW_P2],
     6: ["drop", DISALLOW_P2],  # a network error, then an answer
     7: 503,  # unreachable; an earlier copy is in Redis
+    8: "drop",  # unreachable for longer than ROBOTSTXT_UNREACHABLE_ALLOW_AFTER
 }
 ROUTES = {
     "/r1.txt": (302, {"Location": "/r2.txt"}, ""),
@@ -49,7 +50,7 @@ def test_product_token_comes_from_the_user_agent():
 def test_robots_answers_of_every_kind(redis_url, tmp_path):
     name = f"test-{uuid.uuid4().hex[:12]}"
     client = Redis.from_url(redis_url)
-    with serve_site(hosts=8, pages=5, robots=ROBOTS, routes=ROUTES) as site:
+    with serve_site(hosts=9, pages=5, robots=ROBOTS, routes=ROUTES) as site:
         # host 7's robots.txt was fetched before, and its lifetime has passed
         stale = {
             "status": 200,
@@ -68,6 +69,7 @@ def test_robots_answers_of_every_kind(redis_url, tmp_path):
             "FRONTIER_IDLE_SECONDS": 2,
             "ROBOTSTXT_CACHE_SECONDS": LIFETIME,
             "ROBOTSTXT_RETRY_MIN": 1,
+            "ROBOTSTXT_UNREACHABLE_ALLOW_AFTER": 2,
             "HOST_BACKOFF_MIN": 1,
             "DOWNLOAD_TIMEOUT": 10,
             "LOG_FILE": tmp_path / "worker.log",
@@ -105,6 +107,9 @@ def test_robots_answers_of_every_kind(redis_url, tmp_path):
             first_page = min(hit.start for hit in hits if hit.host == hosts[i] and hit.path != "/robots.txt")
             second_robots = sorted(hit.start for hit in hits if hit.host == hosts[i] and hit.path == "/robots.txt")[1]
             assert first_page > second_robots
+        # unreachable for longer than allowed: tried again and again, then everything allowed
+        assert robots[hosts[8]] >= 2
+        assert pages_of(8) == everything
         # 503 with an earlier copy: the copy's rules hold
         assert robots[hosts[7]] >= 1  # tried again after ROBOTSTXT_RETRY_MIN
         assert pages_of(7) == everything - {"/p2.html"}

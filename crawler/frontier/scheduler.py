@@ -49,7 +49,7 @@ from twisted.internet import reactor, task
 from crawler.frontier import codec
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.frontier import ADDED, Entry, Frontier
-from crawler.signals import page_handled
+from crawler.signals import page_handled, page_not_stored
 from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
@@ -93,6 +93,7 @@ class FrontierScheduler:
         scheduler = cls(crawler, frontier_from_settings(crawler.settings))
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.ack, signal=page_handled)
+        crawler.signals.connect(scheduler.give_back, signal=page_not_stored)
         crawler.signals.connect(scheduler.landed, signal=signals.request_left_downloader)
         return scheduler
 
@@ -235,6 +236,19 @@ class FrontierScheduler:
             return
         self._acks.append(lease)
         self._schedule_flush()
+
+    def give_back(self, request, **kwargs) -> None:
+        """The page of this request could not be stored: its URL goes back to its queue
+        now (handed out again at its host's next turn), not at the lease's expiry."""
+        lease = request.meta.get(codec.LEASE_META)
+        if not lease:
+            return
+        self._held.pop(lease, None)
+        self._inc("frontier/lease/given_back")
+        try:
+            self.frontier.release([lease])
+        except redis.RedisError as exc:  # then it expires and comes back all the same
+            self._redis_down(exc)
 
     def landed(self, request, **kwargs) -> None:
         """The download of this request ended: its host may take another request."""

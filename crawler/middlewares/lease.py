@@ -7,20 +7,25 @@ counts as handled too (failed for good, counted as ``frontier/lease/spider_error
 Items an errback produces for a failed download (which Scrapy does not pass through
 spider middlewares) acknowledge the lease when they leave the pipelines.
 Requests without a lease (robots.txt, start requests) are not tracked.
+
+A page one of whose items failed with StoreUnavailable (the UrlStore could not take it)
+is not acknowledged: ``page_not_stored`` gives its lease back instead, so that the page
+is fetched again later rather than acknowledged without its record.
 """
 
 from __future__ import annotations
 
 from scrapy import Request, signals
 
+from crawler.exceptions import StoreUnavailable
 from crawler.frontier.codec import LEASE_META
-from crawler.signals import page_handled
+from crawler.signals import page_handled, page_not_stored
 
 
 class LeaseMiddleware:
     def __init__(self, crawler):
         self.crawler = crawler
-        # lease -> [items not yet out of the pipelines, callback finished]
+        # lease -> [items not yet out of the pipelines, callback finished, not stored]
         self._open: dict[str, list] = {}
 
     @classmethod
@@ -30,8 +35,9 @@ class LeaseMiddleware:
             crawler.signals.connect(mw._item_done, signal=signal)
         return mw
 
-    def _ack(self, request):
-        self.crawler.signals.send_catch_log(page_handled, request=request)
+    def _ack(self, request, stored: bool = True):
+        signal = page_handled if stored else page_not_stored
+        self.crawler.signals.send_catch_log(signal, request=request)
 
     async def process_spider_output(self, response, result):
         request = response.request
@@ -40,7 +46,7 @@ class LeaseMiddleware:
             async for out in result:
                 yield out
             return
-        state = self._open[lease] = [0, False]
+        state = self._open[lease] = [0, False, False]
         try:
             async for out in result:
                 if not isinstance(out, Request):
@@ -53,18 +59,20 @@ class LeaseMiddleware:
             state[1] = True
             if state[0] <= 0:
                 del self._open[lease]
-                self._ack(request)
+                self._ack(request, not state[2])
 
-    def _item_done(self, item, response=None, **kwargs):
+    def _item_done(self, item, response=None, failure=None, **kwargs):
         request = getattr(response, "request", None)
         lease = request.meta.get(LEASE_META) if request is not None else None
         if not lease:
             return
+        stored = failure is None or not failure.check(StoreUnavailable)
         state = self._open.get(lease)
         if state is None:  # an errback's item: nothing else is pending
-            self._ack(request)
+            self._ack(request, stored)
             return
         state[0] -= 1
+        state[2] = state[2] or not stored
         if state[1] and state[0] <= 0:
             del self._open[lease]
-            self._ack(request)
+            self._ack(request, not state[2])

@@ -22,7 +22,9 @@ RFC 9309, per answer:
   backed off, for all workers, until robots.txt is tried again (ROBOTSTXT_RETRY_MIN,
   doubling up to ROBOTSTXT_RETRY_MAX, or the answer's Retry-After). A copy fetched
   earlier is used instead while it is less than ROBOTSTXT_STALE_SECONDS past its
-  lifetime.
+  lifetime. A site unreachable for longer than ROBOTSTXT_UNREACHABLE_ALLOW_AFTER (30
+  days, the RFC's example) counts as unavailable: everything is allowed, and its pages
+  succeed or fail (and are recorded) on their own.
 
 Rules match the crawler's product token, ROBOTSTXT_USER_AGENT (default: USER_AGENT up
 to its first "/"). A disallowed URL is never fetched: it is counted
@@ -108,6 +110,7 @@ class RobotsMiddleware:
         self.max_bytes = s.getint("ROBOTSTXT_MAX_BYTES")
         self.retry_min = s.getfloat("ROBOTSTXT_RETRY_MIN")
         self.retry_max = s.getfloat("ROBOTSTXT_RETRY_MAX")
+        self.allow_after = s.getfloat("ROBOTSTXT_UNREACHABLE_ALLOW_AFTER")
         self.lock_seconds = s.getfloat("ROBOTSTXT_FETCH_TIMEOUT")
         self.max_crawl_delay = s.getfloat("ROBOTSTXT_MAX_CRAWL_DELAY")
         self.follow_sitemaps = s.getbool("ROBOTSTXT_SITEMAPS")
@@ -238,6 +241,10 @@ class RobotsMiddleware:
             if status and now < fetched + self.lifetime + self.stale:
                 self.stats.inc_value("robotstxt/stale_used")
                 return self._parse(origin, status, record.get(b"body", b""), retry_at)
+            since = int(record.get(b"since", 0)) / 1000
+            if since and now - since > self.allow_after:  # unreachable for too long
+                self.stats.inc_value("robotstxt/unreachable_allowed")
+                return Rules(origin, retry_at)
             return Rules(origin, retry_at, unreachable=True, retry_at=retry_at)
         return None
 
@@ -301,7 +308,7 @@ class RobotsMiddleware:
             if delay:
                 self.stats.inc_value("robotstxt/crawl_delay")
         record = {"status": status, "fetched": int(now * 1000), "body": stored, "fails": 0}
-        self._share(origin, host, record, ("retry", "error"), interval, token)
+        self._share(origin, host, record, ("retry", "error", "since"), interval, token)
         if self.follow_sitemaps and rules.sitemaps:
             self._queue_sitemaps(rules.sitemaps[: self.max_sitemaps])
         return rules
@@ -317,9 +324,11 @@ class RobotsMiddleware:
             "robots.txt of %s unreachable (%s, %d in a row): its host waits %.0f s", origin, error, fails, delay
         )
         host = politeness_key(origin + "/", self.frontier.politeness)
-        failure = {"fails": fails, "retry": int(retry_at * 1000), "error": error[:300]}
+        since = record.get(b"since") if fails > 1 else None  # the first failure of this run
+        since = since or str(int(now * 1000)).encode()
+        failure = {"fails": fails, "retry": int(retry_at * 1000), "error": error[:300], "since": since}
         self._share(origin, host, failure, (), KEEP, token)
-        record = {**record, b"retry": str(int(retry_at * 1000)).encode()}
+        record = {**record, b"retry": str(int(retry_at * 1000)).encode(), b"since": since}
         return self._from_record(origin, record, now) or Rules(origin, retry_at, unreachable=True, retry_at=retry_at)
 
     def _share(self, origin: str, host: str, fields: dict, drop: tuple, interval, token: str | None) -> None:

@@ -1,0 +1,93 @@
+"""``scrapy urlstore``: what the crawl stored about a URL.
+
+scrapy urlstore get URL        the URL's record as JSON (normalized first, then its
+                               canonical URL's record when one is known)
+scrapy urlstore content URL    the archived raw body, to stdout (a ranged read of the
+                               WARC object named by the record's archive pointer)
+scrapy urlstore links URL      its outlinks and inlinks as JSON
+
+The crawl is CRAWL_NAME (or --crawl); the store and the archive are the ones its
+settings name (URLSTORE_BACKEND, ARCHIVE_DIR or ARCHIVE_S3_BUCKET). An unknown URL, or
+one without an archived body, prints a line on stderr and exits with 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from crawler.urlstore.store import urlstore_from_settings
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self):
+        return "get|content|links URL [options]"
+
+    def short_desc(self):
+        return "Show what the UrlStore holds about a URL (record, archived body, links)"
+
+    def add_options(self, parser):
+        super().add_options(parser)
+        parser.add_argument("--crawl", metavar="NAME", help="crawl name (default: CRAWL_NAME)")
+        parser.add_argument("--limit", type=int, default=1000, help="links: at most this many inlinks")
+
+    def run(self, args, opts):
+        if len(args) != 2 or args[0] not in ("get", "content", "links"):
+            raise UsageError()
+        action, url = args
+        if opts.crawl:
+            self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
+        try:
+            store = urlstore_from_settings(self.settings)
+        except Exception as exc:  # unreachable cluster, bad settings: one clear line
+            return self._fail(f"urlstore: {type(exc).__name__}: {exc}")
+        try:
+            if action == "get":
+                record = store.get(url)
+                if record is None:
+                    return self._fail(f"urlstore: {url} is not in the store")
+                print(json.dumps(record, indent=2, default=str))
+            elif action == "links":
+                print(
+                    json.dumps(
+                        {
+                            "url": store.normalize(url),
+                            "outlinks": store.outlinks(url),
+                            "inlinks": store.inlinks(url, opts.limit),
+                        },
+                        indent=2,
+                    )
+                )
+            else:
+                self._content(store, url)
+        finally:
+            store.close()
+
+    def _content(self, store, url: str) -> None:
+        from crawler.archive.storage import storage_from_settings
+        from crawler.archive.warc import read_record
+
+        record = store.get(url)
+        if record is None:
+            return self._fail(f"urlstore: {url} is not in the store")
+        pointer = record.get("archive")
+        if not pointer:
+            return self._fail(f"urlstore: {record['url']} has no archived body (fate: {record.get('fate')})")
+        storage = storage_from_settings(self.settings)
+        try:
+            data = storage.get_range(pointer["key"], pointer["offset"], pointer["length"])
+            _, body = read_record(data)
+        except Exception as exc:
+            return self._fail(f"urlstore: could not read {pointer['key']} from {storage.describe()}: {exc}")
+        sys.stdout.buffer.write(body)
+        sys.stdout.buffer.flush()
+
+    def _fail(self, message: str) -> None:
+        print(message, file=sys.stderr)
+        self.exitcode = 1

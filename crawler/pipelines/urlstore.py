@@ -1,0 +1,113 @@
+"""UrlStore pipeline: the last stage. Every Page becomes its URL's record in the UrlStore
+(crawler/urlstore/), failures included (each with its fate), and the page's lease is
+acknowledged only once that write has succeeded. A write that fails for good (the
+store unavailable after its retries) raises StoreUnavailable: the lease is given back
+and the page is fetched again later, never acknowledged without its record.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import Deferred
+
+from crawler.exceptions import StoreUnavailable
+from crawler.items import Page
+from crawler.urlstore.store import ArchivePointer, FetchRecord, urlstore_from_settings
+
+logger = logging.getLogger(__name__)
+
+# error class name (Page.error starts with it) -> fate
+_FATES = {
+    "AddressRefused": "refused",
+    "RobotsDisallowed": "robots_disallowed",
+    "DNSLookupError": "dns_error",
+    "RefusedResolution": "refused",
+    "TimeoutError": "timeout",
+    "TCPTimedOutError": "timeout",
+    "UserTimeoutError": "timeout",
+    "ConnectionRefusedError": "connection_error",
+    "ConnectError": "connection_error",
+    "ConnectionLost": "connection_error",
+    "ConnectionDone": "connection_error",
+    "ResponseNeverReceived": "connection_error",
+    "ResponseFailed": "connection_error",
+    "DownloadFailedError": "connection_error",
+}
+
+
+def fetch_record(page) -> FetchRecord:
+    """The UrlStore record of a Page item."""
+    status = page.get("status")
+    error = page.get("error")
+    if status == "robots_disallowed":
+        fate, status = "robots_disallowed", None
+    elif isinstance(status, int):
+        fate = "duplicate" if page.get("duplicate_of") else "fetched"
+    else:
+        fate = _FATES.get((error or "").split(":", 1)[0].strip(), "error")
+    archive = page.get("archive")
+    return FetchRecord(
+        url=page["url"],
+        fate=fate,
+        fetched_at=page.get("fetched_at"),
+        status=status,
+        error=error,
+        final_url=page.get("final_url"),
+        redirect_chain=list(page.get("redirect_chain") or []),
+        canonical_url=page.get("canonical_url") or page.get("duplicate_of"),
+        content_digest=page.get("content_digest"),
+        simhash=page.get("simhash"),
+        metadata=dict(page.get("metadata") or {}),
+        archive=ArchivePointer(archive["key"], archive["offset"], archive["length"]) if archive else None,
+        outlinks=list(page.get("outlinks") or []),
+    )
+
+
+class UrlStorePipeline:
+    def __init__(self, crawler, store):
+        self.stats = crawler.stats
+        self.store = store
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        if not crawler.settings.getbool("URLSTORE_ENABLED"):
+            raise NotConfigured
+        pipeline = cls(crawler, urlstore_from_settings(crawler.settings))
+        crawler.signals.connect(pipeline._closed, signal=signals.spider_closed)
+        return pipeline
+
+    def _closed(self, spider=None, reason=None):
+        self.store.close()
+
+    async def process_item(self, item, spider=None):
+        if not isinstance(item, Page):
+            return item
+        record = fetch_record(item)
+        try:
+            await maybe_deferred_to_future(_deferred(self.store.record_fetch(record)))
+        except Exception as exc:
+            self.stats.inc_value("urlstore/failed")
+            raise StoreUnavailable(f"UrlStore write of {record.url} failed: {type(exc).__name__}: {exc}") from exc
+        self.stats.inc_value(f"urlstore/written/{record.fate}")
+        return item
+
+
+def _deferred(future) -> Deferred:
+    """A Deferred that fires (in the reactor thread) when ``future`` is done."""
+    from twisted.internet import reactor
+
+    d: Deferred = Deferred()
+
+    def done(f):
+        exc = f.exception()
+        if exc is None:
+            reactor.callFromThread(d.callback, f.result())
+        else:
+            reactor.callFromThread(d.errback, exc)
+
+    future.add_done_callback(done)
+    return d
