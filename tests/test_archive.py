@@ -7,6 +7,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -93,6 +94,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+_moto_servers: dict = {}  # port -> the moto server answering there (a test may replace it)
+
+
 @pytest.fixture
 def s3(monkeypatch):
     from moto.server import ThreadedMotoServer
@@ -102,11 +106,12 @@ def s3(monkeypatch):
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    _moto_servers[port] = server
     endpoint = f"http://127.0.0.1:{port}"
     bucket = f"crawl-archive-{uuid.uuid4().hex[:8]}"
     boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
     yield endpoint, bucket
-    server.stop()
+    _moto_servers.pop(port).stop()
 
 
 def test_s3_storage_puts_once_and_reads_a_range(s3, tmp_path):
@@ -161,3 +166,56 @@ def test_a_crawl_archives_every_page_to_s3(s3, tmp_path):
         path.write_bytes(storage.client.get_object(Bucket=bucket, Key=key)["Body"].read())
         assert warcio_check(path).returncode == 0
     assert not any((tmp_path / "crawl" / name / "archive-spool").rglob("*.warc.gz"))  # spool emptied
+
+
+def test_s3_going_away_mid_crawl_loses_nothing(s3, tmp_path):
+    from moto.server import ThreadedMotoServer
+
+    endpoint, bucket = s3
+    port = int(endpoint.rsplit(":", 1)[1])
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    with serve_site(hosts=2, pages=8) as site:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(site.seeds) + "\n")
+        out = tmp_path / "pages.jsonl"
+        settings = {
+            "CRAWL_NAME": name,
+            "CRAWL_DIR": tmp_path / "crawl",
+            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+            "FRONTIER_HOST_INTERVAL": 0.2,
+            "FRONTIER_IDLE_SECONDS": 2,
+            "ITEM_PIPELINES": json.dumps({"crawler.pipelines.archive.ArchivePipeline": 300}),
+            "ARCHIVE_S3_BUCKET": bucket,
+            "ARCHIVE_S3_ENDPOINT_URL": endpoint,
+            "ARCHIVE_S3_REGION": "us-east-1",
+            "ARCHIVE_MAX_SECONDS": 0.5,
+            "ARCHIVE_RETRY_MIN": 0.5,
+            "ARCHIVE_RETRY_MAX": 1,
+            "LOG_FILE": tmp_path / "worker.log",
+        }
+        env = {**clean_env(), **CREDENTIALS}
+        proc = subprocess.Popen(crawl_command(out, seeds, settings), cwd=ROOT, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while len(site.page_hits()) < 4 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            # S3 goes away for a while, mid-crawl (its objects are kept: moto keeps state in this process)
+            _moto_servers[port].stop()
+            time.sleep(4)
+            replacement = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+            replacement.start()
+            _moto_servers[port] = replacement
+            assert proc.wait(timeout=180) == 0, log_tail([tmp_path / "worker.log"], 40, "no log")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        html = {site.url(h, p): site.page(i, p) for i, h in enumerate(site.hosts) for p in site.page_paths()}
+    log = (tmp_path / "worker.log").read_text()
+    assert "S3 upload of" in log and "nothing is lost" in log  # the outage was seen and waited out
+    pages = [p for p in read_pages(out) if p["status"] == 200]
+    assert len(pages) >= 2 * 8
+    storage = S3Storage(bucket, endpoint_url=endpoint, region="us-east-1")
+    for page in pages:
+        pointer = page["archive"]
+        _, body = read_record(storage.get_range(pointer["key"], pointer["offset"], pointer["length"]))
+        assert body == html[page["final_url"]].encode()

@@ -1,0 +1,64 @@
+"""The lease middleware decides when a page is done: acknowledged once all its items left
+the pipelines, given back when the UrlStore could not take it."""
+
+import asyncio
+
+from scrapy import Request, signals
+from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
+from twisted.python.failure import Failure
+
+from crawler.exceptions import StoreUnavailable
+from crawler.frontier.codec import LEASE_META
+from crawler.items import Page
+from crawler.middlewares.lease import LeaseMiddleware
+from crawler.signals import page_handled, page_not_stored
+
+
+def _run(items, failure=None):
+    """Pass ``items`` through the middleware as a callback's output, then report each as
+    having left the pipelines (with ``failure`` for the last one); the signals sent."""
+    crawler = get_crawler()
+    mw = LeaseMiddleware.from_crawler(crawler)
+    sent = []
+    crawler.signals.connect(
+        lambda request, **kw: sent.append(("handled", request.url)), signal=page_handled, weak=False
+    )
+    crawler.signals.connect(
+        lambda request, **kw: sent.append(("not_stored", request.url)), signal=page_not_stored, weak=False
+    )
+    request = Request("http://a.example/", meta={LEASE_META: b"1\x1f1\x1fa.example\x1fhttp://a.example/"})
+    response = HtmlResponse("http://a.example/", body=b"<html></html>", request=request)
+
+    async def output():
+        for item in items:
+            yield item
+
+    async def consume():
+        return [out async for out in mw.process_spider_output(response, output())]
+
+    outs = asyncio.run(consume())
+    assert not sent  # nothing is done before the items leave the pipelines
+    for i, item in enumerate(outs):
+        last = i == len(outs) - 1
+        if last and failure is not None:
+            crawler.signals.send_catch_log(
+                signals.item_error, item=item, response=response, spider=None, failure=failure
+            )
+        else:
+            crawler.signals.send_catch_log(signals.item_scraped, item=item, response=response, spider=None)
+    return sent
+
+
+def test_a_page_is_acknowledged_when_its_items_are_stored():
+    assert _run([Page(url="http://a.example/"), Page(url="http://a.example/#2")]) == [("handled", "http://a.example/")]
+
+
+def test_a_page_the_store_could_not_take_gives_its_lease_back():
+    failure = Failure(StoreUnavailable("UrlStore write failed"))
+    assert _run([Page(url="http://a.example/")], failure) == [("not_stored", "http://a.example/")]
+
+
+def test_other_item_errors_still_acknowledge():
+    failure = Failure(ValueError("a pipeline bug"))
+    assert _run([Page(url="http://a.example/")], failure) == [("handled", "http://a.example/")]
