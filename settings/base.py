@@ -115,6 +115,11 @@ RATE_LIMITER_ENABLED = True
 RATE_LIMITER_MAX_WAIT = 1.0  # seconds a request may wait for its slot; longer: back to the frontier
 RATE_LIMITER_MARGIN = 0.05  # seconds added to every interval: allowance for network jitter
 
+# --- content seen (crawler/pipelines/contentseen.py) -----------------------------------
+CONTENT_SEEN_ENABLED = True
+CONTENT_SEEN_DISTANCE = 3  # SimHash bits two near-duplicate pages may differ by
+CONTENT_SEEN_BUCKET_SIZE = 1000  # entries per SimHash index bucket, at most
+
 # --- the raw-page archive (crawler/pipelines/archive.py, crawler/archive/) ---------------
 ARCHIVE_ENABLED = True
 ARCHIVE_DIR = ""  # local WARC directory; empty: CRAWL_DIR/CRAWL_NAME/warc

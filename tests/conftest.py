@@ -40,3 +40,13 @@ def crawl_name(redis_client):
     keys = list(redis_client.scan_iter(match=pattern, count=1000))
     if keys:
         redis_client.delete(*keys)
+
+
+def project_settings(**overrides) -> dict:
+    """The project's settings (settings/base.py) as a dict, with ``overrides``: for
+    components built in-process with scrapy.utils.test.get_crawler."""
+    import settings.base
+
+    values = {k: v for k, v in vars(settings.base).items() if k.isupper()}
+    values.update(overrides)
+    return values

@@ -40,6 +40,9 @@ key                         type    contents
                                     expires ROBOTSTXT_CACHE_SECONDS + STALE_SECONDS
                                     after its last fetch
 ``robots:lock:<origin>``    string  the worker fetching that robots.txt (expires)
+``cdigest``                 hash    body digest -> URL of the first page with that body
+``simidx:<block>``          hash    SimHash index bucket ``<block number>:<value hex>``:
+                                    simhash (16 hex) -> URL of the first page with it
 ==========================  ======  =====================================================
 """
 
@@ -70,6 +73,7 @@ class Keys:
         self.seen_meta = p + "seen:meta"
         self.counters = p + "counters"
         self.workers = p + "workers"
+        self.content_digests = p + "cdigest"
 
     def front(self, level: int) -> str:
         return f"{self.prefix}fq:{level}"
@@ -82,6 +86,9 @@ class Keys:
 
     def robots_lock(self, origin: str) -> str:
         return f"{self.prefix}robots:lock:{origin}"
+
+    def simhash_bucket(self, block_key: str) -> str:
+        return f"{self.prefix}simidx:{block_key}"
 
     def seen(self, index: int) -> str:
         return f"{self.prefix}seen:{index}"

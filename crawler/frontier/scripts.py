@@ -518,3 +518,48 @@ UNLOCK = r"""
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+# -- content seen (crawler/pipelines/contentseen.py) -----------------------------------
+
+# CONTENT_SEEN: has a page with this content been seen, by any worker? KEYS[1] the
+# digest hash (``cdigest``: body digest -> first URL), KEYS[2..k+2] the SimHash index
+# buckets of the page's k + 1 blocks (``simidx:<block>``: simhash hex -> first URL).
+# ARGV[1] body digest, ARGV[2] URL, ARGV[3] simhash (16 hex digits; '' for none),
+# ARGV[4] k (largest Hamming distance of a near duplicate), ARGV[5] bucket capacity.
+# Returns {0} for new content (recorded: the digest, and the simhash in every bucket not
+# yet full), {1, first URL} for an exact duplicate, {2, first URL, distance} for a near
+# duplicate (neither is recorded). A page seen again under its own URL (a recrawl) is
+# new. Atomic: of two workers with the same content, one is first.
+CONTENT_SEEN = r"""
+local first = redis.call('HGET', KEYS[1], ARGV[1])
+if first and first ~= ARGV[2] then return {1, first} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if ARGV[3] == '' then return {0} end
+local function popcount(x)
+    local c = 0
+    while x ~= 0 do x = bit.band(x, x - 1); c = c + 1 end
+    return c
+end
+local hi = tonumber(string.sub(ARGV[3], 1, 8), 16)
+local lo = tonumber(string.sub(ARGV[3], 9, 16), 16)
+local k = tonumber(ARGV[4])
+for i = 2, #KEYS do
+    local entries = redis.call('HGETALL', KEYS[i])
+    for j = 1, #entries, 2 do
+        local h = entries[j]
+        if entries[j + 1] ~= ARGV[2] then
+            local d = popcount(bit.bxor(hi, tonumber(string.sub(h, 1, 8), 16)))
+            if d <= k then
+                d = d + popcount(bit.bxor(lo, tonumber(string.sub(h, 9, 16), 16)))
+                if d <= k then return {2, entries[j + 1], d} end
+            end
+        end
+    end
+end
+local cap = tonumber(ARGV[5])
+for i = 2, #KEYS do
+    if redis.call('HLEN', KEYS[i]) < cap then redis.call('HSET', KEYS[i], ARGV[3], ARGV[2]) end
+end
+return {0}
+"""

@@ -58,7 +58,7 @@ def fetch_record(page) -> FetchRecord:
         error=error,
         final_url=page.get("final_url"),
         redirect_chain=list(page.get("redirect_chain") or []),
-        canonical_url=page.get("canonical_url") or page.get("duplicate_of"),
+        canonical_url=page.get("duplicate_of") or page.get("canonical_url"),
         content_digest=page.get("content_digest"),
         simhash=page.get("simhash"),
         metadata=dict(page.get("metadata") or {}),

@@ -1,0 +1,101 @@
+"""Content seen: is this page's content one the crawl already has, whichever worker
+fetched it? The first pipeline.
+
+- Exact duplicates: the SHA-1 of the body, in a Redis hash shared by all workers
+  (digest -> the first URL seen with it).
+- Near duplicates: a 64-bit SimHash of the page's visible text (its words, weighted by
+  count), looked up in a Redis index with the block scheme of simhash's SimhashIndex
+  (crawler/fingerprints.py): any earlier page within Hamming distance
+  CONTENT_SEEN_DISTANCE (3) shares one of the k + 1 blocks, so one script call finds it.
+
+Both tests and the recording of a new page are one atomic script (scripts.CONTENT_SEEN),
+one round trip per page. A duplicate gets ``duplicate_of`` (the first URL, which becomes
+its canonical_url in the UrlStore) and ``duplicate_kind`` ("exact" or "near"); later
+pipelines do not archive it again. Only successful (2xx) HTML pages are looked at.
+Index buckets hold at most CONTENT_SEEN_BUCKET_SIZE entries each (a block value shared
+by very many pages stops being indexed rather than making every lookup slow).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from scrapy.exceptions import NotConfigured
+
+from crawler.fingerprints import block_keys, body_digest, page_text, simhash64, text_features
+from crawler.frontier.connection import frontier_from_settings
+from crawler.frontier.scripts import CONTENT_SEEN
+from crawler.items import Page
+
+logger = logging.getLogger(__name__)
+
+_HTML_TYPES = (b"text/html", b"application/xhtml")
+
+
+class ContentSeenPipeline:
+    def __init__(self, crawler, redis_client, keys, distance: int, bucket_size: int):
+        self.stats = crawler.stats
+        self.redis = redis_client
+        self.keys = keys
+        self.k = distance
+        self.bucket_size = bucket_size
+        self._script = redis_client.register_script(CONTENT_SEEN)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        s = crawler.settings
+        if not s.getbool("CONTENT_SEEN_ENABLED"):
+            raise NotConfigured
+        frontier = frontier_from_settings(s)
+        return cls(
+            crawler,
+            frontier.redis,
+            frontier.keys,
+            s.getint("CONTENT_SEEN_DISTANCE"),
+            s.getint("CONTENT_SEEN_BUCKET_SIZE"),
+        )
+
+    def process_item(self, item, spider=None):
+        if not isinstance(item, Page) or not _is_html_page(item):
+            return item
+        body = item["body"]
+        digest = body_digest(body)
+        value = simhash64(text_features(page_text(body)))
+        item["content_digest"] = f"sha1:{digest}"
+        item["simhash"] = value
+        verdict = self.check(digest, item["url"], value)
+        if verdict is not None:
+            kind, first, dist = verdict
+            item["duplicate_of"] = first
+            item["duplicate_kind"] = kind
+            self.stats.inc_value(f"contentseen/{kind}")
+            logger.debug("%s duplicates %s (%s, distance %d)", item["url"], first, kind, dist)
+        else:
+            self.stats.inc_value("contentseen/new")
+        return item
+
+    def check(self, digest: str, url: str, value: int | None) -> tuple[str, str, int] | None:
+        """("exact" | "near", first URL, distance) for a duplicate, None for new content
+        (now recorded). Redis away: None, counted (the page is kept as new)."""
+        buckets = [self.keys.simhash_bucket(key) for key in block_keys(value, self.k)] if value else []
+        args = [digest, url, f"{value:016x}" if value else "", self.k, self.bucket_size]
+        try:
+            out = self._script(keys=[self.keys.content_digests, *buckets], args=args)
+        except redis.RedisError as exc:
+            self.stats.inc_value("contentseen/redis_errors")
+            logger.warning("Content-seen check of %s skipped: Redis unavailable (%s)", url, exc)
+            return None
+        if out[0] == 1:
+            return "exact", out[1].decode(), 0
+        if out[0] == 2:
+            return "near", out[1].decode(), int(out[2])
+        return None
+
+
+def _is_html_page(item) -> bool:
+    status = item.get("status")
+    if not isinstance(status, int) or not 200 <= status < 300 or not item.get("body"):
+        return False
+    ctype = ",".join((item.get("headers") or {}).get("Content-Type", [])).encode().lower()
+    return any(t in ctype for t in _HTML_TYPES) if ctype else item["body"].lstrip()[:1] == b"<"

@@ -1,0 +1,90 @@
+"""Content seen: exact duplicates by body digest and near duplicates by SimHash, shared
+by all workers through Redis."""
+
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+from scrapy.utils.test import get_crawler
+
+from crawler.fingerprints import block_keys, distance, page_text, simhash64, text_features
+from crawler.items import Page
+from crawler.pipelines.contentseen import ContentSeenPipeline
+from tests.conftest import project_settings
+
+VOCABULARY = [f"word{i}" for i in range(3000)]
+
+
+def article(seed: int, words: int = 800) -> list[str]:
+    rng = random.Random(seed)
+    return [rng.choice(VOCABULARY) for _ in range(words)]
+
+
+def html(words: list[str], extra: str = "") -> bytes:
+    paragraphs = "".join(f"<p>{' '.join(words[i : i + 40])}</p>" for i in range(0, len(words), 40))
+    script = "<script>var tracking = 'x' + Math.random();</script>"
+    return f"<html><head><title>t</title>{script}</head><body>{extra}{paragraphs}</body></html>".encode()
+
+
+def page(url: str, body: bytes, status: int = 200, ctype: str = "text/html; charset=utf-8") -> Page:
+    return Page(url=url, final_url=url, status=status, body=body, headers={"Content-Type": [ctype]})
+
+
+@given(st.integers(min_value=0, max_value=2**64 - 1), st.sets(st.integers(0, 63), max_size=3))
+def test_values_within_distance_k_share_a_block(value, flips):
+    other = value
+    for bit in flips:
+        other ^= 1 << bit
+    assert distance(value, other) == len(flips)
+    assert set(block_keys(value, 3)) & set(block_keys(other, 3))
+
+
+def test_simhash_is_close_for_small_edits_and_far_for_other_texts():
+    words = article(1)
+    edited = list(words)
+    edited[100], edited[500] = "changed", "edited"
+    a = simhash64(text_features(page_text(html(words))))
+    b = simhash64(text_features(page_text(html(edited, extra="<div>Updated today</div>"))))
+    c = simhash64(text_features(page_text(html(article(2)))))
+    assert distance(a, b) <= 3
+    assert distance(a, c) > 10
+    assert "tracking" not in page_text(html(words))  # scripts are not text
+
+
+def _pipeline(redis_url, crawl_name):
+    crawler = get_crawler(settings_dict=project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name))
+    return ContentSeenPipeline.from_crawler(crawler), crawler.stats
+
+
+def test_two_workers_see_each_others_pages(redis_url, crawl_name):
+    one, stats_one = _pipeline(redis_url, crawl_name)
+    two, stats_two = _pipeline(redis_url, crawl_name)  # another worker: its own client
+    words = article(7)
+    edited = list(words)
+    edited[10] = "different"
+    first = one.process_item(page("http://a.example/story", html(words)))
+    assert "duplicate_of" not in first and first["content_digest"].startswith("sha1:")
+    copy = two.process_item(page("http://mirror.example/story", html(words)))
+    assert (copy["duplicate_of"], copy["duplicate_kind"]) == ("http://a.example/story", "exact")
+    near = two.process_item(page("http://a.example/story?print=1", html(edited, extra="<b>print</b>")))
+    assert (near["duplicate_of"], near["duplicate_kind"]) == ("http://a.example/story", "near")
+    other = one.process_item(page("http://b.example/other", html(article(8))))
+    assert "duplicate_of" not in other
+    again = one.process_item(page("http://a.example/story", html(words)))  # a recrawl of the same URL
+    assert "duplicate_of" not in again
+    assert stats_two.get_value("contentseen/exact") == 1 and stats_two.get_value("contentseen/near") == 1
+    assert stats_one.get_value("contentseen/new") == 3
+
+
+def test_only_successful_html_pages_are_looked_at(redis_url, crawl_name):
+    pipeline, _ = _pipeline(redis_url, crawl_name)
+    body = html(article(3))
+    for item in (
+        page("http://a.example/404", body, status=404),
+        page("http://a.example/img", b"\x89PNG...", ctype="image/png"),
+        Page(url="http://a.example/failed", status=None, error="DNSLookupError: x", body=b""),
+        page("http://a.example/junk", bytes(range(256)) * 10, ctype="text/html"),
+    ):
+        out = pipeline.process_item(item)
+        assert "duplicate_of" not in out
+    assert "simhash" not in pipeline.process_item(page("http://a.example/404b", body, status=404))
