@@ -119,6 +119,7 @@ RATE_LIMITER_MARGIN = 0.05  # seconds added to every interval: allowance for net
 CONTENT_SEEN_ENABLED = True
 CONTENT_SEEN_DISTANCE = 3  # SimHash bits two near-duplicate pages may differ by
 CONTENT_SEEN_BUCKET_SIZE = 1000  # entries per SimHash index bucket, at most
+CONTENT_SEEN_MIN_WORDS = 50  # shorter pages: exact duplicates only
 
 # --- the raw-page archive (crawler/pipelines/archive.py, crawler/archive/) ---------------
 ARCHIVE_ENABLED = True
@@ -179,6 +180,14 @@ DOWNLOADER_MIDDLEWARES = {
     "crawler.middlewares.netguard.NetworkGuardMiddleware": 760,
     # the last one before the download handler
     "crawler.middlewares.ratelimit.RateLimiterMiddleware": 950,
+}
+# The item pipelines, in Mercator's order; the page's lease is acknowledged after the
+# last (ITEM_PIPELINES adds to these; set one to None to turn it off).
+ITEM_PIPELINES_BASE = {
+    "crawler.pipelines.contentseen.ContentSeenPipeline": 100,
+    "crawler.pipelines.links.FollowLinksPipeline": 150,
+    "crawler.pipelines.archive.ArchivePipeline": 300,
+    "crawler.pipelines.urlstore.UrlStorePipeline": 400,
 }
 SPIDER_MIDDLEWARES = {
     # acknowledges a page's lease once everything it produced has been handled

@@ -88,3 +88,12 @@ def test_only_successful_html_pages_are_looked_at(redis_url, crawl_name):
         out = pipeline.process_item(item)
         assert "duplicate_of" not in out
     assert "simhash" not in pipeline.process_item(page("http://a.example/404b", body, status=404))
+
+
+def test_short_pages_are_only_checked_for_exact_copies(redis_url, crawl_name):
+    pipeline, _ = _pipeline(redis_url, crawl_name)
+    a = pipeline.process_item(page("http://a.example/1", b"<html><body>page 1 of host a, next, other</body></html>"))
+    b = pipeline.process_item(page("http://a.example/2", b"<html><body>page 2 of host a, next, other</body></html>"))
+    assert a["simhash"] is None and "duplicate_of" not in b
+    c = pipeline.process_item(page("http://a.example/3", b"<html><body>page 1 of host a, next, other</body></html>"))
+    assert c["duplicate_kind"] == "exact"

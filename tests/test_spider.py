@@ -1,5 +1,7 @@
 """The broad spider's parsing: one Page per response, links normalized and filtered."""
 
+from types import SimpleNamespace
+
 import pytest
 from scrapy import Request
 from scrapy.http import HtmlResponse, TextResponse
@@ -7,6 +9,7 @@ from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
 from crawler.items import Page
+from crawler.pipelines.links import FollowLinksPipeline
 from crawler.spiders.broad import BroadSpider
 from settings import base
 
@@ -34,9 +37,23 @@ def response(body=HTML, url="http://a.example/a.html", cls=HtmlResponse, **meta)
     return cls(url=url, body=body, request=request, headers={"Content-Type": "text/html"})
 
 
+def follow(spider, page) -> list[str]:
+    """The URLs the links pipeline hands to the engine for ``page`` (the engine's
+    ``crawl`` is replaced by a list: this checks the pipeline's choice, not scheduling)."""
+    requests = []
+    spider.crawler.engine = SimpleNamespace(crawl=requests.append)
+    spider.crawler.spider = spider
+    FollowLinksPipeline.from_crawler(spider.crawler).process_item(page)
+    for r in requests:
+        assert r.meta["depth"] == page["depth"] + 1 and r.headers[b"Referer"] == page["final_url"].encode()
+    return [r.url for r in requests]
+
+
 def test_one_page_item_and_followed_links():
-    out = list(make_spider().parse(response()))
-    page, requests = out[0], out[1:]
+    spider = make_spider()
+    out = list(spider.parse(response()))
+    assert len(out) == 1  # links are followed by the links pipeline, after content seen
+    page = out[0]
     assert isinstance(page, Page)
     assert page["url"] == page["final_url"] == "http://a.example/a.html"
     assert page["status"] == 200 and page["depth"] == 2 and page["referrer"] == "http://a.example/"
@@ -49,7 +66,9 @@ def test_one_page_item_and_followed_links():
     }
     assert links["http://a.example/hidden.html"]["nofollow"] is True
     assert links["http://a.example/b.html?a=2&z=1"]["text"] == "B"
-    assert [r.url for r in requests] == ["http://a.example/b.html?a=2&z=1", "http://other.example/c.html"]
+    assert follow(spider, page) == ["http://a.example/b.html?a=2&z=1", "http://other.example/c.html"]
+    page["duplicate_kind"] = "exact"  # an exact duplicate's links were followed from the first copy
+    assert follow(spider, page) == []
 
 
 def test_meta_robots_nofollow_follows_nothing():
@@ -67,8 +86,9 @@ def test_meta_robots_nofollow_follows_nothing():
     ],
 )
 def test_scope_from_arguments(kwargs, expected):
-    out = list(make_spider(**kwargs).parse(response()))
-    assert [r.url for r in out[1:]] == expected
+    spider = make_spider(**kwargs)
+    (page,) = list(spider.parse(response()))
+    assert follow(spider, page) == expected
 
 
 def test_error_status_and_non_html_make_a_page_without_links():

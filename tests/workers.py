@@ -59,6 +59,9 @@ def crawl_command(out: Path, seeds: Path | None = None, settings: dict | None = 
     cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-O", str(out)]
     if seeds is not None:
         cmd += ["-a", f"seeds={seeds}"]
-    for name, value in (settings or {}).items():
+    # the crawl's files (UrlStore, WARC archive, embedded Redis) beside its feed, and
+    # archive batches closed after a second, unless the test says otherwise
+    settings = {"CRAWL_DIR": out.parent / "crawl", "ARCHIVE_MAX_SECONDS": 1, **(settings or {})}
+    for name, value in settings.items():
         cmd += ["-s", f"{name}={value}"]
     return cmd

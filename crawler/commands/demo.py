@@ -42,6 +42,7 @@ class Command(ScrapyCommand):
             ("FRONTIER_HOST_INTERVAL", 0.25),
             ("FRONTIER_IDLE_SECONDS", 2.0),
             ("NETWORK_GUARD_ALLOW", ["127.0.0.0/8"]),  # the demo site is on loopback
+            ("ARCHIVE_MAX_SECONDS", 2.0),
         )
         for name, value in demo_defaults:
             if s.getpriority(name) < 40:  # not set with -s
@@ -64,9 +65,9 @@ class Command(ScrapyCommand):
             self.crawler_process.crawl("broad", seeds=seeds)
             self.crawler_process.start()
             hits = site.page_hits()
-        self._report(opts.output, hits, frontier)
+        self._report(opts.output, hits, frontier, site.seeds[0])
 
-    def _report(self, output, hits, frontier):
+    def _report(self, output, hits, frontier, seed):
         pages = []
         if os.path.exists(output):
             with open(output, encoding="utf-8") as f:
@@ -83,6 +84,12 @@ class Command(ScrapyCommand):
         print(
             f"frontier: {stats['queued']} queued, {stats['leased']} leased, {stats['seen']['urls']} URLs seen; "
             f"see `scrapy frontier --crawl {frontier.keys.crawl_name}`"
+        )
+        crawl_dir = os.path.join(self.settings.get("CRAWL_DIR"), frontier.keys.crawl_name)
+        warcs = [name for _, _, files in os.walk(os.path.join(crawl_dir, "warc")) for name in files]
+        print(
+            f"stored: UrlStore {os.path.join(crawl_dir, 'urlstore.sqlite')}, {len(warcs)} WARC files under "
+            f"{os.path.join(crawl_dir, 'warc')}; try `scrapy urlstore get {seed} --crawl {frontier.keys.crawl_name}`"
         )
         if stats["queued"] or stats["leased"]:
             self.exitcode = 1

@@ -12,7 +12,9 @@ Both tests and the recording of a new page are one atomic script (scripts.CONTEN
 one round trip per page. A duplicate gets ``duplicate_of`` (the first URL, which becomes
 its canonical_url in the UrlStore) and ``duplicate_kind`` ("exact" or "near"); later
 pipelines do not archive it again. Only successful (2xx) HTML pages are looked at.
-Index buckets hold at most CONTENT_SEEN_BUCKET_SIZE entries each (a block value shared
+Pages of fewer than CONTENT_SEEN_MIN_WORDS words are checked for exact duplicates only:
+on a short page a few words of boilerplate decide the SimHash, and unrelated short pages
+would pass for near duplicates. Index buckets hold at most CONTENT_SEEN_BUCKET_SIZE entries each (a block value shared
 by very many pages stops being indexed rather than making every lookup slow).
 """
 
@@ -34,12 +36,13 @@ _HTML_TYPES = (b"text/html", b"application/xhtml")
 
 
 class ContentSeenPipeline:
-    def __init__(self, crawler, redis_client, keys, distance: int, bucket_size: int):
+    def __init__(self, crawler, redis_client, keys, distance: int, bucket_size: int, min_words: int = 50):
         self.stats = crawler.stats
         self.redis = redis_client
         self.keys = keys
         self.k = distance
         self.bucket_size = bucket_size
+        self.min_words = min_words
         self._script = redis_client.register_script(CONTENT_SEEN)
 
     @classmethod
@@ -54,6 +57,7 @@ class ContentSeenPipeline:
             frontier.keys,
             s.getint("CONTENT_SEEN_DISTANCE"),
             s.getint("CONTENT_SEEN_BUCKET_SIZE"),
+            s.getint("CONTENT_SEEN_MIN_WORDS"),
         )
 
     def process_item(self, item, spider=None):
@@ -61,7 +65,8 @@ class ContentSeenPipeline:
             return item
         body = item["body"]
         digest = body_digest(body)
-        value = simhash64(text_features(page_text(body)))
+        features = text_features(page_text(body))
+        value = simhash64(features) if features.total() >= self.min_words else None
         item["content_digest"] = f"sha1:{digest}"
         item["simhash"] = value
         verdict = self.check(digest, item["url"], value)

@@ -8,8 +8,10 @@ Arguments (``-a``), each also a setting:
     allowed_prefixes comma separated URL prefixes; links not starting with one are dropped
     follow           "0" to fetch only the seeds
 
-Links: only http(s), not binary files (Scrapy's IGNORED_EXTENSIONS), not ``rel=nofollow``
-links, none at all from a page with ``<meta name=robots content=nofollow>``.
+Links: only http(s), not binary files (Scrapy's IGNORED_EXTENSIONS); a page's links are
+listed in its Page (``outlinks``, nofollow flagged) and followed by the links pipeline
+after content seen (crawler/pipelines/links.py): not ``rel=nofollow`` links, none at all
+from a page with ``<meta name=robots content=nofollow>``, none from an exact duplicate.
 
 Sitemaps (``parse_sitemap``; the robots middleware queues the ``Sitemap:`` URLs of
 robots.txt): a sitemap index queues its sitemaps, a sitemap its page URLs (in scope, at
@@ -109,10 +111,7 @@ class BroadSpider(scrapy.Spider):
         if self.follow and 200 <= response.status < 300 and isinstance(response, scrapy.http.TextResponse):
             outlinks = self._outlinks(response)
         page["outlinks"] = outlinks
-        yield page
-        for link in outlinks:
-            if not link["nofollow"] and self.in_scope(link["url"]):
-                yield scrapy.Request(link["url"], errback=self.errback)
+        yield page  # its links are followed by crawler.pipelines.links, after content seen
 
     def errback(self, failure):
         request = failure.request

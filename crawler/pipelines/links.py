@@ -1,0 +1,42 @@
+"""Follow links after content seen (Mercator's order): a page's outlinks enter the
+frontier from this pipeline, which runs right after the content-seen pipeline, so that
+the links of an exact duplicate are not followed again (they were followed from the
+first copy). Links marked nofollow, and links the spider's ``in_scope`` rejects, are not
+followed. Each followed link is a request one level deeper than its page, with the
+page's URL as Referer; the frontier then applies URL-seen and the trap guards.
+"""
+
+from __future__ import annotations
+
+from scrapy import Request
+
+from crawler.items import Page
+
+
+class FollowLinksPipeline:
+    def __init__(self, crawler):
+        self.crawler = crawler
+        self.stats = crawler.stats
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def process_item(self, item, spider=None):
+        if not isinstance(item, Page) or not item.get("outlinks"):
+            return item
+        if item.get("duplicate_kind") == "exact":
+            self.stats.inc_value("links/duplicate_page_not_followed")
+            return item
+        spider = self.crawler.spider
+        in_scope = getattr(spider, "in_scope", None)
+        errback = getattr(spider, "errback", None)
+        referer = item.get("final_url") or item["url"]
+        depth = (item.get("depth") or 0) + 1
+        for link in item["outlinks"]:
+            if link.get("nofollow") or (in_scope is not None and not in_scope(link["url"])):
+                continue
+            request = Request(link["url"], errback=errback, headers={"Referer": referer}, meta={"depth": depth})
+            self.crawler.engine.crawl(request)
+            self.stats.inc_value("links/followed")
+        return item
