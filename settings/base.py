@@ -121,6 +121,12 @@ CONTENT_SEEN_DISTANCE = 3  # SimHash bits two near-duplicate pages may differ by
 CONTENT_SEEN_BUCKET_SIZE = 1000  # entries per SimHash index bucket, at most
 CONTENT_SEEN_MIN_WORDS = 50  # shorter pages: exact duplicates only
 
+# --- page metadata (crawler/pipelines/metadata.py) ---------------------------------------
+METADATA_ENABLED = True
+METADATA_MAX_FIELD_LENGTH = 1000  # characters per value
+METADATA_MAX_FIELDS = 64  # fields per page
+METADATA_MAX_BYTES = 2 * 2**20  # of the body handed to the parsers
+
 # --- the raw-page archive (crawler/pipelines/archive.py, crawler/archive/) ---------------
 ARCHIVE_ENABLED = True
 ARCHIVE_DIR = ""  # local WARC directory; empty: CRAWL_DIR/CRAWL_NAME/warc
@@ -186,6 +192,7 @@ DOWNLOADER_MIDDLEWARES = {
 ITEM_PIPELINES_BASE = {
     "crawler.pipelines.contentseen.ContentSeenPipeline": 100,
     "crawler.pipelines.links.FollowLinksPipeline": 150,
+    "crawler.pipelines.metadata.MetadataPipeline": 200,
     "crawler.pipelines.archive.ArchivePipeline": 300,
     "crawler.pipelines.urlstore.UrlStorePipeline": 400,
 }
