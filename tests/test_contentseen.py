@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scrapy.utils.test import get_crawler
 
-from crawler.fingerprints import block_keys, distance, page_text, simhash64, text_features
+from crawler.fingerprints import block_keys, distance, page_text, text_simhash, word_hashes
 from crawler.items import Page
 from crawler.pipelines.contentseen import ContentSeenPipeline
 from tests.conftest import project_settings
@@ -39,13 +39,20 @@ def test_values_within_distance_k_share_a_block(value, flips):
     assert set(block_keys(value, 3)) & set(block_keys(other, 3))
 
 
+def test_word_hashes_ignore_case_and_punctuation():
+    h = word_hashes("Crawler, crawler! CRAWLER; a élan élan")
+    assert len(h) == 5 and len(set(h[:3].tolist()) | set(h[3:].tolist())) == 2  # "a" is too short
+    assert set(word_hashes("crawler élan").tolist()) == set(h.tolist())
+    assert text_simhash("too few words", min_words=50) is None
+
+
 def test_simhash_is_close_for_small_edits_and_far_for_other_texts():
     words = article(1)
     edited = list(words)
     edited[100], edited[500] = "changed", "edited"
-    a = simhash64(text_features(page_text(html(words))))
-    b = simhash64(text_features(page_text(html(edited, extra="<div>Updated today</div>"))))
-    c = simhash64(text_features(page_text(html(article(2)))))
+    a = text_simhash(page_text(html(words)))
+    b = text_simhash(page_text(html(edited, extra="<div>Updated today</div>")))
+    c = text_simhash(page_text(html(" ".join(article(2, 800)).replace("word", "term").split())))
     assert distance(a, b) <= 3
     assert distance(a, c) > 10
     assert "tracking" not in page_text(html(words))  # scripts are not text

@@ -3,8 +3,8 @@ fetched it? The first pipeline.
 
 - Exact duplicates: the SHA-1 of the body, in a Redis hash shared by all workers
   (digest -> the first URL seen with it).
-- Near duplicates: a 64-bit SimHash of the page's visible text (its words, weighted by
-  count), looked up in a Redis index with the block scheme of simhash's SimhashIndex
+- Near duplicates: a 64-bit SimHash of the page's visible text (every word votes;
+  fingerprints.text_simhash), looked up in a Redis index with the block scheme of simhash's SimhashIndex
   (crawler/fingerprints.py): any earlier page within Hamming distance
   CONTENT_SEEN_DISTANCE (3) shares one of the k + 1 blocks, so one script call finds it.
 
@@ -25,7 +25,7 @@ import logging
 import redis
 from scrapy.exceptions import NotConfigured
 
-from crawler.fingerprints import block_keys, body_digest, page_text, simhash64, text_features
+from crawler.fingerprints import block_keys, body_digest, page_text, text_simhash
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.scripts import CONTENT_SEEN
 from crawler.items import Page
@@ -65,8 +65,7 @@ class ContentSeenPipeline:
             return item
         body = item["body"]
         digest = body_digest(body)
-        features = text_features(page_text(body))
-        value = simhash64(features) if features.total() >= self.min_words else None
+        value = text_simhash(page_text(body), self.min_words)
         item["content_digest"] = f"sha1:{digest}"
         item["simhash"] = value
         verdict = self.check(digest, item["url"], value)
