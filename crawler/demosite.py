@@ -29,6 +29,10 @@ ThreadingHTTPServer, all on one port. Each host has:
     them; ``/sitemap-index.xml`` (a sitemap index) names ``/sitemap-pages.xml.gz`` (a
     gzipped sitemap) that lists them.
 
+``articles``: ``/p0.html`` of every host also links ``/article.html``, a long text page that
+is the same on every host (exact duplicates of each other), and ``/article-print.html``, the
+same text with a few words changed (a near duplicate).
+
 ``throttle`` gives host ``i`` a Retry-After (seconds): its first page request is
 answered 429 with that header, every later one normally.
 
@@ -82,6 +86,7 @@ class Site:
         sitemap_pages: int = 0,
         throttle: dict[int, int] | None = None,
         routes: dict[str, object] | None = None,
+        articles: bool = False,
     ):
         if not 2 <= hosts <= 200:
             raise ValueError("hosts must be 2..200")
@@ -94,6 +99,7 @@ class Site:
         self.sitemap_pages = sitemap_pages
         self.throttle = dict(throttle or {})
         self.routes = routes or {}
+        self.articles = articles
         self._answered: dict[tuple[int, str], int] = {}
         self.hosts = [f"127.0.0.{2 + i}" for i in range(hosts)]
         self.port = 0
@@ -144,6 +150,8 @@ class Site:
 
     def page(self, host_index: int, path: str) -> str | None:
         """HTML of a page, or None when the path is not a page of the site."""
+        if self.articles and path in ARTICLES:
+            return _html("an article", _article_text(printed=path == ARTICLES[1]))
         if path in self.sitemap_paths():
             return _html(f"sitemap page {path} of host {host_index}", f'<a href="{self._link_path(0)}">home</a>')
         if path == META_PAGE:
@@ -180,6 +188,8 @@ class Site:
             ]
         if i == 2:
             links.append(f'<a href="{META_PAGE}">meta nofollow page</a>')
+        if self.articles and i == 0:
+            links += [f'<a href="{ARTICLES[0]}">article</a>', f'<a href="{ARTICLES[1]}">printable</a>']
         if host_index == 0 and i == 0:
             links += [f'<a href="{self.url(h, "/p0.html")}">host {h}</a>' for h in range(self.n_hosts)]
         return _html(f"page {i} of host {host_index}", "\n".join(links))
@@ -329,6 +339,17 @@ class Site:
         return [h for h in self.page_hits() if h.end is None and user_agent in h.user_agent]
 
 
+ARTICLES = ("/article.html", "/article-print.html")
+
+
+def _article_text(printed: bool) -> str:
+    """About 600 words of text; the printed version changes one of them."""
+    words = [f"w{(i * 7919) % 997}" for i in range(600)]
+    if printed:
+        words[300] = "printed"
+    return "".join(f"<p>{' '.join(words[i : i + 60])}</p>" for i in range(0, len(words), 60))
+
+
 def _html(title: str, body: str, head: str = "") -> str:
     return (
         f"<!doctype html><html><head><title>{title}</title>{head}</head>"
@@ -344,7 +365,8 @@ def _free_port(addr: str) -> int:
 
 @contextlib.contextmanager
 def serve_site(hosts: int = 4, pages: int = 25, delay: float = 0.0, **options):
-    """A running Site (``options``: robots, sitemap_pages, throttle, routes); stopped on exit."""
+    """A running Site (``options``: robots, sitemap_pages, throttle, routes, articles);
+    stopped on exit."""
     site = Site(hosts, pages, delay, **options)
     site.start()
     try:

@@ -6,6 +6,7 @@ so its keys never meet another test's, and its keys are deleted afterwards.
 """
 
 import os
+import socket
 import uuid
 
 import pytest
@@ -50,3 +51,36 @@ def project_settings(**overrides) -> dict:
     values = {k: v for k, v in vars(settings.base).items() if k.isupper()}
     values.update(overrides)
     return values
+
+
+# -- S3: moto's standalone server on loopback -------------------------------------------
+
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+moto_servers: dict = {}  # port -> the moto server answering there (a test may replace it)
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    """(endpoint URL, bucket) of a fresh bucket on moto's S3 server on 127.0.0.1."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    for k, v in CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    moto_servers[port] = server
+    endpoint = f"http://127.0.0.1:{port}"
+    bucket = f"crawl-archive-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    yield endpoint, bucket
+    moto_servers.pop(port).stop()

@@ -4,7 +4,6 @@ returning exactly the bytes the site sent."""
 
 import gzip
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -12,15 +11,14 @@ import uuid
 from pathlib import Path
 
 import boto3
-import pytest
 
 from crawler.archive.storage import LocalStorage, S3Storage
 from crawler.archive.warc import RawPage, WarcBatch, object_key, read_record, recover
 from crawler.demosite import serve_site
+from tests.conftest import CREDENTIALS, moto_servers
 from tests.workers import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 def warcio_check(path) -> subprocess.CompletedProcess:
@@ -86,32 +84,6 @@ def test_local_storage_put_and_ranged_read(tmp_path):
 
 
 # -- against S3 (moto's server on loopback) --------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-_moto_servers: dict = {}  # port -> the moto server answering there (a test may replace it)
-
-
-@pytest.fixture
-def s3(monkeypatch):
-    from moto.server import ThreadedMotoServer
-
-    for k, v in CREDENTIALS.items():
-        monkeypatch.setenv(k, v)
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    _moto_servers[port] = server
-    endpoint = f"http://127.0.0.1:{port}"
-    bucket = f"crawl-archive-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    yield endpoint, bucket
-    _moto_servers.pop(port).stop()
 
 
 def test_s3_storage_puts_once_and_reads_a_range(s3, tmp_path):
@@ -204,11 +176,11 @@ def test_s3_going_away_mid_crawl_loses_nothing(s3, tmp_path):
             while len(site.page_hits()) < 4 and time.monotonic() < deadline:
                 time.sleep(0.1)
             # S3 goes away for a while, mid-crawl (its objects are kept: moto keeps state in this process)
-            _moto_servers[port].stop()
+            moto_servers[port].stop()
             time.sleep(4)
             replacement = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
             replacement.start()
-            _moto_servers[port] = replacement
+            moto_servers[port] = replacement
             assert proc.wait(timeout=180) == 0, log_tail([tmp_path / "worker.log"], 40, "no log")
         finally:
             if proc.poll() is None:

@@ -529,8 +529,9 @@ return 0
 # ARGV[4] k (largest Hamming distance of a near duplicate), ARGV[5] bucket capacity.
 # Returns {0} for new content (recorded: the digest, and the simhash in every bucket not
 # yet full), {1, first URL} for an exact duplicate, {2, first URL, distance} for a near
-# duplicate (neither is recorded). A page seen again under its own URL (a recrawl) is
-# new. Atomic: of two workers with the same content, one is first.
+# duplicate (not indexed; its digest then names the original, so that exact copies of a
+# near duplicate point to the original too). A page seen again under its own URL (a
+# recrawl) is new. Atomic: of two workers with the same content, one is first.
 CONTENT_SEEN = r"""
 local first = redis.call('HGET', KEYS[1], ARGV[1])
 if first and first ~= ARGV[2] then return {1, first} end
@@ -552,7 +553,11 @@ for i = 2, #KEYS do
             local d = popcount(bit.bxor(hi, tonumber(string.sub(h, 1, 8), 16)))
             if d <= k then
                 d = d + popcount(bit.bxor(lo, tonumber(string.sub(h, 9, 16), 16)))
-                if d <= k then return {2, entries[j + 1], d} end
+                if d <= k then
+                    -- later exact copies of this page point straight to the original
+                    redis.call('HSET', KEYS[1], ARGV[1], entries[j + 1])
+                    return {2, entries[j + 1], d}
+                end
             end
         end
     end

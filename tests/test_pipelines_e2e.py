@@ -1,0 +1,103 @@
+"""Every pipeline together, end to end: a loopback multi-host site with exact and near
+duplicate pages, the archive on S3 (moto's server, stopped for a while mid-crawl), the
+SQLite UrlStore."""
+
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from moto.server import ThreadedMotoServer
+
+from crawler.archive.storage import S3Storage
+from crawler.archive.warc import read_record
+from crawler.demosite import ARTICLES, serve_site
+from crawler.urlstore.sqlite import SqliteUrlStore
+from tests.conftest import CREDENTIALS, moto_servers
+from tests.workers import clean_env, crawl_command, log_tail, read_pages
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_pages_stored_archived_and_deduplicated_through_an_s3_outage(s3, tmp_path, redis_url):
+    endpoint, bucket = s3
+    port = int(endpoint.rsplit(":", 1)[1])
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    with serve_site(hosts=3, pages=8, articles=True) as site:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(site.seeds) + "\n")
+        out = tmp_path / "pages.jsonl"
+        settings = {
+            "CRAWL_NAME": name,
+            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+            "FRONTIER_HOST_INTERVAL": 0.1,
+            "FRONTIER_IDLE_SECONDS": 2,
+            "ARCHIVE_S3_BUCKET": bucket,
+            "ARCHIVE_S3_ENDPOINT_URL": endpoint,
+            "ARCHIVE_S3_REGION": "us-east-1",
+            "ARCHIVE_MAX_SECONDS": 0.5,
+            "ARCHIVE_RETRY_MIN": 0.5,
+            "ARCHIVE_RETRY_MAX": 1,
+            "LOG_FILE": tmp_path / "worker.log",
+        }
+        env = {**clean_env(), **CREDENTIALS, "REDIS_URL": redis_url}
+        proc = subprocess.Popen(crawl_command(out, seeds, settings), cwd=ROOT, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while len(site.page_hits()) < 6 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            moto_servers[port].stop()  # S3 away for a while; moto keeps its objects in this process
+            time.sleep(4)
+            moto_servers[port] = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+            moto_servers[port].start()
+            assert proc.wait(timeout=180) == 0, log_tail([tmp_path / "worker.log"], 40, "no log")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        html = {site.url(h, p): site.page(i, p) for i, h in enumerate(site.hosts) for p in site.page_paths()}
+        html |= {site.url(h, p): site.page(i, p) for i, h in enumerate(site.hosts) for p in ARTICLES}
+        fetched = {site.url(hit.host, hit.path) for hit in site.page_hits()}
+
+    pages = read_pages(out)
+    store = SqliteUrlStore(str(tmp_path / "crawl" / name / "urlstore.sqlite"))
+    storage = S3Storage(bucket, endpoint_url=endpoint, region="us-east-1")
+    try:
+        # every fetched page has a row; an archived page's pointer returns exactly the bytes sent
+        archived = 0
+        for page in pages:
+            row = store.get(page["url"], follow_canonical=False)
+            assert row is not None and row["status"] == page["status"], page["url"]
+            if row["fate"] == "fetched" and row["status"] == 200:
+                _, body = read_record(storage.get_range(**_pointer(row)))
+                assert body == html[row["final_url"]].encode(), row["url"]
+                archived += 1
+        assert archived >= 3 * 8
+        assert fetched <= {page[k] for page in pages for k in ("url", "final_url")}
+
+        # duplicates point to their canonical page, which holds the only archived copy
+        articles = [store.get(site.url(h, path), follow_canonical=False) for h in range(3) for path in ARTICLES]
+        originals = [row for row in articles if row["fate"] == "fetched"]
+        assert len(originals) == 1 and originals[0]["archive"]
+        original = originals[0]["url"]
+        duplicates = [row for row in articles if row["fate"] == "duplicate"]
+        assert len(duplicates) == 5
+        for row in duplicates:
+            assert row["canonical_url"] == original and row["archive"] is None
+            assert store.get(row["url"])["url"] == original  # get follows canonical_url
+        kinds = {page["url"]: page.get("duplicate_kind") for page in pages}
+        assert {kinds[row["url"]] for row in duplicates} == {"exact", "near"}
+
+        # outlinks and inlinks agree
+        for page in pages:
+            for link in store.outlinks(page["url"]):
+                if store.get(link["url"], follow_canonical=False) is not None:
+                    sources = {inlink["url"] for inlink in store.inlinks(link["url"])}
+                    assert page["url"] in sources, (page["url"], link["url"])
+    finally:
+        store.close()
+    assert "S3 upload of" in (tmp_path / "worker.log").read_text()  # the outage happened
+
+
+def _pointer(row) -> dict:
+    a = row["archive"]
+    return {"key": a["key"], "offset": a["offset"], "length": a["length"]}
