@@ -118,7 +118,7 @@ RATE_LIMITER_MARGIN = 0.05  # seconds added to every interval: allowance for net
 # --- content seen (crawler/pipelines/contentseen.py) -----------------------------------
 CONTENT_SEEN_ENABLED = True
 CONTENT_SEEN_DISTANCE = 3  # SimHash bits two near-duplicate pages may differ by
-CONTENT_SEEN_BUCKET_SIZE = 1000  # entries per SimHash index bucket, at most
+CONTENT_SEEN_BUCKET_SIZE = 256  # entries per SimHash index bucket (each costs a comparison per lookup)
 CONTENT_SEEN_MIN_WORDS = 50  # shorter pages: exact duplicates only
 
 # --- page metadata (crawler/pipelines/metadata.py) ---------------------------------------
@@ -135,7 +135,7 @@ ARCHIVE_S3_ENDPOINT_URL = ""  # an S3-compatible store (MinIO, Ceph...); empty: 
 ARCHIVE_S3_REGION = ""
 ARCHIVE_PREFIX = ""  # in object keys, after their hash part: <hash>/<prefix><crawl>/...
 ARCHIVE_MAX_BYTES = 64 * 2**20  # a WARC batch is stored when it reaches this size...
-ARCHIVE_MAX_SECONDS = 10.0  # ... or this age; its pages wait for it
+ARCHIVE_MAX_SECONDS = 30.0  # ... or this age; its pages wait for it (fewer S3 PUTs)
 ARCHIVE_RETRY_MIN = 1.0  # seconds before a failed upload is tried again, doubling
 ARCHIVE_RETRY_MAX = 60.0
 # pages wait in the pipelines until their batch is stored: let Scrapy hold that much

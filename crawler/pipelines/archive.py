@@ -139,12 +139,12 @@ class ArchivePipeline:
         self._timer = None
         if batch is None:
             return
-        batch.close()
         d = threads.deferToThread(self._store, batch)
         self._storing.append(d)
         d.addBoth(self._stored, batch, d)
 
     def _store(self, batch: WarcBatch) -> int:
+        batch.close()  # flush and fsync, here rather than in the reactor thread
         size = os.path.getsize(batch.path)
         self.storage.put(batch.key, batch.path)  # retries until it succeeds
         os.remove(batch.path)
