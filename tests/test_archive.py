@@ -3,7 +3,6 @@ or in S3 (moto's standalone server on loopback, through boto3), each page's poin
 returning exactly the bytes the site sent."""
 
 import gzip
-import json
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import boto3
 from crawler.archive.storage import LocalStorage, S3Storage
 from crawler.archive.warc import RawPage, WarcBatch, object_key, read_record, recover
 from crawler.demosite import serve_site
-from tests.conftest import CREDENTIALS, moto_servers
+from tests.conftest import CREDENTIALS, moto_servers, s3_archive_settings
 from tests.workers import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,10 +108,7 @@ def test_a_crawl_archives_every_page_to_s3(s3, tmp_path):
             "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
             "FRONTIER_HOST_INTERVAL": 0.05,
             "FRONTIER_IDLE_SECONDS": 2,
-            "ITEM_PIPELINES": json.dumps({"crawler.pipelines.archive.ArchivePipeline": 300}),
-            "ARCHIVE_S3_BUCKET": bucket,
-            "ARCHIVE_S3_ENDPOINT_URL": endpoint,
-            "ARCHIVE_S3_REGION": "us-east-1",
+            **s3_archive_settings(endpoint, bucket),
             "ARCHIVE_MAX_SECONDS": 1,
             "LOG_FILE": tmp_path / "worker.log",
         }
@@ -160,10 +156,7 @@ def test_s3_going_away_mid_crawl_loses_nothing(s3, tmp_path):
             "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
             "FRONTIER_HOST_INTERVAL": 0.2,
             "FRONTIER_IDLE_SECONDS": 2,
-            "ITEM_PIPELINES": json.dumps({"crawler.pipelines.archive.ArchivePipeline": 300}),
-            "ARCHIVE_S3_BUCKET": bucket,
-            "ARCHIVE_S3_ENDPOINT_URL": endpoint,
-            "ARCHIVE_S3_REGION": "us-east-1",
+            **s3_archive_settings(endpoint, bucket),
             "ARCHIVE_MAX_SECONDS": 0.5,
             "ARCHIVE_RETRY_MIN": 0.5,
             "ARCHIVE_RETRY_MAX": 1,

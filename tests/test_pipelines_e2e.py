@@ -13,7 +13,7 @@ from crawler.archive.storage import S3Storage
 from crawler.archive.warc import read_record
 from crawler.demosite import ARTICLES, serve_site
 from crawler.urlstore.sqlite import SqliteUrlStore
-from tests.conftest import CREDENTIALS, moto_servers
+from tests.conftest import CREDENTIALS, moto_servers, s3_archive_settings
 from tests.workers import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,9 +32,7 @@ def test_pages_stored_archived_and_deduplicated_through_an_s3_outage(s3, tmp_pat
             "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
             "FRONTIER_HOST_INTERVAL": 0.1,
             "FRONTIER_IDLE_SECONDS": 2,
-            "ARCHIVE_S3_BUCKET": bucket,
-            "ARCHIVE_S3_ENDPOINT_URL": endpoint,
-            "ARCHIVE_S3_REGION": "us-east-1",
+            **s3_archive_settings(endpoint, bucket),
             "ARCHIVE_MAX_SECONDS": 0.5,
             "ARCHIVE_RETRY_MIN": 0.5,
             "ARCHIVE_RETRY_MAX": 1,

@@ -13,7 +13,6 @@ from crawler.demosite import serve_site
 from tests.workers import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
-PIPELINES = {"crawler.pipelines.archive.ArchivePipeline": 300, "crawler.pipelines.urlstore.UrlStorePipeline": 400}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +31,6 @@ def crawled(tmp_path_factory, redis_url):
             "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
             "FRONTIER_HOST_INTERVAL": 0.05,
             "FRONTIER_IDLE_SECONDS": 2,
-            "ITEM_PIPELINES": json.dumps(PIPELINES),
             "ARCHIVE_MAX_SECONDS": 1,
             "RETRY_TIMES": 0,
             "LOG_FILE": tmp / "worker.log",

@@ -174,9 +174,3 @@ def urlstore_from_settings(settings) -> UrlStore:
 
         return CassandraUrlStore.from_settings(settings, url_options(settings))
     raise ValueError(f"URLSTORE_BACKEND must be 'sqlite' or 'cassandra', not {backend!r}")
-
-
-def done(value=None) -> Future:
-    future: Future = Future()
-    future.set_result(value)
-    return future
