@@ -766,12 +766,12 @@ def stage_pass(
                 )
                 item["outlinks"] = spider._outlinks(response)
             with clock.stage("cs_total"):
-                item = content_seen.process_item(item)
+                item = content_seen.process_now(item)
             with clock.stage("links"):
                 item = links.process_item(item)
             if metadata is not None:
                 with clock.stage("metadata"):
-                    item = metadata.process_item(item)
+                    item = metadata.process_now(item)
             # as ArchivePipeline, which skips duplicates: the corpus's copies (not content seen's
             # verdicts, which may be wrong: they are reported apart)
             if isinstance(item.get("status"), int) and page.kind not in ("near", "exact"):

@@ -136,6 +136,7 @@ ARCHIVE_S3_REGION = ""
 ARCHIVE_PREFIX = ""  # in object keys, after their hash part: <hash>/<prefix><crawl>/...
 ARCHIVE_MAX_BYTES = 64 * 2**20  # a WARC batch is stored when it reaches this size...
 ARCHIVE_MAX_SECONDS = 30.0  # ... or this age; its pages wait for it (fewer S3 PUTs)
+ARCHIVE_GZIP_LEVEL = 6  # of each record's gzip member (1 fastest ... 9 smallest; warcio alone would use 9)
 ARCHIVE_RETRY_MIN = 1.0  # seconds before a failed upload is tried again, doubling
 ARCHIVE_RETRY_MAX = 60.0
 # pages wait in the pipelines until their batch is stored: let Scrapy hold that much

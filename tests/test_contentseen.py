@@ -69,15 +69,15 @@ def test_two_workers_see_each_others_pages(redis_url, crawl_name):
     words = article(7)
     edited = list(words)
     edited[10] = "different"
-    first = one.process_item(page("http://a.example/story", html(words)))
+    first = one.process_now(page("http://a.example/story", html(words)))
     assert "duplicate_of" not in first and first["content_digest"].startswith("sha1:")
-    copy = two.process_item(page("http://mirror.example/story", html(words)))
+    copy = two.process_now(page("http://mirror.example/story", html(words)))
     assert (copy["duplicate_of"], copy["duplicate_kind"]) == ("http://a.example/story", "exact")
-    near = two.process_item(page("http://a.example/story?print=1", html(edited, extra="<b>print</b>")))
+    near = two.process_now(page("http://a.example/story?print=1", html(edited, extra="<b>print</b>")))
     assert (near["duplicate_of"], near["duplicate_kind"]) == ("http://a.example/story", "near")
-    other = one.process_item(page("http://b.example/other", html(article(8))))
+    other = one.process_now(page("http://b.example/other", html(article(8))))
     assert "duplicate_of" not in other
-    again = one.process_item(page("http://a.example/story", html(words)))  # a recrawl of the same URL
+    again = one.process_now(page("http://a.example/story", html(words)))  # a recrawl of the same URL
     assert "duplicate_of" not in again
     assert stats_two.get_value("contentseen/exact") == 1 and stats_two.get_value("contentseen/near") == 1
     assert stats_one.get_value("contentseen/new") == 3
@@ -92,15 +92,15 @@ def test_only_successful_html_pages_are_looked_at(redis_url, crawl_name):
         Page(url="http://a.example/failed", status=None, error="DNSLookupError: x", body=b""),
         page("http://a.example/junk", bytes(range(256)) * 10, ctype="text/html"),
     ):
-        out = pipeline.process_item(item)
+        out = pipeline.process_now(item)
         assert "duplicate_of" not in out
-    assert "simhash" not in pipeline.process_item(page("http://a.example/404b", body, status=404))
+    assert "simhash" not in pipeline.process_now(page("http://a.example/404b", body, status=404))
 
 
 def test_short_pages_are_only_checked_for_exact_copies(redis_url, crawl_name):
     pipeline, _ = _pipeline(redis_url, crawl_name)
-    a = pipeline.process_item(page("http://a.example/1", b"<html><body>page 1 of host a, next, other</body></html>"))
-    b = pipeline.process_item(page("http://a.example/2", b"<html><body>page 2 of host a, next, other</body></html>"))
+    a = pipeline.process_now(page("http://a.example/1", b"<html><body>page 1 of host a, next, other</body></html>"))
+    b = pipeline.process_now(page("http://a.example/2", b"<html><body>page 2 of host a, next, other</body></html>"))
     assert a["simhash"] is None and "duplicate_of" not in b
-    c = pipeline.process_item(page("http://a.example/3", b"<html><body>page 1 of host a, next, other</body></html>"))
+    c = pipeline.process_now(page("http://a.example/3", b"<html><body>page 1 of host a, next, other</body></html>"))
     assert c["duplicate_kind"] == "exact"

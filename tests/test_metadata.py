@@ -499,7 +499,7 @@ PAGE = (
 
 def test_pipeline_sets_metadata_canonical_and_stats():
     pipe, stats = pipeline()
-    item = pipe.process_item(page(body=PAGE, metadata={"earlier": "kept"}))
+    item = pipe.process_now(page(body=PAGE, metadata={"earlier": "kept"}))
     assert item["metadata"] == {
         "earlier": "kept",
         "title": "Widget",
@@ -515,14 +515,14 @@ def test_pipeline_sets_metadata_canonical_and_stats():
         body=b'<meta charset="x-bogus"><link rel="canonical" href="javascript:x"><title>t</title>',
         headers={"Content-Type": ["text/html"]},
     )
-    assert "canonical_url" not in pipe.process_item(broken)
+    assert "canonical_url" not in pipe.process_now(broken)
     assert stats.get_value("metadata/errors/charset") == 1 and stats.get_value("metadata/errors/canonical") == 1
     assert stats.get_value("metadata/pages") == 2
 
 
 def test_pipeline_reads_its_settings():
     pipe, stats = pipeline(METADATA_MAX_FIELD_LENGTH=5, METADATA_MAX_FIELDS=2, METADATA_MAX_BYTES=100)
-    item = pipe.process_item(page(body=b"<title>A long title</title>" + b"<p>x</p>" * 100))
+    item = pipe.process_now(page(body=b"<title>A long title</title>" + b"<p>x</p>" * 100))
     assert item["metadata"] == {"title": "A lon", "charset": "utf-8"}
     assert stats.get_value("metadata/errors/truncated") == 1
     with pytest.raises(NotConfigured):
@@ -544,14 +544,14 @@ def test_pipeline_reads_its_settings():
 def test_pipeline_passes_other_items_through_unchanged(item):
     pipe, stats = pipeline()
     before = dict(item)
-    assert pipe.process_item(item) is item
+    assert pipe.process_now(item) is item
     assert dict(item) == before and "metadata" not in item
     assert stats.get_value("metadata/pages") is None
 
 
 def test_pipeline_sniffs_html_without_content_type():
     pipe, _ = pipeline()
-    assert pipe.process_item(page(body=PAGE, headers={}))["metadata"]["title"] == "Widget"
+    assert pipe.process_now(page(body=PAGE, headers={}))["metadata"]["title"] == "Widget"
 
 
 def test_pipeline_never_raises_on_hostile_pages():
@@ -563,7 +563,7 @@ def test_pipeline_never_raises_on_hostile_pages():
         b'<meta name="description" content="' + b"A" * (5 * 2**20) + b'">',
     ]
     for body in bodies:
-        item = pipe.process_item(page(body=body))
+        item = pipe.process_now(page(body=body))
         assert_flat(item["metadata"])
     assert stats.get_value("metadata/pages") == 4
     assert stats.get_value("metadata/errors/jsonld") == 1 and stats.get_value("metadata/errors/truncated") == 1
@@ -578,5 +578,5 @@ def test_an_item_class_without_the_fields_is_counted_not_raised():
 
     pipe, stats = pipeline()
     item = Bare(url=URL, status=200, headers={"Content-Type": ["text/html"]}, body=PAGE)
-    assert pipe.process_item(item) is item
+    assert pipe.process_now(item) is item
     assert stats.get_value("metadata/errors/undeclared_field") == 1

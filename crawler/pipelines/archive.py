@@ -13,6 +13,11 @@ Storage errors are retried with back-off (storage.py) while the pages wait; the
 crawl slows down and resumes, and nothing is lost. A page without a response (a
 failed fetch) or an exact duplicate of a page seen before is not archived.
 
+Records are written (WARC headers, digests, gzip) by one writer thread, in the order the
+pages came: hashing and compression release the GIL, so most of a page's archiving runs
+beside the reactor instead of in it. A batch is closed by the same thread after its
+last record, then stored by another (an upload may wait out an outage).
+
 Batches hold their pages' responses in Scrapy's scraper until stored: set
 SCRAPER_SLOT_MAX_ACTIVE_SIZE above ARCHIVE_MAX_BYTES (settings/base.py does).
 """
@@ -30,6 +35,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
+from twisted.python.threadpool import ThreadPool
 
 from crawler.archive.storage import storage_from_settings
 from crawler.archive.warc import RawPage, WarcBatch, object_key, recover
@@ -38,7 +44,9 @@ logger = logging.getLogger(__name__)
 
 
 class ArchivePipeline:
-    def __init__(self, crawler, storage, spool_dir: str, max_bytes: int, max_seconds: float, prefix: str):
+    def __init__(
+        self, crawler, storage, spool_dir: str, max_bytes: int, max_seconds: float, prefix: str, level: int = 6
+    ):
         self.crawler = crawler
         self.stats = crawler.stats
         self.storage = storage
@@ -46,6 +54,7 @@ class ArchivePipeline:
         self.max_bytes = max_bytes
         self.max_seconds = max_seconds
         self.prefix = prefix
+        self.level = level
         self.crawl = crawler.settings.get("CRAWL_NAME")
         self.worker = f"{socket.gethostname()}-{os.getpid()}-{int(time.time() * 1000):x}"
         self.seq = 0
@@ -53,6 +62,7 @@ class ArchivePipeline:
         self._waiters: dict[str, list[Deferred]] = {}
         self._timer = None
         self._storing: list[Deferred] = []
+        self._writer = ThreadPool(1, 1, name="warc-writer")  # one thread: records stay in order
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -67,11 +77,13 @@ class ArchivePipeline:
             s.getint("ARCHIVE_MAX_BYTES"),
             s.getfloat("ARCHIVE_MAX_SECONDS"),
             s.get("ARCHIVE_PREFIX"),
+            s.getint("ARCHIVE_GZIP_LEVEL"),
         )
 
     # -- lifecycle ---------------------------------------------------------------------
 
     async def open_spider(self, spider=None):
+        self._writer.start()
         logger.info(
             "Archiving raw pages to %s (WARC batches of %d MB or %.0f s)",
             self.storage.describe(),
@@ -88,6 +100,8 @@ class ArchivePipeline:
         self._close_batch()
         for d in list(self._storing):
             await maybe_deferred_to_future(d)
+        if self._writer.started:
+            self._writer.stop()
 
     def _leftover_spools(self) -> list[tuple[str, str]]:
         out = []
@@ -113,22 +127,35 @@ class ArchivePipeline:
         if self.batch is None:
             self._open_batch()
         batch = self.batch
-        offset, length = batch.add(_raw_page(item))
-        item["archive"] = {"key": batch.key, "offset": offset, "length": length}
-        self.stats.inc_value("archive/records")
         waiter: Deferred = Deferred()
         self._waiters[batch.key].append(waiter)
-        if batch.size >= self.max_bytes:
+        try:
+            offset, length = await maybe_deferred_to_future(self._in_writer(batch.add, _raw_page(item)))
+        except Exception:  # the spool file could not be written: the page is not acknowledged
+            waiters = self._waiters.get(batch.key, [])
+            if waiter in waiters:
+                waiters.remove(waiter)
+            if batch is self.batch:  # nothing more after a torn record (close trims it)
+                self._close_batch()
+            raise
+        item["archive"] = {"key": batch.key, "offset": offset, "length": length}
+        self.stats.inc_value("archive/records")
+        if batch is self.batch and batch.size >= self.max_bytes:
             self._close_batch()
         await maybe_deferred_to_future(waiter)
         return item
+
+    def _in_writer(self, fn, *args) -> Deferred:
+        from twisted.internet import reactor
+
+        return threads.deferToThreadPool(reactor, self._writer, fn, *args)
 
     def _open_batch(self) -> None:
         from twisted.internet import reactor
 
         self.seq += 1
         key = object_key(self.crawl, self.worker, self.seq, self.prefix)
-        self.batch = WarcBatch(os.path.join(self.spool_dir, key), key)
+        self.batch = WarcBatch(os.path.join(self.spool_dir, key), key, self.level)
         self._waiters[key] = []
         self._timer = reactor.callLater(self.max_seconds, self._close_batch)
 
@@ -139,12 +166,13 @@ class ArchivePipeline:
         self._timer = None
         if batch is None:
             return
-        d = threads.deferToThread(self._store, batch)
+        # closed (flushed, fsynced) by the writer after the records queued before it
+        d = self._in_writer(batch.close)
+        d.addCallback(lambda _: threads.deferToThread(self._store, batch))
         self._storing.append(d)
         d.addBoth(self._stored, batch, d)
 
     def _store(self, batch: WarcBatch) -> int:
-        batch.close()  # flush and fsync, here rather than in the reactor thread
         size = os.path.getsize(batch.path)
         self.storage.put(batch.key, batch.path)  # retries until it succeeds
         os.remove(batch.path)

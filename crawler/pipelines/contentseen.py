@@ -21,9 +21,12 @@ by very many pages stops being indexed rather than making every lookup slow).
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 import redis
 from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import threads
 
 from crawler.fingerprints import block_keys, body_digest, page_text, text_simhash
 from crawler.frontier.connection import frontier_from_settings
@@ -60,17 +63,50 @@ class ContentSeenPipeline:
             s.getint("CONTENT_SEEN_MIN_WORDS"),
         )
 
-    def process_item(self, item, spider=None):
+    async def process_item(self, item, spider=None):
         if not isinstance(item, Page) or not _is_html_page(item):
             return item
-        body = item["body"]
+        # parsing, hashing and the Redis round trip run beside the reactor (lxml, numpy,
+        # hashlib and sockets release the GIL); the item and the stats are touched here
+        seen = await maybe_deferred_to_future(threads.deferToThread(self.examine, item["body"], item["url"]))
+        return self._mark(item, seen)
+
+    def process_now(self, item):
+        """``process_item`` in the calling thread (tests, benchmarks)."""
+        if not isinstance(item, Page) or not _is_html_page(item):
+            return item
+        return self._mark(item, self.examine(item["body"], item["url"]))
+
+    def examine(self, body: bytes, url: str) -> Seen:
+        """Digest, SimHash and verdict of a page (no stats, no item: safe in any thread)."""
         digest = body_digest(body)
         value = text_simhash(page_text(body), self.min_words)
-        item["content_digest"] = f"sha1:{digest}"
-        item["simhash"] = value
-        verdict = self.check(digest, item["url"], value)
-        if verdict is not None:
-            kind, first, dist = verdict
+        try:
+            verdict = self.check(digest, url, value)
+        except redis.RedisError as exc:
+            return Seen(digest, value, None, exc)
+        return Seen(digest, value, verdict)
+
+    def check(self, digest: str, url: str, value: int | None) -> tuple[str, str, int] | None:
+        """("exact" | "near", first URL, distance) for a duplicate, None for new content
+        (now recorded). Raises redis.RedisError."""
+        buckets = [self.keys.simhash_bucket(key) for key in block_keys(value, self.k)] if value else []
+        args = [digest, url, f"{value:016x}" if value else "", self.k, self.bucket_size]
+        out = self._script(keys=[self.keys.content_digests, *buckets], args=args)
+        if out[0] == 1:
+            return "exact", out[1].decode(), 0
+        if out[0] == 2:
+            return "near", out[1].decode(), int(out[2])
+        return None
+
+    def _mark(self, item, seen: Seen):
+        item["content_digest"] = f"sha1:{seen.digest}"
+        item["simhash"] = seen.simhash
+        if seen.error is not None:  # Redis away: the page is kept as new, counted
+            self.stats.inc_value("contentseen/redis_errors")
+            logger.warning("Content-seen check of %s skipped: Redis unavailable (%s)", item["url"], seen.error)
+        elif seen.verdict is not None:
+            kind, first, dist = seen.verdict
             item["duplicate_of"] = first
             item["duplicate_kind"] = kind
             self.stats.inc_value(f"contentseen/{kind}")
@@ -79,22 +115,12 @@ class ContentSeenPipeline:
             self.stats.inc_value("contentseen/new")
         return item
 
-    def check(self, digest: str, url: str, value: int | None) -> tuple[str, str, int] | None:
-        """("exact" | "near", first URL, distance) for a duplicate, None for new content
-        (now recorded). Redis away: None, counted (the page is kept as new)."""
-        buckets = [self.keys.simhash_bucket(key) for key in block_keys(value, self.k)] if value else []
-        args = [digest, url, f"{value:016x}" if value else "", self.k, self.bucket_size]
-        try:
-            out = self._script(keys=[self.keys.content_digests, *buckets], args=args)
-        except redis.RedisError as exc:
-            self.stats.inc_value("contentseen/redis_errors")
-            logger.warning("Content-seen check of %s skipped: Redis unavailable (%s)", url, exc)
-            return None
-        if out[0] == 1:
-            return "exact", out[1].decode(), 0
-        if out[0] == 2:
-            return "near", out[1].decode(), int(out[2])
-        return None
+
+class Seen(NamedTuple):
+    digest: str  # hex SHA-1 of the body
+    simhash: int | None
+    verdict: tuple[str, str, int] | None  # ("exact" | "near", first URL, distance), None: new
+    error: Exception | None = None  # the Redis error that left the page unchecked
 
 
 def _is_html_page(item) -> bool:

@@ -72,6 +72,8 @@ import extruct
 import lxml.etree
 import lxml.html
 from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import threads
 from w3lib.encoding import html_body_declared_encoding, read_bom, resolve_encoding, to_unicode
 
 from crawler.urls import InvalidURL, normalize_url, url_options
@@ -703,16 +705,35 @@ class MetadataPipeline:
             url_options(s),
         )
 
-    def process_item(self, item, spider=None):
+    async def process_item(self, item, spider=None):
+        page = self._html_page(item)
+        if page is None:
+            return item
+        # the extraction runs beside the reactor (lxml parses without the GIL); the item
+        # and the stats are touched here
+        found = await maybe_deferred_to_future(threads.deferToThread(self._extract, *page))
+        return self._apply(item, page[1], *found)
+
+    def process_now(self, item):
+        """``process_item`` in the calling thread (tests, benchmarks)."""
+        page = self._html_page(item)
+        if page is None:
+            return item
+        return self._apply(item, page[1], *self._extract(*page))
+
+    def _html_page(self, item) -> tuple[bytes, str, dict] | None:
+        """(body, final URL, headers) of a 2xx HTML page, else None."""
         status = item.get("status")
         if not isinstance(status, int) or isinstance(status, bool) or not 200 <= status <= 299:
-            return item
+            return None
         body = item.get("body")
         headers = item.get("headers") or {}
         if not isinstance(body, (bytes, bytearray)) or not is_html(headers, body):
-            return item
-        url = item.get("final_url") or item.get("url") or ""
-        metadata, problems = extract_metadata(
+            return None
+        return body, item.get("final_url") or item.get("url") or "", headers
+
+    def _extract(self, body: bytes, url: str, headers: dict) -> tuple[dict[str, str], list[str]]:
+        return extract_metadata(
             body,
             url,
             headers,
@@ -721,6 +742,8 @@ class MetadataPipeline:
             max_bytes=self.max_bytes,
             url_options=self.url_options,
         )
+
+    def _apply(self, item, url: str, metadata: dict[str, str], problems: list[str]):
         self.stats.inc_value("metadata/pages")
         self.stats.inc_value("metadata/fields", len(metadata))
         for kind in problems:
