@@ -118,7 +118,7 @@ RATE_LIMITER_MARGIN = 0.05  # seconds added to every interval: allowance for net
 # --- content seen (crawler/pipelines/contentseen.py) -----------------------------------
 CONTENT_SEEN_ENABLED = True
 CONTENT_SEEN_DISTANCE = 3  # SimHash bits two near-duplicate pages may differ by
-CONTENT_SEEN_BUCKET_SIZE = 256  # entries per SimHash index bucket (each costs a comparison per lookup)
+CONTENT_SEEN_BUCKET_SIZE = 1024  # simhashes per index bucket (8 bytes each; a lookup scans its k + 1 buckets)
 CONTENT_SEEN_MIN_WORDS = 50  # shorter pages: exact duplicates only
 
 # --- page metadata (crawler/pipelines/metadata.py) ---------------------------------------
@@ -147,6 +147,8 @@ URLSTORE_ENABLED = True  # the UrlStore pipeline (crawler/pipelines/urlstore.py)
 URLSTORE_BACKEND = "sqlite"  # or "cassandra"
 URLSTORE_SQLITE_PATH = ""  # empty: CRAWL_DIR/CRAWL_NAME/urlstore.sqlite
 URLSTORE_INLINK_BUCKETS = 16  # partitions per inlink target (bounds a popular target's)
+RECRAWL_INTERVAL = 7 * 86400  # a fetched page's next fetch is due this many seconds later (0: none)
+RECRAWL_RETRY_INTERVAL = 86400  # ... a failure's (5xx, DNS, timeout, robots-disallowed); refused: none
 CASSANDRA_HOSTS = [h for h in os.environ.get("CASSANDRA_HOSTS", "").split(",") if h]  # contact points
 CASSANDRA_PORT = 9042
 CASSANDRA_KEYSPACE = "crawler"

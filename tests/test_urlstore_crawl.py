@@ -33,6 +33,8 @@ def crawled(tmp_path_factory, redis_url):
             "FRONTIER_IDLE_SECONDS": 2,
             "ARCHIVE_MAX_SECONDS": 1,
             "RETRY_TIMES": 0,
+            "RECRAWL_INTERVAL": 3600,
+            "RECRAWL_RETRY_INTERVAL": 60,
             "LOG_FILE": tmp / "worker.log",
         }
         env = {**clean_env(), "REDIS_URL": redis_url}
@@ -58,12 +60,13 @@ def crawled(tmp_path_factory, redis_url):
 
 def test_every_page_has_a_record_with_its_fate(crawled):
     urlstore = crawled["urlstore"]
-    fates = {}
+    fates, due = {}, {}
     for page in crawled["pages"]:
         got = urlstore("get", page["url"])
         assert got.returncode == 0, got.stderr
         record = json.loads(got.stdout)
         fates[page["url"]] = record["fate"]
+        due[page["url"]] = None if record["next_fetch_at"] is None else record["next_fetch_at"] - record["fetched_at"]
         if isinstance(page["status"], int):
             assert record["status"] == page["status"] and record["archive"], page["url"]
     site = crawled["site"]
@@ -71,6 +74,12 @@ def test_every_page_has_a_record_with_its_fate(crawled):
     assert fates[crawled["refused"]] == "refused"
     assert fates[crawled["closed"]] == "connection_error"
     assert fates[site.url(0, "/p2.html")] == "fetched"
+    # when each is due again: RECRAWL_INTERVAL after an answer, RECRAWL_RETRY_INTERVAL after
+    # a failure, never for a refused address
+    assert due[site.url(0, "/p2.html")] == pytest.approx(3600)
+    assert due[crawled["closed"]] == pytest.approx(60)
+    assert due[site.url(1, "/p3.html")] == pytest.approx(60)
+    assert due[crawled["refused"]] is None
 
 
 def test_content_returns_exactly_the_bytes_the_site_sent(crawled):

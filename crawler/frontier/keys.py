@@ -41,8 +41,10 @@ key                         type    contents
                                     after its last fetch
 ``robots:lock:<origin>``    string  the worker fetching that robots.txt (expires)
 ``cdigest``                 hash    body digest -> URL of the first page with that body
-``simidx:<block>``          hash    SimHash index bucket ``<block number>:<value hex>``:
-                                    simhash (16 hex) -> URL of the first page with it
+``simurl``                  hash    simhash (8 bytes) -> URL of the first page with it
+``simidx:<block>``          string  SimHash index bucket ``<value hex>:<block number>``:
+                                    the 8-byte simhashes that have that block, appended
+                                    (at most CONTENT_SEEN_BUCKET_SIZE)
 ==========================  ======  =====================================================
 """
 
@@ -74,6 +76,7 @@ class Keys:
         self.counters = p + "counters"
         self.workers = p + "workers"
         self.content_digests = p + "cdigest"
+        self.simhash_owners = p + "simurl"
 
     def front(self, level: int) -> str:
         return f"{self.prefix}fq:{level}"

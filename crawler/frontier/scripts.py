@@ -523,48 +523,57 @@ return 0
 # -- content seen (crawler/pipelines/contentseen.py) -----------------------------------
 
 # CONTENT_SEEN: has a page with this content been seen, by any worker? KEYS[1] the
-# digest hash (``cdigest``: body digest -> first URL), KEYS[2..k+2] the SimHash index
-# buckets of the page's k + 1 blocks (``simidx:<block>``: simhash hex -> first URL).
-# ARGV[1] body digest, ARGV[2] URL, ARGV[3] simhash (16 hex digits; '' for none),
-# ARGV[4] k (largest Hamming distance of a near duplicate), ARGV[5] bucket capacity.
-# Returns {0} for new content (recorded: the digest, and the simhash in every bucket not
-# yet full), {1, first URL} for an exact duplicate, {2, first URL, distance} for a near
-# duplicate (not indexed; its digest then names the original, so that exact copies of a
-# near duplicate point to the original too). A page seen again under its own URL (a
-# recrawl) is new. Atomic: of two workers with the same content, one is first.
+# digest hash (``cdigest``: body digest -> first URL), KEYS[2] the SimHash owners
+# (``simurl``: 8-byte simhash -> first URL), KEYS[3..k+3] the SimHash index buckets of
+# the page's k + 1 blocks (``simidx:<block>``: a string of 8-byte big-endian simhashes,
+# appended). ARGV[1] body digest, ARGV[2] URL, ARGV[3] simhash (8 bytes, big-endian;
+# '' for none), ARGV[4] k (largest Hamming distance of a near duplicate), ARGV[5] bucket
+# capacity (entries).
+# Returns {0} for new content (recorded: the digest, the simhash's owner, and the
+# simhash in every bucket not yet full), {1, first URL} for an exact duplicate,
+# {2, first URL, distance} for a near duplicate (not indexed; its digest then names the
+# original, so that exact copies of a near duplicate point to the original too). A page
+# seen again under its own URL (a recrawl) is new. Atomic: of two workers with the same
+# content, one is first.
+# The scan compares bytes through a popcount table and gives up on an entry once its
+# first four bytes differ in more than k bits (most entries: a bucket's entries share
+# one block, unrelated pages differ in ~20 of the other bits), about 0.1 us an entry.
 CONTENT_SEEN = r"""
 local first = redis.call('HGET', KEYS[1], ARGV[1])
 if first and first ~= ARGV[2] then return {1, first} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-if ARGV[3] == '' then return {0} end
-local function popcount(x)
-    local c = 0
-    while x ~= 0 do x = bit.band(x, x - 1); c = c + 1 end
-    return c
-end
-local hi = tonumber(string.sub(ARGV[3], 1, 8), 16)
-local lo = tonumber(string.sub(ARGV[3], 9, 16), 16)
+local h = ARGV[3]
+if h == '' then return {0} end
 local k = tonumber(ARGV[4])
-for i = 2, #KEYS do
-    local entries = redis.call('HGETALL', KEYS[i])
-    for j = 1, #entries, 2 do
-        local h = entries[j]
-        if entries[j + 1] ~= ARGV[2] then
-            local d = popcount(bit.bxor(hi, tonumber(string.sub(h, 1, 8), 16)))
+local bxor = bit.bxor
+local pc = {[0] = 0}
+for i = 1, 255 do pc[i] = pc[math.floor(i / 2)] + i % 2 end
+local h1, h2, h3, h4, h5, h6, h7, h8 = string.byte(h, 1, 8)
+for i = 3, #KEYS do
+    local s = redis.call('GET', KEYS[i])
+    if s then
+        for j = 1, #s - 7, 8 do
+            local a1, a2, a3, a4, a5, a6, a7, a8 = string.byte(s, j, j + 7)
+            local d = pc[bxor(a1, h1)] + pc[bxor(a2, h2)] + pc[bxor(a3, h3)] + pc[bxor(a4, h4)]
             if d <= k then
-                d = d + popcount(bit.bxor(lo, tonumber(string.sub(h, 9, 16), 16)))
+                d = d + pc[bxor(a5, h5)] + pc[bxor(a6, h6)] + pc[bxor(a7, h7)] + pc[bxor(a8, h8)]
                 if d <= k then
-                    -- later exact copies of this page point straight to the original
-                    redis.call('HSET', KEYS[1], ARGV[1], entries[j + 1])
-                    return {2, entries[j + 1], d}
+                    local owner = redis.call('HGET', KEYS[2], string.sub(s, j, j + 7))
+                    if owner and owner ~= ARGV[2] then
+                        -- later exact copies of this page point straight to the original
+                        redis.call('HSET', KEYS[1], ARGV[1], owner)
+                        return {2, owner, d}
+                    end
                 end
             end
         end
     end
 end
-local cap = tonumber(ARGV[5])
-for i = 2, #KEYS do
-    if redis.call('HLEN', KEYS[i]) < cap then redis.call('HSET', KEYS[i], ARGV[3], ARGV[2]) end
+if redis.call('HSETNX', KEYS[2], h, ARGV[2]) == 1 then
+    local cap = 8 * tonumber(ARGV[5])
+    for i = 3, #KEYS do
+        if redis.call('STRLEN', KEYS[i]) < cap then redis.call('APPEND', KEYS[i], h) end
+    end
 end
 return {0}
 """

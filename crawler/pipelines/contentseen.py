@@ -90,9 +90,10 @@ class ContentSeenPipeline:
     def check(self, digest: str, url: str, value: int | None) -> tuple[str, str, int] | None:
         """("exact" | "near", first URL, distance) for a duplicate, None for new content
         (now recorded). Raises redis.RedisError."""
-        buckets = [self.keys.simhash_bucket(key) for key in block_keys(value, self.k)] if value else []
-        args = [digest, url, f"{value:016x}" if value else "", self.k, self.bucket_size]
-        out = self._script(keys=[self.keys.content_digests, *buckets], args=args)
+        buckets = [self.keys.simhash_bucket(key) for key in block_keys(value, self.k)] if value is not None else []
+        packed = value.to_bytes(8, "big") if value is not None else b""
+        args = [digest, url, packed, self.k, self.bucket_size]
+        out = self._script(keys=[self.keys.content_digests, self.keys.simhash_owners, *buckets], args=args)
         if out[0] == 1:
             return "exact", out[1].decode(), 0
         if out[0] == 2:

@@ -3,6 +3,11 @@
 acknowledged only once that write has succeeded. A write that fails for good (the
 store unavailable after its retries) raises StoreUnavailable: the lease is given back
 and the page is fetched again later, never acknowledged without its record.
+
+Each record says when the URL is due again (``next_fetch_at``): RECRAWL_INTERVAL after
+an answer (2xx-4xx, duplicates too), RECRAWL_RETRY_INTERVAL after a failure (5xx, DNS,
+timeout, connection, robots-disallowed), never for an address the network guard
+refused. A recrawl policy reads it back with ``UrlStore.fetch_status``.
 """
 
 from __future__ import annotations
@@ -39,8 +44,9 @@ _FATES = {
 }
 
 
-def fetch_record(page) -> FetchRecord:
-    """The UrlStore record of a Page item."""
+def fetch_record(page, recrawl: float = 0, retry: float = 0) -> FetchRecord:
+    """The UrlStore record of a Page item; its next fetch is due ``recrawl`` seconds after
+    an answer, ``retry`` seconds after a failure (0: no due time)."""
     status = page.get("status")
     error = page.get("error")
     if status == "robots_disallowed":
@@ -50,10 +56,13 @@ def fetch_record(page) -> FetchRecord:
     else:
         fate = _FATES.get((error or "").split(":", 1)[0].strip(), "error")
     archive = page.get("archive")
+    answered = isinstance(status, int) and status < 500
+    after = 0 if fate == "refused" else recrawl if answered else retry
+    fetched_at = page.get("fetched_at")
     return FetchRecord(
         url=page["url"],
         fate=fate,
-        fetched_at=page.get("fetched_at"),
+        fetched_at=fetched_at,
         status=status,
         error=error,
         final_url=page.get("final_url"),
@@ -64,6 +73,7 @@ def fetch_record(page) -> FetchRecord:
         metadata=dict(page.get("metadata") or {}),
         archive=ArchivePointer(archive["key"], archive["offset"], archive["length"]) if archive else None,
         outlinks=list(page.get("outlinks") or []),
+        next_fetch_at=fetched_at + after if after and fetched_at is not None else None,
     )
 
 
@@ -71,6 +81,8 @@ class UrlStorePipeline:
     def __init__(self, crawler, store):
         self.stats = crawler.stats
         self.store = store
+        self.recrawl = crawler.settings.getfloat("RECRAWL_INTERVAL")
+        self.retry = crawler.settings.getfloat("RECRAWL_RETRY_INTERVAL")
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -86,7 +98,7 @@ class UrlStorePipeline:
     async def process_item(self, item, spider=None):
         if not isinstance(item, Page):
             return item
-        record = fetch_record(item)
+        record = fetch_record(item, self.recrawl, self.retry)
         try:
             await maybe_deferred_to_future(_deferred(self.store.record_fetch(record)))
         except Exception as exc:
