@@ -19,21 +19,24 @@ with every pipeline on versus off, in one run.
    pipelines in order, built from settings/base.py with ``scrapy.utils.test.get_crawler``,
    on our own redis-server:
 
-   content seen   ``process_item``, split by timing wrappers put around the functions
-                  its module imported (in that module's namespace, in this process only):
+   content seen   ``process_now`` (``process_item`` in the calling thread: the pipeline
+                  runs the page part in a page worker process and the lookup in a
+                  thread), split by timing wrappers put around the functions of
+                  crawler/fingerprints.py (in that module's namespace, in this process only):
                   body SHA-1, visible text (lxml), SimHash (``text_simhash``; or
                   ``text_features`` + ``simhash64``, whichever the module has), and
                   ``check`` (the Redis script, one round trip)
    links          ``process_item`` with ``crawler.engine`` replaced by an object whose
                   ``crawl`` appends to a list (the real one pushes each to the frontier)
-   metadata       ``process_item`` (crawler/pipelines/metadata.py, imported directly;
+   metadata       ``process_now`` (crawler/pipelines/metadata.py, imported directly;
                   skipped with a note if it cannot be imported)
-   archive        what ``process_item`` does in the reactor thread: ``_raw_page`` and
-                  ``WarcBatch.add`` (WARC records, digests, gzip, spool file), called
+   archive        what ``process_item`` does: ``_raw_page`` (reactor thread) and
+                  ``WarcBatch.add`` (WARC records, digests, gzip, spool file: the
+                  pipeline's writer thread), called
                   directly (the pipeline itself waits for its batch's timer and storage,
                   which need the reactor); pages that are copies in the corpus are skipped,
                   as the pipeline skips duplicates. Batches close at ARCHIVE_MAX_BYTES;
-                  ``close()`` (flush + fsync, in the reactor thread in the pipeline too) is
+                  ``close()`` (flush + fsync, in the writer thread in the pipeline) is
                   a row of its own, per page
    UrlStore       ``fetch_record`` + ``record_fetch`` (SQLite, outlinks as inlink rows):
                   CPU of the calling thread, CPU of the writer thread, wall per page from
@@ -58,8 +61,8 @@ with every pipeline on versus off, in one run.
    one full batch and 10% more) are added to a batch that is closed and PUT when it
    reaches ARCHIVE_MAX_BYTES (64 MiB), the last one when the pages run out. No batch
    timer (pages come as fast as they are built): this is the size bound, one PUT per
-   64 MiB of records. The age bound (a batch also closes ARCHIVE_MAX_SECONDS, 10 s, after
-   it opened) is 1000 / (pages/s x 10) PUTs per 1,000 pages, shown at part 3's pages/s.
+   64 MiB of records. The age bound (a batch also closes ARCHIVE_MAX_SECONDS, 30 s, after
+   it opened) is 1000 / (pages/s x 30) PUTs per 1,000 pages, shown at part 3's pages/s.
    PUTs are counted three ways: ``S3Storage.puts``, HTTP PUT requests seen by a botocore
    ``before-send`` hook, objects listed in the bucket. Target: at most 2 per 1,000 pages
    (one object per page: 1,000).
@@ -79,7 +82,10 @@ with every pipeline on versus off, in one run.
    scheduler waits a whole poll interval before it asks again, however soon downloads
    end, which holds a worker on a few dozen hosts to about one page per host per second
    and leaves it idle half the time, so that the pipelines' cost hides in that idle time;
-   a broad crawl has far more hosts than a worker has downloads in flight), and no feed
+   a broad crawl has far more hosts than a worker has downloads in flight; for the same
+   reason the default site has 120 hosts: with 30, one download in flight per host kept
+   the worker idle a third of the time and its pages/s varied by 2x between identical
+   runs), and no feed
    export (``-O`` dropped from the command: a JSON feed of base64 bodies is no part of a
    production crawl and would cost both modes alike; ``--feed`` keeps it):
 
@@ -92,12 +98,13 @@ with every pipeline on versus off, in one run.
 
    pages/s = page requests the site saw (robots.txt excluded) / time from the first to
    the last page request's arrival. Medians per mode; target: on/off >= 0.70. Per run
-   also: the worker's CPU time per page (os.wait4 rusage, start-up included), "others"
+   also: the worker's CPU time per page (os.wait4 rusage, start-up and its page worker
+   process included), "others"
    (CPUs other processes kept busy, /proc/stat) and steal, WARC objects per 1,000 pages
    (the age bound at 1 s), and the pipelines' counters from the worker's log.
 
-    python bench/pipelines.py            # 200 pages x 3 passes, S3 one full batch, 30 hosts x 8 pages, 3 rounds
-    python bench/pipelines.py --quick    # 100 pages x 2 passes, 500 S3 pages, 24 hosts x 8 pages, 1 round
+    python bench/pipelines.py            # 200 pages x 3 passes, S3 one full batch, 120 hosts x 5 pages, 3 rounds
+    python bench/pipelines.py --quick    # 100 pages x 2 passes, 500 S3 pages, 60 hosts x 5 pages, 1 round
     python bench/pipelines.py --profile  # + one more pass under cProfile: top functions of each stage
     python bench/pipelines.py --skip-crawl --skip-s3   # part 1 only
 
@@ -138,7 +145,7 @@ sys.path.insert(0, str(ROOT))
 from scrapy.http import HtmlResponse  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
-import crawler.pipelines.contentseen as contentseen_module  # noqa: E402
+import crawler.fingerprints as fingerprints_module  # noqa: E402
 from bench.benchredis import RedisServer, free_port  # noqa: E402
 from crawler.archive.storage import S3Storage  # noqa: E402
 from crawler.archive.warc import WarcBatch, object_key  # noqa: E402
@@ -753,11 +760,11 @@ def stage_pass(
     spool = crawl_dir / "spool"
     seq, batch, archived, archive_bytes = 0, None, 0, 0
     items = []
-    saved = {name: getattr(contentseen_module, name) for name in WRAPPED if hasattr(contentseen_module, name)}
+    saved = {name: getattr(fingerprints_module, name) for name in WRAPPED if hasattr(fingerprints_module, name)}
     gc.collect()
     try:
         for name, fn in saved.items():
-            setattr(contentseen_module, name, clock.wrap(WRAPPED[name], fn))
+            setattr(fingerprints_module, name, clock.wrap(WRAPPED[name], fn))
         for page in corpus:
             item = make_item(page)
             with clock.stage("spider"):  # what the spider does for a page: not a pipeline
@@ -797,7 +804,7 @@ def stage_pass(
             os.remove(batch.path)
     finally:
         for name, fn in saved.items():
-            setattr(contentseen_module, name, fn)
+            setattr(fingerprints_module, name, fn)
 
     # the UrlStore: every write submitted, then all awaited (the pipeline awaits each, but
     # many pages are in the pipelines at once); then a few writes one at a time
@@ -1338,7 +1345,7 @@ def report_s3(s3: dict) -> None:
     if s3["full_close_ms"] is not None:
         print(
             f"  closing a full batch (flush + fsync of the spool file) took {s3['full_close_ms']:.0f} ms: "
-            "ArchivePipeline._close_batch does it in the reactor thread"
+            "the archive pipeline does it in its writer thread"
         )
     print(
         f"  PUTs per 1,000 pages: {s3['per_1000']:.2f} in this run (the last, partial batch included); "
@@ -1457,8 +1464,8 @@ def main(argv=None) -> int:
         help="pages archived to moto (default: enough for one full batch and 10%% more, from part 1's record size; "
         "quick 500)",
     )
-    ap.add_argument("--hosts", type=int, default=None, help="site hosts, 2..200 (default 30; quick 24)")
-    ap.add_argument("--site-pages", type=int, default=None, help="pages per host, >= 5 (default 8; quick 8)")
+    ap.add_argument("--hosts", type=int, default=None, help="site hosts, 2..200 (default 120; quick 60)")
+    ap.add_argument("--site-pages", type=int, default=None, help="pages per host, >= 5 (default 5)")
     ap.add_argument("--rounds", type=int, default=None, help="off+on rounds (default 3; quick 1)")
     ap.add_argument("--run-timeout", type=int, default=None, help="CLOSESPIDER_TIMEOUT per run (default 120; quick 60)")
     ap.add_argument("--small-pages", action="store_true", help="the demo site's own ~1 KB pages in part 3")
@@ -1479,8 +1486,8 @@ def main(argv=None) -> int:
     args.passes = args.passes or (2 if q else 3)
     args.lookup_sample = args.lookup_sample or (60 if q else 100)
     args.s3_pages = args.s3_pages or (500 if q else 0)  # 0: from part 1
-    args.hosts = args.hosts or (24 if q else 30)
-    args.site_pages = args.site_pages or 8
+    args.hosts = args.hosts or (60 if q else 120)
+    args.site_pages = args.site_pages or 5
     args.rounds = args.rounds or (1 if q else 3)
     args.run_timeout = args.run_timeout or (60 if q else 120)
     fill_levels = [int(x) for x in args.fills.split(",") if x.strip()]

@@ -26,6 +26,12 @@ def body_digest(body: bytes) -> str:
     return hashlib.sha1(body).hexdigest()
 
 
+def page_fingerprints(body: bytes, min_words: int = 0) -> tuple[str, int | None]:
+    """(body digest, SimHash of the visible text or None) of an HTML page: what the
+    content-seen pipeline needs of it (run in a page worker process)."""
+    return body_digest(body), text_simhash(page_text(body), min_words)
+
+
 def page_text(body: bytes, max_bytes: int = 2 * 2**20) -> str:
     """The visible text of an HTML body (scripts and styles left out); '' when it cannot
     be parsed."""

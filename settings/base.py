@@ -90,6 +90,7 @@ DEPTH_PRIORITY = 0
 LOG_LEVEL = "INFO"
 LOGSTATS_INTERVAL = 30.0
 REACTOR_THREADPOOL_MAXSIZE = 20
+PAGE_PROCESSES = 1  # processes reading pages for content seen and metadata (crawler/pageworkers.py); 0: threads
 DNSCACHE_ENABLED = True
 FEED_EXPORT_ENCODING = "utf-8"
 

@@ -2,6 +2,7 @@
 by all workers through Redis."""
 
 import random
+import socket
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -104,3 +105,38 @@ def test_short_pages_are_only_checked_for_exact_copies(redis_url, crawl_name):
     assert a["simhash"] is None and "duplicate_of" not in b
     c = pipeline.process_now(page("http://a.example/3", b"<html><body>page 1 of host a, next, other</body></html>"))
     assert c["duplicate_kind"] == "exact"
+
+
+def test_a_near_duplicate_is_found_in_a_full_bucket(redis_url, crawl_name):
+    # the index buckets are packed 8-byte strings scanned by the script: index a page, fill
+    # its buckets past their cap with far-away simhashes sharing a block, then look up copies
+    crawler = get_crawler(
+        settings_dict=project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name, CONTENT_SEEN_BUCKET_SIZE=64)
+    )
+    pipeline = ContentSeenPipeline.from_crawler(crawler)
+    rng = random.Random(3)
+    value = rng.getrandbits(64)
+    assert pipeline.check("first", "http://a.example/first", value) is None
+    for i in range(4 * 70):  # each shares one 16-bit block with value and is ~24 bits away elsewhere
+        mask = 0xFFFF << (16 * (i % 4))
+        other = (rng.getrandbits(64) & ~mask) | (value & mask)
+        assert pipeline.check(f"d{i}", f"http://fill.example/{i}", other) is None
+    sizes = [pipeline.redis.strlen(pipeline.keys.simhash_bucket(key)) for key in block_keys(value, 3)]
+    assert sizes == [64 * 8] * 4  # full: the last entries were not indexed
+    assert pipeline.check("near", "http://a.example/near", value ^ 0b1011) == ("near", "http://a.example/first", 3)
+    assert pipeline.check("far", "http://a.example/far", value ^ 0b11011) is None  # 4 bits: not near
+    assert pipeline.check("copy", "http://b.example/copy", value ^ 1 << 40) == ("near", "http://a.example/first", 1)
+    assert pipeline.check("again", "http://a.example/first", value) is None  # a recrawl of the same URL
+
+
+def test_redis_away_keeps_the_page_as_new_and_counts_it(crawl_name):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    crawler = get_crawler(
+        settings_dict=project_settings(REDIS_URL=f"redis://127.0.0.1:{port}/0", CRAWL_NAME=crawl_name)
+    )
+    pipeline = ContentSeenPipeline.from_crawler(crawler)
+    item = pipeline.process_now(page("http://a.example/story", html(article(9))))
+    assert "duplicate_of" not in item and item["simhash"] is not None
+    assert crawler.stats.get_value("contentseen/redis_errors") == 1

@@ -28,10 +28,11 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 
-from crawler.fingerprints import block_keys, body_digest, page_text, text_simhash
+from crawler.fingerprints import block_keys, body_digest, page_fingerprints
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.scripts import CONTENT_SEEN
 from crawler.items import Page
+from crawler.pageworkers import PageWorkerCrashed, PageWorkers
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,10 @@ class ContentSeenPipeline:
         self.bucket_size = bucket_size
         self.min_words = min_words
         self._script = redis_client.register_script(CONTENT_SEEN)
+        self.workers = PageWorkers.from_crawler(crawler)
+
+    def open_spider(self, spider=None):
+        self.workers.start()
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -66,21 +71,25 @@ class ContentSeenPipeline:
     async def process_item(self, item, spider=None):
         if not isinstance(item, Page) or not _is_html_page(item):
             return item
-        # parsing, hashing and the Redis round trip run beside the reactor (lxml, numpy,
-        # hashlib and sockets release the GIL); the item and the stats are touched here
-        seen = await maybe_deferred_to_future(threads.deferToThread(self.examine, item["body"], item["url"]))
+        body = item["body"]
+        try:  # parsing and hashing in a page worker (crawler/pageworkers.py)
+            digest, value = await maybe_deferred_to_future(self.workers.run(page_fingerprints, body, self.min_words))
+        except PageWorkerCrashed:  # the page killed its worker: exact copies only
+            self.stats.inc_value("contentseen/unreadable")
+            digest, value = body_digest(body), None
+        # the Redis round trip waits in a thread; the item and the stats are touched here
+        seen = await maybe_deferred_to_future(threads.deferToThread(self.examine, digest, item["url"], value))
         return self._mark(item, seen)
 
     def process_now(self, item):
         """``process_item`` in the calling thread (tests, benchmarks)."""
         if not isinstance(item, Page) or not _is_html_page(item):
             return item
-        return self._mark(item, self.examine(item["body"], item["url"]))
+        digest, value = page_fingerprints(item["body"], self.min_words)
+        return self._mark(item, self.examine(digest, item["url"], value))
 
-    def examine(self, body: bytes, url: str) -> Seen:
-        """Digest, SimHash and verdict of a page (no stats, no item: safe in any thread)."""
-        digest = body_digest(body)
-        value = text_simhash(page_text(body), self.min_words)
+    def examine(self, digest: str, url: str, value: int | None) -> Seen:
+        """The verdict on a page's digest and SimHash (no stats, no item: safe in any thread)."""
         try:
             verdict = self.check(digest, url, value)
         except redis.RedisError as exc:

@@ -66,6 +66,7 @@ import json
 import logging
 import re
 from collections import deque
+from functools import partial
 from urllib.parse import urljoin
 
 import extruct
@@ -73,9 +74,9 @@ import lxml.etree
 import lxml.html
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import threads
 from w3lib.encoding import html_body_declared_encoding, read_bom, resolve_encoding, to_unicode
 
+from crawler.pageworkers import PageWorkerCrashed, PageWorkers
 from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
@@ -684,12 +685,17 @@ def _json_list(values, max_length: int) -> str | None:
 
 
 class MetadataPipeline:
-    def __init__(self, stats, max_field_length: int, max_fields: int, max_bytes: int, url_opts: dict):
-        self.stats = stats
-        self.max_field_length = max_field_length
-        self.max_fields = max_fields
-        self.max_bytes = max_bytes
-        self.url_options = url_opts
+    def __init__(self, crawler, max_field_length: int, max_fields: int, max_bytes: int, url_opts: dict):
+        self.stats = crawler.stats
+        self.workers = PageWorkers.from_crawler(crawler)
+        # picklable (a module-level function), for the page workers
+        self._extract = partial(
+            extract_metadata,
+            max_field_length=max_field_length,
+            max_fields=max_fields,
+            max_bytes=max_bytes,
+            url_options=url_opts,
+        )
         self._warned = False
 
     @classmethod
@@ -698,20 +704,26 @@ class MetadataPipeline:
         if not s.getbool("METADATA_ENABLED", True):
             raise NotConfigured
         return cls(
-            crawler.stats,
+            crawler,
             s.getint("METADATA_MAX_FIELD_LENGTH", DEFAULT_MAX_FIELD_LENGTH),
             s.getint("METADATA_MAX_FIELDS", DEFAULT_MAX_FIELDS),
             s.getint("METADATA_MAX_BYTES", DEFAULT_MAX_BYTES),
             url_options(s),
         )
 
+    def open_spider(self, spider=None):
+        self.workers.start()
+
     async def process_item(self, item, spider=None):
         page = self._html_page(item)
         if page is None:
             return item
-        # the extraction runs beside the reactor (lxml parses without the GIL); the item
-        # and the stats are touched here
-        found = await maybe_deferred_to_future(threads.deferToThread(self._extract, *page))
+        # the extraction runs in a page worker (crawler/pageworkers.py); the item and the
+        # stats are touched here
+        try:
+            found = await maybe_deferred_to_future(self.workers.run(self._extract, *page))
+        except PageWorkerCrashed:  # the page killed its worker
+            found = {}, ["crashed"]
         return self._apply(item, page[1], *found)
 
     def process_now(self, item):
@@ -731,17 +743,6 @@ class MetadataPipeline:
         if not isinstance(body, (bytes, bytearray)) or not is_html(headers, body):
             return None
         return body, item.get("final_url") or item.get("url") or "", headers
-
-    def _extract(self, body: bytes, url: str, headers: dict) -> tuple[dict[str, str], list[str]]:
-        return extract_metadata(
-            body,
-            url,
-            headers,
-            self.max_field_length,
-            self.max_fields,
-            max_bytes=self.max_bytes,
-            url_options=self.url_options,
-        )
 
     def _apply(self, item, url: str, metadata: dict[str, str], problems: list[str]):
         self.stats.inc_value("metadata/pages")

@@ -1,0 +1,118 @@
+"""Page workers: the processes that read pages for the content-seen and metadata
+pipelines (parsing, visible text, SimHash, metadata extraction).
+
+Reading a page is pure computation, a few milliseconds of it for a 100 KB page, and
+most of it holds the GIL: in the crawling process it would compete with the reactor,
+which then downloads less. PAGE_PROCESSES worker processes (``spawn``ed, so they share
+nothing with the reactor's threads) take that work, and one ``scrapy crawl`` uses more
+than one core. With PAGE_PROCESSES = 0 the work runs in the reactor's thread pool instead.
+
+A page that kills its worker process (a parser crash on hostile bytes, the OOM killer)
+does not take the crawl down: the pool is replaced, and the call fails with
+``PageWorkerCrashed``, which the pipelines count and handle as a page they could not read.
+
+    result = await maybe_deferred_to_future(page_workers.run(fn, *args))
+
+``fn`` must be a module-level function (it is pickled by name), and its arguments and
+result picklable. One pool per process, shared by the pipelines, shut down when the
+engine stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import threading
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from scrapy import signals
+from twisted.internet import threads
+from twisted.internet.defer import Deferred
+
+logger = logging.getLogger(__name__)
+
+
+class PageWorkerCrashed(Exception):
+    """The worker process died while reading a page."""
+
+
+class PageWorkers:
+    def __init__(self, processes: int):
+        self.processes = processes
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_crawler(cls, crawler) -> PageWorkers:
+        """The crawler's page workers (one set, shared by every pipeline that asks)."""
+        workers = getattr(crawler, "_page_workers", None)
+        if workers is None:
+            workers = crawler._page_workers = cls(crawler.settings.getint("PAGE_PROCESSES"))
+            crawler.signals.connect(workers.close, signal=signals.engine_stopped)
+        return workers
+
+    def run(self, fn, *args) -> Deferred:
+        """``fn(*args)`` in a worker process (or a thread, with no processes); a Deferred
+        that fires in the reactor thread."""
+        if self.processes <= 0:
+            return threads.deferToThread(fn, *args)
+        pool = self._current_pool()
+        try:
+            future = pool.submit(fn, *args)
+        except BrokenProcessPool:
+            future = self._crashed(pool)
+        return _deferred(future, lambda f: self._check(pool, f))
+
+    def start(self) -> None:
+        """Start the processes now rather than at the first page (they take ~1 s)."""
+        if self.processes > 0:
+            self._current_pool()
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _current_pool(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"))
+            return self._pool
+
+    def _check(self, pool: ProcessPoolExecutor, future: Future) -> None:
+        """Runs in the reactor thread when a call ended: a broken pool is replaced."""
+        if isinstance(future.exception(), BrokenProcessPool):
+            self._crashed(pool)
+
+    def _crashed(self, pool: ProcessPoolExecutor) -> Future:
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+                logger.error("A page worker process died; starting new ones")
+        pool.shutdown(wait=False)
+        failed: Future = Future()
+        failed.set_exception(BrokenProcessPool("the page worker process died"))
+        return failed
+
+
+def _deferred(future: Future, on_done) -> Deferred:
+    """A Deferred that fires in the reactor thread with ``future``'s outcome (a broken
+    pool as PageWorkerCrashed), after ``on_done(future)`` ran there."""
+    from twisted.internet import reactor
+
+    d: Deferred = Deferred()
+
+    def finish(f: Future) -> None:
+        on_done(f)
+        exc = f.exception()
+        if exc is None:
+            d.callback(f.result())
+        elif isinstance(exc, BrokenProcessPool):
+            d.errback(PageWorkerCrashed(str(exc)))
+        else:
+            d.errback(exc)
+
+    future.add_done_callback(lambda f: reactor.callFromThread(finish, f))
+    return d
