@@ -16,6 +16,10 @@ Pages of fewer than CONTENT_SEEN_MIN_WORDS words are checked for exact duplicate
 on a short page a few words of boilerplate decide the SimHash, and unrelated short pages
 would pass for near duplicates. Index buckets hold at most CONTENT_SEEN_BUCKET_SIZE entries each (a block value shared
 by very many pages stops being indexed rather than making every lookup slow).
+
+The page is read (digest, visible text, SimHash) in a page worker process
+(crawler/pageworkers.py); a page that kills its worker is checked for exact copies only
+(``contentseen/unreadable``).
 """
 
 from __future__ import annotations

@@ -53,7 +53,10 @@ bodies give what could be read, and each problem is counted as
 ``microdata_too_large`` (a scope with over 2000 itemprops, or nested scopes of over 10,000
 nodes in all: extruct's XPaths are quadratic there, so it is not read), ``canonical`` (an
 invalid or over-long canonical URL), ``internal`` (a bug: an unexpected exception), and
-``undeclared_field`` (the item class has no ``metadata`` / ``canonical_url`` field).
+``undeclared_field`` (the item class has no ``metadata`` / ``canonical_url`` field), and
+``crashed`` (the page killed the page worker reading it: no metadata).
+
+The extraction runs in a page worker process (crawler/pageworkers.py, PAGE_PROCESSES).
 ``metadata/pages`` counts pages read and ``metadata/fields`` the fields they gave.
 
 :func:`extract_metadata` is the whole extraction as a pure function (no Scrapy), for tests
