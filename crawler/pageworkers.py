@@ -8,8 +8,12 @@ nothing with the reactor's threads) take that work, and one ``scrapy crawl`` use
 than one core. With PAGE_PROCESSES = 0 the work runs in the reactor's thread pool instead.
 
 A page that kills its worker process (a parser crash on hostile bytes, the OOM killer)
-does not take the crawl down: the pool is replaced, and the call fails with
-``PageWorkerCrashed``, which the pipelines count and handle as a page they could not read.
+does not take the crawl down: the pool is replaced and the call is tried once more on
+the new processes (the other pages in flight when a process dies fail with it); if that
+fails too, the call fails with ``PageWorkerCrashed``, which the pipelines count and handle
+as a page they could not read. The workers ignore SIGINT: Ctrl-C reaches every process
+of the terminal's group, and the crawling process shuts them down itself once the pages
+in flight are read.
 
     result = await maybe_deferred_to_future(page_workers.run(fn, *args))
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import signal
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -57,12 +62,21 @@ class PageWorkers:
         that fires in the reactor thread."""
         if self.processes <= 0:
             return threads.deferToThread(fn, *args)
+        d = self._submit(fn, args)
+        d.addErrback(self._again, fn, args)
+        return d
+
+    def _submit(self, fn, args: tuple) -> Deferred:
         pool = self._current_pool()
         try:
             future = pool.submit(fn, *args)
         except BrokenProcessPool:
             future = self._crashed(pool)
         return _deferred(future, lambda f: self._check(pool, f))
+
+    def _again(self, failure, fn, args: tuple) -> Deferred:
+        failure.trap(PageWorkerCrashed)
+        return self._submit(fn, args)
 
     def start(self) -> None:
         """Start the processes now rather than at the first page (they take ~1 s)."""
@@ -78,7 +92,12 @@ class PageWorkers:
     def _current_pool(self) -> ProcessPoolExecutor:
         with self._lock:
             if self._pool is None:
-                self._pool = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"))
+                self._pool = ProcessPoolExecutor(
+                    self.processes,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=signal.signal,
+                    initargs=(signal.SIGINT, signal.SIG_IGN),
+                )
             return self._pool
 
     def _check(self, pool: ProcessPoolExecutor, future: Future) -> None:

@@ -1,17 +1,29 @@
-"""Page workers: pages are read in worker processes, and a page that kills its worker
-costs that page only (real processes; the crash is a real os._exit in the worker)."""
+"""Page workers: pages are read in worker processes; a worker that dies is replaced and
+the call tried once more, and Ctrl-C does not kill them (real processes; the crashes are
+real os._exit calls in the worker, the Ctrl-C a real SIGINT)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
+def crash_once(marker: str) -> str:
+    """Kills its worker process the first time (run in a page worker)."""
+    if not os.path.exists(marker):
+        Path(marker).touch()
+        os._exit(3)
+    return "read"
+
+
 SCRIPT = """
-import os
+import os, signal, sys, time
 from twisted.internet import defer, task
 from crawler.fingerprints import page_fingerprints
 from crawler.pageworkers import PageWorkerCrashed, PageWorkers
+from tests.test_pageworkers import crash_once
 
 async def main(reactor):
     workers = PageWorkers(1)
@@ -19,11 +31,15 @@ async def main(reactor):
     assert await workers.run(page_fingerprints, body, 50) == page_fingerprints(body, 50)
     pid = await workers.run(os.getpid)
     assert pid != os.getpid()
+    os.kill(pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
+    time.sleep(0.5)
+    print("after ctrl-c", await workers.run(os.getpid) == pid)
+    print("crash once", await workers.run(crash_once, sys.argv[1]))
     try:
         await workers.run(os._exit, 3)
         print("no crash")
     except PageWorkerCrashed:
-        print("crashed")
+        print("crashed twice")
     print("after", await workers.run(pow, 3, 3), await workers.run(os.getpid) != pid)
     workers.close()
     inline = PageWorkers(0)  # PAGE_PROCESSES = 0: a thread of this process
@@ -33,7 +49,12 @@ task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
 """
 
 
-def test_pages_are_read_in_worker_processes_that_survive_a_crash():
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120)
+def test_pages_are_read_in_worker_processes_that_survive_crashes(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "crashed")], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[:3] == ["crashed", "after 27 True", "threads True"], proc.stdout + proc.stderr
+    lines = proc.stdout.split("\n")[:5]
+    assert lines == ["after ctrl-c True", "crash once read", "crashed twice", "after 27 True", "threads True"], (
+        proc.stdout + proc.stderr
+    )
