@@ -537,7 +537,7 @@ return 0
 # content, one is first.
 # The scan compares bytes through a popcount table and gives up on an entry once its
 # first four bytes differ in more than k bits (most entries: a bucket's entries share
-# one block, unrelated pages differ in ~20 of the other bits), about 0.1 us an entry.
+# one block, unrelated pages differ in ~20 of the other bits), about 0.2 us an entry.
 CONTENT_SEEN = r"""
 local first = redis.call('HGET', KEYS[1], ARGV[1])
 if first and first ~= ARGV[2] then return {1, first} end
