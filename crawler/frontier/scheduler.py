@@ -3,9 +3,11 @@
 Contract with the engine (scrapy.core.scheduler.BaseScheduler):
 
 ``enqueue_request(request)``
-    Normalizes the URL and offers it to the frontier. Returns False when the request
-    was not queued: invalid URL, already seen, refused by a trap guard or the per-host
-    limit (each counted under ``frontier/...`` in the stats). A request that carries a
+    Normalizes the URL and offers it to the frontier. Returns False for an invalid URL;
+    every other request is taken, and sent with the other requests of the same reactor
+    turn in one round trip (a page's 100 links: one PUSH call, not 100). Whether each
+    was added, already seen, or refused by a trap guard or the per-host limit is
+    counted under ``frontier/...`` in the stats. A request that carries a
     lease (a retry or a redirect of a leased page) is a follow-up: it goes straight to
     its host's back queue and takes over the lease of the page it came from, in one
     atomic step, so the page is never lost between the two.
@@ -79,6 +81,9 @@ class FrontierScheduler:
         # While Redis is unreachable, pushes and acks wait here, in order (a page's links
         # are pushed before its lease is acknowledged), and are retried with back-off.
         self._outbox: deque = deque()
+        # Pushes of this reactor turn, sent together; always before the next ack or pop.
+        self._pushes: list[Entry] = []
+        self._push_call = None
         # Acknowledgements ride on the next pop; a timer sends them if no pop comes soon.
         self._acks: list[bytes] = []
         self._landed: list[bytes] = []  # leases whose downloads ended, to tell the frontier
@@ -119,10 +124,10 @@ class FrontierScheduler:
     def close(self, reason):
         if self._renewer.running:
             self._renewer.stop()
-        for call in (self._wakeup, self._retry_call, self._ack_call):
+        for call in (self._wakeup, self._retry_call, self._ack_call, self._push_call):
             if call is not None and call.active():
                 call.cancel()
-        self._flush_acks()
+        self._flush_acks()  # pushes first
         if self._outbox and not self._drain():
             logger.error(
                 "Redis unreachable at close: %d pushes/acks not delivered; their pages' leases "
@@ -144,7 +149,7 @@ class FrontierScheduler:
     # -- engine interface --------------------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        if self._buffer or self._outbox:
+        if self._buffer or self._outbox or self._pushes:
             return True
         try:
             return self.frontier.stats_queued() > 0
@@ -174,13 +179,29 @@ class FrontierScheduler:
         if self._outbox:
             self._defer(("push", entry))
             return True
+        self._pushes.append(entry)
+        if self._push_call is None or not self._push_call.active():
+            self._push_call = reactor.callLater(0, self._flush_pushes)
+        return True
+
+    def _flush_pushes(self) -> None:
+        """Send the pushes waiting since this reactor turn began, in one call."""
+        entries, self._pushes = self._pushes, []
+        if not entries:
+            return
+        if self._outbox:
+            for entry in entries:
+                self._defer(("push", entry))
+            return
         try:
-            status = self.frontier.push(entry)
-        except redis.RedisError as exc:
+            statuses = self.frontier.push_many(entries)
+        except redis.RedisError as exc:  # pushes are idempotent: send them all again later
             self._redis_down(exc)
-            self._defer(("push", entry))
-            return True
-        return self._count_push(status)
+            for entry in entries:
+                self._defer(("push", entry))
+            return
+        for status in statuses:
+            self._count_push(status)
 
     def _count_push(self, status: str) -> bool:
         if status == ADDED:
@@ -190,6 +211,7 @@ class FrontierScheduler:
         return False
 
     def next_request(self):
+        self._flush_pushes()  # a page's links reach the frontier before the ack its pop carries
         if not self._buffer:
             now = time.time()
             if now < self._next_poll:
@@ -231,6 +253,7 @@ class FrontierScheduler:
         if not lease:
             return
         self._held.pop(lease, None)
+        self._flush_pushes()  # the page's links before its ack
         if self._outbox:
             self._defer(("ack", lease))
             return
@@ -265,6 +288,7 @@ class FrontierScheduler:
             self._ack_call = reactor.callLater(ACK_DELAY, self._flush_acks)
 
     def _flush_acks(self) -> None:
+        self._flush_pushes()
         acks, self._acks = self._acks, []
         landed, self._landed = self._landed, []
         if not acks and not landed:
@@ -368,7 +392,7 @@ class FrontierScheduler:
         except redis.RedisError as exc:  # pause, do not close, while Redis is away
             self._redis_down(exc)
             raise DontCloseSpider from None
-        if idle and not self._buffer and not self._outbox:
+        if idle and not self._buffer and not self._outbox and not self._pushes:
             now = time.time()
             if self._idle_since is None:
                 self._idle_since = now
