@@ -54,9 +54,6 @@ class ContentSeenPipeline:
         self._script = redis_client.register_script(CONTENT_SEEN)
         self.workers = PageWorkers.from_crawler(crawler)
 
-    def open_spider(self, spider=None):
-        self.workers.start()
-
     @classmethod
     def from_crawler(cls, crawler):
         s = crawler.settings
@@ -71,6 +68,9 @@ class ContentSeenPipeline:
             s.getint("CONTENT_SEEN_BUCKET_SIZE"),
             s.getint("CONTENT_SEEN_MIN_WORDS"),
         )
+
+    def open_spider(self, spider=None):
+        self.workers.start()
 
     async def process_item(self, item, spider=None):
         if not isinstance(item, Page) or not _is_html_page(item):
