@@ -27,7 +27,8 @@ with every pipeline on versus off, in one run.
                   ``text_features`` + ``simhash64``, whichever the module has), and
                   ``check`` (the Redis script, one round trip)
    links          ``process_item`` with ``crawler.engine`` replaced by an object whose
-                  ``crawl`` appends to a list (the real one pushes each to the frontier)
+                  ``crawl`` appends to a list (the real one hands each to the scheduler,
+                  which sends the requests of one reactor turn to the frontier at once)
    metadata       ``process_now`` (crawler/pipelines/metadata.py, imported directly;
                   skipped with a note if it cannot be imported)
    archive        what ``process_item`` does: ``_raw_page`` (reactor thread) and

@@ -203,12 +203,11 @@ class FrontierScheduler:
         for status in statuses:
             self._count_push(status)
 
-    def _count_push(self, status: str) -> bool:
+    def _count_push(self, status: str) -> None:
         if status == ADDED:
             self._inc("frontier/enqueued")
-            return True
-        self._inc(f"frontier/{status.replace(':', '/')}")
-        return False
+        else:
+            self._inc(f"frontier/{status.replace(':', '/')}")
 
     def next_request(self):
         self._flush_pushes()  # a page's links reach the frontier before the ack its pop carries

@@ -52,12 +52,12 @@ bodies give what could be read, and each problem is counted as
 ``jsonld`` (a JSON-LD block that is not JSON), ``microdata`` (extruct failed on a scope),
 ``microdata_too_large`` (a scope with over 2000 itemprops, or nested scopes of over 10,000
 nodes in all: extruct's XPaths are quadratic there, so it is not read), ``canonical`` (an
-invalid or over-long canonical URL), ``internal`` (a bug: an unexpected exception), and
+invalid or over-long canonical URL), ``internal`` (a bug: an unexpected exception),
 ``undeclared_field`` (the item class has no ``metadata`` / ``canonical_url`` field), and
 ``crashed`` (the page killed the page worker reading it: no metadata).
+``metadata/pages`` counts pages read and ``metadata/fields`` the fields they gave.
 
 The extraction runs in a page worker process (crawler/pageworkers.py, PAGE_PROCESSES).
-``metadata/pages`` counts pages read and ``metadata/fields`` the fields they gave.
 
 :func:`extract_metadata` is the whole extraction as a pure function (no Scrapy), for tests
 and benchmarks.
