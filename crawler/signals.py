@@ -7,3 +7,7 @@ page_handled = object()
 # Sent with ``request=`` when a leased page could not be stored (StoreUnavailable): the
 # scheduler gives the lease back, and the page is fetched again later.
 page_not_stored = object()
+
+# Sent when the frontier has nothing for this worker now (nothing due within a second):
+# what waits for more pages (an open WARC batch) is stored at once.
+frontier_waiting = object()

@@ -55,10 +55,13 @@ FRONTIER_MAX_REPEATED_SEGMENTS = 3
 FRONTIER_MAX_QUERY_PARAMS = 24
 FRONTIER_MAX_QUERY_LENGTH = 1024
 FRONTIER_MAX_PARAM_REPEATS = 3
-# A worker closes when the frontier has had nothing queued and nothing leased for this
-# many seconds (local profile); with False it waits for new work (distributed).
+# Local profile: a worker closes when nothing is leased (by any worker) and nothing is
+# due within FRONTIER_MAX_WAIT seconds, for FRONTIER_IDLE_SECONDS; what is still queued
+# (hosts backed off, robots.txt unreachable, URL retries) stays for the next run. With
+# False a worker waits for new work (distributed).
 FRONTIER_CLOSE_WHEN_IDLE = True
-FRONTIER_IDLE_SECONDS = 10.0
+FRONTIER_MAX_WAIT = 60.0
+FRONTIER_IDLE_SECONDS = 2.0
 FRONTIER_STATS_INTERVAL = 30.0  # seconds between frontier progress log lines
 
 # --- URL normalization (crawler/urls.py) ------------------------------------------------
@@ -81,7 +84,6 @@ CONCURRENT_REQUESTS_PER_DOMAIN = 4
 DOWNLOAD_TIMEOUT = 30
 DOWNLOAD_MAXSIZE = 10 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 0
-RETRY_TIMES = 2
 REDIRECT_MAX_TIMES = 5
 COOKIES_ENABLED = False
 HTTPERROR_ALLOW_ALL = True  # every status reaches the spider and becomes a Page
@@ -101,20 +103,33 @@ NETWORK_GUARD_ENABLED = True
 NETWORK_GUARD_ALLOW = []  # e.g. ["10.1.0.0/16", "127.0.0.0/8"]
 TWISTED_DNS_RESOLVER = "crawler.middlewares.netguard.GuardedResolver"
 
-# --- host back-off (crawler/middlewares/backoff.py) -----------------------------------
-# A 429 or 503 answer (or its Retry-After) keeps every worker away from the host.
+# --- failures: the URL's or the host's (crawler/middlewares/failures.py) ---------------
 HOST_BACKOFF_ENABLED = True
-HOST_BACKOFF_HTTP_CODES = [429, 503]
+# 429 (or any 5xx with Retry-After): every worker leaves the host alone for a while
+HOST_BACKOFF_HTTP_CODES = [429]
 HOST_BACKOFF_MIN = 30.0  # seconds, doubled at each back-off in a row (with jitter)
 HOST_BACKOFF_MAX = 3600.0  # seconds, also the cap on Retry-After
 HOST_BACKOFF_QUIET = 600.0  # seconds without a back-off after which the doubling restarts
 HOST_BACKOFF_MAX_RETRIES = 5  # back-offs of one page before its answer is kept
+# a 5xx or a timeout of one URL: that URL is tried again later, on its own schedule
+URL_RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408]
+URL_RETRY_ATTEMPTS = 3  # tries of one URL in all; the last failure is recorded
+URL_RETRY_DELAY = 15.0  # seconds before the second try, doubling (with jitter)
+URL_RETRY_DELAY_MAX = 3600.0
+# ... and its host is slowed (interval x factor, at most x max) until it answers again
+HOST_SLOWDOWN_FACTOR = 2.0
+HOST_SLOWDOWN_MAX = 8.0
+HOST_SLOWDOWN_RECOVERY = 0.25  # of its base rate each answer gives a slowed host back
+# a host is down (backed off, then probed one request at a time) on connection refused,
+# DNS failure, or this many distinct URLs failing in a row with no answer between
+HOST_DOWN_AFTER = 3
+FAILURE_LOG_PERIOD = 60.0  # seconds: one log line per host and decision at most
 
 # --- per-host rate limiter (crawler/middlewares/ratelimit.py) -------------------------
 # The last guard before a request leaves: one slot per host interval, for all workers.
 RATE_LIMITER_ENABLED = True
 RATE_LIMITER_MAX_WAIT = 1.0  # seconds a request may wait for its slot; longer: back to the frontier
-RATE_LIMITER_MARGIN = 0.05  # seconds added to every interval: allowance for network jitter
+RATE_LIMITER_MARGIN = 0.0  # seconds added to every interval (spacing counts from each response's end)
 
 # --- content seen (crawler/pipelines/contentseen.py) -----------------------------------
 CONTENT_SEEN_ENABLED = True
@@ -138,6 +153,9 @@ ARCHIVE_PREFIX = ""  # in object keys, after their hash part: <hash>/<prefix><cr
 ARCHIVE_MAX_BYTES = 64 * 2**20  # a WARC batch is stored when it reaches this size...
 ARCHIVE_MAX_SECONDS = 30.0  # ... or this age; its pages wait for it (fewer S3 PUTs)
 ARCHIVE_GZIP_LEVEL = 6  # of each record's gzip member (1 fastest ... 9 smallest; warcio alone would use 9)
+# a closing worker (Ctrl-C, or done) waits at most this long for its uploads; then its
+# waiting pages go back to the frontier and the spool files stay for the next run
+WORKER_STOP_TIMEOUT = 30.0
 ARCHIVE_RETRY_MIN = 1.0  # seconds before a failed upload is tried again, doubling
 ARCHIVE_RETRY_MAX = 60.0
 # pages wait in the pipelines until their batch is stored: let Scrapy hold that much
@@ -174,7 +192,7 @@ ROBOTSTXT_RETRY_MAX = 6 * 3600.0
 # unreachable for longer than this: everything allowed (RFC 9309's 30 days), so the
 # site's pages are tried, and recorded, on their own
 ROBOTSTXT_UNREACHABLE_ALLOW_AFTER = 30 * 86400.0
-ROBOTSTXT_FETCH_TIMEOUT = 120.0  # a worker's claim on a fetch expires after this (it died)
+ROBOTSTXT_FETCH_TIMEOUT = 15.0  # a worker's claim on a fetch, renewed while it lasts, expires after this when it died
 ROBOTSTXT_MAX_CRAWL_DELAY = 30.0  # Crawl-delay above this is capped
 ROBOTSTXT_SITEMAPS = True  # queue the Sitemap: URLs of robots.txt
 ROBOTSTXT_MAX_SITEMAPS = 20  # per robots.txt
@@ -184,8 +202,9 @@ DOWNLOADER_MIDDLEWARES = {
     # Scrapy's own: per process, and a 5xx robots.txt would mean "allow all"
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "crawler.middlewares.robots.RobotsMiddleware": 100,
-    # sees responses before RetryMiddleware (550), which would retry at once
-    "crawler.middlewares.backoff.HostBackoffMiddleware": 560,
+    # Scrapy's retries come at once; failures.py retries later and judges the host
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "crawler.middlewares.failures.FailureMiddleware": 560,
     # after HttpProxyMiddleware (750), so that it sees the proxy
     "crawler.middlewares.netguard.NetworkGuardMiddleware": 760,
     # the last one before the download handler

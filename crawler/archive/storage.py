@@ -3,10 +3,11 @@ S3 bucket (boto3; any S3-compatible store through ``endpoint_url``).
 
 Both verbs are blocking; the archive pipeline calls them from a thread.
 
-``put(key, path)``  store the file at ``path`` under ``key``, whole, in one request
-                    (one S3 PUT per object, never a multipart upload: PUTs are what S3
-                    bills and throttles); retried with exponential back-off until it
-                    succeeds, each failure logged; the same key every time
+``put(key, path, stop=None)``  store the file at ``path`` under ``key``, whole, in one
+                    request (one S3 PUT per object, never a multipart upload: PUTs are
+                    what S3 bills and throttles); retried with exponential back-off until
+                    it succeeds or the ``stop`` event is set (StorageStopped), each
+                    failure logged; the same key every time
 ``get_range(key, offset, length)``  the bytes of one record (a ranged GET)
 
 Nothing is listed or read back while crawling (Secor's rule): keys are computed, never
@@ -23,6 +24,10 @@ import time
 logger = logging.getLogger(__name__)
 
 
+class StorageStopped(Exception):
+    """An upload was given up because the worker is stopping (the file stays)."""
+
+
 class LocalStorage:
     def __init__(self, root: str):
         self.root = os.path.abspath(root)
@@ -30,7 +35,7 @@ class LocalStorage:
     def describe(self) -> str:
         return f"directory {self.root}"
 
-    def put(self, key: str, path: str) -> None:
+    def put(self, key: str, path: str, stop=None) -> None:
         dest = os.path.join(self.root, key)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         tmp = dest + ".part"
@@ -73,9 +78,11 @@ class S3Storage:
     def describe(self) -> str:
         return f"s3://{self.bucket}"
 
-    def put(self, key: str, path: str) -> None:
+    def put(self, key: str, path: str, stop=None) -> None:
         delay, attempt = self.retry_min, 0
         while True:
+            if stop is not None and stop.is_set():
+                raise StorageStopped(f"upload of s3://{self.bucket}/{key} given up after {attempt} attempts")
             attempt += 1
             try:
                 with open(path, "rb") as f:
@@ -95,7 +102,10 @@ class S3Storage:
                     exc,
                     delay,
                 )
-                time.sleep(delay)
+                if stop is not None:
+                    stop.wait(delay)
+                else:
+                    time.sleep(delay)
                 delay = min(delay * 2, self.retry_max)
 
     def get_range(self, key: str, offset: int, length: int) -> bytes:

@@ -12,6 +12,12 @@ The verbs, each one Redis round trip:
 ``release(leases)``     give leases back now (a worker closing)
 ``set_interval(host, seconds)``  a host's politeness interval (robots.txt Crawl-delay;
                         the operator's overrides, intervals.py, come first)
+``slot(host, ...)``, ``end(host)``  the rate limiter: take a host's next slot; a
+                        response the frontier does not track ended
+``back_off(host, ...)`` keep every worker away from a host (429, Retry-After, robots.txt
+                        unreachable)
+``fail(host, kind, url)``  a fetch failed: slow the host down, or back it off when down
+``outlook(max_wait)``   finished, running or waiting (until when, and why)
 ``stats()``             queue sizes, hosts, leases, counters, Bloom filter report
 
 The Redis layout is in keys.py and the scripts' contracts in scripts.py.
@@ -21,19 +27,30 @@ from __future__ import annotations
 
 import logging
 import time
+import zlib
 from dataclasses import dataclass
 from functools import lru_cache
 
 from crawler.frontier.bloom import ScalableLayout
 from crawler.frontier.intervals import HostIntervals, intervals_from_file
 from crawler.frontier.keys import SEP, Keys
-from crawler.frontier.scripts import ACK, BACKOFF, POP, PUSH, SLOT, TOUCH
+from crawler.frontier.scripts import ACK, BACKOFF, END, FAIL, POP, PUSH, SLOT
 from crawler.frontier.traps import TrapGuard
 from crawler.urls import InvalidURL, url_host
 
 logger = logging.getLogger(__name__)
 
 ADDED, SEEN, HOST_FULL = "added", "seen", "host_full"
+# why a host waits (hback reasons, and RETRY for URLs in the delayed set)
+THROTTLED, ROBOTS, DOWN, RETRY, INTERVAL = "throttled", "robots", "down", "retry", "interval"
+REASONS = {
+    ROBOTS: "robots.txt unreachable",
+    DOWN: "host down",
+    THROTTLED: "asked to wait (429 / Retry-After)",
+    RETRY: "URL retry pending",
+    INTERVAL: "host interval",
+}
+FINISHED, RUNNING, WAITING = "finished", "running", "waiting"
 _STATUS = {1: ADDED, 0: SEEN, 2: HOST_FULL}
 
 
@@ -48,6 +65,7 @@ class Entry:
     dont_filter: bool = False  # skip URL-seen (retries, forced refetches)
     follow_up: bool = False  # straight to the host's back queue (retries, redirects)
     replaces_lease: bytes = b""  # lease released when this entry is admitted
+    not_before: int = 0  # ms; a follow-up waits in the delayed set until then (a URL's retry)
 
 
 @dataclass
@@ -119,6 +137,7 @@ class Frontier:
         bloom_growth: int = 2,
         max_pages_per_host: int = 0,
         max_in_flight: int = 1,
+        recovery: float = 0.25,
         intervals: HostIntervals | None = None,
         traps: TrapGuard | None = None,
     ):
@@ -136,6 +155,7 @@ class Frontier:
         self.layout = ScalableLayout(bloom_capacity, bloom_error_rate, bloom_growth)
         self.max_pages_per_host = max_pages_per_host
         self.max_in_flight = max_in_flight
+        self.recovery = recovery
         self.intervals = intervals or HostIntervals()
         self.traps = traps or TrapGuard()
         self._push = redis.register_script(PUSH)
@@ -143,7 +163,8 @@ class Frontier:
         self._ack = redis.register_script(ACK)
         self._backoff = redis.register_script(BACKOFF)
         self._slot = redis.register_script(SLOT)
-        self._touch = redis.register_script(TOUCH)
+        self._end = redis.register_script(END)
+        self._fail = redis.register_script(FAIL)
         self._generation = 0  # filters known to this client; read on first push
         self.last_acked = 0  # leases the last pop() acknowledged
 
@@ -163,6 +184,7 @@ class Frontier:
             bloom_growth=settings.getint("FRONTIER_BLOOM_GROWTH"),
             max_pages_per_host=settings.getint("FRONTIER_MAX_PAGES_PER_HOST"),
             max_in_flight=settings.getint("FRONTIER_HOST_MAX_IN_FLIGHT"),
+            recovery=settings.getfloat("HOST_SLOWDOWN_RECOVERY"),
             intervals=intervals_from_file(settings.get("FRONTIER_HOST_INTERVALS_FILE")),
             traps=TrapGuard.from_settings(settings),
         )
@@ -250,6 +272,8 @@ class Frontier:
         leases = []
         for _, e, host in batch:
             flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up else "")
+            if e.not_before and e.follow_up:
+                flags += f"d{int(e.not_before)}"
             bits = "" if e.dont_filter else " ".join(map(str, positions(e.url, gen)))
             lease = ""
             if e.replaces_lease:
@@ -268,9 +292,10 @@ class Frontier:
         """Lease up to ``n`` URLs from due hosts, first acknowledging the leases in
         ``ack`` and landing those in ``landed`` (in the same round trip). Returns the
         leases and, when fewer than ``n`` were handed out, the time (ms) the next host
-        is due (None when no host has queued URLs, or when ``n`` leases were handed
-        out). A host has at most ``max_in_flight`` leases in flight (popped, neither
-        landed nor ended); 0 lifts the limit."""
+        or delayed retry is due (None when nothing is queued, or when ``n`` leases were
+        handed out). A host has at most ``max_in_flight`` leases in flight (popped,
+        neither landed nor ended); 0 lifts the limit. A landed lease prefixed ``+``
+        says its host answered (see scripts.POP: recovery)."""
         out = self._pop(
             args=[
                 self.keys.prefix,
@@ -282,6 +307,7 @@ class Frontier:
                 self.weights,
                 self.max_attempts,
                 self.max_in_flight,
+                self.recovery,
                 len(ack),
                 *ack,
                 *landed,
@@ -294,11 +320,21 @@ class Frontier:
 
     def ack(self, *lease_ids, landed=(), now: int | None = None) -> int:
         """Forget these leases (their pages are handled) and land the ``landed`` ones
-        (their downloads ended). Returns how many acknowledged leases were held."""
+        (their downloads ended; ``+`` first: the host answered). Returns how many
+        acknowledged leases were held."""
         if not lease_ids and not landed:
             return 0
         now = now_ms() if now is None else now
-        args = [self.keys.prefix, now, self.max_in_flight, self.host_interval_ms, len(lease_ids), *lease_ids, *landed]
+        args = [
+            self.keys.prefix,
+            now,
+            self.max_in_flight,
+            self.host_interval_ms,
+            self.recovery,
+            len(lease_ids),
+            *lease_ids,
+            *landed,
+        ]
         return int(self._ack(args=args))
 
     def renew(self, lease_ids, now: int | None = None) -> None:
@@ -331,16 +367,55 @@ class Frontier:
         ]
         return int(self._slot(args=args))
 
-    def touch(self, host: str, now: int | None = None, client=None) -> None:
-        """A request to ``host`` that the frontier did not hand out (robots.txt) has just
-        ended: the host's next slot counts from now (scripts.TOUCH). ``client``: a
-        pipeline to add the call to."""
-        self._touch(args=[self.keys.prefix, host, now_ms() if now is None else now], client=client)
+    def end(self, host: str, now: int | None = None, client=None) -> None:
+        """A response from ``host`` to a request the frontier did not hand out
+        (robots.txt and its redirect hops) has just ended: the host's next slot and
+        hand-out count from now (scripts.END). ``client``: a pipeline to add the call to."""
+        args = [self.keys.prefix, host, now_ms() if now is None else now, self.host_interval_ms]
+        self._end(args=args, client=client)
 
     def backed_off_until(self, host: str) -> int:
         """The end (ms) of the host's last back-off (0: none)."""
         state = self.redis.hget(self.keys.hback, host)
-        return int(state.rsplit(b":", 1)[1]) if state else 0
+        return int(state.split(b":")[2]) if state else 0
+
+    def fail(
+        self,
+        host: str,
+        kind: str,
+        url: str,
+        *,
+        factor: float = 2.0,
+        max_factor: float = 8.0,
+        down_after: int = 3,
+        minimum: float,
+        maximum: float,
+        quiet: float,
+        jitter: float = 1.0,
+        now: int | None = None,
+    ) -> tuple[bool, float, float]:
+        """A fetch from ``host`` failed: ``kind`` 'url' (a 5xx or a timeout of ``url``)
+        slows the host down by ``factor`` (at most ``max_factor``); 'down' (connection
+        refused, DNS), or ``down_after`` distinct URLs failing in a row, backs it off
+        (scripts.FAIL). Returns (down, back-off seconds, slow-down factor)."""
+        state, delay, f = self._fail(
+            args=[
+                self.keys.prefix,
+                host,
+                now_ms() if now is None else now,
+                kind,
+                format(zlib.crc32(url.encode()), "x"),
+                factor,
+                max_factor,
+                down_after,
+                int(minimum * 1000),
+                int(maximum * 1000),
+                int(quiet * 1000),
+                jitter,
+                self.host_interval_ms,
+            ]
+        )
+        return bool(state), int(delay) / 1000, int(f) / 1000
 
     def back_off(
         self,
@@ -351,11 +426,13 @@ class Frontier:
         quiet: float,
         retry_after: float = 0.0,
         jitter: float = 1.0,
+        reason: str = THROTTLED,
         now: int | None = None,
     ) -> float:
-        """Keep every worker away from ``host`` for a while (it answered 429/503):
-        Retry-After if given, else an exponential back-off (see scripts.BACKOFF).
-        Returns the delay in seconds."""
+        """Keep every worker away from ``host`` for a while (``reason``: it answered 429
+        or sent Retry-After, its robots.txt is unreachable, it is down): Retry-After if
+        given, else an exponential back-off (see scripts.BACKOFF). Returns the delay in
+        seconds."""
         ms = self._backoff(
             args=[
                 self.keys.prefix,
@@ -366,6 +443,7 @@ class Frontier:
                 int(quiet * 1000),
                 int(retry_after * 1000),
                 jitter,
+                reason,
             ]
         )
         return int(ms) / 1000
@@ -393,13 +471,15 @@ class Frontier:
         p.hgetall(k.seen_meta)
         p.scard(k.flying)
         p.hlen(k.hflight)
+        p.zcard(k.delayed)
+        p.hlen(k.hslow)
         for level in range(self.levels):
             p.llen(k.front(level))
         res = p.execute()
         counters = {_str(a): int(b) for a, b in res[0].items()}
         meta = {_str(a): int(b) for a, b in res[5].items()}
         gen = meta.get("gen", 1)
-        front = res[8:]
+        front = res[10:]
         return {
             "queued": counters.get("queued", 0),
             "front_queued": sum(front),
@@ -410,6 +490,8 @@ class Frontier:
             "leased": res[3],
             "in_flight": res[6],  # leases whose downloads have not ended
             "hosts_in_flight": res[7],
+            "retries_delayed": res[8],  # URLs waiting for their own retry time
+            "hosts_slowed": res[9],  # hosts whose interval failures have stretched
             "pushed": counters.get("pushed", 0),
             # every URL pushed or requeued after an expired lease is queued or was popped
             "popped": counters.get("pushed", 0) + counters.get("expired", 0) - counters.get("queued", 0),
@@ -419,6 +501,73 @@ class Frontier:
             "abandoned": counters.get("abandoned", 0),
             "seen": self.layout.report([meta.get(f"n:{i}", 0) for i in range(gen)]),
         }
+
+    def outlook(self, max_wait: float, now: int | None = None) -> dict:
+        """Where the crawl stands (one round trip): ``state`` is ``finished`` (nothing
+        queued, nothing leased), ``running`` (leases held, or a URL due within
+        ``max_wait`` seconds) or ``waiting`` (URLs queued, none due within ``max_wait``:
+        ``next_due`` (ms) says when the first is)."""
+        k = self.keys
+        now = now_ms() if now is None else now
+        horizon = now + int(max_wait * 1000)
+        p = self.redis.pipeline(transaction=False)
+        p.hget(k.counters, "queued")
+        p.zcard(k.leases)
+        p.zrange(k.ready, 0, 0, withscores=True)
+        p.zrange(k.delayed, 0, 0, withscores=True)
+        for level in range(self.levels):
+            p.llen(k.front(level))
+        queued, leased, ready, delayed, *front = p.execute()
+        queued = int(queued or 0)
+        firsts = [int(score) for entries in (ready, delayed) for _, score in entries[:1]]
+        next_due = min(firsts) if firsts else None
+        if sum(front):
+            next_due = now
+        if queued <= 0 and not leased:
+            state = FINISHED
+        elif leased or (next_due is not None and next_due <= horizon):
+            state = RUNNING
+        else:
+            state = WAITING
+        return {"state": state, "queued": queued, "leased": leased, "next_due": next_due}
+
+    def deferred(self, max_wait: float = 0.0, now: int | None = None, limit: int = 10_000) -> dict:
+        """The URLs not due within ``max_wait`` seconds, by reason (REASONS): reason ->
+        {"hosts", "urls", "due" (ms, the earliest), "examples" (a few hosts)}. Looks
+        at ``limit`` hosts and ``limit`` delayed retries at most."""
+        k = self.keys
+        now = now_ms() if now is None else now
+        horizon = now + int(max_wait * 1000)
+        hosts = self.redis.zrangebyscore(k.ready, f"({horizon}", "+inf", start=0, num=limit, withscores=True)
+        retries = self.redis.zrangebyscore(k.delayed, f"({horizon}", "+inf", start=0, num=limit, withscores=True)
+        out: dict[str, dict] = {}
+
+        def add(reason, host, urls, due):
+            r = out.setdefault(reason, {"hosts": set(), "urls": 0, "due": due, "examples": []})
+            if host not in r["hosts"] and len(r["examples"]) < 3:
+                r["examples"].append(host)
+            r["hosts"].add(host)
+            r["urls"] += urls
+            r["due"] = min(r["due"], due)
+
+        if hosts:
+            p = self.redis.pipeline(transaction=False)
+            p.hmget(k.hback, [h for h, _ in hosts])
+            for h, _ in hosts:
+                p.llen(k.back(_str(h)))
+            backs, *lengths = p.execute()
+            for (h, score), back, length in zip(hosts, backs, lengths):
+                reason = INTERVAL
+                if back:
+                    fields = _str(back).split(":")
+                    if len(fields) > 3 and int(fields[2]) > now:
+                        reason = fields[3]
+                add(reason, _str(h), length, int(score))
+        for member, score in retries:
+            add(RETRY, _str(member.split(SEP.encode(), 2)[1]), 1, int(score))
+        for r in out.values():
+            r["hosts"] = len(r["hosts"])
+        return out
 
     def stats_queued(self) -> int:
         """URLs waiting in the front and back queues (one round trip)."""

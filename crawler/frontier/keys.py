@@ -20,8 +20,14 @@ key                         type    contents
 ``hlast``                   hash    host -> time (ms) of the last request the rate
                                     limiter let leave (robots.txt, retries included)
 ``hpages``                  hash    host -> URLs admitted (trap guard: pages per host)
-``hback``                   hash    host -> ``<level>:<time>:<until>`` (ms) of its last back-off
-                                    (429/503 answers)
+``hback``                   hash    host -> ``<level>:<time>:<until>:<reason>`` (ms) of its
+                                    last back-off (reason: throttled, robots, down)
+``hslow``                   hash    host -> slow-down factor of its interval (> 1 after
+                                    failures; answers bring it back to 1, then deleted)
+``hfail``                   hash    host -> tags of the distinct URLs that failed since
+                                    it last answered (comma separated)
+``delayed``                 zset    ``<seq>\x1f<host>\x1f<payload>`` -> time (ms) a URL's
+                                    own retry is due; moved to its back queue then
 ``hflight``                 hash    host -> leases in flight (popped, download not
                                     ended); a host at FRONTIER_HOST_MAX_IN_FLIGHT is
                                     out of the ready heap until one lands
@@ -67,6 +73,9 @@ class Keys:
         self.hdelay = p + "hdelay"
         self.hpages = p + "hpages"
         self.hback = p + "hback"
+        self.hslow = p + "hslow"
+        self.hfail = p + "hfail"
+        self.delayed = p + "delayed"
         self.hlast = p + "hlast"
         self.leases = p + "leases"
         self.hflight = p + "hflight"

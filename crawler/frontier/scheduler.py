@@ -17,7 +17,14 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     becomes due (at most FRONTIER_POLL_INTERVAL later), so a crawl of few hosts does
     not wait for the engine's 5-second heartbeat.
 ``has_pending_requests()``
-    True while URLs are queued in the frontier (by any worker) or buffered here.
+    True while requests are buffered here, or the last look at the frontier found a URL
+    due within FRONTIER_MAX_WAIT. When it is False and the downloader and the pipelines
+    are idle, the engine sends ``spider_idle``, and the local profile
+    (FRONTIER_CLOSE_WHEN_IDLE) closes the worker once nothing is leased by any worker
+    and nothing is due within FRONTIER_MAX_WAIT, for FRONTIER_IDLE_SECONDS: what is
+    still queued (hosts backed off, robots.txt unreachable, URL retries later) stays in
+    the frontier for the next run, which resumes it once due. The distributed profile
+    keeps waiting.
 
 Redis outages: a failed pop is retried with back-off (half the outage so far, from 0.5 s
 to 30 s) and the worker stays open; pushes and acks that fail wait in an in-process outbox and are
@@ -50,13 +57,14 @@ from twisted.internet import reactor, task
 
 from crawler.frontier import codec
 from crawler.frontier.connection import frontier_from_settings
-from crawler.frontier.frontier import ADDED, Entry, Frontier
-from crawler.signals import page_handled, page_not_stored
+from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, Entry, Frontier
+from crawler.signals import frontier_waiting, page_handled, page_not_stored
 from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
 
 ACK_DELAY = 0.25  # seconds an acknowledgement may wait for a pop to carry it
+QUIET_AFTER = 1.0  # seconds: nothing due this soon, the frontier is waiting (open batches are stored)
 
 
 class FrontierScheduler:
@@ -70,6 +78,7 @@ class FrontierScheduler:
         self.lease_max_hold = s.getfloat("FRONTIER_LEASE_MAX_HOLD")
         self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
         self.idle_seconds = s.getfloat("FRONTIER_IDLE_SECONDS")
+        self.max_wait = s.getfloat("FRONTIER_MAX_WAIT")
         self.url_options = url_options(s)
         self.spider = None
         self._buffer: list = []  # leased requests popped but not yet handed to the engine
@@ -77,6 +86,9 @@ class FrontierScheduler:
         self._next_poll = 0.0
         self._wakeup = None
         self._idle_since: float | None = None
+        self._next_due: float | None = 0.0  # when the last pop said the next URL is due (s; None: nothing queued)
+        self._answered: set[bytes] = set()  # leases whose hosts answered (see landed)
+        self.outlook: dict | None = None  # the frontier's state when this worker decided to close
         self._renewer = task.LoopingCall(self._renew)
         # While Redis is unreachable, pushes and acks wait here, in order (a page's links
         # are pushed before its lease is acknowledged), and are retried with back-off.
@@ -100,6 +112,7 @@ class FrontierScheduler:
         crawler.signals.connect(scheduler.ack, signal=page_handled)
         crawler.signals.connect(scheduler.give_back, signal=page_not_stored)
         crawler.signals.connect(scheduler.landed, signal=signals.request_left_downloader)
+        crawler.signals.connect(scheduler._downloaded, signal=signals.response_downloaded)
         return scheduler
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -149,12 +162,11 @@ class FrontierScheduler:
     # -- engine interface --------------------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        if self._buffer or self._outbox or self._pushes:
+        if self._buffer or self._outbox or self._pushes or self._down_since is not None:
             return True
-        try:
-            return self.frontier.stats_queued() > 0
-        except redis.RedisError:
-            return True  # unknown: keep the worker alive
+        # what the last pop saw (pops come at least every FRONTIER_POLL_INTERVAL);
+        # _spider_idle looks again before anything is closed
+        return self._next_due is not None and self._next_due <= time.time() + self.max_wait
 
     def enqueue_request(self, request) -> bool:
         lease = request.meta.get(codec.LEASE_META, "")
@@ -165,6 +177,7 @@ class FrontierScheduler:
             if lease:
                 self.ack(request)
             return False
+        not_before = request.meta.pop(codec.NOT_BEFORE_META, 0)
         entry = Entry(
             url=url,
             payload=codec.encode(request, self.spider),
@@ -173,6 +186,7 @@ class FrontierScheduler:
             dont_filter=request.dont_filter,
             follow_up=bool(lease),
             replaces_lease=lease,
+            not_before=not_before if lease else 0,
         )
         if lease:
             self._held.pop(lease, None)
@@ -230,8 +244,12 @@ class FrontierScheduler:
                 self._redis_up()
             if self.frontier.last_acked:
                 self._inc("frontier/acked", self.frontier.last_acked)
+            self._next_due = now if leases else (None if next_due is None else next_due / 1000)
             if not leases:
                 wait = self.poll_interval if next_due is None else max(next_due / 1000 - now, 0.01)
+                if next_due is None or wait > QUIET_AFTER:
+                    # nothing for this worker now: let batches waiting for more (WARC) go
+                    self.crawler.signals.send_catch_log(frontier_waiting)
                 wait = min(wait, self.poll_interval)
                 self._next_poll = now + wait
                 self._wake_engine_in(wait)
@@ -272,11 +290,21 @@ class FrontierScheduler:
         except redis.RedisError as exc:  # then it expires and comes back all the same
             self._redis_down(exc)
 
-    def landed(self, request, **kwargs) -> None:
-        """The download of this request ended: its host may take another request."""
+    def _downloaded(self, response, request, **kwargs) -> None:
+        # an HTTP answer that is not a failure (5xx, 429): the host is well (landed)
         lease = request.meta.get(codec.LEASE_META)
+        if lease and response.status < 500 and response.status != 429:
+            self._answered.add(lease)
+
+    def landed(self, request, **kwargs) -> None:
+        """The download of this request ended: its host may take another request (and
+        gets back some of its rate if it was slowed and answered)."""
+        lease = request.meta.get(codec.LEASE_META)
+        answered = lease in self._answered
+        if answered:
+            self._answered.discard(lease)
         if lease and lease in self._held and self.frontier.max_in_flight:
-            self._landed.append(lease)
+            self._landed.append(b"+" + lease if answered else lease)
             self._schedule_flush()
             # a host may take its next request soon: ask the frontier at the next chance
             # rather than after a full poll interval (all hosts may have been busy)
@@ -386,21 +414,38 @@ class FrontierScheduler:
             slot.nextcall.schedule()
 
     def _spider_idle(self, spider):
+        if not self.close_when_idle:
+            raise DontCloseSpider
+        self._flush_acks()
         try:
-            idle = self.frontier.is_idle()
+            outlook = self.frontier.outlook(self.max_wait)
         except redis.RedisError as exc:  # pause, do not close, while Redis is away
             self._redis_down(exc)
             raise DontCloseSpider from None
-        if idle and not self._buffer and not self._outbox and not self._pushes:
-            now = time.time()
-            if self._idle_since is None:
-                self._idle_since = now
-            if self.close_when_idle and now - self._idle_since >= self.idle_seconds:
-                logger.info("Frontier empty for %.0f s: closing", now - self._idle_since)
-                return
-        else:
+        now = time.time()
+        if outlook["state"] == RUNNING or self._buffer or self._outbox or self._pushes:
             self._idle_since = None
-        raise DontCloseSpider
+            if outlook["next_due"] is not None:  # something is due soon: look for it then
+                self._next_due = outlook["next_due"] / 1000
+                self._next_poll = 0.0
+                self._wake_engine_in(max(self._next_due - now, 0.0))
+            raise DontCloseSpider
+        if self._idle_since is None:
+            self._idle_since = now
+        if now - self._idle_since < self.idle_seconds:
+            self._wake_engine_in(self._idle_since + self.idle_seconds - now)
+            raise DontCloseSpider
+        self.outlook = outlook
+        if outlook["state"] == FINISHED:
+            logger.info("Frontier empty: closing")
+        else:
+            logger.info(
+                "Nothing due within %.0f s (%d URLs queued, the first due at %s): closing; "
+                "run the same command again to resume",
+                self.max_wait,
+                outlook["queued"],
+                time.strftime("%H:%M:%S", time.localtime(outlook["next_due"] / 1000)),
+            )
 
     # -- helpers -------------------------------------------------------------------------
 

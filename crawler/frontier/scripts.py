@@ -52,16 +52,41 @@ end
 local function make_ready(prefix, host, now)
     if not redis.call('ZSCORE', prefix .. 'ready', host) then add_ready(prefix, host, now) end
 end
+-- a host's interval (ms): its own (hdelay: Crawl-delay or the operator's override) or
+-- the default, times its slow-down factor (hslow: failures slow a host, answers bring it back)
+local function interval_of(prefix, host)
+    local ms = tonumber(redis.call('HGET', prefix .. 'hdelay', host) or default_interval)
+    local f = redis.call('HGET', prefix .. 'hslow', host)
+    if f then ms = math.floor(ms * tonumber(f)) end
+    return ms
+end
+-- AIMD: each answer adds `recovery` times the host's base rate back (a factor f becomes
+-- 1 / (1/f + recovery)), and ends its run of failures
+local recovery = 0.25
+local function recover(prefix, host)
+    redis.call('HDEL', prefix .. 'hfail', host)
+    local f = redis.call('HGET', prefix .. 'hslow', host)
+    if f then
+        f = 1 / (1 / tonumber(f) + recovery)
+        if f < 1.01 then
+            redis.call('HDEL', prefix .. 'hslow', host)
+        else
+            redis.call('HSET', prefix .. 'hslow', host, string.format('%.3f', f))
+        end
+    end
+end
 -- the download of a lease ended (landed, acknowledged, expired, given back or replaced
--- by a follow-up): its host may have one more in flight; idempotent per lease
-local function land(prefix, member, now)
+-- by a follow-up): its host may have one more in flight, and is due its interval after
+-- now; `ok`: the host answered (see recover); idempotent per lease
+local function land(prefix, member, now, ok)
     local seq = string.match(member, '^(%d+)' .. SEP)
     if not seq or redis.call('SREM', prefix .. 'flying', seq) == 0 then return end
     local host = split(member, 4)[3]
     if redis.call('HINCRBY', prefix .. 'hflight', host, '-1') <= 0 then
         redis.call('HDEL', prefix .. 'hflight', host)
     end
-    local nxt = now + tonumber(redis.call('HGET', prefix .. 'hdelay', host) or default_interval)
+    if ok then recover(prefix, host) end
+    local nxt = now + interval_of(prefix, host)
     if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < nxt then
         redis.call('HSET', prefix .. 'hnext', host, nxt)
     end
@@ -74,17 +99,46 @@ end
 """
 
 # Acknowledgements and landings, shared by POP and ACK: ARGV[first] is the number a of
-# acknowledged leases that follow it; every argument after those is a landed lease.
+# acknowledged leases that follow it; every argument after those is a landed lease,
+# prefixed '+' when its host answered (an HTTP answer other than 5xx or 429).
 _SETTLE = r"""
 local function settle(prefix, first, now)
     local a = tonumber(ARGV[first])
     local acked = 0
     for i = first + 1, first + a do
         acked = acked + redis.call('ZREM', prefix .. 'leases', ARGV[i])
-        land(prefix, ARGV[i], now)
+        land(prefix, ARGV[i], now, false)
     end
-    for i = first + a + 1, #ARGV do land(prefix, ARGV[i], now) end
+    for i = first + a + 1, #ARGV do
+        local m = ARGV[i]
+        if string.byte(m, 1) == 43 then land(prefix, string.sub(m, 2), now, true) else land(prefix, m, now, false) end
+    end
     return acked
+end
+"""
+
+# The host back-off, shared by BACKOFF and FAIL. hback holds host ->
+# ``level:time:until:reason`` (ms) of its last back-off; the level doubles the delay
+# until a quiet period passes; the host may not be handed out before ``until``: its
+# hnext time and, if it is in the ready heap, its score move there (never earlier).
+_BACK_OFF = r"""
+local function back_off(prefix, host, now, lo, hi, quiet, retry_after, jitter, reason)
+    local state = redis.call('HGET', prefix .. 'hback', host)
+    local level = 0
+    if state then
+        local old_level, last = string.match(state, '^(%d+):(%d+):')
+        if now - tonumber(last) <= quiet then level = tonumber(old_level) + 1 end
+    end
+    local delay = retry_after
+    if delay <= 0 then delay = math.floor(math.min(hi, lo * 2 ^ level) * jitter) end
+    delay = math.min(delay, hi)
+    local until_ms = now + delay
+    redis.call('HSET', prefix .. 'hback', host, string.format('%d:%d:%d:%s', level, now, until_ms, reason))
+    if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < until_ms then
+        redis.call('HSET', prefix .. 'hnext', host, until_ms)
+    end
+    redis.call('ZADD', prefix .. 'ready', 'XX', 'GT', until_ms, host)
+    return delay
 end
 """
 
@@ -101,7 +155,9 @@ end
 #          the client to send), six fields joined by \x1f, ending with host and payload
 #          (so the end of the value is the front queue entry as it stands):
 #          flags   'f' = check and update URL-seen; 'b' = straight into the host's back
-#                  queue at its head (follow-ups: retries, redirects)
+#                  queue at its head (follow-ups: retries, redirects); 'd<ms>' = not
+#                  before that time: into the delayed set (a URL's own retry), from
+#                  which POP moves it to the head of its back queue once due
 #          level   front queue level (0 = highest)
 #          lease   i if the entry replaces lease ARGV[10 + n + i] (leases follow the
 #                  entries), or ''; the replaced lease ends (its download lands)
@@ -199,10 +255,14 @@ for e = 1, n do
     if lease ~= '' then  -- before the enqueue: a follow-up may make its host ready
         local member = ARGV[10 + n + tonumber(lease)]
         redis.call('ZREM', prefix .. 'leases', member)
-        land(prefix, member, now)
+        land(prefix, member, now, false)
     end
+    local due = flags ~= 'f' and string.match(flags, 'd(%d+)')
     if status == 1 then
-        if flags ~= 'f' and string.find(flags, 'b', 1, true) then
+        if due then
+            local seq = redis.call('INCR', prefix .. 'lease:seq')
+            redis.call('ZADD', prefix .. 'delayed', due, seq .. SEP .. tail)
+        elseif flags ~= 'f' and string.find(flags, 'b', 1, true) then
             redis.call('LPUSH', prefix .. 'bq:' .. host, string.sub(tail, cut + 1))
             make_ready(prefix, host, now)
         else
@@ -237,13 +297,15 @@ return out
 # ARGV[7] comma list of front queue weights, level 0 first
 # ARGV[8] max attempts of one URL whose leases keep expiring (0: no limit)
 # ARGV[9] max requests in flight per host (0: no limit)
-# ARGV[10..] acknowledgements and landings, as ACK takes them (see ACK), so that a
+# ARGV[10] recovery: the share of its base rate an answering host gets back (AIMD)
+# ARGV[11..] acknowledgements and landings, as ACK takes them (see ACK), so that a
 #           worker's acks ride on its next pop instead of costing a round trip each
 # Steps, all in one atomic call:
 #   0. acknowledge and land the given leases (as ACK does);
 #   1. expired leases (up to 100) go back to the head of their host's back queue, or are
 #      abandoned (counted) after max attempts; a lease whose expiry is 0 was given back
-#      by its worker (release) and does not count as an attempt;
+#      by its worker (release) and does not count as an attempt; retries that are due
+#      (up to 100) move from the delayed set to the head of their host's back queue;
 #   2. hand out one URL from each of the first n due hosts in the ready heap;
 #   3. while fewer than n were handed out, refill from the front queues (weighted round
 #      robin over the levels, so a higher level is preferred but a lower one is never
@@ -256,7 +318,9 @@ return out
 #   heap but keeps its hnext time (the landing of one of its leases brings it back).
 # Returns {next_due, acked, lease1, lease2, ...} (a lease ends with its payload); when
 # fewer than n URLs were handed out, next_due is the earliest time (ms) any host in the
-# heap is due (-1: the heap is empty); otherwise it is -1 (not looked up).
+# heap or any delayed retry is due (now when the refill stopped at its limit with front
+# queue entries left; -1: nothing is queued but in front queues, i.e. nothing at all);
+# otherwise it is -1 (not looked up).
 POP = (
     _HELPERS
     + _SETTLE
@@ -269,18 +333,20 @@ default_interval = ARGV[5]
 local refill_max = tonumber(ARGV[6])
 local max_attempts = tonumber(ARGV[8])
 max_flight = tonumber(ARGV[9])
+recovery = tonumber(ARGV[10])
 local ready = prefix .. 'ready'
 local counters = prefix .. 'counters'
 local leases = prefix .. 'leases'
+local delayed = prefix .. 'delayed'
 
 -- 0. acknowledgements and landings
-local acked = settle(prefix, 10, now)
+local acked = settle(prefix, 11, now)
 
 -- 1. expired leases
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
 for x = 1, #expired, 2 do
     redis.call('ZREM', leases, expired[x])
-    land(prefix, expired[x], now)
+    land(prefix, expired[x], now, false)
     local parts = split(expired[x], 4)  -- seq, attempt, host, payload
     local attempt = tonumber(parts[2])
     -- score 0 marks a lease given back by its worker (release), not a failed attempt
@@ -295,6 +361,12 @@ for x = 1, #expired, 2 do
         redis.call('HINCRBY', counters, 'queued', 1)
         redis.call('HINCRBY', counters, 'expired', 1)
     end
+end
+for _, entry in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 100)) do
+    redis.call('ZREM', delayed, entry)
+    local parts = split(entry, 3)  -- seq, host, payload
+    redis.call('LPUSH', prefix .. 'bq:' .. parts[2], parts[3])
+    make_ready(prefix, parts[2], now)
 end
 
 -- 2. hand out one URL from each of the first n due hosts
@@ -318,7 +390,7 @@ local function lease(host, payload)
     popped = popped + 1
 end
 local function next_time(host)
-    local nxt = now + tonumber(redis.call('HGET', prefix .. 'hdelay', host) or default_interval)
+    local nxt = now + interval_of(prefix, host)
     redis.call('HSET', prefix .. 'hnext', host, nxt)
     return nxt
 end
@@ -381,60 +453,100 @@ if popped < n then
         end
     end
     redis.call('HSET', counters, 'turn', turn % total)
+    if popped < n and moved >= refill_max then out[1] = now end  -- front queues not done
 end
 if popped > 0 then
     redis.call('HINCRBY', counters, 'queued', -popped)
 end
-if popped < n then
-    local first = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
-    if first[2] then out[1] = tonumber(first[2]) end
+if popped < n and out[1] < 0 then
+    for _, key in ipairs({ready, delayed}) do
+        local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+        if first[2] and (out[1] < 0 or tonumber(first[2]) < out[1]) then out[1] = tonumber(first[2]) end
+    end
 end
 return out
 """
 )
 
-# BACKOFF: push a host back after it answered 429/503 (or sent Retry-After), for every
-# worker. ARGV[1] key prefix, ARGV[2] host, ARGV[3] now (ms), ARGV[4] minimum back-off
-# (ms), ARGV[5] maximum (ms), ARGV[6] quiet period (ms) after which the host's back-off
-# level is forgiven, ARGV[7] Retry-After (ms, 0: none), ARGV[8] jitter factor (>= 1).
-# The delay is Retry-After if given (capped at the maximum), else minimum * 2^level
-# times the jitter, capped; the host may not be fetched again before now + delay: its
-# hnext time and, if it is in the ready heap, its score move there (never earlier).
+# BACKOFF: keep every worker away from a host for a while: it answered 429 or sent
+# Retry-After (reason 'throttled'), its robots.txt is unreachable ('robots'), or it is
+# down ('down', see FAIL). ARGV[1] key prefix, ARGV[2] host, ARGV[3] now (ms), ARGV[4]
+# minimum back-off (ms), ARGV[5] maximum (ms), ARGV[6] quiet period (ms) after which the
+# host's back-off level is forgiven, ARGV[7] Retry-After (ms, 0: none), ARGV[8] jitter
+# factor (>= 1), ARGV[9] reason. The delay is Retry-After if given (capped at the
+# maximum), else minimum * 2^level times the jitter, capped (see _BACK_OFF).
 # Returns the delay (ms).
-BACKOFF = r"""
-local prefix, host, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local lo, hi, quiet = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local retry_after, jitter = tonumber(ARGV[7]), tonumber(ARGV[8])
-local state = redis.call('HGET', prefix .. 'hback', host)
-local level = 0
-if state then
-    local old_level, last = string.match(state, '^(%d+):(%d+):')
-    if now - tonumber(last) <= quiet then level = tonumber(old_level) + 1 end
-end
-local delay = retry_after
-if delay <= 0 then delay = math.floor(math.min(hi, lo * 2 ^ level) * jitter) end
-delay = math.min(delay, hi)
-local until_ms = now + delay
-redis.call('HSET', prefix .. 'hback', host, string.format('%d:%d:%d', level, now, until_ms))
-if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < until_ms then
-    redis.call('HSET', prefix .. 'hnext', host, until_ms)
-end
-redis.call('ZADD', prefix .. 'ready', 'XX', 'GT', until_ms, host)
-return delay
+BACKOFF = (
+    _BACK_OFF
+    + r"""
+return back_off(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
+    tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9])
 """
+)
+
+# FAIL: a fetch of a leased URL failed; judge the host (the URL itself is retried on its
+# own schedule by the caller). ARGV[1] key prefix, ARGV[2] host, ARGV[3] now (ms),
+# ARGV[4] kind: 'url' (a 5xx or a timeout: this URL failed) or 'down' (connection
+# refused, DNS failure: the host failed), ARGV[5] a tag of the URL (distinct URLs,
+# distinct tags), ARGV[6] slow-down factor per failure (x2), ARGV[7] largest factor,
+# ARGV[8] distinct URLs failing in a row (no answer between) that make the host down,
+# ARGV[9] minimum back-off (ms), ARGV[10] maximum, ARGV[11] quiet period, ARGV[12] jitter,
+# ARGV[13] default host interval (ms).
+# A 'url' failure multiplies the host's slow-down factor (hslow; its interval is
+# multiplied by it, for every worker, until answers bring it back: see recover) and the
+# host's next hand-out moves to now + the slowed interval. hfail keeps the tags of the
+# distinct URLs that failed since the host last answered; a 'down' failure, or as many
+# distinct failing URLs as ARGV[8], backs the host off (reason 'down'): it is probed
+# again, one request at a time, when the back-off ends.
+# Returns {state, delay (ms), factor x 1000}: state 0 slowed, 1 down (backed off).
+FAIL = (
+    _HELPERS
+    + _BACK_OFF
+    + r"""
+local prefix, host, now, kind, tag = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local down_after = tonumber(ARGV[8])
+default_interval = ARGV[13]
+local f = tonumber(redis.call('HGET', prefix .. 'hslow', host) or '1')
+if kind == 'url' then
+    f = math.min(f * tonumber(ARGV[6]), tonumber(ARGV[7]))
+    if f > 1 then redis.call('HSET', prefix .. 'hslow', host, string.format('%.3f', f)) end
+end
+local tags = {}
+local known = false
+for t in string.gmatch(redis.call('HGET', prefix .. 'hfail', host) or '', '[^,]+') do
+    tags[#tags + 1] = t
+    if t == tag then known = true end
+end
+if not known then tags[#tags + 1] = tag end
+while #tags > down_after do table.remove(tags, 1) end
+redis.call('HSET', prefix .. 'hfail', host, table.concat(tags, ','))
+if kind == 'down' or #tags >= down_after then
+    local delay = back_off(prefix, host, now, tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]), 0,
+        tonumber(ARGV[12]), 'down')
+    return {1, delay, math.floor(f * 1000)}
+end
+local nxt = now + interval_of(prefix, host)
+if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < nxt then
+    redis.call('HSET', prefix .. 'hnext', host, nxt)
+end
+redis.call('ZADD', prefix .. 'ready', 'XX', 'GT', nxt, host)
+return {0, 0, math.floor(f * 1000)}
+"""
+)
 
 # SLOT: the rate limiter's atomic step (Aragog's lastScheduledFetchTime), run just before
 # every request leaves a worker. ARGV[1] key prefix, ARGV[2] host, ARGV[3] now (ms),
 # ARGV[4] default interval (ms), ARGV[5] longest wait (ms) a request may take,
 # ARGV[6] the operator's override of the host's interval (ms, '' for none; it is stored
 # in hdelay, so that the frontier's hand-outs follow it too), ARGV[7] margin (ms) added
-# to the interval, so that network jitter does not bring two requests closer at the site.
+# to the interval.
 # slot = max(now, last + interval + margin, end of the host's back-off), interval from the
-# override, else hdelay (robots.txt Crawl-delay), else the default. When the slot
-# is at most the longest wait away, it is taken (hlast = slot) and the caller waits for
-# it; otherwise nothing is taken and the host's next hand-out time (hnext, and its score
-# in the ready heap) moves to the slot, so the caller can give the request back to the
-# frontier. Returns the slot (ms).
+# override, else hdelay (robots.txt Crawl-delay), else the default, times the host's
+# slow-down factor (hslow); ``last`` (hlast) is the later of the last slot taken and the
+# end of the last response (END). When the slot is at most the longest wait away, it is
+# taken (hlast = slot) and the caller waits for it; otherwise nothing is taken and the
+# host's next hand-out time (hnext, and its score in the ready heap) moves to the slot,
+# so the caller can give the request back to the frontier. Returns the slot (ms).
 SLOT = r"""
 local prefix, host, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local interval = redis.call('HGET', prefix .. 'hdelay', host)
@@ -442,13 +554,16 @@ if ARGV[6] ~= '' and interval ~= ARGV[6] then
     interval = ARGV[6]
     redis.call('HSET', prefix .. 'hdelay', host, interval)
 end
-interval = tonumber(interval or ARGV[4]) + tonumber(ARGV[7])
+interval = tonumber(interval or ARGV[4])
+local f = redis.call('HGET', prefix .. 'hslow', host)
+if f then interval = math.floor(interval * tonumber(f)) end
+interval = interval + tonumber(ARGV[7])
 local last = redis.call('HGET', prefix .. 'hlast', host)
 local slot = now
 if last and tonumber(last) + interval > now then slot = tonumber(last) + interval end
 local back = redis.call('HGET', prefix .. 'hback', host)
 if back then
-    local until_ms = tonumber(string.match(back, ':(%d+)$'))
+    local until_ms = tonumber(string.match(back, '^%d+:%d+:(%d+)'))
     if until_ms > slot then slot = until_ms end
 end
 if slot - now <= tonumber(ARGV[5]) then
@@ -462,22 +577,35 @@ end
 return slot
 """
 
-# TOUCH: a request that is not leased (robots.txt) ended: the host's next slot counts
-# from now, not from when the request was sent (its arrival at the site may have been
-# late, e.g. a worker's first connection). ARGV[1] key prefix, ARGV[2] host, ARGV[3] now.
-TOUCH = r"""
-local key = ARGV[1] .. 'hlast'
-if tonumber(redis.call('HGET', key, ARGV[2]) or '0') < tonumber(ARGV[3]) then
-    redis.call('HSET', key, ARGV[2], ARGV[3])
+# END: a response from a host (or a failure to get one) has just ended, for a request
+# the frontier does not track (robots.txt and its redirect hops): the host's next slot
+# counts from now, not from when the request left, and its next hand-out is no sooner
+# than now + its interval (so that the frontier and the limiter agree). ARGV[1] key
+# prefix, ARGV[2] host, ARGV[3] now (ms), ARGV[4] default interval (ms).
+END = (
+    _HELPERS
+    + r"""
+local prefix, host, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+default_interval = ARGV[4]
+if tonumber(redis.call('HGET', prefix .. 'hlast', host) or '0') < now then
+    redis.call('HSET', prefix .. 'hlast', host, now)
+end
+local nxt = now + interval_of(prefix, host)
+if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < nxt then
+    redis.call('HSET', prefix .. 'hnext', host, nxt)
+    redis.call('ZADD', prefix .. 'ready', 'XX', 'GT', nxt, host)
 end
 """
+)
 
 # ACK: leases whose pages have been handled (stored, or failed for good), and leases
 # whose downloads ended (landed) while their pages are still being handled.
 # ARGV[1] key prefix, ARGV[2] now (ms), ARGV[3] max requests in flight per host,
-# ARGV[4] default host interval (ms), then ARGV[5] the number a of acknowledgements,
-# ARGV[6 .. 5 + a] the leases acknowledged, ARGV[6 + a ..] the leases landed. An acknowledged lease is forgotten and lands; a
-# landed lease stays leased but no longer counts against its host's in-flight limit.
+# ARGV[4] default host interval (ms), ARGV[5] recovery (see POP), then ARGV[6] the
+# number a of acknowledgements, ARGV[7 .. 6 + a] the leases acknowledged, ARGV[7 + a ..]
+# the leases landed ('+' first: the host answered). An acknowledged lease is forgotten
+# and lands; a landed lease stays leased but no longer counts against its host's
+# in-flight limit.
 # Returns how many acknowledged leases were still held. Both are idempotent: an
 # unknown, expired or already landed lease is a no-op.
 ACK = (
@@ -486,7 +614,8 @@ ACK = (
     + r"""
 max_flight = tonumber(ARGV[3])
 default_interval = ARGV[4]
-return settle(ARGV[1], 5, tonumber(ARGV[2]))
+recovery = tonumber(ARGV[5])
+return settle(ARGV[1], 6, tonumber(ARGV[2]))
 """
 )
 
@@ -510,6 +639,13 @@ end
 if tonumber(f['retry'] or '0') > now then return {0, rec} end
 if redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then return {1, rec} end
 return {2, rec}
+"""
+
+# RENEW: KEYS[1] a lock, ARGV[1] the token that took it, ARGV[2] lifetime (ms): the lock
+# lives that much longer if it is still that token's. Returns 1 or 0.
+RENEW = r"""
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
 """
 
 # UNLOCK: KEYS[1] a lock, ARGV[1] the token that took it: deleted only if still that

@@ -3,9 +3,13 @@
 Just before a request leaves a worker, one atomic script takes its host's next slot,
 max(now, last + interval + RATE_LIMITER_MARGIN), where the interval is the operator's
 override (intervals.py), else robots.txt Crawl-delay (hdelay), else
-FRONTIER_HOST_INTERVAL. The margin (50 ms) keeps network jitter (a new connection's
-set-up, a loaded machine) from bringing two requests closer than the interval at the
-site. A slot at most RATE_LIMITER_MAX_WAIT seconds away is waited for without blocking
+FRONTIER_HOST_INTERVAL, times the host's slow-down factor (failures.py), and ``last``
+is when the last response from the host ended: politeness counts from the end of each
+response, so a slow answer, a late arrival or a loaded machine never brings two
+requests closer than the interval at the site. Responses to requests the frontier
+hands out end when their leases land (the frontier's hand-outs count from there); the
+others (robots.txt and its redirect hops) are recorded here when they end (END).
+A slot at most RATE_LIMITER_MAX_WAIT seconds away is waited for without blocking
 the reactor; a slot further away is not taken: the host is pushed back to it in the
 frontier and the request goes back to the frontier as a retry of its lease (neither
 dropped nor counted as an error). Requests the frontier did not hand out (robots.txt) always wait for their
@@ -21,7 +25,7 @@ from __future__ import annotations
 import logging
 
 import redis
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import reactor, task
 
@@ -76,3 +80,21 @@ class RateLimiterMiddleware:
                 self.stats.inc_value("ratelimit/handed_back")
                 return request.replace(dont_filter=True)
         return None
+
+    def process_response(self, request, response, spider=None):
+        self._ended(request)
+        return response
+
+    def process_exception(self, request, exception, spider=None):
+        if not isinstance(exception, IgnoreRequest):  # refused before it left: nothing ended
+            self._ended(request)
+
+    def _ended(self, request) -> None:
+        """A request the frontier does not track (robots.txt, its redirect hops) ended:
+        the host's next request counts from now. A leased one's end is its landing."""
+        if request.meta.get(LEASE_META):
+            return
+        try:
+            self.frontier.end(politeness_key(request.url, self.frontier.politeness))
+        except redis.RedisError as exc:
+            logger.warning("Rate limiter unavailable (%s); the end of %s not recorded", exc, request.url)

@@ -57,14 +57,15 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet import task
 from twisted.internet.defer import Deferred
 
 from crawler.exceptions import AddressRefused, RobotsDisallowed
 from crawler.frontier.codec import LEASE_META
 from crawler.frontier.connection import frontier_from_settings
-from crawler.frontier.frontier import politeness_key
-from crawler.frontier.scripts import ROBOTS_CLAIM, UNLOCK
-from crawler.middlewares.backoff import DONT_BACK_OFF, retry_after_seconds
+from crawler.frontier.frontier import DOWN, ROBOTS, politeness_key
+from crawler.frontier.scripts import RENEW, ROBOTS_CLAIM, UNLOCK
+from crawler.middlewares.failures import DONT_BACK_OFF, HOST_DOWN_ERRORS, retry_after_seconds
 from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ CLAIM_USE, CLAIM_FETCH = 0, 1  # scripts.ROBOTS_CLAIM states (2: another worker 
 KEEP = object()  # _share: leave the host's interval as it is
 ROBOTS_PRIORITY = 1000
 POLL_SECONDS = 0.2  # how often a worker waiting for another's fetch looks again
+HOST_DOWN_NAMES = {cls.__name__ for cls in HOST_DOWN_ERRORS}
 
 
 @dataclass
@@ -85,6 +87,7 @@ class Rules:
     parser: Protego | None = None  # None: everything allowed (or unreachable)
     unreachable: bool = False  # 5xx, 429 or network error, and no usable copy
     retry_at: float = 0.0  # when robots.txt is tried again (unreachable)
+    down: bool = False  # unreachable because the host is (connection refused, DNS)
     sitemaps: list = field(default_factory=list)
 
     def allowed(self, url: str, token: str) -> bool:
@@ -124,6 +127,7 @@ class RobotsMiddleware:
         }
         self._claim = self.redis.register_script(ROBOTS_CLAIM)
         self._unlock = self.redis.register_script(UNLOCK)
+        self._renew = self.redis.register_script(RENEW)
         self._cache: OrderedDict[str, Rules] = OrderedDict()
         self._loading: dict[str, list[Deferred]] = {}
 
@@ -161,7 +165,12 @@ class RobotsMiddleware:
             raise IgnoreRequest(f"robots.txt of {rules.origin} unreachable; try again later")
         host = politeness_key(request.url, self.frontier.politeness)
         try:
-            self.frontier.back_off(host, retry_after=max(rules.retry_at - time.time(), 1.0), **self.backoff_limits)
+            self.frontier.back_off(
+                host,
+                retry_after=max(rules.retry_at - time.time(), 1.0),
+                reason=DOWN if rules.down else ROBOTS,
+                **self.backoff_limits,
+            )
         except redis.RedisError as exc:
             logger.warning("Could not back off %s (%s)", host, exc)
         return request.replace(dont_filter=True)
@@ -212,13 +221,25 @@ class RobotsMiddleware:
             if state == CLAIM_USE:
                 return self._from_record(origin, record, now) or Rules(origin, now + POLL_SECONDS)
             if state == CLAIM_FETCH:
+                # the claim is short and renewed while the fetch lasts, so that the
+                # others take over soon when this worker dies
+                renewer = task.LoopingCall(self._renew_claim, lock, token)
+                renewer.start(self.lock_seconds / 3, now=False)
                 try:
                     return await self._fetch(origin, record, token)
                 except BaseException:
                     self._release(lock, token)
                     raise
+                finally:
+                    renewer.stop()
             self.stats.inc_value("robotstxt/waited_for_other_worker")
             await _sleep(POLL_SECONDS)
+
+    def _renew_claim(self, lock: str, token: str) -> None:
+        try:
+            self._renew(keys=[lock], args=[token, int(self.lock_seconds * 1000)])
+        except redis.RedisError:
+            pass  # it expires, and another worker fetches
 
     def _release(self, lock: str, token: str) -> None:
         try:
@@ -245,7 +266,8 @@ class RobotsMiddleware:
             if since and now - since > self.allow_after:  # unreachable for too long
                 self.stats.inc_value("robotstxt/unreachable_allowed")
                 return Rules(origin, retry_at)
-            return Rules(origin, retry_at, unreachable=True, retry_at=retry_at)
+            error = record.get(b"error", b"").split(b":", 1)[0].decode("latin-1")
+            return Rules(origin, retry_at, unreachable=True, retry_at=retry_at, down=error in HOST_DOWN_NAMES)
         return None
 
     def _parse(self, origin: str, status: int, stored: bytes, valid_until: float) -> Rules:
@@ -329,6 +351,7 @@ class RobotsMiddleware:
         failure = {"fails": fails, "retry": int(retry_at * 1000), "error": error[:300], "since": since}
         self._share(origin, host, failure, (), KEEP, token)
         record = {**record, b"retry": str(int(retry_at * 1000)).encode(), b"since": since}
+        record[b"error"] = error.encode("latin-1", "replace")
         return self._from_record(origin, record, now) or Rules(origin, retry_at, unreachable=True, retry_at=retry_at)
 
     def _share(self, origin: str, host: str, fields: dict, drop: tuple, interval, token: str | None) -> None:
@@ -345,7 +368,7 @@ class RobotsMiddleware:
             p.expire(key, int(self.lifetime + self.stale) + 1)
             if interval is not KEEP:
                 self.frontier.set_interval(host, interval, client=p)
-            self.frontier.touch(host, client=p)
+            self.frontier.end(host, client=p)
             self._unlock(keys=[self.keys.robots_lock(origin)], args=[token], client=p)
             p.execute()
         except redis.RedisError as exc:

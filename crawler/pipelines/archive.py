@@ -13,6 +13,14 @@ Storage errors are retried with back-off (storage.py) while the pages wait; the
 crawl slows down and resumes, and nothing is lost. A page without a response (a
 failed fetch) or an exact duplicate of a page seen before is not archived.
 
+A batch is also stored at once when the frontier has nothing for this worker now
+(``frontier_waiting``: a small crawl does not wait ARCHIVE_MAX_SECONDS for its last
+pages) and when the worker starts closing. A closing worker waits at most
+WORKER_STOP_TIMEOUT seconds for its uploads: then the uploads stop, the pages still
+waiting fail with StoreUnavailable (their leases are given back, so they are fetched
+again), and their spool files stay on disk for the next worker of the crawl to store.
+Uploads run in daemon threads, so a stuck one never keeps the process alive.
+
 Records are written (WARC headers, digests, gzip) by one writer thread, in the order the
 pages came: hashing and compression release the GIL, so most of a page's archiving runs
 beside the reactor instead of in it. A batch is closed by the same thread after its
@@ -28,17 +36,20 @@ import http
 import logging
 import os
 import socket
+import threading
 import time
 
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet import threads
+from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
-from crawler.archive.storage import storage_from_settings
+from crawler.archive.storage import StorageStopped, storage_from_settings
 from crawler.archive.warc import RawPage, WarcBatch, object_key, recover
+from crawler.exceptions import StoreUnavailable
+from crawler.signals import frontier_waiting
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +74,10 @@ class ArchivePipeline:
         self._timer = None
         self._storing: list[Deferred] = []
         self._writer = ThreadPool(1, 1, name="warc-writer")  # one thread: records stay in order
+        self.stop_timeout = crawler.settings.getfloat("WORKER_STOP_TIMEOUT")
+        self._stop = threading.Event()  # set: uploads give up (the worker is stopping)
+        self._closing_since: float | None = None
+        self._watch = task.LoopingCall(self._watch_close)
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -70,7 +85,7 @@ class ArchivePipeline:
         if not s.getbool("ARCHIVE_ENABLED"):
             raise NotConfigured
         spool = os.path.join(s.get("CRAWL_DIR"), s.get("CRAWL_NAME"), "archive-spool")
-        return cls(
+        pipeline = cls(
             crawler,
             storage_from_settings(s),
             spool,
@@ -79,6 +94,8 @@ class ArchivePipeline:
             s.get("ARCHIVE_PREFIX"),
             s.getint("ARCHIVE_GZIP_LEVEL"),
         )
+        crawler.signals.connect(pipeline._frontier_waiting, signal=frontier_waiting)
+        return pipeline
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -90,18 +107,59 @@ class ArchivePipeline:
             self.max_bytes // 2**20,
             self.max_seconds,
         )
+        self._watch.start(0.5, now=False)
         leftovers = self._leftover_spools()
-        if leftovers:
+        if leftovers:  # stored beside the crawl; a closing worker waits for them too
             logger.info("Storing %d WARC spool files left by an earlier worker", len(leftovers))
             for path, key in leftovers:
-                await maybe_deferred_to_future(threads.deferToThread(self._store_leftover, path, key))
+                d = _in_daemon_thread(self._store_leftover, path, key)
+                self._storing.append(d)
+                d.addBoth(self._leftover_stored, d, path)
 
     async def close_spider(self, spider=None):
-        self._close_batch()
-        for d in list(self._storing):
-            await maybe_deferred_to_future(d)
+        self._closing()
+        while self._storing and not self._stop.is_set():  # bounded: _watch_close gives up
+            await maybe_deferred_to_future(task.deferLater(_reactor(), 0.1, lambda: None))
+        if self._watch.running:
+            self._watch.stop()
         if self._writer.started:
             self._writer.stop()
+
+    def _frontier_waiting(self) -> None:
+        if self.batch is not None and self._waiters.get(self.batch.key):
+            self._close_batch()
+
+    def _watch_close(self) -> None:
+        engine = self.crawler.engine
+        slot = getattr(engine, "_slot", None)
+        if not engine.running or slot is None or slot.closing is not None:
+            self._closing()
+        if self._closing_since is not None and time.monotonic() - self._closing_since > self.stop_timeout:
+            self._give_up()
+
+    def _closing(self) -> None:
+        """The worker is closing: store the open batch now, and give up uploads that
+        are not done within WORKER_STOP_TIMEOUT."""
+        if self._closing_since is None:
+            self._closing_since = time.monotonic()
+            if self._storing:
+                logger.info("Closing: waiting up to %.0f s for %d WARC uploads", self.stop_timeout, len(self._storing))
+        self._close_batch()
+
+    def _give_up(self) -> None:
+        if self._stop.is_set() or not self._storing:
+            return
+        self._stop.set()
+        logger.error(
+            "WARC uploads not done %.0f s after the worker began closing: stopping them; their pages go "
+            "back to the frontier and their spool files stay in %s for the next run",
+            self.stop_timeout,
+            self.spool_dir,
+        )
+        for key in list(self._waiters):
+            if self.batch is None or key != self.batch.key:
+                for w in self._waiters.pop(key):
+                    w.errback(StoreUnavailable(f"WARC batch {key} not stored before the worker stopped"))
 
     def _leftover_spools(self) -> list[tuple[str, str]]:
         out = []
@@ -115,9 +173,14 @@ class ArchivePipeline:
     def _store_leftover(self, path: str, key: str) -> None:
         kept = recover(path)
         if kept:
-            self.storage.put(key, path)
+            self.storage.put(key, path, stop=self._stop)
         os.remove(path)
         self.stats.inc_value("archive/recovered_records", kept)
+
+    def _leftover_stored(self, result, d: Deferred, path: str):
+        self._storing.remove(d)
+        if isinstance(result, Failure):
+            logger.warning("Spool file %s not stored (%s); kept for the next run", path, result.getErrorMessage())
 
     # -- pages -------------------------------------------------------------------------
 
@@ -168,13 +231,13 @@ class ArchivePipeline:
             return
         # closed (flushed, fsynced) by the writer after the records queued before it
         d = self._in_writer(batch.close)
-        d.addCallback(lambda _: threads.deferToThread(self._store, batch))
+        d.addCallback(lambda _: _in_daemon_thread(self._store, batch))
         self._storing.append(d)
         d.addBoth(self._stored, batch, d)
 
     def _store(self, batch: WarcBatch) -> int:
         size = os.path.getsize(batch.path)
-        self.storage.put(batch.key, batch.path)  # retries until it succeeds
+        self.storage.put(batch.key, batch.path, stop=self._stop)  # retries until it succeeds, or stops
         os.remove(batch.path)
         return size
 
@@ -182,6 +245,10 @@ class ArchivePipeline:
         self._storing.remove(d)
         waiters = self._waiters.pop(batch.key, [])
         if isinstance(result, Failure):
+            if result.check(StorageStopped):  # given up at close (_give_up); the spool file stays
+                for w in waiters:
+                    w.errback(StoreUnavailable(f"WARC batch {batch.key} not stored before the worker stopped"))
+                return None
             logger.error(
                 "WARC batch %s not stored (%s); its %d pages are not acknowledged",
                 batch.key,
@@ -189,13 +256,38 @@ class ArchivePipeline:
                 len(waiters),
             )
             for w in waiters:
-                w.errback(result)
+                w.errback(StoreUnavailable(f"WARC batch {batch.key} not stored: {result.getErrorMessage()}"))
             return None
         self.stats.inc_value("archive/objects")
         self.stats.inc_value("archive/bytes", result)
         for w in waiters:
             w.callback(None)
         return None
+
+
+def _reactor():
+    from twisted.internet import reactor
+
+    return reactor
+
+
+def _in_daemon_thread(fn, *args) -> Deferred:
+    """Run ``fn`` in a daemon thread (an upload that never returns must not keep the
+    process alive at exit, as the reactor's thread pool would); fires in the reactor."""
+    from twisted.internet import reactor
+
+    d: Deferred = Deferred()
+
+    def run():
+        try:
+            result = fn(*args)
+        except BaseException:
+            reactor.callFromThread(d.errback, Failure())
+        else:
+            reactor.callFromThread(d.callback, result)
+
+    threading.Thread(target=run, name="warc-upload", daemon=True).start()
+    return d
 
 
 def _raw_page(item) -> RawPage:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from crawler.frontier.frontier import Entry, Frontier
-from crawler.middlewares.backoff import retry_after_seconds
+from crawler.middlewares.failures import retry_after_seconds
 from tests.workers import clean_env, crawl_command, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,4 +118,4 @@ def test_a_429_backs_the_host_off_and_the_page_is_fetched_later(tmp_path):
     assert b_times[0] - a_times[0] >= 1.9
     pages = {page["url"].rsplit("/", 1)[1]: page["status"] for page in read_pages(out)}
     assert pages == {"a": 200, "b": 200}
-    assert "'backoff/429': 1" in proc.stderr
+    assert "'backoff/throttled/429': 1" in proc.stderr
