@@ -9,17 +9,26 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
+from crawler.frontier.frontier import FINISHED
+from crawler.frontier.report import deferred_lines, status_line
+from crawler.items import Page
+from crawler.pipelines.urlstore import page_fate
+
 logger = logging.getLogger(__name__)
 
 
 class FrontierStats:
     """Every FRONTIER_STATS_INTERVAL seconds: one log line with the frontier's queue
     sizes, hosts, leases, URL-seen fill and this worker's pages/s. At close, the same
-    numbers go into the stats under ``frontier_state/``."""
+    numbers go into the stats under ``frontier_state/``, and a summary is logged: the
+    pages this worker recorded by fate (``pages/fate/<fate>`` in the stats), whether the
+    crawl is finished, and what it left for later by reason (robots.txt unreachable,
+    host down, URL retry pending...) with the earliest time one is due."""
 
     def __init__(self, crawler, interval: float):
         self.crawler = crawler
         self.interval = interval
+        self.max_wait = crawler.settings.getfloat("FRONTIER_MAX_WAIT")
         self.task = None
         self._last = (time.time(), 0)
 
@@ -31,6 +40,7 @@ class FrontierStats:
         ext = cls(crawler, interval)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(ext.item_scraped, signal=signals.item_scraped)
         return ext
 
     def _frontier(self):
@@ -65,6 +75,13 @@ class FrontierStats:
             rate,
         )
 
+    def item_scraped(self, item, **kwargs):
+        if isinstance(item, Page):
+            fate = page_fate(item)
+            if fate == "fetched" and item.get("status", 0) >= 500:
+                fate = "server_error"  # kept after its last try
+            self.crawler.stats.inc_value(f"pages/fate/{fate}")
+
     def spider_closed(self, spider, reason):
         if self.task is not None and self.task.running:
             self.task.stop()
@@ -73,10 +90,34 @@ class FrontierStats:
             return
         try:
             s = frontier.stats()
-        except Exception:
+            outlook = frontier.outlook(self.max_wait)
+            deferred = frontier.deferred() if outlook["state"] != FINISHED else {}
+        except Exception as exc:
+            logger.warning("Frontier unavailable at close (%s): no summary", exc)
             return
         stats = self.crawler.stats
         for key in ("queued", "hosts_queued", "leased", "pushed", "popped", "acked", "expired", "abandoned"):
             stats.set_value(f"frontier_state/{key}", s[key])
         stats.set_value("frontier_state/seen_urls", s["seen"]["urls"])
         stats.set_value("frontier_state/seen_false_positive_rate", s["seen"]["false_positive_rate"])
+        for r, d in deferred.items():
+            stats.set_value(f"frontier_state/deferred/{r}/hosts", d["hosts"])
+            stats.set_value(f"frontier_state/deferred/{r}/urls", d["urls"])
+        logger.info("%s", self.summary(reason, outlook, deferred))
+
+    def summary(self, reason: str, outlook: dict, deferred: dict) -> str:
+        """What this worker did, and what the crawl left for later (and why)."""
+        stats = self.crawler.stats.get_stats()
+        prefix = "pages/fate/"
+        fates = {k[len(prefix) :]: v for k, v in stats.items() if k.startswith(prefix)}
+        done = sum(fates.values())
+        failures = ", ".join(f"{k} {v}" for k, v in sorted(fates.items()) if k not in ("fetched", "duplicate"))
+        lines = [
+            f"Crawl summary ({reason}): this worker recorded {done} pages: {fates.get('fetched', 0)} fetched, "
+            f"{fates.get('duplicate', 0)} duplicates" + (f"; not fetched or failed: {failures}" if failures else ""),
+            f"Frontier: {status_line(outlook, deferred)}",
+        ]
+        lines += [f"  {line}" for line in deferred_lines(deferred)]
+        if outlook["state"] != FINISHED:
+            lines.append("Run the same command again to resume (what is deferred is fetched once due).")
+        return "\n".join(lines)

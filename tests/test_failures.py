@@ -1,4 +1,6 @@
-"""Host back-off on 429/503: shared by every worker, the page retried later."""
+"""Failures: a URL's own retries (the delayed set), a host slowed by failures and brought
+back by answers (AIMD), a host down (backed off, probed), 429/Retry-After; all shared
+by every worker through the frontier. Plain values first, then a real crawl."""
 
 import subprocess
 import threading
@@ -8,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from crawler.frontier.frontier import Entry, Frontier
-from crawler.middlewares.failures import retry_after_seconds
+from crawler.frontier.frontier import DOWN, FINISHED, RETRY, ROBOTS, RUNNING, THROTTLED, WAITING, Entry, Frontier
+from crawler.frontier.report import status_line
+from crawler.middlewares.failures import retry_after_seconds, retry_delay
 from tests.workers import clean_env, crawl_command, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +53,137 @@ def test_back_off_never_brings_a_host_forward(frontier):
     frontier.back_off("a.example", retry_after=5, now=T0 + 1, **LIMITS)
     assert frontier.pop(1, now=T0 + 49_000)[0] == []
     assert len(frontier.pop(1, now=T0 + 50_000)[0]) == 1
+
+
+SLOW = {"factor": 2.0, "max_factor": 8.0, "down_after": 3, **LIMITS}
+
+
+def _lease(frontier, url, now):
+    frontier.push(Entry(url=url, payload=url.encode()), now=now)
+    (lease,), _ = frontier.pop(1, now=now)
+    return lease
+
+
+def test_a_retry_waits_in_the_delayed_set_and_then_jumps_the_queue(frontier):
+    frontier.push_many([Entry(url=f"http://a.example/{i}", payload=f"{i}".encode()) for i in range(3)], now=T0)
+    (first,), _ = frontier.pop(1, now=T0)
+    retry = Entry(url="http://a.example/0", payload=b"0", dont_filter=True, follow_up=True)
+    retry.replaces_lease, retry.not_before = first.id, T0 + 30_000
+    frontier.push(retry, now=T0 + 100)
+    assert frontier.stats()["retries_delayed"] == 1 and frontier.stats_queued() == 3
+    # the host's other URLs go on, one interval apart; the retry is not handed out early
+    handed = []
+    for i in range(3):
+        leases, _ = frontier.pop(1, now=T0 + 1100 + i * 1100)
+        handed.append([lease.payload for lease in leases])
+        frontier.ack(*(lease.id for lease in leases), now=T0 + 1100 + i * 1100 + 10)
+    assert handed == [[b"1"], [b"2"], []]
+    # nothing due: the pop says when the retry is
+    assert frontier.pop(1, now=T0 + 6000) == ([], T0 + 30_000)
+    (again,), _ = frontier.pop(1, now=T0 + 30_000)
+    assert again.payload == b"0" and frontier.stats()["retries_delayed"] == 0
+
+
+def test_failures_slow_a_host_and_answers_bring_it_back(frontier, redis_client):
+    lease = _lease(frontier, "http://a.example/1", T0)
+    factors = [frontier.fail("a.example", "url", f"http://a.example/{i % 2}", now=T0, **SLOW)[2] for i in range(5)]
+    assert factors == [2, 4, 8, 8, 8]  # x2, capped
+    # its interval is 8 s now, for every worker: the next URL waits that long after the landing
+    frontier.ack(lease.id, now=T0 + 100)
+    frontier.push(Entry(url="http://a.example/2", payload=b"2"), now=T0 + 100)
+    assert frontier.pop(1, now=T0 + 8_099)[0] == []
+    (lease,), _ = frontier.pop(1, now=T0 + 8_100)
+    assert frontier.slot("a.example", 60, now=T0 + 8_100) == T0 + 8_100  # the limiter agrees...
+    assert frontier.slot("a.example", 60, now=T0 + 8_200) == T0 + 16_100  # ... on the next one
+
+    def factor():
+        value = redis_client.hget(frontier.keys.hslow, "a.example")
+        return None if value is None else round(float(value), 2)
+
+    # each answer gives back a quarter of the base rate: 1/f + 1/4
+    seen = []
+    for i in range(4):
+        frontier.ack(landed=[b"+" + lease.id], now=T0 + 20_000 * (i + 1))
+        seen.append(factor())
+        frontier.push(Entry(url=f"http://a.example/x{i}", payload=b"x"), now=T0 + 20_000 * (i + 1))
+        (lease,), _ = frontier.pop(1, now=T0 + 20_000 * (i + 1) + 10_000)
+    assert seen == [2.67, 1.6, 1.14, None]
+    assert frontier.stats()["hosts_slowed"] == 0
+
+
+def test_distinct_urls_failing_in_a_row_make_a_host_down(frontier):
+    frontier.push_many([Entry(url=f"http://a.example/{i}", payload=f"{i}".encode()) for i in range(5)], now=T0)
+    # the same URL failing again does not count twice
+    assert [frontier.fail("a.example", "url", "http://a.example/0", now=T0, **SLOW)[0] for _ in range(3)] == [False] * 3
+    assert frontier.fail("a.example", "url", "http://a.example/1", now=T0, **SLOW)[0] is False
+    # an answer between ends the run
+    (lease,), _ = frontier.pop(5, now=T0 + 60_000)  # one per host; the others join its back queue
+    frontier.ack(landed=[b"+" + lease.id], now=T0 + 60_010)
+    assert frontier.fail("a.example", "url", "http://a.example/2", now=T0 + 60_020, **SLOW)[0] is False
+    assert frontier.fail("a.example", "url", "http://a.example/3", now=T0 + 60_030, **SLOW)[0] is False
+    down, delay, _ = frontier.fail("a.example", "url", "http://a.example/4", now=T0 + 60_040, **SLOW)
+    assert down and delay == 10
+    # down: nothing of the host is handed out until the back-off ends; then one probe
+    assert frontier.deferred(now=T0 + 60_050)[DOWN]["urls"] == 4
+    assert frontier.pop(1, now=T0 + 70_039)[0] == []
+    assert len(frontier.pop(5, now=T0 + 70_040)[0]) == 1
+    assert frontier.deferred(now=T0 + 70_050) == {}  # the probe is in flight, nothing waits
+
+
+def test_a_refused_connection_backs_the_host_off_at_once(frontier):
+    frontier.push_many([Entry(url=f"http://a.example/{i}", payload=b"x") for i in range(3)], now=T0)
+    (lease,), _ = frontier.pop(3, now=T0)
+    frontier.ack(lease.id, now=T0)
+    down, delay, factor = frontier.fail("a.example", DOWN, "http://a.example/0", now=T0, **SLOW)
+    assert down and delay == 10 and factor == 1  # refused: backed off, not slowed
+    assert frontier.fail("a.example", DOWN, "http://a.example/0", now=T0 + 1, **SLOW)[1] == 20  # doubling
+    assert frontier.deferred(now=T0 + 2)[DOWN] == {
+        "hosts": 1, "urls": 2, "due": T0 + 1 + 20_000, "examples": ["a.example"]
+    }  # fmt: skip
+
+
+def test_outlook_and_deferred_say_why_a_crawl_waits(frontier):
+    assert frontier.outlook(60, now=T0)["state"] == FINISHED
+    frontier.push_many([Entry(url=f"http://{h}.example/{i}", payload=b"x") for h in "abcd" for i in (1, 2)], now=T0)
+    assert frontier.outlook(60, now=T0)["state"] == RUNNING  # due now
+    for lease in frontier.pop(4, now=T0)[0]:  # (sorts the front queues into back queues)
+        frontier.ack(lease.id, now=T0)
+    frontier.back_off("a.example", retry_after=600, reason=ROBOTS, now=T0, **{**LIMITS, "maximum": 3600})
+    frontier.back_off("b.example", retry_after=90, reason=THROTTLED, now=T0, **LIMITS)
+    frontier.fail("c.example", DOWN, "http://c.example/", now=T0, **SLOW)
+    (lease,), _ = frontier.pop(1, now=T0 + 1000)  # d.example; its retry waits 120 s
+    retry = Entry(url="http://d.example/2", payload=b"x", dont_filter=True, follow_up=True)
+    retry.replaces_lease, retry.not_before = lease.id, T0 + 120_000
+    frontier.push(retry, now=T0)
+    outlook = frontier.outlook(60, now=T0 + 1000)
+    assert outlook == {"state": WAITING, "queued": 4, "leased": 0, "next_due": T0 + 10_000}
+    assert frontier.outlook(5, now=T0 + 10_000)["state"] == RUNNING  # c.example is due again
+    deferred = frontier.deferred(now=T0 + 1000)
+    assert {r: (d["hosts"], d["urls"], d["due"]) for r, d in deferred.items()} == {
+        ROBOTS: (1, 1, T0 + 600_000),
+        THROTTLED: (1, 1, T0 + 90_000),
+        DOWN: (1, 1, T0 + 10_000),
+        RETRY: (1, 1, T0 + 120_000),
+    }
+    assert frontier.outlook(60, now=T0)["next_due"] == T0 + 10_000
+    line = status_line(outlook, deferred, now=T0 / 1000 + 1)
+    assert line.startswith("waiting until ") and "(in 9 s): 4 URLs queued" in line
+    for words in ("robots.txt unreachable: 1 host", "host down: 1 host", "URL retry pending: 1 host, 1 URL"):
+        assert words in line
+
+
+def test_the_end_of_a_response_spaces_the_next_request(frontier):
+    frontier.push(Entry(url="http://a.example/1", payload=b"1"), now=T0)
+    assert frontier.slot("a.example", 1.0, now=T0) == T0  # robots.txt leaves at once...
+    frontier.end("a.example", now=T0 + 400)  # ... and its answer ends 400 ms later
+    # its redirect hop (or the page) leaves no sooner than that end + the interval
+    assert frontier.slot("a.example", 5.0, now=T0 + 500) == T0 + 1400
+    assert frontier.pop(1, now=T0 + 1399)[0] == []  # the frontier agrees
+
+
+def test_retry_delays_double_and_are_capped():
+    assert [retry_delay(a, 15, 100) for a in (1, 2, 3, 4)] == [15, 30, 60, 100]
+    assert retry_delay(1, 15, 100, jitter=1.2) == 18
 
 
 def test_retry_after_header_forms():

@@ -1,6 +1,7 @@
 """``scrapy frontier [stats|clear]``: the frontier's numbers, one command away.
 
-scrapy frontier                 queue sizes, hosts, leases, URL-seen fill, counters
+scrapy frontier                 finished, running or waiting (until when, and why); queue
+                                sizes, hosts, leases, URL-seen fill, counters
 scrapy frontier stats --json    the same as JSON
 scrapy frontier clear --yes     delete every key of the crawl (CRAWL_NAME)
 """
@@ -15,6 +16,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler.frontier.connection import frontier_from_settings
+from crawler.frontier.report import deferred_lines, status_line
 
 
 class Command(ScrapyCommand):
@@ -56,6 +58,8 @@ class Command(ScrapyCommand):
                 watch(frontier, opts.watch, opts.count)
                 return
             stats = frontier.stats()
+            outlook = frontier.outlook(self.settings.getfloat("FRONTIER_MAX_WAIT"))
+            stats["status"] = {**outlook, "deferred": frontier.deferred()}
         except KeyboardInterrupt:
             return
         except Exception as exc:  # Redis unreachable, bad settings: one clear line
@@ -71,9 +75,12 @@ class Command(ScrapyCommand):
 def format_stats(name: str, s: dict) -> str:
     seen = s["seen"]
     levels = " / ".join(str(n) for n in s["front_by_level"])
+    status = s["status"]
     return "\n".join(
         [
             f"crawl            {name}",
+            f"status           {status_line(status, status['deferred'])}",
+            *(f"                 {line}" for line in deferred_lines(status["deferred"])),
             f"queued           {s['queued']}  (front queues by level: {levels})",
             f"hosts            {s['hosts_queued']} ready ({s['hosts_due']} due now), "
             f"{s['hosts_in_flight']} downloading, {s['hosts_seen']} handed out so far",
@@ -81,6 +88,8 @@ def format_stats(name: str, s: dict) -> str:
             f"pushed/popped    {s['pushed']} / {s['popped']}",
             f"acked            {s['acked']}",
             f"expired leases   {s['expired']} (abandoned {s['abandoned']})",
+            f"retries          {s['retries_delayed']} URLs waiting for their next try; "
+            f"{s['hosts_slowed']} hosts slowed down by failures",
             f"URL-seen         {seen['urls']} URLs in {seen['filters']} filter(s), {seen['bytes']} bytes, "
             f"fill {', '.join(f'{100 * f:.2f}%' for f in seen['fill'])}, "
             f"est. false-positive rate {seen['false_positive_rate']:.2e}",

@@ -41,7 +41,22 @@ _FATES = {
     "ResponseNeverReceived": "connection_error",
     "ResponseFailed": "connection_error",
     "DownloadFailedError": "connection_error",
+    "DownloadConnectionRefusedError": "connection_error",
+    "ResponseDataLossError": "connection_error",
+    "CannotResolveHostError": "dns_error",
+    "DownloadTimeoutError": "timeout",
 }
+
+
+def page_fate(page) -> str:
+    """What became of a Page's URL: ``fetched``, ``duplicate``, ``robots_disallowed``,
+    ``refused``, ``dns_error``, ``timeout``, ``connection_error`` or ``error``."""
+    status = page.get("status")
+    if status == "robots_disallowed":
+        return "robots_disallowed"
+    if isinstance(status, int):
+        return "duplicate" if page.get("duplicate_of") else "fetched"
+    return _FATES.get((page.get("error") or "").split(":", 1)[0].strip(), "error")
 
 
 def fetch_record(page, recrawl: float = 0, retry: float = 0) -> FetchRecord:
@@ -49,12 +64,9 @@ def fetch_record(page, recrawl: float = 0, retry: float = 0) -> FetchRecord:
     an answer, ``retry`` seconds after a failure (0: no due time)."""
     status = page.get("status")
     error = page.get("error")
-    if status == "robots_disallowed":
-        fate, status = "robots_disallowed", None
-    elif isinstance(status, int):
-        fate = "duplicate" if page.get("duplicate_of") else "fetched"
-    else:
-        fate = _FATES.get((error or "").split(":", 1)[0].strip(), "error")
+    fate = page_fate(page)
+    if fate == "robots_disallowed":
+        status = None
     archive = page.get("archive")
     answered = isinstance(status, int) and status < 500
     after = 0 if fate == "refused" else recrawl if answered else retry
