@@ -53,10 +53,13 @@ def log_tail(paths, lines: int, empty: str) -> str:
     return "\n".join(parts) or empty
 
 
-def crawl_command(out: Path, seeds: Path | None = None, settings: dict | None = None) -> list[str]:
-    """``scrapy crawl broad`` writing its Pages to ``out``, seeding ``seeds`` when given,
-    with ``-s NAME=VALUE`` for each of ``settings``."""
-    cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-O", str(out)]
+def crawl_command(
+    out: Path, seeds: Path | None = None, settings: dict | None = None, append: bool = False
+) -> list[str]:
+    """``scrapy crawl broad`` writing its Pages to ``out`` (``-O``, or ``-o`` with
+    ``append``, as a resumed crawl is run), seeding ``seeds`` when given, with
+    ``-s NAME=VALUE`` for each of ``settings``."""
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-o" if append else "-O", str(out)]
     if seeds is not None:
         cmd += ["-a", f"seeds={seeds}"]
     # the crawl's files (UrlStore, WARC archive, embedded Redis) beside its feed, and

@@ -2,14 +2,15 @@
 
 Starts the demo site (crawler/demosite.py) on 127.0.0.2 ... 127.0.0.(1+hosts), seeds its
 first page and runs the ``broad`` spider on the embedded defaults (or on REDIS_URL when
-set) until the frontier is empty, then prints what was fetched. Every run starts afresh:
-the ``demo`` crawl's keys are deleted first.
+set) until the frontier is empty, then prints what was fetched. Every run starts afresh
+and says so: the ``demo`` crawl's keys, UrlStore and WARC files are deleted first.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections import Counter
 
 from scrapy.commands import ScrapyCommand
@@ -55,7 +56,7 @@ class Command(ScrapyCommand):
             self.exitcode = 2
             return
         frontier = frontier_from_settings(self.settings)
-        frontier.clear()
+        self._start_afresh(frontier)
         with serve_site(hosts=opts.hosts, pages=opts.pages) as site:
             seeds = os.path.join(self.settings.get("CRAWL_DIR"), "demo-seeds.txt")
             os.makedirs(os.path.dirname(seeds) or ".", exist_ok=True)
@@ -66,6 +67,27 @@ class Command(ScrapyCommand):
             self.crawler_process.start()
             hits = site.page_hits()
         self._report(opts.output, hits, frontier, site.seeds[0])
+
+    def _start_afresh(self, frontier) -> None:
+        """Every demo run starts from zero: the previous run's frontier keys, UrlStore
+        and WARC files of the ``demo`` crawl are deleted first, and the run says so."""
+        keys = frontier.clear()
+        crawl_dir = os.path.join(self.settings.get("CRAWL_DIR"), frontier.keys.crawl_name)
+        removed = []
+        for name in ("warc", "archive-spool"):
+            path = os.path.join(crawl_dir, name)
+            if os.path.isdir(path):
+                files = sum(len(f) for _, _, f in os.walk(path))
+                shutil.rmtree(path)
+                removed.append(f"{files} files under {path}")
+        for suffix in ("", "-wal", "-shm"):
+            path = os.path.join(crawl_dir, "urlstore.sqlite" + suffix)
+            if os.path.exists(path):
+                os.remove(path)
+                if not suffix:
+                    removed.append(f"the UrlStore {path}")
+        if keys or removed:
+            print(f"demo: starting afresh; removed the previous demo's frontier ({keys} keys), " + ", ".join(removed))
 
     def _report(self, output, hits, frontier, seed):
         pages = []

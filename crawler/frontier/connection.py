@@ -67,3 +67,50 @@ def frontier_from_settings(settings):
     from scrapy.utils.misc import load_object
 
     return load_object(settings.get("FRONTIER_CLASS")).from_settings(settings, redis_from_settings(settings))
+
+
+def outage_wait(down_for: float) -> float:
+    """Seconds to wait before trying Redis again after it has been unreachable for
+    ``down_for`` seconds: half the outage so far, from 0.5 s to 30 s (the scheduler and
+    seed ingestion both wait this way)."""
+    return min(max(down_for / 2, 0.5), 30.0)
+
+
+class Patient:
+    """``call(fn, *args)`` runs ``fn`` until it gets through a Redis outage (waiting
+    ``outage_wait`` between tries, one log line per try), or raises RedisError once
+    ``stop`` (a threading.Event) is set. For blocking work in a thread (seed ingestion)."""
+
+    def __init__(self, stop, what: str):
+        self.stop = stop
+        self.what = what
+
+    def call(self, fn, *args):
+        import time
+
+        import redis
+
+        down_since = None
+        while True:
+            try:
+                result = fn(*args)
+            except redis.RedisError as exc:
+                now = time.monotonic()
+                down_since = now if down_since is None else down_since
+                wait = outage_wait(now - down_since)
+                if self.stop.is_set():
+                    raise
+                logger.warning(
+                    "Redis unreachable for %.0f s during %s (%s: %s); retrying in %.1f s",
+                    now - down_since,
+                    self.what,
+                    type(exc).__name__,
+                    exc,
+                    wait,
+                )
+                if self.stop.wait(wait):
+                    raise
+                continue
+            if down_since is not None:
+                logger.info("Redis reachable again; %s goes on", self.what)
+            return result

@@ -506,22 +506,23 @@ class Frontier:
         """Where the crawl stands (one round trip): ``state`` is ``finished`` (nothing
         queued, nothing leased), ``running`` (leases held, or a URL due within
         ``max_wait`` seconds) or ``waiting`` (URLs queued, none due within ``max_wait``:
-        ``next_due`` (ms) says when the first is)."""
+        ``next_due`` (ms) says when the first is). Leases given back count as queued."""
         k = self.keys
         now = now_ms() if now is None else now
         horizon = now + int(max_wait * 1000)
         p = self.redis.pipeline(transaction=False)
         p.hget(k.counters, "queued")
-        p.zcard(k.leases)
+        p.zcount(k.leases, "(0", "+inf")
+        p.zcount(k.leases, 0, 0)  # given back by their workers: queued again at the next pop
         p.zrange(k.ready, 0, 0, withscores=True)
         p.zrange(k.delayed, 0, 0, withscores=True)
         for level in range(self.levels):
             p.llen(k.front(level))
-        queued, leased, ready, delayed, *front = p.execute()
-        queued = int(queued or 0)
+        queued, leased, returned, ready, delayed, *front = p.execute()
+        queued = int(queued or 0) + returned
         firsts = [int(score) for entries in (ready, delayed) for _, score in entries[:1]]
         next_due = min(firsts) if firsts else None
-        if sum(front):
+        if sum(front) or returned:
             next_due = now
         if queued <= 0 and not leased:
             state = FINISHED

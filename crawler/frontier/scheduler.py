@@ -56,7 +56,7 @@ from scrapy.exceptions import DontCloseSpider
 from twisted.internet import reactor, task
 
 from crawler.frontier import codec
-from crawler.frontier.connection import frontier_from_settings
+from crawler.frontier.connection import frontier_from_settings, outage_wait
 from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, Entry, Frontier
 from crawler.signals import frontier_waiting, page_handled, page_not_stored
 from crawler.urls import InvalidURL, normalize_url, url_options
@@ -339,7 +339,7 @@ class FrontierScheduler:
         now = time.time()
         if self._down_since is None:
             self._down_since = now
-        self._backoff = min(max((now - self._down_since) / 2, 0.5), 30.0)
+        self._backoff = outage_wait(now - self._down_since)
         self._inc("frontier/redis_errors")
         if now >= self._next_warning:
             self._next_warning = now + self._backoff

@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
 
+import redis
 import scrapy
+from scrapy import signals
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
-from scrapy.utils.defer import deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, deferred_to_future
 from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 from twisted.internet import threads
@@ -39,6 +42,8 @@ from crawler.urls import InvalidURL, normalize_url, url_host, url_options
 
 logger = logging.getLogger(__name__)
 
+SEEDS_FAILED = "seeds_failed"  # close reason: the seeds could not all be added
+
 
 def _split(value) -> list[str]:
     if not value:
@@ -46,6 +51,19 @@ def _split(value) -> list[str]:
     if isinstance(value, str):
         value = value.split(",")
     return [v.strip() for v in value if v.strip()]
+
+
+class _PatientFrontier:
+    """The two frontier verbs seed ingestion uses, waiting out Redis outages."""
+
+    def __init__(self, frontier, patient):
+        self.frontier, self.patient = frontier, patient
+
+    def prepare(self, entries):
+        return self.patient.call(self.frontier.prepare, entries)
+
+    def send(self, prepared):
+        return self.patient.call(self.frontier.send, prepared)
 
 
 def _headers(headers) -> dict[str, list[str]]:
@@ -76,6 +94,9 @@ class BroadSpider(scrapy.Spider):
             else spider._arg_follow not in ("0", "false", "no")
         )
         spider.url_options = url_options(s)
+        spider._seeding_stop = threading.Event()  # set at close: seed ingestion stops waiting for Redis
+        crawler.signals.connect(spider._seeding_stop.set, signal=signals.engine_stopped)
+        crawler.signals.connect(lambda **kw: spider._seeding_stop.set(), signal=signals.spider_closed)
         spider.link_extractor = LinkExtractor(
             deny_extensions=IGNORED_EXTENSIONS, canonicalize=False, unique=True, tags=("a", "area")
         )
@@ -83,25 +104,41 @@ class BroadSpider(scrapy.Spider):
 
     async def start(self):
         if self.seed_files:
-            await deferred_to_future(threads.deferToThread(self._ingest_seeds))
+            error = await deferred_to_future(threads.deferToThread(self._ingest_seeds))
+            if error:  # one clear line, and the crawl closes with seeds_failed (exit code 1)
+                logger.error("Seeds not added: %s", error)
+                self.crawler.stats.set_value("seeds/error", error)
+                deferred_from_coro(self.crawler.engine.close_spider_async(reason=SEEDS_FAILED))
         for request in []:  # every URL comes from the frontier
             yield request
 
-    def _ingest_seeds(self):
-        from crawler.frontier.connection import frontier_from_settings
-        from crawler.seeds import ingest
+    def _ingest_seeds(self) -> str | None:
+        """Ingest the seed files (in a thread), waiting out a Redis outage as the
+        scheduler does; None, or why the seeds were not all added."""
+        from crawler.frontier.connection import Patient, frontier_from_settings
+        from crawler.seeds import SeedFileError, ingest
 
         s = self.settings
-        frontier = frontier_from_settings(s)
-        report = ingest(
-            frontier,
-            self.seed_files,
-            batch_size=s.getint("SEED_BATCH_SIZE"),
-            **self.url_options,
-        )
+        patient = Patient(self._seeding_stop, "seed ingestion")
+        try:
+            frontier = frontier_from_settings(s)
+            report = ingest(
+                _PatientFrontier(frontier, patient),
+                self.seed_files,
+                batch_size=s.getint("SEED_BATCH_SIZE"),
+                **self.url_options,
+            )
+        except SeedFileError as exc:
+            return str(exc)
+        except redis.RedisError as exc:  # stopped while Redis was away
+            return f"Redis unreachable ({type(exc).__name__}: {exc}); run the same command again"
+        except Exception as exc:
+            logger.exception("Seed ingestion failed")
+            return f"{type(exc).__name__}: {exc}"
         logger.info("Seeds: %s", report.summary())
         for key in ("added", "seen", "invalid", "refused"):
             self.crawler.stats.inc_value(f"seeds/{key}", getattr(report, key))
+        return None
 
     # -- pages ---------------------------------------------------------------------
 

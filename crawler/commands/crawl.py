@@ -1,0 +1,39 @@
+"""``scrapy crawl``: Scrapy's own command, with exit codes a script can trust.
+
+A crawl that cannot start exits non-zero with one clear line: a seed file given with
+``-a seeds=`` that cannot be read (exit 2, before anything starts), or seeds that could
+not all be added to the frontier (the crawl closes with ``seeds_failed``: exit 1).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from scrapy.commands.crawl import Command as ScrapyCrawl
+
+from crawler.seeds import SeedFileError, check_readable
+from crawler.spiders.broad import SEEDS_FAILED
+
+FAILED_REASONS = {SEEDS_FAILED, "start_error"}
+
+
+class Command(ScrapyCrawl):
+    def run(self, args, opts):
+        seeds = opts.spargs.get("seeds")
+        if seeds:
+            try:
+                check_readable([p.strip() for p in seeds.split(",") if p.strip()])
+            except SeedFileError as exc:
+                print(f"crawl: seeds not readable: {exc}", file=sys.stderr)
+                self.exitcode = 2
+                return
+        if len(args) != 1:
+            super().run(args, opts)  # Scrapy's usage errors
+            return
+        crawler = self._create_crawler(args[0])
+        self.crawler_process.crawl(crawler, **opts.spargs)
+        self.crawler_process.start()
+        if self.crawler_process.bootstrap_failed:
+            self.exitcode = 1
+        elif crawler.stats is not None and crawler.stats.get_value("finish_reason") in FAILED_REASONS:
+            self.exitcode = 1
