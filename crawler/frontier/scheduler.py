@@ -228,6 +228,8 @@ class FrontierScheduler:
         if not self._buffer:
             now = time.time()
             if now < self._next_poll:
+                # (a wake-up may fire a little early by this clock: look again then)
+                self._wake_engine_in(self._next_poll - now)
                 return None
             acks, self._acks = self._acks, []
             landed, self._landed = self._landed, []
