@@ -155,7 +155,8 @@ def test_outlook_and_deferred_say_why_a_crawl_waits(frontier):
     retry = Entry(url="http://d.example/2", payload=b"x", dont_filter=True, follow_up=True)
     retry.replaces_lease, retry.not_before = lease.id, T0 + 120_000
     frontier.push(retry, now=T0)
-    outlook = frontier.outlook(60, now=T0 + 1000)
+    assert frontier.outlook(60, now=T0 + 1000)["state"] == RUNNING  # c.example is due within 60 s
+    outlook = frontier.outlook(5, now=T0 + 1000)
     assert outlook == {"state": WAITING, "queued": 4, "leased": 0, "next_due": T0 + 10_000}
     assert frontier.outlook(5, now=T0 + 10_000)["state"] == RUNNING  # c.example is due again
     deferred = frontier.deferred(now=T0 + 1000)
@@ -165,7 +166,7 @@ def test_outlook_and_deferred_say_why_a_crawl_waits(frontier):
         DOWN: (1, 1, T0 + 10_000),
         RETRY: (1, 1, T0 + 120_000),
     }
-    assert frontier.outlook(60, now=T0)["next_due"] == T0 + 10_000
+    assert frontier.outlook(60, now=T0 + 1000)["next_due"] == T0 + 10_000
     line = status_line(outlook, deferred, now=T0 / 1000 + 1)
     assert line.startswith("waiting until ") and "(in 9 s): 4 URLs queued" in line
     for words in ("robots.txt unreachable: 1 host", "host down: 1 host", "URL retry pending: 1 host, 1 URL"):

@@ -51,3 +51,35 @@ def test_watch_reports_rates(redis_client, crawl_name, capsys):
     assert "queued 40" in lines[0]
     rate = float(lines[1].split(", ")[-1].split(" pages done/s")[0])
     assert 10 <= rate <= 25  # 20 pages acknowledged in about one second
+
+
+def _frontier_command(redis_url, crawl_name, *args) -> str:
+    env = clean_env()
+    env["REDIS_URL"] = redis_url
+    out = subprocess.run(
+        [sys.executable, "-m", "scrapy", "frontier", "--crawl", crawl_name, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_status_says_finished_running_or_waiting_and_why(redis_url, redis_client, crawl_name):
+    assert "status           finished" in _frontier_command(redis_url, crawl_name)
+    f = Frontier(redis_client, crawl_name)
+    f.push_many([Entry(url=f"http://{h}.example/{i}", payload=b"x") for h in "ab" for i in range(3)])
+    assert "status           running: 6 URLs queued" in _frontier_command(redis_url, crawl_name)
+    limits = {"minimum": 300, "maximum": 7200, "quiet": 600}
+    f.back_off("a.example", retry_after=3600, reason="robots", **limits)
+    f.fail("b.example", "down", "http://b.example/0", **limits)
+    assert f.pop(10)[0] == []  # (sorts every URL into its host's back queue)
+    out = _frontier_command(redis_url, crawl_name)
+    status = next(line for line in out.splitlines() if line.startswith("status"))
+    assert "waiting until" in status and "(in 5 min): 6 URLs queued" in status, out
+    assert "robots.txt unreachable: 1 host, 3 URLs" in out and "host down: 1 host, 3 URLs" in out, out
+    data = json.loads(_frontier_command(redis_url, crawl_name, "--json"))
+    assert data["status"]["state"] == "waiting" and set(data["status"]["deferred"]) == {"robots", "down"}

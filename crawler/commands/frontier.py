@@ -58,8 +58,10 @@ class Command(ScrapyCommand):
                 watch(frontier, opts.watch, opts.count)
                 return
             stats = frontier.stats()
-            outlook = frontier.outlook(self.settings.getfloat("FRONTIER_MAX_WAIT"))
-            stats["status"] = {**outlook, "deferred": frontier.deferred()}
+            max_wait = self.settings.getfloat("FRONTIER_MAX_WAIT")
+            outlook = frontier.outlook(max_wait)
+            stats["status"] = {**outlook, "deferred": frontier.deferred(max_wait)}
+            stats["slowed"] = frontier.slowed()
         except KeyboardInterrupt:
             return
         except Exception as exc:  # Redis unreachable, bad settings: one clear line
@@ -89,7 +91,9 @@ def format_stats(name: str, s: dict) -> str:
             f"acked            {s['acked']}",
             f"expired leases   {s['expired']} (abandoned {s['abandoned']})",
             f"retries          {s['retries_delayed']} URLs waiting for their next try; "
-            f"{s['hosts_slowed']} hosts slowed down by failures",
+            f"{s['hosts_slowed']} hosts slowed down by failures"
+            + "".join(f"{', ' if i else ' ('}{h} x{f:g}" for i, (h, f) in enumerate(s.get("slowed", [])))
+            + (")" if s.get("slowed") else ""),
             f"URL-seen         {seen['urls']} URLs in {seen['filters']} filter(s), {seen['bytes']} bytes, "
             f"fill {', '.join(f'{100 * f:.2f}%' for f in seen['fill'])}, "
             f"est. false-positive rate {seen['false_positive_rate']:.2e}",

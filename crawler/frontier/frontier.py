@@ -570,6 +570,12 @@ class Frontier:
             r["hosts"] = len(r["hosts"])
         return out
 
+    def slowed(self, limit: int = 5) -> list[tuple[str, float]]:
+        """Up to ``limit`` hosts slowed down by failures, slowest first: (host, factor)."""
+        _, found = self.redis.hscan(self.keys.hslow, 0, count=1000)
+        hosts = [(_str(h), float(f)) for h, f in found.items()]
+        return sorted(hosts, key=lambda hf: -hf[1])[:limit]
+
     def stats_queued(self) -> int:
         """URLs waiting in the front and back queues (one round trip)."""
         return int(self.redis.hget(self.keys.counters, "queued") or 0)

@@ -1,6 +1,6 @@
 """The broad-crawl spider: fetch pages from the frontier, yield one Page each, follow links.
 
-    scrapy crawl broad -a seeds=seeds.txt -O pages.jsonl
+    scrapy crawl broad -a seeds=seeds.txt -o pages.jsonl
 
 Arguments (``-a``), each also a setting:
     seeds            seed file(s), comma separated, ingested before crawling (``scrapy seed``)
