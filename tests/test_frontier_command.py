@@ -14,13 +14,11 @@ from tests.workers import clean_env
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_stats_as_json(redis_url, redis_client, crawl_name):
-    f = Frontier(redis_client, crawl_name)
-    f.push_many([Entry(url=f"http://h{i}.example/", payload=b"x") for i in range(5)])
+def _frontier_command(redis_url, crawl_name, *args) -> str:
     env = clean_env()
     env["REDIS_URL"] = redis_url
     out = subprocess.run(
-        [sys.executable, "-m", "scrapy", "frontier", "--json", "--crawl", crawl_name],
+        [sys.executable, "-m", "scrapy", "frontier", "--crawl", crawl_name, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -28,7 +26,13 @@ def test_stats_as_json(redis_url, redis_client, crawl_name):
         timeout=60,
     )
     assert out.returncode == 0, out.stderr
-    stats = json.loads(out.stdout)
+    return out.stdout
+
+
+def test_stats_as_json(redis_url, redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name)
+    f.push_many([Entry(url=f"http://h{i}.example/", payload=b"x") for i in range(5)])
+    stats = json.loads(_frontier_command(redis_url, crawl_name, "--json"))
     assert stats["queued"] == 5 and stats["seen"]["urls"] == 5 and stats["leased"] == 0
 
 
@@ -51,21 +55,6 @@ def test_watch_reports_rates(redis_client, crawl_name, capsys):
     assert "queued 40" in lines[0]
     rate = float(lines[1].split(", ")[-1].split(" pages done/s")[0])
     assert 10 <= rate <= 25  # 20 pages acknowledged in about one second
-
-
-def _frontier_command(redis_url, crawl_name, *args) -> str:
-    env = clean_env()
-    env["REDIS_URL"] = redis_url
-    out = subprocess.run(
-        [sys.executable, "-m", "scrapy", "frontier", "--crawl", crawl_name, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 def test_status_says_finished_running_or_waiting_and_why(redis_url, redis_client, crawl_name):
