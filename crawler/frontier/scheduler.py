@@ -88,7 +88,6 @@ class FrontierScheduler:
         self._idle_since: float | None = None
         self._next_due: float | None = 0.0  # when the last pop said the next URL is due (s; None: nothing queued)
         self._answered: set[bytes] = set()  # leases whose hosts answered (see landed)
-        self.outlook: dict | None = None  # the frontier's state when this worker decided to close
         self._renewer = task.LoopingCall(self._renew)
         # While Redis is unreachable, pushes and acks wait here, in order (a page's links
         # are pushed before its lease is acknowledged), and are retried with back-off.
@@ -437,7 +436,6 @@ class FrontierScheduler:
         if now - self._idle_since < self.idle_seconds:
             self._wake_engine_in(self._idle_since + self.idle_seconds - now)
             raise DontCloseSpider
-        self.outlook = outlook
         if outlook["state"] == FINISHED:
             logger.info("Frontier empty: closing")
         else:
