@@ -36,10 +36,43 @@ same text with a few words changed (a near duplicate).
 ``throttle`` gives host ``i`` a Retry-After (seconds): its first page request is
 answered 429 with that header, every later one normally.
 
+Failure behaviours, per host index (answered at once, without ``delay``; robots.txt,
+``routes`` and sitemaps are not affected: ``robots`` and ``routes`` say how those fail):
+
+``fail_pages={i: {path: spec}}``  requests of ``path`` (query and fragment aside) on host
+    ``i`` answer ``spec``: a status code (``503``: answered 503, no Retry-After), a
+    ``(status, headers)`` tuple (``(503, {"Retry-After": "3600"})``), or a list of those
+    answered in turn, the last one repeating, where ``None`` is the page itself:
+    ``[503, 503, None]`` fails the first two requests and answers the third normally.
+``fail_all={i: status}``  every page request of host ``i`` answers ``status`` (e.g. 500).
+``throttle_for={i: seconds}``  every page request of host ``i`` answers 429 (no
+    Retry-After) until that many seconds after the host's first page request.
+``refuse={i, ...}``  host ``i`` refuses connections: its socket is bound (the port stays
+    reserved) but not listening. Host 0 serves the seed and cannot refuse.
+
+``heal(robots=None)`` turns every failure behaviour off while the site runs, e.g. between
+two crawls: ``fail_pages``, ``fail_all``, ``throttle_for`` and ``throttle`` are cleared;
+failing answers (5xx, 429, ``"drop"``) of ``robots`` and ``routes`` are dropped (a list
+keeps its last good answer; none left: robots.txt answers 404 and a route is answered as
+any other path); ``robots`` then sets new answers; refused hosts start listening on the
+same port.
+
+What a correct crawl must fetch: ``outlinks(i, path)`` are the (host index, path) a
+crawler follows from a page (nofollow, binaries, ``mailto:``/``javascript:`` and pages
+with meta nofollow aside; fragments and ``utm_*`` parameters removed);
+``robots_allows(i, path)`` reads host ``i``'s robots.txt as RFC 9309 says once its
+answers settle (None: unreachable); ``fetch_plan(held, failed, attempts)`` walks the site
+from the seed under the current behaviours: the (host, path) requested at least once by
+a crawl that obeys robots.txt and waits out every temporary failure (sitemaps aside).
+On a site built with any failure behaviour, ``expected_fetches()``,
+``expected_page_urls()`` and ``redirects()`` follow ``fetch_plan()``; otherwise they are
+what they always were (every host, every page).
+
 Every request is recorded (server host, raw path, User-Agent, arrival and end time on
-``time.monotonic()``, arrival also on ``time.time()``); ``end`` stays None while the
-response is being produced, so a test can see which requests are in flight. ``delay``
-(seconds, settable while running) makes every page and redirect answer that much later.
+``time.monotonic()``, arrival also on ``time.time()``, the status answered, None for a
+dropped connection); ``end`` stays None while the response is being produced, so a test
+can see which requests are in flight. ``delay`` (seconds, settable while running) makes
+every page and redirect answer that much later.
 """
 
 from __future__ import annotations
@@ -49,8 +82,11 @@ import gzip
 import socket
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit
 
 REDIRECT_FROM = "/old.html"
 REDIRECT_TO = "/p1.html"
@@ -70,6 +106,7 @@ class Hit:
     start: float  # time.monotonic() at arrival
     wall: float  # time.time() at arrival (to compare with the workers' clocks)
     end: float | None = None  # time.monotonic() once the response is written
+    status: int | None = None  # the status answered (None: dropped, or not answered yet)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -87,11 +124,28 @@ class Site:
         throttle: dict[int, int] | None = None,
         routes: dict[str, object] | None = None,
         articles: bool = False,
+        fail_pages: dict[int, dict[str, object]] | None = None,
+        fail_all: dict[int, int] | None = None,
+        throttle_for: dict[int, float] | None = None,
+        refuse=(),
     ):
         if not 2 <= hosts <= 200:
             raise ValueError("hosts must be 2..200")
         if pages < 5:
             raise ValueError("pages must be at least 5")
+        self.fail_pages = {i: dict(paths) for i, paths in (fail_pages or {}).items()}
+        self.fail_all = dict(fail_all or {})
+        self.throttle_for = dict(throttle_for or {})
+        self.refuse = set(refuse)
+        for i in (*self.fail_pages, *self.fail_all, *self.throttle_for, *self.refuse):
+            if not 0 <= i < hosts:
+                raise ValueError(f"no host {i}: hosts are 0..{hosts - 1}")
+        if 0 in self.refuse:
+            raise ValueError("host 0 serves the seed: it cannot refuse connections")
+        # expectations follow fetch_plan() on a site built with failure behaviours
+        self._planned = bool(self.fail_pages or self.fail_all or self.throttle_for or self.refuse)
+        self._failures_answered: dict[tuple[int, str], int] = {}
+        self._first_page_at: dict[int, float] = {}
         self.n_hosts = hosts
         self.n_pages = pages
         self.delay = delay
@@ -103,7 +157,8 @@ class Site:
         self._answered: dict[tuple[int, str], int] = {}
         self.hosts = [f"127.0.0.{2 + i}" for i in range(hosts)]
         self.port = 0
-        self._servers: list[ThreadingHTTPServer] = []
+        self._servers: list[ThreadingHTTPServer] = []  # by host index once started
+        self._serving: list[ThreadingHTTPServer] = []
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._hits: list[Hit] = []
@@ -123,16 +178,138 @@ class Site:
         return [f"/p{i}.html" for i in range(self.n_pages)] + [REDIRECT_FROM, META_PAGE]
 
     def expected_fetches(self) -> set[tuple[str, str]]:
-        """(host, path) of every request a correct crawl makes, robots.txt aside."""
+        """(host, path) of every request a correct crawl makes, robots.txt aside (on a
+        site with failure behaviours: ``fetch_plan()``, the requests made at least once)."""
+        if self._planned:
+            return self.fetch_plan()
         return {(h, p) for h in self.hosts for p in self.page_paths()}
 
     def expected_page_urls(self) -> set[str]:
         """The ``url`` of every Page a correct crawl outputs: every fetched URL but the
-        redirect targets (their Page has the url it was linked under, /old.html)."""
+        redirect targets (their Page has the url it was linked under, /old.html); URLs
+        robots.txt disallows, recorded without a request, aside."""
+        if self._planned:
+            return {self.url(h, p) for h, p in self.fetch_plan() if p != REDIRECT_TO}
         return {self.url(h, p) for h in self.hosts for p in self.page_paths() if p != REDIRECT_TO}
 
     def redirects(self) -> dict[str, str]:
-        return {self.url(h, REDIRECT_FROM): self.url(h, REDIRECT_TO) for h in self.hosts}
+        hosts = self.hosts
+        if self._planned:
+            plan = self.fetch_plan()
+            hosts = [h for h in hosts if (h, REDIRECT_TO) in plan]
+        return {self.url(h, REDIRECT_FROM): self.url(h, REDIRECT_TO) for h in hosts}
+
+    # -- what a correct crawl fetches ----------------------------------------------------
+
+    def outlinks(self, host_index: int, path: str) -> list[tuple[int, str]]:
+        """(host index, path) of the links a crawler follows from a page of this site, in
+        page order: nofollow links, binaries, ``mailto:`` and ``javascript:`` links and
+        every link of a meta-nofollow page aside; fragments and ``utm_*`` parameters
+        removed; links off the site dropped. Empty for a path that is not a page."""
+        html = self.page(host_index, path)
+        if html is None:
+            return []
+        parser = _Links()
+        parser.feed(html)
+        if parser.nofollow_page:
+            return []
+        base = self.url(host_index, path)
+        out = []
+        for href, rel in parser.links:
+            if "nofollow" in rel.lower().split():
+                continue
+            parts = urlsplit(urljoin(base, href))
+            if parts.scheme not in ("http", "https") or parts.path in BINARIES:
+                continue
+            host, _, port = parts.netloc.rpartition(":")
+            if host not in self.hosts or port != str(self.port):
+                continue
+            query = urlencode([(k, v) for k, v in parse_qsl(parts.query, True) if not k.startswith("utm_")])
+            out.append((self.hosts.index(host), parts.path + (f"?{query}" if query else "")))
+        return out
+
+    def robots_allows(self, host_index: int, path: str, agent: str = "crawler") -> bool | None:
+        """Whether host ``host_index``'s robots.txt, read as RFC 9309 says once its
+        answers settle (the last answer of a list; redirects followed through ``routes``,
+        at most five), lets ``agent`` fetch ``path``: None when it is unreachable (5xx,
+        429, dropped: nothing else of the host is fetched), True when unavailable (4xx,
+        too many redirects) or allowing."""
+        rules = self._robots_rules(host_index)
+        return None if rules is None else rules(self.url(host_index, path), agent)
+
+    def _robots_rules(self, host_index: int):
+        """``can_fetch(url, agent)`` of host ``host_index``'s settled robots.txt, or None
+        when it is unreachable (see robots_allows)."""
+        from protego import Protego
+
+        where, spec = "/robots.txt", self.robots.get(host_index, 404)
+        for _ in range(6):
+            if isinstance(spec, list):
+                spec = spec[-1]
+            if spec == "drop":
+                return None
+            status, headers, body = _answer_parts(spec)
+            if status == 429 or status >= 500:
+                return None
+            if 300 <= status < 400 and headers.get("Location"):
+                where = urlsplit(urljoin(self.url(host_index, where), headers["Location"])).path
+                spec = self.robots.get(host_index, 404) if where == "/robots.txt" else self.routes.get(where, 404)
+                continue
+            if not 200 <= status < 300:
+                break
+            if isinstance(body, bytes):
+                body = body.decode("utf-8", "replace")
+            return Protego.parse(body.replace("{port}", str(self.port))).can_fetch
+        return lambda url, agent: True  # unavailable (4xx, more than five redirects): all allowed
+
+    def fails_for_good(self, host_index: int, path: str, attempts: int | None = None) -> bool:
+        """Whether the last answer a crawler gets for ``path`` is a failure rather than
+        the page (``fail_all``; a ``fail_pages`` spec, or a list of them whose last answer,
+        or whose first ``attempts`` answers when given, are failures). 429s of
+        ``throttle``/``throttle_for`` end: not failures."""
+        if host_index in self.fail_all:
+            return True
+        spec = self.fail_pages.get(host_index, {}).get(path)
+        if spec is None:
+            return False
+        if not isinstance(spec, list):
+            return True
+        if attempts is not None:
+            return all(spec[min(k, len(spec) - 1)] is not None for k in range(attempts))
+        return spec[-1] is not None
+
+    def fetch_plan(self, held=(), failed=(), attempts: int | None = None, agent: str = "crawler") -> set:
+        """(host, path) of every request (robots.txt and sitemaps aside) a correct crawl
+        makes at least once, under the site's current behaviours, if it waits out every
+        temporary failure: the walk from the seed over ``outlinks`` and the redirect,
+        skipping refused hosts, hosts whose robots.txt is unreachable and ``held`` hosts
+        (addresses or indexes: hosts a crawl holds back, e.g. after a Retry-After),
+        leaving out what robots.txt disallows for ``agent``, and following no link of a
+        page that fails for good (``fails_for_good``, or listed in ``failed`` as (host,
+        path): e.g. URLs a crawler gave up on in an earlier run)."""
+        skip = set(self.refuse) | {h if isinstance(h, int) else self.hosts.index(h) for h in held}
+        failed = set(failed)
+        rules: dict[int, object] = {}  # host index -> can_fetch, or None (unreachable)
+        plan: set[tuple[str, str]] = set()
+        todo = deque([(0, "/p0.html")])
+        seen = set(todo)
+        while todo:
+            i, path = todo.popleft()
+            if i in skip:
+                continue
+            if i not in rules:
+                rules[i] = self._robots_rules(i)
+            if rules[i] is None or not rules[i](self.url(i, path), agent):
+                continue
+            key = (self.hosts[i], path)
+            plan.add(key)
+            if key in failed or self.fails_for_good(i, path, attempts):
+                continue
+            for link in [(i, REDIRECT_TO)] if path == REDIRECT_FROM else self.outlinks(i, path):
+                if link not in seen:
+                    seen.add(link)
+                    todo.append(link)
+        return plan
 
     def host_of(self, url: str) -> str:
         return url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[0]
@@ -206,6 +383,7 @@ class Site:
 
             def do_GET(self):  # noqa: N802
                 hit = Hit(addr, self.path, self.headers.get("User-Agent", ""), time.monotonic(), time.time())
+                self._hit = hit
                 with site._lock:
                     site._hits.append(hit)
                 try:
@@ -247,6 +425,10 @@ class Site:
                     retry_after = site.throttle.pop(host_index, None)
                 if retry_after is not None:
                     return self._send(429, b"slow down", "text/plain", **{"Retry-After": str(retry_after)})
+                failure = site._failure(host_index, path)
+                if failure is not None:
+                    status, headers = failure
+                    return self._send(status, f"failing on purpose: {status}".encode(), "text/plain", **headers)
                 if site.delay:
                     time.sleep(site.delay)
                 if path == REDIRECT_FROM:
@@ -259,6 +441,8 @@ class Site:
                 return self._send(200, html.encode(), "text/html; charset=utf-8")
 
             def _send(self, status, body: bytes, ctype: str, **headers):
+                with site._lock:
+                    self._hit.status = status
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
@@ -268,6 +452,25 @@ class Site:
                 self.wfile.write(body)
 
         return Handler
+
+    def _failure(self, host_index: int, path: str) -> tuple[int, dict] | None:
+        """(status, headers) of a failure behaviour answering this page request, or None."""
+        with self._lock:
+            now = time.monotonic()
+            first = self._first_page_at.setdefault(host_index, now)
+            if host_index in self.throttle_for and now - first < self.throttle_for[host_index]:
+                return 429, {}
+            if host_index in self.fail_all:
+                return self.fail_all[host_index], {}
+            spec = self.fail_pages.get(host_index, {}).get(path)
+            if isinstance(spec, list):
+                n = self._failures_answered.get((host_index, path), 0)
+                self._failures_answered[(host_index, path)] = n + 1
+                spec = spec[min(n, len(spec) - 1)]
+        if spec is None:
+            return None
+        status, headers = spec if isinstance(spec, tuple) else (spec, {})
+        return int(status), dict(headers)
 
     def sitemap(self, host_index: int, path: str) -> bytes:
         ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
@@ -287,9 +490,12 @@ class Site:
             port = _free_port(self.hosts[0])
             try:
                 for i, addr in enumerate(self.hosts):
-                    server = ThreadingHTTPServer((addr, port), self._handler(i))
+                    server = ThreadingHTTPServer((addr, port), self._handler(i), bind_and_activate=False)
                     server.daemon_threads = True
                     self._servers.append(server)
+                    server.server_bind()
+                    if i not in self.refuse:  # a bound socket that does not listen refuses
+                        server.server_activate()
             except OSError as exc:  # taken on one of the addresses: try another port
                 last = exc
                 self._close_servers()
@@ -298,15 +504,44 @@ class Site:
             break
         else:
             raise RuntimeError(f"no port free on all of {self.hosts}: {last}")
-        for server in self._servers:
-            t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-            t.start()
-            self._threads.append(t)
+        for i, server in enumerate(self._servers):
+            if i not in self.refuse:
+                self._serve(server)
         return self
 
+    def _serve(self, server: ThreadingHTTPServer) -> None:
+        t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        t.start()
+        self._serving.append(server)
+        self._threads.append(t)
+
+    def heal(self, robots: dict | None = None) -> None:
+        """Turn every failure behaviour off (see the module docstring): later requests
+        are answered as by a healthy site; refused hosts start listening on the same port.
+        ``robots``: new robots.txt answers for these hosts."""
+        with self._lock:
+            self.fail_pages.clear()
+            self.fail_all.clear()
+            self.throttle_for.clear()
+            self.throttle.clear()
+            for answers in (self.robots, self.routes):
+                for key, spec in list(answers.items()):
+                    good = [a for a in spec if not _failing(a)] if isinstance(spec, list) else [spec]
+                    if good and not _failing(good[-1]):
+                        answers[key] = good[-1]
+                    else:
+                        del answers[key]
+            self.robots.update(robots or {})
+            reopen, self.refuse = sorted(self.refuse), set()
+        for i in reopen:
+            if i < len(self._servers):  # started: listen now
+                self._servers[i].server_activate()
+                self._serve(self._servers[i])
+
     def stop(self) -> None:
-        for server in self._servers:
+        for server in self._serving:
             server.shutdown()
+        self._serving.clear()
         self._close_servers()
         for t in self._threads:
             t.join(timeout=5)
@@ -328,7 +563,7 @@ class Site:
     def hits(self) -> list[Hit]:
         """Every request so far, in arrival order (copies)."""
         with self._lock:
-            return [Hit(h.host, h.path, h.user_agent, h.start, h.wall, h.end) for h in self._hits]
+            return [Hit(h.host, h.path, h.user_agent, h.start, h.wall, h.end, h.status) for h in self._hits]
 
     def page_hits(self) -> list[Hit]:
         """Every request but robots.txt."""
@@ -350,6 +585,41 @@ def _article_text(printed: bool) -> str:
     return "".join(f"<p>{' '.join(words[i : i + 60])}</p>" for i in range(0, len(words), 60))
 
 
+class _Links(HTMLParser):
+    """The ``<a href>`` links (href, rel) of a page, and whether it has meta nofollow."""
+
+    def __init__(self):
+        super().__init__()
+        self.links: list[tuple[str, str]] = []
+        self.nofollow_page = False
+
+    def handle_starttag(self, tag, attrs):
+        a = {k: v or "" for k, v in attrs}
+        if tag == "a" and a.get("href"):
+            self.links.append((a["href"], a.get("rel", "")))
+        elif tag == "meta" and a.get("name", "").lower() == "robots" and "nofollow" in a.get("content", "").lower():
+            self.nofollow_page = True
+
+
+def _answer_parts(spec) -> tuple[int, dict, str | bytes]:
+    """(status, headers, body) of a robots/routes answer (a body, a status or a tuple)."""
+    if isinstance(spec, tuple):
+        return spec
+    if isinstance(spec, int):
+        return spec, {}, ""
+    return 200, {}, spec
+
+
+def _failing(spec) -> bool:
+    """Whether a robots/routes answer is a failure (5xx, 429, a dropped connection)."""
+    if spec == "drop":
+        return True
+    if isinstance(spec, list):
+        return any(_failing(a) for a in spec)
+    status = _answer_parts(spec)[0]
+    return status == 429 or status >= 500
+
+
 def _html(title: str, body: str, head: str = "") -> str:
     return (
         f"<!doctype html><html><head><title>{title}</title>{head}</head>"
@@ -365,8 +635,8 @@ def _free_port(addr: str) -> int:
 
 @contextlib.contextmanager
 def serve_site(hosts: int = 4, pages: int = 25, delay: float = 0.0, **options):
-    """A running Site (``options``: robots, sitemap_pages, throttle, routes, articles);
-    stopped on exit."""
+    """A running Site (``options``: robots, sitemap_pages, throttle, routes, articles,
+    fail_pages, fail_all, throttle_for, refuse); stopped on exit."""
     site = Site(hosts, pages, delay, **options)
     site.start()
     try:

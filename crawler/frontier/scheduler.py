@@ -118,6 +118,19 @@ class FrontierScheduler:
 
     def open(self, spider):
         self.spider = spider
+        s = self.crawler.settings
+        short = [
+            n
+            for n in ("ROBOTSTXT_RETRY_MAX", "HOST_BACKOFF_MAX", "URL_RETRY_DELAY_MAX")
+            if s.getfloat(n) <= self.max_wait
+        ]
+        if self.close_when_idle and short:
+            logger.warning(
+                "%s at most FRONTIER_MAX_WAIT (%.0f s): a host that keeps failing is always due again "
+                "within it, and this worker may never close",
+                ", ".join(short),
+                self.max_wait,
+            )
         self._renewer.start(max(self.frontier.lease_ms / 3000, 0.05), now=False)
         try:
             stats = self.frontier.stats()

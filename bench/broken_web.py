@@ -1,0 +1,219 @@
+"""A crawl as a user runs it: many loopback hosts, some of them broken, several local
+workers, default settings. Prints how it ended, what it left and why, how polite it was
+by the site's own arrival log, and its speed against the polite limit of the same run.
+
+    python bench/broken_web.py                 # 200 hosts, 3 workers (a few minutes)
+    python bench/broken_web.py --hosts 60 --workers 2
+
+The site (crawler/demosite.py) has HOSTS hosts of PAGES pages. Broken ones, by host index:
+a tenth answer 500 or 503 for robots.txt; a fifth have one page answering a plain 503 for
+good, another fifth one page answering 500 twice and then the page; 3 hosts answer 500
+to every page; 3 refuse connections; 2 answer 429 to every page for 20 s; one has a page
+answering 503 with Retry-After: 3600. Every page answers after SITE_DELAY.
+
+The workers run ``scrapy crawl broad`` with the project's defaults except the interval
+(FRONTIER_HOST_INTERVAL, 0.25 s as given), loopback allowed, and a throwaway
+redis-server (bench/benchredis.py). Nothing is sent anywhere but 127.0.0.0/8; every
+worker is killed if it has not ended after --timeout seconds.
+
+Figures:
+- the end: when the last healthy page was fetched, when each worker exited by itself,
+  and the deferred hosts and URLs by reason from the closing summary;
+- politeness: per host, the smallest gap between two arrivals at the site (robots.txt
+  and its redirect hops included), and how many gaps were below the interval - 10 ms;
+- retries: requests per always-failing URL (at most URL_RETRY_ATTEMPTS);
+- speed: healthy pages per second while the bulk was fetched, against the polite limit
+  of the run, sum over hosts of 1 / (interval + mean response time of that host).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from itertools import pairwise
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.benchredis import RedisServer  # noqa: E402
+from crawler.demosite import Site  # noqa: E402
+
+INTERVAL = 0.25
+SITE_DELAY = 0.02
+TOLERANCE = 0.010
+
+
+def broken_site(hosts: int, pages: int) -> tuple[Site, dict]:
+    """The site, and what is broken where (host index sets)."""
+    idx = list(range(1, hosts))  # host 0 serves the seed and stays healthy
+    tenth, fifth = max(hosts // 10, 1), max(hosts // 5, 1)
+    plan = {
+        "robots_5xx": idx[0:tenth],
+        "page_503": idx[tenth : tenth + fifth],
+        "page_500_twice": idx[tenth + fifth : tenth + 2 * fifth],
+        "all_500": idx[tenth + 2 * fifth : tenth + 2 * fifth + 3],
+        "refuse": idx[tenth + 2 * fifth + 3 : tenth + 2 * fifth + 6],
+        "throttled_20s": idx[tenth + 2 * fifth + 6 : tenth + 2 * fifth + 8],
+        "retry_after_3600": idx[tenth + 2 * fifth + 8 : tenth + 2 * fifth + 9],
+    }
+    robots = {i: (500 if n % 2 else 503) for n, i in enumerate(plan["robots_5xx"])}
+    fail_pages = {i: {"/p3.html": 503} for i in plan["page_503"]}
+    fail_pages.update({i: {"/p4.html": [500, 500, None]} for i in plan["page_500_twice"]})
+    fail_pages.update({i: {"/p2.html": (503, {"Retry-After": "3600"})} for i in plan["retry_after_3600"]})
+    site = Site(
+        hosts,
+        pages,
+        SITE_DELAY,
+        robots=robots,
+        fail_pages=fail_pages,
+        fail_all={i: 500 for i in plan["all_500"]},
+        throttle_for={i: 20 for i in plan["throttled_20s"]},
+        refuse=plan["refuse"],
+    )
+    return site, plan
+
+
+def run(hosts: int, pages: int, workers: int, timeout: float) -> None:
+    site, plan = broken_site(hosts, pages)
+    site.start()
+    work = Path(tempfile.mkdtemp(prefix="broken-web-"))
+    seeds = work / "seeds.txt"
+    seeds.write_text(site.seeds[0] + "\n")
+    print(f"site: {hosts} hosts x {pages} pages on 127.0.0.2-{site.hosts[-1]}:{site.port}; workdir {work}")
+    print("broken: " + ", ".join(f"{k} {len(v)}" for k, v in plan.items()))
+    procs = []
+    with RedisServer(str(work)) as redis_server:
+        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CRAWL_NAME", "CRAWL_DIR")}
+        env["REDIS_URL"] = redis_server.url
+        started = time.monotonic()
+        for n in range(workers):
+            cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-o", str(work / f"pages-{n}.jsonl")]
+            if n == 0:
+                cmd += ["-a", f"seeds={seeds}"]
+            for name, value in {
+                "CRAWL_NAME": "broken-web",
+                "CRAWL_DIR": work / "crawl",
+                "FRONTIER_HOST_INTERVAL": INTERVAL,
+                "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+                "LOG_FILE": work / f"worker-{n}.log",
+            }.items():
+                cmd += ["-s", f"{name}={value}"]
+            procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
+        ended = {}
+        try:
+            while len(ended) < workers and time.monotonic() - started < timeout:
+                for n, p in enumerate(procs):
+                    if n not in ended and p.poll() is not None:
+                        ended[n] = (time.monotonic() - started, p.returncode)
+                time.sleep(0.2)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    site.stop()
+    report(site, plan, started, ended, workers, work, timeout)
+
+
+def report(site: Site, plan: dict, started: float, ended: dict, workers: int, work: Path, timeout: float) -> None:
+    hits = site.hits()
+    broken = {i for key in ("robots_5xx", "all_500", "refuse", "retry_after_3600") for i in plan[key]}
+    healthy_hosts = {site.hosts[i] for i in range(site.n_hosts) if i not in broken}
+    planned = site.fetch_plan()
+    always_failing = {(site.hosts[i], "/p3.html") for i in plan["page_503"]}
+    healthy = {k for k in planned if k[0] in healthy_hosts and k not in always_failing}
+    fetched_ok = {}
+    for h in hits:
+        if h.key in healthy and h.status is not None and h.status < 500 and h.status != 429 and h.key not in fetched_ok:
+            fetched_ok[h.key] = h.start
+    missing = healthy - set(fetched_ok)
+    print()
+    for n in range(workers):
+        if n in ended:
+            print(f"worker {n}: exited by itself after {ended[n][0]:.0f} s, exit code {ended[n][1]}")
+        else:
+            print(f"worker {n}: still running after {timeout:.0f} s (killed)")
+    if fetched_ok:
+        times = sorted(t - started for t in fetched_ok.values())
+        p95 = times[int(len(times) * 0.95) - 1]
+        print(
+            f"healthy pages: {len(fetched_ok)} of {len(healthy)} fetched; 95% by {p95:.0f} s, "
+            f"the last at {times[-1]:.0f} s" + (f"; missing {sorted(missing)[:5]}" if missing else "")
+        )
+    summaries = []
+    for n in range(workers):
+        text = (work / f"worker-{n}.log").read_text(errors="replace")
+        summaries += re.findall(r"Crawl summary.*?(?=\n20\d\d-|\Z)", text, re.S)
+    if summaries:
+        print("the last worker's closing summary:")
+        print("  " + summaries[-1].strip().replace("\n", "\n  "))
+
+    # politeness, by the site's own arrival log
+    arrivals = defaultdict(list)
+    for h in hits:
+        arrivals[h.host].append(h.start)
+    smallest, close = [], 0
+    for times in arrivals.values():
+        times.sort()
+        gaps = [b - a for a, b in pairwise(times)]
+        if gaps:
+            smallest.append(min(gaps))
+            close += sum(1 for g in gaps if g < INTERVAL - TOLERANCE)
+    smallest.sort()
+    print(
+        f"politeness: {len(hits)} requests to {len(arrivals)} hosts; smallest arrival gap per host: "
+        f"min {smallest[0]:.3f} s, median {smallest[len(smallest) // 2]:.3f} s; "
+        f"{close} gaps below {INTERVAL - TOLERANCE:.2f} s"
+    )
+
+    # retries of URLs that fail for good
+    counts = defaultdict(int)
+    for h in hits:
+        counts[h.key] += 1
+    failing = [site.hosts[i] for i in plan["page_503"]]
+    per_url = [counts[(host, "/p3.html")] for host in failing if counts[(host, "/p3.html")]]
+    if per_url:
+        print(
+            f"always-503 URLs: {len(per_url)}, requests each: max {max(per_url)}, mean {sum(per_url) / len(per_url):.2f}"
+        )
+    all500 = [n for (host, _), n in counts.items() if host in {site.hosts[i] for i in plan["all_500"]}]
+    if all500:
+        print(f"hosts answering 500 to everything: {len(all500)} URLs requested, {sum(all500)} requests in all")
+    ra = [site.hosts[i] for i in plan["retry_after_3600"]]
+    print(f"Retry-After 3600 hosts: {sum(counts[k] for k in counts if k[0] in ra)} page requests in all")
+
+    # speed against the polite limit of this run
+    durations = defaultdict(list)
+    for h in hits:
+        if h.end is not None:
+            durations[h.host].append(h.end - h.start)
+    limit = sum(1 / (INTERVAL + sum(d) / len(d)) for host, d in durations.items() if host in healthy_hosts)
+    if fetched_ok:
+        times = sorted(fetched_ok.values())
+        bulk = times[: int(len(times) * 0.9)]
+        rate = len(bulk) / max(bulk[-1] - times[0], 1e-9)
+        print(
+            f"speed: {rate:.1f} healthy pages/s over the first 90%; polite limit of the healthy hosts "
+            f"{limit:.1f} pages/s; ratio {rate / limit:.2f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=int, default=200)
+    parser.add_argument("--pages", type=int, default=25)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=900)
+    args = parser.parse_args()
+    run(args.hosts, args.pages, args.workers, args.timeout)
+
+
+if __name__ == "__main__":
+    main()
