@@ -8,6 +8,6 @@ page_handled = object()
 # scheduler gives the lease back, and the page is fetched again later.
 page_not_stored = object()
 
-# Sent when the frontier has nothing for this worker now (nothing due within a second):
-# what waits for more pages (an open WARC batch) is stored at once.
+# Sent when no more pages are coming soon (nothing due within a few seconds, nothing
+# downloading): what waits for more pages (an open WARC batch) is stored at once.
 frontier_waiting = object()

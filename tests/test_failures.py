@@ -111,6 +111,37 @@ def test_failures_slow_a_host_and_answers_bring_it_back(frontier, redis_client):
     assert frontier.stats()["hosts_slowed"] == 0
 
 
+def test_an_answer_counts_whatever_ended_its_lease_first(frontier, redis_client):
+    def factor():
+        value = redis_client.hget(frontier.keys.hslow, "a.example")
+        return None if value is None else round(float(value), 2)
+
+    lease = _lease(frontier, "http://a.example/1", T0)
+    frontier.fail("a.example", "url", "http://a.example/0", now=T0, **SLOW)
+    assert factor() == 2
+    frontier.ack(lease.id, landed=[b"+" + lease.id], now=T0 + 100)  # ack and landing in one call
+    assert factor() == 1.33
+    lease = _lease(frontier, "http://a.example/2", T0 + 10_000)
+    redirect = Entry(url="http://a.example/3", payload=b"3", dont_filter=True, follow_up=True)
+    redirect.replaces_lease = lease.id
+    frontier.push(redirect, now=T0 + 10_100)  # a redirect's follow-up lands its lease first
+    frontier.ack(landed=[b"+" + lease.id], now=T0 + 10_200)
+    assert factor() is None
+
+
+def test_a_follow_up_sent_twice_is_queued_once(frontier):
+    lease = _lease(frontier, "http://a.example/1", T0)
+    retry = Entry(url="http://a.example/1", payload=b"1", dont_filter=True, follow_up=True, replaces_lease=lease.id)
+    assert frontier.push_many([retry], now=T0 + 10) == ["added"]
+    assert frontier.push_many([retry], now=T0 + 20) == ["seen"]  # e.g. resent after a timeout
+    assert frontier.stats_queued() == 1
+
+
+def test_host_down_after_zero_never_makes_a_host_down(frontier):
+    never = {**SLOW, "down_after": 0}
+    assert not any(frontier.fail("a.example", "url", f"http://a.example/{i}", now=T0, **never)[0] for i in range(9))
+
+
 def test_distinct_urls_failing_in_a_row_make_a_host_down(frontier):
     frontier.push_many([Entry(url=f"http://a.example/{i}", payload=f"{i}".encode()) for i in range(5)], now=T0)
     # the same URL failing again does not count twice

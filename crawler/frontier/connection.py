@@ -77,9 +77,10 @@ def outage_wait(down_for: float) -> float:
 
 
 class Patient:
-    """``call(fn, *args)`` runs ``fn`` until it gets through a Redis outage (waiting
-    ``outage_wait`` between tries, one log line per try), or raises RedisError once
-    ``stop`` (a threading.Event) is set. For blocking work in a thread (seed ingestion)."""
+    """``call(fn, *args)`` runs ``fn`` until it gets through a Redis outage (connection
+    errors and timeouts; waiting ``outage_wait`` between tries, one log line per try), or
+    raises once ``stop`` (a threading.Event) is set. Other Redis errors (a script error,
+    out of memory) are raised at once. For blocking work in a thread (seed ingestion)."""
 
     def __init__(self, stop, what: str):
         self.stop = stop
@@ -94,7 +95,7 @@ class Patient:
         while True:
             try:
                 result = fn(*args)
-            except redis.RedisError as exc:
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
                 now = time.monotonic()
                 down_since = now if down_since is None else down_since
                 wait = outage_wait(now - down_since)

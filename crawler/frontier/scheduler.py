@@ -58,13 +58,14 @@ from twisted.internet import reactor, task
 from crawler.frontier import codec
 from crawler.frontier.connection import frontier_from_settings, outage_wait
 from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, Entry, Frontier
+from crawler.frontier.report import when
 from crawler.signals import frontier_waiting, page_handled, page_not_stored
 from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
 
 ACK_DELAY = 0.25  # seconds an acknowledgement may wait for a pop to carry it
-QUIET_AFTER = 1.0  # seconds: nothing due this soon, the frontier is waiting (open batches are stored)
+QUIET_AFTER = 5.0  # seconds: nothing due this soon and nothing downloading: open batches are stored
 
 
 class FrontierScheduler:
@@ -79,6 +80,8 @@ class FrontierScheduler:
         self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
         self.idle_seconds = s.getfloat("FRONTIER_IDLE_SECONDS")
         self.max_wait = s.getfloat("FRONTIER_MAX_WAIT")
+        # answers that are failures (failures.py): they do not bring a slowed host back
+        self.failure_codes = {int(c) for n in ("URL_RETRY_HTTP_CODES", "HOST_BACKOFF_HTTP_CODES") for c in s.getlist(n)}
         self.url_options = url_options(s)
         self.spider = None
         self._buffer: list = []  # leased requests popped but not yet handed to the engine
@@ -261,8 +264,8 @@ class FrontierScheduler:
             self._next_due = now if leases else (None if next_due is None else next_due / 1000)
             if not leases:
                 wait = self.poll_interval if next_due is None else max(next_due / 1000 - now, 0.01)
-                if next_due is None or wait > QUIET_AFTER:
-                    # nothing for this worker now: let batches waiting for more (WARC) go
+                if (next_due is None or wait > QUIET_AFTER) and not self.crawler.engine.downloader.active:
+                    # no more pages coming soon: let batches waiting for more (WARC) go
                     self.crawler.signals.send_catch_log(frontier_waiting)
                 wait = min(wait, self.poll_interval)
                 self._next_poll = now + wait
@@ -305,9 +308,9 @@ class FrontierScheduler:
             self._redis_down(exc)
 
     def _downloaded(self, response, request, **kwargs) -> None:
-        # an HTTP answer that is not a failure (5xx, 429): the host is well (landed)
+        # an HTTP answer that is not a failure (5xx, 429, 408): the host is well (landed)
         lease = request.meta.get(codec.LEASE_META)
-        if lease and response.status < 500 and response.status != 429:
+        if lease and response.status < 500 and response.status not in self.failure_codes:
             self._answered.add(lease)
 
     def landed(self, request, **kwargs) -> None:
@@ -317,7 +320,7 @@ class FrontierScheduler:
         answered = lease in self._answered
         if answered:
             self._answered.discard(lease)
-        if lease and lease in self._held and self.frontier.max_in_flight:
+        if lease and lease in self._held and (self.frontier.max_in_flight or answered):
             self._landed.append(b"+" + lease if answered else lease)
             self._schedule_flush()
             # a host may take its next request soon: ask the frontier at the next chance
@@ -457,7 +460,7 @@ class FrontierScheduler:
                 "run the same command again to resume",
                 self.max_wait,
                 outlook["queued"],
-                time.strftime("%H:%M:%S", time.localtime(outlook["next_due"] / 1000)),
+                when(outlook["next_due"]),
             )
 
     # -- helpers -------------------------------------------------------------------------

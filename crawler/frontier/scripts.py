@@ -77,15 +77,17 @@ local function recover(prefix, host)
 end
 -- the download of a lease ended (landed, acknowledged, expired, given back or replaced
 -- by a follow-up): its host may have one more in flight, and is due its interval after
--- now; `ok`: the host answered (see recover); idempotent per lease
+-- now; idempotent per lease. `ok`: the host answered (see recover), counted even when
+-- the lease had landed already (its follow-up or its ack may come first)
 local function land(prefix, member, now, ok)
     local seq = string.match(member, '^(%d+)' .. SEP)
-    if not seq or redis.call('SREM', prefix .. 'flying', seq) == 0 then return end
+    if not seq then return end
     local host = split(member, 4)[3]
+    if ok then recover(prefix, host) end
+    if redis.call('SREM', prefix .. 'flying', seq) == 0 then return end
     if redis.call('HINCRBY', prefix .. 'hflight', host, '-1') <= 0 then
         redis.call('HDEL', prefix .. 'hflight', host)
     end
-    if ok then recover(prefix, host) end
     local nxt = now + interval_of(prefix, host)
     if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < nxt then
         redis.call('HSET', prefix .. 'hnext', host, nxt)
@@ -105,13 +107,13 @@ _SETTLE = r"""
 local function settle(prefix, first, now)
     local a = tonumber(ARGV[first])
     local acked = 0
-    for i = first + 1, first + a do
-        acked = acked + redis.call('ZREM', prefix .. 'leases', ARGV[i])
-        land(prefix, ARGV[i], now, false)
-    end
     for i = first + a + 1, #ARGV do
         local m = ARGV[i]
         if string.byte(m, 1) == 43 then land(prefix, string.sub(m, 2), now, true) else land(prefix, m, now, false) end
+    end
+    for i = first + 1, first + a do
+        acked = acked + redis.call('ZREM', prefix .. 'leases', ARGV[i])
+        land(prefix, ARGV[i], now, false)
     end
     return acked
 end
@@ -160,7 +162,10 @@ end
 #                  which POP moves it to the head of its back queue once due
 #          level   front queue level (0 = highest)
 #          lease   i if the entry replaces lease ARGV[10 + n + i] (leases follow the
-#                  entries), or ''; the replaced lease ends (its download lands)
+#                  entries), or ''; the replaced lease ends (its download lands); a
+#                  follow-up whose lease is no longer held (a push sent twice after a
+#                  timeout, or a lease that expired and was requeued) is not enqueued
+#                  again (status 0)
 #          bits    the URL's bit offsets, decimal, space separated: k_0 offsets into
 #                  seen:0, then k_1 into seen:1, ... ('' without flag 'f')
 #          host    politeness key
@@ -254,7 +259,9 @@ for e = 1, n do
     end
     if lease ~= '' then  -- before the enqueue: a follow-up may make its host ready
         local member = ARGV[10 + n + tonumber(lease)]
-        redis.call('ZREM', prefix .. 'leases', member)
+        if redis.call('ZREM', prefix .. 'leases', member) == 0 and string.find(flags, 'b', 1, true) then
+            status = 0
+        end
         land(prefix, member, now, false)
     end
     local due = flags ~= 'f' and string.match(flags, 'd(%d+)')
@@ -489,7 +496,7 @@ return back_off(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber
 # ARGV[4] kind: 'url' (a 5xx or a timeout: this URL failed) or 'down' (connection
 # refused, DNS failure: the host failed), ARGV[5] a tag of the URL (distinct URLs,
 # distinct tags), ARGV[6] slow-down factor per failure (x2), ARGV[7] largest factor,
-# ARGV[8] distinct URLs failing in a row (no answer between) that make the host down,
+# ARGV[8] distinct URLs failing in a row (no answer between) that make the host down (0: never),
 # ARGV[9] minimum back-off (ms), ARGV[10] maximum, ARGV[11] quiet period, ARGV[12] jitter,
 # ARGV[13] default host interval (ms).
 # A 'url' failure multiplies the host's slow-down factor (hslow; its interval is
@@ -518,9 +525,9 @@ for t in string.gmatch(redis.call('HGET', prefix .. 'hfail', host) or '', '[^,]+
     if t == tag then known = true end
 end
 if not known then tags[#tags + 1] = tag end
-while #tags > down_after do table.remove(tags, 1) end
+while #tags > math.max(down_after, 1) do table.remove(tags, 1) end
 redis.call('HSET', prefix .. 'hfail', host, table.concat(tags, ','))
-if kind == 'down' or #tags >= down_after then
+if kind == 'down' or (down_after > 0 and #tags >= down_after) then
     local delay = back_off(prefix, host, now, tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]), 0,
         tonumber(ARGV[12]), 'down')
     return {1, delay, math.floor(f * 1000)}

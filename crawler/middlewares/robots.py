@@ -231,7 +231,8 @@ class RobotsMiddleware:
                     self._release(lock, token)
                     raise
                 finally:
-                    renewer.stop()
+                    if renewer.running:
+                        renewer.stop()
             self.stats.inc_value("robotstxt/waited_for_other_worker")
             await _sleep(POLL_SECONDS)
 

@@ -13,7 +13,7 @@ Storage errors are retried with back-off (storage.py) while the pages wait; the
 crawl slows down and resumes, and nothing is lost. A page without a response (a
 failed fetch) or an exact duplicate of a page seen before is not archived.
 
-A batch is also stored at once when the frontier has nothing for this worker now
+A batch is also stored at once when no more pages are coming soon
 (``frontier_waiting``: a small crawl does not wait ARCHIVE_MAX_SECONDS for its last
 pages) and when the worker starts closing. A closing worker waits at most
 WORKER_STOP_TIMEOUT seconds for its uploads: then the uploads stop, the pages still
@@ -77,6 +77,7 @@ class ArchivePipeline:
         self.stop_timeout = crawler.settings.getfloat("WORKER_STOP_TIMEOUT")
         self._stop = threading.Event()  # set: uploads give up (the worker is stopping)
         self._closing_since: float | None = None
+        self._seen_running = False  # the engine runs only once every component has opened
         self._watch = task.LoopingCall(self._watch_close)
 
     @classmethod
@@ -132,7 +133,8 @@ class ArchivePipeline:
     def _watch_close(self) -> None:
         engine = self.crawler.engine
         slot = getattr(engine, "_slot", None)
-        if not engine.running or slot is None or slot.closing is not None:
+        self._seen_running = self._seen_running or engine.running
+        if (self._seen_running and not engine.running) or (slot is not None and slot.closing is not None):
             self._closing()
         if self._closing_since is not None and time.monotonic() - self._closing_since > self.stop_timeout:
             self._give_up()

@@ -95,8 +95,8 @@ class BroadSpider(scrapy.Spider):
         )
         spider.url_options = url_options(s)
         spider._seeding_stop = threading.Event()  # set at close: seed ingestion stops waiting for Redis
-        crawler.signals.connect(spider._seeding_stop.set, signal=signals.engine_stopped)
-        crawler.signals.connect(lambda **kw: spider._seeding_stop.set(), signal=signals.spider_closed)
+        crawler.signals.connect(spider._stop_seeding, signal=signals.engine_stopped)
+        crawler.signals.connect(spider._stop_seeding, signal=signals.spider_closed)
         spider.link_extractor = LinkExtractor(
             deny_extensions=IGNORED_EXTENSIONS, canonicalize=False, unique=True, tags=("a", "area")
         )
@@ -111,6 +111,9 @@ class BroadSpider(scrapy.Spider):
                 deferred_from_coro(self.crawler.engine.close_spider_async(reason=SEEDS_FAILED))
         for request in []:  # every URL comes from the frontier
             yield request
+
+    def _stop_seeding(self, **kwargs) -> None:
+        self._seeding_stop.set()
 
     def _ingest_seeds(self) -> str | None:
         """Ingest the seed files (in a thread), waiting out a Redis outage as the
