@@ -391,8 +391,9 @@ class Site:
                 except OSError:  # the client went away (a killed worker): nothing to do
                     self.close_connection = True
                 finally:
+                    end = time.monotonic()  # (set by _send right after the answer, if any)
                     with site._lock:
-                        hit.end = time.monotonic()
+                        hit.end = hit.end or end
 
             def _answer(self):
                 path = self.path
@@ -450,6 +451,7 @@ class Site:
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(body)
+                self._hit.end = time.monotonic()  # at once: not after waiting for the log's lock
 
         return Handler
 

@@ -59,6 +59,10 @@ ROOT = Path(__file__).resolve().parents[1]
 HOSTS, PAGES = 14, 9
 INTERVAL = 0.25
 TOLERANCE = 0.010  # seconds: the site's clock and scheduling
+# The site stamps a response's end after its last write returns, which on a loaded machine
+# can be tens of milliseconds after the worker has read it; arrivals are stamped as the
+# request is read, so the arrival spacing is held to TOLERANCE and this one to more.
+END_TOLERANCE = 0.050
 ATTEMPTS = 3  # URL_RETRY_ATTEMPTS
 RETRY_AFTER_SECONDS = 3600
 THROTTLE_SECONDS = 10
@@ -447,6 +451,8 @@ def test_failures_deferred_then_fetched_after_healing(site, launch, tmp_path, re
     assert not close, f"requests to one host closer than {INTERVAL} s - {TOLERANCE} s: {close}"
     # the interval counts from the end of each response (one request in flight per host)
     early = sorted(
-        (round(g, 3), host, a, b) for host, gs in gaps.items() for _, g, a, b in gs if g < INTERVAL - TOLERANCE
+        (round(g, 3), host, a, b) for host, gs in gaps.items() for _, g, a, b in gs if g < INTERVAL - END_TOLERANCE
     )
-    assert not early, f"requests less than {INTERVAL} s - {TOLERANCE} s after the host's last response ended: {early}"
+    assert not early, (
+        f"requests less than {INTERVAL} s - {END_TOLERANCE} s after the host's last response ended: {early}"
+    )
