@@ -79,7 +79,8 @@ class Command(ScrapyCommand):
             if os.path.isdir(path):
                 files = sum(len(f) for _, _, f in os.walk(path))
                 shutil.rmtree(path)
-                removed.append(f"{files} files under {path}")
+                if files:
+                    removed.append(f"{files} files under {path}")
         for suffix in ("", "-wal", "-shm"):
             path = os.path.join(crawl_dir, "urlstore.sqlite" + suffix)
             if os.path.exists(path):
