@@ -52,7 +52,7 @@ import pytest
 from crawler.demosite import FORBIDDEN_PATHS, REDIRECT_FROM, REDIRECT_TO, Site
 from crawler.frontier.frontier import REASONS, THROTTLED, WAITING, Frontier
 from crawler.frontier.keys import SEP, Keys
-from tests.workers import clean_env, crawl_command, log_tail, read_pages
+from tests.workers import clean_env, crawl_command, log_tail, read_pages, start_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -156,15 +156,7 @@ def launch(tmp_path, redis_url, crawl_name):
         settings = {"CRAWL_NAME": crawl_name, "LOG_FILE": log, **SETTINGS}
         env = clean_env()
         env["REDIS_URL"] = redis_url
-        with open(log.with_suffix(".stdout"), "wb") as f:
-            proc = subprocess.Popen(
-                crawl_command(out, seeds, settings),
-                cwd=ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=f,
-                stderr=subprocess.STDOUT,
-            )
+        proc = start_worker(crawl_command(out, seeds, settings), env, log.with_suffix(".stdout"))
         worker = Worker(label, proc, out, log, time.monotonic())
         started.append(worker)
         return worker

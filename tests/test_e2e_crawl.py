@@ -32,7 +32,7 @@ import pytest
 from crawler.demosite import FORBIDDEN_PATHS, META_PAGE, NOFOLLOW_TARGET, Site, serve_site
 from crawler.frontier.frontier import Frontier
 from tests.sites import read_pop_log
-from tests.workers import clean_env, crawl_command, log_tail, read_pages
+from tests.workers import clean_env, crawl_command, log_tail, read_pages, start_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -134,15 +134,7 @@ def launch(tmp_path):
             **(settings or {}),
         }
         cmd = crawl_command(out, seeds, opts)
-        with open(stdout, "wb") as f:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=ROOT,
-                env=_worker_env(redis_url, proxy),
-                stdin=subprocess.DEVNULL,
-                stdout=f,
-                stderr=subprocess.STDOUT,
-            )
+        proc = start_worker(cmd, _worker_env(redis_url, proxy), stdout)
         worker = Worker(label, proc, out, log, stdout, pop_log, cmd)
         started.append(worker)
         return worker

@@ -19,7 +19,7 @@ from crawler.demosite import serve_site
 from crawler.frontier.frontier import Frontier
 from tests.test_e2e_crawl import _redis_servers_in, _stop_leftover_redis
 from tests.test_redis_outage import PrivateRedis, _free_port
-from tests.workers import clean_env, crawl_command, log_tail, read_pages
+from tests.workers import clean_env, crawl_command, log_tail, read_pages, start_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = {"NETWORK_GUARD_ALLOW": "127.0.0.0/8", "FRONTIER_HOST_INTERVAL": 0.2}
@@ -58,10 +58,7 @@ def test_seeds_wait_for_a_redis_that_starts_late(tmp_path):
         env["REDIS_URL"] = server.url
         out = tmp_path / "out.jsonl"
         settings = {**SITE, "CRAWL_DIR": tmp_path / "crawl", "CRAWL_NAME": "late", "FRONTIER_IDLE_SECONDS": 1}
-        with open(tmp_path / "worker.log", "wb") as log:
-            proc = subprocess.Popen(
-                crawl_command(out, _seeds(tmp_path, site), settings), cwd=ROOT, env=env, stdout=log, stderr=log
-            )
+        proc = start_worker(crawl_command(out, _seeds(tmp_path, site), settings), env, tmp_path / "worker.log")
         try:
             time.sleep(6)
             assert proc.poll() is None, log_tail([tmp_path / "worker.log"], 40, "")
@@ -102,14 +99,7 @@ def test_ctrl_c_stops_within_the_bound_when_the_archive_target_is_unreachable(tm
         }
         env = {**clean_env(), "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x"}
         log = tmp_path / "worker.log"
-        with open(log, "wb") as f:
-            proc = subprocess.Popen(
-                crawl_command(tmp_path / "out.jsonl", _seeds(tmp_path, site), settings),
-                cwd=ROOT,
-                env=env,
-                stdout=f,
-                stderr=f,
-            )
+        proc = start_worker(crawl_command(tmp_path / "out.jsonl", _seeds(tmp_path, site), settings), env, log)
         try:
             deadline = time.monotonic() + 60
             while len(site.page_hits()) < 4 and time.monotonic() < deadline:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # environment variables that would change what a worker does behind the test's back
 _SCRUBBED_ENV = {
@@ -51,6 +54,12 @@ def log_tail(paths, lines: int, empty: str) -> str:
         if text:
             parts.append(f"--- {path.name} (last {lines} lines) ---\n" + "\n".join(text[-lines:]))
     return "\n".join(parts) or empty
+
+
+def start_worker(cmd: list[str], env: dict[str, str], output: Path) -> subprocess.Popen:
+    """Start a worker command in the project root, its stdout and stderr going to ``output``."""
+    with open(output, "wb") as f:
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT)
 
 
 def crawl_command(
