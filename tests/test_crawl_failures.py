@@ -52,7 +52,7 @@ import pytest
 from crawler.demosite import FORBIDDEN_PATHS, REDIRECT_FROM, REDIRECT_TO, Site
 from crawler.frontier.frontier import REASONS, THROTTLED, WAITING, Frontier
 from crawler.frontier.keys import SEP, Keys
-from tests.workers import clean_env, crawl_command, log_tail, read_pages, start_worker
+from tests.workers import clean_env, crawl_command, log_tail, read_pages, start_worker, stop_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,10 +162,7 @@ def launch(tmp_path, redis_url, crawl_name):
         return worker
 
     yield start
-    for worker in started:
-        if worker.proc.poll() is None:
-            worker.proc.kill()
-            worker.proc.wait(timeout=10)
+    stop_workers([worker.proc for worker in started])
 
 
 def _run(launch, redis_client, crawl_name: str, seeds: Path, run: int, timeout: float) -> list[Worker]:

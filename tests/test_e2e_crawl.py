@@ -32,7 +32,7 @@ import pytest
 from crawler.demosite import FORBIDDEN_PATHS, META_PAGE, NOFOLLOW_TARGET, Site, serve_site
 from crawler.frontier.frontier import Frontier
 from tests.sites import read_pop_log
-from tests.workers import clean_env, crawl_command, log_tail, read_pages, start_worker
+from tests.workers import clean_env, crawl_command, log_tail, read_pages, start_worker, stop_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,10 +140,7 @@ def launch(tmp_path):
         return worker
 
     yield start
-    for worker in started:
-        if worker.proc.poll() is None:
-            worker.proc.kill()
-            worker.proc.wait(timeout=10)
+    stop_workers([worker.proc for worker in started])
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from crawler.frontier.bloom import ScalableLayout, filter_shape
-from crawler.frontier.frontier import Entry, Frontier, politeness_key
+from crawler.frontier.frontier import FINISHED, Entry, Frontier, politeness_key
 from crawler.frontier.traps import TrapGuard
 
 T0 = 1_700_000_000_000  # a fixed "now" in ms: the frontier takes time from its caller
@@ -102,7 +102,7 @@ def test_expired_lease_goes_back_and_ack_ends_it(make_frontier):
     assert f.ack(again[0].id) == 0  # idempotent
     assert f.ack(leases[0].id) == 0  # the expired lease is gone
     assert pop_urls(f, now=T0 + 100_000)[0] == []
-    assert f.is_idle()
+    assert f.outlook(0)["state"] == FINISHED
 
 
 def test_renew_keeps_a_lease(make_frontier):
@@ -261,7 +261,7 @@ def test_concurrent_workers_each_url_once(make_frontier):
     for t in threads:
         t.join(timeout=60)
     assert sorted(got) == sorted(urls)
-    assert f.is_idle()
+    assert f.outlook(0)["state"] == FINISHED
 
 
 def test_politeness_key_by_host_or_registered_domain():

@@ -62,6 +62,14 @@ def start_worker(cmd: list[str], env: dict[str, str], output: Path) -> subproces
         return subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT)
 
 
+def stop_workers(procs) -> None:
+    """Kill the worker processes still running (a test's teardown)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
 def crawl_command(
     out: Path, seeds: Path | None = None, settings: dict | None = None, append: bool = False
 ) -> list[str]:

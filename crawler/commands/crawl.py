@@ -12,7 +12,7 @@ import sys
 from scrapy.commands.crawl import Command as ScrapyCrawl
 
 from crawler.seeds import SeedFileError, check_readable
-from crawler.spiders.broad import SEEDS_FAILED
+from crawler.spiders.broad import SEEDS_FAILED, split_arg
 
 FAILED_REASONS = {SEEDS_FAILED, "start_error"}
 
@@ -22,7 +22,7 @@ class Command(ScrapyCrawl):
         seeds = opts.spargs.get("seeds")
         if seeds:
             try:
-                check_readable([p.strip() for p in seeds.split(",") if p.strip()])
+                check_readable(split_arg(seeds))
             except SeedFileError as exc:
                 print(f"crawl: seeds not readable: {exc}", file=sys.stderr)
                 self.exitcode = 2

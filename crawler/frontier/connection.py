@@ -13,7 +13,9 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import time
 
+import redis
 from scrapy_redis.connection import get_redis_from_settings
 
 logger = logging.getLogger(__name__)
@@ -87,10 +89,6 @@ class Patient:
         self.what = what
 
     def call(self, fn, *args):
-        import time
-
-        import redis
-
         down_since = None
         while True:
             try:

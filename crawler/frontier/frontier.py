@@ -580,14 +580,6 @@ class Frontier:
         """URLs waiting in the front and back queues (one round trip)."""
         return int(self.redis.hget(self.keys.counters, "queued") or 0)
 
-    def is_idle(self) -> bool:
-        """True when nothing is queued and nothing is leased."""
-        p = self.redis.pipeline(transaction=False)
-        p.hget(self.keys.counters, "queued")
-        p.zcard(self.keys.leases)
-        queued, leased = p.execute()
-        return int(queued or 0) <= 0 and leased == 0
-
     def clear(self) -> int:
         """Delete every key of this crawl. Returns how many were deleted."""
         deleted = 0

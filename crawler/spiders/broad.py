@@ -45,7 +45,8 @@ logger = logging.getLogger(__name__)
 SEEDS_FAILED = "seeds_failed"  # close reason: the seeds could not all be added
 
 
-def _split(value) -> list[str]:
+def split_arg(value) -> list[str]:
+    """A comma-separated argument (``-a seeds=a.txt,b.txt``) or a list, as a list."""
     if not value:
         return []
     if isinstance(value, str):
@@ -75,9 +76,9 @@ class BroadSpider(scrapy.Spider):
 
     def __init__(self, *args, seeds=None, allowed_domains=None, allowed_prefixes=None, follow=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.seed_files = _split(seeds)
-        self._arg_domains = _split(allowed_domains)
-        self._arg_prefixes = _split(allowed_prefixes)
+        self.seed_files = split_arg(seeds)
+        self._arg_domains = split_arg(allowed_domains)
+        self._arg_prefixes = split_arg(allowed_prefixes)
         self._arg_follow = follow
 
     @classmethod
