@@ -22,10 +22,11 @@ with every pipeline on versus off, in one run.
    content seen   ``process_now`` (``process_item`` in the calling thread: the pipeline
                   runs the page part in a page worker process and the lookup in a
                   thread), split by timing wrappers put around the functions of
-                  crawler/fingerprints.py (in that module's namespace, in this process only):
-                  body SHA-1, visible text (lxml), SimHash (``text_simhash``; or
-                  ``text_features`` + ``simhash64``, whichever the module has), and
-                  ``check`` (the Redis script, one round trip)
+                  crawler/fingerprints.py that ``page_fingerprints`` calls (in that
+                  module's namespace, in this process only): body SHA-1, parse (lxml),
+                  main text (``main_text``), words (``word_hashes`` + ``word_bag``),
+                  sketch (``minhash`` + ``sketch_bytes`` + ``band_keys``), SimHash
+                  (``simhash``), and ``check`` (the Redis script, one round trip)
    links          ``process_item`` with ``crawler.engine`` replaced by an object whose
                   ``crawl`` appends to a list (the real one hands each to the scheduler,
                   which sends the requests of one reactor turn to the frontier at once)
@@ -33,12 +34,12 @@ with every pipeline on versus off, in one run.
                   skipped with a note if it cannot be imported)
    archive        what ``process_item`` does: ``_raw_page`` (reactor thread) and
                   ``WarcBatch.add`` (WARC records, digests, gzip, spool file: the
-                  pipeline's writer thread), called
-                  directly (the pipeline itself waits for its batch's timer and storage,
-                  which need the reactor); pages that are copies in the corpus are skipped,
-                  as the pipeline skips duplicates. Batches close at ARCHIVE_MAX_BYTES;
-                  ``close()`` (flush + fsync, in the writer thread in the pipeline) is
-                  a row of its own, per page
+                  pipeline's writer thread), called directly (the pipeline itself waits
+                  for its batch's timer and storage, which need the reactor); pages that
+                  are exact copies in the corpus are skipped, as the pipeline skips exact
+                  duplicates (near copies are archived, their bytes differ). Batches close
+                  at ARCHIVE_MAX_BYTES; ``close()`` (flush + fsync, in the writer thread
+                  in the pipeline) is a row of its own, per page
    UrlStore       ``fetch_record`` + ``record_fetch`` (SQLite, outlinks as inlink rows):
                   CPU of the calling thread, CPU of the writer thread, wall per page from
                   the first write submitted to the last one done, and one write's latency
@@ -47,14 +48,11 @@ with every pipeline on versus off, in one run.
    less the calling thread's), wall is ``time.perf_counter()``. Each of ``--passes``
    passes runs on a fresh crawl (new Redis keys, SQLite file and spool); figures are the
    medians of the passes, per page of the corpus; "per 100 KB" scales by 100 KB / the
-   mean page size. Target: SimHash + near-dup lookup (SimHash CPU + the lookup's round
-   trip, during which the worker's reactor waits) under 2 ms per 100 KB page. The lookup
-   is then timed alone against index buckets filled beforehand to ``--fills`` entries
-   each (1024 = CONTENT_SEEN_BUCKET_SIZE, the cap): round trip, client CPU and the Redis
-   server's time per call (INFO commandstats). How soon buckets fill: with uniform
-   SimHashes a bucket holds pages / 65,536, but a language's common words bias every
-   page's SimHash the same way, so a few buckets get a few % of all pages; the "index
-   skew" line measures that on the corpus.
+   mean page size. Also counted: content seen's verdicts on the corpus's exact and near
+   copies ("exact" when an item gets ``duplicate_of``, "near" when it gets
+   ``near_duplicate_of``). Near-duplicate quality (precision and recall on real HTML), the
+   cost of the check with its lookup against a filled index (and its target) and the
+   index's Redis memory are measured by ``python bench/near_duplicates.py``, not here.
 
 2. S3 PUTs. moto's server (``ThreadedMotoServer``, this process, 127.0.0.1) and
    crawler.archive's ``WarcBatch`` + ``S3Storage``, as the archive pipeline uses them:
@@ -151,7 +149,7 @@ from bench.benchredis import RedisServer, free_port  # noqa: E402
 from crawler.archive.storage import S3Storage  # noqa: E402
 from crawler.archive.warc import WarcBatch, object_key  # noqa: E402
 from crawler.demosite import Site, serve_site  # noqa: E402
-from crawler.fingerprints import block_keys, page_text  # noqa: E402
+from crawler.fingerprints import main_text, parse, word_bag, word_hashes  # noqa: E402
 from crawler.items import Page  # noqa: E402
 from crawler.pipelines.archive import _raw_page  # noqa: E402
 from crawler.pipelines.contentseen import ContentSeenPipeline  # noqa: E402
@@ -171,7 +169,6 @@ except Exception as exc:  # noqa: BLE001 - anything that stops the import
 
 METADATA_PATH = "crawler.pipelines.metadata.MetadataPipeline"
 LINKS_PATH = "crawler.pipelines.links.FollowLinksPipeline"
-TARGET_SIMHASH_MS = 2.0  # SimHash + near-dup lookup, per 100 KB page
 TARGET_PUTS = 2.0  # per 1,000 pages
 TARGET_RATIO = 0.70  # pages/s on / off
 KB100 = 100 * 1024
@@ -625,8 +622,10 @@ def median(values) -> float:
 STAGES = [
     ("spider", "spider: outlinks (reference, pass 1)"),
     ("cs_digest", "body SHA-1"),
-    ("cs_text", "visible text (lxml)"),
-    ("cs_features", "word features"),
+    ("cs_parse", "parse (lxml)"),
+    ("cs_text", "main text"),
+    ("cs_words", "words"),
+    ("cs_sketch", "sketch"),
     ("cs_simhash", "SimHash"),
     ("cs_lookup", "lookup: check (Redis script)"),
     ("cs_total", "content seen: process_item"),
@@ -640,14 +639,20 @@ STAGES = [
 # what the worker's reactor thread spends per page in the pipelines (the writer thread aside)
 PIPELINE_KEYS = ("cs_total", "links", "metadata", "archive", "archive_close", "urlstore")
 PROFILED = ("spider", "cs_total", "links", "metadata", "archive", "urlstore")
-# functions content seen calls, timed where its module has them (the code changes: a
-# function it no longer imports is simply not timed, and the report says so)
+# functions of crawler/fingerprints.py that content seen's ``page_fingerprints`` calls
+# (through the module's namespace), timed where the module has them (the code changes: a
+# function the module no longer has is simply not timed, and the report says so). None
+# of them calls another of them, so no time is counted twice.
 WRAPPED = {
     "body_digest": "cs_digest",
-    "page_text": "cs_text",
-    "text_features": "cs_features",
-    "simhash64": "cs_simhash",
-    "text_simhash": "cs_simhash",  # words + SimHash in one (numpy)
+    "parse": "cs_parse",
+    "main_text": "cs_text",
+    "word_hashes": "cs_words",
+    "word_bag": "cs_words",
+    "minhash": "cs_sketch",
+    "sketch_bytes": "cs_sketch",
+    "band_keys": "cs_sketch",
+    "simhash": "cs_simhash",
 }
 
 
@@ -780,9 +785,9 @@ def stage_pass(
             if metadata is not None:
                 with clock.stage("metadata"):
                     item = metadata.process_now(item)
-            # as ArchivePipeline, which skips duplicates: the corpus's copies (not content seen's
-            # verdicts, which may be wrong: they are reported apart)
-            if isinstance(item.get("status"), int) and page.kind not in ("near", "exact"):
+            # as ArchivePipeline, which skips exact duplicates: the corpus's exact copies (not
+            # content seen's verdicts, which may be wrong: they are reported apart)
+            if isinstance(item.get("status"), int) and page.kind != "exact":
                 with clock.stage("archive"):
                     if batch is None:
                         seq += 1
@@ -832,7 +837,8 @@ def stage_pass(
 
     verdicts = Counter()
     for page, item in zip(corpus, items):
-        verdicts[(page.kind, item.get("duplicate_kind") or "new")] += 1
+        got = "exact" if item.get("duplicate_of") else "near" if item.get("near_duplicate_of") else "new"
+        verdicts[(page.kind, got)] += 1
     read = crawler.stats.get_value("metadata/pages", 0)
     return PassResult(
         cpu=dict(clock.cpu),
@@ -849,64 +855,6 @@ def stage_pass(
         wrapped={key: [n for n in saved if WRAPPED[n] == key] for key in set(WRAPPED.values())},
         items=items,
     )
-
-
-def lookup_vs_fill(items: list, server: RedisServer, fills: list[int], sample: int) -> list[dict]:
-    """The content-seen lookup alone, against index buckets holding ``fill`` entries each
-    beforehand (entries that share the page's block value, all far from it in the other
-    bits): round trip, client CPU, and Redis server time per call."""
-    pages = [(it["content_digest"].split(":", 1)[1], it["url"], it["simhash"]) for it in items if it.get("simhash")]
-    pages = pages[:sample]
-    out = []
-    rng = random.Random(7)
-    for fill in fills:
-        settings = project_settings(REDIS_URL=server.url, CRAWL_NAME=f"bench-fill-{uuid.uuid4().hex[:10]}")
-        crawler = get_crawler(settings_dict=settings)
-        pipeline = ContentSeenPipeline.from_crawler(crawler)
-        k = pipeline.k
-        width = 64 // (k + 1)
-        buckets: dict[str, tuple[int, int]] = {}  # bucket key -> (its mask, the page's value)
-        for _, _, value in pages:
-            for i, key in enumerate(block_keys(value, k)):
-                offset = width * i
-                bits = 64 - offset if i == k else width
-                buckets.setdefault(pipeline.keys.simhash_bucket(key), (((1 << bits) - 1) << offset, value))
-        t0 = time.perf_counter()
-        if fill:  # every bucket the pages look up gets ``fill`` entries of its block value
-            items = list(buckets.items())
-            for start in range(0, len(items), 20):
-                pipe = server.client.pipeline(transaction=False)
-                for bucket, (mask, value) in items[start : start + 20]:
-                    entries = [((rng.getrandbits(64) & ~mask) | (value & mask)).to_bytes(8, "big") for _ in range(fill)]
-                    pipe.set(bucket, b"".join(entries))
-                pipe.execute()
-        prefill = time.perf_counter() - t0
-        lens = [server.client.strlen(b) // 8 for b in list(buckets)[:200]]
-        calls0, usec0 = server.evalsha_stats()
-        walls, cpus = [], []
-        for digest, url, value in pages:
-            c, w = time.thread_time(), time.perf_counter()
-            pipeline.check(digest, url, value)
-            walls.append(time.perf_counter() - w)
-            cpus.append(time.thread_time() - c)
-        calls1, usec1 = server.evalsha_stats()
-        calls = calls1 - calls0
-        out.append(
-            {
-                "fill": fill,
-                "entries": statistics.mean(lens) if lens else 0.0,
-                "pages": len(pages),
-                "wall_ms": 1000 * statistics.mean(walls) if walls else 0.0,
-                "wall_p90_ms": 1000 * sorted(walls)[int(0.9 * (len(walls) - 1))] if walls else 0.0,
-                "cpu_ms": 1000 * statistics.mean(cpus) if cpus else 0.0,
-                "server_ms": (usec1 - usec0) / calls / 1000 if calls else 0.0,
-                "prefill_s": prefill,
-            }
-        )
-        keys = list(server.client.scan_iter(match=f"crawl:{{{settings['CRAWL_NAME']}}}:*", count=1000))
-        for i in range(0, len(keys), 500):
-            server.client.delete(*keys[i : i + 500])
-    return out
 
 
 def print_profiles(clock: Clock, top: int) -> None:
@@ -1209,11 +1157,12 @@ def wait4(proc: subprocess.Popen, timeout: float):
 # -- report ----------------------------------------------------------------------------------
 
 
-def report_stages(corpus: list[CorpusPage], passes: list[PassResult], fills: list[dict]) -> dict:
+def report_stages(corpus: list[CorpusPage], passes: list[PassResult]) -> None:
     n = len(corpus)
     sizes = [len(p.body) for p in corpus]
     mean_kb = statistics.mean(sizes) / 1024
     per100 = KB100 / statistics.mean(sizes)  # pages' mean size -> 100 KB
+    w = 46  # the stage column
 
     def ms(kind: str, key: str) -> float:  # median over the passes that timed it, ms per page
         return median(1000 * getattr(p, kind).get(key, 0.0) / n for p in passes if p.calls.get(key) or key != "spider")
@@ -1223,11 +1172,11 @@ def report_stages(corpus: list[CorpusPage], passes: list[PassResult], fills: lis
         f"1. pipeline stages in process: {n} pages, {mean_kb:.0f} KB mean ({min(sizes) // 1024}-{max(sizes) // 1024} KB), "
         f"{len(passes)} pass(es), medians; per page of the corpus (a stage that skips a page costs ~0 there)"
     )
-    print(f"  {'stage':<40}{'CPU ms/pg':>10}{'wall ms/pg':>11}{'CPU ms/100KB':>13}{'share':>7}")
+    print(f"  {'stage':<{w}}{'CPU ms/pg':>10}{'wall ms/pg':>11}{'CPU ms/100KB':>13}{'share':>7}")
     pipelines_cpu = sum(ms("cpu", k) for k in PIPELINE_KEYS) + ms("cpu", "urlstore_writer")
     for key, label in STAGES:
         if key == "metadata" and MetadataPipeline is None:
-            print(f"  {label:<40}{'-':>10}{'-':>11}{'-':>13}{'':>7}  (not importable)")
+            print(f"  {label:<{w}}{'-':>10}{'-':>11}{'-':>13}{'':>7}  (not importable)")
             continue
         cpu, wall = ms("cpu", key), ms("wall", key)
         share = f"{100 * cpu / pipelines_cpu:.0f}%" if key in (*PIPELINE_KEYS, "urlstore_writer") else ""
@@ -1235,34 +1184,34 @@ def report_stages(corpus: list[CorpusPage], passes: list[PassResult], fills: lis
         indent = ""
         if key in passes[0].wrapped:
             if not passes[0].wrapped[key]:
-                continue  # content seen does not import that function (any more)
+                continue  # crawler/fingerprints.py does not have that function (any more)
             label = f"{label}: {' + '.join(passes[0].wrapped[key])}"
             indent = "  "
         elif key == "cs_lookup":
             indent = "  "
-        print(f"  {indent + label:<40}{cpu:>10.3f}{wall_s:>11}{cpu * per100:>13.3f}{share:>7}")
+        print(f"  {indent + label:<{w}}{cpu:>10.3f}{wall_s:>11}{cpu * per100:>13.3f}{share:>7}")
     missing = [n for key, names in passes[0].wrapped.items() for n in names if not passes[0].calls.get(key)]
     if missing:
-        print(f"  (content seen imports but never called: {', '.join(missing)})")
+        print(f"  (wrapped in crawler/fingerprints.py but never called: {', '.join(missing)})")
     thread_cpu = sum(ms("cpu", k) for k in PIPELINE_KEYS)
     thread_wall = sum(ms("wall", k) for k in PIPELINE_KEYS)
-    print(f"  {'all pipelines, reactor thread':<40}{thread_cpu:>10.3f}{thread_wall:>11.3f}{thread_cpu * per100:>13.3f}")
     print(
-        f"  {'all pipelines, + UrlStore writer thread':<40}{pipelines_cpu:>10.3f}{'':>11}{pipelines_cpu * per100:>13.3f}"
-    )
-    fs_cpu = ms("cpu", "cs_features") + ms("cpu", "cs_simhash")
-    text_bytes = sum(len(page_text(p.body).encode()) for p in corpus)
-    lookup_cpu, lookup_wall = ms("cpu", "cs_lookup"), ms("wall", "cs_lookup")
-    simhash_target = (fs_cpu + lookup_wall) * per100
-    print(
-        f"  SimHash + near-dup lookup: features+simhash {fs_cpu:.3f} ms CPU + lookup {lookup_wall:.3f} ms round trip "
-        f"({lookup_cpu:.3f} ms CPU) = {fs_cpu + lookup_wall:.3f} ms/page, {simhash_target:.3f} ms per 100 KB "
-        f"(CPU only: {(fs_cpu + lookup_cpu) * per100:.3f}); with page_text: "
-        f"{(fs_cpu + lookup_wall + ms('cpu', 'cs_text')) * per100:.3f} ms per 100 KB"
+        f"  {'all pipelines, reactor thread':<{w}}{thread_cpu:>10.3f}{thread_wall:>11.3f}{thread_cpu * per100:>13.3f}"
     )
     print(
-        f"  visible text: {text_bytes / sum(sizes):.0%} of the HTML ({text_bytes / n / 1024:.0f} KB/page); SimHash "
-        f"alone {fs_cpu * n / (text_bytes / KB100):.3f} ms CPU per 100 KB of text"
+        f"  {'all pipelines, + UrlStore writer thread':<{w}}{pipelines_cpu:>10.3f}{'':>11}"
+        f"{pipelines_cpu * per100:>13.3f}"
+    )
+    text_bytes, words = 0, []
+    for page in corpus:  # outside the timed passes (main_text changes the tree: a tree of its own)
+        tree = parse(page.body)
+        text = main_text(tree) if tree is not None else ""
+        text_bytes += len(text.encode())
+        words.append(len(word_bag(word_hashes(text))))
+    print(
+        f"  main text: {text_bytes / sum(sizes):.0%} of the HTML ({text_bytes / n / 1024:.0f} KB/page), "
+        f"{statistics.mean(words):,.0f} words/page (stop words left out); the lookup here is against this "
+        f"corpus's own index ({ms('wall', 'cs_lookup'):.3f} ms round trip per page)"
     )
     wall_us = median(1000 * p.urlstore_wall / n for p in passes)
     latency = median(1000 * x for p in passes for x in p.urlstore_latency)
@@ -1276,54 +1225,26 @@ def report_stages(corpus: list[CorpusPage], passes: list[PassResult], fills: lis
     v = last.verdicts
     others = n - designed["near"] - designed["exact"]
     false_near = sum(c for (kind, got), c in v.items() if got == "near" and kind not in ("near", "exact"))
+    false_exact = sum(c for (kind, got), c in v.items() if got == "exact" and kind != "exact")
+    found = [
+        it["resemblance"]
+        for page, it in zip(corpus, last.items)
+        if page.kind == "near" and it.get("near_duplicate_of") and it.get("resemblance") is not None
+    ]
     print(
-        f"  content seen (last pass): near copies found {v[('near', 'near')]}/{designed['near']}, exact copies "
-        f"{v[('exact', 'exact')]}/{designed['exact']}, other pages flagged near {false_near}/{others}; links "
-        f"followed {last.followed / n:.0f}/page; archived {last.archived} pages in {last.batches} batch(es)"
+        f"  content seen (last pass): near copies found {v[('near', 'near')]}/{designed['near']}"
+        + (f" (resemblance {min(found):.3f}-{max(found):.3f})" if found else "")
+        + f", exact copies {v[('exact', 'exact')]}/{designed['exact']}, other pages flagged near "
+        f"{false_near}/{others}, flagged exact {false_exact}/{n - designed['exact']}; links followed "
+        f"{last.followed / n:.0f}/page; archived {last.archived} pages in {last.batches} batch(es)"
         + (f"; metadata {last.metadata_fields:.1f} fields/page" if MetadataPipeline is not None else "")
     )
-    distinct = [it["simhash"] for page, it in zip(corpus, last.items) if page.kind not in ("near", "exact")]
-    distinct = [h for h in distinct if h is not None]
-    k = int(project_settings()["CONTENT_SEEN_DISTANCE"])
-    if len(distinct) > 1:
-        dists = sorted((a ^ b).bit_count() for i, a in enumerate(distinct) for b in distinct[i + 1 :])
-        close = sum(d <= k for d in dists)
-        print(
-            f"  SimHash of the {len(distinct)} distinct pages: {len(dists)} pairs, median distance {dists[len(dists) // 2]} "
-            f"bits, {close} pair(s) within {k} ({close / len(dists):.2%}): near-duplicate false positives"
-        )
-        # index skew: SimHashes of text in one language are biased towards that language's
-        # common words, so a few block values (index buckets) get a large share of all pages
-        buckets = Counter(key for h in distinct for key in block_keys(h, k))
-        top_key, top = buckets.most_common(1)[0]
-        scanned = statistics.mean(sum(buckets[key] - 1 for key in block_keys(h, k)) for h in distinct)
-        uniform = (k + 1) * (len(distinct) - 1) / 2 ** (64 // (k + 1))
-        cap = int(project_settings()["CONTENT_SEEN_BUCKET_SIZE"])
-        print(
-            f"  index skew: the fullest bucket ({top_key}) holds {top}/{len(distinct)} pages ({top / len(distinct):.1%}): "
-            f"it reaches the {cap}-entry cap after ~{cap * len(distinct) / top:,.0f} pages, not ~{cap * 2 ** (64 // (k + 1)):,} "
-            f"(uniform); a lookup meets {scanned:.2f} other pages' entries here, {scanned / uniform if uniform else 0:.0f}x "
-            f"the uniform {uniform:.3f}"
-        )
+    print(
+        "  near-duplicate quality (precision, recall on real HTML), lookup cost against a filled index and "
+        "index memory: python bench/near_duplicates.py"
+    )
     if METADATA_NOTE:
         print(f"  {METADATA_NOTE}")
-    if fills:
-        print()
-        print(
-            f"  content-seen lookup alone vs index fill ({fills[0]['pages']} pages; entries/bucket before the lookups)"
-        )
-        print(
-            f"  {'fill':>8}{'entries':>9}{'round trip ms':>15}{'p90 ms':>8}{'client CPU ms':>15}{'Redis ms/call':>15}"
-            f"{'SimHash+lookup ms/100KB':>25}"
-        )
-        for f in fills:
-            total = (fs_cpu + f["wall_ms"]) * per100
-            print(
-                f"  {f['fill']:>8}{f['entries']:>9.0f}{f['wall_ms']:>15.3f}{f['wall_p90_ms']:>8.3f}{f['cpu_ms']:>15.3f}"
-                f"{f['server_ms']:>15.3f}{total:>25.3f}"
-            )
-            f["target"] = total
-    return {"simhash": simhash_target, "fs_cpu": fs_cpu, "per100": per100, "pipelines_cpu": pipelines_cpu}
 
 
 def report_s3(s3: dict) -> None:
@@ -1403,20 +1324,12 @@ def report_runs(runs: list[Run], args) -> dict:
     return {"med": med, "ratio": ratio, "rounds": rounds, "cpu": cpu}
 
 
-def report_targets(st: dict | None, fills: list[dict], s3: dict | None, crawl: dict | None, runs, args) -> None:
+def report_targets(s3: dict | None, crawl: dict | None, runs, args) -> None:
     print()
     print("targets")
-    if st is not None:
-        print(
-            f"  {'SimHash + near-dup lookup, ms per 100 KB page':<58}{st['simhash']:>8.3f}  < {TARGET_SIMHASH_MS:<6}"
-            f"{verdict(st['simhash'] < TARGET_SIMHASH_MS)}  (fresh index; lookup = its round trip)"
-        )
-        for f in fills:
-            if "target" in f and f["fill"]:
-                label = f"  same, lookup with {f['fill']} entries per index bucket"
-                print(
-                    f"{label:<60}{f['target']:>8.3f}  < {TARGET_SIMHASH_MS:<6}{verdict(f['target'] < TARGET_SIMHASH_MS)}"
-                )
+    print(
+        "  near-copy check with its lookup, ms per 100 KB page, and near-duplicate quality: python bench/near_duplicates.py"
+    )
     if s3 is not None:
         print(
             f"  {'S3 PUTs per 1,000 pages (size bound, long crawl)':<58}{s3['steady_per_1000']:>8.2f}  <= {TARGET_PUTS:<5}"
@@ -1456,8 +1369,6 @@ def main(argv=None) -> int:
     ap.add_argument("--pages", type=int, default=None, help="corpus pages (default 200; quick 100)")
     ap.add_argument("--passes", type=int, default=None, help="timed passes over the corpus (default 3; quick 2)")
     ap.add_argument("--seed", type=int, default=1, help="corpus seed")
-    ap.add_argument("--fills", default="256,1024", help="index entries per bucket for the lookup table ('' none)")
-    ap.add_argument("--lookup-sample", type=int, default=None, help="pages in the lookup table (default 100; quick 60)")
     ap.add_argument(
         "--s3-pages",
         type=int,
@@ -1485,13 +1396,11 @@ def main(argv=None) -> int:
     q = args.quick
     args.pages = args.pages or (100 if q else 200)
     args.passes = args.passes or (2 if q else 3)
-    args.lookup_sample = args.lookup_sample or (60 if q else 100)
     args.s3_pages = args.s3_pages or (500 if q else 0)  # 0: from part 1
     args.hosts = args.hosts or (60 if q else 120)
     args.site_pages = args.site_pages or 5
     args.rounds = args.rounds or (1 if q else 3)
     args.run_timeout = args.run_timeout or (60 if q else 120)
-    fill_levels = [int(x) for x in args.fills.split(",") if x.strip()]
     if not 2 <= args.hosts <= 200:
         ap.error("--hosts must be 2..200")
     if args.site_pages < 5:
@@ -1518,9 +1427,6 @@ def main(argv=None) -> int:
                 if len(passes) > 1:
                     passes[-2].items = []
                 print(f"  stage pass {i + 1}/{args.passes}: {time.perf_counter() - t:.1f} s", flush=True)
-            t = time.perf_counter()  # the lookup alone: a fresh index (0), then --fills
-            fills = lookup_vs_fill(passes[-1].items, server, [0, *fill_levels], args.lookup_sample)
-            print(f"  lookup vs index fill: {time.perf_counter() - t:.1f} s", flush=True)
             profiled = None
             if args.profile:
                 profiled = Clock(profile=True)
@@ -1560,13 +1466,13 @@ def main(argv=None) -> int:
                         )
                         if run.missing or run.exit_code:
                             print(log_tail([run.log], 15, "  (no worker log)"))
-            st = report_stages(corpus, passes, fills)
+            report_stages(corpus, passes)
             if profiled is not None:
                 print_profiles(profiled, 14)
             if s3 is not None:
                 report_s3(s3)
             crawl = report_runs(runs, args) if runs else None
-            report_targets(st, fills, s3, crawl, runs, args)
+            report_targets(s3, crawl, runs, args)
             versions = {version, code_version(), *(r.code for r in runs)}
             if len(versions) > 1:
                 print(

@@ -33,6 +33,13 @@ ThreadingHTTPServer, all on one port. Each host has:
 is the same on every host (exact duplicates of each other), and ``/article-print.html``, the
 same text with a few words changed (a near duplicate).
 
+``framed``: every ``/p{i}.html`` also carries a text of its own (about 250 words) inside the
+frame a real site puts around its pages (a header with a tagline, a navigation menu, a
+sidebar, a cookie notice, a disclaimer in a plain ``<div>``, a footer: some 150 words,
+the same on every page), and every page ``i`` with ``i % 4 == 1`` links
+``/p{i}-copy.html``: its text with 3% of the words changed, another tagline and a
+"printed on" line (a near copy; ``near_copies()`` lists them).
+
 ``throttle`` gives host ``i`` a Retry-After (seconds): its first page request is
 answered 429 with that header, every later one normally.
 
@@ -124,6 +131,7 @@ class Site:
         throttle: dict[int, int] | None = None,
         routes: dict[str, object] | None = None,
         articles: bool = False,
+        framed: bool = False,
         fail_pages: dict[int, dict[str, object]] | None = None,
         fail_all: dict[int, int] | None = None,
         throttle_for: dict[int, float] | None = None,
@@ -154,6 +162,7 @@ class Site:
         self.throttle = dict(throttle or {})
         self.routes = routes or {}
         self.articles = articles
+        self.framed = framed
         self._answered: dict[tuple[int, str], int] = {}
         self.hosts = [f"127.0.0.{2 + i}" for i in range(hosts)]
         self.port = 0
@@ -175,7 +184,14 @@ class Site:
 
     def page_paths(self) -> list[str]:
         """Paths of one host that a correct crawl fetches (each exactly once)."""
-        return [f"/p{i}.html" for i in range(self.n_pages)] + [REDIRECT_FROM, META_PAGE]
+        paths = [f"/p{i}.html" for i in range(self.n_pages)] + [REDIRECT_FROM, META_PAGE]
+        return paths + [copy for _, copy in self.near_copies()]
+
+    def near_copies(self) -> list[tuple[str, str]]:
+        """(path of a page, path of its near copy) of one host (``framed`` only)."""
+        if not self.framed:
+            return []
+        return [(f"/p{i}.html", f"/p{i}-copy.html") for i in range(1, self.n_pages, 4)]
 
     def expected_fetches(self) -> set[tuple[str, str]]:
         """(host, path) of every request a correct crawl makes, robots.txt aside (on a
@@ -339,6 +355,10 @@ class Site:
             )
         if path in (NOFOLLOW_TARGET, META_NOFOLLOW_TARGET):
             return _html("target", "must never be fetched")
+        copy_of = dict((c, p) for p, c in self.near_copies())
+        if path in copy_of:
+            i = int(copy_of[path][2:-5])
+            return _framed(f"page {i} of host {host_index}", _page_text(host_index, i, copied=True), copied=True)
         if not (path.startswith("/p") and path.endswith(".html") and path[2:-5].isdigit()):
             return None
         i = int(path[2:-5])
@@ -369,6 +389,11 @@ class Site:
             links += [f'<a href="{ARTICLES[0]}">article</a>', f'<a href="{ARTICLES[1]}">printable</a>']
         if host_index == 0 and i == 0:
             links += [f'<a href="{self.url(h, "/p0.html")}">host {h}</a>' for h in range(self.n_hosts)]
+        if self.framed:
+            if i % 4 == 1:
+                links.append(f'<a href="/p{i}-copy.html">printable version</a>')
+            body = _page_text(host_index, i) + "<ul>" + "".join(f"<li>{link}</li>" for link in links) + "</ul>"
+            return _framed(f"page {i} of host {host_index}", body)
         return _html(f"page {i} of host {host_index}", "\n".join(links))
 
     def _handler(self, host_index: int):
@@ -585,6 +610,50 @@ def _article_text(printed: bool) -> str:
     if printed:
         words[300] = "printed"
     return "".join(f"<p>{' '.join(words[i : i + 60])}</p>" for i in range(0, len(words), 60))
+
+
+_COMMON = (
+    "the of and to a in is it that for as with on be by this are or an from at not which if can you was but all "
+    "has have will its their they one also more other than then these when there so no may into only such"
+).split()
+
+
+def _page_text(host_index: int, i: int, copied: bool = False) -> str:
+    """About 250 words of a page's own (its words drawn at random, a third common words);
+    the copy changes 3% of them and adds a "printed on" line."""
+    import random
+
+    rng = random.Random(host_index * 100_003 + i)
+    words = [rng.choice(_COMMON) if rng.random() < 0.35 else f"term{rng.randrange(3000)}" for _ in range(250)]
+    if copied:
+        for n, k in enumerate(rng.sample(range(len(words)), len(words) * 3 // 100)):
+            words[k] = f"changed{n}"
+    text = "".join(f"<p>{' '.join(words[k : k + 50])}.</p>\n" for k in range(0, len(words), 50))
+    return text + ("<p>Printed on 3 May 2026 from the web edition.</p>" if copied else "")
+
+
+def _framed(title: str, content: str, copied: bool = False) -> str:
+    """A page's content inside a site's frame (the same on every page but the tagline)."""
+    menu = "".join(f'<li><a href="/p{k}.html">Section {k}</a></li>' for k in range(8))
+    tagline = "Printer-friendly edition, no pictures" if copied else "News and notes from the demo site since 1999"
+    frame_top = (
+        f'<div class="site-header"><a href="/p0.html">The Demo Site</a> <span>{tagline}</span></div>'
+        f"<nav><ul>{menu}</ul></nav>"
+        '<div class="cookie-banner">We use cookies to remember your preferences and to count visits to '
+        "our pages. By using this site you agree to that.</div>"
+    )
+    sidebar = (
+        "<aside><h3>About us</h3><p>The Demo Site is written by a small team of editors who care about "
+        "what happens in the world and in your town. Write to us with your questions, tips and corrections; "
+        "we read every letter and answer most of them within a week.</p></aside>"
+    )
+    frame_bottom = (
+        "<div>The opinions expressed in the articles are those of their authors and not necessarily those "
+        "of the editors. Articles may be shared for private use as long as their source is named.</div>"
+        "<footer><p>Copyright 2026 The Demo Site, 12 Main Street, Springfield. All rights reserved.</p>"
+        '<p><a href="/p0.html">Home</a> <a href="/p1.html">Contact</a> <a href="/p2.html">Privacy</a></p></footer>'
+    )
+    return _html(title, f'{frame_top}<div class="content">{content}</div>{sidebar}{frame_bottom}')
 
 
 class _Links(HTMLParser):

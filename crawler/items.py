@@ -28,8 +28,9 @@ class Page(scrapy.Item):
     ip_address = scrapy.Field()  # the server's address, when known
     archive = scrapy.Field()  # {"key", "offset", "length"} of its WARC record (archive pipeline)
     content_digest = scrapy.Field()  # "sha1:<hex>" of the body (content-seen pipeline)
-    simhash = scrapy.Field()  # 64-bit SimHash of the visible text
-    duplicate_of = scrapy.Field()  # URL of the first page with the same (or nearly the same) content
-    duplicate_kind = scrapy.Field()  # "exact" or "near"
+    simhash = scrapy.Field()  # 64-bit SimHash of the main text's words
+    duplicate_of = scrapy.Field()  # URL of the first page with the same body (an exact copy)
+    near_duplicate_of = scrapy.Field()  # URL of the indexed page whose main text this one nearly repeats
+    resemblance = scrapy.Field()  # share of the main text's words in common with near_duplicate_of
     canonical_url = scrapy.Field()  # rel=canonical (metadata pipeline), normalized
     metadata = scrapy.Field()  # {name: text} (metadata pipeline)

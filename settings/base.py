@@ -133,9 +133,10 @@ RATE_LIMITER_MARGIN = 0.0  # seconds added to every interval (spacing counts fro
 
 # --- content seen (crawler/pipelines/contentseen.py) -----------------------------------
 CONTENT_SEEN_ENABLED = True
-CONTENT_SEEN_DISTANCE = 3  # SimHash bits two near-duplicate pages may differ by
-CONTENT_SEEN_BUCKET_SIZE = 1024  # simhashes per index bucket (8 bytes each; a lookup scans its k + 1 buckets)
-CONTENT_SEEN_MIN_WORDS = 50  # shorter pages: exact duplicates only
+CONTENT_SEEN_RESEMBLANCE = 0.9  # share of the main text's words a near copy has in common with its original
+CONTENT_SEEN_MIN_WORDS = 100  # words of main text; shorter pages: exact copies only
+CONTENT_SEEN_BUCKET_SIZE = 4096  # entries per LSH bucket (8 bytes each; 65,536 buckets)
+CONTENT_SEEN_FOLLOW_NEAR_DUPLICATES = True  # follow the links of a near copy (an exact copy's: never)
 
 # --- page metadata (crawler/pipelines/metadata.py) ---------------------------------------
 METADATA_ENABLED = True

@@ -67,7 +67,14 @@ def test_one_page_item_and_followed_links():
     assert links["http://a.example/hidden.html"]["nofollow"] is True
     assert links["http://a.example/b.html?a=2&z=1"]["text"] == "B"
     assert follow(spider, page) == ["http://a.example/b.html?a=2&z=1", "http://other.example/c.html"]
-    page["duplicate_kind"] = "exact"  # an exact duplicate's links were followed from the first copy
+    page["near_duplicate_of"] = "http://a.example/first.html"  # a near copy's links are followed
+    assert follow(spider, page) == ["http://a.example/b.html?a=2&z=1", "http://other.example/c.html"]
+    strict = BroadSpider.from_crawler(
+        get_crawler(BroadSpider, {**PROJECT_SETTINGS, "CONTENT_SEEN_FOLLOW_NEAR_DUPLICATES": False})
+    )
+    assert follow(strict, page) == []  # unless that is turned off
+    del page["near_duplicate_of"]
+    page["duplicate_of"] = "http://a.example/first.html"  # an exact copy's were followed from the first copy
     assert follow(spider, page) == []
 
 

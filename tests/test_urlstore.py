@@ -114,6 +114,12 @@ def test_get_follows_canonical_url(store):
     assert got["metadata"]["title"] == "original"
     own = store.get("http://example.com/article?ref=x", follow_canonical=False)
     assert own["fate"] == "duplicate" and own["canonical_url"] == first
+    # a near copy is a page of its own: get does not follow near_duplicate_of
+    near = _fetched("http://example.com/article/print", near_duplicate_of=first, resemblance=0.96)
+    store.record_fetch(near).result(30)
+    got = store.get("http://example.com/article/print")
+    assert got["url"] == "http://example.com/article/print" and got["canonical_url"] is None
+    assert got["near_duplicate_of"] == first and got["resemblance"] == pytest.approx(0.96, abs=1e-6)
     # a canonical URL that is not stored (yet): the URL's own record
     store.record_fetch(_fetched("http://example.com/x", canonical_url="http://example.com/y")).result(30)
     assert store.get("http://example.com/x")["url"] == "http://example.com/x"
@@ -223,7 +229,7 @@ def test_cassandra_writes_are_bounded_and_retried():
     assert session.peak <= 4
     assert len(session.done) == 5 * 21 + 1  # rows and inlinks, the flaky row after 2 retries
     row = next(params for cql, params in session.done if params[-1] == "http://flaky.example/")
-    assert "metadata = metadata + ?" in store._row_stmt.cql and row[2] == "fetched"
+    assert "metadata = metadata + ?" in store._row_stmt.cql and row[4] == "fetched"
 
 
 def test_cassandra_write_fails_after_its_retries():
@@ -237,3 +243,27 @@ def test_cassandra_write_fails_after_its_retries():
         store.record_fetch(_fetched("http://down.example/")).result(timeout=30)
     # the slot it held is free again
     store.record_fetch(_fetched("http://up.example/")).result(timeout=30)
+
+
+def test_a_sqlite_store_of_an_earlier_version_gains_the_new_columns(tmp_path):
+    import sqlite3
+
+    from crawler.urlstore.sqlite import ADDED_COLUMNS, SCHEMA, SqliteUrlStore
+
+    path = tmp_path / "old.sqlite"
+    old = SCHEMA.read_text()
+    for name in ADDED_COLUMNS:  # the schema as it was before those columns
+        old = "\n".join(line for line in old.splitlines() if not line.strip().startswith(name))
+    db = sqlite3.connect(path)
+    db.executescript(old)
+    db.execute("INSERT INTO urls (url, fate) VALUES ('http://example.com/old', 'fetched')")
+    db.commit()
+    db.close()
+    store = SqliteUrlStore(str(path))
+    try:
+        assert store.get("http://example.com/old")["near_duplicate_of"] is None
+        near = _fetched("http://example.com/new", near_duplicate_of="http://example.com/old", resemblance=0.93)
+        store.record_fetch(near).result(30)
+        assert store.get("http://example.com/new")["near_duplicate_of"] == "http://example.com/old"
+    finally:
+        store.close()

@@ -47,10 +47,13 @@ key                         type    contents
                                     after its last fetch
 ``robots:lock:<origin>``    string  the worker fetching that robots.txt (expires)
 ``cdigest``                 hash    body digest -> URL of the first page with that body
-``simurl``                  hash    simhash (8 bytes) -> URL of the first page with it
-``simidx:<block>``          string  SimHash index bucket ``<value hex>:<block number>``:
-                                    the 8-byte simhashes that have that block, appended
-                                    (at most CONTENT_SEEN_BUCKET_SIZE)
+``ndseq``                   string  near-duplicate index: page number counter
+``ndpage``                  hash    page number (4 bytes) -> its MinHash sketch
+                                    (fingerprints.BINS bytes) followed by its URL
+``ndidx:<bucket>``          string  LSH bucket (the top 16 bits of a band key, hex):
+                                    8-byte entries appended, the band key's next 32
+                                    bits and the page number (at most
+                                    CONTENT_SEEN_BUCKET_SIZE)
 ==========================  ======  =====================================================
 """
 
@@ -85,7 +88,8 @@ class Keys:
         self.counters = p + "counters"
         self.workers = p + "workers"
         self.content_digests = p + "cdigest"
-        self.simhash_owners = p + "simurl"
+        self.near_seq = p + "ndseq"
+        self.near_pages = p + "ndpage"
 
     def front(self, level: int) -> str:
         return f"{self.prefix}fq:{level}"
@@ -99,8 +103,9 @@ class Keys:
     def robots_lock(self, origin: str) -> str:
         return f"{self.prefix}robots:lock:{origin}"
 
-    def simhash_bucket(self, block_key: str) -> str:
-        return f"{self.prefix}simidx:{block_key}"
+    def near_bucket(self, band_key: int) -> str:
+        """The LSH bucket of a 64-bit band key (its top 16 bits)."""
+        return f"{self.prefix}ndidx:{band_key >> 48:04x}"
 
     def seen(self, index: int) -> str:
         return f"{self.prefix}seen:{index}"

@@ -666,57 +666,84 @@ return 0
 # -- content seen (crawler/pipelines/contentseen.py) -----------------------------------
 
 # CONTENT_SEEN: has a page with this content been seen, by any worker? KEYS[1] the
-# digest hash (``cdigest``: body digest -> first URL), KEYS[2] the SimHash owners
-# (``simurl``: 8-byte simhash -> first URL), KEYS[3..k+3] the SimHash index buckets of
-# the page's k + 1 blocks (``simidx:<block>``: a string of 8-byte big-endian simhashes,
-# appended). ARGV[1] body digest, ARGV[2] URL, ARGV[3] simhash (8 bytes, big-endian;
-# '' for none), ARGV[4] k (largest Hamming distance of a near duplicate), ARGV[5] bucket
-# capacity (entries).
-# Returns {0} for new content (recorded: the digest, the simhash's owner, and the
-# simhash in every bucket not yet full), {1, first URL} for an exact duplicate,
-# {2, first URL, distance} for a near duplicate (not indexed; its digest then names the
-# original, so that exact copies of a near duplicate point to the original too). A page
-# seen again under its own URL (a recrawl) is new. Atomic: of two workers with the same
+# digest hash (``cdigest``: body digest -> first URL), KEYS[2] the sketches of indexed
+# pages (``ndpage``: 4-byte page number -> sketch .. URL), KEYS[3] the page number
+# counter (``ndseq``), KEYS[4..] the LSH bucket of each band of the page, in band order
+# (``ndidx:<top 16 bits of the band key>``: 8-byte entries, the band key's next 32 bits
+# and a page number). ARGV[1] body digest, ARGV[2] URL, ARGV[3] the page's sketch ('' for
+# none: exact copies only), ARGV[4] the fewest agreeing sketch bytes of a near copy,
+# ARGV[5] bucket capacity (entries), ARGV[6] the band tags (4 bytes per band, in band
+# order), ARGV[7] the most candidates compared.
+# Returns {1, first URL} for an exact copy; else the page is recorded (its digest, its
+# sketch and, in every bucket not yet full, its entries) and the script returns {2, URL,
+# agreeing bytes} for a near copy (the indexed page whose sketch agrees most, if enough)
+# or {0} for new content. A near copy is indexed too, so that a later copy of it finds
+# it even when it is not near enough to the page it resembles; its digest names itself
+# (its bytes are archived: exact copies of it point to it). A page seen again under its own
+# URL (a recrawl) whose text did not change is not indexed again, and is compared only
+# with the pages indexed before it (page numbers grow; 4-byte big-endian strings compare
+# as numbers), so that it keeps its first verdict. Atomic: of two workers with the same
 # content, one is first.
-# The scan compares bytes through a popcount table and gives up on an entry once its
-# first four bytes differ in more than k bits (most entries: a bucket's entries share
-# one block, unrelated pages differ in ~20 of the other bits), about 0.2 us an entry.
+# The buckets are scanned with a plain string.find for each tag (C speed), keeping
+# matches at entry boundaries.
 CONTENT_SEEN = r"""
 local first = redis.call('HGET', KEYS[1], ARGV[1])
 if first and first ~= ARGV[2] then return {1, first} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-local h = ARGV[3]
-if h == '' then return {0} end
-local k = tonumber(ARGV[4])
-local bxor = bit.bxor
-local pc = {[0] = 0}
-for i = 1, 255 do pc[i] = pc[math.floor(i / 2)] + i % 2 end
-local h1, h2, h3, h4, h5, h6, h7, h8 = string.byte(h, 1, 8)
-for i = 3, #KEYS do
+local sketch = ARGV[3]
+if sketch == '' then return {0} end
+local need, cap, tags, limit = tonumber(ARGV[4]), 8 * tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+local bins = #sketch
+local mine = {string.byte(sketch, 1, bins)}
+local compared, checked, others = {}, 0, {}
+local own = nil
+for i = 4, #KEYS do
     local s = redis.call('GET', KEYS[i])
-    if s then
-        for j = 1, #s - 7, 8 do
-            local a1, a2, a3, a4, a5, a6, a7, a8 = string.byte(s, j, j + 7)
-            local d = pc[bxor(a1, h1)] + pc[bxor(a2, h2)] + pc[bxor(a3, h3)] + pc[bxor(a4, h4)]
-            if d <= k then
-                d = d + pc[bxor(a5, h5)] + pc[bxor(a6, h6)] + pc[bxor(a7, h7)] + pc[bxor(a8, h8)]
-                if d <= k then
-                    local owner = redis.call('HGET', KEYS[2], string.sub(s, j, j + 7))
-                    if owner and owner ~= ARGV[2] then
-                        -- later exact copies of this page point straight to the original
-                        redis.call('HSET', KEYS[1], ARGV[1], owner)
-                        return {2, owner, d}
+    local tag = string.sub(tags, (i - 4) * 4 + 1, (i - 4) * 4 + 4)
+    local at = 1
+    while s and checked < limit do
+        local j = string.find(s, tag, at, true)
+        if not j then break end
+        if (j - 1) % 8 == 0 then
+            local id = string.sub(s, j + 4, j + 7)
+            if not compared[id] then
+                compared[id] = true
+                checked = checked + 1
+                local page = redis.call('HGET', KEYS[2], id)
+                if page then
+                    local theirs = {string.byte(page, 1, bins)}
+                    local m = 0
+                    for b = 1, bins do
+                        if theirs[b] == mine[b] then m = m + 1 end
+                    end
+                    local url = string.sub(page, bins + 1)
+                    if url ~= ARGV[2] then
+                        others[#others + 1] = {id, m, url}
+                    elseif m >= need and (own == nil or id < own) then
+                        own = id
                     end
                 end
             end
+            at = j + 8
+        else
+            at = j + 1
         end
     end
 end
-if redis.call('HSETNX', KEYS[2], h, ARGV[2]) == 1 then
-    local cap = 8 * tonumber(ARGV[5])
-    for i = 3, #KEYS do
-        if redis.call('STRLEN', KEYS[i]) < cap then redis.call('APPEND', KEYS[i], h) end
+local best, best_url = -1, nil
+for _, c in ipairs(others) do
+    -- a recrawl is compared with the pages indexed before its first visit only
+    if c[2] > best and (own == nil or c[1] < own) then best, best_url = c[2], c[3] end
+end
+if own == nil then
+    local id = struct.pack('>I4', redis.call('INCR', KEYS[3]))
+    redis.call('HSET', KEYS[2], id, sketch .. ARGV[2])
+    for i = 4, #KEYS do
+        if redis.call('STRLEN', KEYS[i]) < cap then
+            redis.call('APPEND', KEYS[i], string.sub(tags, (i - 4) * 4 + 1, (i - 4) * 4 + 4) .. id)
+        end
     end
 end
+if best >= need then return {2, best_url, best} end
 return {0}
 """

@@ -1,23 +1,28 @@
 """Content seen: is this page's content one the crawl already has, whichever worker
 fetched it? The first pipeline.
 
-- Exact duplicates: the SHA-1 of the body, in a Redis hash shared by all workers
-  (digest -> the first URL seen with it).
-- Near duplicates: a 64-bit SimHash of the page's visible text (every word votes;
-  fingerprints.text_simhash), looked up in a Redis index with the block scheme of simhash's SimhashIndex
-  (crawler/fingerprints.py): any earlier page within Hamming distance
-  CONTENT_SEEN_DISTANCE (3) shares one of the k + 1 blocks, so one script call finds it.
+- **Exact copies:** the SHA-1 of the body, in a Redis hash shared by all workers
+  (digest -> the first URL seen with it). An exact copy gets ``duplicate_of`` (that URL,
+  which becomes its canonical_url in the UrlStore); it is not archived again and its links
+  are not followed again.
+- **Near copies:** pages whose main text is mostly the same (crawler/fingerprints.py:
+  the words of the text without the site's frame, stop words left out, in a MinHash
+  sketch). An LSH index
+  in Redis proposes the pages that share a band of the sketch; a candidate is a near
+  copy only if the two sketches give a resemblance (the share of words in common) of at
+  least CONTENT_SEEN_RESEMBLANCE (0.9). A near copy gets ``near_duplicate_of`` (the
+  indexed page it resembles most) and ``resemblance``; it is archived like any page (its
+  bytes differ), and its links are followed unless CONTENT_SEEN_FOLLOW_NEAR_DUPLICATES
+  is off.
 
-Both tests and the recording of a new page are one atomic script (scripts.CONTENT_SEEN),
-one round trip per page. A duplicate gets ``duplicate_of`` (the first URL, which becomes
-its canonical_url in the UrlStore) and ``duplicate_kind`` ("exact" or "near"); later
-pipelines do not archive it again. Only successful (2xx) HTML pages are looked at.
-Pages of fewer than CONTENT_SEEN_MIN_WORDS words are checked for exact duplicates only:
-on a short page a few words of boilerplate decide the SimHash, and unrelated short pages
-would pass for near duplicates. Index buckets hold at most CONTENT_SEEN_BUCKET_SIZE entries each (a block value shared
-by very many pages stops being indexed rather than making every lookup slow).
+Both checks and the recording of a new page are one atomic script (scripts.CONTENT_SEEN),
+one round trip per page. Only successful (2xx) HTML pages are looked at. Pages of fewer
+than CONTENT_SEEN_MIN_WORDS words of main text are checked for exact copies only: a few
+changed words are a large share of a short text, and a short sketch is a noisy one.
+Buckets hold at most CONTENT_SEEN_BUCKET_SIZE entries each; a lookup compares at most
+MAX_CANDIDATES indexed pages.
 
-The page is read (digest, visible text, SimHash) in a page worker process
+The page is read (digest, main text, sketch) in a page worker process
 (crawler/pageworkers.py); a page that kills its worker is checked for exact copies only
 (``contentseen/unreadable``).
 """
@@ -32,7 +37,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 
-from crawler.fingerprints import block_keys, body_digest, page_fingerprints
+from crawler.fingerprints import Fingerprints, body_digest, matches_for, page_fingerprints, resemblance_of_matches
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.scripts import CONTENT_SEEN
 from crawler.items import Page
@@ -41,14 +46,15 @@ from crawler.pageworkers import PageWorkerCrashed, PageWorkers
 logger = logging.getLogger(__name__)
 
 _HTML_TYPES = (b"text/html", b"application/xhtml")
+MAX_CANDIDATES = 64  # indexed pages compared per lookup, at most
 
 
 class ContentSeenPipeline:
-    def __init__(self, crawler, redis_client, keys, distance: int, bucket_size: int, min_words: int = 50):
+    def __init__(self, crawler, redis_client, keys, resemblance: float, bucket_size: int, min_words: int = 50):
         self.stats = crawler.stats
         self.redis = redis_client
         self.keys = keys
-        self.k = distance
+        self.need = matches_for(resemblance)
         self.bucket_size = bucket_size
         self.min_words = min_words
         self._script = redis_client.register_script(CONTENT_SEEN)
@@ -64,7 +70,7 @@ class ContentSeenPipeline:
             crawler,
             frontier.redis,
             frontier.keys,
-            s.getint("CONTENT_SEEN_DISTANCE"),
+            s.getfloat("CONTENT_SEEN_RESEMBLANCE"),
             s.getint("CONTENT_SEEN_BUCKET_SIZE"),
             s.getint("CONTENT_SEEN_MIN_WORDS"),
         )
@@ -77,63 +83,74 @@ class ContentSeenPipeline:
             return item
         body = item["body"]
         try:  # parsing and hashing in a page worker (crawler/pageworkers.py)
-            digest, value = await maybe_deferred_to_future(self.workers.run(page_fingerprints, body, self.min_words))
+            prints = await maybe_deferred_to_future(self.workers.run(page_fingerprints, body, self.min_words))
         except PageWorkerCrashed:  # the page killed its worker: exact copies only
             self.stats.inc_value("contentseen/unreadable")
-            digest, value = body_digest(body), None
+            prints = Fingerprints(body_digest(body), 0, None, None, None)
         # the Redis round trip waits in a thread; the item and the stats are touched here
-        seen = await maybe_deferred_to_future(threads.deferToThread(self.examine, digest, item["url"], value))
+        seen = await maybe_deferred_to_future(threads.deferToThread(self.examine, prints, item["url"]))
         return self._mark(item, seen)
 
     def process_now(self, item):
         """``process_item`` in the calling thread (tests, benchmarks)."""
         if not isinstance(item, Page) or not _is_html_page(item):
             return item
-        digest, value = page_fingerprints(item["body"], self.min_words)
-        return self._mark(item, self.examine(digest, item["url"], value))
+        prints = page_fingerprints(item["body"], self.min_words)
+        return self._mark(item, self.examine(prints, item["url"]))
 
-    def examine(self, digest: str, url: str, value: int | None) -> Seen:
-        """The verdict on a page's digest and SimHash (no stats, no item: safe in any thread)."""
+    def examine(self, prints: Fingerprints, url: str) -> Seen:
+        """The verdict on a page's fingerprints (no stats, no item: safe in any thread)."""
         try:
-            verdict = self.check(digest, url, value)
+            verdict = self.check(prints, url)
         except redis.RedisError as exc:
-            return Seen(digest, value, None, exc)
-        return Seen(digest, value, verdict)
+            return Seen(prints, None, exc)
+        return Seen(prints, verdict)
 
-    def check(self, digest: str, url: str, value: int | None) -> tuple[str, str, int] | None:
-        """("exact" | "near", first URL, distance) for a duplicate, None for new content
-        (now recorded). Raises redis.RedisError."""
-        buckets = [self.keys.simhash_bucket(key) for key in block_keys(value, self.k)] if value is not None else []
-        packed = value.to_bytes(8, "big") if value is not None else b""
-        args = [digest, url, packed, self.k, self.bucket_size]
-        out = self._script(keys=[self.keys.content_digests, self.keys.simhash_owners, *buckets], args=args)
+    def check(self, prints: Fingerprints, url: str, client=None) -> tuple[str, str, float] | None:
+        """("exact", first URL, 1.0) or ("near", URL, resemblance) for a copy, None for
+        new content (now recorded). Raises redis.RedisError. With ``client`` (a
+        pipeline), the call is only queued there and None returned."""
+        if prints.sketch is None:
+            buckets, sketch, tags = [], b"", b""
+        else:
+            buckets = [self.keys.near_bucket(key) for key in prints.bands]
+            sketch = prints.sketch
+            tags = b"".join(((key >> 16) & 0xFFFFFFFF).to_bytes(4, "big") for key in prints.bands)
+        keys = [self.keys.content_digests, self.keys.near_pages, self.keys.near_seq, *buckets]
+        args = [prints.digest, url, sketch, self.need, self.bucket_size, tags, MAX_CANDIDATES]
+        out = self._script(keys=keys, args=args, client=client)
+        if client is not None:
+            return None
         if out[0] == 1:
-            return "exact", out[1].decode(), 0
+            return "exact", out[1].decode(), 1.0
         if out[0] == 2:
-            return "near", out[1].decode(), int(out[2])
+            return "near", out[1].decode(), resemblance_of_matches(int(out[2]))
         return None
 
     def _mark(self, item, seen: Seen):
-        item["content_digest"] = f"sha1:{seen.digest}"
-        item["simhash"] = seen.simhash
+        item["content_digest"] = f"sha1:{seen.prints.digest}"
+        item["simhash"] = seen.prints.simhash
         if seen.error is not None:  # Redis away: the page is kept as new, counted
             self.stats.inc_value("contentseen/redis_errors")
             logger.warning("Content-seen check of %s skipped: Redis unavailable (%s)", item["url"], seen.error)
-        elif seen.verdict is not None:
-            kind, first, dist = seen.verdict
-            item["duplicate_of"] = first
-            item["duplicate_kind"] = kind
-            self.stats.inc_value(f"contentseen/{kind}")
-            logger.debug("%s duplicates %s (%s, distance %d)", item["url"], first, kind, dist)
-        else:
+        elif seen.verdict is None:
             self.stats.inc_value("contentseen/new")
+        elif seen.verdict[0] == "exact":
+            item["duplicate_of"] = seen.verdict[1]
+            self.stats.inc_value("contentseen/exact")
+            logger.debug("%s is a copy of %s", item["url"], seen.verdict[1])
+        else:
+            _, first, similar = seen.verdict
+            item["near_duplicate_of"] = first
+            item["resemblance"] = round(similar, 3)
+            self.stats.inc_value("contentseen/near")
+            logger.debug("%s is a near copy of %s (resemblance %.3f)", item["url"], first, similar)
         return item
 
 
 class Seen(NamedTuple):
-    digest: str  # hex SHA-1 of the body
-    simhash: int | None
-    verdict: tuple[str, str, int] | None  # ("exact" | "near", first URL, distance), None: new
+    prints: Fingerprints
+    verdict: tuple[str, str, float] | None  # ("exact" | "near", URL, resemblance), None: new
     error: Exception | None = None  # the Redis error that left the page unchecked
 
 

@@ -1,7 +1,8 @@
 """Follow links after content seen (Mercator's order): a page's outlinks enter the
 frontier from this pipeline, which runs right after the content-seen pipeline, so that
-the links of an exact duplicate are not followed again (they were followed from the
-first copy). Links marked nofollow, and links the spider's ``in_scope`` rejects, are not
+the links of an exact copy are not followed again (they were followed from the first
+copy); those of a near copy are, unless CONTENT_SEEN_FOLLOW_NEAR_DUPLICATES is off. Links
+marked nofollow, and links the spider's ``in_scope`` rejects, are not
 followed. Each followed link is a request one level deeper than its page, with the
 page's URL as Referer; the frontier then applies URL-seen and the trap guards.
 """
@@ -17,6 +18,7 @@ class FollowLinksPipeline:
     def __init__(self, crawler):
         self.crawler = crawler
         self.stats = crawler.stats
+        self.follow_near = crawler.settings.getbool("CONTENT_SEEN_FOLLOW_NEAR_DUPLICATES")
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -25,8 +27,11 @@ class FollowLinksPipeline:
     def process_item(self, item, spider=None):
         if not isinstance(item, Page) or not item.get("outlinks"):
             return item
-        if item.get("duplicate_kind") == "exact":
+        if item.get("duplicate_of"):
             self.stats.inc_value("links/duplicate_page_not_followed")
+            return item
+        if item.get("near_duplicate_of") and not self.follow_near:
+            self.stats.inc_value("links/near_duplicate_page_not_followed")
             return item
         spider = self.crawler.spider
         in_scope = getattr(spider, "in_scope", None)

@@ -80,6 +80,8 @@ def fetch_record(page, recrawl: float = 0, retry: float = 0) -> FetchRecord:
         final_url=page.get("final_url"),
         redirect_chain=list(page.get("redirect_chain") or []),
         canonical_url=page.get("duplicate_of") or page.get("canonical_url"),
+        near_duplicate_of=page.get("near_duplicate_of"),
+        resemblance=page.get("resemblance"),
         content_digest=page.get("content_digest"),
         simhash=page.get("simhash"),
         metadata=dict(page.get("metadata") or {}),

@@ -28,9 +28,11 @@ from crawler.urlstore.store import ArchivePointer, FetchRecord, UrlStore, inlink
 logger = logging.getLogger(__name__)
 
 SCHEMA = Path(__file__).with_name("schema.cql")
+# columns schema.cql gained after its first version: added to an existing table at start
+ADDED_COLUMNS = {"near_duplicate_of": "text", "resemblance": "float"}
 
 _ROW = (
-    "UPDATE {ks}.urls SET canonical_url = ?, status = ?, fate = ?, fetched_at = ?, error = ?, "
+    "UPDATE {ks}.urls SET canonical_url = ?, near_duplicate_of = ?, resemblance = ?, status = ?, fate = ?, fetched_at = ?, error = ?, "
     "next_fetch_at = ?, final_url = ?, redirect_chain = ?, content_digest = ?, simhash = ?, "
     "metadata = metadata + ?, archive_key = ?, archive_offset = ?, archive_length = ?, outlinks = ? "
     "WHERE url = ?"
@@ -38,7 +40,7 @@ _ROW = (
 _METADATA = "UPDATE {ks}.urls SET metadata = metadata + ? WHERE url = ?"
 _INLINK = "INSERT INTO {ks}.inlinks (target_url, bucket, source_url, anchor_text, nofollow) VALUES (?, ?, ?, ?, ?)"
 _SELECT = (
-    "SELECT url, canonical_url, status, fate, fetched_at, error, next_fetch_at, final_url, redirect_chain, "
+    "SELECT url, canonical_url, near_duplicate_of, resemblance, status, fate, fetched_at, error, next_fetch_at, final_url, redirect_chain, "
     "content_digest, simhash, metadata, archive_key, archive_offset, archive_length, outlinks "
     "FROM {ks}.urls WHERE url = ?"
 )
@@ -119,6 +121,11 @@ class CassandraUrlStore(UrlStore):
         if settings.getbool("CASSANDRA_APPLY_SCHEMA"):
             for statement in schema_statements(keyspace, settings.get("CASSANDRA_REPLICATION")):
                 session.execute(statement)
+            cluster.refresh_table_metadata(keyspace, "urls")
+            have = cluster.metadata.keyspaces[keyspace].tables["urls"].columns
+            for name, kind in ADDED_COLUMNS.items():  # a table made by an earlier version
+                if name not in have:
+                    session.execute(f"ALTER TABLE {keyspace}.urls ADD {name} {kind}")
         logger.info("Cassandra UrlStore: keyspace %s on %s", keyspace, ", ".join(hosts))
         return cls(
             session,
@@ -139,6 +146,8 @@ class CassandraUrlStore(UrlStore):
         archive = r.archive or ArchivePointer("", 0, 0)
         row = (
             r.canonical_url,
+            r.near_duplicate_of,
+            r.resemblance,
             r.status,
             r.fate,
             _time(r.fetched_at),
@@ -249,6 +258,8 @@ class CassandraUrlStore(UrlStore):
         return {
             "url": row.url,
             "canonical_url": row.canonical_url,
+            "near_duplicate_of": row.near_duplicate_of,
+            "resemblance": row.resemblance,
             "status": row.status,
             "fate": row.fate,
             "fetched_at": _seconds(row.fetched_at),

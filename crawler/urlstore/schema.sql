@@ -1,7 +1,9 @@
 -- The SQLite UrlStore (crawler/urlstore/sqlite.py); the Cassandra twin is schema.cql.
 CREATE TABLE IF NOT EXISTS urls (
     url            TEXT PRIMARY KEY,   -- normalized
-    canonical_url  TEXT,               -- rel=canonical, or the first copy of a duplicate
+    canonical_url  TEXT,               -- rel=canonical, or the first page of an exact copy
+    near_duplicate_of TEXT,            -- the page whose main text this one nearly repeats
+    resemblance    REAL,               -- share of main-text words in common with near_duplicate_of
     status         INTEGER,            -- HTTP status; NULL when nothing was answered
     fate           TEXT,               -- fetched, duplicate, robots_disallowed, refused, dns_error, ...
     fetched_at     REAL,               -- UNIX time

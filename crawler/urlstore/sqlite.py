@@ -16,14 +16,17 @@ from pathlib import Path
 from crawler.urlstore.store import ArchivePointer, FetchRecord, UrlStore, inlink_bucket, signed64, unsigned64
 
 SCHEMA = Path(__file__).with_name("schema.sql")
+# columns schema.sql gained after its first version: added to an existing store at open
+ADDED_COLUMNS = {"near_duplicate_of": "TEXT", "resemblance": "REAL"}
 
 _UPSERT = """
-INSERT INTO urls (url, canonical_url, status, fate, fetched_at, error, next_fetch_at, final_url,
-                  redirect_chain, content_digest, simhash, metadata, archive_key, archive_offset,
-                  archive_length, outlinks)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO urls (url, canonical_url, near_duplicate_of, resemblance, status, fate, fetched_at, error,
+                  next_fetch_at, final_url, redirect_chain, content_digest, simhash, metadata, archive_key,
+                  archive_offset, archive_length, outlinks)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (url) DO UPDATE SET
-    canonical_url = excluded.canonical_url, status = excluded.status, fate = excluded.fate,
+    canonical_url = excluded.canonical_url, near_duplicate_of = excluded.near_duplicate_of,
+    resemblance = excluded.resemblance, status = excluded.status, fate = excluded.fate,
     fetched_at = excluded.fetched_at, error = excluded.error, next_fetch_at = excluded.next_fetch_at,
     final_url = excluded.final_url, redirect_chain = excluded.redirect_chain,
     content_digest = excluded.content_digest, simhash = excluded.simhash,
@@ -39,7 +42,7 @@ _INLINK = """
 INSERT OR REPLACE INTO inlinks (target_url, bucket, source_url, anchor_text, nofollow) VALUES (?, ?, ?, ?, ?)
 """
 _COLUMNS = (
-    "url, canonical_url, status, fate, fetched_at, error, next_fetch_at, final_url, redirect_chain, "
+    "url, canonical_url, near_duplicate_of, resemblance, status, fate, fetched_at, error, next_fetch_at, final_url, redirect_chain, "
     "content_digest, simhash, metadata, archive_key, archive_offset, archive_length, outlinks"
 )
 
@@ -66,6 +69,10 @@ class SqliteUrlStore(UrlStore):
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable up to the last checkpoint on power loss
         db.executescript(SCHEMA.read_text())
+        have = {row[1] for row in db.execute("PRAGMA table_info(urls)")}
+        for name, kind in ADDED_COLUMNS.items():  # a store made by an earlier version
+            if name not in have:
+                db.execute(f"ALTER TABLE urls ADD COLUMN {name} {kind}")
         self._db = db
 
     def _run(self, fn, *args) -> Future:
@@ -82,6 +89,8 @@ class SqliteUrlStore(UrlStore):
         row = (
             url,
             r.canonical_url,
+            r.near_duplicate_of,
+            r.resemblance,
             r.status,
             r.fate,
             r.fetched_at,

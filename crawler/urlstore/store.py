@@ -4,7 +4,9 @@ One small interface, two backends: SQLite (sqlite.py, a file in the crawl direct
 the embedded default) and Cassandra (cassandra.py, production). Both keep one contract,
 tested by tests/test_urlstore.py against each.
 
-The model, keyed by normalized URL (``FetchRecord``): canonical_url; the fetch status
+The model, keyed by normalized URL (``FetchRecord``): canonical_url (rel=canonical, or
+the first page of an exact copy); near_duplicate_of and resemblance (the page whose main
+text this one nearly repeats, and how much of it); the fetch status
 (HTTP status, fate, fetched_at, error, next fetch due); the redirect chain; the content
 digest and simhash; an open map of metadata fields, updated a few at a time; the archive
 pointer (key, offset, length of the page's WARC record); the outlinks. Inlinks live in
@@ -14,11 +16,13 @@ target so that a very popular target does not make one huge partition.
 Every URL's fate is recorded, not only successes (``fate``): ``fetched`` (any HTTP
 answer), ``robots_disallowed``, ``refused`` (network guard), ``dns_error``, ``timeout``,
 ``connection_error``, ``error`` (anything else), and ``duplicate`` for a page whose
-content was seen before (its canonical_url names the first copy).
+body was seen before (its canonical_url names the first copy). A near copy's fate is
+``fetched``: it was read and archived like any page.
 
 Writes return a ``concurrent.futures.Future`` (the item pipeline awaits it before the
 page's lease is acknowledged); reads are plain calls (the ``scrapy urlstore`` command).
-URLs are normalized on the way in, and ``get`` follows canonical_url.
+URLs are normalized on the way in, and ``get`` follows canonical_url (never
+near_duplicate_of: a near copy is a page of its own).
 """
 
 from __future__ import annotations
@@ -58,7 +62,9 @@ class FetchRecord:
     error: str | None = None
     final_url: str | None = None
     redirect_chain: list[str] = field(default_factory=list)
-    canonical_url: str | None = None
+    canonical_url: str | None = None  # rel=canonical, or the first page of an exact copy
+    near_duplicate_of: str | None = None  # the page whose main text this one nearly repeats
+    resemblance: float | None = None  # share of main-text words in common with near_duplicate_of
     content_digest: str | None = None
     simhash: int | None = None  # 64-bit, unsigned
     metadata: dict[str, str] = field(default_factory=dict)
