@@ -63,7 +63,7 @@ SOURCES = {  # package -> folder of its HTML
 NEAR_SHARES = (0.01, 0.02, 0.03, 0.04, 0.05)
 FAR_SHARES = (0.10, 0.20, 0.30)
 CHANGES = ("header", "footer", "reorder", "date")
-_WORD = lxml.etree.XPath("//body//text()[not(ancestor::script) and not(ancestor::style)]")
+_WORD = lxml.etree.XPath("descendant::text()[not(ancestor::script) and not(ancestor::style)]")
 
 
 class Doc:
@@ -105,9 +105,11 @@ def mutate(body: bytes, share: float, change: str, vocab: list[str], rng: random
     """A copy of an HTML page with ``share`` of its body's words replaced and one more
     ``change``."""
     tree = lxml.html.fromstring(body)
+    body_el = tree.find("body") if tree.tag == "html" else tree
+    body_el = body_el if body_el is not None else tree
     slots = []  # (node, is_tail, word index) of every word of the body's text
     texts = []
-    for text in _WORD(tree):
+    for text in _WORD(body_el):
         parent, is_tail = text.getparent(), text.is_tail
         words = str(text).split(" ")
         texts.append((parent, is_tail, words))
@@ -119,8 +121,6 @@ def mutate(body: bytes, share: float, change: str, vocab: list[str], rng: random
             parent.tail = " ".join(words)
         else:
             parent.text = " ".join(words)
-    body_el = tree.find("body") if tree.tag == "html" else tree
-    body_el = body_el if body_el is not None else tree
     date = f"{rng.randint(1, 28)} {rng.choice(['March', 'June', 'October'])} {rng.randint(2019, 2026)}"
     if change == "header":
         banner = lxml.html.fragment_fromstring(f"<header><p>New release, {date}: see what changed</p></header>")
@@ -255,7 +255,10 @@ def main() -> None:
     rng.shuffle(copies)
     for doc in copies:
         prints[doc.url] = timed.run(doc.body, doc.url, min_words)
-    print(f"  {len(copies)} copies: {args.copies} near, {args.far} far (10-30% changed), {args.exact} exact")
+    kinds = collections.Counter(
+        "exact" if d.change == "exact" else "far" if d.change == "far" else "near" for d in copies
+    )
+    print(f"  {len(copies)} copies: {kinds['near']} near, {kinds['far']} far (10-30% changed), {kinds['exact']} exact")
 
     with tempfile.TemporaryDirectory() as tmp, RedisServer(tmp) as server:
         crawler = get_crawler(

@@ -358,7 +358,8 @@ class Site:
         copy_of = dict((c, p) for p, c in self.near_copies())
         if path in copy_of:
             i = int(copy_of[path][2:-5])
-            return _framed(f"page {i} of host {host_index}", _page_text(host_index, i, copied=True), copied=True)
+            text = _page_text(host_index, i, copied=True)
+            return _framed(f"page {i} of host {host_index}", text, self.n_pages, copied=True)
         if not (path.startswith("/p") and path.endswith(".html") and path[2:-5].isdigit()):
             return None
         i = int(path[2:-5])
@@ -393,7 +394,7 @@ class Site:
             if i % 4 == 1:
                 links.append(f'<a href="/p{i}-copy.html">printable version</a>')
             body = _page_text(host_index, i) + "<ul>" + "".join(f"<li>{link}</li>" for link in links) + "</ul>"
-            return _framed(f"page {i} of host {host_index}", body)
+            return _framed(f"page {i} of host {host_index}", body, self.n_pages)
         return _html(f"page {i} of host {host_index}", "\n".join(links))
 
     def _handler(self, host_index: int):
@@ -632,9 +633,9 @@ def _page_text(host_index: int, i: int, copied: bool = False) -> str:
     return text + ("<p>Printed on 3 May 2026 from the web edition.</p>" if copied else "")
 
 
-def _framed(title: str, content: str, copied: bool = False) -> str:
+def _framed(title: str, content: str, pages: int, copied: bool = False) -> str:
     """A page's content inside a site's frame (the same on every page but the tagline)."""
-    menu = "".join(f'<li><a href="/p{k}.html">Section {k}</a></li>' for k in range(8))
+    menu = "".join(f'<li><a href="/p{k}.html">Section {k}</a></li>' for k in range(min(8, pages)))
     tagline = "Printer-friendly edition, no pictures" if copied else "News and notes from the demo site since 1999"
     frame_top = (
         f'<div class="site-header"><a href="/p0.html">The Demo Site</a> <span>{tagline}</span></div>'

@@ -113,8 +113,9 @@ class FrontierStats:
         done = sum(fates.values())
         failures = ", ".join(f"{k} {v}" for k, v in sorted(fates.items()) if k not in ("fetched", "duplicate"))
         lines = [
-            f"Crawl summary ({reason}): this worker recorded {done} pages: {fates.get('fetched', 0)} fetched, "
-            f"{fates.get('duplicate', 0)} duplicates" + (f"; not fetched or failed: {failures}" if failures else ""),
+            f"Crawl summary ({reason}): this worker recorded {done} pages: {fates.get('fetched', 0)} fetched "
+            f"({stats.get('contentseen/near', 0)} of them near copies), {fates.get('duplicate', 0)} exact copies"
+            + (f"; not fetched or failed: {failures}" if failures else ""),
             f"Frontier: {status_line(outlook, deferred)}",
         ]
         lines += [f"  {line}" for line in deferred_lines(deferred)]

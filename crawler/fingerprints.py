@@ -128,10 +128,12 @@ def main_text(tree) -> str:
 
 # -- words and shingles -----------------------------------------------------------------
 
-# A 64-bit hash of every word at once (numpy): a polynomial hash of the word's first
-# _MAX_WORD bytes, then splitmix64's finalizer to spread the bits.
-_MAX_WORD = 32
+# A 64-bit hash of every word at once (numpy): the polynomial hash sum (byte + 1) * P^k of
+# each word (k counting from its last byte), from one running sum over the whole text:
+# with Q = 1/P (mod 2^64), S[i] = sum over j < i of (byte_j + 1) * Q^j, a word [s, e) is
+# (S[e] - S[s]) * P^(e-1); then splitmix64's finalizer spreads the bits.
 _P = np.uint64(0x100000001B3)
+_Q = np.uint64(pow(0x100000001B3, -1, 2**64))
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _C1, _C2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
@@ -157,24 +159,20 @@ def word_hashes(text: str) -> np.ndarray:
     b = np.frombuffer(text.lower().encode("utf-8", "ignore"), dtype=np.uint8)
     edges = np.diff(_WORD_BYTE[b].view(np.int8), prepend=np.int8(0), append=np.int8(0))
     starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    lengths = np.minimum(ends - starts, _MAX_WORD)
-    keep = lengths >= 2
-    starts, lengths = starts[keep], lengths[keep]
+    keep = ends - starts >= 2
+    starts, ends = starts[keep], ends[keep]
     if not len(starts):
         return np.empty(0, dtype=np.uint64)
-    # longest first: the words still going at byte k are a prefix, so step k only
-    # touches those (the work is about one operation per byte)
-    order = np.argsort(-lengths, kind="stable")
-    starts, lengths = starts[order], lengths[order]
-    longer = len(lengths) - np.cumsum(np.bincount(lengths, minlength=_MAX_WORD + 1))  # words longer than k
-    h = np.zeros(len(starts), dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for k in range(int(lengths[0])):
-            m = longer[k]
-            h[:m] = h[:m] * _P + b[starts[:m] + k] + np.uint64(1)
-    out = np.empty_like(h)
-    out[order] = _mix(h)
-    return out
+        q_powers = np.multiply.accumulate(np.full(len(b), _Q))
+        q_powers[1:] = q_powers[:-1]
+        q_powers[0] = 1
+        running = np.zeros(len(b) + 1, dtype=np.uint64)
+        np.cumsum((b.astype(np.uint64) + np.uint64(1)) * q_powers, out=running[1:])
+        p_powers = np.multiply.accumulate(np.full(len(b), _P))  # P^(k+1)
+        last = ends - 1
+        p_last = np.where(last > 0, p_powers[np.maximum(last - 1, 0)], np.uint64(1))  # P^(e-1)
+        return _mix((running[ends] - running[starts]) * p_last)
 
 
 # Common words, left out: they are half of any English text, whatever its subject.

@@ -117,3 +117,13 @@ def test_download_failure_becomes_a_page_with_the_error():
     assert page["url"] == "http://a.example/old" and page["status"] is None
     assert page["error"].startswith("ConnectionRefusedError")
     assert page["redirect_chain"] == ["http://a.example/old"]
+
+
+def test_a_json_page_is_recorded_without_links():
+    body = b'{"title": "api", "links": ["http://a.example/x.html"]}'
+    request = Request("http://a.example/api.json", meta={"depth": 1}, headers={"Referer": "http://a.example/"})
+    json_response = TextResponse(
+        url="http://a.example/api.json", body=body, request=request, headers={"Content-Type": "application/json"}
+    )
+    out = list(make_spider().parse(json_response))
+    assert len(out) == 1 and out[0]["status"] == 200 and out[0]["outlinks"] == [] and out[0]["body"] == body

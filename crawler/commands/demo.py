@@ -57,7 +57,7 @@ class Command(ScrapyCommand):
             return
         frontier = frontier_from_settings(self.settings)
         self._start_afresh(frontier)
-        with serve_site(hosts=opts.hosts, pages=opts.pages) as site:
+        with serve_site(hosts=opts.hosts, pages=opts.pages, framed=True) as site:
             seeds = os.path.join(self.settings.get("CRAWL_DIR"), "demo-seeds.txt")
             os.makedirs(os.path.dirname(seeds) or ".", exist_ok=True)
             with open(seeds, "w", encoding="utf-8") as f:

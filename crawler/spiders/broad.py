@@ -149,7 +149,7 @@ class BroadSpider(scrapy.Spider):
     def parse(self, response):
         page = self._page(response.request, response)
         outlinks = []
-        if self.follow and 200 <= response.status < 300 and isinstance(response, scrapy.http.TextResponse):
+        if self.follow and 200 <= response.status < 300 and _has_links(response):
             outlinks = self._outlinks(response)
         page["outlinks"] = outlinks
         yield page  # its links are followed by crawler.pipelines.links, after content seen
@@ -248,3 +248,9 @@ class BroadSpider(scrapy.Spider):
                 self.crawler.stats.inc_value("links/out_of_scope")
                 return False
         return True
+
+
+def _has_links(response) -> bool:
+    """Whether links are read from a response: HTML or XML (a JSON or binary body has none
+    that the link extractor could read)."""
+    return isinstance(response, scrapy.http.TextResponse) and response.selector.type in ("html", "xml")
