@@ -267,3 +267,37 @@ def test_a_sqlite_store_of_an_earlier_version_gains_the_new_columns(tmp_path):
         assert store.get("http://example.com/new")["near_duplicate_of"] == "http://example.com/old"
     finally:
         store.close()
+
+
+def _open_and_write(path: str, n: int, start, errors) -> None:
+    from crawler.urlstore.sqlite import SqliteUrlStore
+
+    start.wait()
+    try:
+        store = SqliteUrlStore(path)
+        store.record_fetch(_fetched(f"http://example.com/{n}")).result(30)
+        store.close()
+    except Exception as exc:  # noqa: BLE001 - the test reports it
+        errors.put(repr(exc))
+
+
+def test_workers_opening_one_new_sqlite_store_together_all_get_it(tmp_path):
+    import multiprocessing
+
+    from crawler.urlstore.sqlite import SqliteUrlStore
+
+    ctx = multiprocessing.get_context("fork")
+    for round_ in range(6):  # worker processes opening a new store at the same moment
+        path = str(tmp_path / f"shared{round_}" / "urlstore.sqlite")
+        start, errors = ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=_open_and_write, args=(path, n, start, errors)) for n in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert errors.empty(), errors.get()
+        store = SqliteUrlStore(path)
+        try:
+            assert all(store.get(f"http://example.com/{n}") for n in range(4))
+        finally:
+            store.close()

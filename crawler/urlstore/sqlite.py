@@ -7,15 +7,21 @@ Future. Schema: schema.sql beside this file.
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
 import os
 import sqlite3
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from crawler.urlstore.store import ArchivePointer, FetchRecord, UrlStore, inlink_bucket, signed64, unsigned64
 
+logger = logging.getLogger(__name__)
+
 SCHEMA = Path(__file__).with_name("schema.sql")
+OPEN_TIMEOUT = 30.0  # seconds to wait for another worker's lock (opening, writing)
 # columns schema.sql gained after its first version: added to an existing store at open
 ADDED_COLUMNS = {"near_duplicate_of": "TEXT", "resemblance": "REAL"}
 
@@ -65,7 +71,25 @@ class SqliteUrlStore(UrlStore):
     def _open(self) -> None:
         if self.path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        db = sqlite3.connect(self.path)
+        # Workers sharing one crawl directory open the file together: a change of journal
+        # mode does not wait for the other's lock (SQLITE_BUSY at once), so it is retried
+        deadline = time.monotonic() + OPEN_TIMEOUT
+        for attempt in itertools.count():
+            db = sqlite3.connect(self.path, timeout=OPEN_TIMEOUT)
+            try:
+                self._prepare(db)
+                break
+            except sqlite3.OperationalError as exc:
+                db.close()
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                if attempt == 0:
+                    logger.info("UrlStore %s is being opened by another worker; waiting", self.path)
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+        self._db = db
+
+    @staticmethod
+    def _prepare(db: sqlite3.Connection) -> None:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable up to the last checkpoint on power loss
         db.executescript(SCHEMA.read_text())
@@ -73,7 +97,6 @@ class SqliteUrlStore(UrlStore):
         for name, kind in ADDED_COLUMNS.items():  # a store made by an earlier version
             if name not in have:
                 db.execute(f"ALTER TABLE urls ADD COLUMN {name} {kind}")
-        self._db = db
 
     def _run(self, fn, *args) -> Future:
         return self._thread.submit(fn, *args)
