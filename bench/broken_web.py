@@ -9,7 +9,9 @@ The site (crawler/demosite.py) has HOSTS hosts of PAGES pages. Broken ones, by h
 a tenth answer 500 or 503 for robots.txt; a fifth have one page answering a plain 503 for
 good, another fifth one page answering 500 twice and then the page; 3 hosts answer 500
 to every page; 3 refuse connections; 2 answer 429 to every page for 20 s; one has a page
-answering 503 with Retry-After: 3600. Every page answers after SITE_DELAY.
+answering 503 with Retry-After: 3600. Every page answers after SITE_DELAY. Pages carry a
+text of their own inside the same frame, and every fourth one links a near copy of
+itself (the demo site's ``framed`` option).
 
 The workers run ``scrapy crawl broad`` with the project's defaults except the interval
 (FRONTIER_HOST_INTERVAL, 0.25 s as given), loopback allowed, and a throwaway
@@ -22,6 +24,8 @@ Figures:
 - politeness: per host, the smallest gap between two arrivals at the site (robots.txt
   and its redirect hops included), and how many gaps were below the interval - 10 ms;
 - retries: requests per always-failing URL (at most URL_RETRY_ATTEMPTS);
+- near copies: the planted copies marked near their page, and any other near or exact
+  mark (wrong: every other page is distinct);
 - speed: healthy pages per second while the bulk was fetched, against the polite limit
   of the run, sum over hosts of 1 / (interval + mean response time of that host).
 """
@@ -44,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.benchredis import RedisServer  # noqa: E402
 from crawler.demosite import Site  # noqa: E402
+from tests.workers import read_pages  # noqa: E402
 
 INTERVAL = 0.25
 SITE_DELAY = 0.02
@@ -76,6 +81,7 @@ def broken_site(hosts: int, pages: int) -> tuple[Site, dict]:
         fail_all={i: 500 for i in plan["all_500"]},
         throttle_for={i: 20 for i in plan["throttled_20s"]},
         refuse=plan["refuse"],
+        framed=True,
     )
     return site, plan
 
@@ -154,6 +160,21 @@ def report(site: Site, plan: dict, started: float, ended: dict, workers: int, wo
     if summaries:
         print("the last worker's closing summary:")
         print("  " + summaries[-1].strip().replace("\n", "\n  "))
+
+    # near copies: the planted ones, and nothing else
+    pages = [p for n in range(workers) for p in read_pages(work / f"pages-{n}.jsonl")]
+    copies = {site.url(h, c): site.url(h, o) for h in site.hosts for o, c in site.near_copies()}
+    fetched_copies = {p["url"] for p in pages if p["url"] in copies and p.get("status") == 200}
+    right = {p["url"] for p in pages if p["url"] in copies and p.get("near_duplicate_of") == copies[p["url"]]}
+    wrong = [
+        (p["url"], p.get("near_duplicate_of") or p.get("duplicate_of"))
+        for p in pages
+        if (p.get("near_duplicate_of") or p.get("duplicate_of")) and p["url"] not in right
+    ]
+    print(
+        f"near copies: {len(right)} of {len(fetched_copies)} fetched planted copies marked near their page; "
+        f"other marks (wrong): {len(wrong)}" + (f", e.g. {wrong[:3]}" if wrong else "")
+    )
 
     # politeness, by the site's own arrival log
     arrivals = defaultdict(list)

@@ -133,6 +133,10 @@ def test_main_text_leaves_the_frame_out():
     # a wrapper named after a frame part but holding the page is kept
     wrapped = b'<html><body><div class="with-sidebar"><p>the whole story is here</p></div></body></html>'
     assert fp.main_text(lxml.html.fromstring(wrapped)).split() == ["the", "whole", "story", "is", "here"]
+    aspnet = (
+        b'<html><body><form id="aspnetForm"><nav>menu</nav><p>all of the page is in the form</p></form></body></html>'
+    )
+    assert fp.main_text(lxml.html.fromstring(aspnet)).split() == ["all", "of", "the", "page", "is", "in", "the", "form"]
     # a list of links inside the text is navigation; a list of prose is text
     lists = (
         b"<html><body><p>intro</p><ul><li><a href=a>one</a></li><li><a href=b>two</a></li></ul>"
