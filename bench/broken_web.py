@@ -166,14 +166,13 @@ def report(site: Site, plan: dict, started: float, ended: dict, workers: int, wo
     copies = {site.url(h, c): site.url(h, o) for h in site.hosts for o, c in site.near_copies()}
     fetched_copies = {p["url"] for p in pages if p["url"] in copies and p.get("status") == 200}
     right = {p["url"] for p in pages if p["url"] in copies and p.get("near_duplicate_of") == copies[p["url"]]}
-    wrong = [
-        (p["url"], p.get("near_duplicate_of") or p.get("duplicate_of"))
-        for p in pages
-        if (p.get("near_duplicate_of") or p.get("duplicate_of")) and p["url"] not in right
-    ]
+    wrong = [(p["url"], p["near_duplicate_of"]) for p in pages if p.get("near_duplicate_of") and p["url"] not in right]
+    exact = sum(1 for p in pages if p.get("duplicate_of"))  # the same bytes: the pages every host serves alike
     print(
         f"near copies: {len(right)} of {len(fetched_copies)} fetched planted copies marked near their page; "
-        f"other marks (wrong): {len(wrong)}" + (f", e.g. {wrong[:3]}" if wrong else "")
+        f"other near marks (wrong): {len(wrong)}"
+        + (f", e.g. {wrong[:3]}" if wrong else "")
+        + f"; exact copies: {exact}"
     )
 
     # politeness, by the site's own arrival log
