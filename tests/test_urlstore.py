@@ -301,3 +301,25 @@ def test_workers_opening_one_new_sqlite_store_together_all_get_it(tmp_path):
             assert all(store.get(f"http://example.com/{n}") for n in range(4))
         finally:
             store.close()
+
+
+def test_urlstore_get_read_by_a_reader_that_stops_early_is_not_an_error(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from crawler.urlstore.sqlite import SqliteUrlStore
+
+    path = str(tmp_path / "store.sqlite")
+    store = SqliteUrlStore(path)
+    big = {f"field{i}": "x" * 1000 for i in range(300)}  # 300 KB of JSON: more than a pipe holds
+    store.record_fetch(_fetched("http://example.com/big", metadata=big)).result(30)
+    store.close()
+    cmd = [sys.executable, "-m", "scrapy", "urlstore", "get", "http://example.com/big"]
+    cmd += ["-s", f"URLSTORE_SQLITE_PATH={path}"]
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.read(1) == b"{"
+    proc.stdout.close()  # as `| head -1` does
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0 and b"Traceback" not in err, err

@@ -14,6 +14,7 @@ one without an archived body, prints a line on stderr and exits with 1.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from scrapy.commands import ScrapyCommand
@@ -66,6 +67,8 @@ class Command(ScrapyCommand):
                 )
             else:
                 self._content(store, url)
+        except BrokenPipeError:  # the reader went away (``| head``): not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         finally:
             store.close()
 
