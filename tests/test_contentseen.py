@@ -67,15 +67,18 @@ def test_the_word_bag_counts_repeats_and_leaves_stop_words_out():
     assert len(bag(["the", "of", "and"])) == 0
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(st.integers(200, 3000), st.floats(0.0, 0.5), st.integers(0, 2**32))
 def test_sketches_estimate_the_share_of_words_in_common(size, changed, seed):
     words = article(seed, size)
     a, b = bag(words), bag(edit(words, changed, seed + 1))
     sa, sb = fp.sketch_bytes(fp.minhash(a)), fp.sketch_bytes(fp.minhash(b))
-    truth = exact_resemblance(a, b)
-    # 128 one-byte bins: the standard error of J is about sqrt(J (1 - J) / 128) <= 0.045
-    assert abs(fp.resemblance(sa, sb) - truth) < 0.12
+    dice = exact_resemblance(a, b)
+    jaccard = dice / (2 - dice)
+    estimate = fp.resemblance(sa, sb) / (2 - fp.resemblance(sa, sb))
+    # each of the 128 bins agrees with probability J: the estimate's standard error is
+    # sqrt(J (1 - J) / 128) (at most 0.044); 5 of them, and a little for the byte collisions
+    assert abs(estimate - jaccard) < 5 * (max(jaccard * (1 - jaccard), 0.01) / fp.BINS) ** 0.5 + 0.01
     assert fp.resemblance(sa, sa) == 1.0
 
 
