@@ -179,15 +179,14 @@ class Timed:
         t1 = time.process_time()
         text = fp.main_text(tree) if tree is not None else ""
         t2 = time.process_time()
-        words = fp.word_hashes(text)
-        hashes = fp.word_bag(words)
+        hashes = fp.word_bag(fp.word_hashes(text))
         t3 = time.process_time()
         if len(hashes) < max(min_words, 1):
-            prints = fp.Fingerprints(digest, len(words), None, None, None)
+            prints = fp.Fingerprints(digest, len(hashes), None, None, None)
         else:
             values = fp.minhash(hashes)
             prints = fp.Fingerprints(
-                digest, len(words), fp.sketch_bytes(values), fp.band_keys(values), fp.simhash(hashes)
+                digest, len(hashes), fp.sketch_bytes(values), fp.band_keys(values), fp.simhash(hashes)
             )
         t4 = time.process_time()
         self.cpu.update({"digest + parse": t1 - t0, "main text": t2 - t1, "words": t3 - t2, "sketch": t4 - t3})

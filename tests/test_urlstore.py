@@ -323,3 +323,60 @@ def test_urlstore_get_read_by_a_reader_that_stops_early_is_not_an_error(tmp_path
     proc.stdout.close()  # as `| head -1` does
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 0 and b"Traceback" not in err, err
+
+
+def test_cassandra_adds_the_new_columns_to_an_old_table_once():
+    # a stand-in cluster and session (no Cassandra here): the table of an earlier version
+    # lacks both columns, and another worker adds one of them meanwhile
+    from types import SimpleNamespace
+
+    from cassandra import InvalidRequest
+
+    from crawler.urlstore.cassandra import ADDED_COLUMNS, add_columns
+
+    table = SimpleNamespace(columns={"url": None, "canonical_url": None})
+    cluster = SimpleNamespace(
+        metadata=SimpleNamespace(keyspaces={"crawl": SimpleNamespace(tables={"urls": table})}),
+        refresh_table_metadata=lambda keyspace, name: None,
+    )
+    executed = []
+
+    def execute(cql):
+        executed.append(cql)
+        if "near_duplicate_of" in cql:
+            raise InvalidRequest("Invalid column name near_duplicate_of because it conflicts with an existing column")
+
+    add_columns(cluster, SimpleNamespace(execute=execute), "Crawl")  # unquoted: CQL folds it
+    assert executed == [f"ALTER TABLE Crawl.urls ADD {name} {kind}" for name, kind in ADDED_COLUMNS.items()]
+    with pytest.raises(InvalidRequest):  # any other refusal is not hidden
+        add_columns(cluster, SimpleNamespace(execute=lambda cql: (_ for _ in ()).throw(InvalidRequest("no"))), "crawl")
+
+
+def test_workers_upgrading_one_old_sqlite_store_together_all_get_it(tmp_path):
+    import multiprocessing
+    import sqlite3
+
+    from crawler.urlstore.sqlite import ADDED_COLUMNS, SCHEMA, SqliteUrlStore
+
+    old = SCHEMA.read_text()
+    for name in ADDED_COLUMNS:  # the schema as it was before those columns
+        old = "\n".join(line for line in old.splitlines() if not line.strip().startswith(name))
+    ctx = multiprocessing.get_context("fork")
+    for round_ in range(6):
+        path = tmp_path / f"old{round_}.sqlite"
+        db = sqlite3.connect(path)
+        db.executescript(old)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.close()
+        start, errors = ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=_open_and_write, args=(str(path), n, start, errors)) for n in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert errors.empty(), errors.get()
+        store = SqliteUrlStore(str(path))
+        try:
+            assert all(store.get(f"http://example.com/{n}")["near_duplicate_of"] is None for n in range(4))
+        finally:
+            store.close()

@@ -681,9 +681,10 @@ return 0
 # it even when it is not near enough to the page it resembles; its digest names itself
 # (its bytes are archived: exact copies of it point to it). A page seen again under its own
 # URL (a recrawl) whose text did not change is not indexed again, and is compared only
-# with the pages indexed before it (page numbers grow; 4-byte big-endian strings compare
-# as numbers), so that it keeps its first verdict. Atomic: of two workers with the same
-# content, one is first.
+# with the pages indexed before it (page numbers grow), so that it keeps its first
+# verdict. A page is indexed only if one of its buckets has room (past about 16 million
+# pages per Redis at the default cap, new pages are checked but no longer indexed).
+# Atomic: of two workers with the same content, one is first.
 # The buckets are scanned with a plain string.find for each tag (C speed), keeping
 # matches at entry boundaries.
 CONTENT_SEEN = r"""
@@ -717,10 +718,11 @@ for i = 4, #KEYS do
                         if theirs[b] == mine[b] then m = m + 1 end
                     end
                     local url = string.sub(page, bins + 1)
+                    local n = struct.unpack('>I4', id)
                     if url ~= ARGV[2] then
-                        others[#others + 1] = {id, m, url}
-                    elseif m >= need and (own == nil or id < own) then
-                        own = id
+                        others[#others + 1] = {n, m, url}
+                    elseif m >= need and (own == nil or n < own) then
+                        own = n
                     end
                 end
             end
@@ -736,10 +738,14 @@ for _, c in ipairs(others) do
     if c[2] > best and (own == nil or c[1] < own) then best, best_url = c[2], c[3] end
 end
 if own == nil then
-    local id = struct.pack('>I4', redis.call('INCR', KEYS[3]))
-    redis.call('HSET', KEYS[2], id, sketch .. ARGV[2])
+    local room = {}
     for i = 4, #KEYS do
-        if redis.call('STRLEN', KEYS[i]) < cap then
+        if redis.call('STRLEN', KEYS[i]) < cap then room[#room + 1] = i end
+    end
+    if #room > 0 then  -- a page in no bucket could never be found: not recorded
+        local id = struct.pack('>I4', redis.call('INCR', KEYS[3]) % 4294967296)
+        redis.call('HSET', KEYS[2], id, sketch .. ARGV[2])
+        for _, i in ipairs(room) do
             redis.call('APPEND', KEYS[i], string.sub(tags, (i - 4) * 4 + 1, (i - 4) * 4 + 4) .. id)
         end
     end

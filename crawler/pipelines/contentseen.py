@@ -50,7 +50,7 @@ MAX_CANDIDATES = 64  # indexed pages compared per lookup, at most
 
 
 class ContentSeenPipeline:
-    def __init__(self, crawler, redis_client, keys, resemblance: float, bucket_size: int, min_words: int = 50):
+    def __init__(self, crawler, redis_client, keys, resemblance: float, bucket_size: int, min_words: int = 100):
         self.stats = crawler.stats
         self.redis = redis_client
         self.keys = keys

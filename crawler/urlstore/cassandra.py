@@ -54,6 +54,23 @@ def schema_statements(keyspace: str, replication: str) -> list[str]:
     return [" ".join(s.split()) for s in text.split(";") if s.strip()]
 
 
+def add_columns(cluster, session, keyspace: str) -> None:
+    """Add ADDED_COLUMNS to a urls table made by an earlier version (another worker may be
+    adding them at the same moment)."""
+    from cassandra import InvalidRequest
+
+    name = keyspace if keyspace.startswith('"') else keyspace.lower()  # CQL folds unquoted names
+    cluster.refresh_table_metadata(name.strip('"'), "urls")
+    have = cluster.metadata.keyspaces[name.strip('"')].tables["urls"].columns
+    for column, kind in ADDED_COLUMNS.items():
+        if column not in have:
+            try:
+                session.execute(f"ALTER TABLE {keyspace}.urls ADD {column} {kind}")
+            except InvalidRequest as exc:  # added by another worker meanwhile
+                if "conflicts with an existing column" not in str(exc) and "already exist" not in str(exc):
+                    raise
+
+
 def _time(value: float | None):
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
@@ -121,11 +138,7 @@ class CassandraUrlStore(UrlStore):
         if settings.getbool("CASSANDRA_APPLY_SCHEMA"):
             for statement in schema_statements(keyspace, settings.get("CASSANDRA_REPLICATION")):
                 session.execute(statement)
-            cluster.refresh_table_metadata(keyspace, "urls")
-            have = cluster.metadata.keyspaces[keyspace].tables["urls"].columns
-            for name, kind in ADDED_COLUMNS.items():  # a table made by an earlier version
-                if name not in have:
-                    session.execute(f"ALTER TABLE {keyspace}.urls ADD {name} {kind}")
+            add_columns(cluster, session, keyspace)
         logger.info("Cassandra UrlStore: keyspace %s on %s", keyspace, ", ".join(hosts))
         return cls(
             session,

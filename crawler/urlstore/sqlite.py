@@ -96,7 +96,11 @@ class SqliteUrlStore(UrlStore):
         have = {row[1] for row in db.execute("PRAGMA table_info(urls)")}
         for name, kind in ADDED_COLUMNS.items():  # a store made by an earlier version
             if name not in have:
-                db.execute(f"ALTER TABLE urls ADD COLUMN {name} {kind}")
+                try:
+                    db.execute(f"ALTER TABLE urls ADD COLUMN {name} {kind}")
+                except sqlite3.OperationalError as exc:  # another worker added it meanwhile
+                    if "duplicate column" not in str(exc):
+                        raise
 
     def _run(self, fn, *args) -> Future:
         return self._thread.submit(fn, *args)
