@@ -7,10 +7,9 @@ fetched it? The first pipeline.
   are not followed again.
 - **Near copies:** pages whose main text is mostly the same (crawler/fingerprints.py:
   the words of the text without the site's frame, stop words left out, in a MinHash
-  sketch). An LSH index
-  in Redis proposes the pages that share a band of the sketch; a candidate is a near
-  copy only if the two sketches give a resemblance (the share of words in common) of at
-  least CONTENT_SEEN_RESEMBLANCE (0.9). A near copy gets ``near_duplicate_of`` (the
+  sketch). An LSH index in Redis proposes the pages that share a band of the sketch; a
+  candidate is a near copy only if the two sketches give a resemblance (the share of
+  words in common) of at least CONTENT_SEEN_RESEMBLANCE (0.9). A near copy gets ``near_duplicate_of`` (the
   indexed page it resembles most) and ``resemblance``; it is archived like any page (its
   bytes differ), and its links are followed unless CONTENT_SEEN_FOLLOW_NEAR_DUPLICATES
   is off.
