@@ -1,0 +1,364 @@
+"""Throughput of a crawl against stock Scrapy, on the same served documentation sites.
+
+Setup (the sites of bench/doc_crawl.py: Debian's documentation trees on 127.0.0.2..):
+
+    apt-get install -y python3-doc nodejs-doc rust-doc
+    python bench/throughput.py                         # 45 s a run, interval 0.05 s
+    python bench/throughput.py --seconds 30 --interval 0.1
+
+Four runs, one after another on the same sites, each bounded by CLOSESPIDER_TIMEOUT
+(--seconds) and killed if it has not ended --seconds + 60 s after its start:
+
+1. stock Scrapy: ``scrapy runspider`` of a minimal CrawlSpider (a temp file, run in a
+   fresh temp directory, outside this project) following every link under the sites'
+   scopes; CONCURRENT_REQUESTS=32, no delay, ROBOTSTXT_OBEY off, no pipelines;
+2. this crawler (``scrapy crawl broad``), one worker, the project's defaults (every
+   pipeline), FRONTIER_HOST_INTERVAL=--interval, loopback allowed, scope as doc_crawl.py;
+3. the same with the pipelines off but the links pipeline, which is what follows links
+   (ITEM_PIPELINES_BASE={FollowLinksPipeline});
+4. the same as 2 with two workers sharing one redis-server and one crawl name.
+Each run of this crawler has its own throwaway redis-server and crawl directory.
+
+Figures, from the sites' own request log (arrival, end, host, path, status of every
+request): pages answered 200 (robots.txt left out), pages/s between the first and the last
+200 answer, CPU seconds of the run's processes (getrusage(RUSAGE_CHILDREN) deltas: page
+processes included once reaped, redis-server not) and CPU ms per page; for this crawler's
+runs the host-cycle gap (for consecutive requests to one host: start of the next minus end
+of the previous minus the interval; p50/p90/p99 in ms, and the gaps below -10 ms, which
+break the interval); the polite limit (sum over the hosts of 1 / (interval + the host's mean
+answer time in this crawler's runs)), and each run's pages/s as a share of stock Scrapy's
+and of the polite limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.benchredis import RedisServer  # noqa: E402
+from bench.doc_crawl import (  # noqa: E402
+    KILL_AFTER,
+    DocHandler,
+    DocServer,
+    Site,
+    available_sites,
+    error_lines,
+    free_shared_port,
+    stop_sites,
+)
+from tests.workers import clean_env  # noqa: E402
+
+NEGATIVE_GAP = -0.010  # seconds: a gap below this broke the host interval
+LINKS_ONLY = '{"crawler.pipelines.links.FollowLinksPipeline": 150}'
+
+STOCK_SPIDER = '''\
+"""Stock Scrapy: follow every link under the scopes, nothing else."""
+
+from scrapy.linkextractors import LinkExtractor
+from scrapy.spiders import CrawlSpider, Rule
+
+
+class StockSpider(CrawlSpider):
+    name = "stock"
+    start_urls = {seeds!r}
+    rules = (Rule(LinkExtractor(allow_domains={hosts!r}, allow={allow!r}), follow=True),)
+'''
+
+
+# -- the sites, with a request log ---------------------------------------------------------
+
+_log_lock = threading.Lock()
+REQUESTS: list[tuple[float, float, str, str, int | str]] = []  # arrival, end, host, path, status
+
+
+class LoggingHandler(DocHandler):
+    """DocHandler that records every request: arrival, end, host, path, status."""
+
+    def handle_one_request(self):
+        self._arrival = time.monotonic()
+        self._status: int | str = "-"
+        super().handle_one_request()
+        if getattr(self, "command", None) and self._status != "-":
+            with _log_lock:
+                REQUESTS.append((self._arrival, time.monotonic(), self.site.host, self.path, self._status))
+
+    def parse_request(self):
+        self._arrival = time.monotonic()  # the request line is in (not the idle wait before it)
+        return super().parse_request()
+
+    def log_request(self, code="-", size="-"):
+        self._status = int(code) if str(code).isdigit() else str(code)
+        super().log_request(code, size)
+
+
+class LoggingServer(DocServer):
+    def __init__(self, site: Site):
+        super().__init__(site)
+        self.RequestHandlerClass = partial(LoggingHandler, site=site)
+
+
+def start_sites(sites: list[Site]) -> None:
+    for attempt in range(5):
+        port = free_shared_port([s.host for s in sites])
+        try:
+            for site in sites:
+                site.port = port
+                site.server = LoggingServer(site)
+                threading.Thread(target=site.server.serve_forever, daemon=True, name=f"site-{site.name}").start()
+            return
+        except OSError:
+            stop_sites(sites)
+            if attempt == 4:
+                raise
+
+
+# -- the runs ------------------------------------------------------------------------------
+
+
+def run_procs(cmds: list[tuple[list[str], Path, dict]], seconds: float, work: Path) -> tuple[list, list, object]:
+    """Start every command (cmd, cwd, env; output to work/out-N.txt), wait for them or kill
+    them at seconds + KILL_AFTER: ([(seconds, exit code or None)], [output paths], the
+    children's rusage once they have ended: before a redis-server around them is reaped)."""
+    procs, outs = [], []
+    started = time.monotonic()
+    try:
+        for n, (cmd, cwd, env) in enumerate(cmds):
+            out = work / f"out-{n}.txt"
+            outs.append(out)
+            with open(out, "wb") as f:
+                procs.append(
+                    subprocess.Popen(
+                        cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT
+                    )
+                )
+        ended: dict[int, tuple[float, int | None]] = {}
+        while len(ended) < len(procs) and time.monotonic() - started < seconds + KILL_AFTER:
+            for n, p in enumerate(procs):
+                if n not in ended and p.poll() is not None:
+                    ended[n] = (time.monotonic() - started, p.returncode)
+            time.sleep(0.1)
+    finally:
+        for n, p in enumerate(procs):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+                ended.setdefault(n, (time.monotonic() - started, None))
+    return [ended[n] for n in range(len(procs))], outs, resource.getrusage(resource.RUSAGE_CHILDREN)
+
+
+def run_stock(sites: list[Site], seconds: float, work: Path) -> tuple[list, list, object]:
+    spider = work / "stock_spider.py"
+    spider.write_text(
+        STOCK_SPIDER.format(
+            seeds=[s.seed for s in sites],
+            hosts=sorted({f"{s.host}:{s.port}" for s in sites}),  # Scrapy matches the netloc
+            allow=["^" + re.escape(s.scope) for s in sites],
+        )
+    )
+    cmd = [sys.executable, "-m", "scrapy", "runspider", str(spider)]
+    for name, value in {
+        "CONCURRENT_REQUESTS": 32,
+        "DOWNLOAD_DELAY": 0,
+        "ROBOTSTXT_OBEY": False,
+        "CLOSESPIDER_TIMEOUT": seconds,
+        "LOG_FILE": work / "scrapy.log",
+        "LOG_LEVEL": "INFO",
+    }.items():
+        cmd += ["-s", f"{name}={value}"]
+    ended, outs, usage = run_procs([(cmd, work, clean_env())], seconds, work)
+    return ended, [work / "scrapy.log", *outs], usage
+
+
+def run_crawler(
+    sites: list[Site], workers: int, pipelines: bool, seconds: float, interval: float, work: Path
+) -> tuple[list, list, object]:
+    seeds = work / "seeds.txt"
+    seeds.write_text("".join(site.seed + "\n" for site in sites))
+    with RedisServer(str(work)) as redis_server:
+        env = clean_env()
+        env["REDIS_URL"] = redis_server.url
+        cmds = []
+        for n in range(workers):
+            cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-O", str(work / f"pages-{n}.jsonl")]
+            cmd += ["-a", f"seeds={seeds}", "-a", "allowed_prefixes=" + ",".join(s.scope for s in sites)]
+            settings = {
+                "CRAWL_NAME": "throughput",
+                "CRAWL_DIR": work / "crawl",
+                "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+                "FRONTIER_HOST_INTERVAL": interval,
+                "CLOSESPIDER_TIMEOUT": seconds,
+                "LOG_FILE": work / f"worker-{n}.log",
+            }
+            if not pipelines:
+                settings["ITEM_PIPELINES_BASE"] = LINKS_ONLY
+            for name, value in settings.items():
+                cmd += ["-s", f"{name}={value}"]
+            cmds.append((cmd, ROOT, env))
+        ended, outs, usage = run_procs(cmds, seconds, work)
+    return ended, [work / f"worker-{n}.log" for n in range(workers)] + outs, usage
+
+
+# -- the figures ---------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
+
+
+class Run:
+    def __init__(self, name: str, crawler: bool):
+        self.name, self.crawler = name, crawler
+        self.requests: list = []
+        self.cpu = (0.0, 0.0)
+        self.ended: list = []
+        self.logs: list[Path] = []
+
+    @property
+    def pages(self) -> list:
+        return [r for r in self.requests if r[4] == 200 and not r[3].startswith("/robots.txt")]
+
+    @property
+    def rate(self) -> float:
+        ends = sorted(r[1] for r in self.pages)
+        return (len(ends) - 1) / (ends[-1] - ends[0]) if len(ends) > 1 and ends[-1] > ends[0] else 0.0
+
+    @property
+    def span(self) -> float:
+        ends = sorted(r[1] for r in self.pages)
+        return ends[-1] - ends[0] if len(ends) > 1 else 0.0
+
+    def gaps(self, interval: float) -> list[float]:
+        by_host = defaultdict(list)
+        for r in self.requests:
+            by_host[r[2]].append(r)
+        gaps = []
+        for reqs in by_host.values():
+            reqs.sort()
+            gaps += [b[0] - a[1] - interval for a, b in zip(reqs, reqs[1:], strict=False)]
+        return gaps
+
+
+def run_one(run: Run, fn, seconds: float) -> None:
+    first = len(REQUESTS)
+    print(f"\n== {run.name}: running ({seconds:g} s) ...", flush=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run.ended, run.logs, after = fn()
+    time.sleep(1.0)  # answers still being written
+    with _log_lock:
+        run.requests = REQUESTS[first:]
+    run.cpu = (after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime)
+    states = ", ".join(f"{t:.0f} s " + (f"exit {c}" if c is not None else "KILLED") for t, c in run.ended)
+    statuses = Counter(r[4] for r in run.requests)
+    print(
+        f"   ended: {states}; requests {len(run.requests)} "
+        f"({', '.join(f'{k}: {v}' for k, v in sorted(statuses.items(), key=str))})"
+    )
+    for log in run.logs:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        errors = error_lines(text.splitlines())
+        if errors:
+            print(f"   {log.name}: {sum(errors.values())} errors")
+            for (message, exception), n in errors.most_common(4):
+                print(f"     {n} x {message[:160]}" + (f" / {exception[:160]}" if exception else ""))
+
+
+def report(runs: list[Run], sites: list[Site], interval: float) -> None:
+    # the polite limit: from this crawler's runs (one request at a time per host)
+    answer: dict[str, list[float]] = defaultdict(list)
+    for run in runs:
+        if run.crawler:
+            for r in run.requests:
+                answer[r[2]].append(r[1] - r[0])
+    polite = sum(1 / (interval + sum(a) / len(a)) for a in answer.values() if a)
+    print(f"\n== polite limit at interval {interval:g} s: {polite:.1f} pages/s over {len(answer)} hosts")
+    for site in sites:
+        a = answer.get(site.host, [])
+        if a:
+            print(f"   {site.name:20} {site.host:11} mean answer {1000 * sum(a) / len(a):6.1f} ms ({len(a)} requests)")
+    stock = runs[0].rate if runs and not runs[0].crawler else 0.0
+    print(
+        f"\n{'run':42} {'200s':>6} {'unique':>6} {'pages/s':>8} {'span s':>6} {'CPU s':>7} {'ms/page':>7}"
+        f" {'/stock':>6} {'/polite':>7}   host-cycle gap ms p50/p90/p99, gaps < -10 ms"
+    )
+    for run in runs:
+        pages = run.pages
+        cpu = sum(run.cpu)
+        unique = len({(r[2], r[3]) for r in pages})
+        per_page = 1000 * cpu / len(pages) if pages else float("nan")
+        line = (
+            f"{run.name:42} {len(pages):6} {unique:6} {run.rate:8.1f} {run.span:6.1f} {cpu:7.1f} {per_page:7.1f}"
+            f" {run.rate / stock if stock else float('nan'):6.2f} {run.rate / polite if polite else float('nan'):7.2f}"
+        )
+        if run.crawler:
+            gaps = run.gaps(interval)
+            negative = sum(1 for g in gaps if g < NEGATIVE_GAP)
+            line += (
+                f"   {1000 * percentile(gaps, 0.5):.1f}/{1000 * percentile(gaps, 0.9):.1f}"
+                f"/{1000 * percentile(gaps, 0.99):.1f}, {negative} of {len(gaps)}"
+            )
+        print(line)
+    print(
+        "(200s: answers 200 but robots.txt; pages/s between the first and last 200 answer; CPU: user + system"
+        " of the run's processes, redis-server left out)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=45, help="CLOSESPIDER_TIMEOUT of each run")
+    parser.add_argument("--interval", type=float, default=0.05, help="FRONTIER_HOST_INTERVAL")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, feeds, archives)")
+    args = parser.parse_args()
+    sites = available_sites()
+    work = Path(tempfile.mkdtemp(prefix="throughput-"))
+    runs: list[Run] = []
+    try:
+        start_sites(sites)
+        print(
+            f"sites on port {sites[0].port}: "
+            + ", ".join(f"{s.name} {s.host}{s.prefix}" for s in sites)
+            + f"\n{args.seconds:g} s a run, interval {args.interval:g} s; workdir {work}"
+        )
+        plan = [
+            ("1 stock Scrapy (CrawlSpider, 32 concurrent)", False, None),
+            ("2 crawler, 1 worker, pipelines on", True, (1, True)),
+            ("3 crawler, 1 worker, pipelines off", True, (1, False)),
+            ("4 crawler, 2 workers, pipelines on", True, (2, True)),
+        ]
+        for n, (name, crawler, how) in enumerate(plan, 1):
+            run_dir = work / f"run-{n}"
+            run_dir.mkdir()
+            run = Run(name, crawler)
+            if crawler:
+                fn = partial(run_crawler, sites, how[0], how[1], args.seconds, args.interval, run_dir)
+            else:
+                fn = partial(run_stock, sites, args.seconds, run_dir)
+            run_one(run, fn, args.seconds)
+            runs.append(run)
+        report(runs, sites, args.interval)
+    finally:
+        stop_sites(sites)
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
