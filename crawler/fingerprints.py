@@ -66,6 +66,7 @@ _LIST_TAGS = {"ul", "ol", "dl", "table"}
 _BLOCK_TAGS = (*_FRAME_TAGS, *_LIST_TAGS, "main", "div", "section")
 LINK_DENSITY = 0.5  # a list or table whose text is mostly link text is navigation
 WRAPPER_SHARE = 0.9  # a frame part holding more of the text than this wraps the content: kept
+MAX_TEXT = 500_000  # characters of main text hashed (hashing holds ~70 bytes per character)
 WORK_LIMIT = 20  # characters measured by main_text, at most, per character of the page's text
 
 
@@ -335,7 +336,7 @@ def page_fingerprints(body: bytes, min_words: int = 0) -> Fingerprints:
     tree = parse(body)
     if tree is None:
         return Fingerprints(digest, 0, None, None, None)
-    bag = word_bag(word_hashes(main_text(tree)))
+    bag = word_bag(word_hashes(main_text(tree)[:MAX_TEXT]))
     if len(bag) < max(min_words, 1):
         return Fingerprints(digest, len(bag), None, None, None)
     values = minhash(bag)
