@@ -38,6 +38,7 @@ Figures:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import os
 import re
@@ -186,13 +187,15 @@ def free_shared_port(hosts: list[str]) -> int:
     raise SystemExit("no port free on every loopback address")
 
 
-def start_sites(sites: list[Site]) -> None:
+def start_sites(sites: list[Site], server=None) -> None:
+    """Serve every site (``server``: the server class, DocServer by default) on one port."""
+    server = server or DocServer
     for attempt in range(5):
         port = free_shared_port([s.host for s in sites])
         try:
             for site in sites:
                 site.port = port
-                site.server = DocServer(site)
+                site.server = server(site)
                 threading.Thread(target=site.server.serve_forever, daemon=True, name=f"site-{site.name}").start()
             return
         except OSError:  # the port was taken meanwhile: try another
@@ -232,7 +235,6 @@ def crawl(sites: list[Site], workers: int, seconds: float, interval: float, work
     seeds = work / "seeds.txt"
     seeds.write_text("".join(site.seed + "\n" for site in sites))
     procs = []
-    ended: dict[int, tuple[float, int | None]] = {}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with RedisServer(str(work)) as redis_server:
         env = clean_env()
@@ -259,19 +261,30 @@ def crawl(sites: list[Site], workers: int, seconds: float, interval: float, work
                             cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
                         )
                     )
-            while len(ended) < workers and time.monotonic() - started < seconds + KILL_AFTER:
-                for n, p in enumerate(procs):
-                    if n not in ended and p.poll() is not None:
-                        ended[n] = (time.monotonic() - started, p.returncode)
-                time.sleep(0.2)
+            ended = wait_or_kill(procs, started, seconds + KILL_AFTER)
         finally:
-            for n, p in enumerate(procs):
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-                    ended.setdefault(n, (time.monotonic() - started, None))
+            wait_or_kill(procs, started, 0)  # a launch that failed: the others go too
             after = resource.getrusage(resource.RUSAGE_CHILDREN)  # before redis-server ends
     return ended, (after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime)
+
+
+def wait_or_kill(procs: list, started: float, limit: float) -> dict[int, tuple[float, int | None]]:
+    """Wait for the processes until ``limit`` seconds after ``started``, then kill those
+    still running: {index: (seconds after ``started``, exit code, or None when killed)}."""
+    ended: dict[int, tuple[float, int | None]] = {}
+    while len(ended) < len(procs) and time.monotonic() - started < limit:
+        for n, p in enumerate(procs):
+            if n not in ended and p.poll() is not None:
+                ended[n] = (time.monotonic() - started, p.returncode)
+        time.sleep(0.1)
+    for n, p in enumerate(procs):
+        if n not in ended:
+            killed = p.poll() is None
+            if killed:
+                p.kill()
+                p.wait()
+            ended[n] = (time.monotonic() - started, None if killed else p.returncode)
+    return ended
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -463,6 +476,25 @@ def error_lines(lines: list[str]) -> Counter:
     return errors
 
 
+@contextlib.contextmanager
+def served_sites(keep: bool, prefix: str, server=None):
+    """The installed documentation sites served on loopback (``server``: see
+    start_sites), and a work directory: (sites, work). On exit the sites stop and the
+    directory goes, unless ``keep``."""
+    sites = available_sites()
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        start_sites(sites, server)
+        print(f"sites on port {sites[0].port}: " + ", ".join(f"{s.name} {s.host}{s.prefix}" for s in sites))
+        yield sites, work
+    finally:
+        stop_sites(sites)
+        if keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2)
@@ -470,24 +502,11 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.05, help="FRONTIER_HOST_INTERVAL")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (feeds, logs, archive)")
     args = parser.parse_args()
-    sites = available_sites()
-    work = Path(tempfile.mkdtemp(prefix="doc-crawl-"))
-    try:
-        start_sites(sites)
-        print(
-            f"sites on port {sites[0].port}: "
-            + ", ".join(f"{s.name} {s.host}{s.prefix}" for s in sites)
-            + f"\n{args.workers} workers, {args.seconds:g} s, interval {args.interval:g} s; workdir {work}"
-        )
+    with served_sites(args.keep, "doc-crawl-") as (sites, work):
+        print(f"{args.workers} workers, {args.seconds:g} s, interval {args.interval:g} s; workdir {work}")
         ended, cpu = crawl(sites, args.workers, args.seconds, args.interval, work)
         stop_sites(sites)
         report(sites, ended, cpu, args.workers, args.interval, work)
-    finally:
-        stop_sites(sites)
-        if args.keep:
-            print(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -35,10 +35,8 @@ from __future__ import annotations
 import argparse
 import re
 import resource
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
@@ -54,10 +52,9 @@ from bench.doc_crawl import (  # noqa: E402
     DocHandler,
     DocServer,
     Site,
-    available_sites,
     error_lines,
-    free_shared_port,
-    stop_sites,
+    served_sites,
+    wait_or_kill,
 )
 from tests.workers import clean_env  # noqa: E402
 
@@ -110,21 +107,6 @@ class LoggingServer(DocServer):
         self.RequestHandlerClass = partial(LoggingHandler, site=site)
 
 
-def start_sites(sites: list[Site]) -> None:
-    for attempt in range(5):
-        port = free_shared_port([s.host for s in sites])
-        try:
-            for site in sites:
-                site.port = port
-                site.server = LoggingServer(site)
-                threading.Thread(target=site.server.serve_forever, daemon=True, name=f"site-{site.name}").start()
-            return
-        except OSError:
-            stop_sites(sites)
-            if attempt == 4:
-                raise
-
-
 # -- the runs ------------------------------------------------------------------------------
 
 
@@ -144,18 +126,9 @@ def run_procs(cmds: list[tuple[list[str], Path, dict]], seconds: float, work: Pa
                         cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT
                     )
                 )
-        ended: dict[int, tuple[float, int | None]] = {}
-        while len(ended) < len(procs) and time.monotonic() - started < seconds + KILL_AFTER:
-            for n, p in enumerate(procs):
-                if n not in ended and p.poll() is not None:
-                    ended[n] = (time.monotonic() - started, p.returncode)
-            time.sleep(0.1)
+        ended = wait_or_kill(procs, started, seconds + KILL_AFTER)
     finally:
-        for n, p in enumerate(procs):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-                ended.setdefault(n, (time.monotonic() - started, None))
+        wait_or_kill(procs, started, 0)  # a launch that failed: the others go too
     return [ended[n] for n in range(len(procs))], outs, resource.getrusage(resource.RUSAGE_CHILDREN)
 
 
@@ -325,16 +298,9 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.05, help="FRONTIER_HOST_INTERVAL")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, feeds, archives)")
     args = parser.parse_args()
-    sites = available_sites()
-    work = Path(tempfile.mkdtemp(prefix="throughput-"))
     runs: list[Run] = []
-    try:
-        start_sites(sites)
-        print(
-            f"sites on port {sites[0].port}: "
-            + ", ".join(f"{s.name} {s.host}{s.prefix}" for s in sites)
-            + f"\n{args.seconds:g} s a run, interval {args.interval:g} s; workdir {work}"
-        )
+    with served_sites(args.keep, "throughput-", LoggingServer) as (sites, work):
+        print(f"{args.seconds:g} s a run, interval {args.interval:g} s; workdir {work}")
         plan = [
             ("1 stock Scrapy (CrawlSpider, 32 concurrent)", False, None),
             ("2 crawler, 1 worker, pipelines on", True, (1, True)),
@@ -352,12 +318,6 @@ def main() -> None:
             run_one(run, fn, args.seconds)
             runs.append(run)
         report(runs, sites, args.interval)
-    finally:
-        stop_sites(sites)
-        if args.keep:
-            print(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
