@@ -86,6 +86,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import random
 import socket
 import threading
 import time
@@ -622,8 +623,6 @@ _COMMON = (
 def _page_text(host_index: int, i: int, copied: bool = False) -> str:
     """About 250 words of a page's own (its words drawn at random, a third common words);
     the copy changes 3% of them and adds a "printed on" line."""
-    import random
-
     rng = random.Random(host_index * 100_003 + i)
     words = [rng.choice(_COMMON) if rng.random() < 0.35 else f"term{rng.randrange(3000)}" for _ in range(250)]
     if copied:

@@ -696,11 +696,12 @@ if sketch == '' then return {0} end
 local need, cap, tags, limit = tonumber(ARGV[4]), 8 * tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 local bins = #sketch
 local mine = {string.byte(sketch, 1, bins)}
+local function tag_of(i) return string.sub(tags, (i - 4) * 4 + 1, (i - 4) * 4 + 4) end
 local compared, checked, others = {}, 0, {}
 local own = nil
 for i = 4, #KEYS do
     local s = redis.call('GET', KEYS[i])
-    local tag = string.sub(tags, (i - 4) * 4 + 1, (i - 4) * 4 + 4)
+    local tag = tag_of(i)
     local at = 1
     while s and checked < limit do
         local j = string.find(s, tag, at, true)
@@ -746,7 +747,7 @@ if own == nil then
         local id = struct.pack('>I4', redis.call('INCR', KEYS[3]) % 4294967296)
         redis.call('HSET', KEYS[2], id, sketch .. ARGV[2])
         for _, i in ipairs(room) do
-            redis.call('APPEND', KEYS[i], string.sub(tags, (i - 4) * 4 + 1, (i - 4) * 4 + 4) .. id)
+            redis.call('APPEND', KEYS[i], tag_of(i) .. id)
         end
     end
 end
