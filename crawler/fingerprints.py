@@ -148,7 +148,7 @@ def main_text(tree) -> str:
     return " ".join(root.itertext())  # text_content() would glue the words of two blocks
 
 
-# -- words and shingles -----------------------------------------------------------------
+# -- words ---------------------------------------------------------------------------------
 
 # A 64-bit hash of every word at once (numpy): the polynomial hash sum (byte + 1) * P^k of
 # each word (k counting from its last byte), from one running sum over the whole text:
