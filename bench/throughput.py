@@ -6,7 +6,7 @@ Setup (the sites of bench/doc_crawl.py: Debian's documentation trees on 127.0.0.
     python bench/throughput.py                         # 45 s a run, interval 0.05 s
     python bench/throughput.py --seconds 30 --interval 0.1
 
-Four runs, one after another on the same sites, each bounded by CLOSESPIDER_TIMEOUT
+Five runs, one after another on the same sites, each bounded by CLOSESPIDER_TIMEOUT
 (--seconds) and killed if it has not ended --seconds + 60 s after its start:
 
 1. stock Scrapy: ``scrapy runspider`` of a minimal CrawlSpider (a temp file, run in a
@@ -16,7 +16,9 @@ Four runs, one after another on the same sites, each bounded by CLOSESPIDER_TIME
    pipeline), FRONTIER_HOST_INTERVAL=--interval, loopback allowed, scope as doc_crawl.py;
 3. the same with the pipelines off but the links pipeline, which is what follows links
    (ITEM_PIPELINES_BASE={FollowLinksPipeline});
-4. the same as 2 with two workers sharing one redis-server and one crawl name.
+4. the same as 2 with two workers sharing one redis-server and one crawl name;
+5. the same with three workers.
+``--runs 2,5`` picks runs.
 Each run of this crawler has its own throwaway redis-server and crawl directory.
 
 Figures, from the sites' own request log (arrival, end, host, path, status of every
@@ -296,6 +298,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=45, help="CLOSESPIDER_TIMEOUT of each run")
     parser.add_argument("--interval", type=float, default=0.05, help="FRONTIER_HOST_INTERVAL")
+    parser.add_argument("--runs", default="1,2,3,4,5", help="which runs, comma separated (default: all)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, feeds, archives)")
     args = parser.parse_args()
     runs: list[Run] = []
@@ -306,8 +309,12 @@ def main() -> None:
             ("2 crawler, 1 worker, pipelines on", True, (1, True)),
             ("3 crawler, 1 worker, pipelines off", True, (1, False)),
             ("4 crawler, 2 workers, pipelines on", True, (2, True)),
+            ("5 crawler, 3 workers, pipelines on", True, (3, True)),
         ]
+        chosen = {int(n) for n in args.runs.split(",")}
         for n, (name, crawler, how) in enumerate(plan, 1):
+            if n not in chosen:
+                continue
             run_dir = work / f"run-{n}"
             run_dir.mkdir()
             run = Run(name, crawler)

@@ -63,3 +63,11 @@ def test_other_requests_are_stored_whole_without_the_lease():
     assert (back.method, back.body, back.dont_filter, back.priority) == ("POST", b"a=1", True, 5)
     assert back.callback == SPIDER.other
     assert back.meta == {"depth": 1, "redirect_urls": ["http://a.example/old"]}
+
+
+def test_link_payload_is_what_a_plain_request_encodes_to():
+    url, referer = "http://a.example/x?q=1", "http://a.example/"
+    request = Request(url, meta={"depth": 3}, headers={"Referer": referer}, errback=SPIDER.errback)
+    assert codec.encode_link(url, 3, referer) == codec.encode(request, SPIDER)
+    back = codec.decode(codec.encode_link(url, 3, referer), SPIDER)
+    assert back.url == url and back.meta["depth"] == 3 and back.headers[b"Referer"] == referer.encode()

@@ -2,6 +2,9 @@
 in one call, and always before the acknowledgement of the page they came from (real
 frontier, real Redis)."""
 
+import time
+from types import SimpleNamespace
+
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
@@ -34,3 +37,55 @@ def test_a_pages_links_go_in_one_call_before_its_ack(redis_url, crawl_name):
     finally:
         scheduler.close("finished")
     assert frontier.stats()["leased"] == 0  # the ack was delivered at close
+
+
+def test_links_offered_as_urls_are_leased_as_plain_requests(redis_url, crawl_name):
+    crawler = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name))
+    scheduler = FrontierScheduler.from_crawler(crawler)
+    spider = BroadSpider.from_crawler(crawler)
+    scheduler.open(spider)
+    try:
+        links = ["http://l.example/a", "http://l.example/a", "https://m.example/b", "ftp://n.example/c"]
+        scheduler.enqueue_links(links, 2, "http://seed.example/")
+        scheduler._flush_pushes()
+        assert scheduler.frontier.stats_queued() == 2
+        stats = crawler.stats
+        assert stats.get_value("frontier/enqueued") == 2 and stats.get_value("frontier/seen") == 1
+        assert stats.get_value("frontier/invalid") == 1  # not http(s)
+        got = [scheduler.next_request(), scheduler.next_request()]
+        assert sorted(r.url for r in got) == ["http://l.example/a", "https://m.example/b"]
+        for r in got:
+            assert r.meta["depth"] == 2 and r.headers[b"Referer"] == b"http://seed.example/"
+            assert r.errback == spider.errback and r.callback is None and r.meta[LEASE_META]
+            scheduler.ack(r)
+    finally:
+        scheduler.close("finished")
+    assert scheduler.frontier.stats()["leased"] == 0
+
+
+def test_a_landing_is_sent_at_once_and_the_engine_woken_when_its_host_is_due(redis_url, crawl_name):
+    settings = project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name, FRONTIER_HOST_INTERVAL=0.4)
+    crawler = get_crawler(BroadSpider, settings)
+    crawler.engine = SimpleNamespace(downloader=SimpleNamespace(active=True))  # no reactor, no engine here
+    scheduler = FrontierScheduler.from_crawler(crawler)
+    scheduler.open(BroadSpider.from_crawler(crawler))
+    try:
+        scheduler.enqueue_links(["http://h.example/1", "http://h.example/2"], 1, "http://seed.example/")
+        first = scheduler.next_request()
+        assert first is not None and scheduler.next_request() is None  # one host: one in flight
+        scheduler._wake_engine_in(5.0)  # an earlier look found nothing due for a while
+        assert scheduler.frontier.stats()["in_flight"] == 1
+        scheduler.landed(first)
+        assert scheduler._land_call.active()  # sent in this reactor turn, not after ACK_DELAY
+        landed_at = time.time()
+        scheduler._land()  # what the reactor runs next
+        assert scheduler.frontier.stats()["in_flight"] == 0
+        # the host is due 0.4 s after its landing: the engine is woken then, not at 5 s
+        assert landed_at + 0.35 <= scheduler._wake_at <= landed_at + 0.45
+        time.sleep(max(scheduler._wake_at - time.time(), 0) + 0.01)
+        second = scheduler.next_request()
+        assert second is not None and second.url == "http://h.example/2"
+        scheduler.ack(first)
+        scheduler.ack(second)
+    finally:
+        scheduler.close("finished")

@@ -41,7 +41,7 @@ def follow(spider, page) -> list[str]:
     """The URLs the links pipeline hands to the engine for ``page`` (the engine's
     ``crawl`` is replaced by a list: this checks the pipeline's choice, not scheduling)."""
     requests = []
-    spider.crawler.engine = SimpleNamespace(crawl=requests.append)
+    spider.crawler.engine = SimpleNamespace(crawl=requests.append, scheduler=None)
     spider.crawler.spider = spider
     FollowLinksPipeline.from_crawler(spider.crawler).process_item(page)
     for r in requests:

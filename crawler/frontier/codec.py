@@ -65,6 +65,15 @@ def decode(payload: bytes, spider) -> Request:
     return Request(url, meta=meta, headers=headers, errback=_default_errback(spider))
 
 
+def encode_link(url: str, depth: int, referer: str) -> bytes:
+    """The payload of a followed link (a normalized http(s) URL): what ``encode`` gives
+    for ``Request(url, meta={"depth": depth}, headers={"Referer": referer})``, without
+    building the request."""
+    if not url.startswith("http"):
+        raise ValueError(f"not a normalized http(s) URL: {url!r}")
+    return SEP.join((url, str(depth), referer)).encode()
+
+
 def encode_url(url: str) -> bytes:
     """The payload of a seed URL (depth 0, no referer)."""
     return url.encode()

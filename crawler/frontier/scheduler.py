@@ -13,9 +13,12 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     atomic step, so the page is never lost between the two.
 ``next_request()``
     Returns a leased request from a host that is due, or None when no host is due.
-    When it returns None, it arranges for the engine to be woken when the next host
-    becomes due (at most FRONTIER_POLL_INTERVAL later), so a crawl of few hosts does
-    not wait for the engine's 5-second heartbeat.
+    A pop leases up to FRONTIER_PREFETCH due hosts at once; the extra requests wait here
+    for the engine's next call (a leased host counts as in flight, so prefetching never
+    sends two requests to one host, nor one before its time). When it returns None, it
+    arranges for the engine to be woken when the next host becomes due (at most
+    FRONTIER_POLL_INTERVAL later), so a crawl of few hosts does not wait for the
+    engine's 5-second heartbeat.
 ``has_pending_requests()``
     True while requests are buffered here, or the last look at the frontier found a URL
     due within FRONTIER_MAX_WAIT. When it is False and the downloader and the pipelines
@@ -33,9 +36,12 @@ the worker learned is lost while it lives; a worker killed during an outage lose
 unacknowledged work, which its expired leases bring back.
 
 Acknowledgements travel with the worker's next pop (one round trip for both), or
-after ACK_DELAY when no pop comes. So do landings: when a leased request leaves the
-downloader (response or failure), its host may take its next request in flight
-(FRONTIER_HOST_MAX_IN_FLIGHT) while the page itself is still being handled.
+after ACK_DELAY when no pop comes. Landings do not wait: when a leased request leaves
+the downloader (response or failure), a pop carries the landing in the same reactor
+turn, so that its host is due again exactly its interval after the response ended
+(FRONTIER_HOST_MAX_IN_FLIGHT: it may take its next request while the page itself is
+still being handled); that pop also says when the next host is due, and the engine is
+woken then.
 
 Leases: popped URLs are leased to this worker; the worker renews the leases it holds
 every FRONTIER_LEASE_SECONDS / 3 until they are acknowledged (``ack``, called when the
@@ -74,7 +80,7 @@ class FrontierScheduler:
         self.frontier = frontier
         self.stats = crawler.stats
         s = crawler.settings
-        self.pop_batch = s.getint("FRONTIER_POP_BATCH")
+        self.prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
         self.poll_interval = s.getfloat("FRONTIER_POLL_INTERVAL")
         self.lease_max_hold = s.getfloat("FRONTIER_LEASE_MAX_HOLD")
         self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
@@ -88,6 +94,7 @@ class FrontierScheduler:
         self._held: dict[bytes, float] = {}  # lease -> time it was popped
         self._next_poll = 0.0
         self._wakeup = None
+        self._wake_at = 0.0  # when _wakeup fires
         self._idle_since: float | None = None
         self._next_due: float | None = 0.0  # when the last pop said the next URL is due (s; None: nothing queued)
         self._answered: set[bytes] = set()  # leases whose hosts answered (see landed)
@@ -102,6 +109,7 @@ class FrontierScheduler:
         self._acks: list[bytes] = []
         self._landed: list[bytes] = []  # leases whose downloads ended, to tell the frontier
         self._ack_call = None
+        self._land_call = None
         self._backoff = 0.0
         self._down_since: float | None = None
         self._next_warning = 0.0
@@ -152,7 +160,7 @@ class FrontierScheduler:
     def close(self, reason):
         if self._renewer.running:
             self._renewer.stop()
-        for call in (self._wakeup, self._retry_call, self._ack_call, self._push_call):
+        for call in (self._wakeup, self._retry_call, self._ack_call, self._push_call, self._land_call):
             if call is not None and call.active():
                 call.cancel()
         self._flush_acks()  # pushes first
@@ -213,6 +221,25 @@ class FrontierScheduler:
             self._push_call = reactor.callLater(0, self._flush_pushes)
         return True
 
+    def enqueue_links(self, urls: list[str], depth: int, referer: str) -> None:
+        """Offer a page's followed links: normalized http(s) URLs, each what
+        ``enqueue_request`` would push for a plain request of the spider's default
+        callback at ``depth`` with ``referer``, without building a Request for each (a
+        page's hundreds of links cost most of a worker's time that way)."""
+        entries = []
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                self._inc("frontier/invalid")
+                continue
+            entries.append(Entry(url=url, payload=codec.encode_link(url, depth, referer), depth=depth))
+        if self._outbox:
+            for entry in entries:
+                self._defer(("push", entry))
+            return
+        self._pushes.extend(entries)
+        if self._push_call is None or not self._push_call.active():
+            self._push_call = reactor.callLater(0, self._flush_pushes)
+
     def _flush_pushes(self) -> None:
         """Send the pushes waiting since this reactor turn began, in one call."""
         entries, self._pushes = self._pushes, []
@@ -246,38 +273,48 @@ class FrontierScheduler:
                 # (a wake-up may fire a little early by this clock: look again then)
                 self._wake_engine_in(self._next_poll - now)
                 return None
-            acks, self._acks = self._acks, []
-            landed, self._landed = self._landed, []
-            try:
-                leases, next_due = self.frontier.pop(self.pop_batch, ack=acks, landed=landed)
-            except redis.RedisError as exc:
-                self._acks[:0] = acks  # acks and landings are idempotent: send them again later
-                self._landed[:0] = landed
-                self._redis_down(exc)
-                self._next_poll = now + self._backoff
-                self._wake_engine_in(self._backoff)
+            self._pop(self.prefetch, now)
+            if not self._buffer:
                 return None
-            if self._down_since is not None and not self._outbox:
-                self._redis_up()
-            if self.frontier.last_acked:
-                self._inc("frontier/acked", self.frontier.last_acked)
-            self._next_due = now if leases else (None if next_due is None else next_due / 1000)
-            if not leases:
-                wait = self.poll_interval if next_due is None else max(next_due / 1000 - now, 0.01)
-                if (next_due is None or wait > QUIET_AFTER) and not self.crawler.engine.downloader.active:
-                    # no more pages coming soon: let batches waiting for more (WARC) go
-                    self.crawler.signals.send_catch_log(frontier_waiting)
-                wait = min(wait, self.poll_interval)
-                self._next_poll = now + wait
-                self._wake_engine_in(wait)
-                return None
-            for lease in leases:
-                request = codec.decode(lease.payload, self.spider)
-                request.meta[codec.LEASE_META] = lease.id
-                self._held[lease.id] = now
-                self._buffer.append(request)
-            self._inc("frontier/leased", len(leases))
         return self._buffer.pop(0)
+
+    def _pop(self, n: int, now: float) -> None:
+        """Lease up to ``n`` requests into the buffer, carrying the acks and landings
+        waiting; when none is due, note when the next one is and wake the engine then."""
+        acks, self._acks = self._acks, []
+        landed, self._landed = self._landed, []
+        try:
+            leases, next_due = self.frontier.pop(n, ack=acks, landed=landed)
+        except redis.RedisError as exc:
+            self._acks[:0] = acks  # acks and landings are idempotent: send them again later
+            self._landed[:0] = landed
+            self._redis_down(exc)
+            self._next_poll = now + self._backoff
+            self._wake_engine_in(self._backoff)
+            return
+        if self._down_since is not None and not self._outbox:
+            self._redis_up()
+        if self.frontier.last_acked:
+            self._inc("frontier/acked", self.frontier.last_acked)
+        if leases:
+            self._next_due = now
+            self._next_poll = 0.0
+        else:
+            self._next_due = None if next_due is None else next_due / 1000
+            wait = self.poll_interval if next_due is None else max(next_due / 1000 - now, 0.001)
+            if (next_due is None or wait > QUIET_AFTER) and not self.crawler.engine.downloader.active:
+                # no more pages coming soon: let batches waiting for more (WARC) go
+                self.crawler.signals.send_catch_log(frontier_waiting)
+            wait = min(wait, self.poll_interval)
+            self._next_poll = now + wait
+            self._wake_engine_in(wait)
+        for lease in leases:
+            request = codec.decode(lease.payload, self.spider)
+            request.meta[codec.LEASE_META] = lease.id
+            self._held[lease.id] = now
+            self._buffer.append(request)
+        if leases:
+            self._inc("frontier/leased", len(leases))
 
     # -- leases ------------------------------------------------------------------------
 
@@ -322,10 +359,18 @@ class FrontierScheduler:
             self._answered.discard(lease)
         if lease and lease in self._held and (self.frontier.max_in_flight or answered):
             self._landed.append(b"+" + lease if answered else lease)
-            self._schedule_flush()
-            # a host may take its next request soon: ask the frontier at the next chance
-            # rather than after a full poll interval (all hosts may have been busy)
-            self._next_poll = 0.0
+            # the host may be due again one interval from now: tell the frontier in this
+            # reactor turn (unless the engine's own pop carries it first)
+            if self._land_call is None or not self._land_call.active():
+                self._land_call = reactor.callLater(0, self._land)
+
+    def _land(self) -> None:
+        if not self._landed or self._outbox:
+            return
+        self._flush_pushes()
+        self._pop(max(self.prefetch - len(self._buffer), 0), time.time())
+        if self._buffer:
+            self._wake_engine_in(0)
 
     def _schedule_flush(self) -> None:
         if self._ack_call is None or not self._ack_call.active():
@@ -419,8 +464,14 @@ class FrontierScheduler:
     # -- idling ------------------------------------------------------------------------
 
     def _wake_engine_in(self, seconds: float) -> None:
+        """Have the engine ask for a request ``seconds`` from now (or sooner, if a
+        wake-up is already due sooner)."""
+        at = time.time() + seconds
         if self._wakeup is not None and self._wakeup.active():
-            return
+            if self._wake_at <= at:
+                return
+            self._wakeup.cancel()
+        self._wake_at = at
         self._wakeup = reactor.callLater(seconds, self._wake_engine)
 
     def _wake_engine(self):

@@ -4,7 +4,9 @@ the links of an exact copy are not followed again (they were followed from the f
 copy); those of a near copy are, unless CONTENT_SEEN_FOLLOW_NEAR_DUPLICATES is off. Links
 marked nofollow, and links the spider's ``in_scope`` rejects, are not
 followed. Each followed link is a request one level deeper than its page, with the
-page's URL as Referer; the frontier then applies URL-seen and the trap guards.
+page's URL as Referer; the frontier then applies URL-seen and the trap guards. The
+frontier scheduler takes a page's links as plain URLs (``enqueue_links``: the links are
+normalized already); with another scheduler each becomes a Request.
 """
 
 from __future__ import annotations
@@ -38,10 +40,19 @@ class FollowLinksPipeline:
         errback = getattr(spider, "errback", None)
         referer = item.get("final_url") or item["url"]
         depth = (item.get("depth") or 0) + 1
-        for link in item["outlinks"]:
-            if link.get("nofollow") or (in_scope is not None and not in_scope(link["url"])):
-                continue
-            request = Request(link["url"], errback=errback, headers={"Referer": referer}, meta={"depth": depth})
-            self.crawler.engine.crawl(request)
-            self.stats.inc_value("links/followed")
+        urls = [
+            link["url"]
+            for link in item["outlinks"]
+            if not link.get("nofollow") and (in_scope is None or in_scope(link["url"]))
+        ]
+        if not urls:
+            return item
+        self.stats.inc_value("links/followed", len(urls))
+        engine = self.crawler.engine
+        enqueue_links = getattr(engine.scheduler, "enqueue_links", None)
+        if enqueue_links is not None:
+            enqueue_links(urls, depth, referer)
+            return item
+        for url in urls:
+            engine.crawl(Request(url, errback=errback, headers={"Referer": referer}, meta={"depth": depth}))
         return item
