@@ -13,7 +13,7 @@ fresh crawl (unique CRAWL_NAME, so robots.txt is fetched again), with:
          measures overhead), ``FRONTIER_IDLE_SECONDS=2``, ``NETWORK_GUARD_ALLOW=127.0.0.0/8``,
          ``CLOSESPIDER_TIMEOUT`` (the bound of a run)
   on     the defaults: ``RATE_LIMITER_ENABLED`` and ``ROBOTSTXT_OBEY`` true (the limiter
-         spaces requests from the end of each response; ``RATE_LIMITER_MARGIN`` is 0)
+         spaces requests from the end of each response, with no margin)
   off    ``RATE_LIMITER_ENABLED=False ROBOTSTXT_OBEY=False``
 
 pages/s = page requests the site saw (robots.txt excluded) / time from the first to the

@@ -129,7 +129,6 @@ FAILURE_LOG_PERIOD = 60.0  # seconds: one log line per host and decision at most
 # The last guard before a request leaves: one slot per host interval, for all workers.
 RATE_LIMITER_ENABLED = True
 RATE_LIMITER_MAX_WAIT = 1.0  # seconds a request may wait for its slot; longer: back to the frontier
-RATE_LIMITER_MARGIN = 0.0  # seconds added to every interval (spacing counts from each response's end)
 
 # --- content seen (crawler/pipelines/contentseen.py) -----------------------------------
 CONTENT_SEEN_ENABLED = True

@@ -89,3 +89,23 @@ def test_a_landing_is_sent_at_once_and_the_engine_woken_when_its_host_is_due(red
         scheduler.ack(second)
     finally:
         scheduler.close("finished")
+
+
+def test_every_component_of_a_crawler_shares_one_frontier_and_one_redis_client(redis_url, crawl_name):
+    from crawler.middlewares.failures import FailureMiddleware
+    from crawler.middlewares.ratelimit import RateLimiterMiddleware
+    from crawler.middlewares.robots import RobotsMiddleware
+    from crawler.pipelines.contentseen import ContentSeenPipeline
+
+    crawler = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name))
+    parts = [
+        FrontierScheduler.from_crawler(crawler),
+        RobotsMiddleware.from_crawler(crawler),
+        FailureMiddleware.from_crawler(crawler),
+        RateLimiterMiddleware.from_crawler(crawler),
+    ]
+    frontiers = {id(part.frontier) for part in parts}
+    assert len(frontiers) == 1
+    assert ContentSeenPipeline.from_crawler(crawler).redis is parts[0].frontier.redis
+    other = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name))
+    assert FrontierScheduler.from_crawler(other).frontier is not parts[0].frontier  # one per crawler

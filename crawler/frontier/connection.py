@@ -65,10 +65,22 @@ def embedded_redis(db_path: str):
 
 
 def frontier_from_settings(settings):
-    """The crawl's frontier (FRONTIER_CLASS) on the crawl's Redis."""
+    """A frontier (FRONTIER_CLASS) on the crawl's Redis, for a command outside a crawl;
+    inside one, components share the crawler's (``crawler_frontier``)."""
     from scrapy.utils.misc import load_object
 
     return load_object(settings.get("FRONTIER_CLASS")).from_settings(settings, redis_from_settings(settings))
+
+
+def crawler_frontier(crawler):
+    """The crawler's frontier: one per crawler, built by the first component that asks
+    (scheduler, robots.txt, failures, rate limiter, content seen, seed ingestion), so
+    that a worker has one Redis client, one connection pool, and its scripts loaded
+    once."""
+    frontier = getattr(crawler, "_frontier", None)
+    if frontier is None:
+        frontier = crawler._frontier = frontier_from_settings(crawler.settings)
+    return frontier
 
 
 def outage_wait(down_for: float) -> float:

@@ -189,6 +189,11 @@ class Frontier:
             traps=TrapGuard.from_settings(settings),
         )
 
+    def politeness_key(self, url: str) -> str:
+        """The key ``url``'s politeness is kept under (FRONTIER_POLITENESS_KEY: its host
+        or its registered domain): every component asks here."""
+        return politeness_key(url, self.politeness)
+
     # -- admit -------------------------------------------------------------------
 
     def level(self, priority: int) -> int:
@@ -215,7 +220,7 @@ class Frontier:
         for i, e in enumerate(entries):
             trap = None if e.follow_up else self.traps.check(e.url, e.depth)
             try:
-                host = politeness_key(e.url, self.politeness)
+                host = self.politeness_key(e.url)
             except InvalidURL:
                 trap, host = "invalid", ""
             if trap:
@@ -351,9 +356,9 @@ class Frontier:
         if lease_ids:
             self.redis.zadd(self.keys.leases, {lease_id: 0 for lease_id in lease_ids}, xx=True)
 
-    def slot(self, host: str, max_wait: float, now: int | None = None, margin: float = 0.0) -> int:
-        """The time (ms) a request to ``host`` may leave, at least its interval plus
-        ``margin`` seconds after the previous one: taken when it is at most ``max_wait``
+    def slot(self, host: str, max_wait: float, now: int | None = None) -> int:
+        """The time (ms) a request to ``host`` may leave, at least its interval after
+        the previous one: taken when it is at most ``max_wait``
         seconds away, else the host is pushed back to it (scripts.SLOT)."""
         override = self.intervals.lookup(host)
         args = [
@@ -363,7 +368,6 @@ class Frontier:
             self.host_interval_ms,
             int(max_wait * 1000),
             "" if override is None else str(int(override * 1000)),
-            int(margin * 1000),
         ]
         return int(self._slot(args=args))
 

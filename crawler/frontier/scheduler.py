@@ -62,7 +62,7 @@ from scrapy.exceptions import DontCloseSpider
 from twisted.internet import reactor, task
 
 from crawler.frontier import codec
-from crawler.frontier.connection import frontier_from_settings, outage_wait
+from crawler.frontier.connection import crawler_frontier, outage_wait
 from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, Entry, Frontier
 from crawler.frontier.report import when
 from crawler.signals import frontier_waiting, page_handled, page_not_stored
@@ -117,7 +117,7 @@ class FrontierScheduler:
 
     @classmethod
     def from_crawler(cls, crawler):
-        scheduler = cls(crawler, frontier_from_settings(crawler.settings))
+        scheduler = cls(crawler, crawler_frontier(crawler))
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.ack, signal=page_handled)
         crawler.signals.connect(scheduler.give_back, signal=page_not_stored)

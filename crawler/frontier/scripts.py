@@ -545,9 +545,8 @@ return {0, 0, math.floor(f * 1000)}
 # every request leaves a worker. ARGV[1] key prefix, ARGV[2] host, ARGV[3] now (ms),
 # ARGV[4] default interval (ms), ARGV[5] longest wait (ms) a request may take,
 # ARGV[6] the operator's override of the host's interval (ms, '' for none; it is stored
-# in hdelay, so that the frontier's hand-outs follow it too), ARGV[7] margin (ms) added
-# to the interval.
-# slot = max(now, last + interval + margin, end of the host's back-off), interval from the
+# in hdelay, so that the frontier's hand-outs follow it too).
+# slot = max(now, last + interval, end of the host's back-off), interval from the
 # override, else hdelay (robots.txt Crawl-delay), else the default, times the host's
 # slow-down factor (hslow); ``last`` (hlast) is the later of the last slot taken and the
 # end of the last response (END). When the slot is at most the longest wait away, it is
@@ -564,7 +563,6 @@ end
 interval = tonumber(interval or ARGV[4])
 local f = redis.call('HGET', prefix .. 'hslow', host)
 if f then interval = math.floor(interval * tonumber(f)) end
-interval = interval + tonumber(ARGV[7])
 local last = redis.call('HGET', prefix .. 'hlast', host)
 local slot = now
 if last and tonumber(last) + interval > now then slot = tonumber(last) + interval end

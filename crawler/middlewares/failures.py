@@ -52,8 +52,8 @@ from twisted.internet.error import ConnectError, ConnectionDone, ConnectionLost,
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
 from crawler.frontier.codec import LEASE_META, NOT_BEFORE_META
-from crawler.frontier.connection import frontier_from_settings
-from crawler.frontier.frontier import DOWN, THROTTLED, now_ms, politeness_key
+from crawler.frontier.connection import crawler_frontier
+from crawler.frontier.frontier import DOWN, THROTTLED, now_ms
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class FailureMiddleware:
     def from_crawler(cls, crawler):
         if not crawler.settings.getbool("HOST_BACKOFF_ENABLED"):
             raise NotConfigured
-        return cls(crawler, frontier_from_settings(crawler.settings))
+        return cls(crawler, crawler_frontier(crawler))
 
     # -- answers -----------------------------------------------------------------------
 
@@ -158,7 +158,7 @@ class FailureMiddleware:
         if retries >= self.max_backoffs:
             self.stats.inc_value("backoff/gave_up")
             return response
-        host = politeness_key(request.url, self.frontier.politeness)
+        host = self.frontier.politeness_key(request.url)
         try:
             delay = self.frontier.back_off(
                 host, retry_after=retry_after, jitter=1 + random.random() * JITTER, reason=THROTTLED, **self.backoff
@@ -185,7 +185,7 @@ class FailureMiddleware:
     def _failed(self, request, kind: str, why: str, response):
         """A 5xx or a timeout (kind 'url'), or the host unreachable (kind 'down'): judge
         the host, then retry the URL on its own schedule or keep the failure."""
-        host = politeness_key(request.url, self.frontier.politeness)
+        host = self.frontier.politeness_key(request.url)
         attempt = request.meta.get(ATTEMPT_META, 1)
         self.stats.inc_value(f"retry/reason/{why}")
         if request.meta.get(LEASE_META):

@@ -1,7 +1,7 @@
 """Per-host rate limiter shared by every worker (Aragog's limiter, in Redis).
 
 Just before a request leaves a worker, one atomic script takes its host's next slot,
-max(now, last + interval + RATE_LIMITER_MARGIN), where the interval is the operator's
+max(now, last + interval), where the interval is the operator's
 override (intervals.py), else robots.txt Crawl-delay (hdelay), else
 FRONTIER_HOST_INTERVAL, times the host's slow-down factor (failures.py), and ``last``
 is when the last response from the host ended: politeness counts from the end of each
@@ -30,18 +30,17 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import reactor, task
 
 from crawler.frontier.codec import LEASE_META
-from crawler.frontier.connection import frontier_from_settings
-from crawler.frontier.frontier import now_ms, politeness_key
+from crawler.frontier.connection import crawler_frontier
+from crawler.frontier.frontier import now_ms
 
 logger = logging.getLogger(__name__)
 
 
 class RateLimiterMiddleware:
-    def __init__(self, stats, frontier, max_wait: float, margin: float = 0.0):
+    def __init__(self, stats, frontier, max_wait: float):
         self.stats = stats
         self.frontier = frontier
         self.max_wait = max_wait
-        self.margin = margin
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -50,17 +49,16 @@ class RateLimiterMiddleware:
             raise NotConfigured
         return cls(
             crawler.stats,
-            frontier_from_settings(s),
+            crawler_frontier(crawler),
             s.getfloat("RATE_LIMITER_MAX_WAIT"),
-            s.getfloat("RATE_LIMITER_MARGIN"),
         )
 
     async def process_request(self, request, spider=None):
-        host = politeness_key(request.url, self.frontier.politeness)
+        host = self.frontier.politeness_key(request.url)
         from_frontier = bool(request.meta.get(LEASE_META))
         try:
             now = now_ms()
-            slot = self.frontier.slot(host, self.max_wait if from_frontier else 1e9, now=now, margin=self.margin)
+            slot = self.frontier.slot(host, self.max_wait if from_frontier else 1e9, now=now)
         except redis.RedisError as exc:  # the frontier spaced it already: let it go
             logger.warning("Rate limiter unavailable (%s); %s goes unchecked", exc, request.url)
             return None
@@ -95,6 +93,6 @@ class RateLimiterMiddleware:
         if request.meta.get(LEASE_META):
             return
         try:
-            self.frontier.end(politeness_key(request.url, self.frontier.politeness))
+            self.frontier.end(self.frontier.politeness_key(request.url))
         except redis.RedisError as exc:
             logger.warning("Rate limiter unavailable (%s); the end of %s not recorded", exc, request.url)

@@ -62,8 +62,8 @@ from twisted.internet.defer import Deferred
 
 from crawler.exceptions import AddressRefused, RobotsDisallowed
 from crawler.frontier.codec import LEASE_META
-from crawler.frontier.connection import frontier_from_settings
-from crawler.frontier.frontier import DOWN, ROBOTS, politeness_key
+from crawler.frontier.connection import crawler_frontier
+from crawler.frontier.frontier import DOWN, ROBOTS
 from crawler.frontier.scripts import RENEW, ROBOTS_CLAIM, UNLOCK
 from crawler.middlewares.failures import DONT_BACK_OFF, HOST_DOWN_ERRORS, retry_after_seconds
 from crawler.urls import InvalidURL, normalize_url, url_options
@@ -135,7 +135,7 @@ class RobotsMiddleware:
     def from_crawler(cls, crawler):
         if not crawler.settings.getbool("ROBOTSTXT_OBEY"):
             raise NotConfigured
-        mw = cls(crawler, frontier_from_settings(crawler.settings))
+        mw = cls(crawler, crawler_frontier(crawler))
         crawler.signals.connect(mw._bytes_received, signal=signals.bytes_received)
         return mw
 
@@ -163,7 +163,7 @@ class RobotsMiddleware:
         self.stats.inc_value("robotstxt/deferred")
         if not request.meta.get(LEASE_META):
             raise IgnoreRequest(f"robots.txt of {rules.origin} unreachable; try again later")
-        host = politeness_key(request.url, self.frontier.politeness)
+        host = self.frontier.politeness_key(request.url)
         try:
             self.frontier.back_off(
                 host,
@@ -323,7 +323,7 @@ class RobotsMiddleware:
         stored = zlib.compress(body) if 200 <= status < 300 else b""
         rules = self._parse(origin, status, stored, now + self.lifetime)
         logger.debug("robots.txt of %s: HTTP %d, %d bytes", origin, status, len(body))
-        host = politeness_key(origin + "/", self.frontier.politeness)
+        host = self.frontier.politeness_key(origin + "/")
         interval = KEEP
         if self.frontier.intervals.lookup(host) is None:  # an operator override comes first
             delay = rules.parser.crawl_delay(self.token) if rules.parser is not None else None
@@ -346,7 +346,7 @@ class RobotsMiddleware:
         logger.info(
             "robots.txt of %s unreachable (%s, %d in a row): its host waits %.0f s", origin, error, fails, delay
         )
-        host = politeness_key(origin + "/", self.frontier.politeness)
+        host = self.frontier.politeness_key(origin + "/")
         since = record.get(b"since") if fails > 1 else None  # the first failure of this run
         since = since or str(int(now * 1000)).encode()
         failure = {"fails": fails, "retry": int(retry_at * 1000), "error": error[:300], "since": since}

@@ -37,7 +37,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 
 from crawler.fingerprints import Fingerprints, body_digest, matches_for, page_fingerprints, resemblance_of_matches
-from crawler.frontier.connection import frontier_from_settings
+from crawler.frontier.connection import crawler_frontier
 from crawler.frontier.scripts import CONTENT_SEEN
 from crawler.items import Page
 from crawler.pageworkers import PageWorkerCrashed, PageWorkers
@@ -64,7 +64,7 @@ class ContentSeenPipeline:
         s = crawler.settings
         if not s.getbool("CONTENT_SEEN_ENABLED"):
             raise NotConfigured
-        frontier = frontier_from_settings(s)
+        frontier = crawler_frontier(crawler)
         return cls(
             crawler,
             frontier.redis,

@@ -119,13 +119,13 @@ class BroadSpider(scrapy.Spider):
     def _ingest_seeds(self) -> str | None:
         """Ingest the seed files (in a thread), waiting out a Redis outage as the
         scheduler does; None, or why the seeds were not all added."""
-        from crawler.frontier.connection import Patient, frontier_from_settings
+        from crawler.frontier.connection import Patient, crawler_frontier
         from crawler.seeds import SeedFileError, ingest
 
         s = self.settings
         patient = Patient(self._seeding_stop, "seed ingestion")
         try:
-            frontier = frontier_from_settings(s)
+            frontier = crawler_frontier(self.crawler)
             report = ingest(
                 _PatientFrontier(frontier, patient),
                 self.seed_files,
