@@ -62,6 +62,44 @@ from __future__ import annotations
 SEP = "\x1f"
 
 
+# Each key's name after the crawl's prefix, spelled here only: Python reads them through
+# Keys, and the Lua scripts through the table K built from them (scripts.py). A name ending
+# in ':' is followed by a host, a level, a number or an origin.
+NAMES = {
+    "ready": "ready",
+    "hnext": "hnext",
+    "hdelay": "hdelay",
+    "hpages": "hpages",
+    "hback": "hback",
+    "hslow": "hslow",
+    "hfail": "hfail",
+    "delayed": "delayed",
+    "hlast": "hlast",
+    "leases": "leases",
+    "hflight": "hflight",
+    "flying": "flying",
+    "lease_seq": "lease:seq",
+    "seen_meta": "seen:meta",
+    "counters": "counters",
+    "workers": "workers",
+    "content_digests": "cdigest",
+    "near_seq": "ndseq",
+    "near_pages": "ndpage",
+    "front": "fq:",
+    "back": "bq:",
+    "seen": "seen:",
+    "robots": "robots:",
+    "robots_lock": "robots:lock:",
+    "near_bucket": "ndidx:",
+}
+
+
+def lua_table() -> str:
+    """The Lua line that gives the scripts every name above as ``K.<name>``."""
+    fields = ", ".join(f"{name} = '{key}'" for name, key in NAMES.items())
+    return f"local K = {{{fields}}}\n"
+
+
 class Keys:
     """Names of the Redis keys of one crawl."""
 
@@ -70,45 +108,28 @@ class Keys:
             raise ValueError(f"invalid crawl name: {crawl_name!r}")
         self.crawl_name = crawl_name
         self.prefix = f"crawl:{{{crawl_name}}}:"
-        p = self.prefix
-        self.ready = p + "ready"
-        self.hnext = p + "hnext"
-        self.hdelay = p + "hdelay"
-        self.hpages = p + "hpages"
-        self.hback = p + "hback"
-        self.hslow = p + "hslow"
-        self.hfail = p + "hfail"
-        self.delayed = p + "delayed"
-        self.hlast = p + "hlast"
-        self.leases = p + "leases"
-        self.hflight = p + "hflight"
-        self.flying = p + "flying"
-        self.lease_seq = p + "lease:seq"
-        self.seen_meta = p + "seen:meta"
-        self.counters = p + "counters"
-        self.workers = p + "workers"
-        self.content_digests = p + "cdigest"
-        self.near_seq = p + "ndseq"
-        self.near_pages = p + "ndpage"
+        for name, key in NAMES.items():
+            if not key.endswith(":"):
+                setattr(self, name, self.prefix + key)
 
     def front(self, level: int) -> str:
-        return f"{self.prefix}fq:{level}"
+        return f"{self.prefix}{NAMES['front']}{level}"
 
     def back(self, host: str) -> str:
-        return f"{self.prefix}bq:{host}"
+        return f"{self.prefix}{NAMES['back']}{host}"
 
     def robots(self, origin: str) -> str:
-        return f"{self.prefix}robots:{origin}"
+        return f"{self.prefix}{NAMES['robots']}{origin}"
 
     def robots_lock(self, origin: str) -> str:
-        return f"{self.prefix}robots:lock:{origin}"
+        return f"{self.prefix}{NAMES['robots_lock']}{origin}"
 
     def near_bucket(self, band_key: int) -> str:
         """The LSH bucket of a 64-bit band key (its top 16 bits)."""
-        return f"{self.prefix}ndidx:{band_key >> 48:04x}"
+        return f"{self.prefix}{NAMES['near_bucket']}{band_key >> 48:04x}"
 
     def seen(self, index: int) -> str:
-        return f"{self.prefix}seen:{index}"
+        return f"{self.prefix}{NAMES['seen']}{index}"
 
     def pattern(self) -> str:
         """A SCAN pattern matching every key of this crawl."""

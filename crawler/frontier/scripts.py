@@ -3,6 +3,8 @@
 All keys of a crawl share the prefix ``crawl:{NAME}:`` (see keys.py). The scripts
 build per-host key names from that prefix, so they are passed the prefix rather than
 every key; all keys of a crawl hash to one Redis Cluster slot through the hash tag.
+The names after the prefix come from keys.NAMES, as the table ``K`` each script starts
+with (``prefix .. K.ready``): no key name is spelled here.
 Times are integer milliseconds given by the caller (``now``), so that every worker's
 clock enters only as the "now" of its own call.
 
@@ -14,6 +16,10 @@ Entry formats:
                         ``leases`` sorted set, scored by expiry, carries everything
                         needed to put the URL back
 """
+
+from crawler.frontier.keys import lua_table
+
+_K = lua_table()
 
 # Shared Lua helpers, prepended to the scripts that need them.
 _HELPERS = r"""
@@ -39,24 +45,24 @@ end
 local max_flight = 0
 local default_interval = '0'
 local function at_limit(prefix, host)
-    return max_flight > 0 and tonumber(redis.call('HGET', prefix .. 'hflight', host) or '0') >= max_flight
+    return max_flight > 0 and tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') >= max_flight
 end
 -- put a host that is not in the ready heap into it, due no earlier than its hnext
 -- time, unless it is at its in-flight limit
 local function add_ready(prefix, host, now)
     if at_limit(prefix, host) then return end
-    local nxt = tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0')
+    local nxt = tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0')
     if nxt < now then nxt = now end
-    redis.call('ZADD', prefix .. 'ready', nxt, host)
+    redis.call('ZADD', prefix .. K.ready, nxt, host)
 end
 local function make_ready(prefix, host, now)
-    if not redis.call('ZSCORE', prefix .. 'ready', host) then add_ready(prefix, host, now) end
+    if not redis.call('ZSCORE', prefix .. K.ready, host) then add_ready(prefix, host, now) end
 end
 -- a host's interval (ms): its own (hdelay: Crawl-delay or the operator's override) or
 -- the default, times its slow-down factor (hslow: failures slow a host, answers bring it back)
 local function interval_of(prefix, host)
-    local ms = tonumber(redis.call('HGET', prefix .. 'hdelay', host) or default_interval)
-    local f = redis.call('HGET', prefix .. 'hslow', host)
+    local ms = tonumber(redis.call('HGET', prefix .. K.hdelay, host) or default_interval)
+    local f = redis.call('HGET', prefix .. K.hslow, host)
     if f then ms = math.floor(ms * tonumber(f)) end
     return ms
 end
@@ -64,14 +70,14 @@ end
 -- 1 / (1/f + recovery)), and ends its run of failures
 local recovery = 0.25
 local function recover(prefix, host)
-    redis.call('HDEL', prefix .. 'hfail', host)
-    local f = redis.call('HGET', prefix .. 'hslow', host)
+    redis.call('HDEL', prefix .. K.hfail, host)
+    local f = redis.call('HGET', prefix .. K.hslow, host)
     if f then
         f = 1 / (1 / tonumber(f) + recovery)
         if f < 1.01 then
-            redis.call('HDEL', prefix .. 'hslow', host)
+            redis.call('HDEL', prefix .. K.hslow, host)
         else
-            redis.call('HSET', prefix .. 'hslow', host, string.format('%.3f', f))
+            redis.call('HSET', prefix .. K.hslow, host, string.format('%.3f', f))
         end
     end
 end
@@ -84,15 +90,15 @@ local function land(prefix, member, now, ok)
     if not seq then return end
     local host = split(member, 4)[3]
     if ok then recover(prefix, host) end
-    if redis.call('SREM', prefix .. 'flying', seq) == 0 then return end
-    if redis.call('HINCRBY', prefix .. 'hflight', host, '-1') <= 0 then
-        redis.call('HDEL', prefix .. 'hflight', host)
+    if redis.call('SREM', prefix .. K.flying, seq) == 0 then return end
+    if redis.call('HINCRBY', prefix .. K.hflight, host, '-1') <= 0 then
+        redis.call('HDEL', prefix .. K.hflight, host)
     end
     local nxt = now + interval_of(prefix, host)
-    if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < nxt then
-        redis.call('HSET', prefix .. 'hnext', host, nxt)
+    if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < nxt then
+        redis.call('HSET', prefix .. K.hnext, host, nxt)
     end
-    if redis.call('EXISTS', prefix .. 'bq:' .. host) == 1 then make_ready(prefix, host, now) end
+    if redis.call('EXISTS', prefix .. K.back .. host) == 1 then make_ready(prefix, host, now) end
 end
 local function all_ones(bits)
     for _, b in ipairs(bits) do if b == 0 then return false end end
@@ -112,7 +118,7 @@ local function settle(prefix, first, now)
         if string.byte(m, 1) == 43 then land(prefix, string.sub(m, 2), now, true) else land(prefix, m, now, false) end
     end
     for i = first + 1, first + a do
-        acked = acked + redis.call('ZREM', prefix .. 'leases', ARGV[i])
+        acked = acked + redis.call('ZREM', prefix .. K.leases, ARGV[i])
         land(prefix, ARGV[i], now, false)
     end
     return acked
@@ -125,7 +131,7 @@ end
 # hnext time and, if it is in the ready heap, its score move there (never earlier).
 _BACK_OFF = r"""
 local function back_off(prefix, host, now, lo, hi, quiet, retry_after, jitter, reason)
-    local state = redis.call('HGET', prefix .. 'hback', host)
+    local state = redis.call('HGET', prefix .. K.hback, host)
     local level = 0
     if state then
         local old_level, last = string.match(state, '^(%d+):(%d+):')
@@ -135,11 +141,11 @@ local function back_off(prefix, host, now, lo, hi, quiet, retry_after, jitter, r
     if delay <= 0 then delay = math.floor(math.min(hi, lo * 2 ^ level) * jitter) end
     delay = math.min(delay, hi)
     local until_ms = now + delay
-    redis.call('HSET', prefix .. 'hback', host, string.format('%d:%d:%d:%s', level, now, until_ms, reason))
-    if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < until_ms then
-        redis.call('HSET', prefix .. 'hnext', host, until_ms)
+    redis.call('HSET', prefix .. K.hback, host, string.format('%d:%d:%d:%s', level, now, until_ms, reason))
+    if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < until_ms then
+        redis.call('HSET', prefix .. K.hnext, host, until_ms)
     end
-    redis.call('ZADD', prefix .. 'ready', 'XX', 'GT', until_ms, host)
+    redis.call('ZADD', prefix .. K.ready, 'XX', 'GT', until_ms, host)
     return delay
 end
 """
@@ -181,11 +187,12 @@ end
 # A new filter's string is allocated at its full size at once (one SETBIT on its last
 # bit) rather than grown by Redis step by step, which would over-allocate.
 PUSH = (
-    _HELPERS
+    _K
+    + _HELPERS
     + r"""
 local prefix = ARGV[1]
 local gen = tonumber(ARGV[2])
-local meta = prefix .. 'seen:meta'
+local meta = prefix .. K.seen_meta
 if tonumber(redis.call('HGET', meta, 'gen') or '1') ~= gen then
     return -1
 end
@@ -219,7 +226,7 @@ local function fill(bits)
     end
 end
 local ENTRY = '^([^\031]*)\031([^\031]*)\031([^\031]*)\031([^\031]*)\031(.*)$'
-local current = prefix .. 'seen:' .. (gen - 1)
+local current = prefix .. K.seen .. (gen - 1)
 if redis.call('EXISTS', current) == 0 then
     redis.call('SETBIT', current, tonumber(ARGV[5]) - 1, 0)
 end
@@ -240,7 +247,7 @@ for e = 1, n do
     if flags == 'f' or string.find(flags, 'f', 1, true) then
         fill(bits)
         for i = 1, gen - 1 do  -- older, full filters: read only
-            if all_ones(redis.call('BITFIELD_RO', prefix .. 'seen:' .. (i - 1), unpack(templates[i]))) then
+            if all_ones(redis.call('BITFIELD_RO', prefix .. K.seen .. (i - 1), unpack(templates[i]))) then
                 status = 0
                 break
             end
@@ -251,7 +258,7 @@ for e = 1, n do
             else
                 count = count + 1
                 if count >= cap then full = true end
-                if maxhost > 0 and redis.call('HINCRBY', prefix .. 'hpages', host, '1') > maxhost then
+                if maxhost > 0 and redis.call('HINCRBY', prefix .. K.hpages, host, '1') > maxhost then
                     status = 2
                 end
             end
@@ -259,7 +266,7 @@ for e = 1, n do
     end
     if lease ~= '' then  -- before the enqueue: a follow-up may make its host ready
         local member = ARGV[10 + n + tonumber(lease)]
-        if redis.call('ZREM', prefix .. 'leases', member) == 0 and string.find(flags, 'b', 1, true) then
+        if redis.call('ZREM', prefix .. K.leases, member) == 0 and string.find(flags, 'b', 1, true) then
             status = 0
         end
         land(prefix, member, now, false)
@@ -267,10 +274,10 @@ for e = 1, n do
     local due = flags ~= 'f' and string.match(flags, 'd(%d+)')
     if status == 1 then
         if due then
-            local seq = redis.call('INCR', prefix .. 'lease:seq')
-            redis.call('ZADD', prefix .. 'delayed', due, seq .. SEP .. tail)
+            local seq = redis.call('INCR', prefix .. K.lease_seq)
+            redis.call('ZADD', prefix .. K.delayed, due, seq .. SEP .. tail)
         elseif flags ~= 'f' and string.find(flags, 'b', 1, true) then
-            redis.call('LPUSH', prefix .. 'bq:' .. host, string.sub(tail, cut + 1))
+            redis.call('LPUSH', prefix .. K.back .. host, string.sub(tail, cut + 1))
             make_ready(prefix, host, now)
         else
             local q = front[level]
@@ -284,14 +291,14 @@ for e = 1, n do
 end
 for level, q in pairs(front) do
     for i = 1, #q, 1000 do
-        redis.call('RPUSH', prefix .. 'fq:' .. level, unpack(q, i, math.min(i + 999, #q)))
+        redis.call('RPUSH', prefix .. K.front .. level, unpack(q, i, math.min(i + 999, #q)))
     end
 end
 redis.call('HSET', meta, count_field, count)
 if full then redis.call('HSET', meta, 'gen', gen + 1) end
 if added > 0 then
-    redis.call('HINCRBY', prefix .. 'counters', 'queued', added)
-    redis.call('HINCRBY', prefix .. 'counters', 'pushed', added)
+    redis.call('HINCRBY', prefix .. K.counters, 'queued', added)
+    redis.call('HINCRBY', prefix .. K.counters, 'pushed', added)
 end
 return out
 """
@@ -329,7 +336,8 @@ return out
 # queue entries left; -1: nothing is queued but in front queues, i.e. nothing at all);
 # otherwise it is -1 (not looked up).
 POP = (
-    _HELPERS
+    _K
+    + _HELPERS
     + _SETTLE
     + r"""
 local prefix = ARGV[1]
@@ -341,10 +349,10 @@ local refill_max = tonumber(ARGV[6])
 local max_attempts = tonumber(ARGV[8])
 max_flight = tonumber(ARGV[9])
 recovery = tonumber(ARGV[10])
-local ready = prefix .. 'ready'
-local counters = prefix .. 'counters'
-local leases = prefix .. 'leases'
-local delayed = prefix .. 'delayed'
+local ready = prefix .. K.ready
+local counters = prefix .. K.counters
+local leases = prefix .. K.leases
+local delayed = prefix .. K.delayed
 
 -- 0. acknowledgements and landings
 local acked = settle(prefix, 11, now)
@@ -363,7 +371,7 @@ for x = 1, #expired, 2 do
     else
         local entry = parts[4]
         if attempt > 1 then entry = '\029' .. attempt .. SEP .. entry end
-        redis.call('LPUSH', prefix .. 'bq:' .. parts[3], entry)
+        redis.call('LPUSH', prefix .. K.back .. parts[3], entry)
         make_ready(prefix, parts[3], now)
         redis.call('HINCRBY', counters, 'queued', 1)
         redis.call('HINCRBY', counters, 'expired', 1)
@@ -372,7 +380,7 @@ end
 for _, entry in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 100)) do
     redis.call('ZREM', delayed, entry)
     local parts = split(entry, 3)  -- seq, host, payload
-    redis.call('LPUSH', prefix .. 'bq:' .. parts[2], parts[3])
+    redis.call('LPUSH', prefix .. K.back .. parts[2], parts[3])
     make_ready(prefix, parts[2], now)
 end
 
@@ -386,23 +394,23 @@ local function lease(host, payload)
         attempt = tonumber(parts[1])
         payload = parts[2]
     end
-    local seq = redis.call('INCR', prefix .. 'lease:seq')
+    local seq = redis.call('INCR', prefix .. K.lease_seq)
     local member = seq .. SEP .. attempt .. SEP .. host .. SEP .. payload
     redis.call('ZADD', leases, now + lease_ms, member)
     if max_flight > 0 then
-        redis.call('SADD', prefix .. 'flying', seq)
-        redis.call('HINCRBY', prefix .. 'hflight', host, '1')
+        redis.call('SADD', prefix .. K.flying, seq)
+        redis.call('HINCRBY', prefix .. K.hflight, host, '1')
     end
     out[#out + 1] = member
     popped = popped + 1
 end
 local function next_time(host)
     local nxt = now + interval_of(prefix, host)
-    redis.call('HSET', prefix .. 'hnext', host, nxt)
+    redis.call('HSET', prefix .. K.hnext, host, nxt)
     return nxt
 end
 for _, host in ipairs(redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, n)) do
-    local bq = prefix .. 'bq:' .. host
+    local bq = prefix .. K.back .. host
     local payload = redis.call('LPOP', bq)
     if payload then
         local nxt = next_time(host)
@@ -432,11 +440,11 @@ if popped < n then
         turn = turn + 1
         local slot, level = turn % total, 1
         while slot >= weights[level] do slot = slot - weights[level]; level = level + 1 end
-        local entry = redis.call('LPOP', prefix .. 'fq:' .. (level - 1))
+        local entry = redis.call('LPOP', prefix .. K.front .. (level - 1))
         if not entry then  -- that level is empty: take the highest non-empty one
             for l = 1, #weights do
                 if l ~= level then
-                    entry = redis.call('LPOP', prefix .. 'fq:' .. (l - 1))
+                    entry = redis.call('LPOP', prefix .. K.front .. (l - 1))
                     if entry then break end
                 end
             end
@@ -445,11 +453,11 @@ if popped < n then
         moved = moved + 1
         local parts = split(entry, 2)
         local host, payload = parts[1], parts[2]
-        local bq = prefix .. 'bq:' .. host
+        local bq = prefix .. K.back .. host
         if redis.call('EXISTS', bq) == 1 then  -- in the heap already, or at its limit
             redis.call('RPUSH', bq, payload)
         else
-            local nxt = tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0')
+            local nxt = tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0')
             if nxt <= now and not at_limit(prefix, host) then
                 next_time(host)
                 lease(host, payload)
@@ -484,7 +492,8 @@ return out
 # maximum), else minimum * 2^level times the jitter, capped (see _BACK_OFF).
 # Returns the delay (ms).
 BACKOFF = (
-    _BACK_OFF
+    _K
+    + _BACK_OFF
     + r"""
 return back_off(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
     tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9])
@@ -507,36 +516,37 @@ return back_off(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber
 # again, one request at a time, when the back-off ends.
 # Returns {state, delay (ms), factor x 1000}: state 0 slowed, 1 down (backed off).
 FAIL = (
-    _HELPERS
+    _K
+    + _HELPERS
     + _BACK_OFF
     + r"""
 local prefix, host, now, kind, tag = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local down_after = tonumber(ARGV[8])
 default_interval = ARGV[13]
-local f = tonumber(redis.call('HGET', prefix .. 'hslow', host) or '1')
+local f = tonumber(redis.call('HGET', prefix .. K.hslow, host) or '1')
 if kind == 'url' then
     f = math.min(f * tonumber(ARGV[6]), tonumber(ARGV[7]))
-    if f > 1 then redis.call('HSET', prefix .. 'hslow', host, string.format('%.3f', f)) end
+    if f > 1 then redis.call('HSET', prefix .. K.hslow, host, string.format('%.3f', f)) end
 end
 local tags = {}
 local known = false
-for t in string.gmatch(redis.call('HGET', prefix .. 'hfail', host) or '', '[^,]+') do
+for t in string.gmatch(redis.call('HGET', prefix .. K.hfail, host) or '', '[^,]+') do
     tags[#tags + 1] = t
     if t == tag then known = true end
 end
 if not known then tags[#tags + 1] = tag end
 while #tags > math.max(down_after, 1) do table.remove(tags, 1) end
-redis.call('HSET', prefix .. 'hfail', host, table.concat(tags, ','))
+redis.call('HSET', prefix .. K.hfail, host, table.concat(tags, ','))
 if kind == 'down' or (down_after > 0 and #tags >= down_after) then
     local delay = back_off(prefix, host, now, tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]), 0,
         tonumber(ARGV[12]), 'down')
     return {1, delay, math.floor(f * 1000)}
 end
 local nxt = now + interval_of(prefix, host)
-if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < nxt then
-    redis.call('HSET', prefix .. 'hnext', host, nxt)
+if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < nxt then
+    redis.call('HSET', prefix .. K.hnext, host, nxt)
 end
-redis.call('ZADD', prefix .. 'ready', 'XX', 'GT', nxt, host)
+redis.call('ZADD', prefix .. K.ready, 'XX', 'GT', nxt, host)
 return {0, 0, math.floor(f * 1000)}
 """
 )
@@ -553,34 +563,37 @@ return {0, 0, math.floor(f * 1000)}
 # taken (hlast = slot) and the caller waits for it; otherwise nothing is taken and the
 # host's next hand-out time (hnext, and its score in the ready heap) moves to the slot,
 # so the caller can give the request back to the frontier. Returns the slot (ms).
-SLOT = r"""
+SLOT = (
+    _K
+    + r"""
 local prefix, host, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local interval = redis.call('HGET', prefix .. 'hdelay', host)
+local interval = redis.call('HGET', prefix .. K.hdelay, host)
 if ARGV[6] ~= '' and interval ~= ARGV[6] then
     interval = ARGV[6]
-    redis.call('HSET', prefix .. 'hdelay', host, interval)
+    redis.call('HSET', prefix .. K.hdelay, host, interval)
 end
 interval = tonumber(interval or ARGV[4])
-local f = redis.call('HGET', prefix .. 'hslow', host)
+local f = redis.call('HGET', prefix .. K.hslow, host)
 if f then interval = math.floor(interval * tonumber(f)) end
-local last = redis.call('HGET', prefix .. 'hlast', host)
+local last = redis.call('HGET', prefix .. K.hlast, host)
 local slot = now
 if last and tonumber(last) + interval > now then slot = tonumber(last) + interval end
-local back = redis.call('HGET', prefix .. 'hback', host)
+local back = redis.call('HGET', prefix .. K.hback, host)
 if back then
     local until_ms = tonumber(string.match(back, '^%d+:%d+:(%d+)'))
     if until_ms > slot then slot = until_ms end
 end
 if slot - now <= tonumber(ARGV[5]) then
-    redis.call('HSET', prefix .. 'hlast', host, slot)
+    redis.call('HSET', prefix .. K.hlast, host, slot)
 else
-    if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < slot then
-        redis.call('HSET', prefix .. 'hnext', host, slot)
+    if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < slot then
+        redis.call('HSET', prefix .. K.hnext, host, slot)
     end
-    redis.call('ZADD', prefix .. 'ready', 'XX', 'GT', slot, host)
+    redis.call('ZADD', prefix .. K.ready, 'XX', 'GT', slot, host)
 end
 return slot
 """
+)
 
 # END: a response from a host (or a failure to get one) has just ended, for a request
 # the frontier does not track (robots.txt and its redirect hops): the host's next slot
@@ -588,17 +601,18 @@ return slot
 # than now + its interval (so that the frontier and the limiter agree). ARGV[1] key
 # prefix, ARGV[2] host, ARGV[3] now (ms), ARGV[4] default interval (ms).
 END = (
-    _HELPERS
+    _K
+    + _HELPERS
     + r"""
 local prefix, host, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 default_interval = ARGV[4]
-if tonumber(redis.call('HGET', prefix .. 'hlast', host) or '0') < now then
-    redis.call('HSET', prefix .. 'hlast', host, now)
+if tonumber(redis.call('HGET', prefix .. K.hlast, host) or '0') < now then
+    redis.call('HSET', prefix .. K.hlast, host, now)
 end
 local nxt = now + interval_of(prefix, host)
-if tonumber(redis.call('HGET', prefix .. 'hnext', host) or '0') < nxt then
-    redis.call('HSET', prefix .. 'hnext', host, nxt)
-    redis.call('ZADD', prefix .. 'ready', 'XX', 'GT', nxt, host)
+if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < nxt then
+    redis.call('HSET', prefix .. K.hnext, host, nxt)
+    redis.call('ZADD', prefix .. K.ready, 'XX', 'GT', nxt, host)
 end
 """
 )
@@ -614,7 +628,8 @@ end
 # Returns how many acknowledged leases were still held. Both are idempotent: an
 # unknown, expired or already landed lease is a no-op.
 ACK = (
-    _HELPERS
+    _K
+    + _HELPERS
     + _SETTLE
     + r"""
 max_flight = tonumber(ARGV[3])
@@ -623,132 +638,3 @@ recovery = tonumber(ARGV[5])
 return settle(ARGV[1], 6, tonumber(ARGV[2]))
 """
 )
-
-
-# -- the robots.txt cache (crawler/middlewares/robots.py) ---------------------------------
-
-# ROBOTS_CLAIM: read a site's shared robots.txt record and, when it has to be fetched,
-# claim the fetch. KEYS[1] the record (robots:<origin>), KEYS[2] its lock; ARGV[1] now
-# (ms), ARGV[2] lifetime (ms), ARGV[3] the caller's token, ARGV[4] lock time (ms).
-# Returns {state, record as HGETALL gives it}: state 0 = use the record (fetched less
-# than a lifetime ago, or its last fetch failed and the next try is not due), 1 = the
-# caller holds the lock and fetches, 2 = another worker is fetching (look again later).
-ROBOTS_CLAIM = r"""
-local rec = redis.call('HGETALL', KEYS[1])
-local f = {}
-for i = 1, #rec, 2 do f[rec[i]] = rec[i + 1] end
-local now = tonumber(ARGV[1])
-if tonumber(f['status'] or '0') > 0 and tonumber(f['fetched'] or '0') + tonumber(ARGV[2]) > now then
-    return {0, rec}
-end
-if tonumber(f['retry'] or '0') > now then return {0, rec} end
-if redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then return {1, rec} end
-return {2, rec}
-"""
-
-# RENEW: KEYS[1] a lock, ARGV[1] the token that took it, ARGV[2] lifetime (ms): the lock
-# lives that much longer if it is still that token's. Returns 1 or 0.
-RENEW = r"""
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-
-# UNLOCK: KEYS[1] a lock, ARGV[1] the token that took it: deleted only if still that
-# token's (a lock that expired and was taken by another worker stays). Returns 1 or 0.
-UNLOCK = r"""
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-
-# -- content seen (crawler/pipelines/contentseen.py) -----------------------------------
-
-# CONTENT_SEEN: has a page with this content been seen, by any worker? KEYS[1] the
-# digest hash (``cdigest``: body digest -> first URL), KEYS[2] the sketches of indexed
-# pages (``ndpage``: 4-byte page number -> sketch .. URL), KEYS[3] the page number
-# counter (``ndseq``), KEYS[4..] the LSH bucket of each band of the page, in band order
-# (``ndidx:<top 16 bits of the band key>``: 8-byte entries, the band key's next 32 bits
-# and a page number). ARGV[1] body digest, ARGV[2] URL, ARGV[3] the page's sketch ('' for
-# none: exact copies only), ARGV[4] the fewest agreeing sketch bytes of a near copy,
-# ARGV[5] bucket capacity (entries), ARGV[6] the band tags (4 bytes per band, in band
-# order), ARGV[7] the most candidates compared.
-# Returns {1, first URL} for an exact copy; else the page is recorded (its digest, its
-# sketch and, in every bucket not yet full, its entries) and the script returns {2, URL,
-# agreeing bytes} for a near copy (the indexed page whose sketch agrees most, if enough)
-# or {0} for new content. A near copy is indexed too, so that a later copy of it finds
-# it even when it is not near enough to the page it resembles; its digest names itself
-# (its bytes are archived: exact copies of it point to it). A page seen again under its own
-# URL (a recrawl) whose text did not change is not indexed again, and is compared only
-# with the pages indexed before it (page numbers grow), so that it keeps its first
-# verdict. A page is indexed only if one of its buckets has room (past about 16 million
-# pages per Redis at the default cap, new pages are checked but no longer indexed).
-# Atomic: of two workers with the same content, one is first.
-# The buckets are scanned with a plain string.find for each tag (C speed), keeping
-# matches at entry boundaries.
-CONTENT_SEEN = r"""
-local first = redis.call('HGET', KEYS[1], ARGV[1])
-if first and first ~= ARGV[2] then return {1, first} end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-local sketch = ARGV[3]
-if sketch == '' then return {0} end
-local need, cap, tags, limit = tonumber(ARGV[4]), 8 * tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
-local bins = #sketch
-local mine = {string.byte(sketch, 1, bins)}
-local function tag_of(i) return string.sub(tags, (i - 4) * 4 + 1, (i - 4) * 4 + 4) end
-local compared, checked, others = {}, 0, {}
-local own = nil
-for i = 4, #KEYS do
-    local s = redis.call('GET', KEYS[i])
-    local tag = tag_of(i)
-    local at = 1
-    while s and checked < limit do
-        local j = string.find(s, tag, at, true)
-        if not j then break end
-        if (j - 1) % 8 == 0 then
-            local id = string.sub(s, j + 4, j + 7)
-            if not compared[id] then
-                compared[id] = true
-                checked = checked + 1
-                local page = redis.call('HGET', KEYS[2], id)
-                if page then
-                    local theirs = {string.byte(page, 1, bins)}
-                    local m = 0
-                    for b = 1, bins do
-                        if theirs[b] == mine[b] then m = m + 1 end
-                    end
-                    local url = string.sub(page, bins + 1)
-                    local n = struct.unpack('>I4', id)
-                    if url ~= ARGV[2] then
-                        others[#others + 1] = {n, m, url}
-                    elseif m >= need and (own == nil or n < own) then
-                        own = n
-                    end
-                end
-            end
-            at = j + 8
-        else
-            at = j + 1
-        end
-    end
-end
-local best, best_url = -1, nil
-for _, c in ipairs(others) do
-    -- a recrawl is compared with the pages indexed before its first visit only
-    if c[2] > best and (own == nil or c[1] < own) then best, best_url = c[2], c[3] end
-end
-if own == nil then
-    local room = {}
-    for i = 4, #KEYS do
-        if redis.call('STRLEN', KEYS[i]) < cap then room[#room + 1] = i end
-    end
-    if #room > 0 then  -- a page in no bucket could never be found: not recorded
-        local id = struct.pack('>I4', redis.call('INCR', KEYS[3]) % 4294967296)
-        redis.call('HSET', KEYS[2], id, sketch .. ARGV[2])
-        for _, i in ipairs(room) do
-            redis.call('APPEND', KEYS[i], tag_of(i) .. id)
-        end
-    end
-end
-if best >= need then return {2, best_url, best} end
-return {0}
-"""

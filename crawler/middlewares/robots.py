@@ -64,18 +64,51 @@ from crawler.exceptions import AddressRefused, RobotsDisallowed
 from crawler.frontier.codec import LEASE_META
 from crawler.frontier.connection import crawler_frontier
 from crawler.frontier.frontier import DOWN, ROBOTS
-from crawler.frontier.scripts import RENEW, ROBOTS_CLAIM, UNLOCK
 from crawler.middlewares.failures import DONT_BACK_OFF, HOST_DOWN_ERRORS, retry_after_seconds
+from crawler.robotstxt import FRESH, GIVEN_UP, STALE, UNREACHABLE, freshness, retry_delay
 from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
 
 ROBOTS_META = "robots_txt"  # marks the robots.txt requests themselves
-CLAIM_USE, CLAIM_FETCH = 0, 1  # scripts.ROBOTS_CLAIM states (2: another worker fetches)
+CLAIM_USE, CLAIM_FETCH = 0, 1  # ROBOTS_CLAIM states (2: another worker fetches)
 KEEP = object()  # _share: leave the host's interval as it is
 ROBOTS_PRIORITY = 1000
 POLL_SECONDS = 0.2  # how often a worker waiting for another's fetch looks again
 HOST_DOWN_NAMES = {cls.__name__ for cls in HOST_DOWN_ERRORS}
+
+# ROBOTS_CLAIM: read a site's shared robots.txt record and, when it has to be fetched,
+# claim the fetch. KEYS[1] the record (robots:<origin>), KEYS[2] its lock; ARGV[1] now
+# (ms), ARGV[2] lifetime (ms), ARGV[3] the caller's token, ARGV[4] lock time (ms).
+# Returns {state, record as HGETALL gives it}: state 0 = use the record (fetched less
+# than a lifetime ago, or its last fetch failed and the next try is not due), 1 = the
+# caller holds the lock and fetches, 2 = another worker is fetching (look again later).
+ROBOTS_CLAIM = r"""
+local rec = redis.call('HGETALL', KEYS[1])
+local f = {}
+for i = 1, #rec, 2 do f[rec[i]] = rec[i + 1] end
+local now = tonumber(ARGV[1])
+if tonumber(f['status'] or '0') > 0 and tonumber(f['fetched'] or '0') + tonumber(ARGV[2]) > now then
+    return {0, rec}
+end
+if tonumber(f['retry'] or '0') > now then return {0, rec} end
+if redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then return {1, rec} end
+return {2, rec}
+"""
+
+# RENEW: KEYS[1] a lock, ARGV[1] the token that took it, ARGV[2] lifetime (ms): the lock
+# lives that much longer if it is still that token's. Returns 1 or 0.
+RENEW = r"""
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+# UNLOCK: KEYS[1] a lock, ARGV[1] the token that took it: deleted only if still that
+# token's (a lock that expired and was taken by another worker stays). Returns 1 or 0.
+UNLOCK = r"""
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
 
 
 @dataclass
@@ -249,26 +282,34 @@ class RobotsMiddleware:
             pass  # it expires
 
     def _from_record(self, origin: str, record: dict, now: float) -> Rules | None:
-        """Rules from the shared record, or None when robots.txt is to be fetched (the
-        same test as scripts.ROBOTS_CLAIM)."""
+        """Rules from the shared record, or None when robots.txt is to be fetched
+        (crawler/robotstxt.py; ROBOTS_CLAIM makes the same test)."""
         if not record:
             return None
         status = int(record.get(b"status", 0))
         fetched = int(record.get(b"fetched", 0)) / 1000
-        retry_at = int(record.get(b"retry", 0)) / 1000
-        if status and now < fetched + self.lifetime:
+        state, until = freshness(
+            now,
+            status=status,
+            fetched=fetched,
+            retry_at=int(record.get(b"retry", 0)) / 1000,
+            since=int(record.get(b"since", 0)) / 1000,
+            lifetime=self.lifetime,
+            stale=self.stale,
+            allow_after=self.allow_after,
+        )
+        if state == FRESH:
             self.stats.inc_value("robotstxt/shared")
-            return self._parse(origin, status, record.get(b"body", b""), fetched + self.lifetime)
-        if retry_at and now < retry_at:  # the last fetch failed; the next try is not due
-            if status and now < fetched + self.lifetime + self.stale:
-                self.stats.inc_value("robotstxt/stale_used")
-                return self._parse(origin, status, record.get(b"body", b""), retry_at)
-            since = int(record.get(b"since", 0)) / 1000
-            if since and now - since > self.allow_after:  # unreachable for too long
-                self.stats.inc_value("robotstxt/unreachable_allowed")
-                return Rules(origin, retry_at)
+            return self._parse(origin, status, record.get(b"body", b""), until)
+        if state == STALE:
+            self.stats.inc_value("robotstxt/stale_used")
+            return self._parse(origin, status, record.get(b"body", b""), until)
+        if state == GIVEN_UP:
+            self.stats.inc_value("robotstxt/unreachable_allowed")
+            return Rules(origin, until)
+        if state == UNREACHABLE:
             error = record.get(b"error", b"").split(b":", 1)[0].decode("latin-1")
-            return Rules(origin, retry_at, unreachable=True, retry_at=retry_at, down=error in HOST_DOWN_NAMES)
+            return Rules(origin, until, unreachable=True, retry_at=until, down=error in HOST_DOWN_NAMES)
         return None
 
     def _parse(self, origin: str, status: int, stored: bytes, valid_until: float) -> Rules:
@@ -340,9 +381,9 @@ class RobotsMiddleware:
         """robots.txt unreachable (5xx, 429, network): share when to try again."""
         self.stats.inc_value("robotstxt/unreachable")
         fails = int(record.get(b"fails", 0)) + 1
-        delay = retry_after or min(self.retry_max, self.retry_min * 2 ** (fails - 1)) * (1 + random.random() / 4)
+        delay = retry_delay(fails, retry_after, minimum=self.retry_min, maximum=self.retry_max, jitter=random.random())
         now = time.time()
-        retry_at = now + min(delay, self.retry_max)
+        retry_at = now + delay
         logger.info(
             "robots.txt of %s unreachable (%s, %d in a row): its host waits %.0f s", origin, error, fails, delay
         )

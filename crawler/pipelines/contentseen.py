@@ -38,7 +38,6 @@ from twisted.internet import threads
 
 from crawler.fingerprints import Fingerprints, body_digest, matches_for, page_fingerprints, resemblance_of_matches
 from crawler.frontier.connection import crawler_frontier
-from crawler.frontier.scripts import CONTENT_SEEN
 from crawler.items import Page
 from crawler.pageworkers import PageWorkerCrashed, PageWorkers
 
@@ -46,6 +45,96 @@ logger = logging.getLogger(__name__)
 
 _HTML_TYPES = (b"text/html", b"application/xhtml")
 MAX_CANDIDATES = 64  # indexed pages compared per lookup, at most
+
+# CONTENT_SEEN: has a page with this content been seen, by any worker? KEYS[1] the
+# digest hash (``cdigest``: body digest -> first URL), KEYS[2] the sketches of indexed
+# pages (``ndpage``: 4-byte page number -> sketch .. URL), KEYS[3] the page number
+# counter (``ndseq``), KEYS[4..] the LSH bucket of each band of the page, in band order
+# (``ndidx:<top 16 bits of the band key>``: 8-byte entries, the band key's next 32 bits
+# and a page number). ARGV[1] body digest, ARGV[2] URL, ARGV[3] the page's sketch ('' for
+# none: exact copies only), ARGV[4] the fewest agreeing sketch bytes of a near copy,
+# ARGV[5] bucket capacity (entries), ARGV[6] the band tags (4 bytes per band, in band
+# order), ARGV[7] the most candidates compared.
+# Returns {1, first URL} for an exact copy; else the page is recorded (its digest, its
+# sketch and, in every bucket not yet full, its entries) and the script returns {2, URL,
+# agreeing bytes} for a near copy (the indexed page whose sketch agrees most, if enough)
+# or {0} for new content. A near copy is indexed too, so that a later copy of it finds
+# it even when it is not near enough to the page it resembles; its digest names itself
+# (its bytes are archived: exact copies of it point to it). A page seen again under its own
+# URL (a recrawl) whose text did not change is not indexed again, and is compared only
+# with the pages indexed before it (page numbers grow), so that it keeps its first
+# verdict. A page is indexed only if one of its buckets has room (past about 16 million
+# pages per Redis at the default cap, new pages are checked but no longer indexed).
+# Atomic: of two workers with the same content, one is first.
+# The buckets are scanned with a plain string.find for each tag (C speed), keeping
+# matches at entry boundaries.
+CONTENT_SEEN = r"""
+local first = redis.call('HGET', KEYS[1], ARGV[1])
+if first and first ~= ARGV[2] then return {1, first} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local sketch = ARGV[3]
+if sketch == '' then return {0} end
+local need, cap, tags, limit = tonumber(ARGV[4]), 8 * tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+local bins = #sketch
+local mine = {string.byte(sketch, 1, bins)}
+local function tag_of(i) return string.sub(tags, (i - 4) * 4 + 1, (i - 4) * 4 + 4) end
+local compared, checked, others = {}, 0, {}
+local own = nil
+for i = 4, #KEYS do
+    local s = redis.call('GET', KEYS[i])
+    local tag = tag_of(i)
+    local at = 1
+    while s and checked < limit do
+        local j = string.find(s, tag, at, true)
+        if not j then break end
+        if (j - 1) % 8 == 0 then
+            local id = string.sub(s, j + 4, j + 7)
+            if not compared[id] then
+                compared[id] = true
+                checked = checked + 1
+                local page = redis.call('HGET', KEYS[2], id)
+                if page then
+                    local theirs = {string.byte(page, 1, bins)}
+                    local m = 0
+                    for b = 1, bins do
+                        if theirs[b] == mine[b] then m = m + 1 end
+                    end
+                    local url = string.sub(page, bins + 1)
+                    local n = struct.unpack('>I4', id)
+                    if url ~= ARGV[2] then
+                        others[#others + 1] = {n, m, url}
+                    elseif m >= need and (own == nil or n < own) then
+                        own = n
+                    end
+                end
+            end
+            at = j + 8
+        else
+            at = j + 1
+        end
+    end
+end
+local best, best_url = -1, nil
+for _, c in ipairs(others) do
+    -- a recrawl is compared with the pages indexed before its first visit only
+    if c[2] > best and (own == nil or c[1] < own) then best, best_url = c[2], c[3] end
+end
+if own == nil then
+    local room = {}
+    for i = 4, #KEYS do
+        if redis.call('STRLEN', KEYS[i]) < cap then room[#room + 1] = i end
+    end
+    if #room > 0 then  -- a page in no bucket could never be found: not recorded
+        local id = struct.pack('>I4', redis.call('INCR', KEYS[3]) % 4294967296)
+        redis.call('HSET', KEYS[2], id, sketch .. ARGV[2])
+        for _, i in ipairs(room) do
+            redis.call('APPEND', KEYS[i], tag_of(i) .. id)
+        end
+    end
+end
+if best >= need then return {2, best_url, best} end
+return {0}
+"""
 
 
 class ContentSeenPipeline:
