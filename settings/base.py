@@ -41,6 +41,7 @@ FRONTIER_HOST_MAX_IN_FLIGHT = 1
 FRONTIER_LEASE_SECONDS = 60.0  # a popped URL returns to its queue if not renewed in time
 FRONTIER_LEASE_MAX_HOLD = 900.0  # a worker stops renewing a lease older than this
 FRONTIER_LEASE_MAX_ATTEMPTS = 3  # leases of one URL that may expire before it is abandoned
+FRONTIER_SEEN_CACHE = 100_000  # URLs a worker remembers pushing (seen for good), not sent again
 FRONTIER_PREFETCH = 2  # due URLs leased per pop and kept ready for the engine (each host counts as in flight)
 FRONTIER_REFILL_BATCH = 100  # front-queue entries moved to back queues per pop, at most
 FRONTIER_POLL_INTERVAL = 1.0  # seconds between polls when no host is due

@@ -109,3 +109,24 @@ def test_every_component_of_a_crawler_shares_one_frontier_and_one_redis_client(r
     assert ContentSeenPipeline.from_crawler(crawler).redis is parts[0].frontier.redis
     other = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name))
     assert FrontierScheduler.from_crawler(other).frontier is not parts[0].frontier  # one per crawler
+
+
+def test_urls_a_worker_pushed_before_are_not_sent_again(redis_url, crawl_name):
+    crawler = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name))
+    scheduler = FrontierScheduler.from_crawler(crawler)
+    scheduler.open(BroadSpider.from_crawler(crawler))
+    frontier = scheduler.frontier
+    sent = []
+    push_many = frontier.push_many
+    frontier.push_many = lambda entries, **kw: sent.append([e.url for e in entries]) or push_many(entries, **kw)
+    try:
+        menu = [f"http://s.example/menu{i}" for i in range(5)]
+        scheduler.enqueue_links(menu + ["http://s.example/a"], 1, "http://s.example/")
+        scheduler._flush_pushes()
+        scheduler.enqueue_links(menu + ["http://s.example/b"], 2, "http://s.example/a")  # the next page
+        assert scheduler.enqueue_request(Request("http://s.example/menu0", dont_filter=True))  # a forced refetch
+        scheduler._flush_pushes()
+        assert sent[1] == ["http://s.example/b", "http://s.example/menu0"]  # only the new link and the forced one
+        assert crawler.stats.get_value("frontier/seen") == 5 and frontier.stats_queued() == 8
+    finally:
+        scheduler.close("finished")

@@ -52,6 +52,7 @@ again. On a clean close, leases not yet acknowledged are given back at once.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections import deque
@@ -63,7 +64,7 @@ from twisted.internet import reactor, task
 
 from crawler.frontier import codec
 from crawler.frontier.connection import crawler_frontier, outage_wait
-from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, Entry, Frontier
+from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, SEEN, Entry, Frontier
 from crawler.frontier.report import when
 from crawler.signals import frontier_waiting, page_handled, page_not_stored
 from crawler.urls import InvalidURL, normalize_url, url_options
@@ -81,6 +82,8 @@ class FrontierScheduler:
         self.stats = crawler.stats
         s = crawler.settings
         self.prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
+        self.known_max = s.getint("FRONTIER_SEEN_CACHE")
+        self._known: dict[str, None] = {}  # URLs pushed and found added or seen (insertion order)
         self.poll_interval = s.getfloat("FRONTIER_POLL_INTERVAL")
         self.lease_max_hold = s.getfloat("FRONTIER_LEASE_MAX_HOLD")
         self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
@@ -241,8 +244,18 @@ class FrontierScheduler:
             self._push_call = reactor.callLater(0, self._flush_pushes)
 
     def _flush_pushes(self) -> None:
-        """Send the pushes waiting since this reactor turn began, in one call."""
+        """Send the pushes waiting since this reactor turn began, in one call. URLs this
+        worker has pushed before are seen for good (the URL-seen filter never forgets): they
+        are counted as seen here and not sent again (a site's menu links, on every page)."""
         entries, self._pushes = self._pushes, []
+        known = self._known
+        fresh = []
+        for entry in entries:
+            if entry.url in known and not entry.dont_filter and not entry.follow_up:
+                self._inc("frontier/seen")
+            else:
+                fresh.append(entry)
+        entries = fresh
         if not entries:
             return
         if self._outbox:
@@ -256,8 +269,13 @@ class FrontierScheduler:
             for entry in entries:
                 self._defer(("push", entry))
             return
-        for status in statuses:
+        for entry, status in zip(entries, statuses, strict=True):
             self._count_push(status)
+            if status in (ADDED, SEEN) and not entry.dont_filter and self.known_max > 0:
+                known[entry.url] = None
+        if len(known) > self.known_max:  # forget the older half
+            for url in list(itertools.islice(known, len(known) // 2)):
+                del known[url]
 
     def _count_push(self, status: str) -> None:
         if status == ADDED:
