@@ -67,6 +67,11 @@ class RedisServer:
         info = self.client.info("commandstats").get("cmdstat_evalsha", {})
         return int(info.get("calls", 0)), int(info.get("usec", 0))
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user + system) the server has used so far (INFO cpu)."""
+        info = self.client.info("cpu")
+        return float(info.get("used_cpu_user", 0)) + float(info.get("used_cpu_sys", 0))
+
     def _stop(self) -> None:
         if self.client is not None:
             self.client.close()

@@ -6,7 +6,7 @@ Setup (the sites of bench/doc_crawl.py: Debian's documentation trees on 127.0.0.
     python bench/throughput.py                         # 45 s a run, interval 0.05 s
     python bench/throughput.py --seconds 30 --interval 0.1
 
-Five runs, one after another on the same sites, each bounded by CLOSESPIDER_TIMEOUT
+Nine runs, one after another on the same sites, each bounded by CLOSESPIDER_TIMEOUT
 (--seconds) and killed if it has not ended --seconds + 60 s after its start:
 
 1. stock Scrapy: ``scrapy runspider`` of a minimal CrawlSpider (a temp file, run in a
@@ -17,7 +17,13 @@ Five runs, one after another on the same sites, each bounded by CLOSESPIDER_TIME
 3. the same with the pipelines off but the links pipeline, which is what follows links
    (ITEM_PIPELINES_BASE={FollowLinksPipeline});
 4. the same as 2 with two workers sharing one redis-server and one crawl name;
-5. the same with three workers.
+5. the same with three workers;
+6., 7. one and three workers at FRONTIER_HOST_INTERVAL=--gap-interval (0.25 s): bound by
+   politeness rather than by the CPU, so that the host-cycle gap shows the scheduling
+   delay, not a saturated machine's queueing;
+8., 9. one worker with its processes pinned to one core (taskset), and two workers each
+   pinned to its own core: how the pages/s grow with workers given the same CPU each (on
+   this 2-core machine one unpinned worker already uses both cores).
 ``--runs 2,5`` picks runs.
 Each run of this crawler has its own throwaway redis-server and crawl directory.
 
@@ -35,6 +41,7 @@ and of the polite limit.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import resource
 import subprocess
@@ -60,6 +67,8 @@ from bench.doc_crawl import (  # noqa: E402
 )
 from tests.workers import clean_env  # noqa: E402
 
+STAGE_RE = re.compile(r"'pagereader/ms/(\w+)': ([\d.]+)")
+READ_PAGES_RE = re.compile(r"'pagereader/pages': (\d+)")
 NEGATIVE_GAP = -0.010  # seconds: a gap below this broke the host interval
 LINKS_ONLY = '{"crawler.pipelines.links.FollowLinksPipeline": 150}'
 
@@ -131,7 +140,15 @@ def run_procs(cmds: list[tuple[list[str], Path, dict]], seconds: float, work: Pa
         ended = wait_or_kill(procs, started, seconds + KILL_AFTER)
     finally:
         wait_or_kill(procs, started, 0)  # a launch that failed: the others go too
-    return [ended[n] for n in range(len(procs))], outs, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return [ended[n] for n in range(len(procs))], outs, Usage(resource.getrusage(resource.RUSAGE_CHILDREN))
+
+
+class Usage:
+    """The children's rusage, and the CPU seconds of the run's redis-server (set after)."""
+
+    def __init__(self, rusage):
+        self.ru_utime, self.ru_stime = rusage.ru_utime, rusage.ru_stime
+        self.redis_cpu = 0.0
 
 
 def run_stock(sites: list[Site], seconds: float, work: Path) -> tuple[list, list, object]:
@@ -154,11 +171,12 @@ def run_stock(sites: list[Site], seconds: float, work: Path) -> tuple[list, list
     }.items():
         cmd += ["-s", f"{name}={value}"]
     ended, outs, usage = run_procs([(cmd, work, clean_env())], seconds, work)
+    usage.redis_cpu = 0.0
     return ended, [work / "scrapy.log", *outs], usage
 
 
 def run_crawler(
-    sites: list[Site], workers: int, pipelines: bool, seconds: float, interval: float, work: Path
+    sites: list[Site], workers: int, pipelines: bool, seconds: float, interval: float, work: Path, pin: bool = False
 ) -> tuple[list, list, object]:
     seeds = work / "seeds.txt"
     seeds.write_text("".join(site.seed + "\n" for site in sites))
@@ -167,7 +185,9 @@ def run_crawler(
         env["REDIS_URL"] = redis_server.url
         cmds = []
         for n in range(workers):
-            cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-O", str(work / f"pages-{n}.jsonl")]
+            cmd = [sys.executable, "-m", "scrapy", "crawl", "broad"]
+            if pin:  # worker n (and its page process) on core n
+                cmd = ["taskset", "-c", str(n % (os.cpu_count() or 1)), *cmd]
             cmd += ["-a", f"seeds={seeds}", "-a", "allowed_prefixes=" + ",".join(s.scope for s in sites)]
             settings = {
                 "CRAWL_NAME": "throughput",
@@ -183,6 +203,7 @@ def run_crawler(
                 cmd += ["-s", f"{name}={value}"]
             cmds.append((cmd, ROOT, env))
         ended, outs, usage = run_procs(cmds, seconds, work)
+        usage.redis_cpu = redis_server.cpu_seconds()
     return ended, [work / f"worker-{n}.log" for n in range(workers)] + outs, usage
 
 
@@ -197,10 +218,14 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class Run:
-    def __init__(self, name: str, crawler: bool):
-        self.name, self.crawler = name, crawler
+    def __init__(self, name: str, crawler: bool, interval: float = 0.0):
+        self.name, self.crawler, self.interval = name, crawler, interval
         self.requests: list = []
         self.cpu = (0.0, 0.0)
+        self.sites_cpu = 0.0  # this process: the sites' threads, mostly
+        self.redis_cpu = 0.0
+        self.stages: dict[str, float] = {}  # page reading stage -> ms, summed over the workers
+        self.read_pages = 0
         self.ended: list = []
         self.logs: list[Path] = []
 
@@ -233,7 +258,11 @@ def run_one(run: Run, fn, seconds: float) -> None:
     first = len(REQUESTS)
     print(f"\n== {run.name}: running ({seconds:g} s) ...", flush=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = resource.getrusage(resource.RUSAGE_SELF)
     run.ended, run.logs, after = fn()
+    own_after = resource.getrusage(resource.RUSAGE_SELF)
+    run.sites_cpu = own_after.ru_utime + own_after.ru_stime - own.ru_utime - own.ru_stime
+    run.redis_cpu = after.redis_cpu
     time.sleep(1.0)  # answers still being written
     with _log_lock:
         run.requests = REQUESTS[first:]
@@ -246,6 +275,11 @@ def run_one(run: Run, fn, seconds: float) -> None:
     )
     for log in run.logs:
         text = log.read_text(errors="replace") if log.exists() else ""
+        if log.name.startswith("worker-"):
+            dump = text[text.rfind("Dumping Scrapy stats") :]
+            for stage, ms in STAGE_RE.findall(dump):
+                run.stages[stage] = run.stages.get(stage, 0.0) + float(ms)
+            run.read_pages += sum(int(n) for n in READ_PAGES_RE.findall(dump))
         errors = error_lines(text.splitlines())
         if errors:
             print(f"   {log.name}: {sum(errors.values())} errors")
@@ -253,15 +287,21 @@ def run_one(run: Run, fn, seconds: float) -> None:
                 print(f"     {n} x {message[:160]}" + (f" / {exception[:160]}" if exception else ""))
 
 
-def report(runs: list[Run], sites: list[Site], interval: float) -> None:
+def report(runs: list[Run], sites: list[Site]) -> None:
     # the polite limit: from this crawler's runs (one request at a time per host)
     answer: dict[str, list[float]] = defaultdict(list)
     for run in runs:
         if run.crawler:
             for r in run.requests:
                 answer[r[2]].append(r[1] - r[0])
-    polite = sum(1 / (interval + sum(a) / len(a)) for a in answer.values() if a)
-    print(f"\n== polite limit at interval {interval:g} s: {polite:.1f} pages/s over {len(answer)} hosts")
+
+    def polite_at(interval: float) -> float:
+        return sum(1 / (interval + sum(a) / len(a)) for a in answer.values() if a)
+
+    for interval in sorted({run.interval for run in runs if run.crawler}):
+        print(
+            f"\n== polite limit at interval {interval:g} s: {polite_at(interval):.1f} pages/s over {len(answer)} hosts"
+        )
     for site in sites:
         a = answer.get(site.host, [])
         if a:
@@ -278,10 +318,11 @@ def report(runs: list[Run], sites: list[Site], interval: float) -> None:
         per_page = 1000 * cpu / len(pages) if pages else float("nan")
         line = (
             f"{run.name:42} {len(pages):6} {unique:6} {run.rate:8.1f} {run.span:6.1f} {cpu:7.1f} {per_page:7.1f}"
-            f" {run.rate / stock if stock else float('nan'):6.2f} {run.rate / polite if polite else float('nan'):7.2f}"
+            f" {run.rate / stock if stock else float('nan'):6.2f}"
+            f" {run.rate / polite_at(run.interval) if run.crawler and answer else float('nan'):7.2f}"
         )
         if run.crawler:
-            gaps = run.gaps(interval)
+            gaps = run.gaps(run.interval)
             negative = sum(1 for g in gaps if g < NEGATIVE_GAP)
             line += (
                 f"   {1000 * percentile(gaps, 0.5):.1f}/{1000 * percentile(gaps, 0.9):.1f}"
@@ -292,39 +333,62 @@ def report(runs: list[Run], sites: list[Site], interval: float) -> None:
         "(200s: answers 200 but robots.txt; pages/s between the first and last 200 answer; CPU: user + system"
         " of the run's processes, redis-server left out)"
     )
+    print(f"\n{'run':42} {'cores: run':>10} {'sites':>6} {'redis':>6}   page reading ms/page by stage")
+    for run in runs:
+        wall = max((t for t, _ in run.ended), default=0.0) or float("nan")
+        line = f"{run.name:42} {sum(run.cpu) / wall:10.2f} {run.sites_cpu / wall:6.2f} {run.redis_cpu / wall:6.2f}"
+        if run.read_pages:
+            stages = ", ".join(f"{s} {ms / run.read_pages:.2f}" for s, ms in run.stages.items())
+            line += f"   {stages} (total {sum(run.stages.values()) / run.read_pages:.2f}; {run.read_pages} pages)"
+        print(line)
+    print(
+        "(cores: CPU seconds over the run's wall time (start to exit, start-up included), of the run's processes,"
+        " of this process serving the sites, and of the run's redis-server; stages: the page workers' CPU, from"
+        " the workers' stats)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=45, help="CLOSESPIDER_TIMEOUT of each run")
     parser.add_argument("--interval", type=float, default=0.05, help="FRONTIER_HOST_INTERVAL")
-    parser.add_argument("--runs", default="1,2,3,4,5", help="which runs, comma separated (default: all)")
+    parser.add_argument(
+        "--gap-interval", type=float, default=0.25, help="FRONTIER_HOST_INTERVAL of the politeness-bound runs 6 and 7"
+    )
+    parser.add_argument("--runs", default="1,2,3,4,5,6,7,8,9", help="which runs, comma separated (default: all)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, feeds, archives)")
     args = parser.parse_args()
     runs: list[Run] = []
     with served_sites(args.keep, "throughput-", LoggingServer) as (sites, work):
         print(f"{args.seconds:g} s a run, interval {args.interval:g} s; workdir {work}")
-        plan = [
-            ("1 stock Scrapy (CrawlSpider, 32 concurrent)", False, None),
-            ("2 crawler, 1 worker, pipelines on", True, (1, True)),
-            ("3 crawler, 1 worker, pipelines off", True, (1, False)),
-            ("4 crawler, 2 workers, pipelines on", True, (2, True)),
-            ("5 crawler, 3 workers, pipelines on", True, (3, True)),
+        fast, slow = args.interval, args.gap_interval
+        plan = [  # name, (workers, pipelines, interval, pinned) or None for stock Scrapy
+            ("1 stock Scrapy (CrawlSpider, 32 concurrent)", None),
+            ("2 crawler, 1 worker, pipelines on", (1, True, fast, False)),
+            ("3 crawler, 1 worker, pipelines off", (1, False, fast, False)),
+            ("4 crawler, 2 workers, pipelines on", (2, True, fast, False)),
+            ("5 crawler, 3 workers, pipelines on", (3, True, fast, False)),
+            (f"6 crawler, 1 worker, interval {slow:g} s", (1, True, slow, False)),
+            (f"7 crawler, 3 workers, interval {slow:g} s", (3, True, slow, False)),
+            ("8 crawler, 1 worker pinned to 1 core", (1, True, fast, True)),
+            ("9 crawler, 2 workers pinned, 1 core each", (2, True, fast, True)),
         ]
         chosen = {int(n) for n in args.runs.split(",")}
-        for n, (name, crawler, how) in enumerate(plan, 1):
+        for n, (name, how) in enumerate(plan, 1):
             if n not in chosen:
                 continue
             run_dir = work / f"run-{n}"
             run_dir.mkdir()
-            run = Run(name, crawler)
-            if crawler:
-                fn = partial(run_crawler, sites, how[0], how[1], args.seconds, args.interval, run_dir)
-            else:
+            if how is None:
+                run = Run(name, False)
                 fn = partial(run_stock, sites, args.seconds, run_dir)
+            else:
+                workers, pipelines, interval, pin = how
+                run = Run(name, True, interval)
+                fn = partial(run_crawler, sites, workers, pipelines, args.seconds, interval, run_dir, pin)
             run_one(run, fn, args.seconds)
             runs.append(run)
-        report(runs, sites, args.interval)
+        report(runs, sites)
 
 
 if __name__ == "__main__":

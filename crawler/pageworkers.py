@@ -13,7 +13,9 @@ the new processes (the other pages in flight when a process dies fail with it); 
 fails too, the call fails with ``PageWorkerCrashed``, which the pipelines count and handle
 as a page they could not read. The workers ignore SIGINT: Ctrl-C reaches every process
 of the terminal's group, and the crawling process shuts them down itself once the pages
-in flight are read.
+in flight are read. They run at a lower CPU priority (PAGE_PROCESS_NICE): when the cores
+are busy, the reactor, whose delays are every due host's delays, goes first, and the
+pages wait.
 
     result = await maybe_deferred_to_future(page_workers.run(fn, *args))
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -43,8 +46,9 @@ class PageWorkerCrashed(Exception):
 
 
 class PageWorkers:
-    def __init__(self, processes: int):
+    def __init__(self, processes: int, nice: int = 0):
         self.processes = processes
+        self.nice = nice
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -53,7 +57,8 @@ class PageWorkers:
         """The crawler's page workers (one set, shared by every pipeline that asks)."""
         workers = getattr(crawler, "_page_workers", None)
         if workers is None:
-            workers = crawler._page_workers = cls(crawler.settings.getint("PAGE_PROCESSES"))
+            s = crawler.settings
+            workers = crawler._page_workers = cls(s.getint("PAGE_PROCESSES"), s.getint("PAGE_PROCESS_NICE"))
             crawler.signals.connect(workers.close, signal=signals.engine_stopped)
         return workers
 
@@ -95,8 +100,8 @@ class PageWorkers:
                 self._pool = ProcessPoolExecutor(
                     self.processes,
                     mp_context=multiprocessing.get_context("spawn"),
-                    initializer=signal.signal,
-                    initargs=(signal.SIGINT, signal.SIG_IGN),
+                    initializer=_start_worker,
+                    initargs=(self.nice,),
                 )
             return self._pool
 
@@ -114,6 +119,13 @@ class PageWorkers:
         failed: Future = Future()
         failed.set_exception(BrokenProcessPool("the page worker process died"))
         return failed
+
+
+def _start_worker(nice: int) -> None:
+    """In each new worker process: ignore Ctrl-C, and step back ``nice`` CPU priority levels."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if nice > 0:
+        os.nice(nice)
 
 
 def _deferred(future: Future, on_done) -> Deferred:

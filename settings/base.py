@@ -87,13 +87,17 @@ DOWNLOAD_MAXSIZE = 10 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 0
 REDIRECT_MAX_TIMES = 5
 COOKIES_ENABLED = False
+# The spider yields one Page per response; Scrapy starts this many tasks for each response's
+# output: 100 (its default) cost 0.8 ms of reactor time per response, 2 cost 0.04 ms.
+CONCURRENT_ITEMS = 2
 HTTPERROR_ALLOW_ALL = True  # every status reaches the spider and becomes a Page
 DEPTH_STATS_VERBOSE = False
 DEPTH_PRIORITY = 0
 LOG_LEVEL = "INFO"
 LOGSTATS_INTERVAL = 30.0
 REACTOR_THREADPOOL_MAXSIZE = 20
-PAGE_PROCESSES = 1  # processes reading pages for content seen and metadata (crawler/pageworkers.py); 0: threads
+PAGE_PROCESSES = 1  # processes reading pages: links, fingerprints, metadata (crawler/pageworkers.py); 0: threads
+PAGE_PROCESS_NICE = 10  # their CPU priority below the reactor's (nice levels; 0: the same)
 DNSCACHE_ENABLED = True
 FEED_EXPORT_ENCODING = "utf-8"
 

@@ -1,5 +1,5 @@
-"""Page workers: pages are read in worker processes; a worker that dies is replaced and
-the call tried once more, and Ctrl-C does not kill them (real processes; the crashes are
+"""Page workers: pages are read in worker processes, at a lower CPU priority; a worker
+that dies is replaced and the call tried once more, and Ctrl-C does not kill them (real processes; the crashes are
 real os._exit calls in the worker, the Ctrl-C a real SIGINT)."""
 
 import os
@@ -26,7 +26,7 @@ from crawler.pageworkers import PageWorkerCrashed, PageWorkers
 from tests.test_pageworkers import crash_once
 
 async def main(reactor):
-    workers = PageWorkers(1)
+    workers = PageWorkers(1, nice=5)
     body = b"<html><body>" + b"crawler pages are read elsewhere " * 40 + b"</body></html>"
     assert await workers.run(page_fingerprints, body, 50) == page_fingerprints(body, 50)
     pid = await workers.run(os.getpid)
@@ -41,6 +41,7 @@ async def main(reactor):
     except PageWorkerCrashed:
         print("crashed twice")
     print("after", await workers.run(pow, 3, 3), await workers.run(os.getpid) != pid)
+    print("nice", await workers.run(os.nice, 0) - os.nice(0))
     workers.close()
     inline = PageWorkers(0)  # PAGE_PROCESSES = 0: a thread of this process
     print("threads", await inline.run(os.getpid) == os.getpid())
@@ -54,7 +55,6 @@ def test_pages_are_read_in_worker_processes_that_survive_crashes(tmp_path):
         [sys.executable, "-c", SCRIPT, str(tmp_path / "crashed")], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.split("\n")[:5]
-    assert lines == ["after ctrl-c True", "crash once read", "crashed twice", "after 27 True", "threads True"], (
-        proc.stdout + proc.stderr
-    )
+    lines = proc.stdout.split("\n")[:6]
+    expected = ["after ctrl-c True", "crash once read", "crashed twice", "after 27 True", "nice 5", "threads True"]
+    assert lines == expected, proc.stdout + proc.stderr

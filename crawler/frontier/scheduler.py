@@ -249,12 +249,9 @@ class FrontierScheduler:
         are counted as seen here and not sent again (a site's menu links, on every page)."""
         entries, self._pushes = self._pushes, []
         known = self._known
-        fresh = []
-        for entry in entries:
-            if entry.url in known and not entry.dont_filter and not entry.follow_up:
-                self._inc("frontier/seen")
-            else:
-                fresh.append(entry)
+        fresh = [e for e in entries if e.url not in known or e.dont_filter or e.follow_up]
+        if len(fresh) < len(entries):
+            self._inc("frontier/seen", len(entries) - len(fresh))
         entries = fresh
         if not entries:
             return

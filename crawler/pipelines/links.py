@@ -11,6 +11,8 @@ normalized already); with another scheduler each becomes a Request.
 
 from __future__ import annotations
 
+import inspect
+
 from scrapy import Request
 
 from crawler.items import Page
@@ -40,11 +42,15 @@ class FollowLinksPipeline:
         errback = getattr(spider, "errback", None)
         referer = item.get("final_url") or item["url"]
         depth = (item.get("depth") or 0) + 1
-        urls = [
-            link["url"]
-            for link in item["outlinks"]
-            if not link.get("nofollow") and (in_scope is None or in_scope(link["url"]))
-        ]
+        urls = [link["url"] for link in item["outlinks"] if not link.get("nofollow")]
+        if in_scope is not None:
+            if "count" in inspect.signature(in_scope).parameters:  # the broad spider's: counted here, once
+                inside = [url for url in urls if in_scope(url, count=False)]
+                if len(inside) < len(urls):
+                    self.stats.inc_value("links/out_of_scope", len(urls) - len(inside))
+            else:
+                inside = [url for url in urls if in_scope(url)]
+            urls = inside
         if not urls:
             return item
         self.stats.inc_value("links/followed", len(urls))
