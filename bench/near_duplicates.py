@@ -5,6 +5,7 @@ Setup (Debian's documentation packages: HTML that no one here wrote):
     apt-get install -y python3-doc nodejs-doc rust-doc
     python bench/near_duplicates.py                 # 3,000 pages, 1,500 near copies
     python bench/near_duplicates.py --pages 1000 --copies 500 --seed 2
+    python bench/near_duplicates.py --reader         # fingerprints from crawler.pagereader
 
 The corpus:
 
@@ -32,6 +33,10 @@ Printed too: the figures by share of words changed; the old scheme (a 64-bit Sim
 the page's counted words at Hamming distance 3) and a SimHash of the new features, on
 the same pages, for comparison; CPU per page by stage (parse, main text, words,
 sketch); the lookup's wall time; Redis memory per indexed page.
+
+``--reader``: the fingerprints come from ``crawler.pagereader.read_page`` (the body decoded
+as the metadata pipeline decodes it, header included, and parsed once for every use)
+instead of ``page_fingerprints``; its decode and parse count as "digest + parse".
 """
 
 from __future__ import annotations
@@ -54,12 +59,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.benchredis import RedisServer  # noqa: E402
 from crawler import fingerprints as fp  # noqa: E402
+from crawler.pagereader import read_page  # noqa: E402
 
 SOURCES = {  # package -> folder of its HTML
     "python3-doc": "/usr/share/doc/python3.11/html",
     "nodejs-doc": "/usr/share/doc/nodejs/api",
     "rust-doc": "/usr/share/doc/rust-doc/html",
 }
+HEADERS = {"Content-Type": ["text/html"]}  # what bench/doc_crawl.py's server sends
 NEAR_SHARES = (0.01, 0.02, 0.03, 0.04, 0.05)
 FAR_SHARES = (0.10, 0.20, 0.30)
 CHANGES = ("header", "footer", "reorder", "date")
@@ -188,12 +195,16 @@ class Timed:
     def __init__(self):
         self.cpu = collections.Counter()
 
-    def run(self, body: bytes, min_words: int) -> fp.Fingerprints:
+    def run(self, body: bytes, min_words: int, reader: bool = False) -> fp.Fingerprints:
         saved = {name: getattr(fp, name) for name in STAGES}
         for name, fn in saved.items():
             setattr(fp, name, self._clocked(STAGES[name], fn))
         try:
-            return fp.page_fingerprints(body, min_words)
+            if not reader:
+                return fp.page_fingerprints(body, min_words)
+            reading = read_page(body, "", HEADERS, links=False, metadata=False, min_words=min_words)
+            self.cpu["digest + parse"] += reading.timings["decode"] + reading.timings["parse"]
+            return reading.prints
         finally:
             for name, fn in saved.items():
                 setattr(fp, name, fn)
@@ -233,6 +244,7 @@ def main() -> None:
     ap.add_argument("--exact", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--fill", type=int, default=100_000, help="synthetic pages indexed before the corpus")
+    ap.add_argument("--reader", action="store_true", help="fingerprints from crawler.pagereader.read_page")
     args = ap.parse_args()
     rng = random.Random(args.seed)
 
@@ -249,7 +261,7 @@ def main() -> None:
     prints = {}
     rng.shuffle(base)  # the order of the crawl: pages are read in the order they are checked
     for doc in base:
-        prints[doc.url] = timed.run(doc.body, min_words)
+        prints[doc.url] = timed.run(doc.body, min_words, args.reader)
     eligible = [i for i, d in enumerate(base) if prints[d.url].sketch is not None]
     print(
         f"  {len(base)} distinct files, {sum(len(d.body) for d in base) / len(base) / 1000:.0f} KB on average; "
@@ -269,7 +281,7 @@ def main() -> None:
         copies.append(Doc(_mirror(base[i].url, "exact", n), base[i].body, i, 0.0, "exact"))
     rng.shuffle(copies)
     for doc in copies:
-        prints[doc.url] = timed.run(doc.body, min_words)
+        prints[doc.url] = timed.run(doc.body, min_words, args.reader)
     kinds = collections.Counter(
         "exact" if d.change == "exact" else "far" if d.change == "far" else "near" for d in copies
     )

@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import lxml.etree
 import lxml.html
+import lxml.html.defs
 import numpy as np
 
 BINS = 128  # MinHash bins (one byte each in the stored sketch)
@@ -67,15 +68,40 @@ _BLOCK_TAGS = (*_FRAME_TAGS, *_LIST_TAGS, "main", "div", "section")
 LINK_DENSITY = 0.5  # a list or table whose text is mostly link text is navigation
 WRAPPER_SHARE = 0.9  # a frame part holding more of the text than this wraps the content: kept
 MAX_TEXT = 500_000  # characters of main text hashed (hashing holds ~70 bytes per character)
+MAX_BYTES = 2 * 2**20  # bytes of a body parsed
 WORK_LIMIT = 20  # characters measured by main_text, at most, per character of the page's text
 
 
-def parse(body: bytes, max_bytes: int = 2 * 2**20):
+def parse(body: bytes, max_bytes: int = MAX_BYTES):
     """The lxml tree of an HTML body (its first ``max_bytes``), None when it cannot be parsed."""
     try:
         return lxml.html.fromstring(body[:max_bytes])
     except (ValueError, lxml.etree.ParserError):
         return None
+
+
+_FULL_DOCUMENT = re.compile(rb"^\s*<(?:html|!doctype)", re.IGNORECASE)  # lxml.html.fromstring's test
+
+
+def parsed_root(document, body):
+    """The element ``parse(body)`` returns, from ``document``, the root of the same body
+    already parsed as a whole document (as ``lxml.html.document_fromstring``): a body that
+    does not start like a whole document and has no head is taken for a fragment, its
+    one element or its body renamed to a div or span. Changes that body's tag."""
+    if _FULL_DOCUMENT.match(body) or document.find("head") is not None:
+        return document
+    element = document.find("body")
+    if element is None:
+        return document
+    if (
+        len(element) == 1
+        and (not element.text or not element.text.strip())
+        and (not element[-1].tail or not element[-1].tail.strip())
+    ):
+        return element[0]
+    blocks = lxml.html.defs.block_tags
+    element.tag = "div" if any(el.tag in blocks for el in element.iter(lxml.etree.Element)) else "span"
+    return element
 
 
 def page_text(body: bytes) -> str:
@@ -336,7 +362,18 @@ def page_fingerprints(body: bytes, min_words: int = 0) -> Fingerprints:
     tree = parse(body)
     if tree is None:
         return Fingerprints(digest, 0, None, None, None)
-    bag = word_bag(word_hashes(main_text(tree)[:MAX_TEXT]))
+    return fingerprints_of(digest, main_words(tree), min_words)
+
+
+def main_words(tree) -> np.ndarray:
+    """The ``word_bag`` of a parsed page's main text (its first MAX_TEXT characters).
+    Changes the tree (``main_text``)."""
+    return word_bag(word_hashes(main_text(tree)[:MAX_TEXT]))
+
+
+def fingerprints_of(digest: str, bag: np.ndarray, min_words: int = 0) -> Fingerprints:
+    """A page's Fingerprints from its body's digest and its ``main_words``: sketch, band
+    keys and SimHash only with at least ``min_words`` words."""
     if len(bag) < max(min_words, 1):
         return Fingerprints(digest, len(bag), None, None, None)
     values = minhash(bag)

@@ -315,11 +315,12 @@ def _normalize_host(hostname: str | None, url: str) -> str:
 
 
 # URLs already in plain form (lowercase ASCII host with no "--", only characters that
-# need no escaping, no fragment) skip w3lib's parse; the rest of the rules still apply.
-# The fast and full paths give the same result (tests/test_urls.py checks it).
+# need no escaping, a fragment, which is dropped, of printable ASCII) skip w3lib's parse;
+# the rest of the rules still apply. The fast and full paths give the same result
+# (tests/test_urls.py checks it).
 _PLAIN_RE = re.compile(
     r"(https?)://((?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)"
-    r"(?::([0-9]{1,5}))?(/[A-Za-z0-9._~!$'()*+,=:@/-]*)?(?:\?([A-Za-z0-9._~!$()*+,=:@/?&-]*))?"
+    r"(?::([0-9]{1,5}))?(/[A-Za-z0-9._~!$'()*+,=:@/-]*)?(?:\?([A-Za-z0-9._~!$()*+,=:@/?&-]*))?(?:#[!-~]*)?"
 )
 
 

@@ -390,6 +390,7 @@ def test_result_shape(raw: str) -> None:
 _plain_label = st.from_regex(r"[a-z0-9_](?:[a-z0-9_-]{0,8}[a-z0-9_])?", fullmatch=True)
 _plain_path = st.from_regex(r"(/[A-Za-z0-9._~!$'()*+,=:@/-]{0,12}){0,4}", fullmatch=True)
 _plain_query = st.from_regex(r"[A-Za-z0-9._~!$()*+,=:@/?&-]{0,30}", fullmatch=True)
+_plain_fragment = st.from_regex(r"[!-~]{0,20}", fullmatch=True)
 
 
 @settings(max_examples=400, deadline=None)
@@ -399,11 +400,14 @@ _plain_query = st.from_regex(r"[A-Za-z0-9._~!$()*+,=:@/?&-]{0,30}", fullmatch=Tr
     port=st.one_of(st.none(), st.integers(0, 70000)),
     path=_plain_path,
     query=st.one_of(st.none(), _plain_query),
+    fragment=st.one_of(st.none(), _plain_fragment),
 )
-def test_plain_fast_path_matches_full_path(scheme, labels, port, path, query):
+def test_plain_fast_path_matches_full_path(scheme, labels, port, path, query, fragment):
     url = f"{scheme}://{'.'.join(labels)}" + (f":{port}" if port is not None else "") + path
     if query is not None:
         url += "?" + query
+    if fragment is not None:
+        url += "#" + fragment
     matcher = urls._strip_matcher(urls.DEFAULT_STRIP_PARAMS)
     try:
         full = urls._normalize_parsed(url, url, matcher, True)

@@ -60,7 +60,9 @@ invalid or over-long canonical URL), ``internal`` (a bug: an unexpected exceptio
 The extraction runs in a page worker process (crawler/pageworkers.py, PAGE_PROCESSES).
 
 :func:`extract_metadata` is the whole extraction as a pure function (no Scrapy), for tests
-and benchmarks.
+and benchmarks. Its steps are public for a reader that shares one parse among several
+uses (crawler/pagereader.py): :func:`decode_html`, :func:`parse_html`, then
+:func:`metadata_from_tree`.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ import logging
 import re
 from collections import deque
 from functools import partial
+from typing import NamedTuple
 from urllib.parse import urljoin
 
 import extruct
@@ -155,14 +158,49 @@ def extract_metadata(
     """The metadata fields of the HTML page ``body`` fetched from ``url`` (its final URL)
     with response ``headers`` ({name: [values]}, any case), and the problems met (kinds,
     see the module docstring). Never raises for any bytes, URL or headers."""
-    fields = _Fields(max_field_length, max_fields)
     problems: list[str] = []
     try:
-        _extract(body, url or "", headers or {}, fields, problems, max_bytes, url_options or {})
+        page = decode_html(body, headers or {}, problems, max_bytes)
+        root = parse_html(page.text, problems)
+    except Exception:  # a bug, not the page
+        logger.debug("Metadata extraction of %s failed", url, exc_info=True)
+        problems.append("internal")
+        return {}, problems
+    metadata = metadata_from_tree(
+        root,
+        page,
+        url,
+        headers,
+        problems,
+        max_field_length=max_field_length,
+        max_fields=max_fields,
+        url_options=url_options,
+    )
+    return metadata, problems
+
+
+def metadata_from_tree(
+    root,
+    page: DecodedPage,
+    url: str,
+    headers: dict,
+    problems: list[str],
+    *,
+    max_field_length: int = DEFAULT_MAX_FIELD_LENGTH,
+    max_fields: int = DEFAULT_MAX_FIELDS,
+    url_options: dict | None = None,
+) -> dict[str, str]:
+    """The metadata fields of a page already decoded (``decode_html``) and parsed
+    (``parse_html``: ``root``, None when there was no tree), as ``extract_metadata`` gives
+    them; its problems are added to ``problems``. Reads the tree without changing it.
+    Never raises."""
+    fields = _Fields(max_field_length, max_fields)
+    try:
+        _extract(root, page, url or "", headers or {}, fields, problems, url_options or {})
     except Exception:  # a bug, not the page: keep what was found
         logger.debug("Metadata extraction of %s failed", url, exc_info=True)
         problems.append("internal")
-    return fields.values, problems
+    return fields.values
 
 
 class _Fields:
@@ -199,21 +237,9 @@ def _clean(value: str, max_length: int) -> str:
     return value
 
 
-def _extract(body, url, headers, fields, problems, max_bytes, url_opts) -> None:
-    content_type = _header(headers, "content-type")
-    media_type = content_type.split(";", 1)[0].strip().lower()
-    if isinstance(body, str):
-        body = body.encode("utf-8", "surrogatepass")
-    elif not isinstance(body, (bytes, bytearray, memoryview)):
-        body = b""
-    if len(body) > max(0, max_bytes):
-        body = body[: max(0, max_bytes)]
-        problems.append("truncated")
-    body = bytes(body)
-
-    label, text = _decode(body, content_type, problems)
-    root = None if not text or text.isspace() else _parse(text, problems)
-
+def _extract(root, page, url, headers, fields, problems, url_opts) -> None:
+    text, label = page.text, page.label
+    media_type = page.content_type.split(";", 1)[0].strip().lower()
     head = _HeadFields()
     if root is not None:
         head.read(root)
@@ -296,12 +322,43 @@ def is_html(headers, body) -> bool:
     return bool(_HTML_START.match(head.lstrip()))
 
 
-def _decode(body: bytes, content_type: str, problems: list) -> tuple[str | None, str]:
-    """(the charset label the BOM or header declares, the text). The meta charset's label
-    is read from the tree later."""
+class DecodedPage(NamedTuple):
+    """An HTML body as text (``decode_html``)."""
+
+    text: str  # the body (its first max_bytes) decoded
+    label: str | None  # the charset label its byte order mark or Content-Type header declares
+    encoding: str  # the codec the text was decoded with
+    content_type: str  # the Content-Type header ("" if none)
+
+
+def decode_html(body, headers, problems: list, max_bytes: int = DEFAULT_MAX_BYTES) -> DecodedPage:
+    """The first ``max_bytes`` of ``body`` as text: byte order mark, else the Content-Type
+    header's charset, else the meta charset, else UTF-8 if valid, else windows-1252.
+    Problems met (``truncated``, ``charset``) are added to ``problems``."""
+    content_type = _header(headers, "content-type")
+    if isinstance(body, str):
+        body = body.encode("utf-8", "surrogatepass")
+    elif not isinstance(body, (bytes, bytearray, memoryview)):
+        body = b""
+    if len(body) > max(0, max_bytes):
+        body = body[: max(0, max_bytes)]
+        problems.append("truncated")
+    label, encoding, text = _decode(bytes(body), content_type, problems)
+    return DecodedPage(text, label, encoding, content_type)
+
+
+def parse_html(text: str, problems: list):
+    """The lxml.html tree of a decoded page (comments and processing instructions left
+    out), None when there is none (an empty page, or ``parse`` added to ``problems``)."""
+    return None if not text or text.isspace() else _parse(text, problems)
+
+
+def _decode(body: bytes, content_type: str, problems: list) -> tuple[str | None, str, str]:
+    """(the charset label the BOM or header declares, the codec used, the text). The meta
+    charset's label is read from the tree later."""
     bom_encoding, bom = read_bom(body)
     if bom_encoding:
-        return bom_encoding, to_unicode(body[len(bom) :], bom_encoding)
+        return bom_encoding, bom_encoding, to_unicode(body[len(bom) :], bom_encoding)
     label = None
     match = _CHARSET_PARAM.search(content_type)
     encoding = None
@@ -317,14 +374,14 @@ def _decode(body: bytes, content_type: str, problems: list) -> tuple[str | None,
         encoding = declared
     if encoding is not None:
         try:
-            return label, to_unicode(body, encoding)
+            return label, encoding, to_unicode(body, encoding)
         except (LookupError, UnicodeError, ValueError, TypeError):  # e.g. charset=hex, rot13
             if "charset" not in problems:
                 problems.append("charset")
     try:
-        return label, body.decode("utf-8")
+        return label, "utf-8", body.decode("utf-8")
     except UnicodeDecodeError:
-        return label, body.decode("cp1252", "replace")
+        return label, "cp1252", body.decode("cp1252", "replace")
 
 
 def _parse(text: str, problems: list):

@@ -1,0 +1,191 @@
+"""Benchmark: reading an HTML page once (crawler/pagereader.py) against the three separate
+reads it replaces, on real HTML.
+
+Setup (Debian's documentation packages: HTML that no one here wrote):
+
+    apt-get install -y python3-doc nodejs-doc rust-doc
+    python bench/page_reading.py                    # 3,000 pages, about a minute
+    python bench/page_reading.py --pages 1000 --seed 2
+
+The pages: every HTML file of python3-doc and nodejs-doc and a random sample of rust-doc's
+(the sites of bench/doc_crawl.py), up to ``--pages``, each under the URL doc_crawl.py
+serves it at, with the header it serves (``Content-Type: text/html``).
+
+Each page is read the old way, three times:
+
+- links: what the broad spider did in the Scrapy process (an HtmlResponse, its decode and
+  selector, meta robots, Scrapy's LinkExtractor, ``normalize_url`` on each link);
+- ``page_fingerprints`` (content seen, in a page worker);
+- ``extract_metadata`` (metadata, in a page worker);
+
+then with one ``read_page``, whose stages are its own ``timings``; the links stage once
+more with nothing known from earlier pages (the reader's cache of link results emptied
+before the page), which is what a page of a site not seen yet costs. Printed: CPU
+milliseconds per page (``time.thread_time``) of each, the pages whose links, metadata and
+fingerprints are not the old ones (each listed), and the pickled size of a Reading (it goes
+back from a page worker process) against what the two page-worker reads it replaces sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.doc_crawl import available_sites  # noqa: E402
+from crawler import pagereader  # noqa: E402
+from crawler.fingerprints import page_fingerprints  # noqa: E402
+from crawler.pagereader import STAGES, read_page  # noqa: E402
+from crawler.pipelines.metadata import extract_metadata  # noqa: E402
+from crawler.urls import DEFAULT_STRIP_PARAMS, InvalidURL, normalize_url  # noqa: E402
+
+HEADERS = {"Content-Type": ["text/html"]}  # what bench/doc_crawl.py's server sends
+URL_OPTIONS = {"strip_params": DEFAULT_STRIP_PARAMS, "sort_query": True}  # the defaults
+MIN_WORDS = 100  # CONTENT_SEEN_MIN_WORDS
+
+
+def load_pages(total: int, rng: random.Random) -> list[tuple[str, bytes]]:
+    """(URL, body) of the sample: all of the small trees, rust-doc's files at random."""
+    trees: dict[str, object] = {}
+    for site in available_sites():
+        trees.setdefault(site.directory, site)  # the rust sites share one tree
+    chosen = []
+    for directory, site in sorted(trees.items(), key=lambda item: "rust" in item[0]):
+        files = sorted(Path(directory).rglob("*.html"))
+        room = max(total - len(chosen), 0)
+        taken = rng.sample(files, min(room, len(files))) if "rust" in directory else files[:room]
+        print(f"  {directory}: {len(files)} HTML files, {len(taken)} taken")
+        chosen += [(f"http://{site.host}/{f.relative_to(directory).as_posix()}", f) for f in taken]
+    rng.shuffle(chosen)
+    return [(url, f.read_bytes()) for url, f in chosen]
+
+
+def old_links(body: bytes, url: str, extractor) -> tuple[tuple, float]:
+    """(links, meta nofollow, invalid links) as the spider reads them, and the CPU seconds of
+    the response's decode and parse among them."""
+    from scrapy.http import HtmlResponse
+
+    t0 = time.thread_time()
+    response = HtmlResponse(url, body=body, headers=HEADERS)
+    response.selector  # noqa: B018 (decode and parse)
+    reading = time.thread_time() - t0
+    robots = ",".join(response.xpath("//meta[translate(@name,'ROBTS','robts')='robots']/@content").getall())
+    if {"nofollow", "none"} & {t.strip() for t in robots.lower().split(",")}:
+        return ([], True, 0), reading
+    out, seen, invalid = [], set(), 0
+    for link in extractor.extract_links(response):
+        try:
+            normal = normalize_url(link.url, **URL_OPTIONS)
+        except InvalidURL:
+            invalid += 1
+            continue
+        if normal in seen:
+            continue
+        seen.add(normal)
+        out.append({"url": normal, "text": (link.text or "").strip()[:200], "nofollow": bool(link.nofollow)})
+    return (out, False, invalid), reading
+
+
+def timed(fn, *args, **kwargs):
+    t0 = time.thread_time()
+    result = fn(*args, **kwargs)
+    return result, time.thread_time() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pages", type=int, default=3000)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
+
+    started = time.monotonic()
+    print("Pages:")
+    pages = load_pages(args.pages, random.Random(args.seed))
+    kb = sum(len(body) for _, body in pages) / len(pages) / 1000
+    extractor = LinkExtractor(deny_extensions=IGNORED_EXTENSIONS, canonicalize=False, unique=True, tags=("a", "area"))
+    old = dict.fromkeys(("links", "response", "fingerprints", "metadata", "total"), 0.0)
+    new = dict.fromkeys((*STAGES, "call", "links, nothing known"), 0.0)
+    differ: dict[str, list[str]] = {"links": [], "metadata": [], "fingerprints": []}
+    sizes, old_sizes, parts = [], [], {"links": [], "metadata": [], "prints": []}
+    links_per_page = []
+    for url, body in pages:
+        (links, response), seconds = timed(old_links, body, url, extractor)
+        old["links"] += seconds
+        old["response"] += response
+        prints, seconds = timed(page_fingerprints, body, MIN_WORDS)
+        old["fingerprints"] += seconds
+        metadata, seconds = timed(extract_metadata, body, url, HEADERS, url_options=URL_OPTIONS)
+        old["metadata"] += seconds
+
+        reading, seconds = timed(read_page, body, url, HEADERS, url_options=URL_OPTIONS, min_words=MIN_WORDS)
+        new["call"] += seconds
+        for stage in STAGES:
+            new[stage] += reading.timings[stage]
+        saved, pagereader._KNOWN = pagereader._KNOWN, {}
+        try:
+            cold = read_page(body, url, HEADERS, url_options=URL_OPTIONS, min_words=MIN_WORDS)
+        finally:
+            pagereader._KNOWN = saved
+        new["links, nothing known"] += cold.timings["links"]
+
+        if (reading.links, reading.nofollow_page, reading.invalid_links) != links or cold.links != links[0]:
+            differ["links"].append(url)
+        if (reading.metadata, reading.problems) != metadata:
+            differ["metadata"].append(url)
+        if reading.prints != prints:
+            differ["fingerprints"].append(url)
+        links_per_page.append(len(reading.links))
+        sizes.append(len(pickle.dumps(reading)))
+        old_sizes.append(len(pickle.dumps(prints)) + len(pickle.dumps(metadata)))
+        parts["links"].append(len(pickle.dumps(reading.links)))
+        parts["metadata"].append(len(pickle.dumps(reading.metadata)))
+        parts["prints"].append(len(pickle.dumps(reading.prints)))
+    old["total"] = old["links"] + old["fingerprints"] + old["metadata"]
+
+    n = len(pages)
+
+    def ms(seconds: float) -> str:
+        return f"{seconds / n * 1000:7.3f}"
+
+    print(
+        f"\n{n} pages, {kb:.0f} KB on average, {statistics.mean(links_per_page):.0f} links each "
+        f"(after normalization and deduplication); CPU ms per page:"
+    )
+    print("  old: three reads")
+    print(
+        f"    links (Scrapy process)   {ms(old['links'])}   of which HtmlResponse decode + parse {ms(old['response'])}"
+    )
+    print(f"    page_fingerprints        {ms(old['fingerprints'])}")
+    print(f"    extract_metadata         {ms(old['metadata'])}")
+    print(f"    total                    {ms(old['total'])}")
+    print("  read_page: one read, by stage (its timings)")
+    for stage in STAGES:
+        extra = f"   ({ms(new['links, nothing known']).strip()} with nothing known from earlier pages)"
+        print(f"    {stage:24s} {ms(new[stage])}{extra if stage == 'links' else ''}")
+    print(
+        f"    total                    {ms(sum(new[s] for s in STAGES))}   (around the call: {ms(new['call']).strip()})"
+    )
+    print(f"  old / new: {old['total'] / new['call']:.2f}x; links alone {old['links'] / new['links']:.2f}x")
+    print("\nSame as the old reads:")
+    for part, urls in differ.items():
+        print(f"  {part:13s} {n - len(urls)} of {n} pages")
+        for url in urls[:10]:
+            print(f"    differs: {url}")
+    print("\nPickled size of a Reading (bytes):")
+    print(f"  mean {statistics.mean(sizes):.0f}, median {statistics.median(sizes):.0f}, max {max(sizes)}")
+    print("  by part, mean: " + ", ".join(f"{k} {statistics.mean(v):.0f}" for k, v in parts.items()))
+    print(
+        f"  the two page-worker results it replaces (Fingerprints; metadata and problems): mean {statistics.mean(old_sizes):.0f}"
+    )
+    print(f"\n{time.monotonic() - started:.0f} s in all")
+
+
+if __name__ == "__main__":
+    main()
