@@ -338,7 +338,7 @@ _IN_PAGE_HREF = re.compile(r"#[!-~]*")
 # What follow gave, shared by the pages a process reads: the links of a site's pages
 # repeat (menus, tables of contents). An href's result depends on the page only through
 # what its key holds (_PageLinks.key), and a key is made only for hrefs where that is so.
-KNOWN_LINKS = 20_000  # entries kept (a few hundred bytes each); all are dropped when full
+KNOWN_LINKS = 20_000  # entries kept (about 500 bytes each: 10 MB when full, then all are dropped)
 _KNOWN: dict[tuple, tuple] = {}
 # an absolute URL: urljoin keeps it whatever the base, but for the base's scheme
 _ABSOLUTE_HREF = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9\[]")

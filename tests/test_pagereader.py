@@ -105,6 +105,13 @@ def test_demo_site_pages_read_as_before_with_links_known():
         assert_like_old(body, url)
 
 
+def test_links_known_are_dropped_when_full(monkeypatch):
+    monkeypatch.setattr(pagereader, "KNOWN_LINKS", 5)
+    for url, body in demo_pages()[:15]:
+        assert_like_old(body, url)
+        assert len(pagereader._KNOWN) <= 5
+
+
 CRAFTED = {
     "base href": """<html><head><base href="/docs/v2/"><title>t</title></head><body>
         <a href="intro.html">Intro</a> <a href="../v1/old.html">Old</a> <a href="/top">Top</a>
