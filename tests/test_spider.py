@@ -37,6 +37,12 @@ def response(body=HTML, url="http://a.example/a.html", cls=HtmlResponse, **meta)
     return cls(url=url, body=body, request=request, headers={"Content-Type": "text/html"})
 
 
+def parse(spider, resp) -> list:
+    """What the spider's ``parse`` yields for ``resp``, the page read in this thread
+    (``parse`` sends it to a page worker process)."""
+    return [spider.page(resp, spider.read_now(resp))]
+
+
 def follow(spider, page) -> list[str]:
     """The URLs the links pipeline hands to the engine for ``page`` (the engine's
     ``crawl`` is replaced by a list: this checks the pipeline's choice, not scheduling)."""
@@ -51,7 +57,7 @@ def follow(spider, page) -> list[str]:
 
 def test_one_page_item_and_followed_links():
     spider = make_spider()
-    out = list(spider.parse(response()))
+    out = parse(spider, response())
     assert len(out) == 1  # links are followed by the links pipeline, after content seen
     page = out[0]
     assert isinstance(page, Page)
@@ -80,7 +86,7 @@ def test_one_page_item_and_followed_links():
 
 def test_meta_robots_nofollow_follows_nothing():
     body = HTML.replace(b"<title>t</title>", b'<meta name="ROBOTS" content="noindex, nofollow">')
-    out = list(make_spider().parse(response(body)))
+    out = parse(make_spider(), response(body))
     assert len(out) == 1 and out[0]["outlinks"] == []
 
 
@@ -94,7 +100,7 @@ def test_meta_robots_nofollow_follows_nothing():
 )
 def test_scope_from_arguments(kwargs, expected):
     spider = make_spider(**kwargs)
-    (page,) = list(spider.parse(response()))
+    (page,) = parse(spider, response())
     assert follow(spider, page) == expected
 
 
@@ -102,10 +108,10 @@ def test_error_status_and_non_html_make_a_page_without_links():
     spider = make_spider()
     resp = response(b"gone", cls=TextResponse)
     resp = resp.replace(status=404)
-    out = list(spider.parse(resp))
+    out = parse(spider, resp)
     assert len(out) == 1 and out[0]["status"] == 404 and out[0]["outlinks"] == []
     binary = response(b"\x89PNG...", cls=TextResponse).replace(headers={"Content-Type": "image/png"})
-    assert len(list(spider.parse(binary))) >= 1
+    assert len(parse(spider, binary)) >= 1
 
 
 def test_download_failure_becomes_a_page_with_the_error():
@@ -125,5 +131,34 @@ def test_a_json_page_is_recorded_without_links():
     json_response = TextResponse(
         url="http://a.example/api.json", body=body, request=request, headers={"Content-Type": "application/json"}
     )
-    out = list(make_spider().parse(json_response))
+    out = parse(make_spider(), json_response)
     assert len(out) == 1 and out[0]["status"] == 200 and out[0]["outlinks"] == [] and out[0]["body"] == body
+
+
+def test_the_spider_reads_a_page_once_for_every_pipeline(redis_url, crawl_name):
+    from crawler.pipelines.contentseen import ContentSeenPipeline
+    from crawler.pipelines.metadata import MetadataPipeline
+
+    settings = {**PROJECT_SETTINGS, "REDIS_URL": redis_url, "CRAWL_NAME": crawl_name}
+    crawler = get_crawler(BroadSpider, settings)
+    spider = BroadSpider.from_crawler(crawler)
+    resp = response(HTML.replace(b"<title>t</title>", b"<title>Read once</title>"))
+    reading = spider.read_now(resp)
+    assert reading.prints is not None and reading.metadata["title"] == "Read once"
+    (page,) = [spider.page(resp, reading._replace(metadata={"title": "from the reading"}))]
+    assert crawler.stats.get_value("pagereader/pages") == 1
+    assert crawler.stats.get_value("pagereader/ms/parse") > 0
+    MetadataPipeline.from_crawler(crawler).process_now(page)
+    assert page["metadata"] == {"title": "from the reading"}  # not read again
+    ContentSeenPipeline.from_crawler(crawler).process_now(page)
+    assert page["content_digest"] == f"sha1:{reading.prints.digest}"
+    assert "_reading" not in dict(page) and "_reading" not in Page.fields  # never exported
+
+
+def test_the_spider_reads_only_what_the_crawl_uses():
+    links_only = {**PROJECT_SETTINGS, "ITEM_PIPELINES_BASE": {"crawler.pipelines.links.FollowLinksPipeline": 150}}
+    spider = BroadSpider.from_crawler(get_crawler(BroadSpider, links_only))
+    reading = spider.read_now(response())
+    assert reading.prints is None and reading.metadata == {} and len(reading.links) == 3
+    no_follow = make_spider(follow="0")
+    assert no_follow.read_now(response()).links == []

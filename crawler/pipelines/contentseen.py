@@ -21,9 +21,10 @@ changed words are a large share of a short text, and a short sketch is a noisy o
 Buckets hold at most CONTENT_SEEN_BUCKET_SIZE entries each; a lookup compares at most
 MAX_CANDIDATES indexed pages.
 
-The page is read (digest, main text, sketch) in a page worker process
-(crawler/pageworkers.py); a page that kills its worker is checked for exact copies only
-(``contentseen/unreadable``).
+The page's fingerprints (digest, main text, sketch) come with the Page when the broad
+spider read it (crawler/pagereader.py); any other page is read here, in a page worker
+process (crawler/pageworkers.py). A page that kills its worker is checked for exact
+copies only (``contentseen/unreadable``).
 """
 
 from __future__ import annotations
@@ -170,11 +171,15 @@ class ContentSeenPipeline:
         if not isinstance(item, Page) or not _is_html_page(item):
             return item
         body = item["body"]
-        try:  # parsing and hashing in a page worker (crawler/pageworkers.py)
-            prints = await maybe_deferred_to_future(self.workers.run(page_fingerprints, body, self.min_words))
-        except PageWorkerCrashed:  # the page killed its worker: exact copies only
-            self.stats.inc_value("contentseen/unreadable")
-            prints = Fingerprints(body_digest(body), 0, None, None, None)
+        reading = getattr(item, "_reading", None)  # the spider's (crawler/pagereader.py)
+        if reading is not None and reading.prints is not None:
+            prints = reading.prints
+        else:
+            try:  # parsing and hashing in a page worker (crawler/pageworkers.py)
+                prints = await maybe_deferred_to_future(self.workers.run(page_fingerprints, body, self.min_words))
+            except PageWorkerCrashed:  # the page killed its worker: exact copies only
+                self.stats.inc_value("contentseen/unreadable")
+                prints = Fingerprints(body_digest(body), 0, None, None, None)
         # the Redis round trip waits in a thread; the item and the stats are touched here
         seen = await maybe_deferred_to_future(threads.deferToThread(self.examine, prints, item["url"]))
         return self._mark(item, seen)
@@ -183,7 +188,11 @@ class ContentSeenPipeline:
         """``process_item`` in the calling thread (tests, benchmarks)."""
         if not isinstance(item, Page) or not _is_html_page(item):
             return item
-        prints = page_fingerprints(item["body"], self.min_words)
+        reading = getattr(item, "_reading", None)
+        if reading is not None and reading.prints is not None:
+            prints = reading.prints
+        else:
+            prints = page_fingerprints(item["body"], self.min_words)
         return self._mark(item, self.examine(prints, item["url"]))
 
     def examine(self, prints: Fingerprints, url: str) -> Seen:

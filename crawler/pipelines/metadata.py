@@ -57,7 +57,9 @@ invalid or over-long canonical URL), ``internal`` (a bug: an unexpected exceptio
 ``crashed`` (the page killed the page worker reading it: no metadata).
 ``metadata/pages`` counts pages read and ``metadata/fields`` the fields they gave.
 
-The extraction runs in a page worker process (crawler/pageworkers.py, PAGE_PROCESSES).
+The extraction runs in a page worker process (crawler/pageworkers.py, PAGE_PROCESSES):
+the broad spider's page reading (crawler/pagereader.py) brings it with the Page; for
+other spiders' items this pipeline has it done.
 
 :func:`extract_metadata` is the whole extraction as a pure function (no Scrapy), for tests
 and benchmarks. Its steps are public for a reader that shares one parse among several
@@ -778,6 +780,9 @@ class MetadataPipeline:
         page = self._html_page(item)
         if page is None:
             return item
+        reading = getattr(item, "_reading", None)  # the broad spider's (crawler/pagereader.py)
+        if reading is not None:
+            return self._apply(item, page[1], reading.metadata, reading.problems)
         # the extraction runs in a page worker (crawler/pageworkers.py); the item and the
         # stats are touched here
         try:
@@ -791,6 +796,9 @@ class MetadataPipeline:
         page = self._html_page(item)
         if page is None:
             return item
+        reading = getattr(item, "_reading", None)
+        if reading is not None:
+            return self._apply(item, page[1], reading.metadata, reading.problems)
         return self._apply(item, page[1], *self._extract(*page))
 
     def _html_page(self, item) -> tuple[bytes, str, dict] | None:

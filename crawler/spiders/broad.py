@@ -8,10 +8,17 @@ Arguments (``-a``), each also a setting:
     allowed_prefixes comma separated URL prefixes; links not starting with one are dropped
     follow           "0" to fetch only the seeds
 
+Reading a page: a 2xx HTML page is read once, in a page worker process
+(crawler/pageworkers.py), by crawler/pagereader.py: one decode and one parse give its
+links, and what the content-seen and metadata pipelines need (they take it from the
+Page, and read the page themselves only for items of other spiders). The CPU time of
+each stage is counted in the stats (``pagereader/ms/<stage>``, ``pagereader/pages``).
+
 Links: only http(s), not binary files (Scrapy's IGNORED_EXTENSIONS); a page's links are
 listed in its Page (``outlinks``, nofollow flagged) and followed by the links pipeline
 after content seen (crawler/pipelines/links.py): not ``rel=nofollow`` links, none at all
 from a page with ``<meta name=robots content=nofollow>``, none from an exact duplicate.
+Text that is not HTML (XML, plain text) has its links read by Scrapy's link extractor.
 
 Sitemaps (``parse_sitemap``; the robots middleware queues the ``Sitemap:`` URLs of
 robots.txt): a sitemap index queues its sitemaps, a sitemap its page URLs (in scope, at
@@ -26,18 +33,23 @@ import itertools
 import logging
 import threading
 import time
+from functools import partial
 
 import redis
 import scrapy
 from scrapy import signals
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
-from scrapy.utils.defer import deferred_from_coro, deferred_to_future
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.defer import deferred_from_coro, deferred_to_future, maybe_deferred_to_future
 from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 from twisted.internet import threads
 
 from crawler.exceptions import RobotsDisallowed
 from crawler.items import Page
+from crawler.pagereader import STAGES, Reading, read_page
+from crawler.pageworkers import PageWorkerCrashed, PageWorkers
+from crawler.pipelines.metadata import is_html
 from crawler.urls import InvalidURL, normalize_url, url_host, url_options
 
 logger = logging.getLogger(__name__)
@@ -88,7 +100,7 @@ class BroadSpider(scrapy.Spider):
         spider.scope_domains = [
             d.lower().lstrip(".") for d in spider._arg_domains or s.getlist("CRAWL_ALLOWED_DOMAINS")
         ]
-        spider.scope_prefixes = spider._arg_prefixes or s.getlist("CRAWL_ALLOWED_PREFIXES")
+        spider.scope_prefixes = tuple(spider._arg_prefixes or s.getlist("CRAWL_ALLOWED_PREFIXES"))
         spider.follow = (
             s.getbool("CRAWL_FOLLOW_LINKS")
             if spider._arg_follow is None
@@ -100,6 +112,18 @@ class BroadSpider(scrapy.Spider):
         crawler.signals.connect(spider._stop_seeding, signal=signals.spider_closed)
         spider.link_extractor = LinkExtractor(
             deny_extensions=IGNORED_EXTENSIONS, canonicalize=False, unique=True, tags=("a", "area")
+        )
+        spider.page_workers = PageWorkers.from_crawler(crawler)
+        spider.read = partial(  # picklable: it goes to the page workers
+            read_page,
+            links=spider.follow,
+            fingerprints=_pipeline_on(s, "crawler.pipelines.contentseen.ContentSeenPipeline", "CONTENT_SEEN_ENABLED"),
+            metadata=_pipeline_on(s, "crawler.pipelines.metadata.MetadataPipeline", "METADATA_ENABLED"),
+            min_words=s.getint("CONTENT_SEEN_MIN_WORDS"),
+            url_options=spider.url_options,
+            max_field_length=s.getint("METADATA_MAX_FIELD_LENGTH"),
+            max_fields=s.getint("METADATA_MAX_FIELDS"),
+            max_bytes=s.getint("METADATA_MAX_BYTES"),
         )
         return spider
 
@@ -146,13 +170,50 @@ class BroadSpider(scrapy.Spider):
 
     # -- pages ---------------------------------------------------------------------
 
-    def parse(self, response):
+    async def parse(self, response):
+        reading = None
+        if self._readable(response):
+            try:
+                reading = await maybe_deferred_to_future(
+                    self.page_workers.run(self.read, response.body, response.url, _headers(response.headers))
+                )
+            except PageWorkerCrashed:  # the pipelines try once more, each for its part
+                self.crawler.stats.inc_value("pagereader/crashed")
+        yield self.page(response, reading)  # its links are followed by crawler.pipelines.links
+
+    def read_now(self, response) -> Reading | None:
+        """The reading ``parse`` gets from a page worker, in the calling thread (tests,
+        benchmarks); None for a response that is not read."""
+        if not self._readable(response):
+            return None
+        return self.read(response.body, response.url, _headers(response.headers))
+
+    @staticmethod
+    def _readable(response) -> bool:
+        """A 2xx HTML page (is_html: its Content-Type, or none and a body like HTML)."""
+        return 200 <= response.status < 300 and is_html(_headers(response.headers), response.body)
+
+    def page(self, response, reading: Reading | None) -> Page:
+        """The Page of a response, with the page's reading (None: not read)."""
         page = self._page(response.request, response)
         outlinks = []
-        if self.follow and 200 <= response.status < 300 and _has_links(response):
+        ok = 200 <= response.status < 300
+        if reading is not None:
+            page._reading = reading  # for the pipelines; not a field: never exported
+            stats = self.crawler.stats
+            stats.inc_value("pagereader/pages")
+            for stage in STAGES:
+                stats.inc_value(f"pagereader/ms/{stage}", round(1000 * reading.timings.get(stage, 0.0), 3))
+            if self.follow:
+                outlinks = reading.links
+                if reading.nofollow_page:
+                    stats.inc_value("links/meta_nofollow_pages")
+                if reading.invalid_links:
+                    stats.inc_value("links/invalid", reading.invalid_links)
+        elif self.follow and ok and _has_links(response):
             outlinks = self._outlinks(response)
         page["outlinks"] = outlinks
-        yield page  # its links are followed by crawler.pipelines.links, after content seen
+        return page
 
     def errback(self, failure):
         request = failure.request
@@ -238,16 +299,24 @@ class BroadSpider(scrapy.Spider):
             out.append({"url": url, "text": (link.text or "").strip()[:200], "nofollow": bool(link.nofollow)})
         return out
 
-    def in_scope(self, url: str) -> bool:
-        if self.scope_prefixes and not any(url.startswith(p) for p in self.scope_prefixes):
+    def in_scope(self, url: str, count: bool = True) -> bool:
+        """Whether ``url`` is within the crawl's scope (an URL outside is counted as
+        ``links/out_of_scope`` unless ``count`` is False: the caller counts)."""
+        inside = (not self.scope_prefixes or url.startswith(self.scope_prefixes)) and (
+            not self.scope_domains or _in_domains(url_host(url), self.scope_domains)
+        )
+        if not inside and count:
             self.crawler.stats.inc_value("links/out_of_scope")
-            return False
-        if self.scope_domains:
-            host = url_host(url)
-            if not any(host == d or host.endswith("." + d) for d in self.scope_domains):
-                self.crawler.stats.inc_value("links/out_of_scope")
-                return False
-        return True
+        return inside
+
+
+def _in_domains(host: str, domains: list[str]) -> bool:
+    return any(host == d or host.endswith("." + d) for d in domains)
+
+
+def _pipeline_on(settings, path: str, enabled: str) -> bool:
+    """Whether the item pipeline ``path`` runs in this crawl (listed and enabled)."""
+    return settings.getbool(enabled) and path in build_component_list(settings.getwithbase("ITEM_PIPELINES"))
 
 
 def _has_links(response) -> bool:
