@@ -117,8 +117,10 @@ class Site:
 
 class DocHandler(SimpleHTTPRequestHandler):
     """A doc tree's static files, quietly; ``.html`` as text/html; a missing file whose
-    .gz exists is answered from the .gz with Content-Encoding: gzip."""
+    .gz exists is answered from the .gz with Content-Encoding: gzip. Connections are kept
+    alive (HTTP/1.1), as web servers do."""
 
+    protocol_version = "HTTP/1.1"
     extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".html": "text/html", ".htm": "text/html"}
 
     def __init__(self, *args, site: Site, **kwargs):

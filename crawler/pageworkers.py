@@ -59,6 +59,7 @@ class PageWorkers:
         if workers is None:
             s = crawler.settings
             workers = crawler._page_workers = cls(s.getint("PAGE_PROCESSES"), s.getint("PAGE_PROCESS_NICE"))
+            workers.start()  # while the rest of the crawler is built
             crawler.signals.connect(workers.close, signal=signals.engine_stopped)
         return workers
 
@@ -84,9 +85,13 @@ class PageWorkers:
         return self._submit(fn, args)
 
     def start(self) -> None:
-        """Start the processes now rather than at the first page (they take ~1 s)."""
+        """Start the processes now rather than at the first page: a process takes about
+        a second to start and import the page reader, and the crawl's first pages would
+        wait for it."""
         if self.processes > 0:
-            self._current_pool()
+            pool = self._current_pool()
+            for _ in range(self.processes):  # the pool starts a process per call waiting
+                pool.submit(_warm_up)
 
     def close(self) -> None:
         with self._lock:
@@ -126,6 +131,11 @@ def _start_worker(nice: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if nice > 0:
         os.nice(nice)
+
+
+def _warm_up() -> None:
+    """The first call of a new worker process: import what reading a page needs."""
+    import crawler.pagereader  # noqa: F401
 
 
 def _deferred(future: Future, on_done) -> Deferred:

@@ -230,5 +230,5 @@ SPIDER_MIDDLEWARES = {
 }
 EXTENSIONS = {
     "crawler.extensions.FrontierStats": 500,
-    "crawler.extensions.FreezeStartup": 900,
+    "crawler.extensions.GarbageCollection": 900,
 }
