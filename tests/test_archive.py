@@ -188,3 +188,33 @@ def test_s3_going_away_mid_crawl_loses_nothing(s3, tmp_path):
         pointer = page["archive"]
         _, body = read_record(storage.get_range(pointer["key"], pointer["offset"], pointer["length"]))
         assert body == html[page["final_url"]].encode()
+
+
+def test_a_batch_closes_before_its_pages_would_stop_scrapy_fetching(tmp_path):
+    # Scrapy stops fetching while the responses it holds exceed SCRAPER_SLOT_MAX_ACTIVE_SIZE;
+    # pages wait for their batch, so a batch that waited for its age or its compressed size
+    # (here: never) would stop the crawl
+    with serve_site(hosts=2, pages=12) as site:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(site.seeds) + "\n")
+        out = tmp_path / "pages.jsonl"
+        settings = {
+            "CRAWL_NAME": f"test-{uuid.uuid4().hex[:12]}",
+            "CRAWL_DIR": tmp_path / "crawl",
+            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+            "FRONTIER_HOST_INTERVAL": 0.05,
+            "FRONTIER_IDLE_SECONDS": 2,
+            "ARCHIVE_DIR": tmp_path / "warc",
+            "ARCHIVE_MAX_BYTES": 2**30,
+            "ARCHIVE_MAX_SECONDS": 3600,
+            "SCRAPER_SLOT_MAX_ACTIVE_SIZE": 8 * 1024,
+            "LOG_FILE": tmp_path / "worker.log",
+        }
+        started = time.monotonic()
+        proc = subprocess.run(crawl_command(out, seeds, settings), cwd=ROOT, env=clean_env(), timeout=300)
+        took = time.monotonic() - started
+    assert proc.returncode == 0, log_tail([tmp_path / "worker.log"], 40, "no log")
+    pages = [p for p in read_pages(out) if p["status"] == 200 and "duplicate_of" not in p]
+    assert len(pages) >= 2 * 12 and all(p.get("archive") for p in pages)
+    assert len({p["archive"]["key"] for p in pages}) >= 3  # closed every few pages
+    assert took < 120, took
