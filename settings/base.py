@@ -163,8 +163,10 @@ ARCHIVE_GZIP_LEVEL = 6  # of each record's gzip member (1 fastest ... 9 smallest
 WORKER_STOP_TIMEOUT = 30.0
 ARCHIVE_RETRY_MIN = 1.0  # seconds before a failed upload is tried again, doubling
 ARCHIVE_RETRY_MAX = 60.0
-# pages wait in the pipelines until their batch is stored: let Scrapy hold that much
-SCRAPER_SLOT_MAX_ACTIVE_SIZE = 2 * ARCHIVE_MAX_BYTES
+# bodies Scrapy holds (being read, waiting in the pipelines) before it stops fetching; a WARC
+# batch closes when its pages hold half of it. More: bigger batches, a longer backlog to
+# finish when a worker stops (Scrapy's own default is 5 MB)
+SCRAPER_SLOT_MAX_ACTIVE_SIZE = 32 * 2**20
 
 # --- the UrlStore (crawler/urlstore/) ---------------------------------------------------
 URLSTORE_ENABLED = True  # the UrlStore pipeline (crawler/pipelines/urlstore.py)

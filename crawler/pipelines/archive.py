@@ -4,7 +4,7 @@ page moves on (to the UrlStore) only once the object holding its record is store
 Data before metadata (Secor): the item gets its archive pointer (``archive``: key,
 offset, length) when its record is written to the batch's local spool file, and is
 held until the batch is stored (closed at ARCHIVE_MAX_BYTES or ARCHIVE_MAX_SECONDS,
-whichever comes first). So a UrlStore row never points to an object that is not
+or when its pages hold half of SCRAPER_SLOT_MAX_ACTIVE_SIZE, whichever comes first). So a UrlStore row never points to an object that is not
 there, and a page whose batch was never stored was never acknowledged: its lease
 brings it back. Spool files a dead worker left (``CRAWL_DIR/CRAWL_NAME/archive-spool``)
 are trimmed to their last complete record and stored when a worker of the crawl opens.
