@@ -36,7 +36,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from scrapy import signals
 from twisted.internet import threads
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, DeferredList
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ class PageWorkers:
     def __init__(self, processes: int, nice: int = 0):
         self.processes = processes
         self.nice = nice
+        self._warming: list[Future] = []
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -90,8 +91,15 @@ class PageWorkers:
         wait for it."""
         if self.processes > 0:
             pool = self._current_pool()
-            for _ in range(self.processes):  # the pool starts a process per call waiting
-                pool.submit(_warm_up)
+            # the pool starts a process per call waiting
+            self._warming = [pool.submit(_warm_up) for _ in range(self.processes)]
+
+    def ready(self) -> Deferred:
+        """Fires once the processes ``start`` began have started (or failed to: a later
+        call starts new ones). The broad spider opens after it, so that the crawl's first
+        pages do not wait for them."""
+        warming, self._warming = self._warming, []
+        return DeferredList([_deferred(f, lambda f: None) for f in warming], consumeErrors=True)
 
     def close(self) -> None:
         with self._lock:

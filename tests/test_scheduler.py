@@ -130,3 +130,24 @@ def test_urls_a_worker_pushed_before_are_not_sent_again(redis_url, crawl_name):
         assert crawler.stats.get_value("frontier/seen") == 5 and frontier.stats_queued() == 8
     finally:
         scheduler.close("finished")
+
+
+def test_links_for_a_host_with_an_empty_queue_are_looked_for_at_once(redis_url, crawl_name):
+    settings = project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name, FRONTIER_HOST_INTERVAL=0.05)
+    crawler = get_crawler(BroadSpider, settings)
+    crawler.engine = SimpleNamespace(downloader=SimpleNamespace(active=True))  # no reactor, no engine here
+    scheduler = FrontierScheduler.from_crawler(crawler)
+    scheduler.open(BroadSpider.from_crawler(crawler))
+    try:
+        scheduler.enqueue_links(["http://e.example/1"], 1, "http://seed.example/")
+        page = scheduler.next_request()
+        scheduler.landed(page)
+        scheduler._land()  # the host's queue is empty: nothing due, the next look a poll away
+        assert scheduler._next_poll > time.time() + 0.5
+        scheduler.enqueue_links(["http://e.example/2"], 2, "http://e.example/1")  # the page's links
+        scheduler._flush_pushes()
+        assert scheduler._next_poll == 0.0 and scheduler._wake_at <= time.time()  # looked for now
+        time.sleep(0.06)
+        assert scheduler.next_request().url == "http://e.example/2"
+    finally:
+        scheduler.close("finished")

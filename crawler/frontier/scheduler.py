@@ -270,6 +270,11 @@ class FrontierScheduler:
             self._count_push(status)
             if status in (ADDED, SEEN) and not entry.dont_filter and self.known_max > 0:
                 known[entry.url] = None
+        if ADDED in statuses and self._next_poll:
+            # a host whose queue was empty may be due now (or at its landing's interval):
+            # look again at once rather than at the next poll
+            self._next_poll = 0.0
+            self._wake_engine_in(0)
         if len(known) > self.known_max:  # forget the older half
             for url in list(itertools.islice(known, len(known) // 2)):
                 del known[url]
