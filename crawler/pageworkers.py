@@ -35,6 +35,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from scrapy import signals
+from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 from twisted.internet.defer import Deferred, DeferredList
 
@@ -94,12 +95,14 @@ class PageWorkers:
             # the pool starts a process per call waiting
             self._warming = [pool.submit(_warm_up) for _ in range(self.processes)]
 
-    def ready(self) -> Deferred:
-        """Fires once the processes ``start`` began have started (or failed to: a later
+    async def ready(self) -> None:
+        """Returns once the processes ``start`` began have started (or failed to: a later
         call starts new ones). The broad spider opens after it, so that the crawl's first
         pages do not wait for them."""
         warming, self._warming = self._warming, []
-        return DeferredList([_deferred(f, lambda f: None) for f in warming], consumeErrors=True)
+        if warming:
+            done = DeferredList([_deferred(f, lambda f: None) for f in warming], consumeErrors=True)
+            await maybe_deferred_to_future(done)
 
     def close(self) -> None:
         with self._lock:

@@ -218,3 +218,20 @@ def test_a_batch_closes_before_its_pages_would_stop_scrapy_fetching(tmp_path):
     assert len(pages) >= 2 * 12 and all(p.get("archive") for p in pages)
     assert len({p["archive"]["key"] for p in pages}) >= 3  # closed every few pages
     assert took < 120, took
+
+
+def test_a_spool_file_of_a_live_worker_is_not_taken_as_left_over():
+    import socket
+
+    from crawler.pipelines.archive import _worker_alive
+
+    host = socket.gethostname()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert _worker_alive(f"{host}-{live.pid}-1a2b3c-000001.warc.gz")
+    finally:
+        live.kill()
+        live.wait()
+    assert not _worker_alive(f"{host}-{live.pid}-1a2b3c-000001.warc.gz")  # gone: its file is left over
+    assert not _worker_alive(f"other-host-{live.pid}-1a2b3c-000001.warc.gz")
+    assert not _worker_alive("garbage.warc.gz")

@@ -171,10 +171,12 @@ class ArchivePipeline:
                     w.errback(StoreUnavailable(f"WARC batch {key} not stored before the worker stopped"))
 
     def _leftover_spools(self) -> list[tuple[str, str]]:
+        """Spool files of workers that are gone: a file of a worker still running on this
+        machine (another worker of the crawl, started earlier) is its own to store."""
         out = []
         for dirpath, _, files in os.walk(self.spool_dir):
             for name in files:
-                if name.endswith(".warc.gz"):
+                if name.endswith(".warc.gz") and not _worker_alive(name):
                     path = os.path.join(dirpath, name)
                     out.append((path, os.path.relpath(path, self.spool_dir)))
         return out
@@ -300,6 +302,25 @@ def _in_daemon_thread(fn, *args) -> Deferred:
 
     threading.Thread(target=run, name="warc-upload", daemon=True).start()
     return d
+
+
+def _worker_alive(spool_name: str) -> bool:
+    """Whether the worker that named a spool file (``<host>-<pid>-<start>-<seq>.warc.gz``)
+    still runs on this machine. A pid reused since is taken for alive: its file waits for
+    a later worker rather than being taken from a live one."""
+    parts = spool_name.rsplit("-", 3)
+    if len(parts) != 4 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return False  # (this worker has no spool file yet when it looks)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _raw_page(item) -> RawPage:

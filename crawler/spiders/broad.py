@@ -114,7 +114,7 @@ class BroadSpider(scrapy.Spider):
             deny_extensions=IGNORED_EXTENSIONS, canonicalize=False, unique=True, tags=("a", "area")
         )
         spider.page_workers = PageWorkers.from_crawler(crawler)
-        # the crawl starts once the page processes are up (a Deferred the engine waits for)
+        # the crawl starts once the page processes are up (the engine awaits the handler)
         crawler.signals.connect(spider.page_workers.ready, signal=signals.spider_opened)
         spider.read = partial(  # picklable: it goes to the page workers
             read_page,
