@@ -43,7 +43,8 @@ from crawler import pagereader  # noqa: E402
 from crawler.fingerprints import page_fingerprints  # noqa: E402
 from crawler.pagereader import STAGES, read_page  # noqa: E402
 from crawler.pipelines.metadata import extract_metadata  # noqa: E402
-from crawler.urls import DEFAULT_STRIP_PARAMS, InvalidURL, normalize_url  # noqa: E402
+from crawler.spiders.broad import extracted_links  # noqa: E402
+from crawler.urls import DEFAULT_STRIP_PARAMS  # noqa: E402
 
 HEADERS = {"Content-Type": ["text/html"]}  # what bench/doc_crawl.py's server sends
 URL_OPTIONS = {"strip_params": DEFAULT_STRIP_PARAMS, "sort_query": True}  # the defaults
@@ -75,21 +76,7 @@ def old_links(body: bytes, url: str, extractor) -> tuple[tuple, float]:
     response = HtmlResponse(url, body=body, headers=HEADERS)
     response.selector  # noqa: B018 (decode and parse)
     reading = time.thread_time() - t0
-    robots = ",".join(response.xpath("//meta[translate(@name,'ROBTS','robts')='robots']/@content").getall())
-    if {"nofollow", "none"} & {t.strip() for t in robots.lower().split(",")}:
-        return ([], True, 0), reading
-    out, seen, invalid = [], set(), 0
-    for link in extractor.extract_links(response):
-        try:
-            normal = normalize_url(link.url, **URL_OPTIONS)
-        except InvalidURL:
-            invalid += 1
-            continue
-        if normal in seen:
-            continue
-        seen.add(normal)
-        out.append({"url": normal, "text": (link.text or "").strip()[:200], "nofollow": bool(link.nofollow)})
-    return (out, False, invalid), reading
+    return extracted_links(response, extractor, URL_OPTIONS), reading
 
 
 def timed(fn, *args, **kwargs):

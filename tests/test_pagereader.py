@@ -17,7 +17,8 @@ from crawler import demosite, pagereader
 from crawler.fingerprints import page_fingerprints
 from crawler.pagereader import STAGES, Reading, read_page
 from crawler.pipelines.metadata import extract_metadata
-from crawler.urls import DEFAULT_STRIP_PARAMS, InvalidURL, normalize_url
+from crawler.spiders.broad import extracted_links
+from crawler.urls import DEFAULT_STRIP_PARAMS
 
 HTML = {"Content-Type": ["text/html; charset=utf-8"]}
 DEFAULT_OPTIONS = {"strip_params": DEFAULT_STRIP_PARAMS, "sort_query": True}
@@ -27,22 +28,8 @@ def old_links(body: bytes, url: str, headers: dict, url_options: dict) -> tuple[
     """(links, meta nofollow, invalid links) as the broad spider read them before the reader:
     an HtmlResponse, Scrapy's LinkExtractor, then normalize_url."""
     response = HtmlResponse(url, body=body, headers=headers)
-    robots = ",".join(response.xpath("//meta[translate(@name,'ROBTS','robts')='robots']/@content").getall())
-    if {"nofollow", "none"} & {t.strip() for t in robots.lower().split(",")}:
-        return [], True, 0
     extractor = LinkExtractor(deny_extensions=IGNORED_EXTENSIONS, canonicalize=False, unique=True, tags=("a", "area"))
-    out, seen, invalid = [], set(), 0
-    for link in extractor.extract_links(response):
-        try:
-            normal = normalize_url(link.url, **url_options)
-        except InvalidURL:
-            invalid += 1
-            continue
-        if normal in seen:
-            continue
-        seen.add(normal)
-        out.append({"url": normal, "text": (link.text or "").strip()[:200], "nofollow": bool(link.nofollow)})
-    return out, False, invalid
+    return extracted_links(response, extractor, url_options)
 
 
 def assert_like_old(body: bytes, url: str, headers: dict = HTML, url_options: dict = DEFAULT_OPTIONS) -> Reading:

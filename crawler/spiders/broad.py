@@ -284,21 +284,11 @@ class BroadSpider(scrapy.Spider):
         return page
 
     def _outlinks(self, response) -> list[dict]:
-        robots = ",".join(response.xpath("//meta[translate(@name,'ROBTS','robts')='robots']/@content").getall())
-        if {"nofollow", "none"} & {t.strip() for t in robots.lower().split(",")}:
+        out, nofollow_page, invalid = extracted_links(response, self.link_extractor, self.url_options)
+        if nofollow_page:
             self.crawler.stats.inc_value("links/meta_nofollow_pages")
-            return []
-        out, seen = [], set()
-        for link in self.link_extractor.extract_links(response):
-            try:
-                url = normalize_url(link.url, **self.url_options)
-            except InvalidURL:
-                self.crawler.stats.inc_value("links/invalid")
-                continue
-            if url in seen:
-                continue
-            seen.add(url)
-            out.append({"url": url, "text": (link.text or "").strip()[:200], "nofollow": bool(link.nofollow)})
+        if invalid:
+            self.crawler.stats.inc_value("links/invalid", invalid)
         return out
 
     def in_scope(self, url: str, count: bool = True) -> bool:
@@ -310,6 +300,27 @@ class BroadSpider(scrapy.Spider):
         if not inside and count:
             self.crawler.stats.inc_value("links/out_of_scope")
         return inside
+
+
+def extracted_links(response, extractor, url_options: dict) -> tuple[list[dict], bool, int]:
+    """A text response's links as Scrapy's link extractor gives them, normalized, the first
+    of equal URLs kept: (links, whether meta robots says nofollow, links refused as
+    invalid). What crawler/pagereader.py gives for HTML, from its own parse."""
+    robots = ",".join(response.xpath("//meta[translate(@name,'ROBTS','robts')='robots']/@content").getall())
+    if {"nofollow", "none"} & {t.strip() for t in robots.lower().split(",")}:
+        return [], True, 0
+    out, seen, invalid = [], set(), 0
+    for link in extractor.extract_links(response):
+        try:
+            url = normalize_url(link.url, **url_options)
+        except InvalidURL:
+            invalid += 1
+            continue
+        if url in seen:
+            continue
+        seen.add(url)
+        out.append({"url": url, "text": (link.text or "").strip()[:200], "nofollow": bool(link.nofollow)})
+    return out, False, invalid
 
 
 def _in_domains(host: str, domains: list[str]) -> bool:
