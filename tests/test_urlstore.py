@@ -3,6 +3,7 @@ CASSANDRA_HOSTS names a cluster (contact points, comma separated; the test creat
 drops a keyspace of its own), reported as skipped otherwise."""
 
 import os
+import sqlite3
 import time
 import uuid
 
@@ -380,3 +381,26 @@ def test_workers_upgrading_one_old_sqlite_store_together_all_get_it(tmp_path):
             assert all(store.get(f"http://example.com/{n}")["near_duplicate_of"] is None for n in range(4))
         finally:
             store.close()
+
+
+def test_sqlite_commits_the_records_that_wait_together_and_a_bad_one_fails_alone(tmp_path):
+    import threading
+
+    store = SqliteUrlStore(str(tmp_path / "u.sqlite"))
+    try:
+        statements = []
+        store._thread.submit(store._db.set_trace_callback, statements.append).result()
+        busy = threading.Event()
+        store._thread.submit(busy.wait, 30)  # the store's thread is busy: the next records wait together
+        good = [store.record_fetch(_fetched(f"http://g.example/{i}")) for i in range(5)]
+        bad = store.record_fetch(_fetched("http://b.example/", resemblance=object()))  # cannot be bound
+        busy.set()
+        for f in good:
+            f.result(30)
+        with pytest.raises(sqlite3.Error):
+            bad.result(30)
+        assert all(store.get(f"http://g.example/{i}") for i in range(5))
+        # the group was rolled back, then each record had its own transaction
+        assert statements.count("ROLLBACK") >= 1 and statements.count("COMMIT") == 5, statements
+    finally:
+        store.close()

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sqlite3
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -59,6 +60,9 @@ class SqliteUrlStore(UrlStore):
         self.path = path
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="urlstore")
         self._db: sqlite3.Connection | None = None
+        self._pending: list[tuple[FetchRecord, Future]] = []  # records waiting for the next commit
+        self._pending_lock = threading.Lock()
+        self._flush_queued = False
         self._thread.submit(self._open).result()
 
     @classmethod
@@ -108,9 +112,39 @@ class SqliteUrlStore(UrlStore):
     # -- writes ------------------------------------------------------------------------
 
     def record_fetch(self, record: FetchRecord) -> Future:
-        return self._run(self._record_fetch, record)
+        """Group commit: the records that arrive while the store's thread is busy are
+        written together in one transaction (a commit per page was most of a write's
+        cost); each future is done once its record is committed."""
+        future: Future = Future()
+        with self._pending_lock:
+            self._pending.append((record, future))
+            if not self._flush_queued:
+                self._flush_queued = True
+                self._thread.submit(self._flush_fetches)
+        return future
 
-    def _record_fetch(self, r: FetchRecord) -> None:
+    def _flush_fetches(self) -> None:
+        with self._pending_lock:
+            batch, self._pending = self._pending, []
+            self._flush_queued = False
+        try:
+            with self._db:
+                for record, _ in batch:
+                    self._write_fetch(record)
+        except Exception:  # rolled back: one transaction each, so that a bad record fails alone
+            for record, future in batch:
+                try:
+                    with self._db:
+                        self._write_fetch(record)
+                except Exception as exc:
+                    future.set_exception(exc)
+                else:
+                    future.set_result(None)
+            return
+        for _, future in batch:
+            future.set_result(None)
+
+    def _write_fetch(self, r: FetchRecord) -> None:
         url = self.normalize(r.url)
         archive = r.archive or ArchivePointer("", 0, 0)
         row = (
@@ -137,10 +171,9 @@ class SqliteUrlStore(UrlStore):
             (link["url"], self._bucket(url), url, link.get("text", ""), int(bool(link.get("nofollow"))))
             for link in r.outlinks
         ]
-        with self._db:
-            self._db.execute(_UPSERT, row)
-            if links:
-                self._db.executemany(_INLINK, links)
+        self._db.execute(_UPSERT, row)
+        if links:
+            self._db.executemany(_INLINK, links)
 
     def update_metadata(self, url: str, fields: dict[str, str]) -> Future:
         return self._run(self._update_metadata, self.normalize(url), json.dumps(fields))
