@@ -236,38 +236,48 @@ def crawl(sites: list[Site], workers: int, seconds: float, interval: float, work
     and the workers' CPU seconds (user, system; their page processes included)."""
     seeds = work / "seeds.txt"
     seeds.write_text("".join(site.seed + "\n" for site in sites))
-    procs = []
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with RedisServer(str(work)) as redis_server:
         env = clean_env()
         env["REDIS_URL"] = redis_server.url
-        started = time.monotonic()
-        try:
-            for n in range(workers):
-                # every worker seeds (the frontier keeps each URL once), so that none finds
-                # the frontier empty and closes before the first one has seeded it
-                cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-O", str(work / f"pages-{n}.jsonl")]
-                cmd += ["-a", f"seeds={seeds}", "-a", "allowed_prefixes=" + ",".join(s.scope for s in sites)]
-                for name, value in {
-                    "CRAWL_NAME": "doc-crawl",
-                    "CRAWL_DIR": work / "crawl",
-                    "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-                    "FRONTIER_HOST_INTERVAL": interval,
-                    "CLOSESPIDER_TIMEOUT": seconds,
-                    "LOG_FILE": work / f"worker-{n}.log",
-                }.items():
-                    cmd += ["-s", f"{name}={value}"]
-                with open(work / f"worker-{n}.out", "wb") as out:
-                    procs.append(
-                        subprocess.Popen(
-                            cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
-                        )
-                    )
-            ended = wait_or_kill(procs, started, seconds + KILL_AFTER)
-        finally:
-            wait_or_kill(procs, started, 0)  # a launch that failed: the others go too
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)  # before redis-server ends
+        cmds = []
+        for n in range(workers):
+            # every worker seeds (the frontier keeps each URL once), so that none finds
+            # the frontier empty and closes before the first one has seeded it
+            cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-O", str(work / f"pages-{n}.jsonl")]
+            cmd += ["-a", f"seeds={seeds}", "-a", "allowed_prefixes=" + ",".join(s.scope for s in sites)]
+            for name, value in {
+                "CRAWL_NAME": "doc-crawl",
+                "CRAWL_DIR": work / "crawl",
+                "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+                "FRONTIER_HOST_INTERVAL": interval,
+                "CLOSESPIDER_TIMEOUT": seconds,
+                "LOG_FILE": work / f"worker-{n}.log",
+            }.items():
+                cmd += ["-s", f"{name}={value}"]
+            cmds.append((cmd, ROOT, env, work / f"worker-{n}.out"))
+        ended = run_commands(cmds, seconds + KILL_AFTER)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # before redis-server ends
     return ended, (after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime)
+
+
+def run_commands(cmds: list[tuple[list[str], Path, dict, Path]], limit: float) -> dict[int, tuple[float, int | None]]:
+    """Start every command (cmd, cwd, env, the file its output goes to) and wait for them,
+    killing those still running ``limit`` seconds after the start: {index: (seconds after
+    the start, exit code, or None when killed)}."""
+    procs = []
+    started = time.monotonic()
+    try:
+        for cmd, cwd, env, output in cmds:
+            with open(output, "wb") as out:
+                procs.append(
+                    subprocess.Popen(
+                        cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+                    )
+                )
+        return wait_or_kill(procs, started, limit)
+    finally:
+        wait_or_kill(procs, started, 0)  # a launch that failed: the others go too
 
 
 def wait_or_kill(procs: list, started: float, limit: float) -> dict[int, tuple[float, int | None]]:

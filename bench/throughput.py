@@ -45,7 +45,6 @@ import argparse
 import os
 import re
 import resource
-import subprocess
 import sys
 import threading
 import time
@@ -63,8 +62,8 @@ from bench.doc_crawl import (  # noqa: E402
     DocServer,
     Site,
     error_lines,
+    run_commands,
     served_sites,
-    wait_or_kill,
 )
 from tests.workers import clean_env  # noqa: E402
 
@@ -126,22 +125,9 @@ def run_procs(cmds: list[tuple[list[str], Path, dict]], seconds: float, work: Pa
     """Start every command (cmd, cwd, env; output to work/out-N.txt), wait for them or kill
     them at seconds + KILL_AFTER: ([(seconds, exit code or None)], [output paths], the
     children's rusage once they have ended: before a redis-server around them is reaped)."""
-    procs, outs = [], []
-    started = time.monotonic()
-    try:
-        for n, (cmd, cwd, env) in enumerate(cmds):
-            out = work / f"out-{n}.txt"
-            outs.append(out)
-            with open(out, "wb") as f:
-                procs.append(
-                    subprocess.Popen(
-                        cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT
-                    )
-                )
-        ended = wait_or_kill(procs, started, seconds + KILL_AFTER)
-    finally:
-        wait_or_kill(procs, started, 0)  # a launch that failed: the others go too
-    return [ended[n] for n in range(len(procs))], outs, Usage(resource.getrusage(resource.RUSAGE_CHILDREN))
+    outs = [work / f"out-{n}.txt" for n in range(len(cmds))]
+    ended = run_commands([(*cmd, out) for cmd, out in zip(cmds, outs, strict=True)], seconds + KILL_AFTER)
+    return [ended[n] for n in range(len(cmds))], outs, Usage(resource.getrusage(resource.RUSAGE_CHILDREN))
 
 
 class Usage:
