@@ -760,6 +760,7 @@ def stage_pass(
     content_seen = ContentSeenPipeline.from_crawler(crawler)
     content_seen.check = clock.wrap("cs_lookup", content_seen.check)
     links = FollowLinksPipeline.from_crawler(crawler)
+    links.open_spider()
     metadata = MetadataPipeline.from_crawler(crawler) if MetadataPipeline is not None else None
     store = urlstore_from_settings(crawler.settings)
     max_bytes = crawler.settings.getint("ARCHIVE_MAX_BYTES")

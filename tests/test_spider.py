@@ -49,7 +49,9 @@ def follow(spider, page) -> list[str]:
     requests = []
     spider.crawler.engine = SimpleNamespace(crawl=requests.append, scheduler=None)
     spider.crawler.spider = spider
-    FollowLinksPipeline.from_crawler(spider.crawler).process_item(page)
+    pipeline = FollowLinksPipeline.from_crawler(spider.crawler)
+    pipeline.open_spider()
+    pipeline.process_item(page)
     for r in requests:
         assert r.meta["depth"] == page["depth"] + 1 and r.headers[b"Referer"] == page["final_url"].encode()
     return [r.url for r in requests]
@@ -102,6 +104,8 @@ def test_scope_from_arguments(kwargs, expected):
     spider = make_spider(**kwargs)
     (page,) = parse(spider, response())
     assert follow(spider, page) == expected
+    followable = [link for link in page["outlinks"] if not link["nofollow"]]
+    assert spider.crawler.stats.get_value("links/out_of_scope", 0) == len(followable) - len(expected)
 
 
 def test_error_status_and_non_html_make_a_page_without_links():

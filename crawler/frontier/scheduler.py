@@ -216,12 +216,7 @@ class FrontierScheduler:
         )
         if lease:
             self._held.pop(lease, None)
-        if self._outbox:
-            self._defer(("push", entry))
-            return True
-        self._pushes.append(entry)
-        if self._push_call is None or not self._push_call.active():
-            self._push_call = reactor.callLater(0, self._flush_pushes)
+        self._offer([entry])
         return True
 
     def enqueue_links(self, urls: list[str], depth: int, referer: str) -> None:
@@ -235,6 +230,11 @@ class FrontierScheduler:
                 self._inc("frontier/invalid")
                 continue
             entries.append(Entry(url=url, payload=codec.encode_link(url, depth, referer), depth=depth))
+        self._offer(entries)
+
+    def _offer(self, entries: list[Entry]) -> None:
+        """Queue entries for the push sent at the end of this reactor turn (or for the
+        outbox while Redis is away)."""
         if self._outbox:
             for entry in entries:
                 self._defer(("push", entry))

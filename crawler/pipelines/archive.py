@@ -43,6 +43,7 @@ import socket
 import threading
 import time
 
+from scrapy.core.scraper import Slot
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import task, threads
@@ -68,7 +69,6 @@ class ArchivePipeline:
         self.spool_dir = spool_dir
         self.max_bytes = max_bytes
         self.max_seconds = max_seconds
-        # Scrapy counts a response as at least 1 KB (scrapy.core.scraper.Slot.MIN_RESPONSE_SIZE)
         self.max_held = crawler.settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE") // 2
         self._held = 0  # bytes of the bodies the current batch holds, as Scrapy counts them
         self.prefix = prefix
@@ -215,7 +215,7 @@ class ArchivePipeline:
         item["archive"] = {"key": batch.key, "offset": offset, "length": length}
         self.stats.inc_value("archive/records")
         if batch is self.batch:
-            self._held += max(len(item.get("body") or b""), 1024)
+            self._held += max(len(item.get("body") or b""), Slot.MIN_RESPONSE_SIZE)  # as Scrapy counts it
             if batch.size >= self.max_bytes or self._held >= self.max_held:
                 self._close_batch()
         await maybe_deferred_to_future(waiter)

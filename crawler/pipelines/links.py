@@ -23,10 +23,16 @@ class FollowLinksPipeline:
         self.crawler = crawler
         self.stats = crawler.stats
         self.follow_near = crawler.settings.getbool("CONTENT_SEEN_FOLLOW_NEAR_DUPLICATES")
+        self.scope_counts = False  # set at open_spider
 
     @classmethod
     def from_crawler(cls, crawler):
         return cls(crawler)
+
+    def open_spider(self, spider=None):
+        in_scope = getattr(self.crawler.spider, "in_scope", None)
+        # the broad spider's in_scope leaves the counting to its caller (count=False)
+        self.scope_counts = in_scope is not None and "count" in inspect.signature(in_scope).parameters
 
     def process_item(self, item, spider=None):
         if not isinstance(item, Page) or not item.get("outlinks"):
@@ -44,7 +50,7 @@ class FollowLinksPipeline:
         depth = (item.get("depth") or 0) + 1
         urls = [link["url"] for link in item["outlinks"] if not link.get("nofollow")]
         if in_scope is not None:
-            if "count" in inspect.signature(in_scope).parameters:  # the broad spider's: counted here, once
+            if self.scope_counts:  # counted here, once per page
                 inside = [url for url in urls if in_scope(url, count=False)]
                 if len(inside) < len(urls):
                     self.stats.inc_value("links/out_of_scope", len(urls) - len(inside))
