@@ -171,10 +171,8 @@ class ContentSeenPipeline:
         if not isinstance(item, Page) or not _is_html_page(item):
             return item
         body = item["body"]
-        reading = getattr(item, "_reading", None)  # the spider's (crawler/pagereader.py)
-        if reading is not None and reading.prints is not None:
-            prints = reading.prints
-        else:
+        prints = _read_by_spider(item)
+        if prints is None:
             try:  # parsing and hashing in a page worker (crawler/pageworkers.py)
                 prints = await maybe_deferred_to_future(self.workers.run(page_fingerprints, body, self.min_words))
             except PageWorkerCrashed:  # the page killed its worker: exact copies only
@@ -188,11 +186,7 @@ class ContentSeenPipeline:
         """``process_item`` in the calling thread (tests, benchmarks)."""
         if not isinstance(item, Page) or not _is_html_page(item):
             return item
-        reading = getattr(item, "_reading", None)
-        if reading is not None and reading.prints is not None:
-            prints = reading.prints
-        else:
-            prints = page_fingerprints(item["body"], self.min_words)
+        prints = _read_by_spider(item) or page_fingerprints(item["body"], self.min_words)
         return self._mark(item, self.examine(prints, item["url"]))
 
     def examine(self, prints: Fingerprints, url: str) -> Seen:
@@ -249,6 +243,12 @@ class Seen(NamedTuple):
     prints: Fingerprints
     verdict: tuple[str, str, float] | None  # ("exact" | "near", URL, resemblance), None: new
     error: Exception | None = None  # the Redis error that left the page unchecked
+
+
+def _read_by_spider(item) -> Fingerprints | None:
+    """The fingerprints the broad spider's reading of the page brought (crawler/pagereader.py)."""
+    reading = getattr(item, "_reading", None)
+    return None if reading is None else reading.prints
 
 
 def _is_html_page(item) -> bool:

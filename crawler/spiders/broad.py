@@ -174,10 +174,11 @@ class BroadSpider(scrapy.Spider):
 
     async def parse(self, response):
         reading = None
-        if self._readable(response):
+        headers = _headers(response.headers)
+        if _readable(response, headers):
             try:
                 reading = await maybe_deferred_to_future(
-                    self.page_workers.run(self.read, response.body, response.url, _headers(response.headers))
+                    self.page_workers.run(self.read, response.body, response.url, headers)
                 )
             except PageWorkerCrashed:  # the pipelines try once more, each for its part
                 self.crawler.stats.inc_value("pagereader/crashed")
@@ -186,14 +187,10 @@ class BroadSpider(scrapy.Spider):
     def read_now(self, response) -> Reading | None:
         """The reading ``parse`` gets from a page worker, in the calling thread (tests,
         benchmarks); None for a response that is not read."""
-        if not self._readable(response):
+        headers = _headers(response.headers)
+        if not _readable(response, headers):
             return None
-        return self.read(response.body, response.url, _headers(response.headers))
-
-    @staticmethod
-    def _readable(response) -> bool:
-        """A 2xx HTML page (is_html: its Content-Type, or none and a body like HTML)."""
-        return 200 <= response.status < 300 and is_html(_headers(response.headers), response.body)
+        return self.read(response.body, response.url, headers)
 
     def page(self, response, reading: Reading | None) -> Page:
         """The Page of a response, with the page's reading (None: not read)."""
@@ -321,6 +318,11 @@ def extracted_links(response, extractor, url_options: dict) -> tuple[list[dict],
         seen.add(url)
         out.append({"url": url, "text": (link.text or "").strip()[:200], "nofollow": bool(link.nofollow)})
     return out, False, invalid
+
+
+def _readable(response, headers: dict) -> bool:
+    """A 2xx HTML page (is_html: its Content-Type, or none and a body like HTML)."""
+    return 200 <= response.status < 300 and is_html(headers, response.body)
 
 
 def _in_domains(host: str, domains: list[str]) -> bool:
