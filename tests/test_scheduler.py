@@ -14,10 +14,19 @@ from crawler.spiders.broad import BroadSpider
 from tests.conftest import project_settings
 
 
-def test_a_pages_links_go_in_one_call_before_its_ack(redis_url, crawl_name):
-    crawler = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name))
+def open_scheduler(redis_url, crawl_name, **settings):
+    """A crawler's frontier scheduler, opened for the broad spider: (crawler, spider,
+    scheduler). No engine runs here: one that reports the downloader busy stands in."""
+    crawler = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name, **settings))
+    crawler.engine = SimpleNamespace(downloader=SimpleNamespace(active=True))
     scheduler = FrontierScheduler.from_crawler(crawler)
-    scheduler.open(BroadSpider.from_crawler(crawler))
+    spider = BroadSpider.from_crawler(crawler)
+    scheduler.open(spider)
+    return crawler, spider, scheduler
+
+
+def test_a_pages_links_go_in_one_call_before_its_ack(redis_url, crawl_name):
+    crawler, _, scheduler = open_scheduler(redis_url, crawl_name)
     frontier = scheduler.frontier
     calls = []
     push_many = frontier.push_many
@@ -40,10 +49,7 @@ def test_a_pages_links_go_in_one_call_before_its_ack(redis_url, crawl_name):
 
 
 def test_links_offered_as_urls_are_leased_as_plain_requests(redis_url, crawl_name):
-    crawler = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name))
-    scheduler = FrontierScheduler.from_crawler(crawler)
-    spider = BroadSpider.from_crawler(crawler)
-    scheduler.open(spider)
+    crawler, spider, scheduler = open_scheduler(redis_url, crawl_name)
     try:
         links = ["http://l.example/a", "http://l.example/a", "https://m.example/b", "ftp://n.example/c"]
         scheduler.enqueue_links(links, 2, "http://seed.example/")
@@ -64,11 +70,7 @@ def test_links_offered_as_urls_are_leased_as_plain_requests(redis_url, crawl_nam
 
 
 def test_a_landing_is_sent_at_once_and_the_engine_woken_when_its_host_is_due(redis_url, crawl_name):
-    settings = project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name, FRONTIER_HOST_INTERVAL=0.4)
-    crawler = get_crawler(BroadSpider, settings)
-    crawler.engine = SimpleNamespace(downloader=SimpleNamespace(active=True))  # no reactor, no engine here
-    scheduler = FrontierScheduler.from_crawler(crawler)
-    scheduler.open(BroadSpider.from_crawler(crawler))
+    _, _, scheduler = open_scheduler(redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0.4)
     try:
         scheduler.enqueue_links(["http://h.example/1", "http://h.example/2"], 1, "http://seed.example/")
         first = scheduler.next_request()
@@ -112,9 +114,7 @@ def test_every_component_of_a_crawler_shares_one_frontier_and_one_redis_client(r
 
 
 def test_urls_a_worker_pushed_before_are_not_sent_again(redis_url, crawl_name):
-    crawler = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name))
-    scheduler = FrontierScheduler.from_crawler(crawler)
-    scheduler.open(BroadSpider.from_crawler(crawler))
+    crawler, _, scheduler = open_scheduler(redis_url, crawl_name)
     frontier = scheduler.frontier
     sent = []
     push_many = frontier.push_many
@@ -133,11 +133,7 @@ def test_urls_a_worker_pushed_before_are_not_sent_again(redis_url, crawl_name):
 
 
 def test_links_for_a_host_with_an_empty_queue_are_looked_for_at_once(redis_url, crawl_name):
-    settings = project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name, FRONTIER_HOST_INTERVAL=0.05)
-    crawler = get_crawler(BroadSpider, settings)
-    crawler.engine = SimpleNamespace(downloader=SimpleNamespace(active=True))  # no reactor, no engine here
-    scheduler = FrontierScheduler.from_crawler(crawler)
-    scheduler.open(BroadSpider.from_crawler(crawler))
+    _, _, scheduler = open_scheduler(redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0.05)
     try:
         scheduler.enqueue_links(["http://e.example/1"], 1, "http://seed.example/")
         page = scheduler.next_request()
