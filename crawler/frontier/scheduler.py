@@ -319,6 +319,12 @@ class FrontierScheduler:
         if leases:
             self._next_due = now
             self._next_poll = 0.0
+            for lease in leases:
+                request = codec.decode(lease.payload, self.spider)
+                request.meta[codec.LEASE_META] = lease.id
+                self._held[lease.id] = now
+                self._buffer.append(request)
+            self._inc("frontier/leased", len(leases))
         else:
             self._next_due = None if next_due is None else next_due / 1000
             wait = self.poll_interval if next_due is None else max(next_due / 1000 - now, 0.001)
@@ -328,13 +334,6 @@ class FrontierScheduler:
             wait = min(wait, self.poll_interval)
             self._next_poll = now + wait
             self._wake_engine_in(wait)
-        for lease in leases:
-            request = codec.decode(lease.payload, self.spider)
-            request.meta[codec.LEASE_META] = lease.id
-            self._held[lease.id] = now
-            self._buffer.append(request)
-        if leases:
-            self._inc("frontier/leased", len(leases))
 
     # -- leases ------------------------------------------------------------------------
 
