@@ -43,6 +43,7 @@ FRONTIER_LEASE_MAX_HOLD = 900.0  # a worker stops renewing a lease older than th
 FRONTIER_LEASE_MAX_ATTEMPTS = 3  # leases of one URL that may expire before it is abandoned
 FRONTIER_SEEN_CACHE = 100_000  # URLs a worker remembers pushing (seen for good), not sent again
 FRONTIER_PREFETCH = 2  # due URLs leased per pop and kept ready for the engine (each host counts as in flight)
+FRONTIER_LOOKAHEAD = 0.02  # seconds: a host due this soon is handed out now, its request held until due (rate limiter)
 FRONTIER_REFILL_BATCH = 100  # front-queue entries moved to back queues per pop, at most
 FRONTIER_POLL_INTERVAL = 1.0  # seconds between polls when no host is due
 FRONTIER_BLOOM_CAPACITY = 1_000_000  # URLs of the first Bloom filter; it grows x2 after
@@ -212,6 +213,11 @@ DOWNLOADER_MIDDLEWARES = {
     # Scrapy's retries come at once; failures.py retries later and judges the host
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "crawler.middlewares.failures.FailureMiddleware": 560,
+    # Scrapy's own, without decoding whole pages in the reactor (bodytext.py)
+    "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
+    "crawler.middlewares.bodytext.MetaRefreshMiddleware": 580,
+    "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
+    "crawler.middlewares.bodytext.HttpCompressionMiddleware": 590,
     # after HttpProxyMiddleware (750), so that it sees the proxy
     "crawler.middlewares.netguard.NetworkGuardMiddleware": 760,
     # the last one before the download handler

@@ -326,6 +326,36 @@ def test_a_host_waits_for_its_download_to_land(make_frontier):
     assert pop_urls(f, n=10, now=T0 + 10_001)[0] == ["http://a.example/2"]
 
 
+def test_a_host_due_within_the_lookahead_is_handed_out_with_its_due_time(make_frontier):
+    f = make_frontier(max_in_flight=1, host_interval=1.0)
+    f.push_many([entry(f"http://a.example/{i}") for i in range(3)])
+    (first,), _ = f.pop(1, now=T0, lookahead=20)
+    assert (first.due, first.interval) == (T0, 1000)
+    f.ack(landed=[(first.id, T0 + 200)], now=T0 + 250)  # its download ended at T0 + 200
+    assert f.pop(1, now=T0 + 1170, lookahead=20) == ([], T0 + 1200)  # due at T0 + 1200
+    (second,), _ = f.pop(1, now=T0 + 1185, lookahead=20)
+    assert second.payload == b"http://a.example/1" and second.due == T0 + 1200
+    # the next turn counts from the end of its download, never from the early hand-out
+    f.ack(landed=[(second.id, T0 + 1300)], now=T0 + 1300)
+    assert f.pop(1, now=T0 + 2279, lookahead=20)[0] == []
+    assert f.pop(1, now=T0 + 2280, lookahead=20)[0][0].due == T0 + 2300
+    # without lookahead, a host is handed out only once due
+    f.push(entry("http://b.example/1"), now=T0)
+    (b,), _ = f.pop(1, now=T0)
+    f.ack(landed=[b.id], now=T0 + 10)
+    f.push(entry("http://b.example/2"), now=T0 + 20)  # joins its host's queue at the next pop
+    assert f.pop(1, now=T0 + 1009)[0] == []
+    assert f.pop(1, now=T0 + 1010)[0][0].due == T0 + 1010
+
+
+def test_a_landing_never_counts_from_later_than_now(make_frontier):
+    f = make_frontier(max_in_flight=1, host_interval=1.0)
+    f.push_many([entry(f"http://a.example/{i}") for i in range(2)])
+    (first,), _ = f.pop(1, now=T0)
+    f.ack(landed=[(first.id, T0 + 60_000)], now=T0 + 100)  # a clock ahead: counts from now
+    assert f.pop(1, now=T0 + 1100)[0][0].payload == b"http://a.example/1"
+
+
 def test_expired_and_replaced_leases_land(make_frontier):
     f = make_frontier(max_in_flight=1, host_interval=0.0, lease_seconds=10)
     f.push_many([entry(f"http://a.example/{i}") for i in range(3)])

@@ -32,6 +32,13 @@ def test_slots_are_one_interval_apart(frontier):
     assert frontier.slot("b.example", 1.0, now=T0 + 10) == T0 + 10  # hosts are independent
 
 
+def test_a_request_handed_out_early_leaves_at_its_due_time(frontier):
+    assert frontier.slot("a.example", 1.0, now=T0, not_before=T0 + 15) == T0 + 15
+    # the interval still holds after it, and a due time already past changes nothing
+    assert frontier.slot("a.example", 1.0, now=T0 + 20, not_before=T0 + 30) == T0 + 1015
+    assert frontier.slot("a.example", 5.0, now=T0 + 9000, not_before=T0 + 100) == T0 + 9000
+
+
 def test_host_override_sets_the_interval(frontier):
     frontier.set_interval("slow.example", 3)
     frontier.slot("slow.example", 10, now=T0)

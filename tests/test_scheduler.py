@@ -8,8 +8,8 @@ from types import SimpleNamespace
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
-from crawler.frontier.codec import LEASE_META
-from crawler.frontier.scheduler import FrontierScheduler
+from crawler.frontier.codec import DUE_META, LEASE_META
+from crawler.frontier.scheduler import PUSH_CHUNK, FrontierScheduler
 from crawler.spiders.broad import BroadSpider
 from tests.conftest import project_settings
 
@@ -69,26 +69,56 @@ def test_links_offered_as_urls_are_leased_as_plain_requests(redis_url, crawl_nam
     assert scheduler.frontier.stats()["leased"] == 0
 
 
-def test_a_landing_is_sent_at_once_and_the_engine_woken_when_its_host_is_due(redis_url, crawl_name):
-    _, _, scheduler = open_scheduler(redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0.4)
+def counting_pops(frontier) -> list:
+    """The landings each of the frontier's pops carried, one list per pop, from now on."""
+    calls, pop = [], frontier.pop
+    frontier.pop = lambda *args, **kw: calls.append(list(kw.get("landed", ()))) or pop(*args, **kw)
+    return calls
+
+
+def test_a_landing_rides_on_the_pop_that_leases_its_hosts_next_url(redis_url, crawl_name):
+    _, _, scheduler = open_scheduler(redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0.4, FRONTIER_LOOKAHEAD=0.02)
+    pops = counting_pops(scheduler.frontier)
     try:
         scheduler.enqueue_links(["http://h.example/1", "http://h.example/2"], 1, "http://seed.example/")
         first = scheduler.next_request()
-        assert first is not None and scheduler.next_request() is None  # one host: one in flight
-        scheduler._wake_engine_in(5.0)  # an earlier look found nothing due for a while
-        assert scheduler.frontier.stats()["in_flight"] == 1
+        # one host, one in flight: the pop found fewer than it asked for, and said when
+        # the next is due; the engine's next call does not ask again
+        assert first is not None and scheduler.next_request() is None and len(pops) == 1
+        ended = time.time()
         scheduler.landed(first)
-        assert scheduler._land_call.active()  # sent in this reactor turn, not after ACK_DELAY
-        landed_at = time.time()
-        scheduler._land()  # what the reactor runs next
-        assert scheduler.frontier.stats()["in_flight"] == 0
-        # the host is due 0.4 s after its landing: the engine is woken then, not at 5 s
-        assert landed_at + 0.35 <= scheduler._wake_at <= landed_at + 0.45
-        time.sleep(max(scheduler._wake_at - time.time(), 0) + 0.01)
+        assert len(pops) == 1 and scheduler.frontier.stats()["in_flight"] == 1  # not sent yet
+        # it goes when its host is due again (0.4 s after the download ended), less the
+        # lookahead, so that the same pop leases the host's next URL
+        assert ended + 0.37 <= scheduler._land_at <= ended + 0.39
+        time.sleep(max(scheduler._land_at - time.time(), 0))
+        scheduler._land()  # what the reactor runs then
+        assert len(pops) == 2 and len(pops[1]) == 1
         second = scheduler.next_request()
-        assert second is not None and second.url == "http://h.example/2"
+        assert second.url == "http://h.example/2" and len(pops) == 2
+        # it leaves at its host's turn, which the rate limiter waits for
+        assert abs(second.meta[DUE_META] / 1000 - (ended + 0.4)) < 0.005
         scheduler.ack(first)
         scheduler.ack(second)
+    finally:
+        scheduler.close("finished")
+
+
+def test_a_page_of_many_links_is_pushed_in_chunks_all_before_its_ack(redis_url, crawl_name):
+    _, _, scheduler = open_scheduler(redis_url, crawl_name)
+    frontier = scheduler.frontier
+    sizes, push_many = [], frontier.push_many
+    frontier.push_many = lambda entries, **kw: sizes.append(len(entries)) or push_many(entries, **kw)
+    try:
+        scheduler.enqueue_links(["http://seed.example/"], 0, "")
+        page = scheduler.next_request()
+        sizes.clear()
+        scheduler.enqueue_links([f"http://m.example/{i}" for i in range(600)], 1, "http://seed.example/")
+        scheduler._flush_pushes(everything=False)  # the end of the reactor turn: one chunk
+        assert sizes == [PUSH_CHUNK] and scheduler._push_call.active()  # the rest in the next turns
+        scheduler.ack(page)  # its links go before its ack
+        assert sizes == [PUSH_CHUNK, PUSH_CHUNK, 600 - 2 * PUSH_CHUNK]
+        assert frontier.stats_queued() == 600
     finally:
         scheduler.close("finished")
 

@@ -16,7 +16,8 @@ from scrapy_redis import picklecompat
 SEP = "\x1f"
 LEASE_META = "frontier_lease"
 NOT_BEFORE_META = "frontier_not_before"  # ms: a follow-up waits until then (a URL's retry)
-_PLAIN_META = {"depth", LEASE_META}
+DUE_META = "frontier_due"  # ms: when a leased request's host is due (it may not leave before)
+_PLAIN_META = {"depth", LEASE_META, DUE_META}
 
 
 def _default_errback(spider):
@@ -48,7 +49,7 @@ def encode(request: Request, spider) -> bytes:
             return request.url.encode()
         return SEP.join((request.url, str(depth), (referer or b"").decode("latin-1"))).encode()
     data = request.to_dict(spider=spider)
-    data["meta"] = {k: v for k, v in data["meta"].items() if k not in (LEASE_META, NOT_BEFORE_META)}
+    data["meta"] = {k: v for k, v in data["meta"].items() if k not in (LEASE_META, NOT_BEFORE_META, DUE_META)}
     return b"P" + picklecompat.dumps(data)
 
 

@@ -86,6 +86,8 @@ _NOW_ARG = 6  # index of "now" in the PUSH arguments
 class Lease:
     id: bytes  # the lease itself: seq, attempt, host and payload (see scripts.py)
     payload: bytes
+    due: int = 0  # ms: when its request may leave (the host's turn; see scripts.POP)
+    interval: int = 0  # ms: its host is due again this long after its download ends
 
 
 def now_ms() -> int:
@@ -293,18 +295,23 @@ class Frontier:
 
     # -- hand out ----------------------------------------------------------------
 
-    def pop(self, n: int = 1, now: int | None = None, ack=(), landed=()) -> tuple[list[Lease], int | None]:
-        """Lease up to ``n`` URLs from due hosts, first acknowledging the leases in
-        ``ack`` and landing those in ``landed`` (in the same round trip). Returns the
-        leases and, when fewer than ``n`` were handed out, the time (ms) the next host
-        or delayed retry is due (None when nothing is queued, or when ``n`` leases were
-        handed out). A host has at most ``max_in_flight`` leases in flight (popped,
-        neither landed nor ended); 0 lifts the limit. A landed lease prefixed ``+``
-        says its host answered (see scripts.POP: recovery)."""
+    def pop(
+        self, n: int = 1, now: int | None = None, ack=(), landed=(), lookahead: int = 0
+    ) -> tuple[list[Lease], int | None]:
+        """Lease up to ``n`` URLs from hosts due within ``lookahead`` ms, first
+        acknowledging the leases in ``ack`` and landing those in ``landed`` (in the same
+        round trip). Returns the leases (each with the time its host is due: its request
+        must not leave before, and its host's interval) and, when fewer than ``n`` were handed out, the time (ms)
+        the next host or delayed retry is due (None when nothing is queued, or when ``n``
+        leases were handed out). A host has at most ``max_in_flight`` leases in flight
+        (popped, neither landed nor ended); 0 lifts the limit. A landed lease prefixed
+        ``+`` says its host answered (see scripts.POP: recovery); a landing is a lease
+        id (it ended now) or a pair (lease id, the time in ms it ended)."""
+        now = now_ms() if now is None else now
         out = self._pop(
             args=[
                 self.keys.prefix,
-                now_ms() if now is None else now,
+                now,
                 n,
                 self.lease_ms,
                 self.host_interval_ms,
@@ -313,14 +320,18 @@ class Frontier:
                 self.max_attempts,
                 self.max_in_flight,
                 self.recovery,
+                lookahead,
                 len(ack),
                 *ack,
-                *landed,
+                *_landings(landed, now),
             ]
         )
         next_due = int(out[0])
         self.last_acked = int(out[1])
-        leases = [Lease(lease, lease.split(SEP.encode(), 3)[3]) for lease in out[2:]]
+        leases = [
+            Lease(lease, lease.split(SEP.encode(), 3)[3], int(due), int(interval))
+            for due, interval, lease in zip(out[2::3], out[3::3], out[4::3], strict=True)
+        ]
         return leases, (None if next_due < 0 else next_due)
 
     def ack(self, *lease_ids, landed=(), now: int | None = None) -> int:
@@ -338,7 +349,7 @@ class Frontier:
             self.recovery,
             len(lease_ids),
             *lease_ids,
-            *landed,
+            *_landings(landed, now),
         ]
         return int(self._ack(args=args))
 
@@ -356,10 +367,10 @@ class Frontier:
         if lease_ids:
             self.redis.zadd(self.keys.leases, {lease_id: 0 for lease_id in lease_ids}, xx=True)
 
-    def slot(self, host: str, max_wait: float, now: int | None = None) -> int:
+    def slot(self, host: str, max_wait: float, now: int | None = None, not_before: int = 0) -> int:
         """The time (ms) a request to ``host`` may leave, at least its interval after
-        the previous one: taken when it is at most ``max_wait``
-        seconds away, else the host is pushed back to it (scripts.SLOT)."""
+        the previous one and no sooner than ``not_before`` (ms): taken when it is at most
+        ``max_wait`` seconds away, else the host is pushed back to it (scripts.SLOT)."""
         override = self.intervals.lookup(host)
         args = [
             self.keys.prefix,
@@ -368,6 +379,7 @@ class Frontier:
             self.host_interval_ms,
             int(max_wait * 1000),
             "" if override is None else str(int(override * 1000)),
+            int(not_before),
         ]
         return int(self._slot(args=args))
 
@@ -597,6 +609,16 @@ class Frontier:
             deleted += self.redis.delete(*batch)
         self._generation = 0
         return deleted
+
+
+def _landings(landed, now: int) -> list:
+    """The landing arguments of POP and ACK: each landing is a lease id (its download
+    ended now) or a pair (lease id, the time in ms it ended)."""
+    args = []
+    for landing in landed:
+        lease, ended = (landing, now) if isinstance(landing, bytes | str) else landing
+        args += [ended, lease]
+    return args
 
 
 def _str(value) -> str:

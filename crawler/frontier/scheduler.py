@@ -15,10 +15,13 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     Returns a leased request from a host that is due, or None when no host is due.
     A pop leases up to FRONTIER_PREFETCH due hosts at once; the extra requests wait here
     for the engine's next call (a leased host counts as in flight, so prefetching never
-    sends two requests to one host, nor one before its time). When it returns None, it
-    arranges for the engine to be woken when the next host becomes due (at most
-    FRONTIER_POLL_INTERVAL later), so a crawl of few hosts does not wait for the
-    engine's 5-second heartbeat.
+    sends two requests to one host, nor one before its time). A host due within
+    FRONTIER_LOOKAHEAD is handed out already, its request carrying the due time
+    (``DUE_META``), and the rate limiter holds it until then: when the host is due, its
+    request has been popped, decoded and through the middlewares, and only has to leave.
+    When it returns None, it arranges for the engine to be woken when the next host
+    is due, less the lookahead (at most FRONTIER_POLL_INTERVAL later), so a crawl of
+    few hosts does not wait for the engine's 5-second heartbeat.
 ``has_pending_requests()``
     True while requests are buffered here, or the last look at the frontier found a URL
     due within FRONTIER_MAX_WAIT. When it is False and the downloader and the pipelines
@@ -36,12 +39,13 @@ the worker learned is lost while it lives; a worker killed during an outage lose
 unacknowledged work, which its expired leases bring back.
 
 Acknowledgements travel with the worker's next pop (one round trip for both), or
-after ACK_DELAY when no pop comes. Landings do not wait: when a leased request leaves
-the downloader (response or failure), a pop carries the landing in the same reactor
-turn, so that its host is due again exactly its interval after the response ended
-(FRONTIER_HOST_MAX_IN_FLIGHT: it may take its next request while the page itself is
-still being handled); that pop also says when the next host is due, and the engine is
-woken then.
+after ACK_DELAY when no pop comes. A landing (a leased request left the downloader,
+with a response or a failure) carries the time the download ended, and its host is due
+again exactly its interval after that (FRONTIER_HOST_MAX_IN_FLIGHT: it may take its
+next request while the page itself is still being handled). The landing rides on the
+next pop, and at the latest on a pop sent when the host is due, less the lookahead:
+that pop leases the host's next URL as it lands (one round trip for both, where an
+immediate landing would cost one more per page).
 
 Leases: popped URLs are leased to this worker; the worker renews the leases it holds
 every FRONTIER_LEASE_SECONDS / 3 until they are acknowledged (``ack``, called when the
@@ -72,6 +76,7 @@ from crawler.urls import InvalidURL, normalize_url, url_options
 logger = logging.getLogger(__name__)
 
 ACK_DELAY = 0.25  # seconds an acknowledgement may wait for a pop to carry it
+PUSH_CHUNK = 256  # entries a PUSH call takes (Redis runs a call of 256 links in some 5 ms)
 QUIET_AFTER = 5.0  # seconds: nothing due this soon and nothing downloading: open batches are stored
 
 
@@ -82,6 +87,9 @@ class FrontierScheduler:
         self.stats = crawler.stats
         s = crawler.settings
         self.prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
+        # hosts due this soon are handed out now; the rate limiter holds each request until
+        # its host is due (without the limiter, nothing would hold it: no lookahead)
+        self.lookahead = s.getfloat("FRONTIER_LOOKAHEAD") if s.getbool("RATE_LIMITER_ENABLED") else 0.0
         self.known_max = s.getint("FRONTIER_SEEN_CACHE")
         self._known: dict[str, None] = {}  # URLs pushed and found added or seen (insertion order)
         self.poll_interval = s.getfloat("FRONTIER_POLL_INTERVAL")
@@ -94,7 +102,7 @@ class FrontierScheduler:
         self.url_options = url_options(s)
         self.spider = None
         self._buffer: list = []  # leased requests popped but not yet handed to the engine
-        self._held: dict[bytes, float] = {}  # lease -> time it was popped
+        self._held: dict[bytes, tuple[float, float]] = {}  # lease -> (time it was popped, its host's interval in s)
         self._next_poll = 0.0
         self._wakeup = None
         self._wake_at = 0.0  # when _wakeup fires
@@ -110,9 +118,10 @@ class FrontierScheduler:
         self._push_call = None
         # Acknowledgements ride on the next pop; a timer sends them if no pop comes soon.
         self._acks: list[bytes] = []
-        self._landed: list[bytes] = []  # leases whose downloads ended, to tell the frontier
+        self._landed: list[tuple[bytes, int]] = []  # (lease, ms) of downloads that ended, to tell the frontier
         self._ack_call = None
         self._land_call = None
+        self._land_at = 0.0  # when _land_call fires
         self._backoff = 0.0
         self._down_since: float | None = None
         self._next_warning = 0.0
@@ -240,14 +249,27 @@ class FrontierScheduler:
                 self._defer(("push", entry))
             return
         self._pushes.extend(entries)
-        if self._push_call is None or not self._push_call.active():
-            self._push_call = reactor.callLater(0, self._flush_pushes)
+        self._push_later()
 
-    def _flush_pushes(self) -> None:
-        """Send the pushes waiting since this reactor turn began, in one call. URLs this
-        worker has pushed before are seen for good (the URL-seen filter never forgets): they
-        are counted as seen here and not sent again (a site's menu links, on every page)."""
-        entries, self._pushes = self._pushes, []
+    def _push_later(self) -> None:
+        if self._push_call is None or not self._push_call.active():
+            self._push_call = reactor.callLater(0, self._flush_pushes, False)
+
+    def _flush_pushes(self, everything: bool = True) -> None:
+        """Send the pushes waiting, PUSH_CHUNK entries a call; unless ``everything``, one
+        call now and the rest in the next reactor turns, so that a page of thousands of
+        links does not hold up the reactor (and the hosts due) for tens of ms."""
+        while self._pushes:
+            entries, self._pushes = self._pushes[:PUSH_CHUNK], self._pushes[PUSH_CHUNK:]
+            self._push(entries)
+            if self._pushes and not everything:
+                self._push_later()
+                return
+
+    def _push(self, entries: list[Entry]) -> None:
+        """Push entries in one call. URLs this worker has pushed before are seen for good
+        (the URL-seen filter never forgets): they are counted as seen here and not sent
+        again (a site's menu links, on every page)."""
         known = self._known
         fresh = [e for e in entries if e.url not in known or e.dont_filter or e.follow_up]
         if len(fresh) < len(entries):
@@ -286,7 +308,6 @@ class FrontierScheduler:
             self._inc(f"frontier/{status.replace(':', '/')}")
 
     def next_request(self):
-        self._flush_pushes()  # a page's links reach the frontier before the ack its pop carries
         if not self._buffer:
             now = time.time()
             if now < self._next_poll:
@@ -301,10 +322,13 @@ class FrontierScheduler:
     def _pop(self, n: int, now: float) -> None:
         """Lease up to ``n`` requests into the buffer, carrying the acks and landings
         waiting; when none is due, note when the next one is and wake the engine then."""
+        # what this worker offered goes first (a chunk of it: all of it when acks ride on
+        # the pop, since a page's links must reach the frontier before its ack)
+        self._flush_pushes(everything=bool(self._acks))
         acks, self._acks = self._acks, []
         landed, self._landed = self._landed, []
         try:
-            leases, next_due = self.frontier.pop(n, ack=acks, landed=landed)
+            leases, next_due = self.frontier.pop(n, ack=acks, landed=landed, lookahead=int(self.lookahead * 1000))
         except redis.RedisError as exc:
             self._acks[:0] = acks  # acks and landings are idempotent: send them again later
             self._landed[:0] = landed
@@ -316,24 +340,28 @@ class FrontierScheduler:
             self._redis_up()
         if self.frontier.last_acked:
             self._inc("frontier/acked", self.frontier.last_acked)
+        for lease in leases:
+            request = codec.decode(lease.payload, self.spider)
+            request.meta[codec.LEASE_META] = lease.id
+            if lease.due > now * 1000:
+                request.meta[codec.DUE_META] = lease.due
+            self._held[lease.id] = (now, lease.interval / 1000)
+            self._buffer.append(request)
         if leases:
+            self._inc("frontier/leased", len(leases))
+        if n and len(leases) == n:  # more may be due: look again at the engine's next call
             self._next_due = now
             self._next_poll = 0.0
-            for lease in leases:
-                request = codec.decode(lease.payload, self.spider)
-                request.meta[codec.LEASE_META] = lease.id
-                self._held[lease.id] = now
-                self._buffer.append(request)
-            self._inc("frontier/leased", len(leases))
-        else:
-            self._next_due = None if next_due is None else next_due / 1000
-            wait = self.poll_interval if next_due is None else max(next_due / 1000 - now, 0.001)
-            if (next_due is None or wait > QUIET_AFTER) and not self.crawler.engine.downloader.active:
-                # no more pages coming soon: let batches waiting for more (WARC) go
-                self.crawler.signals.send_catch_log(frontier_waiting)
-            wait = min(wait, self.poll_interval)
-            self._next_poll = now + wait
-            self._wake_engine_in(wait)
+            return
+        # fewer than asked for: the frontier said when the next host is due
+        self._next_due = None if next_due is None else next_due / 1000
+        wait = self.poll_interval if next_due is None else max(next_due / 1000 - self.lookahead - now, 0.001)
+        if not leases and (next_due is None or wait > QUIET_AFTER) and not self.crawler.engine.downloader.active:
+            # no more pages coming soon: let batches waiting for more (WARC) go
+            self.crawler.signals.send_catch_log(frontier_waiting)
+        wait = min(wait, self.poll_interval)
+        self._next_poll = now + wait
+        self._wake_engine_in(wait)
 
     # -- leases ------------------------------------------------------------------------
 
@@ -377,16 +405,27 @@ class FrontierScheduler:
         if answered:
             self._answered.discard(lease)
         if lease and lease in self._held and (self.frontier.max_in_flight or answered):
-            self._landed.append(b"+" + lease if answered else lease)
-            # the host may be due again one interval from now: tell the frontier in this
-            # reactor turn (unless the engine's own pop carries it first)
-            if self._land_call is None or not self._land_call.active():
-                self._land_call = reactor.callLater(0, self._land)
+            # the host's next turn counts from now, the end of the download, not from
+            # when the landing reaches the frontier
+            ended = time.time()
+            self._landed.append((b"+" + lease if answered else lease, int(ended * 1000)))
+            # the host is due again one interval from now: the frontier must know by then
+            # (less the lookahead, so that the pop that carries the landing can lease the
+            # host's next URL too); any pop before carries it
+            self._land_by(ended + self._held[lease][1] - self.lookahead)
+
+    def _land_by(self, at: float) -> None:
+        call = self._land_call
+        if call is not None and call.active():
+            if self._land_at <= at:
+                return
+            call.cancel()
+        self._land_at = at
+        self._land_call = reactor.callLater(max(at - time.time(), 0), self._land)
 
     def _land(self) -> None:
         if not self._landed or self._outbox:
             return
-        self._flush_pushes()
         self._pop(max(self.prefetch - len(self._buffer), 0), time.time())
         if self._buffer:
             self._wake_engine_in(0)
@@ -471,7 +510,7 @@ class FrontierScheduler:
         if not self._held:
             return
         cutoff = time.time() - self.lease_max_hold
-        for lease, since in list(self._held.items()):
+        for lease, (since, _) in list(self._held.items()):
             if since < cutoff:  # lost track of it: let it expire and be retried
                 del self._held[lease]
                 self._inc("frontier/lease/given_up")

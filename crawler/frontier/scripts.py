@@ -107,15 +107,17 @@ end
 """
 
 # Acknowledgements and landings, shared by POP and ACK: ARGV[first] is the number a of
-# acknowledged leases that follow it; every argument after those is a landed lease,
-# prefixed '+' when its host answered (an HTTP answer other than 5xx or 429).
+# acknowledged leases that follow it; the arguments after those are landings, two each:
+# the time (ms) the download ended, at most now (the worker got the response then, so
+# the site's answer had ended: the host's next turn counts from there), and the landed
+# lease, prefixed '+' when its host answered (an HTTP answer other than 5xx or 429).
 _SETTLE = r"""
 local function settle(prefix, first, now)
     local a = tonumber(ARGV[first])
     local acked = 0
-    for i = first + a + 1, #ARGV do
-        local m = ARGV[i]
-        if string.byte(m, 1) == 43 then land(prefix, string.sub(m, 2), now, true) else land(prefix, m, now, false) end
+    for i = first + a + 1, #ARGV, 2 do
+        local ended, m = math.min(tonumber(ARGV[i]), now), ARGV[i + 1]
+        if string.byte(m, 1) == 43 then land(prefix, string.sub(m, 2), ended, true) else land(prefix, m, ended, false) end
     end
     for i = first + 1, first + a do
         acked = acked + redis.call('ZREM', prefix .. K.leases, ARGV[i])
@@ -312,7 +314,10 @@ return out
 # ARGV[8] max attempts of one URL whose leases keep expiring (0: no limit)
 # ARGV[9] max requests in flight per host (0: no limit)
 # ARGV[10] recovery: the share of its base rate an answering host gets back (AIMD)
-# ARGV[11..] acknowledgements and landings, as ACK takes them (see ACK), so that a
+# ARGV[11] lookahead (ms): a host due within it is handed out now, with its due time, so
+#           that the worker has its request ready when the host is due (the caller makes
+#           it wait until then: the rate limiter)
+# ARGV[12..] acknowledgements and landings, as ACK takes them (see ACK), so that a
 #           worker's acks ride on its next pop instead of costing a round trip each
 # Steps, all in one atomic call:
 #   0. acknowledge and land the given leases (as ACK does);
@@ -320,17 +325,21 @@ return out
 #      abandoned (counted) after max attempts; a lease whose expiry is 0 was given back
 #      by its worker (release) and does not count as an attempt; retries that are due
 #      (up to 100) move from the delayed set to the head of their host's back queue;
-#   2. hand out one URL from each of the first n due hosts in the ready heap;
+#   2. hand out one URL from each of the first n hosts in the ready heap due by now +
+#      lookahead;
 #   3. while fewer than n were handed out, refill from the front queues (weighted round
 #      robin over the levels, so a higher level is preferred but a lower one is never
 #      starved; at most ARGV[6] entries): an entry whose host has no back queue and is
-#      due (hnext <= now) is handed out at once; any other entry joins its host's back
-#      queue, and a host new to the heap is due at its hnext time;
+#      due (hnext <= now + lookahead) is handed out at once; any other entry joins its
+#      host's back queue, and a host new to the heap is due at its hnext time;
 #   every URL handed out is leased until now + lease time and is in flight until it
-#   lands; its host's next time becomes now + its interval (hdelay or the default); a
+#   lands; it is due at max(now, its host's due time); its host's next time becomes
+#   that + its interval (hdelay or the default); a
 #   host whose back queue is empty, or that reached its in-flight limit, leaves the
 #   heap but keeps its hnext time (the landing of one of its leases brings it back).
-# Returns {next_due, acked, lease1, lease2, ...} (a lease ends with its payload); when
+# Returns {next_due, acked, due1, interval1, lease1, due2, ...} (a lease ends with its
+# payload; its due time, ms, is when its request may leave; its host's interval, ms,
+# is how long after its download ends the host is due again); when
 # fewer than n URLs were handed out, next_due is the earliest time (ms) any host in the
 # heap or any delayed retry is due (now when the refill stopped at its limit with front
 # queue entries left; -1: nothing is queued but in front queues, i.e. nothing at all);
@@ -349,13 +358,14 @@ local refill_max = tonumber(ARGV[6])
 local max_attempts = tonumber(ARGV[8])
 max_flight = tonumber(ARGV[9])
 recovery = tonumber(ARGV[10])
+local horizon = now + tonumber(ARGV[11])
 local ready = prefix .. K.ready
 local counters = prefix .. K.counters
 local leases = prefix .. K.leases
 local delayed = prefix .. K.delayed
 
 -- 0. acknowledgements and landings
-local acked = settle(prefix, 11, now)
+local acked = settle(prefix, 12, now)
 
 -- 1. expired leases
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
@@ -387,7 +397,7 @@ end
 -- 2. hand out one URL from each of the first n due hosts
 local out = {-1, acked}
 local popped = 0
-local function lease(host, payload)
+local function lease(host, payload, due, interval)
     local attempt = 1
     if string.byte(payload, 1) == 29 then
         local parts = split(string.sub(payload, 2), 2)
@@ -401,20 +411,25 @@ local function lease(host, payload)
         redis.call('SADD', prefix .. K.flying, seq)
         redis.call('HINCRBY', prefix .. K.hflight, host, '1')
     end
+    out[#out + 1] = due
+    out[#out + 1] = interval
     out[#out + 1] = member
     popped = popped + 1
 end
-local function next_time(host)
-    local nxt = now + interval_of(prefix, host)
-    redis.call('HSET', prefix .. K.hnext, host, nxt)
-    return nxt
+-- lease the host's next URL, due at `due`; the host's next time is one interval later
+local function hand_out(host, payload, due)
+    local interval = interval_of(prefix, host)
+    redis.call('HSET', prefix .. K.hnext, host, due + interval)
+    lease(host, payload, due, interval)
+    return due + interval
 end
-for _, host in ipairs(redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, n)) do
+local due_hosts = redis.call('ZRANGEBYSCORE', ready, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, n)
+for i = 1, #due_hosts, 2 do
+    local host, due = due_hosts[i], math.max(tonumber(due_hosts[i + 1]), now)
     local bq = prefix .. K.back .. host
     local payload = redis.call('LPOP', bq)
     if payload then
-        local nxt = next_time(host)
-        lease(host, payload)
+        local nxt = hand_out(host, payload, due)
         if redis.call('LLEN', bq) > 0 and not at_limit(prefix, host) then
             redis.call('ZADD', ready, nxt, host)
         else
@@ -458,9 +473,9 @@ if popped < n then
             redis.call('RPUSH', bq, payload)
         else
             local nxt = tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0')
-            if nxt <= now and not at_limit(prefix, host) then
-                next_time(host)
-                lease(host, payload)
+            if nxt <= horizon and not at_limit(prefix, host) then
+                local due = math.max(nxt, now)
+                hand_out(host, payload, due)
             else
                 redis.call('RPUSH', bq, payload)
                 add_ready(prefix, host, now)
@@ -555,8 +570,9 @@ return {0, 0, math.floor(f * 1000)}
 # every request leaves a worker. ARGV[1] key prefix, ARGV[2] host, ARGV[3] now (ms),
 # ARGV[4] default interval (ms), ARGV[5] longest wait (ms) a request may take,
 # ARGV[6] the operator's override of the host's interval (ms, '' for none; it is stored
-# in hdelay, so that the frontier's hand-outs follow it too).
-# slot = max(now, last + interval, end of the host's back-off), interval from the
+# in hdelay, so that the frontier's hand-outs follow it too), ARGV[7] not before (ms:
+# the due time the frontier handed the request out with, 0 for none).
+# slot = max(now, not before, last + interval, end of the host's back-off), interval from the
 # override, else hdelay (robots.txt Crawl-delay), else the default, times the host's
 # slow-down factor (hslow); ``last`` (hlast) is the later of the last slot taken and the
 # end of the last response (END). When the slot is at most the longest wait away, it is
@@ -576,8 +592,8 @@ interval = tonumber(interval or ARGV[4])
 local f = redis.call('HGET', prefix .. K.hslow, host)
 if f then interval = math.floor(interval * tonumber(f)) end
 local last = redis.call('HGET', prefix .. K.hlast, host)
-local slot = now
-if last and tonumber(last) + interval > now then slot = tonumber(last) + interval end
+local slot = math.max(now, tonumber(ARGV[7]))
+if last and tonumber(last) + interval > slot then slot = tonumber(last) + interval end
 local back = redis.call('HGET', prefix .. K.hback, host)
 if back then
     local until_ms = tonumber(string.match(back, '^%d+:%d+:(%d+)'))
@@ -622,7 +638,8 @@ end
 # ARGV[1] key prefix, ARGV[2] now (ms), ARGV[3] max requests in flight per host,
 # ARGV[4] default host interval (ms), ARGV[5] recovery (see POP), then ARGV[6] the
 # number a of acknowledgements, ARGV[7 .. 6 + a] the leases acknowledged, ARGV[7 + a ..]
-# the leases landed ('+' first: the host answered). An acknowledged lease is forgotten
+# the landings, each its end time and its lease ('+' first: the host answered; see
+# _SETTLE). An acknowledged lease is forgotten
 # and lands; a landed lease stays leased but no longer counts against its host's
 # in-flight limit.
 # Returns how many acknowledged leases were still held. Both are idempotent: an

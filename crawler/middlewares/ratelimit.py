@@ -15,9 +15,11 @@ frontier and the request goes back to the frontier as a retry of its lease (neit
 dropped nor counted as an error). Requests the frontier did not hand out (robots.txt) always wait for their
 slot. Every request to a host counts: robots.txt, redirect hops and retries included.
 
-The frontier already hands a host out only when it is due; the limiter is the final
-guard for everything else that reaches a host (robots.txt fetches, several workers'
-retries, clocks).
+The frontier hands a host out when it is due, or up to FRONTIER_LOOKAHEAD before, with
+its due time (``DUE_META``): the limiter holds such a request until then, so that it
+leaves the moment its host is due, already popped and through the other middlewares.
+The limiter is also the final guard for everything else that reaches a host (robots.txt
+fetches, several workers' retries, clocks).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import reactor, task
 
-from crawler.frontier.codec import LEASE_META
+from crawler.frontier.codec import DUE_META, LEASE_META
 from crawler.frontier.connection import crawler_frontier
 from crawler.frontier.frontier import now_ms
 
@@ -56,19 +58,21 @@ class RateLimiterMiddleware:
     async def process_request(self, request, spider=None):
         host = self.frontier.politeness_key(request.url)
         from_frontier = bool(request.meta.get(LEASE_META))
+        due = request.meta.pop(DUE_META, 0)  # handed out ahead of its host's turn (FRONTIER_LOOKAHEAD)
+        now = now_ms()
         try:
-            now = now_ms()
-            slot = self.frontier.slot(host, self.max_wait if from_frontier else 1e9, now=now)
-        except redis.RedisError as exc:  # the frontier spaced it already: let it go
+            slot = self.frontier.slot(host, self.max_wait if from_frontier else 1e9, now=now, not_before=due)
+        except redis.RedisError as exc:  # the frontier spaced it already: let it go at its turn
             logger.warning("Rate limiter unavailable (%s); %s goes unchecked", exc, request.url)
-            return None
+            slot = max(now, due)
         wait = (slot - now) / 1000
         if wait > self.max_wait and from_frontier:
             self.stats.inc_value("ratelimit/handed_back")
             return request.replace(dont_filter=True)  # back to its host's queue, due at the slot
         if wait > 0:
-            self.stats.inc_value("ratelimit/waited")
             await maybe_deferred_to_future(task.deferLater(reactor, wait, lambda: None))
+        if slot > max(now, due):  # held back beyond its turn (robots.txt or a retry took the slot)
+            self.stats.inc_value("ratelimit/waited")
             # the host may have been backed off (429/503) while this request waited
             try:
                 backed_off = self.frontier.backed_off_until(host) > now_ms()
