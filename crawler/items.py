@@ -1,5 +1,7 @@
 """What the crawl yields: one Page per fetched (or failed) URL."""
 
+from __future__ import annotations
+
 import base64
 
 import scrapy
@@ -34,3 +36,18 @@ class Page(scrapy.Item):
     resemblance = scrapy.Field()  # share of the main text's words in common with near_duplicate_of
     canonical_url = scrapy.Field()  # rel=canonical (metadata pipeline), normalized
     metadata = scrapy.Field()  # {name: text} (metadata pipeline)
+
+
+def storing(page):
+    """The Deferred that fires once the page's data is durably stored (its WARC batch,
+    then its UrlStore archive pointer), or None when nothing of it is still being stored.
+    The page leaves the item pipelines before that (Scrapy holds no response for it
+    meanwhile), and its lease is acknowledged only after (crawler/middlewares/lease.py).
+    Not a field: never exported."""
+    return getattr(page, "_storing", None)
+
+
+def set_storing(page, d) -> None:
+    """Mark the page as being stored until ``d`` fires (the archive pipeline; later
+    pipelines chain their own writes on ``d``)."""
+    page._storing = d

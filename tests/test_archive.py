@@ -3,6 +3,7 @@ or in S3 (moto's standalone server on loopback, through boto3), each page's poin
 returning exactly the bytes the site sent."""
 
 import gzip
+import sqlite3
 import subprocess
 import sys
 import time
@@ -10,12 +11,13 @@ import uuid
 from pathlib import Path
 
 import boto3
+import redis
 
 from crawler.archive.storage import LocalStorage, S3Storage
 from crawler.archive.warc import RawPage, WarcBatch, object_key, read_record, recover
 from crawler.demosite import serve_site
 from tests.conftest import CREDENTIALS, moto_servers, s3_archive_settings
-from tests.workers import clean_env, crawl_command, log_tail, read_pages
+from tests.workers import clean_env, crawl_command, log_tail, read_pages, start_worker, stop_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -190,19 +192,22 @@ def test_s3_going_away_mid_crawl_loses_nothing(s3, tmp_path):
         assert body == html[page["final_url"]].encode()
 
 
-def test_a_batch_closes_before_its_pages_would_stop_scrapy_fetching(tmp_path):
-    # Scrapy stops fetching while the responses it holds exceed SCRAPER_SLOT_MAX_ACTIVE_SIZE;
-    # pages wait for their batch, so a batch that waited for its age or its compressed size
-    # (here: never) would stop the crawl
+def test_records_are_readable_at_once_and_get_their_pointer_when_the_batch_is_stored(tmp_path, redis_url):
+    # A page's record is in the UrlStore as soon as the page is read, without its archive
+    # pointer; its lease is held until its batch is stored and the pointer written. Pages
+    # do not wait in Scrapy for their batch, so a batch that waits for its age (here: an
+    # hour) never stops the crawl, even with Scrapy's limit on held responses at 8 KB.
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    client = redis.Redis.from_url(redis_url)
     with serve_site(hosts=2, pages=12) as site:
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("\n".join(site.seeds) + "\n")
         out = tmp_path / "pages.jsonl"
         settings = {
-            "CRAWL_NAME": f"test-{uuid.uuid4().hex[:12]}",
+            "CRAWL_NAME": name,
             "CRAWL_DIR": tmp_path / "crawl",
             "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-            "FRONTIER_HOST_INTERVAL": 0.05,
+            "FRONTIER_HOST_INTERVAL": 0.4,
             "FRONTIER_IDLE_SECONDS": 2,
             "ARCHIVE_DIR": tmp_path / "warc",
             "ARCHIVE_MAX_BYTES": 2**30,
@@ -210,14 +215,51 @@ def test_a_batch_closes_before_its_pages_would_stop_scrapy_fetching(tmp_path):
             "SCRAPER_SLOT_MAX_ACTIVE_SIZE": 8 * 1024,
             "LOG_FILE": tmp_path / "worker.log",
         }
+        env = {**clean_env(), "REDIS_URL": redis_url}
         started = time.monotonic()
-        proc = subprocess.run(crawl_command(out, seeds, settings), cwd=ROOT, env=clean_env(), timeout=300)
-        took = time.monotonic() - started
+        proc = start_worker(crawl_command(out, seeds, settings), env, tmp_path / "out.txt")
+        try:
+            db = tmp_path / "crawl" / name / "urlstore.sqlite"
+            rows, leased = [], 0
+            while time.monotonic() - started < 120 and proc.poll() is None:
+                rows = _fetched_rows(db)
+                if len(rows) >= 6:
+                    leased = client.zcard(f"crawl:{{{name}}}:leases")
+                    rows = _fetched_rows(db)
+                    break
+                time.sleep(0.1)
+            proc.wait(timeout=300)
+        finally:
+            stop_workers([proc])
+            took = time.monotonic() - started
+            keys = list(client.scan_iter(match=f"crawl:\\{{{name}\\}}:*", count=1000))
+            if keys:
+                client.delete(*keys)
     assert proc.returncode == 0, log_tail([tmp_path / "worker.log"], 40, "no log")
+    # mid-crawl: records there, no pointer yet, their leases held
+    assert len(rows) >= 6 and all(key is None for _, key in rows), rows
+    assert leased >= len(rows) - 2, (leased, len(rows))  # (a page or two may be in flight too)
+    # at the end: every fetched page's record points to its record in the one batch
     pages = [p for p in read_pages(out) if p["status"] == 200 and "duplicate_of" not in p]
     assert len(pages) >= 2 * 12 and all(p.get("archive") for p in pages)
-    assert len({p["archive"]["key"] for p in pages}) >= 3  # closed every few pages
+    final = dict(_fetched_rows(db))
+    assert all(final[p["url"]] == p["archive"]["key"] for p in pages)
+    assert len({p["archive"]["key"] for p in pages}) == 1
+    assert (tmp_path / "warc" / pages[0]["archive"]["key"]).is_file()
     assert took < 120, took
+
+
+def _fetched_rows(db: Path) -> list[tuple[str, str | None]]:
+    """(url, archive key) of the fetched pages in a worker's SQLite UrlStore (read while it writes)."""
+    if not db.exists():
+        return []
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return con.execute("SELECT url, archive_key FROM urls WHERE fate = 'fetched' AND status = 200").fetchall()
+    except sqlite3.OperationalError:  # the table is not created yet
+        return []
+    finally:
+        con.close()
 
 
 def test_a_spool_file_of_a_live_worker_is_not_taken_as_left_over():

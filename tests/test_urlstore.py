@@ -76,6 +76,20 @@ def test_a_fetch_result_round_trips(store):
     assert got["outlinks"] == [{"url": "http://example.com/b", "text": "B", "nofollow": False}]
 
 
+def test_a_record_written_without_its_pointer_gets_it_later(store):
+    # the archive pipeline's order: the record at once, the pointer once its batch is stored
+    url = "http://example.com/later"
+    store.record_fetch(_fetched(url, metadata={"title": "Later"})).result(timeout=30)
+    assert store.get(url)["archive"] is None
+    store.set_archive(url, ArchivePointer("cd/crawl-0002.warc.gz", 99, 42)).result(timeout=30)
+    got = store.get(url)
+    assert got["archive"] == {"key": "cd/crawl-0002.warc.gz", "offset": 99, "length": 42}
+    assert got["metadata"] == {"title": "Later"} and got["status"] == 200  # the rest as it was
+    # a refetch writes its record without a pointer until its own batch is stored
+    store.record_fetch(_fetched(url, fetched_at=T + 60)).result(timeout=30)
+    assert store.get(url)["archive"] is None
+
+
 def test_every_fate_is_recorded(store):
     fates = {
         "http://a.example/robots": ("robots_disallowed", None, "RobotsDisallowed: ..."),
@@ -231,6 +245,17 @@ def test_cassandra_writes_are_bounded_and_retried():
     assert len(session.done) == 5 * 21 + 1  # rows and inlinks, the flaky row after 2 retries
     row = next(params for cql, params in session.done if params[-1] == "http://flaky.example/")
     assert "metadata = metadata + ?" in store._row_stmt.cql and row[4] == "fetched"
+
+
+def test_cassandra_sets_an_archive_pointer_without_touching_the_rest_of_the_row():
+    from crawler.urlstore.cassandra import CassandraUrlStore
+
+    session = _Session()
+    store = CassandraUrlStore(session, "ks", retries=0, inlink_buckets=4)
+    store.set_archive("http://Example.com/a", ArchivePointer("ab/x.warc.gz", 10, 20)).result(timeout=30)
+    [(cql, params)] = session.done
+    assert cql == "UPDATE ks.urls SET archive_key = ?, archive_offset = ?, archive_length = ? WHERE url = ?"
+    assert params == ("ab/x.warc.gz", 10, 20, "http://example.com/a")
 
 
 def test_cassandra_write_fails_after_its_retries():

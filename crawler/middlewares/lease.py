@@ -8,9 +8,14 @@ Items an errback produces for a failed download (which Scrapy does not pass thro
 spider middlewares) acknowledge the lease when they leave the pipelines.
 Requests without a lease (robots.txt, start requests) are not tracked.
 
-A page one of whose items failed with StoreUnavailable (the UrlStore could not take it)
-is not acknowledged: ``page_not_stored`` gives its lease back instead, so that the page
-is fetched again later rather than acknowledged without its record.
+An item whose data is still being stored when it leaves the pipelines
+(``crawler.items.storing``: its WARC batch, then its archive pointer) counts as handled
+once that is done.
+
+A page one of whose items failed with StoreUnavailable (the UrlStore could not take it,
+or its WARC batch was not stored) is not acknowledged: ``page_not_stored`` gives its
+lease back instead, so that the page is fetched again later rather than acknowledged
+without its record.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from scrapy import Request, signals
 
 from crawler.exceptions import StoreUnavailable
 from crawler.frontier.codec import LEASE_META
+from crawler.items import storing
 from crawler.signals import page_handled, page_not_stored
 
 
@@ -64,9 +70,21 @@ class LeaseMiddleware:
     def _item_done(self, item, response=None, failure=None, **kwargs):
         request = getattr(response, "request", None)
         lease = request.meta.get(LEASE_META) if request is not None else None
-        if not lease:
-            return
         stored = failure is None or not failure.check(StoreUnavailable)
+        pending = storing(item)
+        if pending is not None and lease and stored:  # handled once its data is stored
+            pending.addCallbacks(
+                lambda _: self._handled(request, lease, True),
+                lambda _: self._handled(request, lease, False),
+            )
+            return
+        if pending is not None:  # nothing waits for it: a failure of it is no error
+            pending.addErrback(lambda _: None)
+        if lease:
+            self._handled(request, lease, stored)
+
+    def _handled(self, request, lease: str, stored: bool) -> None:
+        """One item of the leased page ``request`` is handled (its data ``stored``, or not)."""
         state = self._open.get(lease)
         if state is None:  # an errback's item: nothing else is pending
             self._ack(request, stored)

