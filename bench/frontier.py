@@ -9,8 +9,8 @@ real crawl.
 
 Ours (crawler.frontier.frontier.Frontier, host interval 1 s, leases on):
   push     per request: ``codec.encode`` + ``Frontier.push`` (one round trip each, as
-           the scheduler does); batched: ``push_many`` of 1000 (seed ingestion)
-  pop      ``pop(n)`` + ``codec.decode`` + ``ack(lease)`` per request (the scheduler
+           the scheduler does); batched: ``put`` of 1000 (seed ingestion)
+  pop      ``get(n)`` + ``codec.decode`` + ``ack(lease)`` per request (the scheduler
            acknowledges pages one at a time), n=1 and n=16; extra: one ``ack`` of the
            whole batch
   memory   ``MEMORY USAGE key SAMPLES 0`` of the ``seen:*`` keys per URL added (Bloom
@@ -223,12 +223,12 @@ def entry_of(request: Request, spider) -> Entry:
 
 
 def ours_push(f: Frontier, requests, spider, batch: int, deadline: float = INF) -> Result:
-    """Push one by one (batch 1) or with push_many(batch), until done or `deadline`."""
+    """Push one by one (batch 1) or with put(batch), until done or `deadline`."""
     with Meter(f.redis, OURS_TOP) as res:
         added = done = 0
         if batch == 1:
             for req in requests:
-                added += f.push(entry_of(req, spider)) == "added"
+                added += f.put([entry_of(req, spider)])[0] == "added"
                 done += 1
                 if not done & 127 and time.perf_counter() > deadline:
                     break
@@ -236,7 +236,7 @@ def ours_push(f: Frontier, requests, spider, batch: int, deadline: float = INF) 
         else:
             for i in range(0, len(requests), batch):
                 chunk = requests[i : i + batch]
-                added += f.push_many([entry_of(req, spider) for req in chunk]).count("added")
+                added += f.put([entry_of(req, spider) for req in chunk]).count("added")
                 done += len(chunk)
                 res.calls += 1
                 if time.perf_counter() > deadline:
@@ -250,7 +250,7 @@ def ours_push(f: Frontier, requests, spider, batch: int, deadline: float = INF) 
 
 
 def ours_pop(f: Frontier, spider, n: int, limit: int = 1 << 62, deadline: float = INF, batch_ack=False) -> Result:
-    """pop(n) + decode + ack, until `limit` requests, an empty frontier or `deadline`.
+    """get(n) + decode + ack, until `limit` requests, an empty frontier or `deadline`.
 
     As the scheduler does, the acknowledgements of one pop ride on the next pop (one
     round trip for both); the last ones are sent with ack(). With batch_ack the batch is
@@ -259,7 +259,7 @@ def ours_pop(f: Frontier, spider, n: int, limit: int = 1 << 62, deadline: float 
         done = 0
         pending: list[str] = []
         while done < limit:
-            leases, next_due = f.pop(n, ack=pending)
+            leases, next_due = f.get(n, ack=pending)
             pending = []
             res.calls += 1
             if not leases:
@@ -516,16 +516,16 @@ class Bench:
         line("throughput (one client)", "req/s", "us/req", "req/s", "us/req", "ratio")
         tp = R["theirs_push"]
         row("push, per request", R["push1"], tp, "target >= 1.0")
-        row("push, push_many(1000)", R["pushb"], tp, "extra")
-        row("pop(1), acks on next pop", R["pop1"], R["theirs_pop1"], "target >= 0.8")
-        row("pop(16), acks on next pop", R["pop16"], R["theirs_pop16"], "target >= 0.8")
-        row("pop(16) + separate ack()", R["pop16b"], R["theirs_pop16b"], "extra")
+        row("push, put(1000)", R["pushb"], tp, "extra")
+        row("get(1), acks on next pop", R["pop1"], R["theirs_pop1"], "target >= 0.8")
+        row("get(16), acks on next pop", R["pop16"], R["theirs_pop16"], "target >= 0.8")
+        row("get(16) + separate ack()", R["pop16b"], R["theirs_pop16b"], "extra")
         fh = self.few_hosts
         row(f"{fh} hosts, interval 0: push", R["few_push1"], R["theirs_few_push1"])
-        row(f"{fh} hosts, interval 0: push_many", R["few_pushb"], R["theirs_few_push1"], "extra")
-        row(f"{fh} hosts, interval 0: pop(1)+ack", R["few_pop1"], R["theirs_few_pop1"])
-        row(f"{fh} hosts, interval 0: pop(16)+ack", R["few_pop16"], R["theirs_few_pop16"])
-        row(f"{fh} hosts, interval 0: pop(16)+ack(16)", R["few_pop16b"], R["theirs_few_pop16b"], "extra")
+        row(f"{fh} hosts, interval 0: put", R["few_pushb"], R["theirs_few_push1"], "extra")
+        row(f"{fh} hosts, interval 0: get(1)+ack", R["few_pop1"], R["theirs_few_pop1"])
+        row(f"{fh} hosts, interval 0: get(16)+ack", R["few_pop16"], R["theirs_few_pop16"])
+        row(f"{fh} hosts, interval 0: get(16)+ack(16)", R["few_pop16b"], R["theirs_few_pop16b"], "extra")
         timed = [(R[k].count, R["theirs_" + k].count) for k in ("pop1", "pop16", "pop16b")]
         print(
             f"(requests timed, ours / scrapy-redis: push {R['push1'].count:,} / {tp.count:,}; pops "
@@ -562,7 +562,7 @@ class Bench:
         print()
         print(
             "us/req: Redis server time per request from INFO commandstats (~: scaled, other clients\n"
-            "ran the same commands). ours pop = pop(n) + codec.decode, the acks of each pop riding on\n"
+            "ran the same commands). ours get = get(n) + codec.decode, the acks of each pop riding on\n"
             "the next pop as the scheduler sends them (1 round trip per pop); scrapy-redis pop =\n"
             "queue.pop(), 1 round trip, nothing to acknowledge."
         )
@@ -580,7 +580,7 @@ def profile_ours(r, run_id, spider, requests, created) -> str:
     out = io.StringIO()
     for title, fn in (
         ("push (per request)", lambda: ours_push(f, requests, spider, 1)),
-        ("pop(1) + decode + ack", lambda: ours_pop(f, spider, 1)),
+        ("get(1) + decode + ack", lambda: ours_pop(f, spider, 1)),
     ):
         prof = cProfile.Profile()
         prof.enable()

@@ -127,30 +127,28 @@ def stage_breakdown(path: str, settings: Settings, client, n: int, batch: int) -
         items = timed("read + parse lines", lambda: list(itertools.islice(read_seeds(path), n)))
         items = [i for i in items if type(i) is SeedLine]
         urls = timed("normalize_url", normalize_all)
-        timed("push_many: trap guards", lambda: [frontier.traps.check(u, 0) for u in urls])
-        timed("push_many: politeness_key", lambda: [politeness_key(u, frontier.politeness) for u in urls])
-        timed("push_many: Bloom positions", lambda: [frontier.layout.positions(u, 1) for u in urls])
+        timed("put: trap guards", lambda: [frontier.traps.check(u, 0) for u in urls])
+        timed("put: politeness_key", lambda: [politeness_key(u, frontier.politeness) for u in urls])
+        timed("put: Bloom positions", lambda: [frontier.layout.positions(u, 1) for u in urls])
         entries = [Entry(url=u, payload=encode_url(u)) for u in urls]
         before = evalsha_usec(client)
-        timed(
-            "push_many total", lambda: [frontier.push_many(entries[i : i + batch]) for i in range(0, len(urls), batch)]
-        )
+        timed("put total", lambda: [frontier.put(entries[i : i + batch]) for i in range(0, len(urls), batch)])
         redis_s = (evalsha_usec(client) - before) / 1e6
     finally:
         frontier.clear()
     count = len(urls)
     us = {k: 1e6 * v / count for k, v in times.items()}
     redis_us = 1e6 * redis_s / count
-    client_us = us["push_many total"] - redis_us
+    client_us = us["put total"] - redis_us
     python_us = us["read + parse lines"] + us["normalize_url"] + client_us
     print(f"\nstages, one at a time, single-threaded, {count:,} URLs, batch {batch} (us per URL):")
     print(f"  {'read + parse lines':40s} {us['read + parse lines']:7.1f}")
     print(f"  {'normalize_url':40s} {us['normalize_url']:7.1f}")
-    print(f"  {'push_many, client side (wall - server)':40s} {client_us:7.1f}   of which, timed alone:")
-    for name in ("push_many: trap guards", "push_many: politeness_key", "push_many: Bloom positions"):
+    print(f"  {'put, client side (wall - server)':40s} {client_us:7.1f}   of which, timed alone:")
+    for name in ("put: trap guards", "put: politeness_key", "put: Bloom positions"):
         print(f"    {name.split(': ')[1]:38s} {us[name]:7.1f}")
     print(f"  {'= Python, one GIL':40s} {python_us:7.1f}   -> at most {1e6 / python_us:,.0f} URLs/s")
-    print(f"  {'push_many, Redis script (server)':40s} {redis_us:7.1f}   -> at most {1e6 / redis_us:,.0f} URLs/s")
+    print(f"  {'put, Redis script (server)':40s} {redis_us:7.1f}   -> at most {1e6 / redis_us:,.0f} URLs/s")
     total = python_us + redis_us
     print(
         f"  {'= CPU per URL':40s} {total:7.1f}   -> {1e6 / total:,.0f} URLs/s on one core, "
@@ -162,7 +160,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=1_000_000, help="lines in the seed file (default 1,000,000)")
     parser.add_argument("--hosts", type=int, default=50_000, help="distinct hosts (default 50,000)")
-    parser.add_argument("--batch", type=int, default=2000, help="URLs per push_many (default 2000)")
+    parser.add_argument("--batch", type=int, default=2000, help="URLs per put (default 2000)")
     parser.add_argument("--gz", action="store_true", help="gzip the seed file")
     parser.add_argument(
         "-s", "--set", action="append", default=[], metavar="NAME=VALUE", help="override a setting (repeatable)"

@@ -22,7 +22,7 @@ for malformed lines, ``BadLine`` values, one file open at a time, one line in me
 at a time.
 
 ``ingest(frontier, paths, ...)`` normalizes each URL with ``crawler.urls``, pushes
-``Entry`` batches with ``Frontier.push_many`` and returns an ``IngestReport``:
+``Entry`` batches with ``Frontier.put`` and returns an ``IngestReport``:
 
 ``added``     new URLs queued
 ``seen``      already in the URL-seen filter (an earlier run, another worker, or an
@@ -42,7 +42,7 @@ Malformed lines never stop ingestion. Files that cannot be read do:
   ``SeedFileError`` as well; what was read before it has been pushed, and
   ``exc.report`` holds the report up to there.
 
-Speed: the Redis call of one batch (``push_many``'s Lua script) runs in a helper
+Speed: the Redis call of one batch (``put``'s Lua script, PUSH) runs in a helper
 thread while the next batch is read and normalized, so Redis time overlaps Python
 time; at most two batches are in memory. Larger batches cost fewer round trips but
 hold Redis (the script is atomic) for longer, blocking the crawl's workers meanwhile

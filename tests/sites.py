@@ -19,7 +19,7 @@ from crawler.frontier.frontier import Frontier, now_ms
 
 
 class RecordingFrontier(Frontier):
-    """The crawl's Frontier, logging each hand-out (pop) to the E2E_POP_LOG file."""
+    """The crawl's Frontier, logging each hand-out (get) to the E2E_POP_LOG file."""
 
     pop_log: str = ""
 
@@ -29,9 +29,9 @@ class RecordingFrontier(Frontier):
         frontier.pop_log = settings.get("E2E_POP_LOG", "")
         return frontier
 
-    def pop(self, n=1, now=None, *args, **kwargs):
+    def get(self, n=1, now=None, *args, **kwargs):
         now = now_ms() if now is None else now
-        leases, next_due = super().pop(n, now, *args, **kwargs)
+        leases, next_due = super().get(n, now, *args, **kwargs)
         if leases and self.pop_log:
             line = json.dumps({"now": now, "urls": [payload_url(lease.payload) for lease in leases]})
             with open(self.pop_log, "a", encoding="utf-8") as f:

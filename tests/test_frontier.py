@@ -28,13 +28,13 @@ def make_frontier(redis_client, crawl_name):
 
 
 def pop_urls(frontier, n=1, now=T0):
-    leases, next_due = frontier.pop(n, now=now)
+    leases, next_due = frontier.get(n, now=now)
     return [lease.payload.decode() for lease in leases], leases, next_due
 
 
 def test_push_then_pop_hands_out_once(make_frontier):
     f = make_frontier()
-    assert f.push(entry("http://a.example/1")) == "added"
+    assert f.put([entry("http://a.example/1")])[0] == "added"
     urls, leases, _ = pop_urls(f)
     assert urls == ["http://a.example/1"]
     assert pop_urls(f, now=T0 + 10_000)[0] == []
@@ -44,16 +44,16 @@ def test_push_then_pop_hands_out_once(make_frontier):
 
 def test_url_seen_admits_a_url_once_unless_dont_filter(make_frontier):
     f = make_frontier()
-    assert f.push(entry("http://a.example/1")) == "added"
-    assert f.push(entry("http://a.example/1")) == "seen"
-    assert f.push(entry("http://a.example/1", dont_filter=True)) == "added"
+    assert f.put([entry("http://a.example/1")])[0] == "added"
+    assert f.put([entry("http://a.example/1")])[0] == "seen"
+    assert f.put([entry("http://a.example/1", dont_filter=True)])[0] == "added"
     assert f.stats()["queued"] == 2
     assert f.stats()["seen"]["urls"] == 1
 
 
 def test_host_is_handed_out_only_when_due(make_frontier):
     f = make_frontier(host_interval=2.0)
-    f.push_many([entry("http://a.example/1"), entry("http://a.example/2"), entry("http://b.example/1")])
+    f.put([entry("http://a.example/1"), entry("http://a.example/2"), entry("http://b.example/1")])
     urls, _, next_due = pop_urls(f, n=10, now=T0)
     assert sorted(urls) == ["http://a.example/1", "http://b.example/1"]
     assert next_due == T0 + 2000
@@ -63,9 +63,9 @@ def test_host_is_handed_out_only_when_due(make_frontier):
 
 def test_host_keeps_its_next_time_after_its_queue_empties(make_frontier):
     f = make_frontier(host_interval=5.0)
-    f.push(entry("http://a.example/1"))
+    f.put([entry("http://a.example/1")])
     assert pop_urls(f, now=T0)[0] == ["http://a.example/1"]
-    f.push(entry("http://a.example/2"))
+    f.put([entry("http://a.example/2")])
     urls, _, next_due = pop_urls(f, now=T0 + 100)
     assert urls == [] and next_due == T0 + 5000
     assert pop_urls(f, now=T0 + 5000)[0] == ["http://a.example/2"]
@@ -73,8 +73,8 @@ def test_host_keeps_its_next_time_after_its_queue_empties(make_frontier):
 
 def test_higher_priority_first_without_starving_lower(make_frontier):
     f = make_frontier(host_interval=0.0)
-    f.push_many([entry(f"http://low{i}.example/", priority=-1) for i in range(50)])
-    f.push_many([entry(f"http://high{i}.example/", priority=1) for i in range(50)])
+    f.put([entry(f"http://low{i}.example/", priority=-1) for i in range(50)])
+    f.put([entry(f"http://high{i}.example/", priority=1) for i in range(50)])
     assert f.stats()["front_by_level"] == [50, 0, 50]
     order = [pop_urls(f, now=T0 + i)[0][0] for i in range(100)]
     first_twenty = order[:20]
@@ -91,7 +91,7 @@ def test_priority_levels_map_scrapy_priorities(make_frontier):
 
 def test_expired_lease_goes_back_and_ack_ends_it(make_frontier):
     f = make_frontier(lease_seconds=10)
-    f.push(entry("http://a.example/1"))
+    f.put([entry("http://a.example/1")])
     _, leases, _ = pop_urls(f, now=T0)
     # the worker died: nothing acknowledged; after expiry the URL is handed out again
     assert pop_urls(f, now=T0 + 9_000)[0] == []
@@ -107,7 +107,7 @@ def test_expired_lease_goes_back_and_ack_ends_it(make_frontier):
 
 def test_renew_keeps_a_lease(make_frontier):
     f = make_frontier(lease_seconds=10)
-    f.push(entry("http://a.example/1"))
+    f.put([entry("http://a.example/1")])
     _, leases, _ = pop_urls(f, now=T0)
     f.renew([leases[0].id], now=T0 + 9_000)
     assert pop_urls(f, now=T0 + 15_000)[0] == []
@@ -116,7 +116,7 @@ def test_renew_keeps_a_lease(make_frontier):
 
 def test_url_whose_leases_keep_expiring_is_abandoned(make_frontier):
     f = make_frontier(lease_seconds=1, max_attempts=2, host_interval=0.0)
-    f.push(entry("http://poison.example/"))
+    f.put([entry("http://poison.example/")])
     assert pop_urls(f, now=T0)[0]
     assert pop_urls(f, now=T0 + 1001)[0]  # attempt 2
     assert pop_urls(f, now=T0 + 3000)[0] == []  # attempt 3 would exceed the maximum
@@ -126,18 +126,18 @@ def test_url_whose_leases_keep_expiring_is_abandoned(make_frontier):
 
 def test_release_gives_back_without_counting_an_attempt(make_frontier):
     f = make_frontier(lease_seconds=60, max_attempts=1, host_interval=0.0)
-    f.push(entry("http://a.example/1"))
+    f.put([entry("http://a.example/1")])
     _, leases, _ = pop_urls(f, now=T0)
-    f.release([leases[0].id])
+    f.give_back([leases[0].id])
     assert pop_urls(f, now=T0 + 1)[0] == ["http://a.example/1"]
     assert f.stats()["abandoned"] == 0
 
 
 def test_follow_up_takes_over_the_lease(make_frontier):
     f = make_frontier(host_interval=1.0)
-    f.push(entry("http://a.example/old"))
+    f.put([entry("http://a.example/old")])
     _, leases, _ = pop_urls(f, now=T0)
-    status = f.push(entry("http://a.example/new", follow_up=True, replaces_lease=leases[0].id), now=T0 + 1)
+    status = f.put([entry("http://a.example/new", follow_up=True, replaces_lease=leases[0].id)], now=T0 + 1)[0]
     assert status == "added"
     st = f.stats()
     assert st["leased"] == 0 and st["queued"] == 1 and st["acked"] == 1
@@ -145,19 +145,19 @@ def test_follow_up_takes_over_the_lease(make_frontier):
     assert pop_urls(f, now=T0 + 1000)[0] == ["http://a.example/new"]
     # a follow-up to a URL already seen releases the lease and queues nothing
     _, leases, _ = pop_urls(f, now=T0)  # nothing
-    f.push(entry("http://b.example/1"))
+    f.put([entry("http://b.example/1")])
     _, leases, _ = pop_urls(f, now=T0 + 5000)
     new = entry("http://a.example/new", follow_up=True, replaces_lease=leases[0].id)
-    assert f.push(new, now=T0 + 5000) == "seen"
+    assert f.put([new], now=T0 + 5000)[0] == "seen"
     assert f.stats()["leased"] == 1  # only a.example/new's own lease
 
 
 def test_retry_with_dont_filter_is_requeued(make_frontier):
     f = make_frontier(host_interval=0.0)
-    f.push(entry("http://a.example/1"))
+    f.put([entry("http://a.example/1")])
     _, leases, _ = pop_urls(f, now=T0)
     retry = entry("http://a.example/1", dont_filter=True, follow_up=True, replaces_lease=leases[0].id)
-    assert f.push(retry, now=T0 + 1) == "added"
+    assert f.put([retry], now=T0 + 1)[0] == "added"
     assert pop_urls(f, now=T0 + 1)[0] == ["http://a.example/1"]
 
 
@@ -178,12 +178,12 @@ def test_retry_with_dont_filter_is_requeued(make_frontier):
 )
 def test_trap_guards(make_frontier, url, depth, status):
     f = make_frontier()
-    assert f.push(entry(url, depth=depth)) == status
+    assert f.put([entry(url, depth=depth)])[0] == status
 
 
 def test_max_pages_per_host(make_frontier):
     f = make_frontier(max_pages_per_host=3)
-    statuses = f.push_many([entry(f"http://a.example/{i}") for i in range(5)] + [entry("http://b.example/")])
+    statuses = f.put([entry(f"http://a.example/{i}") for i in range(5)] + [entry("http://b.example/")])
     assert statuses == ["added"] * 3 + ["host_full"] * 2 + ["added"]
 
 
@@ -195,17 +195,17 @@ def test_trap_guard_settings_turn_guards_off():
 def test_bloom_filter_grows_instead_of_saturating(make_frontier):
     f = make_frontier(bloom_capacity=100, bloom_error_rate=1e-6)
     urls = [f"http://h{i % 7}.example/page/{i}" for i in range(700)]
-    assert f.push_many([entry(u) for u in urls]) == ["added"] * 700
+    assert f.put([entry(u) for u in urls]) == ["added"] * 700
     seen = f.stats()["seen"]
     assert seen["filters"] >= 3  # 100, 200, 400 ... capacity
     assert seen["urls"] == 700
     assert seen["false_positive_rate"] <= 1e-6
-    assert set(f.push_many([entry(u) for u in urls])) == {"seen"}
+    assert set(f.put([entry(u) for u in urls])) == {"seen"}
     # another client with a stale idea of the filter count catches up
     g = make_frontier(bloom_capacity=100, bloom_error_rate=1e-6)
     g._generation = 1
-    assert g.push(entry(urls[5])) == "seen"
-    assert g.push(entry("http://h1.example/page/new")) == "added"
+    assert g.put([entry(urls[5])])[0] == "seen"
+    assert g.put([entry("http://h1.example/page/new")])[0] == "added"
 
 
 def test_bloom_sizes_meet_the_memory_target():
@@ -226,8 +226,8 @@ def test_crawls_do_not_touch_each_other(make_frontier, redis_client):
     f = make_frontier()
     g = make_frontier(name=other_name)
     try:
-        f.push(entry("http://a.example/1"))
-        assert g.push(entry("http://a.example/1")) == "added"
+        f.put([entry("http://a.example/1")])
+        assert g.put([entry("http://a.example/1")])[0] == "added"
         assert pop_urls(g)[0] == ["http://a.example/1"]
         assert f.stats()["queued"] == 1
         g.clear()
@@ -240,15 +240,15 @@ def test_crawls_do_not_touch_each_other(make_frontier, redis_client):
 def test_concurrent_workers_each_url_once(make_frontier):
     f = make_frontier(host_interval=0.0)
     urls = [f"http://h{i}.example/{j}" for i in range(40) for j in range(5)]
-    f.push_many([entry(u) for u in urls])
+    f.put([entry(u) for u in urls])
     got, lock = [], threading.Lock()
 
     def worker():
         g = make_frontier(host_interval=0.0)
         while True:
-            leases, _ = g.pop(3)
+            leases, _ = g.get(3)
             if not leases:
-                if g.stats_queued() == 0:
+                if g.stats()["queued"] == 0:
                     return
                 continue
             with lock:
@@ -272,9 +272,9 @@ def test_politeness_key_by_host_or_registered_domain():
 
 def test_pop_carries_acknowledgements(make_frontier):
     f = make_frontier(host_interval=0.0)
-    f.push_many([entry("http://a.example/1"), entry("http://b.example/1")])
+    f.put([entry("http://a.example/1"), entry("http://b.example/1")])
     _, first, _ = pop_urls(f, now=T0)
-    leases, _ = f.pop(1, now=T0 + 1, ack=[first[0].id, "no-such-lease"])
+    leases, _ = f.get(1, now=T0 + 1, ack=[first[0].id, "no-such-lease"])
     assert f.last_acked == 1 and len(leases) == 1
     st = f.stats()
     assert st["acked"] == 1 and st["leased"] == 1
@@ -282,7 +282,7 @@ def test_pop_carries_acknowledgements(make_frontier):
 
 def test_new_filter_is_allocated_at_its_exact_size(make_frontier, redis_client):
     f = make_frontier(bloom_capacity=10_000)
-    f.push(entry("http://a.example/1"))
+    f.put([entry("http://a.example/1")])
     shape = f.layout.shape(0)
     assert redis_client.strlen(f.keys.seen(0)) == (shape.bits + 7) // 8
     assert shape.bits / shape.capacity < 32  # at most 4 bytes per URL at 1e-6
@@ -291,11 +291,11 @@ def test_new_filter_is_allocated_at_its_exact_size(make_frontier, redis_client):
 def test_binary_payloads_survive_the_round_trip(make_frontier):
     f = make_frontier(host_interval=0.0)
     payload = b"P\x00\x1f\n\x1d\xff" + bytes(range(256))
-    assert f.push(Entry(url="http://a.example/bin", payload=payload)) == "added"
-    leases, _ = f.pop(1, now=T0)
+    assert f.put([Entry(url="http://a.example/bin", payload=payload)])[0] == "added"
+    leases, _ = f.get(1, now=T0)
     assert leases[0].payload == payload
     # and again after its lease expired and it went back to its queue
-    again, _ = f.pop(1, now=T0 + f.lease_ms + 1)
+    again, _ = f.get(1, now=T0 + f.lease_ms + 1)
     assert again[0].payload == payload
 
 
@@ -304,7 +304,7 @@ def test_binary_payloads_survive_the_round_trip(make_frontier):
 
 def test_a_host_waits_for_its_download_to_land(make_frontier):
     f = make_frontier(max_in_flight=1, host_interval=1.0)
-    f.push_many([entry(f"http://a.example/{i}") for i in range(3)] + [entry("http://b.example/1")])
+    f.put([entry(f"http://a.example/{i}") for i in range(3)] + [entry("http://b.example/1")])
     urls, leases, _ = pop_urls(f, n=10, now=T0)
     assert sorted(urls) == ["http://a.example/0", "http://b.example/1"]
     a = next(lease for lease in leases if b"a.example" in lease.payload)
@@ -328,41 +328,41 @@ def test_a_host_waits_for_its_download_to_land(make_frontier):
 
 def test_a_host_due_within_the_lookahead_is_handed_out_with_its_due_time(make_frontier):
     f = make_frontier(max_in_flight=1, host_interval=1.0)
-    f.push_many([entry(f"http://a.example/{i}") for i in range(3)])
-    (first,), _ = f.pop(1, now=T0, lookahead=20)
+    f.put([entry(f"http://a.example/{i}") for i in range(3)])
+    (first,), _ = f.get(1, now=T0, lookahead=20)
     assert (first.due, first.interval) == (T0, 1000)
     f.ack(landed=[(first.id, T0 + 200)], now=T0 + 250)  # its download ended at T0 + 200
-    assert f.pop(1, now=T0 + 1170, lookahead=20) == ([], T0 + 1200)  # due at T0 + 1200
-    (second,), _ = f.pop(1, now=T0 + 1185, lookahead=20)
+    assert f.get(1, now=T0 + 1170, lookahead=20) == ([], T0 + 1200)  # due at T0 + 1200
+    (second,), _ = f.get(1, now=T0 + 1185, lookahead=20)
     assert second.payload == b"http://a.example/1" and second.due == T0 + 1200
     # the next turn counts from the end of its download, never from the early hand-out
     f.ack(landed=[(second.id, T0 + 1300)], now=T0 + 1300)
-    assert f.pop(1, now=T0 + 2279, lookahead=20)[0] == []
-    assert f.pop(1, now=T0 + 2280, lookahead=20)[0][0].due == T0 + 2300
+    assert f.get(1, now=T0 + 2279, lookahead=20)[0] == []
+    assert f.get(1, now=T0 + 2280, lookahead=20)[0][0].due == T0 + 2300
     # without lookahead, a host is handed out only once due
-    f.push(entry("http://b.example/1"), now=T0)
-    (b,), _ = f.pop(1, now=T0)
+    f.put([entry("http://b.example/1")], now=T0)
+    (b,), _ = f.get(1, now=T0)
     f.ack(landed=[b.id], now=T0 + 10)
-    f.push(entry("http://b.example/2"), now=T0 + 20)  # joins its host's queue at the next pop
-    assert f.pop(1, now=T0 + 1009)[0] == []
-    assert f.pop(1, now=T0 + 1010)[0][0].due == T0 + 1010
+    f.put([entry("http://b.example/2")], now=T0 + 20)[0]  # joins its host's queue at the next pop
+    assert f.get(1, now=T0 + 1009)[0] == []
+    assert f.get(1, now=T0 + 1010)[0][0].due == T0 + 1010
 
 
 def test_a_landing_never_counts_from_later_than_now(make_frontier):
     f = make_frontier(max_in_flight=1, host_interval=1.0)
-    f.push_many([entry(f"http://a.example/{i}") for i in range(2)])
-    (first,), _ = f.pop(1, now=T0)
+    f.put([entry(f"http://a.example/{i}") for i in range(2)])
+    (first,), _ = f.get(1, now=T0)
     f.ack(landed=[(first.id, T0 + 60_000)], now=T0 + 100)  # a clock ahead: counts from now
-    assert f.pop(1, now=T0 + 1100)[0][0].payload == b"http://a.example/1"
+    assert f.get(1, now=T0 + 1100)[0][0].payload == b"http://a.example/1"
 
 
 def test_expired_and_replaced_leases_land(make_frontier):
     f = make_frontier(max_in_flight=1, host_interval=0.0, lease_seconds=10)
-    f.push_many([entry(f"http://a.example/{i}") for i in range(3)])
+    f.put([entry(f"http://a.example/{i}") for i in range(3)])
     _, leases, _ = pop_urls(f, now=T0)
     assert pop_urls(f, now=T0 + 100)[0] == []
     # a follow-up (redirect) replacing the lease ends its flight and goes first
-    f.push(entry("http://a.example/moved", follow_up=True, replaces_lease=leases[0].id), now=T0 + 200)
+    f.put([entry("http://a.example/moved", follow_up=True, replaces_lease=leases[0].id)], now=T0 + 200)
     urls, leases, _ = pop_urls(f, now=T0 + 300)
     assert urls == ["http://a.example/moved"]
     # a lease that expires (a dead worker) lands, and its URL is handed out again
@@ -373,7 +373,7 @@ def test_expired_and_replaced_leases_land(make_frontier):
 
 def test_a_higher_limit_allows_that_many_at_once(make_frontier):
     f = make_frontier(max_in_flight=2, host_interval=0.0)
-    f.push_many([entry(f"http://a.example/{i}") for i in range(4)])
+    f.put([entry(f"http://a.example/{i}") for i in range(4)])
     assert len(pop_urls(f, now=T0)[0]) == 1
     assert len(pop_urls(f, now=T0 + 1)[0]) == 1
     assert pop_urls(f, now=T0 + 2)[0] == []

@@ -31,19 +31,19 @@ def _frontier_command(redis_url, crawl_name, *args) -> str:
 
 def test_stats_as_json(redis_url, redis_client, crawl_name):
     f = Frontier(redis_client, crawl_name)
-    f.push_many([Entry(url=f"http://h{i}.example/", payload=b"x") for i in range(5)])
+    f.put([Entry(url=f"http://h{i}.example/", payload=b"x") for i in range(5)])
     stats = json.loads(_frontier_command(redis_url, crawl_name, "--json"))
     assert stats["queued"] == 5 and stats["seen"]["urls"] == 5 and stats["leased"] == 0
 
 
 def test_watch_reports_rates(redis_client, crawl_name, capsys):
     f = Frontier(redis_client, crawl_name, host_interval=0)
-    f.push_many([Entry(url=f"http://h{i}.example/", payload=b"x") for i in range(40)])
+    f.put([Entry(url=f"http://h{i}.example/", payload=b"x") for i in range(40)])
 
     def work():
         time.sleep(0.2)
         for _ in range(20):
-            leases, _ = f.pop(1)
+            leases, _ = f.get(1)
             f.ack(*(lease.id for lease in leases))
 
     worker = threading.Thread(target=work)
@@ -60,12 +60,12 @@ def test_watch_reports_rates(redis_client, crawl_name, capsys):
 def test_status_says_finished_running_or_waiting_and_why(redis_url, redis_client, crawl_name):
     assert "status           finished" in _frontier_command(redis_url, crawl_name)
     f = Frontier(redis_client, crawl_name)
-    f.push_many([Entry(url=f"http://{h}.example/{i}", payload=b"x") for h in "ab" for i in range(3)])
+    f.put([Entry(url=f"http://{h}.example/{i}", payload=b"x") for h in "ab" for i in range(3)])
     assert "status           running: 6 URLs queued" in _frontier_command(redis_url, crawl_name)
     limits = {"minimum": 300, "maximum": 7200, "quiet": 600}
-    f.back_off("a.example", retry_after=3600, reason="robots", **limits)
+    f.block_until("a.example", retry_after=3600, reason="robots", **limits)
     f.fail("b.example", "down", "http://b.example/0", **limits)
-    assert f.pop(10)[0] == []  # (sorts every URL into its host's back queue)
+    assert f.get(10)[0] == []  # (sorts every URL into its host's back queue)
     out = _frontier_command(redis_url, crawl_name)
     status = next(line for line in out.splitlines() if line.startswith("status"))
     assert "waiting until" in status and "(in 5 min): 6 URLs queued" in status, out

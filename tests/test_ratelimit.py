@@ -40,7 +40,7 @@ def test_a_request_handed_out_early_leaves_at_its_due_time(frontier):
 
 
 def test_host_override_sets_the_interval(frontier):
-    frontier.set_interval("slow.example", 3)
+    frontier.set_delay("slow.example", 3)
     frontier.slot("slow.example", 10, now=T0)
     assert frontier.slot("slow.example", 10, now=T0) == T0 + 3000
 
@@ -69,27 +69,27 @@ def test_intervals_file_hosts_domains_and_qps(tmp_path, caplog):
 
 def test_an_override_beats_crawl_delay_and_reaches_the_frontier(redis_client, crawl_name):
     f = Frontier(redis_client, crawl_name, host_interval=1.0, intervals=HostIntervals({"example.com": 3}))
-    f.set_interval("www.example.com", 10)  # e.g. robots.txt Crawl-delay
-    f.set_interval("other.example", 10)
+    f.set_delay("www.example.com", 10)  # e.g. robots.txt Crawl-delay
+    f.set_delay("other.example", 10)
     assert f.slot("www.example.com", 100, now=T0) == T0
     assert f.slot("www.example.com", 100, now=T0) == T0 + 3000
     assert f.slot("other.example", 100, now=T0) == T0
     assert f.slot("other.example", 100, now=T0) == T0 + 10_000
     # the frontier's hand-outs follow the override too
-    f.push_many([Entry(url=f"http://www.example.com/{i}", payload=f"{i}".encode()) for i in range(2)])
-    leases, _ = f.pop(1, now=T0 + 10_000)
+    f.put([Entry(url=f"http://www.example.com/{i}", payload=f"{i}".encode()) for i in range(2)])
+    leases, _ = f.get(1, now=T0 + 10_000)
     f.ack(leases[0].id, now=T0 + 10_001)  # its download ended then
-    assert f.pop(1, now=T0 + 13_000)[0] == []
-    assert len(f.pop(1, now=T0 + 13_001)[0]) == 1
+    assert f.get(1, now=T0 + 13_000)[0] == []
+    assert len(f.get(1, now=T0 + 13_001)[0]) == 1
 
 
 def test_a_slot_too_far_away_pushes_the_host_back_in_the_frontier(frontier):
-    frontier.push_many([Entry(url=f"http://a.example/{i}", payload=f"{i}".encode()) for i in range(2)])
+    frontier.put([Entry(url=f"http://a.example/{i}", payload=f"{i}".encode()) for i in range(2)])
     frontier.slot("a.example", 1.0, now=T0)  # e.g. robots.txt took the slot at T0
     frontier.slot("a.example", 1.0, now=T0)  # and the next one, T0 + 1000
     assert frontier.slot("a.example", 1.0, now=T0) == T0 + 2000  # too far: handed back
-    assert frontier.pop(1, now=T0 + 1999)[0] == []
-    assert len(frontier.pop(1, now=T0 + 2000)[0]) == 1
+    assert frontier.get(1, now=T0 + 1999)[0] == []
+    assert len(frontier.get(1, now=T0 + 2000)[0]) == 1
 
 
 def test_three_workers_never_hit_a_host_faster_than_its_interval(redis_url, tmp_path):

@@ -29,18 +29,18 @@ def test_a_pages_links_go_in_one_call_before_its_ack(redis_url, crawl_name):
     crawler, _, scheduler = open_scheduler(redis_url, crawl_name)
     frontier = scheduler.frontier
     calls = []
-    push_many = frontier.push_many
-    frontier.push_many = lambda entries, **kw: calls.append(len(entries)) or push_many(entries, **kw)
+    put = frontier.put
+    frontier.put = lambda entries, **kw: calls.append(len(entries)) or put(entries, **kw)
     try:
         assert scheduler.enqueue_request(Request("http://seed.example/"))
         page = scheduler.next_request()  # sends the seed, then leases it
         assert calls == [1] and page.url == "http://seed.example/" and page.meta[LEASE_META]
         links = [f"http://h{i % 7}.example/p{i}" for i in range(60)] + ["http://h1.example/p1"]  # one twice
         assert all(scheduler.enqueue_request(Request(url, meta={"depth": 1})) for url in links)
-        assert frontier.stats_queued() == 0  # nothing sent yet: they wait for the end of the turn
+        assert frontier.stats()["queued"] == 0  # nothing sent yet: they wait for the end of the turn
         assert not scheduler.enqueue_request(Request("http://a..example/"))  # invalid: refused at once
         scheduler.ack(page)  # the page is done: its links go first, in one call
-        assert calls == [1, 61] and frontier.stats_queued() == 60
+        assert calls == [1, 61] and frontier.stats()["queued"] == 60
         assert crawler.stats.get_value("frontier/enqueued") == 61  # the seed and 60 links
         assert crawler.stats.get_value("frontier/seen") == 1
     finally:
@@ -54,7 +54,7 @@ def test_links_offered_as_urls_are_leased_as_plain_requests(redis_url, crawl_nam
         links = ["http://l.example/a", "http://l.example/a", "https://m.example/b", "ftp://n.example/c"]
         scheduler.enqueue_links(links, 2, "http://seed.example/")
         scheduler._flush_pushes()
-        assert scheduler.frontier.stats_queued() == 2
+        assert scheduler.frontier.stats()["queued"] == 2
         stats = crawler.stats
         assert stats.get_value("frontier/enqueued") == 2 and stats.get_value("frontier/seen") == 1
         assert stats.get_value("frontier/invalid") == 1  # not http(s)
@@ -71,8 +71,8 @@ def test_links_offered_as_urls_are_leased_as_plain_requests(redis_url, crawl_nam
 
 def counting_pops(frontier) -> list:
     """The landings each of the frontier's pops carried, one list per pop, from now on."""
-    calls, pop = [], frontier.pop
-    frontier.pop = lambda *args, **kw: calls.append(list(kw.get("landed", ()))) or pop(*args, **kw)
+    calls, get = [], frontier.get
+    frontier.get = lambda *args, **kw: calls.append(list(kw.get("landed", ()))) or get(*args, **kw)
     return calls
 
 
@@ -107,8 +107,8 @@ def test_a_landing_rides_on_the_pop_that_leases_its_hosts_next_url(redis_url, cr
 def test_a_page_of_many_links_is_pushed_in_chunks_all_before_its_ack(redis_url, crawl_name):
     _, _, scheduler = open_scheduler(redis_url, crawl_name)
     frontier = scheduler.frontier
-    sizes, push_many = [], frontier.push_many
-    frontier.push_many = lambda entries, **kw: sizes.append(len(entries)) or push_many(entries, **kw)
+    sizes, put = [], frontier.put
+    frontier.put = lambda entries, **kw: sizes.append(len(entries)) or put(entries, **kw)
     try:
         scheduler.enqueue_links(["http://seed.example/"], 0, "")
         page = scheduler.next_request()
@@ -118,7 +118,7 @@ def test_a_page_of_many_links_is_pushed_in_chunks_all_before_its_ack(redis_url, 
         assert sizes == [PUSH_CHUNK] and scheduler._push_call.active()  # the rest in the next turns
         scheduler.ack(page)  # its links go before its ack
         assert sizes == [PUSH_CHUNK, PUSH_CHUNK, 600 - 2 * PUSH_CHUNK]
-        assert frontier.stats_queued() == 600
+        assert frontier.stats()["queued"] == 600
     finally:
         scheduler.close("finished")
 
@@ -147,8 +147,8 @@ def test_urls_a_worker_pushed_before_are_not_sent_again(redis_url, crawl_name):
     crawler, _, scheduler = open_scheduler(redis_url, crawl_name)
     frontier = scheduler.frontier
     sent = []
-    push_many = frontier.push_many
-    frontier.push_many = lambda entries, **kw: sent.append([e.url for e in entries]) or push_many(entries, **kw)
+    put = frontier.put
+    frontier.put = lambda entries, **kw: sent.append([e.url for e in entries]) or put(entries, **kw)
     try:
         menu = [f"http://s.example/menu{i}" for i in range(5)]
         scheduler.enqueue_links(menu + ["http://s.example/a"], 1, "http://s.example/")
@@ -157,7 +157,7 @@ def test_urls_a_worker_pushed_before_are_not_sent_again(redis_url, crawl_name):
         assert scheduler.enqueue_request(Request("http://s.example/menu0", dont_filter=True))  # a forced refetch
         scheduler._flush_pushes()
         assert sent[1] == ["http://s.example/b", "http://s.example/menu0"]  # only the new link and the forced one
-        assert crawler.stats.get_value("frontier/seen") == 5 and frontier.stats_queued() == 8
+        assert crawler.stats.get_value("frontier/seen") == 5 and frontier.stats()["queued"] == 8
     finally:
         scheduler.close("finished")
 

@@ -1,24 +1,30 @@
 """The URL frontier: front queues by priority, back queues by host, leases, URL-seen.
 
-The verbs, each one Redis round trip:
+The verbs, each one Redis round trip, named as URL Frontier's API names them:
 
-``push_many(entries)``  admit URLs (trap guards, URL-seen, per-host limit, enqueue);
+Work
+``put(entries)``        admit URLs (trap guards, URL-seen, per-host limit, enqueue);
                         ``prepare`` (Python, no I/O) then ``send`` (Redis)
-``pop(n, ack=...)``     lease up to n URLs from hosts that are due (acknowledging
-                        earlier leases in the same call)
-``ack(*leases, landed=...)``  the pages of these leases are handled; forget them (and
-                        the downloads of ``landed`` leases ended)
-``renew(leases)``       extend leases of pages still in progress
-``release(leases)``     give leases back now (a worker closing)
-``set_interval(host, seconds)``  a host's politeness interval (robots.txt Crawl-delay;
-                        the operator's overrides, intervals.py, come first)
+``get(n, ack=, landed=)``  lease up to n URLs from hosts that are due (acknowledging
+                        and landing earlier leases in the same call)
+``ack(*leases, landed=)``  the pages of these leases are handled: forget them (and the
+                        downloads of ``landed`` leases ended)
+``renew(leases)``       extend the leases of pages still in progress
+``give_back(leases)``   a worker gives leases back unhandled: queued again now
+
+Hosts
+``set_delay(host, seconds)``  a host's interval (robots.txt Crawl-delay; the operator's
+                        overrides, intervals.py, come first)
+``block_until(host, ...)``  keep every worker away from a host for a while (429,
+                        Retry-After, robots.txt unreachable, host down)
+``fail(host, kind, url)``  a fetch failed: slow the host down, or block it when down
 ``slot(host, ...)``, ``end(host)``  the rate limiter: take a host's next slot; a
                         response the frontier does not track ended
-``back_off(host, ...)`` keep every worker away from a host (429, Retry-After, robots.txt
-                        unreachable)
-``fail(host, kind, url)``  a fetch failed: slow the host down, or back it off when down
-``outlook(max_wait)``   finished, running or waiting (until when, and why)
+
+Numbers
 ``stats()``             queue sizes, hosts, leases, counters, Bloom filter report
+``outlook(max_wait)``   finished, running or waiting (until when); ``deferred()``:
+                        what waits and why; ``slowed()``: hosts slowed by failures
 
 The Redis layout is in keys.py and the scripts' contracts in scripts.py.
 """
@@ -59,7 +65,7 @@ class Entry:
     """One URL offered to the frontier."""
 
     url: str  # normalized
-    payload: bytes  # what pop() hands back (see codec.py)
+    payload: bytes  # what get() hands back (see codec.py)
     priority: int = 0  # Scrapy's sense: higher is sooner
     depth: int = 0
     dont_filter: bool = False  # skip URL-seen (retries, forced refetches)
@@ -168,7 +174,7 @@ class Frontier:
         self._end = redis.register_script(END)
         self._fail = redis.register_script(FAIL)
         self._generation = 0  # filters known to this client; read on first push
-        self.last_acked = 0  # leases the last pop() acknowledged
+        self.last_acked = 0  # leases the last get() acknowledged
 
     @classmethod
     def from_settings(cls, settings, redis) -> Frontier:
@@ -203,17 +209,14 @@ class Frontier:
         mid = (self.levels - 1) // 2
         return min(max(mid - priority, 0), self.levels - 1)
 
-    def push(self, entry: Entry, now: int | None = None) -> str:
-        return self.push_many([entry], now=now)[0]
-
-    def push_many(self, entries: list[Entry], now: int | None = None) -> list[str]:
+    def put(self, entries: list[Entry], now: int | None = None) -> list[str]:
         """Admit entries; one status per entry: ``added``, ``seen``, ``host_full``,
         ``invalid`` or ``trap:<name>``. Entries refused in Python still release the
         lease they replace."""
         return self.send(self.prepare(entries), now)
 
     def prepare(self, entries: list[Entry]) -> Prepared:
-        """The Python half of push_many (trap guards, politeness keys, Bloom positions,
+        """The Python half of put (trap guards, politeness keys, Bloom positions,
         script arguments); no I/O but reading the filter generation once. Seed ingestion
         prepares the next batch while the previous one is being sent."""
         statuses: list[str | None] = [None] * len(entries)
@@ -237,7 +240,7 @@ class Frontier:
         return Prepared(statuses, batch, release, self._generation, args)
 
     def send(self, prepared: Prepared, now: int | None = None) -> list[str]:
-        """The Redis half of push_many: one script call per batch (more only when a
+        """The Redis half of put: one script call per batch (more only when a
         Bloom filter fills up, or another client started a new one)."""
         if prepared.release:
             self.ack(*prepared.release)
@@ -295,7 +298,7 @@ class Frontier:
 
     # -- hand out ----------------------------------------------------------------
 
-    def pop(
+    def get(
         self, n: int = 1, now: int | None = None, ack=(), landed=(), lookahead: int = 0
     ) -> tuple[list[Lease], int | None]:
         """Lease up to ``n`` URLs from hosts due within ``lookahead`` ms, first
@@ -360,12 +363,12 @@ class Frontier:
         mapping = {lease_id: expiry for lease_id in lease_ids}
         self.redis.zadd(self.keys.leases, mapping, xx=True)
 
-    # -- politeness ----------------------------------------------------------------
-
-    def release(self, lease_ids) -> None:
+    def give_back(self, lease_ids) -> None:
         """Give leases back now: the next pop puts their URLs back in their queues."""
         if lease_ids:
             self.redis.zadd(self.keys.leases, {lease_id: 0 for lease_id in lease_ids}, xx=True)
+
+    # -- politeness ----------------------------------------------------------------
 
     def slot(self, host: str, max_wait: float, now: int | None = None, not_before: int = 0) -> int:
         """The time (ms) a request to ``host`` may leave, at least its interval after
@@ -390,7 +393,7 @@ class Frontier:
         args = [self.keys.prefix, host, now_ms() if now is None else now, self.host_interval_ms]
         self._end(args=args, client=client)
 
-    def backed_off_until(self, host: str) -> int:
+    def blocked_until(self, host: str) -> int:
         """The end (ms) of the host's last back-off (0: none)."""
         state = self.redis.hget(self.keys.hback, host)
         return int(state.split(b":")[2]) if state else 0
@@ -433,7 +436,7 @@ class Frontier:
         )
         return bool(state), int(delay) / 1000, int(f) / 1000
 
-    def back_off(
+    def block_until(
         self,
         host: str,
         *,
@@ -464,7 +467,7 @@ class Frontier:
         )
         return int(ms) / 1000
 
-    def set_interval(self, host: str, seconds: float | None, client=None) -> None:
+    def set_delay(self, host: str, seconds: float | None, client=None) -> None:
         """Set a host's interval (None: back to the default). ``client``: a pipeline to
         add the command to."""
         client = self.redis if client is None else client
@@ -591,10 +594,6 @@ class Frontier:
         _, found = self.redis.hscan(self.keys.hslow, 0, count=1000)
         hosts = [(_str(h), float(f)) for h, f in found.items()]
         return sorted(hosts, key=lambda hf: -hf[1])[:limit]
-
-    def stats_queued(self) -> int:
-        """URLs waiting in the front and back queues (one round trip)."""
-        return int(self.redis.hget(self.keys.counters, "queued") or 0)
 
     def clear(self) -> int:
         """Delete every key of this crawl. Returns how many were deleted."""

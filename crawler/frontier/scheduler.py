@@ -187,7 +187,7 @@ class FrontierScheduler:
         unfinished = list(self._held)
         if unfinished:
             try:
-                self.frontier.release(unfinished)
+                self.frontier.give_back(unfinished)
                 logger.info("Gave back %d leased URLs not handled", len(unfinished))
             except redis.RedisError as exc:
                 logger.warning("Could not give back %d leases (they expire instead): %s", len(unfinished), exc)
@@ -282,7 +282,7 @@ class FrontierScheduler:
                 self._defer(("push", entry))
             return
         try:
-            statuses = self.frontier.push_many(entries)
+            statuses = self.frontier.put(entries)
         except redis.RedisError as exc:  # pushes are idempotent: send them all again later
             self._redis_down(exc)
             for entry in entries:
@@ -328,7 +328,7 @@ class FrontierScheduler:
         acks, self._acks = self._acks, []
         landed, self._landed = self._landed, []
         try:
-            leases, next_due = self.frontier.pop(n, ack=acks, landed=landed, lookahead=int(self.lookahead * 1000))
+            leases, next_due = self.frontier.get(n, ack=acks, landed=landed, lookahead=int(self.lookahead * 1000))
         except redis.RedisError as exc:
             self._acks[:0] = acks  # acks and landings are idempotent: send them again later
             self._landed[:0] = landed
@@ -387,7 +387,7 @@ class FrontierScheduler:
         self._held.pop(lease, None)
         self._inc("frontier/lease/given_back")
         try:
-            self.frontier.release([lease])
+            self.frontier.give_back([lease])
         except redis.RedisError as exc:  # then it expires and comes back all the same
             self._redis_down(exc)
 
@@ -496,7 +496,7 @@ class FrontierScheduler:
             kind, value = self._outbox[0]
             try:
                 if kind == "push":
-                    self._count_push(self.frontier.push(value))
+                    self._count_push(self.frontier.put([value])[0])
                 elif self.frontier.ack(value):
                     self._inc("frontier/acked")
             except redis.RedisError as exc:

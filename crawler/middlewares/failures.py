@@ -160,7 +160,7 @@ class FailureMiddleware:
             return response
         host = self.frontier.politeness_key(request.url)
         try:
-            delay = self.frontier.back_off(
+            delay = self.frontier.block_until(
                 host, retry_after=retry_after, jitter=1 + random.random() * JITTER, reason=THROTTLED, **self.backoff
             )
         except redis.RedisError as exc:  # cannot tell the other workers: keep the answer

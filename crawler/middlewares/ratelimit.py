@@ -75,7 +75,7 @@ class RateLimiterMiddleware:
             self.stats.inc_value("ratelimit/waited")
             # the host may have been backed off (429/503) while this request waited
             try:
-                backed_off = self.frontier.backed_off_until(host) > now_ms()
+                backed_off = self.frontier.blocked_until(host) > now_ms()
             except redis.RedisError:
                 backed_off = False
             if backed_off and from_frontier:

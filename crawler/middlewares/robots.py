@@ -198,7 +198,7 @@ class RobotsMiddleware:
             raise IgnoreRequest(f"robots.txt of {rules.origin} unreachable; try again later")
         host = self.frontier.politeness_key(request.url)
         try:
-            self.frontier.back_off(
+            self.frontier.block_until(
                 host,
                 retry_after=max(rules.retry_at - time.time(), 1.0),
                 reason=DOWN if rules.down else ROBOTS,
@@ -409,7 +409,7 @@ class RobotsMiddleware:
                 p.hdel(key, *drop)
             p.expire(key, int(self.lifetime + self.stale) + 1)
             if interval is not KEEP:
-                self.frontier.set_interval(host, interval, client=p)
+                self.frontier.set_delay(host, interval, client=p)
             self.frontier.end(host, client=p)
             self._unlock(keys=[self.keys.robots_lock(origin)], args=[token], client=p)
             p.execute()
