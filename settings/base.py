@@ -164,9 +164,10 @@ ARCHIVE_GZIP_LEVEL = 6  # of each record's gzip member (1 fastest ... 9 smallest
 WORKER_STOP_TIMEOUT = 30.0
 ARCHIVE_RETRY_MIN = 1.0  # seconds before a failed upload is tried again, doubling
 ARCHIVE_RETRY_MAX = 60.0
-# bodies Scrapy holds (being read, waiting in the pipelines) before it stops fetching; a WARC
-# batch closes when its pages hold half of it. More: bigger batches, a longer backlog to
-# finish when a worker stops (Scrapy's own default is 5 MB)
+# bodies Scrapy holds (waiting for the page processes, in the pipelines) before it stops
+# fetching; it bounds the backlog a stopping worker finishes. Pages waiting for their WARC
+# batch hold no body. (Scrapy's own default, 5 MB: 8 MB cut a worker's pages/s by a
+# quarter on the documentation sites, bench/throughput.py)
 SCRAPER_SLOT_MAX_ACTIVE_SIZE = 32 * 2**20
 
 # --- the UrlStore (crawler/urlstore/) ---------------------------------------------------
