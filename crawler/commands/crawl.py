@@ -13,11 +13,16 @@ from scrapy.commands.crawl import Command as ScrapyCrawl
 
 from crawler.seeds import SeedFileError, check_readable
 from crawler.spiders.broad import SEEDS_FAILED, split_arg
+from crawler.validation import exit_if_invalid
 
 FAILED_REASONS = {SEEDS_FAILED, "start_error"}
 
 
 class Command(ScrapyCrawl):
+    def process_options(self, args, opts):
+        super().process_options(args, opts)
+        exit_if_invalid(self.settings, "crawl")  # before anything starts or logs
+
     def run(self, args, opts):
         seeds = opts.spargs.get("seeds")
         if seeds:

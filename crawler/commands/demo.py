@@ -17,6 +17,7 @@ from scrapy.commands import ScrapyCommand
 
 from crawler.demosite import serve_site
 from crawler.frontier.connection import frontier_from_settings
+from crawler.validation import exit_if_invalid
 
 
 class Command(ScrapyCommand):
@@ -49,6 +50,7 @@ class Command(ScrapyCommand):
             if s.getpriority(name) < 40:  # not set with -s
                 s.set(name, value, priority="cmdline")
         s.set("FEEDS", {opts.output: {"format": "jsonlines", "overwrite": True}}, priority="cmdline")
+        exit_if_invalid(self.settings, "demo")  # before anything starts or logs
 
     def run(self, args, opts):
         if opts.hosts < 1 or opts.pages < 3:

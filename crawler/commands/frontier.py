@@ -17,6 +17,7 @@ from scrapy.exceptions import UsageError
 
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.report import deferred_lines, status_line
+from crawler.validation import exit_if_invalid
 
 
 class Command(ScrapyCommand):
@@ -39,12 +40,20 @@ class Command(ScrapyCommand):
         )
         parser.add_argument("--count", type=int, default=0, help="with --watch: stop after this many lines")
 
+    def process_options(self, args, opts):
+        super().process_options(args, opts)
+        exit_if_invalid(self.settings, "frontier")  # before anything starts or logs
+
     def run(self, args, opts):
         action = args[0] if args else "stats"
         if action not in ("stats", "clear") or len(args) > 1:
             raise UsageError()
         if opts.crawl:
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
+        if opts.watch is not None and not opts.watch > 0 or opts.count < 0:
+            print("frontier: --watch takes a number of seconds above 0, --count a whole number >= 0", file=sys.stderr)
+            self.exitcode = 2
+            return
         try:
             frontier = frontier_from_settings(self.settings)
             if action == "clear":

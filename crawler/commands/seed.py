@@ -29,6 +29,7 @@ from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.seeds import STDIN, IngestReport, SeedFileError, check_readable, ingest
 from crawler.urls import url_options
+from crawler.validation import exit_if_invalid
 
 
 class ProgressLine:
@@ -102,6 +103,7 @@ class Command(ScrapyCommand):
         super().process_options(args, opts)
         if opts.crawl:
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
+        exit_if_invalid(self.settings, "seed")  # before anything starts or logs
 
     def run(self, args, opts):
         if not args:

@@ -21,6 +21,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler.urlstore.store import urlstore_from_settings
+from crawler.validation import exit_if_invalid
 
 
 class Command(ScrapyCommand):
@@ -37,6 +38,10 @@ class Command(ScrapyCommand):
         super().add_options(parser)
         parser.add_argument("--crawl", metavar="NAME", help="crawl name (default: CRAWL_NAME)")
         parser.add_argument("--limit", type=int, default=1000, help="links: at most this many inlinks")
+
+    def process_options(self, args, opts):
+        super().process_options(args, opts)
+        exit_if_invalid(self.settings, "urlstore")  # before anything starts or logs
 
     def run(self, args, opts):
         if len(args) != 2 or args[0] not in ("get", "content", "links"):

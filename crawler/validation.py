@@ -1,0 +1,303 @@
+"""Every setting the crawler reads, checked in one place before anything starts.
+
+``problems(settings)`` returns one line per setting whose value the crawler cannot use
+(``FRONTIER_HOST_INTERVAL='abc': expected a number of seconds >= 0``): a wrong type, a
+value out of range, an unknown choice, a malformed URL or network. Every command of the
+project calls ``exit_if_invalid(settings, command)`` once its options are read, before
+anything starts or logs: it prints those lines and exits with code 2, so a bad
+``-s NAME=VALUE`` stops the start within a second with one line naming the setting and
+what it takes, never a traceback or a silent hang.
+
+The rules are plain values (no I/O but whether a named file can be read), tested as such;
+the defaults themselves live in settings/base.py.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import sys
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+CONSISTENCY_LEVELS = (
+    "ANY",
+    "ONE",
+    "TWO",
+    "THREE",
+    "QUORUM",
+    "ALL",
+    "LOCAL_QUORUM",
+    "EACH_QUORUM",
+    "SERIAL",
+    "LOCAL_SERIAL",
+    "LOCAL_ONE",
+)
+
+
+@dataclass(frozen=True)
+class Number:
+    """A number (``integer``: a whole one) in [low, high]; ``above``: strictly above low."""
+
+    low: float = 0
+    high: float = math.inf
+    integer: bool = False
+    above: bool = False
+    unit: str = ""
+
+    def problem(self, settings, name: str) -> str | None:
+        raw = settings.get(name)
+        try:
+            value = settings.getint(name) if self.integer else settings.getfloat(name)
+        except (TypeError, ValueError):
+            return self._expected()
+        if self.integer and isinstance(raw, float) and not raw.is_integer():
+            return self._expected()
+        if not math.isfinite(value):
+            return self._expected()
+        if value < self.low or (self.above and value == self.low) or value > self.high:
+            return self._expected()
+        return None
+
+    def _expected(self) -> str:
+        what = "a whole number" if self.integer else "a number"
+        if self.unit:
+            what += f" of {self.unit}"
+        low = f"{self.low:g}"
+        if self.high < math.inf:
+            bounds = f"from {low} to {self.high:g}" if not self.above else f"above {low} and at most {self.high:g}"
+        else:
+            bounds = f"above {low}" if self.above else f">= {low}"
+        return f"expected {what} {bounds}"
+
+
+@dataclass(frozen=True)
+class Flag:
+    def problem(self, settings, name: str) -> str | None:
+        try:
+            settings.getbool(name)
+        except (TypeError, ValueError):
+            return "expected True or False (or 1 or 0)"
+        return None
+
+
+@dataclass(frozen=True)
+class Choice:
+    values: tuple[str, ...]
+    upper: bool = False  # compared in capitals
+
+    def problem(self, settings, name: str) -> str | None:
+        value = str(settings.get(name) or "")
+        value = value.upper() if self.upper else value.lower()
+        if value not in self.values:
+            return "expected one of " + ", ".join(self.values)
+        return None
+
+
+@dataclass(frozen=True)
+class Url:
+    schemes: tuple[str, ...]
+    optional: bool = True  # empty allowed
+
+    def problem(self, settings, name: str) -> str | None:
+        value = str(settings.get(name) or "")
+        if not value:
+            return None if self.optional else "expected a URL"
+        expected = "expected empty or a URL " if self.optional else "expected a URL "
+        expected += "starting " + " or ".join(f"{s}://" for s in self.schemes)
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 (raises on a bad port)
+        except ValueError:
+            return expected
+        if parts.scheme not in self.schemes:
+            return expected
+        if parts.scheme == "unix":
+            return None if parts.path else expected
+        return None if parts.hostname else expected
+
+
+@dataclass(frozen=True)
+class Networks:
+    def problem(self, settings, name: str) -> str | None:
+        for network in settings.getlist(name):
+            try:
+                ipaddress.ip_network(str(network).strip(), strict=False)
+            except ValueError:
+                return f"expected networks such as 10.1.0.0/16 or 127.0.0.0/8; {network!r} is not one"
+        return None
+
+
+@dataclass(frozen=True)
+class ReadableFile:
+    def problem(self, settings, name: str) -> str | None:
+        path = settings.get(name)
+        if not path or os.access(path, os.R_OK) and os.path.isfile(path):
+            return None
+        return "expected empty or a readable file"
+
+
+SECONDS = Number(unit="seconds")
+POSITIVE_SECONDS = Number(above=True, unit="seconds")
+COUNT = Number(integer=True)  # 0 and up (0 often turns a guard off)
+AT_LEAST_ONE = Number(1, integer=True)
+SHARE = Number(0, 1)
+
+RULES = {
+    # the frontier
+    "FRONTIER_PRIORITY_LEVELS": Number(1, 16, integer=True),
+    "FRONTIER_HOST_INTERVAL": SECONDS,
+    "FRONTIER_HOST_INTERVALS_FILE": ReadableFile(),
+    "FRONTIER_POLITENESS_KEY": Choice(("host", "domain")),
+    "FRONTIER_HOST_MAX_IN_FLIGHT": COUNT,
+    "FRONTIER_LEASE_SECONDS": POSITIVE_SECONDS,
+    "FRONTIER_LEASE_MAX_HOLD": POSITIVE_SECONDS,
+    "FRONTIER_LEASE_MAX_ATTEMPTS": AT_LEAST_ONE,
+    "FRONTIER_SEEN_CACHE": COUNT,
+    "FRONTIER_PREFETCH": AT_LEAST_ONE,
+    "FRONTIER_LOOKAHEAD": SECONDS,
+    "FRONTIER_REFILL_BATCH": AT_LEAST_ONE,
+    "FRONTIER_POLL_INTERVAL": POSITIVE_SECONDS,
+    "FRONTIER_BLOOM_CAPACITY": AT_LEAST_ONE,
+    "FRONTIER_BLOOM_ERROR_RATE": Number(0, 0.5, above=True),
+    "FRONTIER_BLOOM_GROWTH": Number(2, 16, integer=True),
+    "FRONTIER_MAX_URL_LENGTH": COUNT,
+    "FRONTIER_MAX_DEPTH": COUNT,
+    "FRONTIER_MAX_PAGES_PER_HOST": COUNT,
+    "FRONTIER_MAX_REPEATED_SEGMENTS": COUNT,
+    "FRONTIER_MAX_QUERY_PARAMS": COUNT,
+    "FRONTIER_MAX_QUERY_LENGTH": COUNT,
+    "FRONTIER_MAX_PARAM_REPEATS": COUNT,
+    "FRONTIER_CLOSE_WHEN_IDLE": Flag(),
+    "FRONTIER_MAX_WAIT": SECONDS,
+    "FRONTIER_IDLE_SECONDS": SECONDS,
+    "FRONTIER_STATS_INTERVAL": SECONDS,
+    "REDIS_URL": Url(("redis", "rediss", "unix")),
+    "URL_SORT_QUERY": Flag(),
+    "CRAWL_FOLLOW_LINKS": Flag(),
+    "SEED_BATCH_SIZE": AT_LEAST_ONE,
+    "SITEMAP_MAX_URLS": COUNT,
+    # Scrapy's own knobs that the crawl relies on
+    "CONCURRENT_REQUESTS": AT_LEAST_ONE,
+    "CONCURRENT_REQUESTS_PER_DOMAIN": AT_LEAST_ONE,
+    "CONCURRENT_ITEMS": AT_LEAST_ONE,
+    "DOWNLOAD_TIMEOUT": POSITIVE_SECONDS,
+    "DOWNLOAD_MAXSIZE": COUNT,
+    "REDIRECT_MAX_TIMES": COUNT,
+    "SCRAPER_SLOT_MAX_ACTIVE_SIZE": AT_LEAST_ONE,
+    "CLOSESPIDER_TIMEOUT": SECONDS,
+    "PAGE_PROCESSES": Number(0, 64, integer=True),
+    "PAGE_PROCESS_NICE": Number(0, 19, integer=True),
+    # network guard, failures, rate limiter
+    "NETWORK_GUARD_ENABLED": Flag(),
+    "NETWORK_GUARD_ALLOW": Networks(),
+    "HOST_BACKOFF_ENABLED": Flag(),
+    "HOST_BACKOFF_MIN": SECONDS,
+    "HOST_BACKOFF_MAX": SECONDS,
+    "HOST_BACKOFF_QUIET": SECONDS,
+    "HOST_BACKOFF_MAX_RETRIES": COUNT,
+    "URL_RETRY_ATTEMPTS": AT_LEAST_ONE,
+    "URL_RETRY_DELAY": SECONDS,
+    "URL_RETRY_DELAY_MAX": SECONDS,
+    "HOST_SLOWDOWN_FACTOR": Number(1),
+    "HOST_SLOWDOWN_MAX": Number(1),
+    "HOST_SLOWDOWN_RECOVERY": Number(0, 1, above=True),
+    "HOST_DOWN_AFTER": AT_LEAST_ONE,
+    "FAILURE_LOG_PERIOD": SECONDS,
+    "RATE_LIMITER_ENABLED": Flag(),
+    "RATE_LIMITER_MAX_WAIT": SECONDS,
+    # pipelines
+    "CONTENT_SEEN_ENABLED": Flag(),
+    "CONTENT_SEEN_RESEMBLANCE": Number(0, 1, above=True),
+    "CONTENT_SEEN_MIN_WORDS": COUNT,
+    "CONTENT_SEEN_BUCKET_SIZE": AT_LEAST_ONE,
+    "CONTENT_SEEN_FOLLOW_NEAR_DUPLICATES": Flag(),
+    "METADATA_ENABLED": Flag(),
+    "METADATA_MAX_FIELD_LENGTH": AT_LEAST_ONE,
+    "METADATA_MAX_FIELDS": AT_LEAST_ONE,
+    "METADATA_MAX_BYTES": AT_LEAST_ONE,
+    "ARCHIVE_ENABLED": Flag(),
+    "ARCHIVE_S3_ENDPOINT_URL": Url(("http", "https")),
+    "ARCHIVE_MAX_BYTES": AT_LEAST_ONE,
+    "ARCHIVE_MAX_SECONDS": POSITIVE_SECONDS,
+    "ARCHIVE_GZIP_LEVEL": Number(0, 9, integer=True),
+    "ARCHIVE_RETRY_MIN": POSITIVE_SECONDS,
+    "ARCHIVE_RETRY_MAX": POSITIVE_SECONDS,
+    "WORKER_STOP_TIMEOUT": SECONDS,
+    "URLSTORE_ENABLED": Flag(),
+    "URLSTORE_BACKEND": Choice(("sqlite", "cassandra")),
+    "URLSTORE_INLINK_BUCKETS": AT_LEAST_ONE,
+    "RECRAWL_INTERVAL": SECONDS,
+    "RECRAWL_RETRY_INTERVAL": SECONDS,
+    "CASSANDRA_PORT": Number(1, 65535, integer=True),
+    "CASSANDRA_APPLY_SCHEMA": Flag(),
+    "CASSANDRA_WRITE_CONSISTENCY": Choice(CONSISTENCY_LEVELS, upper=True),
+    "CASSANDRA_READ_CONSISTENCY": Choice(CONSISTENCY_LEVELS, upper=True),
+    "CASSANDRA_MAX_IN_FLIGHT": AT_LEAST_ONE,
+    "CASSANDRA_RETRIES": COUNT,
+    # robots.txt
+    "ROBOTSTXT_OBEY": Flag(),
+    "ROBOTSTXT_CACHE_SECONDS": SECONDS,
+    "ROBOTSTXT_STALE_SECONDS": SECONDS,
+    "ROBOTSTXT_MAX_BYTES": AT_LEAST_ONE,
+    "ROBOTSTXT_RETRY_MIN": POSITIVE_SECONDS,
+    "ROBOTSTXT_RETRY_MAX": POSITIVE_SECONDS,
+    "ROBOTSTXT_UNREACHABLE_ALLOW_AFTER": SECONDS,
+    "ROBOTSTXT_FETCH_TIMEOUT": POSITIVE_SECONDS,
+    "ROBOTSTXT_MAX_CRAWL_DELAY": SECONDS,
+    "ROBOTSTXT_SITEMAPS": Flag(),
+    "ROBOTSTXT_MAX_SITEMAPS": COUNT,
+    "ROBOTSTXT_CACHE_ENTRIES": AT_LEAST_ONE,
+}
+
+# pairs that must hold together: (low setting, high setting)
+ORDERED = (
+    ("HOST_BACKOFF_MIN", "HOST_BACKOFF_MAX"),
+    ("URL_RETRY_DELAY", "URL_RETRY_DELAY_MAX"),
+    ("ROBOTSTXT_RETRY_MIN", "ROBOTSTXT_RETRY_MAX"),
+    ("ARCHIVE_RETRY_MIN", "ARCHIVE_RETRY_MAX"),
+)
+
+
+def problems(settings) -> list[str]:
+    """One line per setting the crawler cannot use, naming it, its value and what it takes."""
+    out = []
+    for name, rule in RULES.items():
+        if settings.get(name) is None:
+            continue
+        problem = rule.problem(settings, name)
+        if problem:
+            out.append(f"{name}={_shown(name, settings.get(name))}: {problem}")
+    if not out:
+        for low, high in ORDERED:
+            if settings.getfloat(low) > settings.getfloat(high):
+                out.append(f"{low}={settings.get(low)} is above {high}={settings.get(high)}: expected at most it")
+        backend = str(settings.get("URLSTORE_BACKEND") or "").lower()
+        if backend == "cassandra" and settings.getbool("URLSTORE_ENABLED") and not settings.getlist("CASSANDRA_HOSTS"):
+            out.append("URLSTORE_BACKEND=cassandra: expected CASSANDRA_HOSTS (contact points, comma separated)")
+    return out
+
+
+def check(settings, command: str) -> bool:
+    """Print the problems of ``settings`` (``command``: its name, first on each line) to
+    stderr; True when there are none."""
+    found = problems(settings)
+    for line in found:
+        print(f"{command}: invalid setting {line}", file=sys.stderr)
+    return not found
+
+
+def exit_if_invalid(settings, command: str) -> None:
+    """``check``, and leave with exit code 2 when a setting is invalid (a command's start)."""
+    if not check(settings, command):
+        raise SystemExit(2)
+
+
+def _shown(name: str, value) -> str:
+    """A setting's value as the user gave it, with any password in a URL hidden."""
+    text = str(value)
+    if name.endswith("_URL") and "@" in text:
+        scheme, _, rest = text.partition("://")
+        text = f"{scheme}://***@{rest.rsplit('@', 1)[1]}" if rest else "***"
+    return repr(text)

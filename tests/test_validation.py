@@ -1,0 +1,131 @@
+"""Settings are checked in one place before anything starts: the rules with plain values,
+then every command of the project started with a bad setting."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from scrapy.settings import Settings
+
+import settings.base
+from crawler.validation import RULES, problems
+from tests.conftest import project_settings
+from tests.workers import clean_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def problems_with(**overrides) -> list[str]:
+    return problems(Settings(project_settings(**overrides)))
+
+
+def test_the_defaults_are_valid_and_every_rule_names_a_setting_that_exists():
+    assert problems_with() == []
+    defaults = {k for k in vars(settings.base) if k.isupper()} | {"CLOSESPIDER_TIMEOUT", "DOWNLOAD_TIMEOUT"}
+    assert set(RULES) <= defaults, set(RULES) - defaults
+
+
+@pytest.mark.parametrize(
+    "name, value, expected",
+    [
+        ("FRONTIER_HOST_INTERVAL", "abc", "expected a number of seconds >= 0"),
+        ("FRONTIER_HOST_INTERVAL", "-1", "expected a number of seconds >= 0"),
+        ("FRONTIER_HOST_INTERVAL", "nan", "expected a number of seconds >= 0"),
+        ("FRONTIER_HOST_INTERVAL", "inf", "expected a number of seconds >= 0"),
+        ("FRONTIER_PRIORITY_LEVELS", "0", "expected a whole number from 1 to 16"),
+        ("FRONTIER_PRIORITY_LEVELS", "2.5", "expected a whole number from 1 to 16"),
+        ("FRONTIER_PRIORITY_LEVELS", 2.5, "expected a whole number from 1 to 16"),
+        ("FRONTIER_LEASE_SECONDS", "0", "expected a number of seconds above 0"),
+        ("FRONTIER_BLOOM_ERROR_RATE", "1", "expected a number above 0 and at most 0.5"),
+        ("CONTENT_SEEN_RESEMBLANCE", "0", "expected a number above 0 and at most 1"),
+        ("URLSTORE_BACKEND", "bogus", "expected one of sqlite, cassandra"),
+        ("FRONTIER_POLITENESS_KEY", "url", "expected one of host, domain"),
+        ("CASSANDRA_WRITE_CONSISTENCY", "most", "expected one of ANY, ONE"),
+        ("REDIS_URL", "notaurl", "expected empty or a URL starting redis:// or rediss:// or unix://"),
+        ("REDIS_URL", "redis://host:99999/0", "expected empty or a URL starting redis://"),
+        ("ARCHIVE_S3_ENDPOINT_URL", "minio:9000", "expected empty or a URL starting http:// or https://"),
+        ("ROBOTSTXT_OBEY", "maybe", "expected True or False (or 1 or 0)"),
+        ("NETWORK_GUARD_ALLOW", "10.0.0.0/8,nonsense", "'nonsense' is not one"),
+        ("FRONTIER_HOST_INTERVALS_FILE", "/no/such/file", "expected empty or a readable file"),
+    ],
+)
+def test_a_bad_value_is_named_with_what_the_setting_takes(name, value, expected):
+    found = problems_with(**{name: value})
+    assert len(found) == 1 and found[0].startswith(f"{name}=") and expected in found[0], found
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("FRONTIER_HOST_INTERVAL", "0.25"),
+        ("FRONTIER_HOST_INTERVAL", 0),
+        ("FRONTIER_PRIORITY_LEVELS", "5"),
+        ("URLSTORE_BACKEND", "SQLite"),
+        ("CASSANDRA_READ_CONSISTENCY", "local_one"),
+        ("REDIS_URL", "rediss://:pw@redis.internal:6380/2"),
+        ("REDIS_URL", "unix:///run/redis.sock"),
+        ("ROBOTSTXT_OBEY", "0"),
+        ("NETWORK_GUARD_ALLOW", "10.1.0.0/16, 127.0.0.0/8, ::1"),
+    ],
+)
+def test_good_values_pass(name, value):
+    assert problems_with(**{name: value}) == []
+
+
+def test_settings_that_must_agree_are_checked_together():
+    assert problems_with(HOST_BACKOFF_MIN=100, HOST_BACKOFF_MAX=10) == [
+        "HOST_BACKOFF_MIN=100 is above HOST_BACKOFF_MAX=10: expected at most it"
+    ]
+    assert problems_with(URLSTORE_BACKEND="cassandra", CASSANDRA_HOSTS=[]) == [
+        "URLSTORE_BACKEND=cassandra: expected CASSANDRA_HOSTS (contact points, comma separated)"
+    ]
+
+
+def test_a_password_in_a_bad_url_is_not_shown():
+    [line] = problems_with(REDIS_URL="redis://user:s3cret@host:99999/0")
+    assert "s3cret" not in line and "***@host:99999/0" in line
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["crawl", "broad"],
+        ["seed", "-"],
+        ["frontier"],
+        ["urlstore", "get", "http://example.com/"],
+        ["demo"],
+    ],
+)
+def test_every_command_stops_at_once_with_one_line_and_exit_code_2(command, tmp_path):
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", *command, "-s", "FRONTIER_HOST_INTERVAL=abc", "-s", f"CRAWL_DIR={tmp_path}"],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    took = time.monotonic() - started
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"{command[0]}: invalid setting FRONTIER_HOST_INTERVAL='abc': expected a number of seconds >= 0"
+    ]
+    assert proc.stdout == "" and took < 15, took
+    assert not any(tmp_path.iterdir())  # nothing was created
+
+
+def test_frontier_watch_takes_a_positive_number():
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "frontier", "--watch", "-5"],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--watch takes a number of seconds above 0" in proc.stderr
