@@ -14,10 +14,10 @@ from tests.workers import clean_env
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _frontier_command(redis_url, crawl_name, *args) -> str:
+def _run_frontier_command(redis_url, crawl_name, *args) -> subprocess.CompletedProcess:
     env = clean_env()
     env["REDIS_URL"] = redis_url
-    out = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "scrapy", "frontier", "--crawl", crawl_name, *args],
         cwd=ROOT,
         env=env,
@@ -25,6 +25,10 @@ def _frontier_command(redis_url, crawl_name, *args) -> str:
         text=True,
         timeout=60,
     )
+
+
+def _frontier_command(redis_url, crawl_name, *args) -> str:
+    out = _run_frontier_command(redis_url, crawl_name, *args)
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -57,9 +61,24 @@ def test_watch_reports_rates(redis_client, crawl_name, capsys):
     assert 10 <= rate <= 25  # 20 pages acknowledged in about one second
 
 
+def test_an_unknown_crawl_is_named_with_the_crawls_there_are(redis_url, redis_client, crawl_name):
+    other = crawl_name + "-other"
+    Frontier(redis_client, other).put([Entry(url="http://a.example/", payload=b"x")])
+    try:
+        out = _run_frontier_command(redis_url, crawl_name)
+        assert out.returncode == 1 and out.stdout == ""
+        assert f"no crawl {crawl_name!r} in this Redis" in out.stderr and other in out.stderr, out.stderr
+        assert not redis_client.exists(f"crawl:{{{crawl_name}}}:counters")  # nothing created
+    finally:
+        Frontier(redis_client, other).clear()
+
+
 def test_status_says_finished_running_or_waiting_and_why(redis_url, redis_client, crawl_name):
-    assert "status           finished" in _frontier_command(redis_url, crawl_name)
     f = Frontier(redis_client, crawl_name)
+    f.put([Entry(url="http://done.example/", payload=b"x")])
+    (lease,), _ = f.get(1)
+    f.ack(lease.id)
+    assert "status           finished" in _frontier_command(redis_url, crawl_name)
     f.put([Entry(url=f"http://{h}.example/{i}", payload=b"x") for h in "ab" for i in range(3)])
     assert "status           running: 6 URLs queued" in _frontier_command(redis_url, crawl_name)
     limits = {"minimum": 300, "maximum": 7200, "quiet": 600}

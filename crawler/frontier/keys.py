@@ -100,14 +100,29 @@ def lua_table() -> str:
     return f"local K = {{{fields}}}\n"
 
 
+PREFIX = "crawl:{{{name}}}:"  # every key of a crawl starts so
+
+
+def crawl_of(counters_key: bytes | str) -> str:
+    """The crawl name in a key that ``Keys.counters_pattern()`` matched."""
+    key = counters_key.decode() if isinstance(counters_key, bytes) else counters_key
+    return key[key.index("{") + 1 : key.index("}")]
+
+
 class Keys:
     """Names of the Redis keys of one crawl."""
+
+    @staticmethod
+    def counters_pattern() -> str:
+        """A SCAN pattern matching the counters hash of every crawl (one per crawl that
+        ever queued a URL): how ``scrapy frontier`` lists the crawls of a Redis."""
+        return PREFIX.format(name="*").replace("{", "\\{").replace("}", "\\}") + NAMES["counters"]
 
     def __init__(self, crawl_name: str):
         if not crawl_name or any(c in crawl_name for c in "{}\x1f \n"):
             raise ValueError(f"invalid crawl name: {crawl_name!r}")
         self.crawl_name = crawl_name
-        self.prefix = f"crawl:{{{crawl_name}}}:"
+        self.prefix = PREFIX.format(name=crawl_name)
         for name, key in NAMES.items():
             if not key.endswith(":"):
                 setattr(self, name, self.prefix + key)

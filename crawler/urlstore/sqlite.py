@@ -22,6 +22,7 @@ from crawler.urlstore.store import ArchivePointer, FetchRecord, UrlStore, inlink
 logger = logging.getLogger(__name__)
 
 SCHEMA = Path(__file__).with_name("schema.sql")
+SQLITE_FILE = "urlstore.sqlite"
 OPEN_TIMEOUT = 30.0  # seconds to wait for another worker's lock (opening, writing)
 CACHE_KIB = 32 * 1024  # SQLite's page cache per connection (its default: 2 MiB)
 CHECKPOINT_PAGES = 10_000  # WAL pages (4 KiB) between automatic checkpoints (its default: 1,000)
@@ -57,6 +58,20 @@ _COLUMNS = (
 )
 
 
+def sqlite_path(settings) -> str:
+    """The crawl's SQLite file: URLSTORE_SQLITE_PATH, or CRAWL_DIR/CRAWL_NAME/urlstore.sqlite."""
+    return settings.get("URLSTORE_SQLITE_PATH") or os.path.join(
+        settings.get("CRAWL_DIR"), settings.get("CRAWL_NAME"), SQLITE_FILE
+    )
+
+
+def sqlite_crawls(settings) -> list[str]:
+    """The crawls under CRAWL_DIR that have a SQLite UrlStore (reads nothing else)."""
+    root = settings.get("CRAWL_DIR")
+    names = os.listdir(root) if os.path.isdir(root) else []
+    return sorted(n for n in names if os.path.isfile(os.path.join(root, n, SQLITE_FILE)))
+
+
 class SqliteUrlStore(UrlStore):
     def __init__(self, path: str, url_options: dict | None = None, inlink_buckets: int = 16):
         super().__init__(url_options, inlink_buckets)
@@ -72,10 +87,7 @@ class SqliteUrlStore(UrlStore):
 
     @classmethod
     def from_settings(cls, settings, url_options: dict) -> SqliteUrlStore:
-        path = settings.get("URLSTORE_SQLITE_PATH") or os.path.join(
-            settings.get("CRAWL_DIR"), settings.get("CRAWL_NAME"), "urlstore.sqlite"
-        )
-        return cls(path, url_options, settings.getint("URLSTORE_INLINK_BUCKETS"))
+        return cls(sqlite_path(settings), url_options, settings.getint("URLSTORE_INLINK_BUCKETS"))
 
     def _open(self) -> None:
         if self.path != ":memory:":
