@@ -160,7 +160,7 @@ def main_text(tree) -> str:
         if budget < 0:
             break
         if size <= WRAPPER_SHARE * total:
-            el.drop_tree()
+            _drop(el)
     for el in lists:
         if budget < 0 or el.getroottree().getroot() is not top:
             continue
@@ -170,8 +170,18 @@ def main_text(tree) -> str:
             links += len(a.text_content())
         budget -= text + links
         if text and links > LINK_DENSITY * text:
-            el.drop_tree()
+            _drop(el)
     return " ".join(root.itertext())  # text_content() would glue the words of two blocks
+
+
+def _drop(el) -> None:
+    """Remove an element and its subtree, keeping the text after it, unless that text holds
+    control characters, which lxml parses but refuses to set again (then it goes too)."""
+    try:
+        el.drop_tree()
+    except ValueError:
+        el.tail = None
+        el.drop_tree()
 
 
 # -- words ---------------------------------------------------------------------------------
