@@ -350,3 +350,37 @@ def _assert_output_covers(site: Site, pages: list[dict], logs: str) -> None:
     urls = {p.get("url") for p in pages}
     missing = sorted(site.expected_page_urls() - urls)
     assert not missing, f"{len(missing)} pages missing from the output: {missing[:20]} {logs}"
+
+
+def test_a_redis_that_comes_back_empty_is_reported_not_taken_for_finished(private_redis, worker_factory, tmp_path):
+    # Redis restarted without its data (no persistence): the crawl's queues, URL-seen
+    # filter and leases are gone. The worker must say so and stop with exit code 1, not
+    # find an empty frontier and close as finished.
+    private_redis.start()
+    with serve_site(hosts=HOSTS, pages=PAGES, delay=SITE_DELAY) as site:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(site.seeds) + "\n")
+        worker = worker_factory(seeds, private_redis.url)
+        deadline = time.monotonic() + 40
+        while len(site.page_hits()) < HITS_BEFORE_OUTAGE:
+            assert worker.proc.poll() is None, f"worker exited ({worker.proc.returncode}) early\n{worker.tail()}"
+            assert time.monotonic() < deadline, f"site saw {len(site.page_hits())} page requests\n{worker.tail()}"
+            time.sleep(0.05)
+        private_redis.kill()
+        for path in private_redis.dir.iterdir():  # its data goes with it
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.suffix != ".log":
+                path.unlink()
+        private_redis.start()
+        assert private_redis.client().dbsize() == 0
+        restarted = time.monotonic()
+        try:
+            code = worker.proc.wait(timeout=LEASE_SECONDS + 30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"worker still running {LEASE_SECONDS + 30} s after Redis came back empty\n{worker.tail()}")
+        took = time.monotonic() - restarted
+    text = worker.log_text()
+    assert code == 1, worker.tail()
+    assert "vanished from Redis" in text and "Frontier empty: closing" not in text, worker.tail()
+    assert took < LEASE_SECONDS / 3 + 15, took  # noticed at the next lease renewal

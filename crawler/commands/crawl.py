@@ -3,7 +3,8 @@
 A crawl that cannot start exits non-zero with one clear line: a seed file given with
 ``-a seeds=`` that cannot be read (exit 2, before anything starts), or seeds that could
 not all be added to the frontier (the crawl closes with ``seeds_failed``: exit 1), or a
-Redis that refuses the worker's credentials (``redis_refused``: exit 1).
+Redis that refuses the worker's credentials (``redis_refused``: exit 1), or a crawl
+whose keys vanished from Redis while it ran (``frontier_lost``: exit 1).
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import sys
 
 from scrapy.commands.crawl import Command as ScrapyCrawl
 
-from crawler.frontier.connection import REDIS_REFUSED
+from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED
 from crawler.seeds import SeedFileError, check_readable
 from crawler.spiders.broad import SEEDS_FAILED, split_arg
 from crawler.validation import exit_if_invalid
 
-FAILED_REASONS = {SEEDS_FAILED, REDIS_REFUSED, "start_error"}
+FAILED_REASONS = {SEEDS_FAILED, REDIS_REFUSED, FRONTIER_LOST, "start_error"}
 
 
 class Command(ScrapyCrawl):

