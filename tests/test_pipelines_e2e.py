@@ -45,7 +45,11 @@ def test_pages_stored_archived_and_deduplicated_through_an_s3_outage(s3, tmp_pat
             while len(site.page_hits()) < 6 and time.monotonic() < deadline:
                 time.sleep(0.1)
             moto_servers[port].stop()  # S3 away for a while; moto keeps its objects in this process
-            time.sleep(4)
+            # away until uploads have really failed and been tried again (at most 30 s)
+            log, deadline = tmp_path / "worker.log", time.monotonic() + 30
+            while time.monotonic() < deadline and _failed_uploads(log) < 2:
+                time.sleep(0.2)
+            failed_during_outage = _failed_uploads(log)
             moto_servers[port] = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
             moto_servers[port].start()
             assert proc.wait(timeout=180) == 0, log_tail([tmp_path / "worker.log"], 40, "no log")
@@ -56,6 +60,7 @@ def test_pages_stored_archived_and_deduplicated_through_an_s3_outage(s3, tmp_pat
         html |= {site.url(h, p): site.page(i, p) for i, h in enumerate(site.hosts) for p in ARTICLES}
         fetched = {site.url(hit.host, hit.path) for hit in site.page_hits()}
 
+    assert failed_during_outage >= 2  # the outage mattered: uploads failed and were retried
     pages = read_pages(out)
     store = SqliteUrlStore(str(tmp_path / "crawl" / name / "urlstore.sqlite"))
     storage = S3Storage(bucket, endpoint_url=endpoint, region="us-east-1")
@@ -101,3 +106,11 @@ def test_pages_stored_archived_and_deduplicated_through_an_s3_outage(s3, tmp_pat
 def _pointer(row) -> dict:
     a = row["archive"]
     return {"key": a["key"], "offset": a["offset"], "length": a["length"]}
+
+
+def _failed_uploads(log: Path) -> int:
+    """Failed S3 upload attempts the worker logged (each is tried again)."""
+    try:
+        return log.read_text(errors="replace").count("S3 upload of s3://")
+    except FileNotFoundError:
+        return 0
