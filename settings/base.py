@@ -43,6 +43,9 @@ FRONTIER_LEASE_MAX_HOLD = 900.0  # a worker stops renewing a lease older than th
 FRONTIER_LEASE_MAX_ATTEMPTS = 3  # leases of one URL that may expire before it is abandoned
 FRONTIER_SEEN_CACHE = 100_000  # URLs a worker remembers pushing (seen for good), not sent again
 FRONTIER_PREFETCH = 2  # due URLs leased per pop and kept ready for the engine (each host counts as in flight)
+# pages a worker holds downloaded (or downloading) but not yet through its item pipelines;
+# it leases no more meanwhile: what a crash costs in refetches, and memory
+FRONTIER_MAX_UNREAD = 100
 FRONTIER_LOOKAHEAD = 0.02  # seconds: a host due this soon is handed out now, its request held until due (rate limiter)
 FRONTIER_REFILL_BATCH = 100  # front-queue entries moved to back queues per pop, at most
 FRONTIER_POLL_INTERVAL = 1.0  # seconds between polls when no host is due

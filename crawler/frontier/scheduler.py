@@ -13,7 +13,9 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     atomic step, so the page is never lost between the two.
 ``next_request()``
     Returns a leased request from a host that is due, or None when no host is due.
-    A pop leases up to FRONTIER_PREFETCH due hosts at once; the extra requests wait here
+    While FRONTIER_MAX_UNREAD of this worker's pages are downloaded (or downloading) but
+    not yet through the item pipelines, it returns None (a crash costs those pages, and
+    they hold memory); the engine is woken when one is read. A pop leases up to FRONTIER_PREFETCH due hosts at once; the extra requests wait here
     for the engine's next call (a leased host counts as in flight, so prefetching never
     sends two requests to one host, nor one before its time). A host due within
     FRONTIER_LOOKAHEAD is handed out already, its request carrying the due time
@@ -88,6 +90,9 @@ class FrontierScheduler:
         self.stats = crawler.stats
         s = crawler.settings
         self.prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
+        self.max_unread = max(s.getint("FRONTIER_MAX_UNREAD"), 1)
+        self._unread: set[bytes] = set()  # leases whose pages have not yet left the item pipelines
+        self._capped = False  # next_request refused for FRONTIER_MAX_UNREAD: wake the engine below it
         # hosts due this soon are handed out now; the rate limiter holds each request until
         # its host is due (without the limiter, nothing would hold it: no lookahead)
         self.lookahead = s.getfloat("FRONTIER_LOOKAHEAD") if s.getbool("RATE_LIMITER_ENABLED") else 0.0
@@ -139,6 +144,8 @@ class FrontierScheduler:
         crawler.signals.connect(scheduler.give_back, signal=page_not_stored)
         crawler.signals.connect(scheduler.landed, signal=signals.request_left_downloader)
         crawler.signals.connect(scheduler._downloaded, signal=signals.response_downloaded)
+        for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
+            crawler.signals.connect(scheduler._read, signal=signal)
         return scheduler
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -200,6 +207,7 @@ class FrontierScheduler:
             except redis.RedisError as exc:
                 logger.warning("Could not give back %d leases (they expire instead): %s", len(unfinished), exc)
         self._held.clear()
+        self._unread.clear()
         self._buffer.clear()
 
     # -- engine interface --------------------------------------------------------------
@@ -233,6 +241,7 @@ class FrontierScheduler:
         )
         if lease:
             self._held.pop(lease, None)
+            self._done_reading(lease)  # (its follow-up is leased again)
         self._offer([entry])
         return True
 
@@ -316,6 +325,12 @@ class FrontierScheduler:
             self._inc(f"frontier/{status.replace(':', '/')}")
 
     def next_request(self):
+        if len(self._unread) >= self.max_unread and not self._buffer:
+            # pages read more slowly than they come: lease no more until some are read
+            # (a crash refetches what is held unread, and it holds memory)
+            self._capped = True
+            self._inc("frontier/unread_full")
+            return None
         if not self._buffer:
             now = time.time()
             if now < self._next_poll:
@@ -351,6 +366,7 @@ class FrontierScheduler:
         for lease in leases:
             request = codec.decode(lease.payload, self.spider)
             request.meta[codec.LEASE_META] = lease.id
+            self._unread.add(lease.id)
             if lease.due > now * 1000:
                 request.meta[codec.DUE_META] = lease.due
             self._held[lease.id] = (now, lease.interval / 1000)
@@ -373,11 +389,26 @@ class FrontierScheduler:
 
     # -- leases ------------------------------------------------------------------------
 
+    def _read(self, item=None, response=None, **kwargs) -> None:
+        """An item of a leased page left the item pipelines: the page no longer counts as
+        unread (its lease may still wait for its archive batch)."""
+        request = getattr(response, "request", None)
+        if request is not None:
+            self._done_reading(request.meta.get(codec.LEASE_META))
+
+    def _done_reading(self, lease) -> None:
+        if lease in self._unread:
+            self._unread.discard(lease)
+            if self._capped and len(self._unread) < self.max_unread:
+                self._capped = False
+                self._wake_engine_in(0)
+
     def ack(self, request, **kwargs) -> None:
         """The page of this request has been handled: release its lease for good."""
         lease = request.meta.get(codec.LEASE_META)
         if not lease:
             return
+        self._done_reading(lease)
         self._held.pop(lease, None)
         self._flush_pushes()  # the page's links before its ack
         if self._outbox:
@@ -392,6 +423,7 @@ class FrontierScheduler:
         lease = request.meta.get(codec.LEASE_META)
         if not lease:
             return
+        self._done_reading(lease)
         self._held.pop(lease, None)
         self._inc("frontier/lease/given_back")
         try:
@@ -565,6 +597,7 @@ class FrontierScheduler:
         for lease, (since, _) in list(self._held.items()):
             if since < cutoff:  # lost track of it: let it expire and be retried
                 del self._held[lease]
+                self._done_reading(lease)
                 self._inc("frontier/lease/given_up")
         try:
             self.frontier.renew(list(self._held))
