@@ -44,8 +44,10 @@ FRONTIER_LEASE_MAX_ATTEMPTS = 3  # leases of one URL that may expire before it i
 FRONTIER_SEEN_CACHE = 100_000  # URLs a worker remembers pushing (seen for good), not sent again
 FRONTIER_PREFETCH = 2  # due URLs leased per pop and kept ready for the engine (each host counts as in flight)
 # pages a worker holds downloaded (or downloading) but not yet through its item pipelines;
-# it leases no more meanwhile: what a crash costs in refetches, and memory
-FRONTIER_MAX_UNREAD = 100
+# it leases no more meanwhile: what a crash costs in refetches, and memory. (100 cost a
+# third of one worker's pages/s on the documentation sites, bench/throughput.py; 400 binds
+# only on small pages, where Scrapy's byte limit holds thousands)
+FRONTIER_MAX_UNREAD = 400
 FRONTIER_LOOKAHEAD = 0.02  # seconds: a host due this soon is handed out now, its request held until due (rate limiter)
 FRONTIER_REFILL_BATCH = 100  # front-queue entries moved to back queues per pop, at most
 FRONTIER_POLL_INTERVAL = 1.0  # seconds between polls when no host is due
@@ -161,9 +163,9 @@ ARCHIVE_S3_REGION = ""
 ARCHIVE_PREFIX = ""  # in object keys, after their hash part: <hash>/<prefix><crawl>/...
 ARCHIVE_MAX_BYTES = 64 * 2**20  # a WARC batch is stored when it reaches this size...
 # ... or this age; its pages' leases wait for it. Shorter: fewer pages fetched again when a
-# worker dies, more objects (bench/rework.py, 3 workers, one killed: 30 s 421 pages and 1.7
-# objects per 1,000 pages, 10 s 323 and 3.1, 5 s 225 and 3.8, 2 s 169 and 9.0)
-ARCHIVE_MAX_SECONDS = 10.0
+# worker dies, more objects (bench/rework.py, 3 workers, one killed, FRONTIER_MAX_UNREAD
+# 400: 10 s 428 pages fetched twice and 2.0 objects per 1,000 pages, 5 s 308 and 3.2)
+ARCHIVE_MAX_SECONDS = 5.0
 ARCHIVE_GZIP_LEVEL = 6  # of each record's gzip member (1 fastest ... 9 smallest; warcio alone would use 9)
 # a closing worker (Ctrl-C, or done) waits at most this long for its uploads; then its
 # waiting pages go back to the frontier and the spool files stay for the next run

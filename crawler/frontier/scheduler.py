@@ -466,7 +466,8 @@ class FrontierScheduler:
     def _land(self) -> None:
         if not self._landed or self._outbox:
             return
-        self._pop(max(self.prefetch - len(self._buffer), 0), time.time())
+        room = 0 if len(self._unread) >= self.max_unread else max(self.prefetch - len(self._buffer), 0)
+        self._pop(room, time.time())  # (room 0: the landing alone)
         if self._buffer:
             self._wake_engine_in(0)
 
