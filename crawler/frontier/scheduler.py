@@ -466,8 +466,10 @@ class FrontierScheduler:
     def _land(self) -> None:
         if not self._landed or self._outbox:
             return
-        room = 0 if len(self._unread) >= self.max_unread else max(self.prefetch - len(self._buffer), 0)
-        self._pop(room, time.time())  # (room 0: the landing alone)
+        if len(self._unread) >= self.max_unread:  # no room for more pages: the landing alone
+            self._flush_acks()
+            return
+        self._pop(max(self.prefetch - len(self._buffer), 0), time.time())
         if self._buffer:
             self._wake_engine_in(0)
 
