@@ -52,6 +52,17 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def label(pid: int) -> str:
+    """What a child process of the worker is: a page process or multiprocessing's
+    resource tracker."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except OSError:
+        return "gone"
+    return "resource tracker" if b"resource_tracker" in cmdline else "page process"
+
+
 def children(pid: int) -> list[int]:
     """The processes whose parent is ``pid``."""
     try:
@@ -64,13 +75,13 @@ def children(pid: int) -> list[int]:
 def sample(proc: subprocess.Popen, every: float, started: float, sites, rows: list, stop: threading.Event) -> None:
     while not stop.wait(every) and proc.poll() is None:
         kids = children(proc.pid)
-        main, others = rss_mb(proc.pid), [rss_mb(k) for k in kids]
+        main, others = rss_mb(proc.pid), [(label(k), rss_mb(k)) for k in kids]
         pages = sum(site.answers.get(200, 0) for site in sites)
         rows.append((time.monotonic() - started, pages, main, others))
         print(
             f"{rows[-1][0]:6.0f} s {pages:7d} pages   worker {main:6.0f} MB   children "
-            + (" + ".join(f"{m:.0f}" for m in others) or "-")
-            + f" MB   all {main + sum(others):6.0f} MB",
+            + (" + ".join(f"{m:.0f} ({name})" for name, m in others) or "-")
+            + f" MB   all {main + sum(m for _, m in others):6.0f} MB",
             flush=True,
         )
 
@@ -114,21 +125,19 @@ def main() -> None:
         return
     second_half = [r for r in rows if r[0] >= rows[-1][0] / 2] or rows
     pages = rows[-1][1] / rows[-1][0] if rows[-1][0] else 0.0
-    width = max(len(r[3]) for r in rows)
 
     def line(name: str, values: list[float], steady_values: list[float]) -> None:
         print(f"{name:16} peak {max(values):6.0f} MB   steady {statistics.median(steady_values):6.0f} MB")
 
+    def of(name: str, row) -> float:
+        return sum(m for n, m in row[3] if n == name)
+
     line("worker", [r[2] for r in rows], [r[2] for r in second_half])
-    for k in range(width):
-        line(
-            f"page process {k + 1}",
-            [r[3][k] for r in rows if len(r[3]) > k],
-            [r[3][k] for r in second_half if len(r[3]) > k] or [0],
-        )
-    total = [r[2] + sum(r[3]) for r in rows]
-    line("all", total, [r[2] + sum(r[3]) for r in second_half])
-    steady = statistics.median(r[2] + sum(r[3]) for r in second_half)
+    for name in sorted({n for r in rows for n, _ in r[3]} - {"gone"}):
+        line(name, [of(name, r) for r in rows], [of(name, r) for r in second_half])
+    total = [r[2] + sum(m for _, m in r[3]) for r in rows]
+    line("all", total, [r[2] + sum(m for _, m in r[3]) for r in second_half])
+    steady = statistics.median(r[2] + sum(m for _, m in r[3]) for r in second_half)
     print(
         f"target: at most {TARGET_MB} MB per worker with all its processes: peak {max(total):.0f} MB, "
         f"steady {steady:.0f} MB ({'met' if max(total) <= TARGET_MB else 'not met'}); {pages:.1f} pages/s"
