@@ -97,15 +97,15 @@ class Choice:
 
 @dataclass(frozen=True)
 class Url:
+    """Empty, or a URL of one of ``schemes``."""
+
     schemes: tuple[str, ...]
-    optional: bool = True  # empty allowed
 
     def problem(self, settings, name: str) -> str | None:
         value = str(settings.get(name) or "")
         if not value:
-            return None if self.optional else "expected a URL"
-        expected = "expected empty or a URL " if self.optional else "expected a URL "
-        expected += "starting " + " or ".join(f"{s}://" for s in self.schemes)
+            return None
+        expected = "expected empty or a URL starting " + " or ".join(f"{s}://" for s in self.schemes)
         try:
             parts = urlsplit(value)
             parts.port  # noqa: B018 (raises on a bad port)
@@ -142,7 +142,6 @@ SECONDS = Number(unit="seconds")
 POSITIVE_SECONDS = Number(above=True, unit="seconds")
 COUNT = Number(integer=True)  # 0 and up (0 often turns a guard off)
 AT_LEAST_ONE = Number(1, integer=True)
-SHARE = Number(0, 1)
 
 RULES = {
     # the frontier

@@ -50,7 +50,7 @@ class Command(ScrapyCommand):
             raise UsageError()
         if opts.crawl:
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
-        if opts.watch is not None and not opts.watch > 0 or opts.count < 0:
+        if (opts.watch is not None and not opts.watch > 0) or opts.count < 0:
             print("frontier: --watch takes a number of seconds above 0, --count a whole number >= 0", file=sys.stderr)
             self.exitcode = 2
             return

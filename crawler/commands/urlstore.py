@@ -23,8 +23,9 @@ from datetime import UTC, datetime
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from crawler.crawldir import crawls_holding
 from crawler.urls import InvalidURL, normalize_url, url_options
-from crawler.urlstore.sqlite import sqlite_crawls, sqlite_path
+from crawler.urlstore.sqlite import SQLITE_FILE, sqlite_path
 from crawler.urlstore.store import urlstore_from_settings
 from crawler.validation import exit_if_invalid
 
@@ -60,14 +61,14 @@ class Command(ScrapyCommand):
             print(f"urlstore: {url!r} is not a valid URL ({exc})", file=sys.stderr)
             self.exitcode = 2
             return
-        if self.settings.get("URLSTORE_BACKEND").lower() == "sqlite" and not os.path.isfile(
-            sqlite_path(self.settings)
-        ):  # (a read never creates a store)
-            crawls = sqlite_crawls(self.settings)
+        path = sqlite_path(self.settings)
+        if self.settings.get("URLSTORE_BACKEND").lower() == "sqlite" and not os.path.isfile(path):
+            # (a read never creates a store)
+            crawls = crawls_holding(self.settings, SQLITE_FILE)
             there = f"crawls with one: {', '.join(crawls)}" if crawls else "none has one yet"
             return self._fail(
-                f"urlstore: crawl {self.settings.get('CRAWL_NAME')!r} has no UrlStore at "
-                f"{sqlite_path(self.settings)} ({there}); name one with --crawl NAME"
+                f"urlstore: crawl {self.settings.get('CRAWL_NAME')!r} has no UrlStore at {path} ({there}); "
+                "name one with --crawl NAME"
             )
         try:
             store = urlstore_from_settings(self.settings)

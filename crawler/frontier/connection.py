@@ -18,6 +18,7 @@ import time
 import redis
 from scrapy_redis.connection import get_redis_from_settings
 
+from crawler.crawldir import crawls_holding
 from crawler.frontier.keys import Keys, crawl_of
 
 logger = logging.getLogger(__name__)
@@ -55,9 +56,7 @@ def known_crawls(settings, limit: int = 100) -> list[str]:
     """The crawls there are, as a read command lists them (creating nothing): those with
     an embedded Redis under CRAWL_DIR, or those with counters in the named Redis."""
     if uses_embedded(settings):
-        root = os.path.abspath(settings.get("CRAWL_DIR"))
-        names = os.listdir(root) if os.path.isdir(root) else []
-        return sorted(n for n in names if os.path.isfile(os.path.join(root, n, EMBEDDED_DB)))[:limit]
+        return crawls_holding(settings, EMBEDDED_DB)[:limit]
     found = set()
     for key in redis_from_settings(settings).scan_iter(match=Keys.counters_pattern(), count=1000):
         found.add(crawl_of(key))

@@ -15,9 +15,10 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     Returns a leased request from a host that is due, or None when no host is due.
     While FRONTIER_MAX_UNREAD of this worker's pages are downloaded (or downloading) but
     not yet through the item pipelines, it returns None (a crash costs those pages, and
-    they hold memory); the engine is woken when one is read. A pop leases up to FRONTIER_PREFETCH due hosts at once; the extra requests wait here
-    for the engine's next call (a leased host counts as in flight, so prefetching never
-    sends two requests to one host, nor one before its time). A host due within
+    they hold memory); the engine is woken when one is read. A pop leases up to
+    FRONTIER_PREFETCH due hosts at once; the extra requests wait here for the engine's
+    next call (a leased host counts as in flight, so prefetching never sends two
+    requests to one host, nor one before its time). A host due within
     FRONTIER_LOOKAHEAD is handed out already, its request carrying the due time
     (``DUE_META``), and the rate limiter holds it until then: when the host is due, its
     request has been popped, decoded and through the middlewares, and only has to leave.
@@ -132,8 +133,7 @@ class FrontierScheduler:
         self._down_since: float | None = None
         self._next_warning = 0.0
         self._retry_call = None
-        self._closing_refused = False
-        self._closing_lost = False
+        self._closing_for: str | None = None  # the close reason, once this worker must stop
         self._epoch: int | None = None  # the crawl's epoch as this worker first saw it (Frontier.epoch)
 
     @classmethod
@@ -240,8 +240,7 @@ class FrontierScheduler:
             not_before=not_before if lease else 0,
         )
         if lease:
-            self._held.pop(lease, None)
-            self._done_reading(lease)  # (its follow-up is leased again)
+            self._forget(lease)  # (its follow-up is leased again)
         self._offer([entry])
         return True
 
@@ -396,6 +395,12 @@ class FrontierScheduler:
         if request is not None:
             self._done_reading(request.meta.get(codec.LEASE_META))
 
+    def _forget(self, lease) -> None:
+        """The lease is no longer this worker's to renew or give back (acknowledged, given
+        back, taken over by a follow-up, or lost track of); its page is no longer unread."""
+        self._held.pop(lease, None)
+        self._done_reading(lease)
+
     def _done_reading(self, lease) -> None:
         if lease in self._unread:
             self._unread.discard(lease)
@@ -408,8 +413,7 @@ class FrontierScheduler:
         lease = request.meta.get(codec.LEASE_META)
         if not lease:
             return
-        self._done_reading(lease)
-        self._held.pop(lease, None)
+        self._forget(lease)
         self._flush_pushes()  # the page's links before its ack
         if self._outbox:
             self._defer(("ack", lease))
@@ -423,8 +427,7 @@ class FrontierScheduler:
         lease = request.meta.get(codec.LEASE_META)
         if not lease:
             return
-        self._done_reading(lease)
-        self._held.pop(lease, None)
+        self._forget(lease)
         self._inc("frontier/lease/given_back")
         try:
             self.frontier.give_back([lease])
@@ -503,34 +506,36 @@ class FrontierScheduler:
         epoch = self.frontier.epoch(create=self._epoch is None)
         if self._epoch is None:
             self._epoch = epoch
+        if epoch == self._epoch:
             return True
-        if epoch == self._epoch or self._closing_lost:
-            return epoch == self._epoch
-        self._closing_lost = True
-        logger.error(
+        self._close_for(
+            FRONTIER_LOST,
             "The frontier of crawl %r vanished from Redis (restarted without persistence, or the crawl was "
             "cleared): its queues, URL-seen filter and leases are gone. This worker stops; %d pages it holds "
             "cannot be acknowledged. Seed the crawl again, or restore Redis from its persistence.",
             self.frontier.keys.crawl_name,
             len(self._held),
         )
-        self.crawler.stats.set_value("frontier/error", "frontier vanished from Redis")
-        deferred_from_coro(self.crawler.engine.close_spider_async(reason=FRONTIER_LOST))
         return False
 
     def _refused(self, exc) -> None:
         """Redis refused the credentials: a setting to fix, not an outage to wait out."""
-        if self._closing_refused:
-            return
-        self._closing_refused = True
-        logger.error(
+        self._close_for(
+            REDIS_REFUSED,
             "Redis refused this worker's credentials (%s: %s): check the password in REDIS_URL or REDIS_PARAMS; "
             "closing",
             type(exc).__name__,
             exc,
         )
-        self.crawler.stats.set_value("frontier/error", "redis credentials refused")
-        deferred_from_coro(self.crawler.engine.close_spider_async(reason=REDIS_REFUSED))
+
+    def _close_for(self, reason: str, message: str, *args) -> None:
+        """Log why (once) and close the worker with ``reason`` (an exit code 1 reason)."""
+        if self._closing_for is not None:
+            return
+        self._closing_for = reason
+        logger.error(message, *args)
+        self.crawler.stats.set_value("frontier/error", reason)
+        deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
 
     def _redis_down(self, exc) -> None:
         # The wait between retries grows with the length of the outage (half of it,
@@ -599,8 +604,7 @@ class FrontierScheduler:
         cutoff = time.time() - self.lease_max_hold
         for lease, (since, _) in list(self._held.items()):
             if since < cutoff:  # lost track of it: let it expire and be retried
-                del self._held[lease]
-                self._done_reading(lease)
+                self._forget(lease)
                 self._inc("frontier/lease/given_up")
         try:
             self.frontier.renew(list(self._held))

@@ -134,15 +134,17 @@ class UrlStorePipeline:
         if not isinstance(item, Page):
             return item
         record = fetch_record(item, self.recrawl, self.retry)
-        archived = storing(item)
-        pointer, record.archive = (record.archive, None) if archived is not None else (None, record.archive)
+        archived = storing(item)  # its batch not stored yet: the record goes without its pointer
+        pointer = record.archive if archived is not None else None
+        if pointer is not None:
+            record.archive = None
         try:
             await maybe_deferred_to_future(_deferred(self.store.record_fetch(record)))
         except Exception as exc:
             self.stats.inc_value("urlstore/failed")
             raise StoreUnavailable(f"UrlStore write of {record.url} failed: {type(exc).__name__}: {exc}") from exc
         self.stats.inc_value(f"urlstore/written/{record.fate}")
-        if archived is not None and pointer is not None:
+        if pointer is not None:
             self._pointers.add(archived)
             archived.addCallback(self._set_archive, record.url, pointer)
             archived.addBoth(self._pointer_done, archived)

@@ -65,22 +65,14 @@ def sqlite_path(settings) -> str:
     )
 
 
-def sqlite_crawls(settings) -> list[str]:
-    """The crawls under CRAWL_DIR that have a SQLite UrlStore (reads nothing else)."""
-    root = settings.get("CRAWL_DIR")
-    names = os.listdir(root) if os.path.isdir(root) else []
-    return sorted(n for n in names if os.path.isfile(os.path.join(root, n, SQLITE_FILE)))
-
-
 class SqliteUrlStore(UrlStore):
     def __init__(self, path: str, url_options: dict | None = None, inlink_buckets: int = 16):
         super().__init__(url_options, inlink_buckets)
         self.path = path
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="urlstore")
         self._db: sqlite3.Connection | None = None
-        self._pending: list[
-            tuple[object, object, Future]
-        ] = []  # (write, its argument, future) waiting for the next commit
+        # (write, its argument, future) of the writes waiting for the next commit
+        self._pending: list[tuple[object, object, Future]] = []
         self._pending_lock = threading.Lock()
         self._flush_queued = False
         self._thread.submit(self._open).result()

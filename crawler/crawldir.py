@@ -1,0 +1,14 @@
+"""The crawls of a crawl directory: CRAWL_DIR/<crawl name>/ holds a crawl's local files
+(the embedded Redis's, the SQLite UrlStore's), and a read command lists the crawls that
+hold the file it reads, creating nothing."""
+
+from __future__ import annotations
+
+import os
+
+
+def crawls_holding(settings, filename: str) -> list[str]:
+    """The names of the crawls under CRAWL_DIR whose directory holds ``filename``, sorted."""
+    root = os.path.abspath(settings.get("CRAWL_DIR"))
+    names = os.listdir(root) if os.path.isdir(root) else []
+    return sorted(n for n in names if os.path.isfile(os.path.join(root, n, filename)))
