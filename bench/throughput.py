@@ -6,7 +6,7 @@ Setup (the sites of bench/doc_crawl.py: Debian's documentation trees on 127.0.0.
     python bench/throughput.py                         # 45 s a run, interval 0.05 s
     python bench/throughput.py --seconds 30 --interval 0.1
 
-Nine runs, one after another on the same sites, each bounded by CLOSESPIDER_TIMEOUT
+Eleven runs, one after another on the same sites, each bounded by CLOSESPIDER_TIMEOUT
 (--seconds) and killed if it has not ended --seconds + 60 s after its start:
 
 1. stock Scrapy: ``scrapy runspider`` of a minimal CrawlSpider (a temp file, run in a
@@ -25,6 +25,10 @@ Nine runs, one after another on the same sites, each bounded by CLOSESPIDER_TIME
    only the CPU bounds them: one worker with its processes pinned to one core (taskset),
    and two workers each pinned to its own core: how the pages/s grow with workers given
    the same CPU each (on this 2-core machine one unpinned worker can use both cores).
+10., 11. the peer's scaling on this machine, the baseline for runs 9 / 8: stock Scrapy (as
+run 1) pinned to one core, then two stock Scrapy processes, one per core, each crawling every
+site on its own. On a virtual machine whose cores share caches, or a busy host, two processes
+do less than twice the work of one; runs 11 / 10 show by how much.
 ``--runs 2,5`` picks runs.
 Each run of this crawler has its own throwaway redis-server and crawl directory.
 
@@ -138,7 +142,8 @@ class Usage:
         self.redis_cpu = 0.0
 
 
-def run_stock(sites: list[Site], seconds: float, work: Path) -> tuple[list, list, object]:
+def run_stock(sites: list[Site], seconds: float, work: Path, processes: int = 0) -> tuple[list, list, object]:
+    """Stock Scrapy; ``processes`` > 0: that many, process n pinned to core n."""
     spider = work / "stock_spider.py"
     spider.write_text(
         STOCK_SPIDER.format(
@@ -147,19 +152,25 @@ def run_stock(sites: list[Site], seconds: float, work: Path) -> tuple[list, list
             allow=["^" + re.escape(s.scope) for s in sites],
         )
     )
-    cmd = [sys.executable, "-m", "scrapy", "runspider", str(spider)]
-    for name, value in {
-        "CONCURRENT_REQUESTS": 32,
-        "DOWNLOAD_DELAY": 0,
-        "ROBOTSTXT_OBEY": False,
-        "CLOSESPIDER_TIMEOUT": seconds,
-        "LOG_FILE": work / "scrapy.log",
-        "LOG_LEVEL": "INFO",
-    }.items():
-        cmd += ["-s", f"{name}={value}"]
-    ended, outs, usage = run_procs([(cmd, work, clean_env())], seconds, work)
+    cmds, logs = [], []
+    for n in range(max(processes, 1)):
+        cmd = [sys.executable, "-m", "scrapy", "runspider", str(spider)]
+        if processes:
+            cmd = ["taskset", "-c", str(n % (os.cpu_count() or 1)), *cmd]
+        logs.append(work / f"scrapy-{n}.log")
+        for name, value in {
+            "CONCURRENT_REQUESTS": 32,
+            "DOWNLOAD_DELAY": 0,
+            "ROBOTSTXT_OBEY": False,
+            "CLOSESPIDER_TIMEOUT": seconds,
+            "LOG_FILE": logs[-1],
+            "LOG_LEVEL": "INFO",
+        }.items():
+            cmd += ["-s", f"{name}={value}"]
+        cmds.append((cmd, work, clean_env()))
+    ended, outs, usage = run_procs(cmds, seconds, work)
     usage.redis_cpu = 0.0
-    return ended, [work / "scrapy.log", *outs], usage
+    return ended, [*logs, *outs], usage
 
 
 def run_crawler(
@@ -297,7 +308,7 @@ def report(runs: list[Run], sites: list[Site]) -> None:
         a = answer.get(site.host, [])
         if a:
             print(f"   {site.name:20} {site.host:11} mean answer {1000 * sum(a) / len(a):6.1f} ms ({len(a)} requests)")
-    stock = runs[0].rate if runs and not runs[0].crawler else 0.0
+    stock = next((run.rate for run in runs if run.name.startswith("1 ")), 0.0)
     print(
         f"\n{'run':42} {'200s':>6} {'unique':>6} {'pages/s':>8} {'span s':>6} {'CPU s':>7} {'ms/page':>7}"
         f" {'/stock':>6} {'/polite':>7}   host-cycle gap ms p50/p90/p99, gaps < -10 ms"
@@ -324,6 +335,14 @@ def report(runs: list[Run], sites: list[Site]) -> None:
         "(200s: answers 200 but robots.txt; pages/s between the first and last 200 answer; CPU: user + system"
         " of the run's processes, redis-server left out)"
     )
+    rate = {run.name.split()[0]: run.rate for run in runs}
+    if rate.get("8") and rate.get("9"):
+        line = f"\n== scaling: runs 9 / 8 (this crawler, 2 workers / 1, 1 core each): {rate['9'] / rate['8']:.2f}x"
+        if rate.get("10") and rate.get("11"):
+            peer = rate["11"] / rate["10"]
+            line += f"; runs 11 / 10 (stock Scrapy, 2 processes / 1, 1 core each): {peer:.2f}x"
+            line += f"; the crawler's scaling is {rate['9'] / rate['8'] / peer:.2f} of stock Scrapy's"
+        print(line)
     print(f"\n{'run':42} {'cores: run':>10} {'sites':>6} {'redis':>6}   page reading ms/page by stage")
     for run in runs:
         wall = max((t for t, _ in run.ended), default=0.0) or float("nan")
@@ -346,7 +365,7 @@ def main() -> None:
     parser.add_argument(
         "--gap-interval", type=float, default=0.25, help="FRONTIER_HOST_INTERVAL of the politeness-bound runs 6 and 7"
     )
-    parser.add_argument("--runs", default="1,2,3,4,5,6,7,8,9", help="which runs, comma separated (default: all)")
+    parser.add_argument("--runs", default="1,2,3,4,5,6,7,8,9,10,11", help="which runs, comma separated (default: all)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, feeds, archives)")
     args = parser.parse_args()
     runs: list[Run] = []
@@ -363,6 +382,8 @@ def main() -> None:
             (f"7 crawler, 3 workers, interval {slow:g} s", (3, True, slow, False)),
             ("8 crawler, 1 worker on 1 core, no limit", (1, True, 0.0, True)),
             ("9 crawler, 2 workers, 1 core each, no limit", (2, True, 0.0, True)),
+            ("10 stock Scrapy on 1 core", 1),
+            ("11 stock Scrapy, 2 processes, 1 core each", 2),
         ]
         chosen = {int(n) for n in args.runs.split(",")}
         for n, (name, how) in enumerate(plan, 1):
@@ -370,9 +391,9 @@ def main() -> None:
                 continue
             run_dir = work / f"run-{n}"
             run_dir.mkdir()
-            if how is None:
+            if how is None or isinstance(how, int):
                 run = Run(name, False)
-                fn = partial(run_stock, sites, args.seconds, run_dir)
+                fn = partial(run_stock, sites, args.seconds, run_dir, how or 0)
             else:
                 workers, pipelines, interval, pin = how
                 run = Run(name, True, interval)
