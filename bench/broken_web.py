@@ -15,7 +15,7 @@ itself (the demo site's ``framed`` option).
 
 The workers run ``scrapy crawl broad`` with the project's defaults except the interval
 (FRONTIER_HOST_INTERVAL, 0.25 s as given), loopback allowed, and a throwaway
-redis-server (bench/benchredis.py). Nothing is sent anywhere but 127.0.0.0/8; every
+redis-server (tests/harness.py). Nothing is sent anywhere but 127.0.0.0/8; every
 worker is killed if it has not ended after --timeout seconds.
 
 Figures:
@@ -46,9 +46,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.benchredis import RedisServer  # noqa: E402
 from crawler.demosite import Site  # noqa: E402
-from tests.workers import read_pages  # noqa: E402
+from tests.harness import RedisServer, read_pages  # noqa: E402
 
 INTERVAL = 0.25
 SITE_DELAY = 0.02

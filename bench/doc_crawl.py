@@ -18,7 +18,7 @@ instead of landing on a page that is not there. A file missing but present gzipp
 The workers run ``scrapy crawl broad`` with the project's defaults (every pipeline, the
 local WARC archive, the SQLite UrlStore) except: loopback allowed, FRONTIER_HOST_INTERVAL
 (--interval), CLOSESPIDER_TIMEOUT (--seconds), one throwaway redis-server
-(bench/benchredis.py) and one crawl name and directory for all of them. Each writes its
+(tests/harness.py) and one crawl name and directory for all of them. Each writes its
 own feed. Nothing is sent anywhere but 127.0.0.0/8; every worker is killed if it has not
 ended --seconds + 60 s after the start.
 
@@ -59,9 +59,12 @@ from urllib.parse import unquote, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.benchredis import RedisServer  # noqa: E402
 from crawler import fingerprints as fp  # noqa: E402
-from tests.workers import clean_env, read_pages  # noqa: E402
+from tests.harness import (  # noqa: E402
+    RedisServer,
+    clean_env,
+    read_pages,
+)
 
 RUST = "/usr/share/doc/rust-doc/html"
 # name, address, directory served, path prefix crawled (the scope), seed path

@@ -33,9 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.benchredis import RedisServer  # noqa: E402
 from bench.doc_crawl import KILL_AFTER, served_sites, wait_or_kill  # noqa: E402
-from tests.workers import clean_env  # noqa: E402
+from tests.harness import RedisServer, clean_env  # noqa: E402
 
 TARGET_MB = 300
 

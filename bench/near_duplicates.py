@@ -57,9 +57,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.benchredis import RedisServer  # noqa: E402
 from crawler import fingerprints as fp  # noqa: E402
 from crawler.pagereader import read_page  # noqa: E402
+from tests.harness import RedisServer  # noqa: E402
 
 SOURCES = {  # package -> folder of its HTML
     "python3-doc": "/usr/share/doc/python3.11/html",

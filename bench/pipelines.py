@@ -73,7 +73,7 @@ with every pipeline on versus off, in one run.
    article and about 200 links to pages of the site (its own host's mostly, ~50 distinct
    per page): the crawl fetches the same URLs, nothing links outside the site.
    ``--small-pages``: the demo's own ~1 KB pages. One ``scrapy crawl broad`` subprocess
-   per run (tests.workers.crawl_command), alternating off and on (ABBA), each a fresh
+   per run (tests.harness.crawl_command), alternating off and on (ABBA), each a fresh
    crawl (unique CRAWL_NAME, CRAWL_DIR in a temporary directory) on our redis-server,
    with ``FRONTIER_HOST_INTERVAL=0``, ``FRONTIER_IDLE_SECONDS=2``,
    ``NETWORK_GUARD_ALLOW=127.0.0.0/8``, ``FRONTIER_POLL_INTERVAL=0.1`` (``--poll-interval``;
@@ -126,7 +126,6 @@ import os
 import pstats
 import random
 import re
-import signal
 import statistics
 import string
 import subprocess
@@ -145,7 +144,6 @@ from scrapy.http import HtmlResponse  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
 import crawler.fingerprints as fingerprints_module  # noqa: E402
-from bench.benchredis import RedisServer, free_port  # noqa: E402
 from crawler.archive.storage import S3Storage  # noqa: E402
 from crawler.archive.warc import WarcBatch, object_key  # noqa: E402
 from crawler.demosite import Site, serve_site  # noqa: E402
@@ -157,7 +155,7 @@ from crawler.pipelines.links import FollowLinksPipeline  # noqa: E402
 from crawler.pipelines.urlstore import fetch_record  # noqa: E402
 from crawler.spiders.broad import BroadSpider  # noqa: E402
 from crawler.urlstore.store import urlstore_from_settings  # noqa: E402
-from tests.workers import clean_env, crawl_command, log_tail  # noqa: E402
+from tests.harness import RedisServer, clean_env, crawl_command, free_port, log_tail, wait4  # noqa: E402
 
 try:  # being written: may be missing or broken
     from crawler.pipelines.metadata import MetadataPipeline  # noqa: E402
@@ -1132,27 +1130,6 @@ def run_crawl(mode: str, args, server: RedisServer, site, tmp: Path, index: int)
     except OSError:
         pass
     return run
-
-
-def wait4(proc: subprocess.Popen, timeout: float):
-    """Wait for the worker (SIGINT, then SIGKILL past ``timeout``): exit code, rusage."""
-    deadline = time.monotonic() + timeout
-    signalled = False
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            return proc.returncode, usage
-        now = time.monotonic()
-        if now > deadline and not signalled:
-            proc.send_signal(signal.SIGINT)
-            signalled, deadline = True, now + 15
-        elif now > deadline:
-            proc.kill()
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            return proc.returncode, usage
-        time.sleep(0.05)
 
 
 # -- report ----------------------------------------------------------------------------------

@@ -70,7 +70,6 @@ import hashlib
 import importlib
 import os
 import re
-import signal
 import socket
 import statistics
 import subprocess
@@ -88,10 +87,9 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.benchredis import RedisServer  # noqa: E402
 from crawler.demosite import serve_site  # noqa: E402
 from crawler.frontier import scripts  # noqa: E402
-from tests.workers import clean_env, crawl_command, log_tail  # noqa: E402
+from tests.harness import RedisServer, clean_env, crawl_command, log_tail, wait4  # noqa: E402
 
 TARGET = 0.9
 PAUSE = 0.5  # seconds without a page request at the site that count as a pause
@@ -365,28 +363,6 @@ def run_crawl(mode: str, args, server: RedisServer, site, tmp: Path, index: int,
     except OSError:
         pass
     return run
-
-
-def wait4(proc: subprocess.Popen, timeout: float):
-    """Wait for the worker (SIGINT, then SIGKILL past ``timeout``); its exit code and
-    resource usage."""
-    deadline = time.monotonic() + timeout
-    signalled = False
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            return proc.returncode, usage
-        now = time.monotonic()
-        if now > deadline and not signalled:
-            proc.send_signal(signal.SIGINT)
-            signalled, deadline = True, now + 15
-        elif now > deadline:
-            proc.kill()
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            return proc.returncode, usage
-        time.sleep(0.05)
 
 
 # -- report -----------------------------------------------------------------------------

@@ -35,10 +35,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.benchredis import RedisServer  # noqa: E402
 from bench.doc_crawl import wait_or_kill  # noqa: E402
 from crawler.demosite import serve_site  # noqa: E402
-from tests.workers import clean_env, crawl_command  # noqa: E402
+from tests.harness import (  # noqa: E402
+    RedisServer,
+    clean_env,
+    crawl_command,
+)
 
 WORKERS = 3
 INTERVAL = 0.25

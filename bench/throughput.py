@@ -59,7 +59,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.benchredis import RedisServer  # noqa: E402
 from bench.doc_crawl import (  # noqa: E402
     KILL_AFTER,
     DocHandler,
@@ -69,7 +68,7 @@ from bench.doc_crawl import (  # noqa: E402
     run_commands,
     served_sites,
 )
-from tests.workers import clean_env  # noqa: E402
+from tests.harness import RedisServer, clean_env  # noqa: E402
 
 STAGE_RE = re.compile(r"'pagereader/ms/(\w+)': ([\d.]+)")
 READ_PAGES_RE = re.compile(r"'pagereader/pages': (\d+)")

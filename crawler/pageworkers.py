@@ -138,8 +138,11 @@ class PageWorkers:
 
 
 def _start_worker(nice: int) -> None:
-    """In each new worker process: ignore Ctrl-C, and step back ``nice`` CPU priority levels."""
+    """In each new worker process: ignore Ctrl-C and SIGTERM (sent to the whole process
+    group by a terminal or a service manager: the worker stops its page processes itself,
+    once the pages they read are handled), and step back ``nice`` CPU priority levels."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if nice > 0:
         os.nice(nice)
 

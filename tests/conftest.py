@@ -6,11 +6,12 @@ so its keys never meet another test's, and its keys are deleted afterwards.
 """
 
 import os
-import socket
 import uuid
 
 import pytest
 import redis
+
+from tests.harness import free_port
 
 
 @pytest.fixture(scope="session")
@@ -58,12 +59,6 @@ def project_settings(**overrides) -> dict:
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 moto_servers: dict = {}  # port -> the moto server answering there (a test may replace it)
 
 
@@ -75,7 +70,7 @@ def s3(monkeypatch):
 
     for k, v in CREDENTIALS.items():
         monkeypatch.setenv(k, v)
-    port = _free_port()
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     moto_servers[port] = server

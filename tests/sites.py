@@ -3,9 +3,11 @@ crawler/demosite.py).
 
 ``RecordingFrontier`` (for the workers, ``-s FRONTIER_CLASS=tests.sites.RecordingFrontier
 -s E2E_POP_LOG=FILE``) is the crawl's own Frontier that also appends every hand-out to
-FILE as a JSON line ``{"now": ms, "urls": [...]}``: ``now`` is the clock value the pop
-script ran with, so a test can check the frontier's politeness exactly, apart from the
-network and scheduling latency between a hand-out and the request reaching the site.
+FILE as a JSON line ``{"now": ms, "urls": [...], "due": [ms, ...]}``: ``now`` is the clock
+value the pop script ran with, and each URL's ``due`` the time its request may leave (later
+than ``now`` for a host handed out within FRONTIER_LOOKAHEAD of its due time), so a test
+can check the frontier's politeness exactly, apart from the network and scheduling latency
+between that time and the request reaching the site.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ class RecordingFrontier(Frontier):
         now = now_ms() if now is None else now
         leases, next_due = super().get(n, now, *args, **kwargs)
         if leases and self.pop_log:
-            line = json.dumps({"now": now, "urls": [payload_url(lease.payload) for lease in leases]})
+            urls = [payload_url(lease.payload) for lease in leases]
+            line = json.dumps({"now": now, "urls": urls, "due": [max(now, lease.due) for lease in leases]})
             with open(self.pop_log, "a", encoding="utf-8") as f:
                 f.write(line + "\n")
         return leases, next_due
@@ -47,7 +50,8 @@ def payload_url(payload: bytes) -> str:
 
 
 def read_pop_log(path) -> list[tuple[float, str]]:
-    """(hand-out time in seconds since the epoch, url) of a RecordingFrontier log."""
+    """(the time its request may leave, in seconds since the epoch, url) of each hand-out
+    of a RecordingFrontier log."""
     out = []
     try:
         with open(path, encoding="utf-8") as f:
@@ -56,7 +60,7 @@ def read_pop_log(path) -> list[tuple[float, str]]:
                     record = json.loads(line)
                 except ValueError:  # torn last line of a killed worker
                     continue
-                out += [(record["now"] / 1000, url) for url in record["urls"]]
+                out += [(due / 1000, url) for due, url in zip(record["due"], record["urls"], strict=True)]
     except FileNotFoundError:
         pass
     return out

@@ -17,7 +17,7 @@ from crawler.archive.storage import LocalStorage, S3Storage
 from crawler.archive.warc import RawPage, WarcBatch, object_key, read_record, recover
 from crawler.demosite import serve_site
 from tests.conftest import CREDENTIALS, moto_servers, s3_archive_settings
-from tests.workers import clean_env, crawl_command, log_tail, read_pages, start_worker, stop_workers
+from tests.harness import clean_env, crawl_command, log_tail, read_pages, start_worker, stop_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,6 @@ main text's words (an LSH index in Redis proposes, the sketches decide), shared 
 workers through Redis."""
 
 import random
-import socket
 
 import lxml.html
 import numpy as np
@@ -15,6 +14,7 @@ from crawler import fingerprints as fp
 from crawler.items import Page
 from crawler.pipelines.contentseen import ContentSeenPipeline
 from tests.conftest import project_settings
+from tests.harness import free_port
 
 VOCABULARY = [f"word{i}" for i in range(3000)]
 
@@ -276,9 +276,7 @@ def test_buckets_stop_growing_at_their_cap_and_old_entries_are_still_found(redis
 
 
 def test_redis_away_keeps_the_page_as_new_and_counts_it(crawl_name):
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nobody listens there
     crawler = get_crawler(
         settings_dict=project_settings(REDIS_URL=f"redis://127.0.0.1:{port}/0", CRAWL_NAME=crawl_name)
     )

@@ -40,10 +40,8 @@ minus 10 ms. Figures for the report are printed (pytest -s).
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
@@ -52,7 +50,7 @@ import pytest
 from crawler.demosite import FORBIDDEN_PATHS, REDIRECT_FROM, REDIRECT_TO, Site
 from crawler.frontier.frontier import REASONS, THROTTLED, WAITING, Frontier
 from crawler.frontier.keys import SEP, Keys
-from tests.workers import clean_env, crawl_command, log_tail, read_pages, start_worker, stop_workers
+from tests.harness import Worker, clean_env, launch_worker, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,36 +131,19 @@ def site():
     s.stop()
 
 
-@dataclass
-class Worker:
-    label: str
-    proc: subprocess.Popen
-    out: Path
-    log: Path
-    started: float
-    ended: float | None = None
-
-    def tail(self, lines: int = 40) -> str:
-        return log_tail((self.log, self.log.with_suffix(".stdout")), lines, f"(worker {self.label}: no log)")
-
-
 @pytest.fixture
 def launch(tmp_path, redis_url, crawl_name):
     """launch(label, seeds) starts a worker of the crawl; teardown kills any still running."""
     started: list[Worker] = []
 
     def start(label: str, seeds: Path | None) -> Worker:
-        out, log = tmp_path / f"{label}.jsonl", tmp_path / f"{label}.log"
-        settings = {"CRAWL_NAME": crawl_name, "LOG_FILE": log, **SETTINGS}
-        env = clean_env()
-        env["REDIS_URL"] = redis_url
-        proc = start_worker(crawl_command(out, seeds, settings), env, log.with_suffix(".stdout"))
-        worker = Worker(label, proc, out, log, time.monotonic())
-        started.append(worker)
-        return worker
+        settings = {"CRAWL_NAME": crawl_name, **SETTINGS}
+        started.append(launch_worker(tmp_path, label, seeds, settings, {**clean_env(), "REDIS_URL": redis_url}))
+        return started[-1]
 
     yield start
-    stop_workers([worker.proc for worker in started])
+    for worker in started:
+        worker.kill()
 
 
 def _run(launch, redis_client, crawl_name: str, seeds: Path, run: int, timeout: float) -> list[Worker]:

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.workers import clean_env
+from tests.harness import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import pairwise
 from pathlib import Path
@@ -31,8 +29,8 @@ import pytest
 
 from crawler.demosite import FORBIDDEN_PATHS, META_PAGE, NOFOLLOW_TARGET, Site, serve_site
 from crawler.frontier.frontier import Frontier
+from tests.harness import Worker, clean_env, launch_worker
 from tests.sites import read_pop_log
-from tests.workers import clean_env, crawl_command, log_tail, read_pages, start_worker, stop_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,41 +48,9 @@ WORKER_TIMEOUT = 90
 # -- workers ----------------------------------------------------------------------------
 
 
-@dataclass
-class Worker:
-    label: str
-    proc: subprocess.Popen
-    out: Path
-    log: Path
-    stdout: Path
-    pop_log: Path
-    cmd: list[str] = field(repr=False)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    @property
-    def user_agent(self) -> str:
-        return _user_agent(self.label)
-
-    def wait(self, timeout: float = WORKER_TIMEOUT) -> int:
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-            pytest.fail(f"worker {self.label} still running after {timeout} s (killed)\n{self.tail()}")
-
-    def tail(self, lines: int = 40) -> str:
-        return log_tail((self.log, self.stdout), lines, f"(worker {self.label}: no log)")
-
-    def handouts(self) -> list[tuple[float, str]]:
-        """(time, url) of every URL the frontier handed to this worker."""
-        return read_pop_log(self.pop_log)
-
-    def pages(self) -> list[dict]:
-        return read_pages(self.out)
+def _handouts(worker: Worker) -> list[tuple[float, str]]:
+    """(time, url) of every URL the frontier handed to this worker."""
+    return read_pop_log(worker.log.with_name(f"{worker.label}.pops.jsonl"))
 
 
 def _user_agent(label: str) -> str:
@@ -114,9 +80,6 @@ def launch(tmp_path):
         settings: dict | None = None,
         proxy: str | None = None,
     ) -> Worker:
-        out = tmp_path / f"{label}.jsonl"
-        log = tmp_path / f"{label}.log"
-        stdout = tmp_path / f"{label}.stdout"
         pop_log = tmp_path / f"{label}.pops.jsonl"
         opts = {
             "CRAWL_NAME": crawl_name,
@@ -126,21 +89,18 @@ def launch(tmp_path):
             "FRONTIER_IDLE_SECONDS": IDLE_SECONDS,
             "FRONTIER_CLOSE_WHEN_IDLE": "True",
             "LOG_LEVEL": "INFO",
-            "LOG_FILE": log,
             "USER_AGENT": _user_agent(label),
             # the crawl's Frontier, also logging its hand-outs (tests/sites.py)
             "FRONTIER_CLASS": "tests.sites.RecordingFrontier",
             "E2E_POP_LOG": pop_log,
             **(settings or {}),
         }
-        cmd = crawl_command(out, seeds, opts)
-        proc = start_worker(cmd, _worker_env(redis_url, proxy), stdout)
-        worker = Worker(label, proc, out, log, stdout, pop_log, cmd)
-        started.append(worker)
-        return worker
+        started.append(launch_worker(tmp_path, label, seeds, opts, _worker_env(redis_url, proxy)))
+        return started[-1]
 
     yield start
-    stop_workers([worker.proc for worker in started])
+    for worker in started:
+        worker.kill()
 
 
 @pytest.fixture
@@ -190,14 +150,15 @@ def _assert_polite(site: Site, workers: list[Worker], logs: str) -> None:
     """Per host, the frontier's hand-outs (all workers) are HOST_INTERVAL apart, and the
     site saw only requests that had been handed out, at a rate the interval allows.
 
-    The spacing is checked exactly on the hand-out clock (the ``now`` of each pop, from
-    RecordingFrontier). On the site's clock a request arrives some time after its
+    The spacing is checked exactly on the frontier's clock: the time each hand-out's
+    request may leave (the pop's ``now``, or the host's due time when it was handed out
+    ahead, within FRONTIER_LOOKAHEAD; from RecordingFrontier). On the site's clock a request arrives some time after its
     hand-out (5-300 ms on a loaded machine; the first request of a host in a worker also
     waits for robots.txt), so two arrivals may be closer than the interval although
     their hand-outs were not: by default the site's arrivals are only checked for
     bursts, allowing ARRIVAL_JITTER of such lateness; with E2E_STRICT_ARRIVAL=1 also
     pairwise, to HOST_INTERVAL - SPACING_TOLERANCE."""
-    handouts = sorted(h for w in workers for h in w.handouts())
+    handouts = sorted(h for w in workers for h in _handouts(w))
     by_host = defaultdict(list)
     for t, url in handouts:
         by_host[site.host_of(url)].append((t, url))
@@ -205,9 +166,9 @@ def _assert_polite(site: Site, workers: list[Worker], logs: str) -> None:
     for host, items in by_host.items():
         for (t1, u1), (t2, u2) in pairwise(items):
             if round((t2 - t1) * 1000) < round(HOST_INTERVAL * 1000):
-                too_close.append(f"{host}: {u1} then {u2} handed out {1000 * (t2 - t1):.0f} ms apart")
+                too_close.append(f"{host}: {u1} then {u2} due {1000 * (t2 - t1):.0f} ms apart")
     assert not too_close, (
-        f"hand-outs closer than {HOST_INTERVAL} s for one host:\n" + "\n".join(too_close) + "\n" + logs
+        f"hand-outs due closer than {HOST_INTERVAL} s for one host:\n" + "\n".join(too_close) + "\n" + logs
     )
 
     handed = defaultdict(list)
@@ -280,7 +241,7 @@ def test_two_workers_share_one_frontier(site, launch, tmp_path, redis_url, redis
     seeds = _seed_file(tmp_path, site)
     a = launch("a", crawl_name, seeds=seeds, redis_url=redis_url)
     b = launch("b", crawl_name, seeds=None, redis_url=redis_url)
-    rc_a, rc_b = a.wait(), b.wait()
+    rc_a, rc_b = a.wait(WORKER_TIMEOUT), b.wait(WORKER_TIMEOUT)
     logs = _tails(a, b)
     assert (rc_a, rc_b) == (0, 0), f"worker exit codes {rc_a}, {rc_b}\n{logs}"
 
@@ -293,7 +254,7 @@ def test_two_workers_share_one_frontier(site, launch, tmp_path, redis_url, redis
     _assert_pages_complete(site, a.pages() + b.pages(), logs)
 
     for w in (a, b):  # (by hand-outs: a redirect follow-up keeps the User-Agent of its creator)
-        handed = len(w.handouts())
+        handed = len(_handouts(w))
         assert handed >= 1 and w.pages(), f"worker {w.label} did no work ({handed} URLs handed out)\n{logs}"
 
     _assert_polite(site, [a, b], logs)
@@ -317,10 +278,10 @@ def test_killed_worker_leases_come_back(site, launch, tmp_path, redis_url, redis
     in_flight = []
     while time.monotonic() < deadline:
         assert victim.proc.poll() is None, f"victim exited before the kill\n{victim.tail()}"
-        victim_urls = {u for _, u in victim.handouts()}
+        victim_urls = {u for _, u in _handouts(victim)}
         now = time.monotonic()
         if len(victim_urls) >= 4:
-            survivor_urls = {u for _, u in survivor.handouts()}
+            survivor_urls = {u for _, u in _handouts(survivor)}
             in_flight = [
                 h
                 for h in site.in_flight()
@@ -337,7 +298,7 @@ def test_killed_worker_leases_come_back(site, launch, tmp_path, redis_url, redis
     killed_at = time.monotonic()
     assert victim.proc.wait(timeout=10) == -signal.SIGKILL
 
-    rc = survivor.wait()
+    rc = survivor.wait(WORKER_TIMEOUT)
     logs = survivor.tail()
     assert rc == 0, f"survivor exit code {rc}\n{logs}"
 
@@ -357,11 +318,11 @@ def test_killed_worker_leases_come_back(site, launch, tmp_path, redis_url, redis
         assert again, (
             f"{url} (in flight at the kill) was never fetched again; its requests: "
             f"{[(h.user_agent[-10:], round(h.start - killed_at, 3)) for h in hits if h.key == lost.key]}, "
-            f"hand-outs: {[(w.label, t) for w in (victim, survivor) for t, u in w.handouts() if u == url]}, "
+            f"hand-outs: {[(w.label, t) for w in (victim, survivor) for t, u in _handouts(w) if u == url]}, "
             f"frontier {stats}\n{logs}"
         )
     # Only pages handed to the victim may have been fetched twice.
-    victim_urls = {u for _, u in victim.handouts()}
+    victim_urls = {u for _, u in _handouts(victim)}
     twice = sorted(k for k, n in counts.items() if n > 1 and site.url(*k) not in victim_urls)
     assert not twice, f"pages fetched twice that the victim never touched: {twice}\n{logs}"
 
@@ -413,7 +374,7 @@ def test_embedded_redis_resume(site, launch, tmp_path):
         first = launch(
             "first", crawl_name, seeds=seeds, redis_url=None, settings={**settings, "CLOSESPIDER_PAGECOUNT": 10}
         )
-        rc = first.wait()
+        rc = first.wait(WORKER_TIMEOUT)
         assert rc == 0, f"first run exit code {rc}\n{first.tail()}"
         assert (crawl_dir / crawl_name).is_dir(), f"no embedded data under {crawl_dir / crawl_name}\n{first.tail()}"
         leftovers += _stop_leftover_redis(crawl_dir, "after the first run")
@@ -424,7 +385,7 @@ def test_embedded_redis_resume(site, launch, tmp_path):
         )
 
         second = launch("second", crawl_name, seeds=seeds, redis_url=None, settings=settings)
-        rc = second.wait()
+        rc = second.wait(WORKER_TIMEOUT)
         logs = _tails(first, second)
         assert rc == 0, f"second run exit code {rc}\n{logs}"
         leftovers += _stop_leftover_redis(crawl_dir, "after the second run")
@@ -541,7 +502,7 @@ def test_crawl_through_forward_proxy(site, launch, tmp_path, redis_url, redis_cl
     seeds = _seed_file(tmp_path, site)
     with ForwardProxy() as proxy:
         worker = launch("proxied", crawl_name, seeds=seeds, redis_url=redis_url, proxy=proxy.url)
-        rc = worker.wait()
+        rc = worker.wait(WORKER_TIMEOUT)
         proxied = list(proxy.requests)
     logs = worker.tail()
     assert rc == 0, f"worker exit code {rc}\n{logs}"

@@ -13,7 +13,7 @@ import pytest
 from crawler.frontier.frontier import DOWN, FINISHED, RETRY, ROBOTS, RUNNING, THROTTLED, WAITING, Entry, Frontier
 from crawler.frontier.report import status_line
 from crawler.middlewares.failures import retry_after_seconds, retry_delay
-from tests.workers import clean_env, crawl_command, read_pages
+from tests.harness import clean_env, crawl_command, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_700_000_000_000

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from crawler.commands.frontier import watch
 from crawler.frontier.frontier import Entry, Frontier
-from tests.workers import clean_env
+from tests.harness import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 

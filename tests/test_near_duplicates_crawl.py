@@ -12,7 +12,7 @@ from crawler.archive.storage import LocalStorage
 from crawler.archive.warc import read_record
 from crawler.demosite import serve_site
 from crawler.urlstore.sqlite import SqliteUrlStore
-from tests.workers import clean_env, crawl_command, log_tail, read_pages
+from tests.harness import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,7 @@ from crawler.archive.warc import read_record
 from crawler.demosite import ARTICLES, serve_site
 from crawler.urlstore.sqlite import SqliteUrlStore
 from tests.conftest import CREDENTIALS, moto_servers, s3_archive_settings
-from tests.workers import clean_env, crawl_command, log_tail, read_pages
+from tests.harness import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 

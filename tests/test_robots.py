@@ -16,7 +16,7 @@ from crawler.demosite import serve_site
 from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.middlewares.robots import product_token
-from tests.workers import clean_env, crawl_command, log_tail, read_pages
+from tests.harness import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 LIFETIME = 3600

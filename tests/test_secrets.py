@@ -8,10 +8,9 @@ import sys
 import uuid
 from pathlib import Path
 
-from bench.benchredis import RedisServer
 from crawler.demosite import serve_site
 from tests.conftest import s3_archive_settings
-from tests.workers import clean_env, crawl_command, log_tail, read_pages
+from tests.harness import RedisServer, clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 REDIS_SECRET = "redis-Secret-7c1f"

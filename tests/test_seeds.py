@@ -5,7 +5,6 @@ import gzip
 import io
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from crawler.commands.seed import ProgressLine
 from crawler.frontier.frontier import Frontier
 from crawler.seeds import MAX_LINE_BYTES, BadLine, IngestReport, SeedFileError, SeedLine, ingest, read_seeds
+from tests.harness import free_port
 
 ROOT = Path(__file__).resolve().parent.parent  # where scrapy.cfg is
 
@@ -277,9 +277,7 @@ def test_command_unreadable_file_exits_1(tmp_path, redis_url, crawl_name):
 def test_command_redis_unreachable_exits_1(tmp_path, crawl_name):
     path = tmp_path / "seeds.txt"
     path.write_text("http://a.example/\n")
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nobody listens there
     proc = scrapy_seed(path, "--crawl", crawl_name, "--no-progress", redis_url=f"redis://127.0.0.1:{port}/0")
     assert proc.returncode == 1
     err = proc.stderr.decode().strip()

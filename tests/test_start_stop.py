@@ -9,17 +9,20 @@ crawler/demosite.py, bounded by a timeout and killed at teardown if still runnin
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
+
+import redis
 
 from crawler.demosite import serve_site
 from crawler.frontier.frontier import Frontier
+from tests.harness import RedisServer, clean_env, crawl_command, free_port, log_tail, read_pages, start_worker
 from tests.test_e2e_crawl import _redis_servers_in, _stop_leftover_redis
-from tests.test_redis_outage import PrivateRedis, _free_port
-from tests.workers import clean_env, crawl_command, log_tail, read_pages, start_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = {"NETWORK_GUARD_ALLOW": "127.0.0.0/8", "FRONTIER_HOST_INTERVAL": 0.2}
@@ -51,8 +54,7 @@ def test_an_unreadable_seed_file_exits_non_zero_with_one_line(tmp_path):
 def test_seeds_wait_for_a_redis_that_starts_late(tmp_path):
     """Redis is down while the seeds are read and comes up 6 s later: the seeds are
     added then, and the crawl runs to its end."""
-    server = PrivateRedis(tmp_path / "redis")
-    server.port = _free_port()
+    server = RedisServer(tmp_path / "redis")
     with serve_site(hosts=2, pages=6) as site:
         env = clean_env()
         env["REDIS_URL"] = server.url
@@ -68,7 +70,7 @@ def test_seeds_wait_for_a_redis_that_starts_late(tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            server.stop()
+            server.kill()
         logs = log_tail([tmp_path / "worker.log"], 60, "(no log)")
         assert rc == 0, logs
         assert "Redis unreachable" in (tmp_path / "worker.log").read_text(), logs
@@ -92,7 +94,7 @@ def test_ctrl_c_stops_within_the_bound_when_the_archive_target_is_unreachable(tm
             "CRAWL_DIR": crawl_dir,
             "CRAWL_NAME": name,
             "ARCHIVE_S3_BUCKET": "nowhere",
-            "ARCHIVE_S3_ENDPOINT_URL": f"http://127.0.0.1:{_free_port()}",  # nothing listens there
+            "ARCHIVE_S3_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",  # nothing listens there
             "ARCHIVE_RETRY_MIN": 0.2,
             "ARCHIVE_RETRY_MAX": 1,
             "WORKER_STOP_TIMEOUT": stop_timeout,
@@ -171,3 +173,89 @@ def test_a_small_crawl_ends_within_seconds_of_its_last_page(tmp_path, redis_url,
     print(f"small crawl: {len(hits)} pages in {last - started:.1f} s; exit {ended - last:.1f} s after the last page")
     assert ended - last < 8, proc.stderr[-3000:]
     assert "Crawl summary (finished)" in proc.stderr and "Frontier: finished" in proc.stderr
+
+
+def _start_in_own_group(cmd, env, output: Path) -> subprocess.Popen:
+    """A worker in a process group of its own, as a service manager starts it: a signal
+    to the group reaches the worker and its page processes alike."""
+    with open(output, "wb") as f:
+        return subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def _terminate_after(proc: subprocess.Popen, site, pages: int, log: Path, timeout: float) -> tuple[int, float]:
+    """Once the site has answered ``pages`` pages, SIGTERM to the worker's process group;
+    (exit code, seconds from the signal to the exit)."""
+    deadline = time.monotonic() + 60
+    while len(site.page_hits()) < pages:
+        assert proc.poll() is None, log_tail([log], 40, "")
+        assert time.monotonic() < deadline, log_tail([log], 40, "")
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGTERM)
+    sent = time.monotonic()
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise AssertionError(
+            f"still running {timeout:.0f} s after SIGTERM (killed)\n{log_tail([log], 60, '')}"
+        ) from None
+    return rc, time.monotonic() - sent
+
+
+def test_sigterm_gives_the_leases_back_and_the_same_command_resumes(tmp_path, redis_url, crawl_name):
+    """SIGTERM to the worker's process group mid-crawl (what systemd or `docker stop`
+    sends): the worker stops within seconds, exit code 0, every lease acknowledged or
+    given back; the same command run again crawls the rest, refetching at most the pages
+    that were in flight."""
+    with serve_site(hosts=3, pages=10, delay=0.1) as site:
+        seeds = _seeds(tmp_path, site)
+        env = {**clean_env(), "REDIS_URL": redis_url}
+        settings = {**SITE, "CRAWL_DIR": tmp_path / "crawl", "CRAWL_NAME": crawl_name, "FRONTIER_IDLE_SECONDS": 1}
+        first_out, first_log = tmp_path / "first.jsonl", tmp_path / "first.log"
+        proc = _start_in_own_group(crawl_command(first_out, seeds, settings), env, first_log)
+        rc, took = _terminate_after(proc, site, 6, first_log, timeout=40)
+        text = first_log.read_text(errors="replace")
+        assert rc == 0, text[-3000:]
+        assert "Received SIGTERM" in text, text[-3000:]
+        assert "Traceback" not in text and "page worker process died" not in text, text[-3000:]
+        assert took < 15, f"{took:.1f} s from SIGTERM to exit\n{text[-3000:]}"
+        outlook = Frontier(redis.Redis.from_url(redis_url), crawl_name).outlook(60)
+        assert outlook["leased"] == 0 and outlook["queued"] > 0, outlook
+        fetched_first = len(site.page_hits())
+
+        second = _run(crawl_command(tmp_path / "second.jsonl", seeds, settings), env)
+        hits = site.page_hits()
+    assert second.returncode == 0, second.stderr[-3000:]
+    urls = {p["url"] for p in read_pages(first_out) + read_pages(tmp_path / "second.jsonl")}
+    assert urls >= site.expected_page_urls(), sorted(site.expected_page_urls() - urls)[:5]
+    twice = [key for key, n in Counter(h.key for h in hits).items() if n > 1]
+    print(
+        f"SIGTERM: exit {took:.1f} s after; {fetched_first} pages before, {len(hits)} in all, {len(twice)} fetched twice"
+    )
+    assert len(twice) <= len(site.hosts), twice  # at most one in flight per host
+
+
+def test_sigterm_with_redis_gone_still_stops_within_the_bound(tmp_path):
+    """Redis dies mid-crawl, then SIGTERM: nothing can be given back, yet the worker exits
+    within WORKER_STOP_TIMEOUT and a margin, saying why, without a traceback."""
+    stop_timeout = 3
+    with RedisServer(tmp_path / "redis") as server, serve_site(hosts=2, pages=30, delay=0.1) as site:
+        env = {**clean_env(), "REDIS_URL": server.url}
+        settings = {**SITE, "CRAWL_DIR": tmp_path / "crawl", "CRAWL_NAME": "gone", "WORKER_STOP_TIMEOUT": stop_timeout}
+        log = tmp_path / "worker.log"
+        proc = _start_in_own_group(crawl_command(tmp_path / "out.jsonl", _seeds(tmp_path, site), settings), env, log)
+        deadline = time.monotonic() + 60
+        while len(site.page_hits()) < 4:
+            assert proc.poll() is None and time.monotonic() < deadline, log_tail([log], 40, "")
+            time.sleep(0.05)
+        server.kill()
+        time.sleep(1)
+        rc, took = _terminate_after(proc, site, 0, log, timeout=stop_timeout + 40)
+    text = log.read_text(errors="replace")
+    print(f"SIGTERM with Redis gone: exit {took:.1f} s after (WORKER_STOP_TIMEOUT {stop_timeout} s), code {rc}")
+    assert "Redis unreachable" in text, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    assert took < stop_timeout + 15, text[-3000:]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from crawler.demosite import serve_site
-from tests.workers import clean_env, crawl_command, log_tail, read_pages
+from tests.harness import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from scrapy.settings import Settings
 import settings.base
 from crawler.validation import RULES, problems
 from tests.conftest import project_settings
-from tests.workers import clean_env
+from tests.harness import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 

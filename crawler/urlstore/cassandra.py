@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 from collections import deque
 from concurrent.futures import Future
@@ -70,6 +71,20 @@ def add_columns(cluster, session, keyspace: str) -> None:
             except InvalidRequest as exc:  # added by another worker meanwhile
                 if "conflicts with an existing column" not in str(exc) and "already exist" not in str(exc):
                     raise
+
+
+def tls_context(settings) -> ssl.SSLContext | None:
+    """The TLS context for the nodes (CASSANDRA_TLS*), None when TLS is off. The nodes'
+    certificates are always verified; the driver checks each against the address it
+    dialled when CASSANDRA_TLS_CHECK_HOSTNAME is on."""
+    if not settings.getbool("CASSANDRA_TLS"):
+        return None
+    context = ssl.create_default_context(cafile=settings.get("CASSANDRA_TLS_CA_FILE") or None)
+    context.check_hostname = settings.getbool("CASSANDRA_TLS_CHECK_HOSTNAME")
+    cert = settings.get("CASSANDRA_TLS_CERT_FILE")
+    if cert:
+        context.load_cert_chain(cert, settings.get("CASSANDRA_TLS_KEY_FILE") or None)
+    return context
 
 
 def _time(value: float | None):
@@ -134,14 +149,21 @@ class CassandraUrlStore(UrlStore):
         hosts = settings.getlist("CASSANDRA_HOSTS")
         user = settings.get("CASSANDRA_USERNAME")
         auth = PlainTextAuthProvider(user, settings.get("CASSANDRA_PASSWORD")) if user else None
-        cluster = Cluster(hosts, port=settings.getint("CASSANDRA_PORT"), auth_provider=auth)
+        cluster = Cluster(
+            hosts, port=settings.getint("CASSANDRA_PORT"), auth_provider=auth, ssl_context=tls_context(settings)
+        )
         session = cluster.connect()
         keyspace = settings.get("CASSANDRA_KEYSPACE")
         if settings.getbool("CASSANDRA_APPLY_SCHEMA"):
             for statement in schema_statements(keyspace, settings.get("CASSANDRA_REPLICATION")):
                 session.execute(statement)
             add_columns(cluster, session, keyspace)
-        logger.info("Cassandra UrlStore: keyspace %s on %s", keyspace, ", ".join(hosts))
+        logger.info(
+            "Cassandra UrlStore: keyspace %s on %s%s",
+            keyspace,
+            ", ".join(hosts),
+            " (TLS)" if settings.getbool("CASSANDRA_TLS") else "",
+        )
         return cls(
             session,
             keyspace,

