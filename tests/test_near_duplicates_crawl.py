@@ -12,7 +12,7 @@ from crawler.archive.storage import LocalStorage
 from crawler.archive.warc import read_record
 from crawler.demosite import serve_site
 from crawler.urlstore.sqlite import SqliteUrlStore
-from tests.harness import clean_env, crawl_command, log_tail, read_pages
+from tests.harness import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,16 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_a_crawl_marks_the_planted_near_copies_and_no_distinct_page(tmp_path, redis_url):
     name = f"test-{uuid.uuid4().hex[:12]}"
     with serve_site(hosts=3, pages=24, framed=True) as site:
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text("\n".join(site.seeds) + "\n")
+        seeds = seed_file(tmp_path, site.seeds)
         out = tmp_path / "pages.jsonl"
-        settings = {
-            "CRAWL_NAME": name,
-            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-            "FRONTIER_HOST_INTERVAL": 0.05,
-            "FRONTIER_IDLE_SECONDS": 2,
-            "LOG_FILE": tmp_path / "worker.log",
-        }
+        settings = loopback_settings(
+            name,
+            tmp_path / "worker.log",
+            **{},
+        )
         env = {**clean_env(), "REDIS_URL": redis_url}
         proc = subprocess.run(crawl_command(out, seeds, settings), cwd=ROOT, env=env, timeout=240)
         assert proc.returncode == 0, log_tail([tmp_path / "worker.log"], 40, "no log")

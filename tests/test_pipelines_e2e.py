@@ -14,7 +14,7 @@ from crawler.archive.warc import read_record
 from crawler.demosite import ARTICLES, serve_site
 from crawler.urlstore.sqlite import SqliteUrlStore
 from tests.conftest import CREDENTIALS, moto_servers, s3_archive_settings
-from tests.harness import clean_env, crawl_command, log_tail, read_pages
+from tests.harness import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,20 +24,17 @@ def test_pages_stored_archived_and_deduplicated_through_an_s3_outage(s3, tmp_pat
     port = int(endpoint.rsplit(":", 1)[1])
     name = f"test-{uuid.uuid4().hex[:12]}"
     with serve_site(hosts=3, pages=8, articles=True) as site:
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text("\n".join(site.seeds) + "\n")
+        seeds = seed_file(tmp_path, site.seeds)
         out = tmp_path / "pages.jsonl"
-        settings = {
-            "CRAWL_NAME": name,
-            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-            "FRONTIER_HOST_INTERVAL": 0.1,
-            "FRONTIER_IDLE_SECONDS": 2,
+        settings = loopback_settings(
+            name,
+            tmp_path / "worker.log",
+            FRONTIER_HOST_INTERVAL=0.1,
             **s3_archive_settings(endpoint, bucket),
-            "ARCHIVE_MAX_SECONDS": 0.5,
-            "ARCHIVE_RETRY_MIN": 0.5,
-            "ARCHIVE_RETRY_MAX": 1,
-            "LOG_FILE": tmp_path / "worker.log",
-        }
+            ARCHIVE_MAX_SECONDS=0.5,
+            ARCHIVE_RETRY_MIN=0.5,
+            ARCHIVE_RETRY_MAX=1,
+        )
         env = {**clean_env(), **CREDENTIALS, "REDIS_URL": redis_url}
         proc = subprocess.Popen(crawl_command(out, seeds, settings), cwd=ROOT, env=env)
         try:

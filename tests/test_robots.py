@@ -16,7 +16,7 @@ from crawler.demosite import serve_site
 from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.middlewares.robots import product_token
-from tests.harness import clean_env, crawl_command, log_tail, read_pages
+from tests.harness import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 LIFETIME = 3600
@@ -59,23 +59,20 @@ def test_robots_answers_of_every_kind(redis_url, tmp_path):
             "fails": 0,
         }
         client.hset(Keys(name).robots(f"http://{site.hosts[7]}:{site.port}"), mapping=stale)
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text("\n".join(site.seeds) + "\n")
+        seeds = seed_file(tmp_path, site.seeds)
         out = tmp_path / "pages.jsonl"
-        settings = {
-            "CRAWL_NAME": name,
-            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-            "FRONTIER_HOST_INTERVAL": 0.1,
-            "FRONTIER_IDLE_SECONDS": 2,
-            "ROBOTSTXT_CACHE_SECONDS": LIFETIME,
-            "ROBOTSTXT_RETRY_MIN": 1,
-            "ROBOTSTXT_UNREACHABLE_ALLOW_AFTER": 2,
-            "HOST_BACKOFF_MIN": 1,
-            "DOWNLOAD_TIMEOUT": 10,
-            "LOG_FILE": tmp_path / "worker.log",
-            "LOG_LEVEL": "INFO",
-            "STATS_DUMP": True,
-        }
+        settings = loopback_settings(
+            name,
+            tmp_path / "worker.log",
+            FRONTIER_HOST_INTERVAL=0.1,
+            ROBOTSTXT_CACHE_SECONDS=LIFETIME,
+            ROBOTSTXT_RETRY_MIN=1,
+            ROBOTSTXT_UNREACHABLE_ALLOW_AFTER=2,
+            HOST_BACKOFF_MIN=1,
+            DOWNLOAD_TIMEOUT=10,
+            LOG_LEVEL="INFO",
+            STATS_DUMP=True,
+        )
         env = clean_env()
         env["REDIS_URL"] = redis_url
         proc = subprocess.run(crawl_command(out, seeds, settings), cwd=ROOT, env=env, timeout=180)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from crawler.demosite import serve_site
 from tests.conftest import s3_archive_settings
-from tests.harness import RedisServer, clean_env, crawl_command, log_tail, read_pages
+from tests.harness import RedisServer, clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 REDIS_SECRET = "redis-Secret-7c1f"
@@ -30,18 +30,15 @@ def test_no_secret_appears_in_logs_stats_output_or_errors(tmp_path, s3, monkeypa
     with RedisServer(str(tmp_path), password=REDIS_SECRET) as redis_server, serve_site(hosts=2, pages=6) as site:
         assert REDIS_SECRET in redis_server.url
         env = {**clean_env(), "REDIS_URL": redis_server.url, "CASSANDRA_PASSWORD": "cass-Secret-33aa"}
-        seeds = tmp_path / "seeds.txt"
-        seeds.write_text("\n".join(site.seeds) + "\n")
+        seeds = seed_file(tmp_path, site.seeds)
         out = tmp_path / "pages.jsonl"
-        settings = {
-            "CRAWL_NAME": name,
-            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-            "FRONTIER_HOST_INTERVAL": 0.05,
-            "FRONTIER_IDLE_SECONDS": 1,
-            "LOG_LEVEL": "DEBUG",
-            "LOG_FILE": tmp_path / "worker.log",
+        settings = loopback_settings(
+            name,
+            tmp_path / "worker.log",
+            FRONTIER_IDLE_SECONDS=1,
+            LOG_LEVEL="DEBUG",
             **s3_archive_settings(endpoint, bucket),
-        }
+        )
         crawl = subprocess.run(
             crawl_command(out, seeds, settings), cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
         )
