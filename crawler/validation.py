@@ -112,7 +112,9 @@ class Url:
     schemes: tuple[str, ...]
 
     def problem(self, settings, name: str) -> str | None:
-        value = str(settings.get(name) or "")
+        return self.wrong(str(settings.get(name) or ""))
+
+    def wrong(self, value: str) -> str | None:
         if not value:
             return None
         expected = "expected empty or a URL starting " + " or ".join(f"{s}://" for s in self.schemes)
@@ -126,6 +128,18 @@ class Url:
         if parts.scheme == "unix":
             return None if parts.path else expected
         return None if parts.hostname else expected
+
+
+@dataclass(frozen=True)
+class UrlList(Url):
+    """Empty, or URLs of ``schemes``, comma separated."""
+
+    def problem(self, settings, name: str) -> str | None:
+        for n, value in enumerate(settings.getlist(name), 1):
+            problem = self.wrong(str(value).strip())
+            if problem:
+                return f"URL {n}: {problem}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -184,6 +198,7 @@ RULES = {
     "FRONTIER_IDLE_SECONDS": SECONDS,
     "FRONTIER_STATS_INTERVAL": SECONDS,
     "REDIS_URL": Url(("redis", "rediss", "unix")),
+    "REDIS_URLS": UrlList(("redis", "rediss", "unix")),
     "URL_SORT_QUERY": Flag(),
     "CRAWL_FOLLOW_LINKS": Flag(),
     "SEED_BATCH_SIZE": AT_LEAST_ONE,
@@ -311,8 +326,16 @@ def exit_if_invalid(settings, command: str) -> None:
 
 def _shown(name: str, value) -> str:
     """A setting's value as the user gave it, with any password in a URL hidden."""
+    if isinstance(value, list | tuple):
+        value = ",".join(map(str, value))
     text = str(value)
-    if name.endswith("_URL") and "@" in text:
-        scheme, _, rest = text.partition("://")
-        text = f"{scheme}://***@{rest.rsplit('@', 1)[1]}" if rest else "***"
+    if name.endswith(("_URL", "_URLS")) and "@" in text:
+        text = ",".join(_without_password(part) for part in text.split(","))
     return repr(text)
+
+
+def _without_password(url: str) -> str:
+    if "@" not in url:
+        return url
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://***@{rest.rsplit('@', 1)[1]}" if rest else "***"

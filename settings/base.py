@@ -23,6 +23,10 @@ CRAWL_NAME = os.environ.get("CRAWL_NAME", "default")
 CRAWL_DIR = os.environ.get("CRAWL_DIR", ".crawl")
 # redis://host:port/db or unix:///path; empty: an embedded Redis under CRAWL_DIR.
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# Several Redis servers, comma separated: the crawl's hosts are spread over them by
+# consistent hashing (crawler/frontier/shards.py); the first also holds what belongs to
+# the whole crawl (content seen). Every worker of a crawl lists the same servers.
+REDIS_URLS = [u for u in os.environ.get("REDIS_URLS", "").split(",") if u]
 # Extra redis-py client parameters (password, ssl, timeouts...), as in scrapy-redis.
 REDIS_PARAMS = {}
 

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.frontier.connection import redis_from_settings
+from crawler.frontier.connection import frontier_from_settings, redis_from_settings
 from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.seeds import STDIN, IngestReport, SeedFileError, check_readable, ingest
@@ -128,7 +128,8 @@ class Command(ScrapyCommand):
         try:
             client = redis_from_settings(settings)
             client.ping()
-            frontier = Frontier.from_settings(settings, client)
+            frontier = frontier_from_settings(settings) if settings.getlist("REDIS_URLS") else None
+            frontier = frontier or Frontier.from_settings(settings, client)
         except ValueError as exc:  # a bad frontier setting
             _close(client)
             return self._fail(f"seed: {exc}")

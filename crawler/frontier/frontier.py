@@ -200,6 +200,15 @@ class Frontier:
             traps=TrapGuard.from_settings(settings),
         )
 
+    @property
+    def shards(self) -> list[Frontier]:
+        """The frontiers the crawl's hosts are spread over (this one; see shards.py)."""
+        return [self]
+
+    def shard_for(self, host: str) -> Frontier:
+        """The frontier ``host`` lives on (this one; see shards.py)."""
+        return self
+
     def politeness_key(self, url: str) -> str:
         """The key ``url``'s politeness is kept under (FRONTIER_POLITENESS_KEY: its host
         or its registered domain): every component asks here."""

@@ -138,7 +138,7 @@ class RobotsMiddleware:
         self.crawler = crawler
         self.stats = crawler.stats
         self.frontier = frontier
-        self.redis = frontier.redis
+        self.redis = frontier.redis  # the scripts' first client; each site's calls go to its host's shard
         self.keys = frontier.keys
         self.token = product_token(s)
         self.lifetime = s.getfloat("ROBOTSTXT_CACHE_SECONDS")
@@ -237,8 +237,13 @@ class RobotsMiddleware:
             d.callback(rules)
         return rules
 
+    def _redis_for(self, origin: str):
+        """The Redis of the site's host (its shard, with REDIS_URLS)."""
+        return self.frontier.shard_for(self.frontier.politeness_key(origin + "/")).redis
+
     async def _load(self, origin: str) -> Rules:
         key, lock = self.keys.robots(origin), self.keys.robots_lock(origin)
+        client = self._redis_for(origin)
         token = uuid.uuid4().hex
         while True:
             now = time.time()
@@ -246,6 +251,7 @@ class RobotsMiddleware:
                 state, flat = self._claim(
                     keys=[key, lock],
                     args=[int(now * 1000), int(self.lifetime * 1000), token, int(self.lock_seconds * 1000)],
+                    client=client,
                 )
             except redis.RedisError as exc:
                 logger.warning("Redis unavailable for robots.txt of %s (%s); fetching it here", origin, exc)
@@ -256,12 +262,12 @@ class RobotsMiddleware:
             if state == CLAIM_FETCH:
                 # the claim is short and renewed while the fetch lasts, so that the
                 # others take over soon when this worker dies
-                renewer = task.LoopingCall(self._renew_claim, lock, token)
+                renewer = task.LoopingCall(self._renew_claim, origin, token)
                 renewer.start(self.lock_seconds / 3, now=False)
                 try:
                     return await self._fetch(origin, record, token)
                 except BaseException:
-                    self._release(lock, token)
+                    self._release(origin, token)
                     raise
                 finally:
                     if renewer.running:
@@ -269,15 +275,16 @@ class RobotsMiddleware:
             self.stats.inc_value("robotstxt/waited_for_other_worker")
             await _sleep(POLL_SECONDS)
 
-    def _renew_claim(self, lock: str, token: str) -> None:
+    def _renew_claim(self, origin: str, token: str) -> None:
+        lock = self.keys.robots_lock(origin)
         try:
-            self._renew(keys=[lock], args=[token, int(self.lock_seconds * 1000)])
+            self._renew(keys=[lock], args=[token, int(self.lock_seconds * 1000)], client=self._redis_for(origin))
         except redis.RedisError:
             pass  # it expires, and another worker fetches
 
-    def _release(self, lock: str, token: str) -> None:
+    def _release(self, origin: str, token: str) -> None:
         try:
-            self._unlock(keys=[lock], args=[token])
+            self._unlock(keys=[self.keys.robots_lock(origin)], args=[token], client=self._redis_for(origin))
         except redis.RedisError:
             pass  # it expires
 
@@ -342,7 +349,7 @@ class RobotsMiddleware:
         except AddressRefused:
             # the guard refuses the host's pages as well, and records each of them
             if token:
-                self._release(self.keys.robots_lock(origin), token)
+                self._release(origin, token)
             return Rules(origin, now + self.lifetime)
         except IgnoreRequest as exc:
             if "redirect" in str(exc):  # more redirects than allowed: unavailable
@@ -403,7 +410,7 @@ class RobotsMiddleware:
             return
         key = self.keys.robots(origin)
         try:
-            p = self.redis.pipeline(transaction=True)
+            p = self._redis_for(origin).pipeline(transaction=True)
             p.hset(key, mapping=fields)
             if drop:
                 p.hdel(key, *drop)

@@ -1,0 +1,264 @@
+"""A frontier over several Redis servers (REDIS_URLS): each host lives on one of them.
+
+Hosts are spread by consistent hashing (``HashRing``: each server owns many points of a
+ring, a host belongs to the first point after its hash), so adding a server moves about
+1/N of the hosts and no host moves between the servers that stay. Everything a host's
+politeness needs (its back queue, due time, leases, back-off, limiter, robots.txt) is on
+its server, and every script touches one server's keys: politeness holds exactly, as on
+one Redis, because all workers agree where a host lives. URL-seen is split the same
+way: a URL is tested and recorded on its host's server.
+
+``ShardedFrontier`` has the verbs of ``Frontier``: a put goes to each URL's host's shard
+(a redirect follow-up whose lease is on another shard acknowledges it there after the
+push), a get asks the shards in turn for what is due, carrying each shard's
+acknowledgements and landings, and the numbers are summed over the shards. The first
+server also holds what belongs to the whole crawl (content seen).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
+
+from crawler.frontier.frontier import FINISHED, RUNNING, WAITING, Entry, Frontier, Lease
+from crawler.frontier.keys import SEP
+from crawler.urls import InvalidURL
+
+POINTS = 160  # ring points per server: the hosts' spread is within a few percent of even
+
+
+def _point(text: str) -> int:
+    return int.from_bytes(hashlib.md5(text.encode()).digest()[:8], "big")
+
+
+class HashRing:
+    """Consistent hashing of keys onto ``names`` (pure): ``index(key)`` is the position in
+    ``names`` of the server that owns ``key``."""
+
+    def __init__(self, names: list[str], points: int = POINTS):
+        if not names:
+            raise ValueError("a hash ring needs at least one server")
+        ring = sorted((_point(f"{name}#{i}"), n) for n, name in enumerate(names) for i in range(points))
+        self._points = [p for p, _ in ring]
+        self._owners = [n for _, n in ring]
+
+    def index(self, key: str) -> int:
+        at = bisect.bisect(self._points, _point(key)) % len(self._points)
+        return self._owners[at]
+
+
+def server_name(url: str) -> str:
+    """A server's name on the ring: its URL without credentials (a new password does not
+    move hosts)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}{parts.path or '/0'}"
+
+
+def _lease_host(lease) -> str:
+    """The host of a lease id (``seq SEP attempt SEP host SEP payload``; a landing may
+    carry a ``+`` first)."""
+    text = lease.decode(errors="replace") if isinstance(lease, bytes) else str(lease)
+    return text.lstrip("+").split(SEP, 3)[2]
+
+
+@dataclass
+class ShardedPrepared:
+    statuses: list
+    parts: list  # (shard, the indexes of its entries, its Prepared)
+    moved: list  # (shard, lease): follow-ups' leases held on another shard than their URL
+
+
+class ShardedFrontier:
+    def __init__(self, shards: list[Frontier], names: list[str]):
+        self.shards = shards
+        self.ring = HashRing(names)
+        first = shards[0]
+        # what belongs to the crawl as a whole, and the settings every shard shares
+        self.redis, self.keys = first.redis, first.keys
+        self.intervals, self.traps = first.intervals, first.traps
+        self.max_in_flight, self.lease_ms = first.max_in_flight, first.lease_ms
+        self.last_acked = 0
+        self._turn = 0
+
+    @classmethod
+    def from_settings(cls, settings, clients: list, urls: list[str]) -> ShardedFrontier:
+        from scrapy.utils.misc import load_object
+
+        kind = load_object(settings.get("FRONTIER_CLASS"))
+        return cls([kind.from_settings(settings, client) for client in clients], [server_name(u) for u in urls])
+
+    # -- where things live ----------------------------------------------------------
+
+    def shard_for(self, host: str) -> Frontier:
+        return self.shards[self.ring.index(host)]
+
+    def _by_shard(self, leases) -> dict[int, list]:
+        out: dict[int, list] = {}
+        for lease in leases:
+            landing = lease if isinstance(lease, bytes | str) else lease[0]
+            out.setdefault(self.ring.index(_lease_host(landing)), []).append(lease)
+        return out
+
+    def politeness_key(self, url: str) -> str:
+        return self.shards[0].politeness_key(url)
+
+    def level(self, priority: int) -> int:
+        return self.shards[0].level(priority)
+
+    # -- admit ----------------------------------------------------------------------
+
+    def put(self, entries: list[Entry], now: int | None = None) -> list[str]:
+        return self.send(self.prepare(entries), now)
+
+    def prepare(self, entries: list[Entry]) -> ShardedPrepared:
+        groups: dict[int, list[int]] = {}
+        moved = []
+        entries = list(entries)
+        for i, e in enumerate(entries):
+            try:
+                shard = self.ring.index(self.politeness_key(e.url))
+            except InvalidURL:
+                shard = 0  # refused there, as invalid
+            if e.replaces_lease and self.ring.index(_lease_host(e.replaces_lease)) != shard:
+                moved.append((self.ring.index(_lease_host(e.replaces_lease)), e.replaces_lease))
+                entries[i] = replace(e, replaces_lease=b"")
+            groups.setdefault(shard, []).append(i)
+        parts = [(s, idx, self.shards[s].prepare([entries[i] for i in idx])) for s, idx in groups.items()]
+        return ShardedPrepared([None] * len(entries), parts, moved)
+
+    def send(self, prepared: ShardedPrepared, now: int | None = None) -> list[str]:
+        for shard, indexes, part in prepared.parts:
+            for i, status in zip(indexes, self.shards[shard].send(part, now), strict=True):
+                prepared.statuses[i] = status
+        # a follow-up's lease on another shard ends once the follow-up is queued
+        for shard, leases in self._grouped(prepared.moved).items():
+            self.shards[shard].ack(*leases, now=now)
+        return prepared.statuses
+
+    @staticmethod
+    def _grouped(pairs) -> dict[int, list]:
+        out: dict[int, list] = {}
+        for shard, item in pairs:
+            out.setdefault(shard, []).append(item)
+        return out
+
+    # -- hand out -------------------------------------------------------------------
+
+    def get(self, n: int = 1, now: int | None = None, ack=(), landed=(), lookahead: int = 0):
+        """Lease up to ``n`` URLs, asking the shards in turn (a different one first each
+        call); each shard's acknowledgements and landings ride on its call. The next due
+        time, when fewer than ``n`` were handed out, is the earliest over the shards."""
+        acks, lands = self._by_shard(ack), self._by_shard(landed)
+        leases: list[Lease] = []
+        dues = []
+        self.last_acked = 0
+        count = len(self.shards)
+        order = [(self._turn + i) % count for i in range(count)]
+        self._turn = (self._turn + 1) % count
+        for s in order:
+            want = n - len(leases)
+            shard = self.shards[s]
+            if want <= 0:
+                if s in acks or s in lands:
+                    self.last_acked += shard.ack(*acks.get(s, ()), landed=lands.get(s, ()), now=now)
+                continue
+            got, due = shard.get(want, now, ack=acks.get(s, ()), landed=lands.get(s, ()), lookahead=lookahead)
+            self.last_acked += shard.last_acked
+            leases += got
+            if due is not None:
+                dues.append(due)
+        return leases, (min(dues) if dues and len(leases) < n else None)
+
+    def ack(self, *lease_ids, landed=(), now: int | None = None) -> int:
+        acks, lands = self._by_shard(lease_ids), self._by_shard(landed)
+        return sum(
+            self.shards[s].ack(*acks.get(s, ()), landed=lands.get(s, ()), now=now) for s in set(acks) | set(lands)
+        )
+
+    def renew(self, lease_ids, now: int | None = None) -> None:
+        for s, leases in self._by_shard(lease_ids).items():
+            self.shards[s].renew(leases, now)
+
+    def give_back(self, lease_ids) -> None:
+        for s, leases in self._by_shard(lease_ids).items():
+            self.shards[s].give_back(leases)
+
+    def epoch(self, create: bool = False):
+        """Each shard's epoch: a shard that lost its keys changes the whole (None when
+        any has none)."""
+        epochs = tuple(shard.epoch(create) for shard in self.shards)
+        return None if None in epochs else epochs
+
+    # -- politeness: the host's shard -------------------------------------------------
+
+    def slot(self, host: str, *args, **kwargs) -> int:
+        return self.shard_for(host).slot(host, *args, **kwargs)
+
+    def end(self, host: str, *args, **kwargs) -> None:
+        self.shard_for(host).end(host, *args, **kwargs)
+
+    def blocked_until(self, host: str) -> int:
+        return self.shard_for(host).blocked_until(host)
+
+    def fail(self, host: str, *args, **kwargs):
+        return self.shard_for(host).fail(host, *args, **kwargs)
+
+    def block_until(self, host: str, **kwargs) -> float:
+        return self.shard_for(host).block_until(host, **kwargs)
+
+    def set_delay(self, host: str, seconds: float | None, client=None) -> None:
+        self.shard_for(host).set_delay(host, seconds, client)
+
+    # -- numbers: summed over the shards ------------------------------------------------
+
+    def stats(self) -> dict:
+        parts = [shard.stats() for shard in self.shards]
+        out: dict = {}
+        for name, value in parts[0].items():
+            values = [p[name] for p in parts]
+            if isinstance(value, int):
+                out[name] = sum(values)
+            elif name == "front_by_level":
+                out[name] = [sum(level) for level in zip(*values, strict=True)]
+            else:  # the URL-seen filters
+                out[name] = {
+                    "filters": sum(v["filters"] for v in values),
+                    "urls": sum(v["urls"] for v in values),
+                    "bytes": sum(v["bytes"] for v in values),
+                    "fill": [f for v in values for f in v["fill"]],
+                    "false_positive_rate": max(v["false_positive_rate"] for v in values),
+                }
+        out["shards"] = len(self.shards)
+        return out
+
+    def outlook(self, max_wait: float, now: int | None = None) -> dict:
+        parts = [shard.outlook(max_wait, now) for shard in self.shards]
+        states = {p["state"] for p in parts}
+        dues = [p["next_due"] for p in parts if p["next_due"] is not None]
+        state = RUNNING if RUNNING in states else WAITING if WAITING in states else FINISHED
+        return {
+            "state": state,
+            "queued": sum(p["queued"] for p in parts),
+            "leased": sum(p["leased"] for p in parts),
+            "next_due": min(dues) if dues else None,
+        }
+
+    def deferred(self, max_wait: float = 0.0, now: int | None = None, limit: int = 10_000) -> dict:
+        out: dict[str, dict] = {}
+        for shard in self.shards:
+            for reason, r in shard.deferred(max_wait, now, limit).items():
+                mine = out.setdefault(reason, {"hosts": 0, "urls": 0, "due": r["due"], "examples": []})
+                mine["hosts"] += r["hosts"]
+                mine["urls"] += r["urls"]
+                mine["due"] = min(mine["due"], r["due"])
+                mine["examples"] = (mine["examples"] + r["examples"])[:3]
+        return out
+
+    def slowed(self, limit: int = 5) -> list[tuple[str, float]]:
+        hosts = [h for shard in self.shards for h in shard.slowed(limit)]
+        return sorted(hosts, key=lambda hf: -hf[1])[:limit]
+
+    def clear(self) -> int:
+        return sum(shard.clear() for shard in self.shards)

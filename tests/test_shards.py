@@ -1,0 +1,201 @@
+"""The frontier over several Redis servers (crawler/frontier/shards.py).
+
+The hash ring is tested with plain values; the sharded frontier on three private
+redis-servers on loopback (tests/harness.py), as a crawl's workers use it; a crawl of
+two workers on three servers is in test_shards_crawl.py.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter, defaultdict
+
+import pytest
+
+from crawler.frontier.frontier import FINISHED, Entry, Frontier
+from crawler.frontier.shards import HashRing, ShardedFrontier, server_name
+from tests.harness import RedisServer
+
+T0 = 1_700_000_000_000  # a fixed "now" in ms: the frontier takes time from its caller
+HOSTS = [f"h{i}.example" for i in range(30_000)]
+
+
+# -- the ring (pure) ------------------------------------------------------------------
+
+
+def test_each_server_owns_about_a_third_of_the_hosts():
+    ring = HashRing(["redis://a:6379/0", "redis://b:6379/0", "redis://c:6379/0"])
+    shares = Counter(ring.index(h) for h in HOSTS)
+    assert set(shares) == {0, 1, 2}
+    assert all(0.27 < n / len(HOSTS) < 0.40 for n in shares.values()), shares
+
+
+@pytest.mark.parametrize("servers", [2, 3, 5, 8])
+def test_adding_a_server_moves_about_one_share_and_only_to_it(servers):
+    names = [f"redis://10.0.0.{i}:6379/0" for i in range(servers)]
+    before, after = HashRing(names), HashRing([*names, "redis://10.0.0.99:6379/0"])
+    moved = [h for h in HOSTS if before.index(h) != after.index(h)]
+    share = len(moved) / len(HOSTS)
+    assert 0.6 / (servers + 1) < share < 1.5 / (servers + 1), share
+    assert {after.index(h) for h in moved} == {servers}  # all to the new one
+
+
+def test_removing_a_server_moves_only_its_hosts():
+    names = [f"redis://10.0.0.{i}:6379/0" for i in range(4)]
+    before, after = HashRing(names), HashRing(names[:2] + names[3:])
+    for h in HOSTS[:5000]:
+        was = names[before.index(h)]
+        if was != names[2]:
+            assert (names[:2] + names[3:])[after.index(h)] == was
+
+
+def test_a_server_keeps_its_place_whatever_its_password_or_the_order_given():
+    assert server_name("redis://:secret@10.0.0.1:6380/2") == server_name("redis://10.0.0.1:6380/2")
+    a = HashRing([server_name(u) for u in ("redis://x:1/0", "redis://y:1/0")])
+    b = HashRing([server_name(u) for u in ("redis://y:1/0", "redis://x:1/0")])
+    names_a, names_b = ["redis://x:1/0", "redis://y:1/0"], ["redis://y:1/0", "redis://x:1/0"]
+    assert all(names_a[a.index(h)] == names_b[b.index(h)] for h in HOSTS[:3000])
+
+
+# -- the sharded frontier on three redis-servers -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    started = [RedisServer(tmp_path_factory.mktemp(f"shard{i}")).start() for i in range(3)]
+    yield started
+    for server in started:
+        server.kill()
+
+
+@pytest.fixture
+def make_sharded(servers, crawl_name):
+    def make(**kw):
+        kw.setdefault("host_interval", 1.0)
+        kw.setdefault("max_in_flight", 0)
+        shards = [Frontier(s.client, crawl_name, **kw) for s in servers]
+        return ShardedFrontier(shards, [server_name(s.url) for s in servers])
+
+    yield make
+    for s in servers:
+        keys = list(s.client.scan_iter(match=f"crawl:{{{crawl_name}}}:*", count=1000))
+        if keys:
+            s.client.delete(*keys)
+
+
+def entry(url, **kw):
+    return Entry(url=url, payload=url.encode(), **kw)
+
+
+def test_each_host_lives_on_one_shard_and_the_numbers_add_up(make_sharded, servers):
+    f = make_sharded()
+    urls = [f"http://h{i}.example/{j}" for i in range(30) for j in range(4)]
+    assert f.put([entry(u) for u in urls], now=T0) == ["added"] * len(urls)
+    assert f.put([entry(u) for u in urls], now=T0) == ["seen"] * len(urls)  # URL-seen on the host's shard
+    stats = f.stats()
+    assert stats["queued"] == 120 and stats["pushed"] == 120 and stats["shards"] == 3
+    f.get(100, now=T0)  # one URL of each host handed out: the hosts' times are kept on their shards
+    holders = defaultdict(set)
+    for n, server in enumerate(servers):
+        for host in server.client.hkeys(f.keys.hnext):
+            holders[host.decode()].add(n)
+    assert all(holders[h] == {f.ring.index(h)} for h in holders) and len(holders) == 30
+    assert len({n for held in holders.values() for n in held}) == 3  # every server has hosts
+    assert f.stats()["hosts_queued"] == 30
+
+
+def test_every_url_once_and_each_host_its_interval_apart(make_sharded):
+    f = make_sharded(host_interval=1.0)
+    urls = [f"http://h{i}.example/{j}" for i in range(12) for j in range(5)]
+    random.Random(1).shuffle(urls)
+    f.put([entry(u) for u in urls], now=T0)
+    handed: dict[str, list[int]] = defaultdict(list)
+    now = T0
+    while now < T0 + 20_000:
+        leases, _ = f.get(8, now=now)
+        for lease in leases:
+            handed[lease.payload.decode()].append(max(now, lease.due))
+        f.ack(*(lease.id for lease in leases), now=now)
+        now += 100
+    assert sorted(handed) == sorted(urls) and all(len(t) == 1 for t in handed.values())
+    by_host = defaultdict(list)
+    for url, (t,) in handed.items():
+        by_host[url.split("/")[2]].append(t)
+    gaps = [b - a for times in by_host.values() for a, b in zip(sorted(times), sorted(times)[1:], strict=False)]
+    assert min(gaps) >= 1000, min(gaps)
+    assert f.outlook(0, now=now)["state"] == FINISHED
+
+
+def test_next_due_is_the_earliest_over_the_shards(make_sharded):
+    f = make_sharded(host_interval=1.0)
+    f.put([entry(f"http://h{i}.example/{j}") for i in range(6) for j in range(2)], now=T0)
+    leases, next_due = f.get(100, now=T0)
+    assert len(leases) == 6 and next_due == T0 + 1000  # each host's second URL, one interval on
+    assert f.get(100, now=T0 + 999) == ([], T0 + 1000)
+
+
+def test_a_follow_up_on_another_shard_ends_the_lease_it_replaces(make_sharded):
+    f = make_sharded(host_interval=0.0)
+    a, b = (
+        "a.example",
+        next(h for h in (f"b{i}.example" for i in range(100)) if f.ring.index(h) != f.ring.index("a.example")),
+    )
+    f.put([entry(f"http://{a}/old")], now=T0)
+    (lease,), _ = f.get(1, now=T0)
+    assert f.put([entry(f"http://{b}/new", follow_up=True, replaces_lease=lease.id)], now=T0 + 1) == ["added"]
+    stats = f.stats()
+    assert stats["leased"] == 0 and stats["queued"] == 1, stats
+    assert [x.payload.decode() for x in f.get(5, now=T0 + 2)[0]] == [f"http://{b}/new"]
+
+
+def test_acks_landings_renewals_and_give_backs_reach_each_leases_shard(make_sharded):
+    f = make_sharded(host_interval=0.0, max_in_flight=1)
+    f.put([entry(f"http://h{i}.example/{j}") for i in range(9) for j in range(2)], now=T0)
+    leases, _ = f.get(100, now=T0)
+    assert len(leases) == 9  # one per host: each at its in-flight limit
+    f.renew([x.id for x in leases], now=T0 + 30_000)  # would have expired at T0 + 60 s
+    assert f.outlook(0, now=T0 + 61_000)["leased"] == 9
+    # landings free the hosts on their shards; acks end the leases
+    more, _ = f.get(100, now=T0 + 2, ack=[x.id for x in leases[:5]], landed=[x.id for x in leases])
+    assert f.last_acked == 5 and len(more) == 9
+    f.give_back([x.id for x in leases[5:]])
+    assert f.outlook(0, now=T0 + 3)["queued"] == 4
+    assert f.ack(*(x.id for x in more), landed=[x.id for x in more], now=T0 + 4) == 9
+
+
+def test_a_shard_that_lost_its_keys_changes_the_crawls_epoch(make_sharded, servers):
+    f = make_sharded()
+    f.put([entry(f"http://h{i}.example/") for i in range(10)], now=T0)
+    epoch = f.epoch(create=True)
+    assert epoch is not None and f.epoch() == epoch
+    for key in servers[1].client.scan_iter(match=f"{f.keys.prefix}*"):
+        servers[1].client.delete(key)
+    assert f.epoch() is None
+
+
+def test_concurrent_workers_each_url_once(make_sharded):
+    f = make_sharded(host_interval=0.0)
+    urls = [f"http://h{i}.example/{j}" for i in range(40) for j in range(5)]
+    f.put([entry(u) for u in urls])
+    got, lock = [], threading.Lock()
+
+    def worker():
+        g = make_sharded(host_interval=0.0)
+        while True:
+            leases, _ = g.get(3)
+            if not leases:
+                if g.stats()["queued"] == 0:
+                    return
+                continue
+            with lock:
+                got.extend(lease.payload.decode() for lease in leases)
+            g.ack(*(lease.id for lease in leases))
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(got) == sorted(urls)
+    assert f.outlook(0)["state"] == FINISHED

@@ -1,0 +1,75 @@
+"""A crawl on three Redis servers (REDIS_URLS): two real ``scrapy crawl broad`` workers
+crawl the loopback site of crawler/demosite.py with their frontier spread over three
+private redis-servers. The same checks as on one Redis: every page fetched once and in
+the output, each host's requests its interval apart at the site, the crawl ends by itself;
+and the hosts really are spread over the servers."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from itertools import pairwise
+
+from crawler.demosite import serve_site
+from crawler.frontier.frontier import FINISHED, Frontier
+from crawler.frontier.keys import Keys
+from crawler.frontier.shards import ShardedFrontier, server_name
+from tests.harness import RedisServer, clean_env, launch_worker, loopback_settings, seed_file
+
+HOST_INTERVAL = 0.3
+NAME = "sharded"
+
+
+def test_two_workers_on_three_redis_servers_crawl_every_page_once_and_politely(tmp_path):
+    servers = [RedisServer(tmp_path / f"redis{i}").start() for i in range(3)]
+    workers = []
+    try:
+        with serve_site(hosts=8, pages=12) as site:
+            settings = loopback_settings(
+                NAME,
+                tmp_path / "a.log",
+                REDIS_URLS=",".join(s.url for s in servers),
+                FRONTIER_HOST_INTERVAL=HOST_INTERVAL,
+                FRONTIER_IDLE_SECONDS=3,
+                CRAWL_DIR=tmp_path / "crawl",
+            )
+            env = clean_env()
+            workers.append(launch_worker(tmp_path, "a", seed_file(tmp_path, site.seeds), settings, env))
+            deadline = time.monotonic() + 60
+            while not any(s.client.hget(Keys(NAME).counters, "pushed") for s in servers):
+                assert workers[0].proc.poll() is None and time.monotonic() < deadline, workers[0].tail()
+                time.sleep(0.05)
+            workers.append(launch_worker(tmp_path, "b", None, {**settings, "LOG_FILE": tmp_path / "b.log"}, env))
+            codes = [w.wait(120) for w in workers]
+            hits = site.page_hits()
+        logs = "\n".join(w.tail() for w in workers)
+        assert codes == [0, 0], f"exit codes {codes}\n{logs}"
+
+        counts = Counter(h.key for h in hits)
+        assert set(counts) == site.expected_fetches(), f"missing {sorted(site.expected_fetches() - set(counts))[:5]}"
+        assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
+        urls = {p["url"] for w in workers for p in w.pages()}
+        assert urls >= site.expected_page_urls(), sorted(site.expected_page_urls() - urls)[:5]
+        assert all(w.pages() for w in workers), "a worker did no work"
+
+        by_host = defaultdict(list)
+        for h in hits:
+            by_host[h.host].append(h.start)
+        gaps = [b - a for starts in by_host.values() for a, b in pairwise(sorted(starts))]
+        print(f"sharded crawl: {len(hits)} pages, smallest gap between a host's requests {min(gaps):.3f} s")
+        assert min(gaps) >= HOST_INTERVAL - 0.01, sorted(gaps)[:5]
+
+        holding = [len(s.client.hkeys(Keys(NAME).hnext)) for s in servers]
+        assert sum(holding) == len(site.hosts) and sum(1 for n in holding if n) >= 2, holding
+        frontier = ShardedFrontier([Frontier(s.client, NAME) for s in servers], [server_name(s.url) for s in servers])
+        assert frontier.outlook(0)["state"] == FINISHED
+        for host in site.hosts:  # each site's robots.txt is shared on its host's server
+            origin = f"http://{host}:{site.port}"
+            holders = [n for n, s in enumerate(servers) if s.client.exists(Keys(NAME).robots(origin))]
+            assert holders == [frontier.ring.index(frontier.politeness_key(origin + "/"))], (host, holders)
+        assert frontier.stats()["pushed"] == len(site.expected_fetches()), frontier.stats()
+    finally:
+        for w in workers:
+            w.kill()
+        for s in servers:
+            s.kill()
