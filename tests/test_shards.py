@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter, defaultdict
 
 import pytest
+import redis
 
 from crawler.frontier.frontier import FINISHED, Entry, Frontier
-from crawler.frontier.shards import HashRing, ShardedFrontier, server_name
+from crawler.frontier.shards import DOWN_WAIT_MIN, HashRing, ShardedFrontier, _lease_host, server_name
 from tests.harness import RedisServer
 
 T0 = 1_700_000_000_000  # a fixed "now" in ms: the frontier takes time from its caller
@@ -199,3 +201,41 @@ def test_concurrent_workers_each_url_once(make_sharded):
         t.join(timeout=60)
     assert sorted(got) == sorted(urls)
     assert f.outlook(0)["state"] == FINISHED
+
+
+def test_a_server_that_is_down_holds_back_only_its_hosts(tmp_path, caplog):
+    servers = [RedisServer(tmp_path / f"r{i}", persistent=True).start() for i in range(3)]
+    try:
+        f = ShardedFrontier(
+            [Frontier(s.client, "down", host_interval=1.0, max_in_flight=0) for s in servers],
+            [server_name(s.url) for s in servers],
+        )
+        f.put([entry(f"http://h{i}.example/{j}") for i in range(12) for j in range(3)], now=T0)
+        first, _ = f.get(100, now=T0)
+        down = f.ring.index(_lease_host(first[0].id))
+        servers[down].stop()
+        # the others' hosts go on; the acks for the server that is down wait for it
+        more, _ = f.get(100, now=T0 + 1000, ack=[x.id for x in first])
+        assert more and all(f.ring.index(_lease_host(x.id)) != down for x in more)
+        assert f.last_acked == sum(1 for x in first if f.ring.index(_lease_host(x.id)) != down)
+        assert "unreachable" in caplog.text
+        servers[down].start()
+        time.sleep(DOWN_WAIT_MIN)  # a server that was down is tried again after a while
+        rest, _ = f.get(100, now=T0 + 2000, ack=[x.id for x in more])
+        assert f.last_acked == len(more) + sum(1 for x in first if f.ring.index(_lease_host(x.id)) == down)
+        while True:  # the rest, one URL a host a second
+            batch, _ = f.get(100, now=T0 + 3000 + 1000 * len(rest), ack=[x.id for x in rest[-100:]])
+            if not batch:
+                break
+            rest += batch
+        handed = [x.payload.decode() for x in first + more + rest]
+        assert sorted(handed) == sorted(f"http://h{i}.example/{j}" for i in range(12) for j in range(3))
+        f.ack(*(x.id for x in rest))
+        assert f.outlook(0, now=T0 + 100_000)["state"] == FINISHED
+        for s in servers:
+            s.stop()
+        with pytest.raises(redis.ConnectionError):  # all down: the caller's outage
+            f.get(100, now=T0 + 6)
+    finally:
+        for s in servers:
+            s.kill()

@@ -19,14 +19,21 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import logging
+import time
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
+
+import redis
 
 from crawler.frontier.frontier import FINISHED, RUNNING, WAITING, Entry, Frontier, Lease
 from crawler.frontier.keys import SEP
 from crawler.urls import InvalidURL
 
+logger = logging.getLogger(__name__)
+
 POINTS = 160  # ring points per server: the hosts' spread is within a few percent of even
+DOWN_WAIT_MIN, DOWN_WAIT_MAX = 0.5, 8.0  # seconds before a server that was down is tried again (doubling)
 
 
 def _point(text: str) -> int:
@@ -81,6 +88,10 @@ class ShardedFrontier:
         self.max_in_flight, self.lease_ms = first.max_in_flight, first.lease_ms
         self.last_acked = 0
         self._turn = 0
+        # per shard: acknowledgements and landings it could not take (it was down), sent
+        # with its next call; and, while it is down, when to try it again and the wait
+        self._owed: dict[int, tuple[list, list]] = {}
+        self._down: dict[int, tuple[float, float]] = {}
 
     @classmethod
     def from_settings(cls, settings, clients: list, urls: list[str]) -> ShardedFrontier:
@@ -149,41 +160,93 @@ class ShardedFrontier:
     def get(self, n: int = 1, now: int | None = None, ack=(), landed=(), lookahead: int = 0):
         """Lease up to ``n`` URLs, asking the shards in turn (a different one first each
         call); each shard's acknowledgements and landings ride on its call. The next due
-        time, when fewer than ``n`` were handed out, is the earliest over the shards."""
+        time, when fewer than ``n`` were handed out, is the earliest over the shards.
+        A shard that is down is passed over (what it was sent is kept for its next call),
+        so the crawl goes on with the others' hosts; when all are down the error is raised."""
         acks, lands = self._by_shard(ack), self._by_shard(landed)
+        for s, (owed_acks, owed_lands) in self._owed.items():
+            acks.setdefault(s, [])[:0] = owed_acks
+            lands.setdefault(s, [])[:0] = owed_lands
+        self._owed = {}
         leases: list[Lease] = []
         dues = []
         self.last_acked = 0
         count = len(self.shards)
         order = [(self._turn + i) % count for i in range(count)]
         self._turn = (self._turn + 1) % count
+        failed: list[Exception] = []
         for s in order:
             want = n - len(leases)
             shard = self.shards[s]
-            if want <= 0:
-                if s in acks or s in lands:
-                    self.last_acked += shard.ack(*acks.get(s, ()), landed=lands.get(s, ()), now=now)
+            if s in self._down and time.monotonic() < self._down[s][0]:  # not yet: a refused call costs seconds
+                self._owed[s] = (acks.get(s, []), lands.get(s, []))
+                failed.append(redis.ConnectionError(f"Redis server {s + 1} of {count} is down"))
                 continue
-            got, due = shard.get(want, now, ack=acks.get(s, ()), landed=lands.get(s, ()), lookahead=lookahead)
+            try:
+                if want <= 0:
+                    if s in acks or s in lands:
+                        self.last_acked += shard.ack(*acks.get(s, ()), landed=lands.get(s, ()), now=now)
+                    continue
+                got, due = shard.get(want, now, ack=acks.get(s, ()), landed=lands.get(s, ()), lookahead=lookahead)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                self._owed[s] = (acks.get(s, []), lands.get(s, []))
+                self._went_down(s, exc)
+                failed.append(exc)
+                continue
+            self._came_back(s)
             self.last_acked += shard.last_acked
             leases += got
             if due is not None:
                 dues.append(due)
+        if len(failed) == count:
+            raise failed[0]
         return leases, (min(dues) if dues and len(leases) < n else None)
+
+    def _went_down(self, s: int, exc: Exception) -> None:
+        wait = min(2 * self._down[s][1], DOWN_WAIT_MAX) if s in self._down else DOWN_WAIT_MIN
+        first = s not in self._down
+        self._down[s] = (time.monotonic() + wait, wait)
+        if first:
+            logger.warning(
+                "Redis server %d of %d unreachable (%s: %s): its hosts wait, the others' go on",
+                s + 1,
+                len(self.shards),
+                type(exc).__name__,
+                exc,
+            )
+
+    def _came_back(self, s: int) -> None:
+        if s in self._down:
+            del self._down[s]
+            logger.info("Redis server %d of %d reachable again", s + 1, len(self.shards))
+
+    @staticmethod
+    def _each(calls) -> list:
+        """Run each shard's call (functions of no argument): one that fails does not keep
+        the others from theirs; its error is raised after them all."""
+        results, error = [], None
+        for call in calls:
+            try:
+                results.append(call())
+            except redis.RedisError as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+        return results
 
     def ack(self, *lease_ids, landed=(), now: int | None = None) -> int:
         acks, lands = self._by_shard(lease_ids), self._by_shard(landed)
-        return sum(
-            self.shards[s].ack(*acks.get(s, ()), landed=lands.get(s, ()), now=now) for s in set(acks) | set(lands)
-        )
+        calls = [
+            lambda s=s: self.shards[s].ack(*acks.get(s, ()), landed=lands.get(s, ()), now=now)
+            for s in set(acks) | set(lands)
+        ]
+        return sum(self._each(calls))
 
     def renew(self, lease_ids, now: int | None = None) -> None:
-        for s, leases in self._by_shard(lease_ids).items():
-            self.shards[s].renew(leases, now)
+        self._each([lambda s=s, ls=ls: self.shards[s].renew(ls, now) for s, ls in self._by_shard(lease_ids).items()])
 
     def give_back(self, lease_ids) -> None:
-        for s, leases in self._by_shard(lease_ids).items():
-            self.shards[s].give_back(leases)
+        self._each([lambda s=s, ls=ls: self.shards[s].give_back(ls) for s, ls in self._by_shard(lease_ids).items()])
 
     def epoch(self, create: bool = False):
         """Each shard's epoch: a shard that lost its keys changes the whole (None when
