@@ -73,3 +73,59 @@ def test_two_workers_on_three_redis_servers_crawl_every_page_once_and_politely(t
             w.kill()
         for s in servers:
             s.kill()
+
+
+def test_a_server_restarted_mid_crawl_holds_back_only_its_hosts_and_loses_nothing(tmp_path):
+    """One of the three servers (append-only file on) stops for a few seconds mid-crawl
+    and comes back with its data: the workers go on with the other servers' hosts
+    meanwhile, then finish every page, each fetched once."""
+    servers = [RedisServer(tmp_path / f"redis{i}", persistent=True).start() for i in range(3)]
+    workers = []
+    try:
+        with serve_site(hosts=8, pages=12, delay=0.05) as site:
+            settings = loopback_settings(
+                NAME,
+                tmp_path / "a.log",
+                REDIS_URLS=",".join(s.url for s in servers),
+                FRONTIER_HOST_INTERVAL=HOST_INTERVAL,
+                FRONTIER_IDLE_SECONDS=3,
+                CRAWL_DIR=tmp_path / "crawl",
+            )
+            env = clean_env()
+            workers.append(launch_worker(tmp_path, "a", seed_file(tmp_path, site.seeds), settings, env))
+            deadline = time.monotonic() + 60
+            while len(site.page_hits()) < 15:
+                assert workers[0].proc.poll() is None and time.monotonic() < deadline, workers[0].tail()
+                time.sleep(0.05)
+            workers.append(launch_worker(tmp_path, "b", None, {**settings, "LOG_FILE": tmp_path / "b.log"}, env))
+            frontier = ShardedFrontier(
+                [Frontier(s.client, NAME) for s in servers], [server_name(s.url) for s in servers]
+            )
+            victim = max(range(3), key=lambda n: len(servers[n].client.hkeys(Keys(NAME).hnext)))
+            servers[victim].stop()
+            stopped = time.monotonic()
+            before = len(site.page_hits())
+            time.sleep(5)
+            during = [h for h in site.page_hits()[before:] if h.start > stopped + 1]
+            servers[victim].start()
+            codes = [w.wait(150) for w in workers]
+            hits = site.page_hits()
+        logs = "\n".join(w.tail() for w in workers)
+        assert codes == [0, 0], f"exit codes {codes}\n{logs}"
+        assert any("unreachable" in w.text() for w in workers), logs
+        on_victim = {
+            h for h in site.hosts if frontier.ring.index(frontier.politeness_key(f"http://{h}:{site.port}/")) == victim
+        }
+        print(
+            f"server {victim + 1} down 5 s ({len(on_victim)} of {len(site.hosts)} hosts): {len(during)} pages meanwhile"
+        )
+        assert during and all(h.host not in on_victim for h in during), "the other servers' hosts did not go on"
+        counts = Counter(h.key for h in hits)
+        assert set(counts) == site.expected_fetches(), f"missing {sorted(site.expected_fetches() - set(counts))[:5]}"
+        assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
+        assert frontier.outlook(0)["state"] == FINISHED
+    finally:
+        for w in workers:
+            w.kill()
+        for s in servers:
+            s.kill()

@@ -48,13 +48,19 @@ def redis_from_settings(settings):
 
 
 def shard_clients(settings, urls: list[str]) -> list:
-    """A client for each of ``urls`` (REDIS_PARAMS apply to all)."""
+    """A client for each of ``urls`` (REDIS_PARAMS apply to all). Unless REDIS_PARAMS
+    says otherwise, a call is tried twice, not with redis-py's backed-off retries (seconds
+    on a server that refuses): the frontier passes over a server that is down and tries it
+    again later, while the others' hosts go on."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
     from scrapy.settings import Settings
 
     clients = []
     for url in urls:
         one = Settings(settings.copy_to_dict())
         one.set("REDIS_URL", url)
+        one.set("REDIS_PARAMS", {"retry": Retry(NoBackoff(), 1), **settings.getdict("REDIS_PARAMS")})
         clients.append(get_redis_from_settings(one))
     return clients
 

@@ -178,22 +178,17 @@ class ShardedFrontier:
         for s in order:
             want = n - len(leases)
             shard = self.shards[s]
-            if s in self._down and time.monotonic() < self._down[s][0]:  # not yet: a refused call costs seconds
-                self._owed[s] = (acks.get(s, []), lands.get(s, []))
-                failed.append(redis.ConnectionError(f"Redis server {s + 1} of {count} is down"))
-                continue
+            a, la = acks.get(s, []), lands.get(s, [])
             try:
                 if want <= 0:
-                    if s in acks or s in lands:
-                        self.last_acked += shard.ack(*acks.get(s, ()), landed=lands.get(s, ()), now=now)
+                    if a or la:
+                        self.last_acked += self._on(s, lambda: shard.ack(*a, landed=la, now=now))  # noqa: B023
                     continue
-                got, due = shard.get(want, now, ack=acks.get(s, ()), landed=lands.get(s, ()), lookahead=lookahead)
+                got, due = self._on(s, lambda: shard.get(want, now, ack=a, landed=la, lookahead=lookahead))  # noqa: B023
             except (redis.ConnectionError, redis.TimeoutError) as exc:
-                self._owed[s] = (acks.get(s, []), lands.get(s, []))
-                self._went_down(s, exc)
+                self._owed[s] = (a, la)
                 failed.append(exc)
                 continue
-            self._came_back(s)
             self.last_acked += shard.last_acked
             leases += got
             if due is not None:
@@ -237,16 +232,18 @@ class ShardedFrontier:
     def ack(self, *lease_ids, landed=(), now: int | None = None) -> int:
         acks, lands = self._by_shard(lease_ids), self._by_shard(landed)
         calls = [
-            lambda s=s: self.shards[s].ack(*acks.get(s, ()), landed=lands.get(s, ()), now=now)
+            lambda s=s: self._on(s, lambda: self.shards[s].ack(*acks.get(s, ()), landed=lands.get(s, ()), now=now))
             for s in set(acks) | set(lands)
         ]
         return sum(self._each(calls))
 
     def renew(self, lease_ids, now: int | None = None) -> None:
-        self._each([lambda s=s, ls=ls: self.shards[s].renew(ls, now) for s, ls in self._by_shard(lease_ids).items()])
+        shards = self._by_shard(lease_ids).items()
+        self._each([lambda s=s, ls=ls: self._on(s, lambda: self.shards[s].renew(ls, now)) for s, ls in shards])
 
     def give_back(self, lease_ids) -> None:
-        self._each([lambda s=s, ls=ls: self.shards[s].give_back(ls) for s, ls in self._by_shard(lease_ids).items()])
+        shards = self._by_shard(lease_ids).items()
+        self._each([lambda s=s, ls=ls: self._on(s, lambda: self.shards[s].give_back(ls)) for s, ls in shards])
 
     def epoch(self, create: bool = False):
         """Each shard's epoch: a shard that lost its keys changes the whole (None when
@@ -256,23 +253,40 @@ class ShardedFrontier:
 
     # -- politeness: the host's shard -------------------------------------------------
 
+    def _on(self, s: int, call):
+        """``call()`` on shard ``s``, unless it is down and not yet due for another try
+        (then ConnectionError at once: a refused server costs seconds of retries)."""
+        if s in self._down and time.monotonic() < self._down[s][0]:
+            raise redis.ConnectionError(f"Redis server {s + 1} of {len(self.shards)} is down")
+        try:
+            result = call()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            self._went_down(s, exc)
+            raise
+        self._came_back(s)
+        return result
+
+    def _on_host(self, host: str, verb: str, *args, **kwargs):
+        s = self.ring.index(host)
+        return self._on(s, lambda: getattr(self.shards[s], verb)(host, *args, **kwargs))
+
     def slot(self, host: str, *args, **kwargs) -> int:
-        return self.shard_for(host).slot(host, *args, **kwargs)
+        return self._on_host(host, "slot", *args, **kwargs)
 
     def end(self, host: str, *args, **kwargs) -> None:
-        self.shard_for(host).end(host, *args, **kwargs)
+        self._on_host(host, "end", *args, **kwargs)
 
     def blocked_until(self, host: str) -> int:
-        return self.shard_for(host).blocked_until(host)
+        return self._on_host(host, "blocked_until")
 
     def fail(self, host: str, *args, **kwargs):
-        return self.shard_for(host).fail(host, *args, **kwargs)
+        return self._on_host(host, "fail", *args, **kwargs)
 
     def block_until(self, host: str, **kwargs) -> float:
-        return self.shard_for(host).block_until(host, **kwargs)
+        return self._on_host(host, "block_until", **kwargs)
 
     def set_delay(self, host: str, seconds: float | None, client=None) -> None:
-        self.shard_for(host).set_delay(host, seconds, client)
+        self._on_host(host, "set_delay", seconds, client)
 
     # -- numbers: summed over the shards ------------------------------------------------
 
