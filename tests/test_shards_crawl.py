@@ -6,6 +6,8 @@ and the hosts really are spread over the servers."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections import Counter, defaultdict
 from itertools import pairwise
@@ -14,7 +16,7 @@ from crawler.demosite import serve_site
 from crawler.frontier.frontier import FINISHED, Frontier
 from crawler.frontier.keys import Keys
 from crawler.frontier.shards import ShardedFrontier, server_name
-from tests.harness import RedisServer, clean_env, launch_worker, loopback_settings, seed_file
+from tests.harness import ROOT, RedisServer, clean_env, launch_worker, loopback_settings, seed_file
 
 HOST_INTERVAL = 0.3
 NAME = "sharded"
@@ -127,5 +129,30 @@ def test_a_server_restarted_mid_crawl_holds_back_only_its_hosts_and_loses_nothin
     finally:
         for w in workers:
             w.kill()
+        for s in servers:
+            s.kill()
+
+
+def test_seed_and_frontier_commands_use_every_server(tmp_path):
+    servers = [RedisServer(tmp_path / f"redis{i}").start() for i in range(3)]
+    try:
+        seeds = seed_file(tmp_path, [f"http://h{i}.example/p{j}" for i in range(20) for j in range(3)])
+        env = {**clean_env(), "REDIS_URLS": ",".join(s.url for s in servers)}
+
+        def scrapy(*args):
+            return subprocess.run(
+                [sys.executable, "-m", "scrapy", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+            )
+
+        seeded = scrapy("seed", str(seeds), "--crawl", "cmds", "--no-progress")
+        assert seeded.returncode == 0 and seeded.stdout.startswith("added 60,"), seeded.stdout + seeded.stderr
+        queued = [int(s.client.hget(Keys("cmds").counters, "queued") or 0) for s in servers]
+        assert sum(queued) == 60 and sum(1 for n in queued if n) >= 2, queued
+        shown = scrapy("frontier", "--crawl", "cmds")
+        assert shown.returncode == 0, shown.stderr
+        assert "(on 3 Redis servers, REDIS_URLS)" in shown.stdout and "queued           60 " in shown.stdout, (
+            shown.stdout
+        )
+    finally:
         for s in servers:
             s.kill()

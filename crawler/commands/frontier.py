@@ -101,7 +101,7 @@ def format_stats(name: str, s: dict) -> str:
     status = s["status"]
     return "\n".join(
         [
-            f"crawl            {name}",
+            f"crawl            {name}" + (f" (on {s['shards']} Redis servers, REDIS_URLS)" if s.get("shards") else ""),
             f"status           {status_line(status, status['deferred'])}",
             *(f"                 {line}" for line in deferred_lines(status["deferred"])),
             f"queued           {s['queued']}  (front queues by level: {levels})",
