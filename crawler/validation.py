@@ -199,6 +199,8 @@ RULES = {
     "FRONTIER_STATS_INTERVAL": SECONDS,
     "REDIS_URL": Url(("redis", "rediss", "unix")),
     "REDIS_URLS": UrlList(("redis", "rediss", "unix")),
+    "REDIS_CLUSTER_URL": Url(("redis", "rediss")),
+    "REDIS_CLUSTER_SHARDS": Number(1, 16384, integer=True),
     "URL_SORT_QUERY": Flag(),
     "CRAWL_FOLLOW_LINKS": Flag(),
     "SEED_BATCH_SIZE": AT_LEAST_ONE,

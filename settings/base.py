@@ -27,6 +27,10 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 # consistent hashing (crawler/frontier/shards.py); the first also holds what belongs to
 # the whole crawl (content seen). Every worker of a crawl lists the same servers.
 REDIS_URLS = [u for u in os.environ.get("REDIS_URLS", "").split(",") if u]
+# A Redis Cluster (any of its nodes): the crawl is cut into REDIS_CLUSTER_SHARDS shards, each
+# with its own hash tag, which the cluster spreads over its masters (hosts by consistent hashing).
+REDIS_CLUSTER_URL = os.environ.get("REDIS_CLUSTER_URL", "")
+REDIS_CLUSTER_SHARDS = 16
 # Extra redis-py client parameters (password, ssl, timeouts...), as in scrapy-redis.
 REDIS_PARAMS = {}
 

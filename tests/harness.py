@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -204,9 +205,19 @@ def wait4(proc: subprocess.Popen, timeout: float):
 # -- ports and Redis ----------------------------------------------------------------------
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on at ``host`` now (never 6379, the shared Redis)."""
-    for _ in range(20):
+def free_port(host: str = "127.0.0.1", cluster: bool = False) -> int:
+    """A TCP port nobody listens on at ``host`` now (never 6379, the shared Redis);
+    ``cluster``: one a cluster node can take (its bus port, 10,000 higher, free too)."""
+    for _ in range(200):
+        if cluster:
+            port = random.randrange(20_000, 55_000)
+            try:
+                for p in (port, port + 10_000):
+                    with socket.socket() as s:
+                        s.bind((host, p))
+            except OSError:
+                continue
+            return port
         with socket.socket() as s:
             s.bind((host, 0))
             port = s.getsockname()[1]
@@ -245,11 +256,19 @@ class RedisServer:
     own connection (it reconnects after a restart). As a context manager: started, and
     killed at the end."""
 
-    def __init__(self, directory, *, persistent: bool = False, password: str = "", socket_timeout: float = 5.0):
+    def __init__(
+        self,
+        directory,
+        *,
+        persistent: bool = False,
+        password: str = "",
+        socket_timeout: float = 5.0,
+        cluster: bool = False,
+    ):
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.persistent, self.password = persistent, password
-        self.port = free_port()
+        self.persistent, self.password, self.cluster = persistent, password, cluster
+        self.port = free_port(cluster=cluster)
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.log = self.dir / "redis-0.log"
@@ -273,6 +292,8 @@ class RedisServer:
         cmd += ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]
         if self.password:
             cmd += ["--requirepass", self.password]
+        if self.cluster:  # a master of a cluster (start_cluster), its node table kept beside its data
+            cmd += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"]
         self.proc = subprocess.Popen(cmd, cwd=self.dir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + START_TIMEOUT
         last: Exception | None = None
@@ -332,3 +353,29 @@ class RedisServer:
         """CPU seconds (user + system) the server has used so far (INFO cpu)."""
         info = self.client.info("cpu")
         return float(info.get("used_cpu_user", 0)) + float(info.get("used_cpu_sys", 0))
+
+
+SLOTS = 16384
+
+
+def start_cluster(directory, masters: int = 3, persistent: bool = False) -> list[RedisServer]:
+    """A Redis Cluster of ``masters`` masters on 127.0.0.1 (no replicas), the slots shared
+    evenly, started and joined (CLUSTER ADDSLOTS and MEET, no redis-cli needed); returns
+    once every node says the cluster is ok."""
+    nodes = [RedisServer(Path(directory) / f"node{i}", persistent=persistent, cluster=True) for i in range(masters)]
+    try:
+        for n, node in enumerate(nodes):
+            node.start()
+            node.client.execute_command("CLUSTER", "ADDSLOTS", *range(n * SLOTS // masters, (n + 1) * SLOTS // masters))
+        for node in nodes[1:]:
+            nodes[0].client.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+        deadline = time.monotonic() + START_TIMEOUT
+        while any(node.client.cluster("info")["cluster_state"] != "ok" for node in nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the cluster did not come up: " + str([n.client.cluster("info") for n in nodes]))
+            time.sleep(0.1)
+    except BaseException:
+        for node in nodes:
+            node.kill()
+        raise
+    return nodes

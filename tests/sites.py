@@ -26,8 +26,8 @@ class RecordingFrontier(Frontier):
     pop_log: str = ""
 
     @classmethod
-    def from_settings(cls, settings, redis):
-        frontier = super().from_settings(settings, redis)
+    def from_settings(cls, settings, redis, shard=None):
+        frontier = super().from_settings(settings, redis, shard)
         frontier.pop_log = settings.get("E2E_POP_LOG", "")
         return frontier
 

@@ -12,55 +12,70 @@ import time
 from collections import Counter, defaultdict
 from itertools import pairwise
 
+from scrapy.settings import Settings
+
 from crawler.demosite import serve_site
+from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.frontier import FINISHED, Frontier
 from crawler.frontier.keys import Keys
 from crawler.frontier.shards import ShardedFrontier, server_name
-from tests.harness import ROOT, RedisServer, clean_env, launch_worker, loopback_settings, seed_file
+from tests.conftest import project_settings
+from tests.harness import ROOT, RedisServer, clean_env, launch_worker, loopback_settings, seed_file, start_cluster
 
 HOST_INTERVAL = 0.3
 NAME = "sharded"
 
 
+def _crawl(tmp_path, site, redis_settings: dict, pushed) -> list:
+    """Two workers crawl ``site`` with ``redis_settings`` (the second once ``pushed()``
+    says the seeds are in); checks that every page was fetched once, is in the output,
+    and that each host's requests were HOST_INTERVAL apart at the site. Returns the workers."""
+    settings = loopback_settings(
+        NAME,
+        tmp_path / "a.log",
+        FRONTIER_HOST_INTERVAL=HOST_INTERVAL,
+        FRONTIER_IDLE_SECONDS=3,
+        CRAWL_DIR=tmp_path / "crawl",
+        **redis_settings,
+    )
+    env = clean_env()
+    workers = [launch_worker(tmp_path, "a", seed_file(tmp_path, site.seeds), settings, env)]
+    try:
+        deadline = time.monotonic() + 60
+        while not pushed():
+            assert workers[0].proc.poll() is None and time.monotonic() < deadline, workers[0].tail()
+            time.sleep(0.05)
+        workers.append(launch_worker(tmp_path, "b", None, {**settings, "LOG_FILE": tmp_path / "b.log"}, env))
+        codes = [w.wait(120) for w in workers]
+    finally:
+        for w in workers:
+            w.kill()
+    hits = site.page_hits()
+    logs = "\n".join(w.tail() for w in workers)
+    assert codes == [0, 0], f"exit codes {codes}\n{logs}"
+    for w in workers:  # robots.txt shared, nothing refused by the servers
+        assert " ERROR: " not in w.text() and "Traceback" not in w.text(), w.tail(80)
+    counts = Counter(h.key for h in hits)
+    assert set(counts) == site.expected_fetches(), f"missing {sorted(site.expected_fetches() - set(counts))[:5]}"
+    assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
+    urls = {p["url"] for w in workers for p in w.pages()}
+    assert urls >= site.expected_page_urls(), sorted(site.expected_page_urls() - urls)[:5]
+    assert all(w.pages() for w in workers), "a worker did no work"
+    by_host = defaultdict(list)
+    for h in hits:
+        by_host[h.host].append(h.start)
+    gaps = [b - a for starts in by_host.values() for a, b in pairwise(sorted(starts))]
+    print(f"sharded crawl: {len(hits)} pages, smallest gap between a host's requests {min(gaps):.3f} s")
+    assert min(gaps) >= HOST_INTERVAL - 0.01, sorted(gaps)[:5]
+    return workers
+
+
 def test_two_workers_on_three_redis_servers_crawl_every_page_once_and_politely(tmp_path):
     servers = [RedisServer(tmp_path / f"redis{i}").start() for i in range(3)]
-    workers = []
     try:
         with serve_site(hosts=8, pages=12) as site:
-            settings = loopback_settings(
-                NAME,
-                tmp_path / "a.log",
-                REDIS_URLS=",".join(s.url for s in servers),
-                FRONTIER_HOST_INTERVAL=HOST_INTERVAL,
-                FRONTIER_IDLE_SECONDS=3,
-                CRAWL_DIR=tmp_path / "crawl",
-            )
-            env = clean_env()
-            workers.append(launch_worker(tmp_path, "a", seed_file(tmp_path, site.seeds), settings, env))
-            deadline = time.monotonic() + 60
-            while not any(s.client.hget(Keys(NAME).counters, "pushed") for s in servers):
-                assert workers[0].proc.poll() is None and time.monotonic() < deadline, workers[0].tail()
-                time.sleep(0.05)
-            workers.append(launch_worker(tmp_path, "b", None, {**settings, "LOG_FILE": tmp_path / "b.log"}, env))
-            codes = [w.wait(120) for w in workers]
-            hits = site.page_hits()
-        logs = "\n".join(w.tail() for w in workers)
-        assert codes == [0, 0], f"exit codes {codes}\n{logs}"
-
-        counts = Counter(h.key for h in hits)
-        assert set(counts) == site.expected_fetches(), f"missing {sorted(site.expected_fetches() - set(counts))[:5]}"
-        assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
-        urls = {p["url"] for w in workers for p in w.pages()}
-        assert urls >= site.expected_page_urls(), sorted(site.expected_page_urls() - urls)[:5]
-        assert all(w.pages() for w in workers), "a worker did no work"
-
-        by_host = defaultdict(list)
-        for h in hits:
-            by_host[h.host].append(h.start)
-        gaps = [b - a for starts in by_host.values() for a, b in pairwise(sorted(starts))]
-        print(f"sharded crawl: {len(hits)} pages, smallest gap between a host's requests {min(gaps):.3f} s")
-        assert min(gaps) >= HOST_INTERVAL - 0.01, sorted(gaps)[:5]
-
+            urls = {"REDIS_URLS": ",".join(s.url for s in servers)}
+            _crawl(tmp_path, site, urls, lambda: any(s.client.hget(Keys(NAME).counters, "pushed") for s in servers))
         holding = [len(s.client.hkeys(Keys(NAME).hnext)) for s in servers]
         assert sum(holding) == len(site.hosts) and sum(1 for n in holding if n) >= 2, holding
         frontier = ShardedFrontier([Frontier(s.client, NAME) for s in servers], [server_name(s.url) for s in servers])
@@ -71,10 +86,31 @@ def test_two_workers_on_three_redis_servers_crawl_every_page_once_and_politely(t
             assert holders == [frontier.ring.index(frontier.politeness_key(origin + "/"))], (host, holders)
         assert frontier.stats()["pushed"] == len(site.expected_fetches()), frontier.stats()
     finally:
-        for w in workers:
-            w.kill()
         for s in servers:
             s.kill()
+
+
+def test_two_workers_on_a_three_master_redis_cluster_crawl_every_page_once_and_politely(tmp_path):
+    """REDIS_CLUSTER_URL: the crawl's 16 shards (hash tags) spread over the masters."""
+    nodes = start_cluster(tmp_path / "cluster")
+    try:
+        settings = Settings({"CRAWL_NAME": NAME, "REDIS_CLUSTER_URL": nodes[0].url, "REDIS_CLUSTER_SHARDS": 16})
+        with serve_site(hosts=8, pages=12) as site:
+            frontier = None
+
+            def pushed():
+                nonlocal frontier
+                frontier = frontier or frontier_from_settings(Settings({**project_settings(), **settings}))
+                return frontier.stats()["pushed"] > 0
+
+            _crawl(tmp_path, site, {"REDIS_CLUSTER_URL": nodes[0].url}, pushed)
+        assert frontier.outlook(0)["state"] == FINISHED
+        assert frontier.stats()["pushed"] == len(site.expected_fetches()), frontier.stats()
+        holding = [len(list(n.client.scan_iter(match="crawl:*hnext"))) for n in nodes]
+        assert sum(1 for k in holding if k) >= 2, holding  # the shards are on several masters
+    finally:
+        for n in nodes:
+            n.kill()
 
 
 def test_a_server_restarted_mid_crawl_holds_back_only_its_hosts_and_loses_nothing(tmp_path):
@@ -131,6 +167,48 @@ def test_a_server_restarted_mid_crawl_holds_back_only_its_hosts_and_loses_nothin
             w.kill()
         for s in servers:
             s.kill()
+
+
+def test_a_cluster_master_restarted_mid_crawl_loses_nothing(tmp_path):
+    """A master of the three (append-only file on) stops for a few seconds mid-crawl and
+    comes back with its data and its slots: the workers finish every page, each once."""
+    nodes = start_cluster(tmp_path / "cluster", persistent=True)
+    workers = []
+    try:
+        with serve_site(hosts=8, pages=12, delay=0.05) as site:
+            settings = loopback_settings(
+                NAME,
+                tmp_path / "a.log",
+                REDIS_CLUSTER_URL=nodes[0].url,
+                FRONTIER_HOST_INTERVAL=HOST_INTERVAL,
+                FRONTIER_IDLE_SECONDS=3,
+                CRAWL_DIR=tmp_path / "crawl",
+            )
+            env = clean_env()
+            workers.append(launch_worker(tmp_path, "a", seed_file(tmp_path, site.seeds), settings, env))
+            deadline = time.monotonic() + 60
+            while len(site.page_hits()) < 15:
+                assert workers[0].proc.poll() is None and time.monotonic() < deadline, workers[0].tail()
+                time.sleep(0.05)
+            workers.append(launch_worker(tmp_path, "b", None, {**settings, "LOG_FILE": tmp_path / "b.log"}, env))
+            nodes[1].stop()
+            time.sleep(4)
+            nodes[1].start()
+            codes = [w.wait(150) for w in workers]
+            hits = site.page_hits()
+        logs = "\n".join(w.tail() for w in workers)
+        assert codes == [0, 0], f"exit codes {codes}\n{logs}"
+        assert not any("Traceback" in w.text() for w in workers), logs
+        counts = Counter(h.key for h in hits)
+        assert set(counts) == site.expected_fetches(), f"missing {sorted(site.expected_fetches() - set(counts))[:5]}"
+        assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
+        frontier = frontier_from_settings(Settings({**project_settings(), **settings}))
+        assert frontier.outlook(0)["state"] == FINISHED
+    finally:
+        for w in workers:
+            w.kill()
+        for n in nodes:
+            n.kill()
 
 
 def test_seed_and_frontier_commands_use_every_server(tmp_path):

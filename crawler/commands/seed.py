@@ -128,7 +128,8 @@ class Command(ScrapyCommand):
         try:
             client = redis_from_settings(settings)
             client.ping()
-            frontier = frontier_from_settings(settings) if settings.getlist("REDIS_URLS") else None
+            sharded = settings.getlist("REDIS_URLS") or settings.get("REDIS_CLUSTER_URL")
+            frontier = frontier_from_settings(settings) if sharded else None
             frontier = frontier or Frontier.from_settings(settings, client)
         except ValueError as exc:  # a bad frontier setting
             _close(client)

@@ -39,12 +39,22 @@ def redis_from_settings(settings):
     scrapy-redis's connection handling (REDIS_URL or REDIS_HOST/REDIS_PORT, REDIS_PARAMS
     for passwords, TLS, timeouts) when a server is named (with REDIS_URLS: the first,
     which holds what belongs to the whole crawl), else the embedded Redis."""
+    if settings.get("REDIS_CLUSTER_URL"):
+        return cluster_client(settings)
     shards = settings.getlist("REDIS_URLS")
     if shards:
         return shard_clients(settings, shards[:1])[0]
     if not uses_embedded(settings):
         return get_redis_from_settings(settings)
     return embedded_redis(embedded_db_path(settings))
+
+
+def cluster_client(settings):
+    """A Redis Cluster client (REDIS_CLUSTER_URL: any node; REDIS_PARAMS apply)."""
+    from redis.cluster import RedisCluster
+
+    params = {k: v for k, v in settings.getdict("REDIS_PARAMS").items() if k != "encoding"}
+    return RedisCluster.from_url(settings.get("REDIS_CLUSTER_URL"), **params)
 
 
 def shard_clients(settings, urls: list[str]) -> list:
@@ -70,8 +80,10 @@ def embedded_db_path(settings) -> str:
 
 
 def uses_embedded(settings) -> bool:
-    """Whether the crawl's Redis is the embedded one (no REDIS_URL, REDIS_URLS or REDIS_HOST)."""
-    return not (settings.get("REDIS_URL") or settings.getlist("REDIS_URLS") or settings.get("REDIS_HOST"))
+    """Whether the crawl's Redis is the embedded one (no REDIS_URL, REDIS_URLS, REDIS_CLUSTER_URL
+    or REDIS_HOST)."""
+    named = ("REDIS_URL", "REDIS_URLS", "REDIS_CLUSTER_URL", "REDIS_HOST")
+    return not any(settings.get(name) for name in named)
 
 
 def known_crawls(settings, limit: int = 100) -> list[str]:
@@ -92,7 +104,8 @@ def crawl_exists(settings) -> bool:
     started for a crawl that has none)."""
     if uses_embedded(settings):
         return os.path.isfile(embedded_db_path(settings))
-    return bool(redis_from_settings(settings).exists(Keys(settings.get("CRAWL_NAME")).counters))
+    shard = 0 if settings.get("REDIS_CLUSTER_URL") else None  # (the crawl-wide keys of a cluster's crawl)
+    return bool(redis_from_settings(settings).exists(Keys(settings.get("CRAWL_NAME"), shard).counters))
 
 
 _embedded: dict[str, object] = {}
@@ -124,6 +137,10 @@ def frontier_from_settings(settings):
     from scrapy.utils.misc import load_object
 
     shards = settings.getlist("REDIS_URLS")
+    if settings.get("REDIS_CLUSTER_URL"):
+        from crawler.frontier.shards import ShardedFrontier
+
+        return ShardedFrontier.in_cluster(settings, cluster_client(settings), settings.getint("REDIS_CLUSTER_SHARDS"))
     if len(shards) > 1:
         from crawler.frontier.shards import ShardedFrontier
 

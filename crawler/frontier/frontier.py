@@ -151,11 +151,15 @@ class Frontier:
         recovery: float = 0.25,
         intervals: HostIntervals | None = None,
         traps: TrapGuard | None = None,
+        shard: int | None = None,
     ):
         if priority_levels < 1:
             raise ValueError("FRONTIER_PRIORITY_LEVELS must be at least 1")
         self.redis = redis
-        self.keys = Keys(crawl_name)
+        self.keys = Keys(crawl_name, shard)
+        # every script names one key of the crawl (shard): a Redis Cluster sends the call
+        # to the master of its hash tag, where all the keys the script computes live
+        self._route = [self.keys.counters]
         self.levels = priority_levels
         self.weights = ",".join(str(2 ** (priority_levels - 1 - i)) for i in range(priority_levels))
         self.host_interval_ms = int(host_interval * 1000)
@@ -180,7 +184,7 @@ class Frontier:
         self.last_acked = 0  # leases the last get() acknowledged
 
     @classmethod
-    def from_settings(cls, settings, redis) -> Frontier:
+    def from_settings(cls, settings, redis, shard: int | None = None) -> Frontier:
         return cls(
             redis,
             settings.get("CRAWL_NAME"),
@@ -198,6 +202,7 @@ class Frontier:
             recovery=settings.getfloat("HOST_SLOWDOWN_RECOVERY"),
             intervals=intervals_from_file(settings.get("FRONTIER_HOST_INTERVALS_FILE")),
             traps=TrapGuard.from_settings(settings),
+            shard=shard,
         )
 
     @property
@@ -261,7 +266,7 @@ class Frontier:
         done, stale = 0, 0
         while done < len(batch):
             args[_NOW_ARG] = now_ms() if now is None else now
-            result = self._push(args=args)
+            result = self._push(keys=self._route, args=args)
             if result == -1 or not result:
                 stale += 1
                 if stale > 5:
@@ -324,6 +329,7 @@ class Frontier:
         id (it ended now) or a pair (lease id, the time in ms it ended)."""
         now = now_ms() if now is None else now
         out = self._pop(
+            keys=self._route,
             args=[
                 self.keys.prefix,
                 now,
@@ -366,7 +372,7 @@ class Frontier:
             *lease_ids,
             *_landings(landed, now),
         ]
-        return int(self._ack(args=args))
+        return int(self._ack(keys=self._route, args=args))
 
     def renew(self, lease_ids, now: int | None = None) -> None:
         if not lease_ids:
@@ -408,14 +414,14 @@ class Frontier:
             "" if override is None else str(int(override * 1000)),
             int(not_before),
         ]
-        return int(self._slot(args=args))
+        return int(self._slot(keys=self._route, args=args))
 
     def end(self, host: str, now: int | None = None, client=None) -> None:
         """A response from ``host`` to a request the frontier did not hand out
         (robots.txt and its redirect hops) has just ended: the host's next slot and
         hand-out count from now (scripts.END). ``client``: a pipeline to add the call to."""
         args = [self.keys.prefix, host, now_ms() if now is None else now, self.host_interval_ms]
-        self._end(args=args, client=client)
+        self._end(keys=self._route, args=args, client=client)
 
     def blocked_until(self, host: str) -> int:
         """The end (ms) of the host's last back-off (0: none)."""
@@ -442,6 +448,7 @@ class Frontier:
         refused, DNS), or ``down_after`` distinct URLs failing in a row, backs it off
         (scripts.FAIL). Returns (down, back-off seconds, slow-down factor)."""
         state, delay, f = self._fail(
+            keys=self._route,
             args=[
                 self.keys.prefix,
                 host,
@@ -477,6 +484,7 @@ class Frontier:
         given, else an exponential back-off (see scripts.BACKOFF). Returns the delay in
         seconds."""
         ms = self._backoff(
+            keys=self._route,
             args=[
                 self.keys.prefix,
                 host,

@@ -101,12 +101,13 @@ def lua_table() -> str:
 
 
 PREFIX = "crawl:{{{name}}}:"  # every key of a crawl starts so
+SHARD = "#"  # in a Redis Cluster, shard k of a crawl is "NAME#k" in the hash tag
 
 
 def crawl_of(counters_key: bytes | str) -> str:
     """The crawl name in a key that ``Keys.counters_pattern()`` matched."""
     key = counters_key.decode() if isinstance(counters_key, bytes) else counters_key
-    return key[key.index("{") + 1 : key.index("}")]
+    return key[key.index("{") + 1 : key.index("}")].split(SHARD, 1)[0]
 
 
 class Keys:
@@ -118,11 +119,14 @@ class Keys:
         ever queued a URL): how ``scrapy frontier`` lists the crawls of a Redis."""
         return PREFIX.format(name="*").replace("{", "\\{").replace("}", "\\}") + NAMES["counters"]
 
-    def __init__(self, crawl_name: str):
-        if not crawl_name or any(c in crawl_name for c in "{}\x1f \n"):
+    def __init__(self, crawl_name: str, shard: int | None = None):
+        """``shard``: the keys of shard ``shard`` of the crawl in a Redis Cluster (their
+        own hash tag, so that the cluster spreads the shards over its masters)."""
+        if not crawl_name or any(c in crawl_name for c in "{}\x1f \n" + SHARD):
             raise ValueError(f"invalid crawl name: {crawl_name!r}")
         self.crawl_name = crawl_name
-        self.prefix = PREFIX.format(name=crawl_name)
+        self.shard = shard
+        self.prefix = PREFIX.format(name=crawl_name if shard is None else f"{crawl_name}{SHARD}{shard}")
         for name, key in NAMES.items():
             if not key.endswith(":"):
                 setattr(self, name, self.prefix + key)

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import redis
 
 from crawler.frontier.frontier import FINISHED, RUNNING, WAITING, Entry, Frontier, Lease
-from crawler.frontier.keys import SEP
+from crawler.frontier.keys import SEP, SHARD
 from crawler.urls import InvalidURL
 
 logger = logging.getLogger(__name__)
@@ -99,6 +99,17 @@ class ShardedFrontier:
 
         kind = load_object(settings.get("FRONTIER_CLASS"))
         return cls([kind.from_settings(settings, client) for client in clients], [server_name(u) for u in urls])
+
+    @classmethod
+    def in_cluster(cls, settings, client, count: int) -> ShardedFrontier:
+        """``count`` shards of the crawl on one Redis Cluster: each its own hash tag
+        (``{NAME#k}``), so that the cluster spreads them over its masters."""
+        from scrapy.utils.misc import load_object
+
+        kind = load_object(settings.get("FRONTIER_CLASS"))
+        name = settings.get("CRAWL_NAME")
+        shards = [kind.from_settings(settings, client, shard=k) for k in range(count)]
+        return cls(shards, [f"{name}{SHARD}{k}" for k in range(count)])
 
     # -- where things live ----------------------------------------------------------
 

@@ -139,7 +139,6 @@ class RobotsMiddleware:
         self.stats = crawler.stats
         self.frontier = frontier
         self.redis = frontier.redis  # the scripts' first client; each site's calls go to its host's shard
-        self.keys = frontier.keys
         self.token = product_token(s)
         self.lifetime = s.getfloat("ROBOTSTXT_CACHE_SECONDS")
         self.stale = s.getfloat("ROBOTSTXT_STALE_SECONDS")
@@ -237,12 +236,16 @@ class RobotsMiddleware:
             d.callback(rules)
         return rules
 
+    def _shard(self, origin: str):
+        """The frontier (shard) of the site's host: its Redis and its keys hold the site's
+        robots.txt record (with REDIS_URLS or a cluster; else the crawl's one frontier)."""
+        return self.frontier.shard_for(self.frontier.politeness_key(origin + "/"))
+
     def _redis_for(self, origin: str):
-        """The Redis of the site's host (its shard, with REDIS_URLS)."""
-        return self.frontier.shard_for(self.frontier.politeness_key(origin + "/")).redis
+        return self._shard(origin).redis
 
     async def _load(self, origin: str) -> Rules:
-        key, lock = self.keys.robots(origin), self.keys.robots_lock(origin)
+        key, lock = self._shard(origin).keys.robots(origin), self._shard(origin).keys.robots_lock(origin)
         client = self._redis_for(origin)
         token = uuid.uuid4().hex
         while True:
@@ -276,7 +279,7 @@ class RobotsMiddleware:
             await _sleep(POLL_SECONDS)
 
     def _renew_claim(self, origin: str, token: str) -> None:
-        lock = self.keys.robots_lock(origin)
+        lock = self._shard(origin).keys.robots_lock(origin)
         try:
             self._renew(keys=[lock], args=[token, int(self.lock_seconds * 1000)], client=self._redis_for(origin))
         except redis.RedisError:
@@ -284,7 +287,7 @@ class RobotsMiddleware:
 
     def _release(self, origin: str, token: str) -> None:
         try:
-            self._unlock(keys=[self.keys.robots_lock(origin)], args=[token], client=self._redis_for(origin))
+            self._unlock(keys=[self._shard(origin).keys.robots_lock(origin)], args=[token], client=self._redis_for(origin))
         except redis.RedisError:
             pass  # it expires
 
@@ -404,22 +407,24 @@ class RobotsMiddleware:
         return self._from_record(origin, record, now) or Rules(origin, retry_at, unreachable=True, retry_at=retry_at)
 
     def _share(self, origin: str, host: str, fields: dict, drop: tuple, interval, token: str | None) -> None:
-        """One transaction: the site's record, the host's interval (unless KEEP), the
-        host's next slot counted from now (the fetch just ended), and the claim released."""
+        """The site's record and the host's interval (unless KEEP) in one transaction; then
+        the host's next slot counted from now (the fetch just ended), and the claim
+        released (scripts are not run inside a transaction: a Redis Cluster refuses that)."""
         if token is None:
             return
-        key = self.keys.robots(origin)
+        key = self._shard(origin).keys.robots(origin)
+        client = self._redis_for(origin)
         try:
-            p = self._redis_for(origin).pipeline(transaction=True)
+            p = client.pipeline(transaction=True)
             p.hset(key, mapping=fields)
             if drop:
                 p.hdel(key, *drop)
             p.expire(key, int(self.lifetime + self.stale) + 1)
             if interval is not KEEP:
                 self.frontier.set_delay(host, interval, client=p)
-            self.frontier.end(host, client=p)
-            self._unlock(keys=[self.keys.robots_lock(origin)], args=[token], client=p)
             p.execute()
+            self.frontier.end(host)
+            self._unlock(keys=[self._shard(origin).keys.robots_lock(origin)], args=[token], client=client)
         except redis.RedisError as exc:
             logger.warning("Could not share robots.txt of %s (%s); the other workers fetch it too", origin, exc)
 
