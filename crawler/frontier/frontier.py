@@ -345,7 +345,7 @@ class Frontier:
                 len(ack),
                 *ack,
                 *_landings(landed, now),
-            ]
+            ],
         )
         next_due = int(out[0])
         self.last_acked = int(out[1])
@@ -463,7 +463,7 @@ class Frontier:
                 int(quiet * 1000),
                 jitter,
                 self.host_interval_ms,
-            ]
+            ],
         )
         return bool(state), int(delay) / 1000, int(f) / 1000
 
@@ -495,7 +495,7 @@ class Frontier:
                 int(retry_after * 1000),
                 jitter,
                 reason,
-            ]
+            ],
         )
         return int(ms) / 1000
 

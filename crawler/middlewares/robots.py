@@ -287,7 +287,9 @@ class RobotsMiddleware:
 
     def _release(self, origin: str, token: str) -> None:
         try:
-            self._unlock(keys=[self._shard(origin).keys.robots_lock(origin)], args=[token], client=self._redis_for(origin))
+            self._unlock(
+                keys=[self._shard(origin).keys.robots_lock(origin)], args=[token], client=self._redis_for(origin)
+            )
         except redis.RedisError:
             pass  # it expires
 
