@@ -95,16 +95,6 @@ class Choice:
         return None
 
 
-class File:
-    """The path of a readable file, or empty (none)."""
-
-    def problem(self, settings, name: str) -> str | None:
-        path = str(settings.get(name) or "")
-        if path and not os.access(path, os.R_OK):
-            return "expected a readable file (or nothing)"
-        return None
-
-
 @dataclass(frozen=True)
 class Url:
     """Empty, or a URL of one of ``schemes``."""
@@ -264,9 +254,9 @@ RULES = {
     "CASSANDRA_MAX_IN_FLIGHT": AT_LEAST_ONE,
     "CASSANDRA_RETRIES": COUNT,
     "CASSANDRA_TLS": Flag(),
-    "CASSANDRA_TLS_CA_FILE": File(),
-    "CASSANDRA_TLS_CERT_FILE": File(),
-    "CASSANDRA_TLS_KEY_FILE": File(),
+    "CASSANDRA_TLS_CA_FILE": ReadableFile(),
+    "CASSANDRA_TLS_CERT_FILE": ReadableFile(),
+    "CASSANDRA_TLS_KEY_FILE": ReadableFile(),
     "CASSANDRA_TLS_CHECK_HOSTNAME": Flag(),
     # robots.txt
     "ROBOTSTXT_OBEY": Flag(),

@@ -175,4 +175,4 @@ def test_a_client_certificate_is_presented_when_configured(pki):
 
 def test_an_unreadable_ca_file_is_an_invalid_setting(tmp_path):
     found = problems(_settings(9042, CASSANDRA_TLS_CA_FILE=str(tmp_path / "missing.pem")))
-    assert found == [f"CASSANDRA_TLS_CA_FILE='{tmp_path / 'missing.pem'}': expected a readable file (or nothing)"]
+    assert found == [f"CASSANDRA_TLS_CA_FILE='{tmp_path / 'missing.pem'}': expected empty or a readable file"]

@@ -45,6 +45,10 @@ def test_the_defaults_are_valid_and_every_rule_names_a_setting_that_exists():
         ("CASSANDRA_WRITE_CONSISTENCY", "most", "expected one of ANY, ONE"),
         ("REDIS_URL", "notaurl", "expected empty or a URL starting redis:// or rediss:// or unix://"),
         ("REDIS_URL", "redis://host:99999/0", "expected empty or a URL starting redis://"),
+        ("REDIS_URLS", "redis://a:6379/0,notaurl", "URL 2: expected empty or a URL starting redis://"),
+        ("REDIS_CLUSTER_URL", "unix:///tmp/r.sock", "expected empty or a URL starting redis:// or rediss://"),
+        ("REDIS_CLUSTER_SHARDS", "0", "expected a whole number from 1 to 16384"),
+        ("CASSANDRA_TLS_CA_FILE", "/no/such/ca.pem", "expected empty or a readable file"),
         ("ARCHIVE_S3_ENDPOINT_URL", "minio:9000", "expected empty or a URL starting http:// or https://"),
         ("ROBOTSTXT_OBEY", "maybe", "expected True or False (or 1 or 0)"),
         ("NETWORK_GUARD_ALLOW", "10.0.0.0/8,nonsense", "'nonsense' is not one"),
@@ -86,6 +90,8 @@ def test_settings_that_must_agree_are_checked_together():
 def test_a_password_in_a_bad_url_is_not_shown():
     [line] = problems_with(REDIS_URL="redis://user:s3cret@host:99999/0")
     assert "s3cret" not in line and "***@host:99999/0" in line
+    [line] = problems_with(REDIS_URLS="redis://:s3cret@a:6379/0,redis://:s3cret@b:99999/0")
+    assert "s3cret" not in line and "***@a:6379/0,redis://***@b:99999/0" in line
 
 
 @pytest.mark.parametrize(
