@@ -1,6 +1,7 @@
-"""Benchmark: the frontier on one Redis server against three (REDIS_URLS, crawler/frontier/shards.py).
+"""Benchmark: the frontier on one Redis server against three (REDIS_URLS) and a three-master
+Redis Cluster (REDIS_CLUSTER_URL, 16 shards) (crawler/frontier/shards.py).
 
-Three throwaway redis-servers on 127.0.0.1 (tests/harness.py). For 1 and then 3 of them,
+Throwaway redis-servers on 127.0.0.1 (tests/harness.py). For 1 and then 3 servers, then the cluster,
 ``--clients`` processes (each its own frontier, as workers are) first put ``--urls`` URLs
 of ``--hosts`` hosts in batches of 500 (seed ingestion), then get them back 64 at a time,
 acknowledging each batch with the next get (as the scheduler does), until none is left
@@ -32,14 +33,26 @@ import redis  # noqa: E402
 
 from crawler.frontier.frontier import Entry, Frontier  # noqa: E402
 from crawler.frontier.shards import ShardedFrontier, server_name  # noqa: E402
-from tests.harness import RedisServer  # noqa: E402
+from tests.harness import RedisServer, start_cluster  # noqa: E402
 
 NAME = "bench-shards"
 BATCH = 500
 GET = 64
 
 
+CLUSTER_SHARDS = 16
+
+
 def _frontier(urls: list[str], capacity: int):
+    if urls[0].startswith("cluster+"):
+        from redis.cluster import RedisCluster
+
+        client = RedisCluster.from_url(urls[0].removeprefix("cluster+"))
+        shards = [
+            Frontier(client, NAME, host_interval=0.0, max_in_flight=0, bloom_capacity=capacity, shard=k)
+            for k in range(CLUSTER_SHARDS)
+        ]
+        return ShardedFrontier(shards, [f"{NAME}#{k}" for k in range(CLUSTER_SHARDS)])
     shards = [
         Frontier(redis.Redis.from_url(u), NAME, host_interval=0.0, max_in_flight=0, bloom_capacity=capacity)
         for u in urls
@@ -78,23 +91,24 @@ def _phase(target, args_of, clients: int) -> tuple[int, float]:
     return done, time.perf_counter() - started
 
 
-def run(servers: list[RedisServer], count: int, args) -> dict:
+def run(servers: list[RedisServer], count: int, args, cluster: bool = False) -> dict:
     for s in servers:
         s.client.flushall()
-    urls = [s.url for s in servers[:count]]
+    urls = [f"cluster+{servers[0].url}"] if cluster else [s.url for s in servers[:count]]
     all_urls = [f"http://h{i % args.hosts}.example/page/{i}" for i in range(args.urls)]
     parts = [all_urls[c :: args.clients] for c in range(args.clients)]
     cpu0 = [s.cpu_seconds() for s in servers[:count]]
-    put, put_s = _phase(_put, lambda c: (urls, args.urls // count, parts[c]), args.clients)
+    capacity = args.urls // (CLUSTER_SHARDS if cluster else count)
+    put, put_s = _phase(_put, lambda c: (urls, capacity, parts[c]), args.clients)
     cpu1 = [s.cpu_seconds() for s in servers[:count]]
     memory = sum(s.client.info("memory")["used_memory"] for s in servers[:count])
-    got, get_s = _phase(_get, lambda c: (urls, args.urls // count), args.clients)
+    got, get_s = _phase(_get, lambda c: (urls, capacity), args.clients)
     cpu2 = [s.cpu_seconds() for s in servers[:count]]
     put_cpu = [b - a for a, b in zip(cpu0, cpu1, strict=True)]
     get_cpu = [b - a for a, b in zip(cpu1, cpu2, strict=True)]
     per_k = 1000 / args.urls * 1000
     return {
-        "servers": count,
+        "servers": f"{count}{' (cluster)' if cluster else ''}",
         "put": put / put_s,
         "got": got / get_s,
         "complete": got == args.urls,
@@ -120,22 +134,29 @@ def main() -> None:
         finally:
             for s in servers:
                 s.kill()
+        nodes = start_cluster(Path(tmp) / "cluster")
+        try:
+            rows.append(run(nodes, 3, args, cluster=True))
+        finally:
+            for node in nodes:
+                node.kill()
     print(
-        f"\n{'servers':>7} {'put URLs/s':>11} {'got URLs/s':>11} {'all got':>7}"
+        f"\n{'servers':>11} {'put URLs/s':>11} {'got URLs/s':>11} {'all got':>7}"
         f" {'put: Redis CPU ms/1000 (all, busiest)':>38} {'get: (all, busiest)':>20} {'bytes/URL':>9}"
     )
     for r in rows:
         print(
-            f"{r['servers']:7} {r['put']:11.0f} {r['got']:11.0f} {'yes' if r['complete'] else 'NO':>7}"
+            f"{r['servers']:>11} {r['put']:11.0f} {r['got']:11.0f} {'yes' if r['complete'] else 'NO':>7}"
             f" {r['put_cpu']:28.1f} {r['put_busiest']:9.1f} {r['get_cpu']:10.1f} {r['get_busiest']:9.1f}"
             f" {r['bytes']:9.1f}"
         )
-    one, three = rows
-    print(
-        f"\n3 servers / 1: put {three['put'] / one['put']:.2f}x, get {three['got'] / one['got']:.2f}x; "
-        f"the busiest server's Redis CPU per URL {three['put_busiest'] / one['put_busiest']:.2f}x (put), "
-        f"{three['get_busiest'] / one['get_busiest']:.2f}x (get)"
-    )
+    one = rows[0]
+    for other in rows[1:]:
+        print(
+            f"{other['servers']} / 1: put {other['put'] / one['put']:.2f}x, get {other['got'] / one['got']:.2f}x; "
+            f"the busiest server's Redis CPU per URL {other['put_busiest'] / one['put_busiest']:.2f}x (put), "
+            f"{other['get_busiest'] / one['get_busiest']:.2f}x (get)"
+        )
 
 
 if __name__ == "__main__":
