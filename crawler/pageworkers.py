@@ -39,6 +39,8 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 from twisted.internet.defer import Deferred, DeferredList
 
+from crawler.memory import trim
+
 logger = logging.getLogger(__name__)
 
 
@@ -77,7 +79,7 @@ class PageWorkers:
     def _submit(self, fn, args: tuple) -> Deferred:
         pool = self._current_pool()
         try:
-            future = pool.submit(fn, *args)
+            future = pool.submit(_call, fn, *args)
         except BrokenProcessPool:
             future = self._crashed(pool)
         return _deferred(future, lambda f: self._check(pool, f))
@@ -145,6 +147,16 @@ def _start_worker(nice: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if nice > 0:
         os.nice(nice)
+
+
+def _call(fn, *args):
+    """In a page process: ``fn(*args)``, then the memory its page took handed back to the
+    system (crawler/memory.py): one large page would otherwise hold the process at its
+    size for the rest of the crawl."""
+    try:
+        return fn(*args)
+    finally:
+        trim()
 
 
 def _warm_up() -> None:
