@@ -237,14 +237,13 @@ def test_crawls_do_not_touch_each_other(make_frontier, redis_client):
         g.clear()
 
 
-def test_concurrent_workers_each_url_once(make_frontier):
-    f = make_frontier(host_interval=0.0)
-    urls = [f"http://h{i}.example/{j}" for i in range(40) for j in range(5)]
-    f.put([entry(u) for u in urls])
+def drain_concurrently(make, workers: int = 4) -> list[str]:
+    """URLs handed out to ``workers`` threads, each with its own frontier from ``make``,
+    getting three at a time and acknowledging them, until nothing is queued."""
     got, lock = [], threading.Lock()
 
     def worker():
-        g = make_frontier(host_interval=0.0)
+        g = make(host_interval=0.0)
         while True:
             leases, _ = g.get(3)
             if not leases:
@@ -255,12 +254,19 @@ def test_concurrent_workers_each_url_once(make_frontier):
                 got.extend(lease.payload.decode() for lease in leases)
             g.ack(*(lease.id for lease in leases))
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=60)
-    assert sorted(got) == sorted(urls)
+    return got
+
+
+def test_concurrent_workers_each_url_once(make_frontier):
+    f = make_frontier(host_interval=0.0)
+    urls = [f"http://h{i}.example/{j}" for i in range(40) for j in range(5)]
+    f.put([entry(u) for u in urls])
+    assert sorted(drain_concurrently(make_frontier)) == sorted(urls)
     assert f.outlook(0)["state"] == FINISHED
 
 

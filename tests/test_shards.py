@@ -8,7 +8,6 @@ two workers on three servers is in test_shards_crawl.py.
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections import Counter, defaultdict
 
@@ -18,6 +17,7 @@ import redis
 from crawler.frontier.frontier import FINISHED, Entry, Frontier
 from crawler.frontier.shards import DOWN_WAIT_MIN, HashRing, ShardedFrontier, _lease_host, server_name
 from tests.harness import RedisServer
+from tests.test_frontier import drain_concurrently
 
 T0 = 1_700_000_000_000  # a fixed "now" in ms: the frontier takes time from its caller
 HOSTS = [f"h{i}.example" for i in range(30_000)]
@@ -180,26 +180,7 @@ def test_concurrent_workers_each_url_once(make_sharded):
     f = make_sharded(host_interval=0.0)
     urls = [f"http://h{i}.example/{j}" for i in range(40) for j in range(5)]
     f.put([entry(u) for u in urls])
-    got, lock = [], threading.Lock()
-
-    def worker():
-        g = make_sharded(host_interval=0.0)
-        while True:
-            leases, _ = g.get(3)
-            if not leases:
-                if g.stats()["queued"] == 0:
-                    return
-                continue
-            with lock:
-                got.extend(lease.payload.decode() for lease in leases)
-            g.ack(*(lease.id for lease in leases))
-
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert sorted(got) == sorted(urls)
+    assert sorted(drain_concurrently(make_sharded)) == sorted(urls)
     assert f.outlook(0)["state"] == FINISHED
 
 
