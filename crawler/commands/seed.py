@@ -24,8 +24,7 @@ from redis.exceptions import RedisError
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.frontier.connection import frontier_from_settings, redis_from_settings
-from crawler.frontier.frontier import Frontier
+from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.keys import Keys
 from crawler.seeds import STDIN, IngestReport, SeedFileError, check_readable, ingest
 from crawler.urls import url_options
@@ -126,11 +125,9 @@ class Command(ScrapyCommand):
             return self._fail(f"seed: {exc}")
         client = None
         try:
-            client = redis_from_settings(settings)
+            frontier = frontier_from_settings(settings)
+            client = frontier.redis
             client.ping()
-            sharded = settings.getlist("REDIS_URLS") or settings.get("REDIS_CLUSTER_URL")
-            frontier = frontier_from_settings(settings) if sharded else None
-            frontier = frontier or Frontier.from_settings(settings, client)
         except ValueError as exc:  # a bad frontier setting
             _close(client)
             return self._fail(f"seed: {exc}")

@@ -136,14 +136,12 @@ def frontier_from_settings(settings):
     inside one, components share the crawler's (``crawler_frontier``)."""
     from scrapy.utils.misc import load_object
 
+    from crawler.frontier.shards import ShardedFrontier
+
     shards = settings.getlist("REDIS_URLS")
     if settings.get("REDIS_CLUSTER_URL"):
-        from crawler.frontier.shards import ShardedFrontier
-
         return ShardedFrontier.in_cluster(settings, cluster_client(settings), settings.getint("REDIS_CLUSTER_SHARDS"))
     if len(shards) > 1:
-        from crawler.frontier.shards import ShardedFrontier
-
         return ShardedFrontier.from_settings(settings, shard_clients(settings, shards), shards)
     return load_object(settings.get("FRONTIER_CLASS")).from_settings(settings, redis_from_settings(settings))
 

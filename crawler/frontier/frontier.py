@@ -205,11 +205,6 @@ class Frontier:
             shard=shard,
         )
 
-    @property
-    def shards(self) -> list[Frontier]:
-        """The frontiers the crawl's hosts are spread over (this one; see shards.py)."""
-        return [self]
-
     def shard_for(self, host: str) -> Frontier:
         """The frontier ``host`` lives on (this one; see shards.py)."""
         return self

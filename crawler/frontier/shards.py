@@ -74,7 +74,7 @@ def _lease_host(lease) -> str:
 class ShardedPrepared:
     statuses: list
     parts: list  # (shard, the indexes of its entries, its Prepared)
-    moved: list  # (shard, lease): follow-ups' leases held on another shard than their URL
+    moved: list  # follow-ups' leases held on another shard than their URL
 
 
 class ShardedFrontier:
@@ -144,27 +144,20 @@ class ShardedFrontier:
             except InvalidURL:
                 shard = 0  # refused there, as invalid
             if e.replaces_lease and self.ring.index(_lease_host(e.replaces_lease)) != shard:
-                moved.append((self.ring.index(_lease_host(e.replaces_lease)), e.replaces_lease))
+                moved.append(e.replaces_lease)
                 entries[i] = replace(e, replaces_lease=b"")
             groups.setdefault(shard, []).append(i)
         parts = [(s, idx, self.shards[s].prepare([entries[i] for i in idx])) for s, idx in groups.items()]
         return ShardedPrepared([None] * len(entries), parts, moved)
 
     def send(self, prepared: ShardedPrepared, now: int | None = None) -> list[str]:
-        for shard, indexes, part in prepared.parts:
-            for i, status in zip(indexes, self.shards[shard].send(part, now), strict=True):
+        for s, indexes, part in prepared.parts:
+            statuses = self._on(s, lambda s=s, part=part: self.shards[s].send(part, now))
+            for i, status in zip(indexes, statuses, strict=True):
                 prepared.statuses[i] = status
-        # a follow-up's lease on another shard ends once the follow-up is queued
-        for shard, leases in self._grouped(prepared.moved).items():
-            self.shards[shard].ack(*leases, now=now)
+        if prepared.moved:  # a follow-up's lease on another shard ends once the follow-up is queued
+            self.ack(*prepared.moved, now=now)
         return prepared.statuses
-
-    @staticmethod
-    def _grouped(pairs) -> dict[int, list]:
-        out: dict[int, list] = {}
-        for shard, item in pairs:
-            out.setdefault(shard, []).append(item)
-        return out
 
     # -- hand out -------------------------------------------------------------------
 
