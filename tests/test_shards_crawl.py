@@ -26,10 +26,9 @@ HOST_INTERVAL = 0.3
 NAME = "sharded"
 
 
-def _crawl(tmp_path, site, redis_settings: dict, pushed) -> list:
-    """Two workers crawl ``site`` with ``redis_settings`` (the second once ``pushed()``
-    says the seeds are in); checks that every page was fetched once, is in the output,
-    and that each host's requests were HOST_INTERVAL apart at the site. Returns the workers."""
+def _start_two(tmp_path, site, redis_settings: dict, ready, workers: list) -> dict:
+    """Worker a with the seeds, then worker b once ``ready()`` (polled), each added to
+    ``workers`` as it starts (the caller kills them at the end); returns their settings."""
     settings = loopback_settings(
         NAME,
         tmp_path / "a.log",
@@ -39,13 +38,28 @@ def _crawl(tmp_path, site, redis_settings: dict, pushed) -> list:
         **redis_settings,
     )
     env = clean_env()
-    workers = [launch_worker(tmp_path, "a", seed_file(tmp_path, site.seeds), settings, env)]
+    workers.append(launch_worker(tmp_path, "a", seed_file(tmp_path, site.seeds), settings, env))
+    deadline = time.monotonic() + 60
+    while not ready():
+        assert workers[0].proc.poll() is None and time.monotonic() < deadline, workers[0].tail()
+        time.sleep(0.05)
+    workers.append(launch_worker(tmp_path, "b", None, {**settings, "LOG_FILE": tmp_path / "b.log"}, env))
+    return settings
+
+
+def _assert_each_page_fetched_once(site, hits) -> None:
+    counts = Counter(h.key for h in hits)
+    assert set(counts) == site.expected_fetches(), f"missing {sorted(site.expected_fetches() - set(counts))[:5]}"
+    assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
+
+
+def _crawl(tmp_path, site, redis_settings: dict, pushed) -> list:
+    """Two workers crawl ``site`` with ``redis_settings`` (the second once ``pushed()``
+    says the seeds are in); checks that every page was fetched once, is in the output,
+    and that each host's requests were HOST_INTERVAL apart at the site. Returns the workers."""
+    workers: list = []
     try:
-        deadline = time.monotonic() + 60
-        while not pushed():
-            assert workers[0].proc.poll() is None and time.monotonic() < deadline, workers[0].tail()
-            time.sleep(0.05)
-        workers.append(launch_worker(tmp_path, "b", None, {**settings, "LOG_FILE": tmp_path / "b.log"}, env))
+        _start_two(tmp_path, site, redis_settings, pushed, workers)
         codes = [w.wait(120) for w in workers]
     finally:
         for w in workers:
@@ -55,9 +69,7 @@ def _crawl(tmp_path, site, redis_settings: dict, pushed) -> list:
     assert codes == [0, 0], f"exit codes {codes}\n{logs}"
     for w in workers:  # robots.txt shared, nothing refused by the servers
         assert " ERROR: " not in w.text() and "Traceback" not in w.text(), w.tail(80)
-    counts = Counter(h.key for h in hits)
-    assert set(counts) == site.expected_fetches(), f"missing {sorted(site.expected_fetches() - set(counts))[:5]}"
-    assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
+    _assert_each_page_fetched_once(site, hits)
     urls = {p["url"] for w in workers for p in w.pages()}
     assert urls >= site.expected_page_urls(), sorted(site.expected_page_urls() - urls)[:5]
     assert all(w.pages() for w in workers), "a worker did no work"
@@ -121,21 +133,8 @@ def test_a_server_restarted_mid_crawl_holds_back_only_its_hosts_and_loses_nothin
     workers = []
     try:
         with serve_site(hosts=8, pages=12, delay=0.05) as site:
-            settings = loopback_settings(
-                NAME,
-                tmp_path / "a.log",
-                REDIS_URLS=",".join(s.url for s in servers),
-                FRONTIER_HOST_INTERVAL=HOST_INTERVAL,
-                FRONTIER_IDLE_SECONDS=3,
-                CRAWL_DIR=tmp_path / "crawl",
-            )
-            env = clean_env()
-            workers.append(launch_worker(tmp_path, "a", seed_file(tmp_path, site.seeds), settings, env))
-            deadline = time.monotonic() + 60
-            while len(site.page_hits()) < 15:
-                assert workers[0].proc.poll() is None and time.monotonic() < deadline, workers[0].tail()
-                time.sleep(0.05)
-            workers.append(launch_worker(tmp_path, "b", None, {**settings, "LOG_FILE": tmp_path / "b.log"}, env))
+            urls = {"REDIS_URLS": ",".join(s.url for s in servers)}
+            _start_two(tmp_path, site, urls, lambda: len(site.page_hits()) >= 15, workers)
             frontier = ShardedFrontier(
                 [Frontier(s.client, NAME) for s in servers], [server_name(s.url) for s in servers]
             )
@@ -158,9 +157,7 @@ def test_a_server_restarted_mid_crawl_holds_back_only_its_hosts_and_loses_nothin
             f"server {victim + 1} down 5 s ({len(on_victim)} of {len(site.hosts)} hosts): {len(during)} pages meanwhile"
         )
         assert during and all(h.host not in on_victim for h in during), "the other servers' hosts did not go on"
-        counts = Counter(h.key for h in hits)
-        assert set(counts) == site.expected_fetches(), f"missing {sorted(site.expected_fetches() - set(counts))[:5]}"
-        assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
+        _assert_each_page_fetched_once(site, hits)
         assert frontier.outlook(0)["state"] == FINISHED
     finally:
         for w in workers:
@@ -176,21 +173,8 @@ def test_a_cluster_master_restarted_mid_crawl_loses_nothing(tmp_path):
     workers = []
     try:
         with serve_site(hosts=8, pages=12, delay=0.05) as site:
-            settings = loopback_settings(
-                NAME,
-                tmp_path / "a.log",
-                REDIS_CLUSTER_URL=nodes[0].url,
-                FRONTIER_HOST_INTERVAL=HOST_INTERVAL,
-                FRONTIER_IDLE_SECONDS=3,
-                CRAWL_DIR=tmp_path / "crawl",
-            )
-            env = clean_env()
-            workers.append(launch_worker(tmp_path, "a", seed_file(tmp_path, site.seeds), settings, env))
-            deadline = time.monotonic() + 60
-            while len(site.page_hits()) < 15:
-                assert workers[0].proc.poll() is None and time.monotonic() < deadline, workers[0].tail()
-                time.sleep(0.05)
-            workers.append(launch_worker(tmp_path, "b", None, {**settings, "LOG_FILE": tmp_path / "b.log"}, env))
+            cluster = {"REDIS_CLUSTER_URL": nodes[0].url}
+            settings = _start_two(tmp_path, site, cluster, lambda: len(site.page_hits()) >= 15, workers)
             nodes[1].stop()
             time.sleep(4)
             nodes[1].start()
@@ -199,9 +183,7 @@ def test_a_cluster_master_restarted_mid_crawl_loses_nothing(tmp_path):
         logs = "\n".join(w.tail() for w in workers)
         assert codes == [0, 0], f"exit codes {codes}\n{logs}"
         assert not any("Traceback" in w.text() for w in workers), logs
-        counts = Counter(h.key for h in hits)
-        assert set(counts) == site.expected_fetches(), f"missing {sorted(site.expected_fetches() - set(counts))[:5]}"
-        assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
+        _assert_each_page_fetched_once(site, hits)
         frontier = frontier_from_settings(Settings({**project_settings(), **settings}))
         assert frontier.outlook(0)["state"] == FINISHED
     finally:
