@@ -205,8 +205,8 @@ def new_frontier(r, run_id: str, tag: str, capacity: int, interval: float, creat
         f"bench-{run_id}-{tag}",
         host_interval=interval,
         lease_seconds=600.0,  # no lease expires during the run
-        bloom_capacity=capacity,
-        bloom_error_rate=ERROR_RATE,
+        seen_capacity=capacity,
+        seen_error_rate=ERROR_RATE,
         max_pages_per_host=0,
     )
     created.append(f)

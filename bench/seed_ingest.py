@@ -12,7 +12,7 @@ deleted at the end (``Frontier.clear()``), also on errors or Ctrl-C.
     python bench/seed_ingest.py --lines 200000 --batch 1000
     python bench/seed_ingest.py --gz                  # the same file gzipped
     python bench/seed_ingest.py --profile             # + cProfile of the client side
-    python bench/seed_ingest.py -s FRONTIER_BLOOM_ERROR_RATE=1e-4   # any project setting
+    python bench/seed_ingest.py -s FRONTIER_SEEN_ERROR_RATE=1e-4   # any project setting
 
 "Redis s" is server-side time of the push script (EVALSHA) from INFO commandstats
 deltas; approximate if other clients use the same Redis. Target: 20,000 URLs/s.

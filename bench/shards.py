@@ -49,12 +49,12 @@ def _frontier(urls: list[str], capacity: int):
 
         client = RedisCluster.from_url(urls[0].removeprefix("cluster+"))
         shards = [
-            Frontier(client, NAME, host_interval=0.0, max_in_flight=0, bloom_capacity=capacity, shard=k)
+            Frontier(client, NAME, host_interval=0.0, max_in_flight=0, seen_capacity=capacity, shard=k)
             for k in range(CLUSTER_SHARDS)
         ]
         return ShardedFrontier(shards, [f"{NAME}#{k}" for k in range(CLUSTER_SHARDS)])
     shards = [
-        Frontier(redis.Redis.from_url(u), NAME, host_interval=0.0, max_in_flight=0, bloom_capacity=capacity)
+        Frontier(redis.Redis.from_url(u), NAME, host_interval=0.0, max_in_flight=0, seen_capacity=capacity)
         for u in urls
     ]
     return shards[0] if len(shards) == 1 else ShardedFrontier(shards, [server_name(u) for u in urls])

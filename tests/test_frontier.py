@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from crawler.frontier.bloom import ScalableLayout, filter_shape
 from crawler.frontier.frontier import FINISHED, Entry, Frontier, politeness_key
+from crawler.frontier.keys import NAMES
 from crawler.frontier.traps import TrapGuard
 
 T0 = 1_700_000_000_000  # a fixed "now" in ms: the frontier takes time from its caller
@@ -192,31 +192,38 @@ def test_trap_guard_settings_turn_guards_off():
     assert guard.check("http://a.example/a/a/a/a/a/" + "x" * 5000, depth=99) is None
 
 
-def test_bloom_filter_grows_instead_of_saturating(make_frontier):
-    f = make_frontier(bloom_capacity=100, bloom_error_rate=1e-6)
+def test_url_seen_grows_instead_of_saturating(make_frontier):
+    f = make_frontier(seen_capacity=100, seen_error_rate=1e-6)
     urls = [f"http://h{i % 7}.example/page/{i}" for i in range(700)]
     assert f.put([entry(u) for u in urls]) == ["added"] * 700
     seen = f.stats()["seen"]
-    assert seen["filters"] >= 3  # 100, 200, 400 ... capacity
-    assert seen["urls"] == 700
+    assert seen["generations"] == 3  # generations of 100, 400 and 1,600 URLs
+    assert seen["urls"] == 700 and seen["fill"] == [1.0, 1.0, 0.125]
     assert seen["false_positive_rate"] <= 1e-6
     assert set(f.put([entry(u) for u in urls])) == {"seen"}
-    # another client with a stale idea of the filter count catches up
-    g = make_frontier(bloom_capacity=100, bloom_error_rate=1e-6)
+    # another client with a stale idea of the generation count catches up
+    g = make_frontier(seen_capacity=100, seen_error_rate=1e-6)
     g._generation = 1
     assert g.put([entry(urls[5])])[0] == "seen"
     assert g.put([entry("http://h1.example/page/new")])[0] == "added"
 
 
-def test_bloom_sizes_meet_the_memory_target():
-    shape = filter_shape(1_000_000, 1e-6, 0)
-    assert shape.bits / shape.capacity <= 32  # at most 4 bytes per URL at 1e-6
-    later = ScalableLayout(1000, 1e-6).shapes(5)
-    assert sum(s.error_rate for s in later) < 1e-6
-    assert [s.capacity for s in later] == [1000, 2000, 4000, 8000, 16000]
-    positions = later[0].positions("http://a.example/")
-    assert positions == later[0].positions("http://a.example/")
-    assert len(positions) == later[0].k and all(0 <= p < later[0].bits for p in positions)
+def test_url_seen_matches_whole_fingerprints_only(make_frontier, redis_client):
+    """A bucket holding a URL's fingerprint bytes across two entries does not make the
+    URL seen; the same bytes at an entry's start do."""
+    from crawler.frontier.urlseen import url_hashes
+
+    f = make_frontier(seen_capacity=100)
+    url = "http://a.example/unseen"
+    h, fp = url_hashes(url)
+    key = f.keys.seen(0, h % f.layout.generation(0).buckets)
+    redis_client.set(key, b"\x00\x00" + fp.to_bytes(4, "big") + b"\x00\x00")
+    assert f.put([entry(url)]) == ["added"]
+    assert redis_client.strlen(key) == 12  # its fingerprint added as the third entry
+    other = "http://a.example/other"
+    h2, fp2 = url_hashes(other)
+    redis_client.set(f.keys.seen(0, h2 % f.layout.generation(0).buckets), fp2.to_bytes(4, "big"))
+    assert f.put([entry(other)]) == ["seen"]
 
 
 def test_crawls_do_not_touch_each_other(make_frontier, redis_client):
@@ -286,12 +293,23 @@ def test_pop_carries_acknowledgements(make_frontier):
     assert st["acked"] == 1 and st["leased"] == 1
 
 
-def test_new_filter_is_allocated_at_its_exact_size(make_frontier, redis_client):
-    f = make_frontier(bloom_capacity=10_000)
+def test_url_seen_grows_with_its_urls(make_frontier, redis_client):
+    """Nothing is allocated ahead: the buckets hold 4 bytes per URL admitted, in one
+    generation, then in two."""
+    f = make_frontier(seen_capacity=10_000)
+
+    def seen_bytes():
+        keys = list(redis_client.scan_iter(match=f.keys.pattern()[:-1] + NAMES["seen"] + "[0-9]*", count=1000))
+        return sum(redis_client.strlen(k) for k in keys), keys
+
     f.put([entry("http://a.example/1")])
-    shape = f.layout.shape(0)
-    assert redis_client.strlen(f.keys.seen(0)) == (shape.bits + 7) // 8
-    assert shape.bits / shape.capacity < 32  # at most 4 bytes per URL at 1e-6
+    assert seen_bytes()[0] == 4
+    urls = [f"http://h{i % 50}.example/{i}" for i in range(15_000)]
+    f.put([entry(u) for u in urls + urls[:100]])
+    total, keys = seen_bytes()
+    assert total == 4 * 15_001
+    gens = f.layout.generations(2)
+    assert len(keys) <= gens[0].buckets + gens[1].buckets
 
 
 def test_binary_payloads_survive_the_round_trip(make_frontier):

@@ -39,7 +39,7 @@ def items_of(path):
 
 @pytest.fixture
 def frontier(redis_client, crawl_name):
-    return Frontier(redis_client, crawl_name, bloom_capacity=10_000)
+    return Frontier(redis_client, crawl_name, seen_capacity=10_000)
 
 
 # -- read_seeds ----------------------------------------------------------------------------

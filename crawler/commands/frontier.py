@@ -115,7 +115,7 @@ def format_stats(name: str, s: dict) -> str:
             f"{s['hosts_slowed']} hosts slowed down by failures"
             + "".join(f"{', ' if i else ' ('}{h} x{f:g}" for i, (h, f) in enumerate(s.get("slowed", [])))
             + (")" if s.get("slowed") else ""),
-            f"URL-seen         {seen['urls']} URLs in {seen['filters']} filter(s), {seen['bytes']} bytes, "
+            f"URL-seen         {seen['urls']} URLs in {seen['generations']} generation(s), {seen['bytes']} bytes of fingerprints, "
             f"fill {', '.join(f'{100 * f:.2f}%' for f in seen['fill'])}, "
             f"est. false-positive rate {seen['false_positive_rate']:.2e}",
         ]

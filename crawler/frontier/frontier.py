@@ -23,7 +23,7 @@ Hosts
                         response the frontier does not track ended
 
 Numbers
-``stats()``             queue sizes, hosts, leases, counters, Bloom filter report
+``stats()``             queue sizes, hosts, leases, counters, URL-seen report
 ``outlook(max_wait)``   finished, running or waiting (until when); ``deferred()``:
                         what waits and why; ``slowed()``: hosts slowed by failures
 
@@ -39,11 +39,11 @@ import zlib
 from dataclasses import dataclass
 from functools import lru_cache
 
-from crawler.frontier.bloom import ScalableLayout
 from crawler.frontier.intervals import HostIntervals, intervals_from_file
 from crawler.frontier.keys import SEP, Keys
 from crawler.frontier.scripts import ACK, BACKOFF, END, FAIL, POP, PUSH, SLOT
 from crawler.frontier.traps import TrapGuard
+from crawler.frontier.urlseen import SeenLayout, url_hashes
 from crawler.urls import InvalidURL, url_host
 
 logger = logging.getLogger(__name__)
@@ -84,11 +84,11 @@ class Prepared:
     statuses: list  # per entry: its status if decided in Python, else None until sent
     batch: list  # (index, entry, host) of the entries that go to Redis
     release: list  # leases of entries refused in Python
-    gen: int  # the filter generation the Bloom positions were computed for
+    gen: int  # the URL-seen generation the arguments were sized for
     args: list  # the PUSH script's arguments
 
 
-_NOW_ARG = 6  # index of "now" in the PUSH arguments
+_NOW_ARG = 5  # index of "now" in the PUSH arguments
 
 
 @dataclass
@@ -143,9 +143,9 @@ class Frontier:
         lease_seconds: float = 60.0,
         max_attempts: int = 3,
         refill_batch: int = 100,
-        bloom_capacity: int = 1_000_000,
-        bloom_error_rate: float = 1e-6,
-        bloom_growth: int = 2,
+        seen_capacity: int = 1_000_000,
+        seen_error_rate: float = 1e-6,
+        seen_growth: int = 4,
         max_pages_per_host: int = 0,
         max_in_flight: int = 1,
         recovery: float = 0.25,
@@ -167,7 +167,7 @@ class Frontier:
         self.lease_ms = int(lease_seconds * 1000)
         self.max_attempts = max_attempts
         self.refill_batch = refill_batch
-        self.layout = ScalableLayout(bloom_capacity, bloom_error_rate, bloom_growth)
+        self.layout = SeenLayout(seen_capacity, seen_error_rate, seen_growth)
         self.max_pages_per_host = max_pages_per_host
         self.max_in_flight = max_in_flight
         self.recovery = recovery
@@ -180,11 +180,13 @@ class Frontier:
         self._slot = redis.register_script(SLOT)
         self._end = redis.register_script(END)
         self._fail = redis.register_script(FAIL)
-        self._generation = 0  # filters known to this client; read on first push
+        self._generation = 0  # URL-seen generations known to this client; read on first push
         self.last_acked = 0  # leases the last get() acknowledged
 
     @classmethod
-    def from_settings(cls, settings, redis, shard: int | None = None) -> Frontier:
+    def from_settings(cls, settings, redis, shard: int | None = None, shares: int = 1) -> Frontier:
+        """``shares``: the number of shards the crawl is cut into; each sizes its URL-seen
+        filter for its share of FRONTIER_SEEN_CAPACITY."""
         return cls(
             redis,
             settings.get("CRAWL_NAME"),
@@ -194,9 +196,9 @@ class Frontier:
             lease_seconds=settings.getfloat("FRONTIER_LEASE_SECONDS"),
             max_attempts=settings.getint("FRONTIER_LEASE_MAX_ATTEMPTS"),
             refill_batch=settings.getint("FRONTIER_REFILL_BATCH"),
-            bloom_capacity=settings.getint("FRONTIER_BLOOM_CAPACITY"),
-            bloom_error_rate=settings.getfloat("FRONTIER_BLOOM_ERROR_RATE"),
-            bloom_growth=settings.getint("FRONTIER_BLOOM_GROWTH"),
+            seen_capacity=settings.getint("FRONTIER_SEEN_CAPACITY") // max(shares, 1),
+            seen_error_rate=settings.getfloat("FRONTIER_SEEN_ERROR_RATE"),
+            seen_growth=settings.getint("FRONTIER_SEEN_GROWTH"),
             max_pages_per_host=settings.getint("FRONTIER_MAX_PAGES_PER_HOST"),
             max_in_flight=settings.getint("FRONTIER_HOST_MAX_IN_FLIGHT"),
             recovery=settings.getfloat("HOST_SLOWDOWN_RECOVERY"),
@@ -228,7 +230,7 @@ class Frontier:
         return self.send(self.prepare(entries), now)
 
     def prepare(self, entries: list[Entry]) -> Prepared:
-        """The Python half of put (trap guards, politeness keys, Bloom positions,
+        """The Python half of put (trap guards, politeness keys, URL hashes,
         script arguments); no I/O but reading the filter generation once. Seed ingestion
         prepares the next batch while the previous one is being sent."""
         statuses: list[str | None] = [None] * len(entries)
@@ -253,7 +255,7 @@ class Frontier:
 
     def send(self, prepared: Prepared, now: int | None = None) -> list[str]:
         """The Redis half of put: one script call per batch (more only when a
-        Bloom filter fills up, or another client started a new one)."""
+        URL-seen generation fills up, or another client started a new one)."""
         if prepared.release:
             self.ack(*prepared.release)
         statuses = prepared.statuses
@@ -276,32 +278,30 @@ class Frontier:
         return statuses  # type: ignore[return-value]
 
     def _push_args(self, batch, gen: int) -> list:
-        shapes = self.layout.shapes(gen)
+        gens = self.layout.generations(gen)
         args: list = [
             self.keys.prefix,
             gen,
-            shapes[-1].capacity,
-            ",".join(str(s.k) for s in shapes),
-            shapes[-1].bits,
+            gens[-1].capacity,
+            ",".join(str(g.buckets) for g in gens),
             self.max_pages_per_host,
             0,  # now: set when sent
             len(batch),
             self.max_in_flight,
             self.host_interval_ms,
         ]
-        positions = self.layout.positions
         level = self.level
         leases = []
         for _, e, host in batch:
             flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up else "")
             if e.not_before and e.follow_up:
                 flags += f"d{int(e.not_before)}"
-            bits = "" if e.dont_filter else " ".join(map(str, positions(e.url, gen)))
+            hashes = "" if e.dont_filter else "{} {}".format(*url_hashes(e.url))
             lease = ""
             if e.replaces_lease:
                 leases.append(e.replaces_lease)
                 lease = len(leases)
-            head = f"{flags}{SEP}{level(e.priority)}{SEP}{lease}{SEP}{bits}{SEP}{host}{SEP}"
+            head = f"{flags}{SEP}{level(e.priority)}{SEP}{lease}{SEP}{hashes}{SEP}{host}{SEP}"
             args.append(head.encode() + e.payload)
         return args + leases
 

@@ -35,9 +35,10 @@ key                         type    contents
 ``leases``                  zset    lease -> expiry time (ms); a lease is
                                     ``<seq>\\x1f<attempt>\\x1f<host>\\x1f<payload>``
 ``lease:seq``               string  lease counter (keeps two leases of a URL apart)
-``seen:meta``               hash    Bloom filter bookkeeping: ``gen`` (number of
-                                    filters), ``n:<i>`` (URLs added to filter i)
-``seen:<i>``                string  bits of Bloom filter i
+``seen:meta``               hash    URL-seen bookkeeping: ``gen`` (number of
+                                    generations), ``n:<i>`` (URLs added to generation i)
+``seen:<i>:<b>``            string  bucket b of URL-seen generation i: 4-byte
+                                    fingerprints (urlseen.py)
 ``counters``                hash    queued, turn, pushed, expired, abandoned, epoch
                                     (frontier-wide counters)
 ``workers``                 zset    worker id -> last heartbeat (ms)
@@ -147,8 +148,9 @@ class Keys:
         """The LSH bucket of a 64-bit band key (its top 16 bits)."""
         return f"{self.prefix}{NAMES['near_bucket']}{band_key >> 48:04x}"
 
-    def seen(self, index: int) -> str:
-        return f"{self.prefix}{NAMES['seen']}{index}"
+    def seen(self, generation: int, bucket: int) -> str:
+        """A bucket of a URL-seen generation (urlseen.py)."""
+        return f"{self.prefix}{NAMES['seen']}{generation}:{bucket}"
 
     def pattern(self) -> str:
         """A SCAN pattern matching every key of this crawl."""

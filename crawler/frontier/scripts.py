@@ -100,10 +100,6 @@ local function land(prefix, member, now, ok)
     end
     if redis.call('EXISTS', prefix .. K.back .. host) == 1 then make_ready(prefix, host, now) end
 end
-local function all_ones(bits)
-    for _, b in ipairs(bits) do if b == 0 then return false end end
-    return true
-end
 """
 
 # Acknowledgements and landings, shared by POP and ACK: ARGV[first] is the number a of
@@ -154,14 +150,14 @@ end
 
 # PUSH: admit a batch of URLs into the frontier.
 #
-# ARGV[1]  key prefix             ARGV[2]  filter generation G the caller hashed for
-# ARGV[3]  capacity of filter G-1 ARGV[4]  comma list of k (bits per URL) of filters 0..G-1
-# ARGV[5]  size in bits of filter G-1
-# ARGV[6]  max URLs per host (0: no limit, and no per-host count is kept)
-# ARGV[7]  now (ms)
-# ARGV[8]  number of entries     ARGV[9]  max requests in flight per host (0: no limit)
-# ARGV[10] default host interval (ms)
-# ARGV[11..] one value per entry (fewer arguments are cheaper for
+# ARGV[1]  key prefix             ARGV[2]  URL-seen generation G the caller sized for
+# ARGV[3]  capacity of generation G-1
+# ARGV[4]  comma list of the bucket counts of generations 0..G-1 (urlseen.py)
+# ARGV[5]  max URLs per host (0: no limit, and no per-host count is kept)
+# ARGV[6]  now (ms)
+# ARGV[7]  number of entries     ARGV[8]  max requests in flight per host (0: no limit)
+# ARGV[9]  default host interval (ms)
+# ARGV[10..] one value per entry (fewer arguments are cheaper for
 #          the client to send), six fields joined by \x1f, ending with host and payload
 #          (so the end of the value is the front queue entry as it stands):
 #          flags   'f' = check and update URL-seen; 'b' = straight into the host's back
@@ -169,25 +165,29 @@ end
 #                  before that time: into the delayed set (a URL's own retry), from
 #                  which POP moves it to the head of its back queue once due
 #          level   front queue level (0 = highest)
-#          lease   i if the entry replaces lease ARGV[10 + n + i] (leases follow the
+#          lease   i if the entry replaces lease ARGV[9 + n + i] (leases follow the
 #                  entries), or ''; the replaced lease ends (its download lands); a
 #                  follow-up whose lease is no longer held (a push sent twice after a
 #                  timeout, or a lease that expired and was requeued) is not enqueued
 #                  again (status 0)
-#          bits    the URL's bit offsets, decimal, space separated: k_0 offsets into
-#                  seen:0, then k_1 into seen:1, ... ('' without flag 'f')
+#          hashes  the URL's bucket hash and fingerprint, two decimal 32-bit numbers
+#                  separated by a space ('' without flag 'f')
 #          host    politeness key
 #          payload opaque request encoding
+# URL-seen: generation i's bucket for hash h is the string seen:<i>:<h mod buckets_i>,
+# 4-byte big-endian fingerprints one after another. A URL is seen if a bucket of any
+# generation holds its fingerprint (at an offset that is a multiple of 4); otherwise its
+# fingerprint is added to its bucket in generation G-1. A bucket is rewritten whole (SET)
+# rather than appended to: APPEND and SETRANGE grow a string's allocation by doubling
+# (~30% unused on average), SET allocates what the string needs.
 # Returns: -1 if G is not the current generation (caller reloads and retries; nothing
 #          was changed), else one status per entry processed: 1 added, 0 already seen,
 #          2 refused (host reached max URLs; the URL stays marked as seen). A replaced
-#          lease is released in every case. When an entry fills filter G-1, the script
-#          starts filter G and stops there: fewer statuses than entries means "reload the
-#          generation and send the rest".
+#          lease is released in every case. When an entry fills generation G-1, the
+#          script starts generation G and stops there: fewer statuses than entries means
+#          "reload the generation and send the rest".
 # Atomic: the seen test, the filter update and the enqueue of each URL happen together,
 #         so a URL enters the frontier at most once however many workers push it.
-# A new filter's string is allocated at its full size at once (one SETBIT on its last
-# bit) rather than grown by Redis step by step, which would over-allocate.
 PUSH = (
     _K
     + _HELPERS
@@ -199,75 +199,58 @@ if tonumber(redis.call('HGET', meta, 'gen') or '1') ~= gen then
     return -1
 end
 local cap = tonumber(ARGV[3])
-local ks = {}
-for k in string.gmatch(ARGV[4], '%d+') do ks[#ks + 1] = tonumber(k) end
--- BITFIELD argument templates, one per filter, reused for every URL: creating tables
--- per URL makes Lua's garbage collector the main cost, and every number handed to
--- redis.call is formatted to a string, so offsets and values stay strings throughout
-local templates = {}
-for i, k in ipairs(ks) do
-    local op, t = (i == #ks) and 'SET' or 'GET', {}
-    for j = 1, k do
-        t[#t + 1] = op; t[#t + 1] = 'u1'; t[#t + 1] = '0'
-        if op == 'SET' then t[#t + 1] = '1' end
-    end
-    templates[i] = t
-end
-local function fill(bits)
-    -- put a URL's offsets (decimal, space separated, filter after filter) into the
-    -- templates; returns nothing, the templates are ready for BITFIELD
-    local i, j, step = 1, 0, (#ks == 1) and 4 or 3
-    local t = templates[1]
-    for p in string.gmatch(bits, '%d+') do
-        if j == ks[i] then
-            i, j = i + 1, 0
-            t, step = templates[i], (i == #ks) and 4 or 3
-        end
-        t[j * step + 3] = p
-        j = j + 1
+local buckets = {}
+for b in string.gmatch(ARGV[4], '%d+') do buckets[#buckets + 1] = tonumber(b) end
+local seen_prefix = prefix .. K.seen
+local function holds(s, fp)
+    -- s holds the 4-byte fingerprint fp at an entry boundary
+    local at = 1
+    while true do
+        local j = string.find(s, fp, at, true)
+        if not j then return false end
+        if j % 4 == 1 then return true end
+        at = j + 1
     end
 end
 local ENTRY = '^([^\031]*)\031([^\031]*)\031([^\031]*)\031([^\031]*)\031(.*)$'
-local current = prefix .. K.seen .. (gen - 1)
-if redis.call('EXISTS', current) == 0 then
-    redis.call('SETBIT', current, tonumber(ARGV[5]) - 1, 0)
-end
 local count_field = 'n:' .. (gen - 1)
 local count = tonumber(redis.call('HGET', meta, count_field) or '0')
-local maxhost = tonumber(ARGV[6])
-local now = tonumber(ARGV[7])
-local n = tonumber(ARGV[8])
-max_flight = tonumber(ARGV[9])
-default_interval = ARGV[10]
+local maxhost = tonumber(ARGV[5])
+local now = tonumber(ARGV[6])
+local n = tonumber(ARGV[7])
+max_flight = tonumber(ARGV[8])
+default_interval = ARGV[9]
 local out, front = {}, {}
 local added, full = 0, false
 for e = 1, n do
-    local flags, level, lease, bits, tail = string.match(ARGV[10 + e], ENTRY)
+    local flags, level, lease, hashes, tail = string.match(ARGV[9 + e], ENTRY)
     local cut = string.find(tail, SEP, 1, true)
     local host = string.sub(tail, 1, cut - 1)
     local status = 1
     if flags == 'f' or string.find(flags, 'f', 1, true) then
-        fill(bits)
-        for i = 1, gen - 1 do  -- older, full filters: read only
-            if all_ones(redis.call('BITFIELD_RO', prefix .. K.seen .. (i - 1), unpack(templates[i]))) then
+        local h, f = string.match(hashes, '^(%d+) (%d+)$')
+        h = tonumber(h)
+        local fp = struct.pack('>I4', tonumber(f))
+        local key, s
+        for i = 1, gen do
+            key = seen_prefix .. (i - 1) .. ':' .. (h % buckets[i])
+            s = redis.call('GET', key)
+            if s and holds(s, fp) then
                 status = 0
                 break
             end
         end
-        if status == 1 then
-            if all_ones(redis.call('BITFIELD', current, unpack(templates[gen]))) then
-                status = 0  -- every bit was set already: seen (and nothing changed)
-            else
-                count = count + 1
-                if count >= cap then full = true end
-                if maxhost > 0 and redis.call('HINCRBY', prefix .. K.hpages, host, '1') > maxhost then
-                    status = 2
-                end
+        if status == 1 then  -- key and s: the bucket of generation G-1
+            redis.call('SET', key, (s or '') .. fp)
+            count = count + 1
+            if count >= cap then full = true end
+            if maxhost > 0 and redis.call('HINCRBY', prefix .. K.hpages, host, '1') > maxhost then
+                status = 2
             end
         end
     end
     if lease ~= '' then  -- before the enqueue: a follow-up may make its host ready
-        local member = ARGV[10 + n + tonumber(lease)]
+        local member = ARGV[9 + n + tonumber(lease)]
         if redis.call('ZREM', prefix .. K.leases, member) == 0 and string.find(flags, 'b', 1, true) then
             status = 0
         end

@@ -98,7 +98,8 @@ class ShardedFrontier:
         from scrapy.utils.misc import load_object
 
         kind = load_object(settings.get("FRONTIER_CLASS"))
-        return cls([kind.from_settings(settings, client) for client in clients], [server_name(u) for u in urls])
+        shards = [kind.from_settings(settings, client, shares=len(clients)) for client in clients]
+        return cls(shards, [server_name(u) for u in urls])
 
     @classmethod
     def in_cluster(cls, settings, client, count: int) -> ShardedFrontier:
@@ -108,7 +109,7 @@ class ShardedFrontier:
 
         kind = load_object(settings.get("FRONTIER_CLASS"))
         name = settings.get("CRAWL_NAME")
-        shards = [kind.from_settings(settings, client, shard=k) for k in range(count)]
+        shards = [kind.from_settings(settings, client, shard=k, shares=count) for k in range(count)]
         return cls(shards, [f"{name}{SHARD}{k}" for k in range(count)])
 
     # -- where things live ----------------------------------------------------------
@@ -303,9 +304,9 @@ class ShardedFrontier:
                 out[name] = sum(values)
             elif name == "front_by_level":
                 out[name] = [sum(level) for level in zip(*values, strict=True)]
-            else:  # the URL-seen filters
+            else:  # the URL-seen reports
                 out[name] = {
-                    "filters": sum(v["filters"] for v in values),
+                    "generations": sum(v["generations"] for v in values),
                     "urls": sum(v["urls"] for v in values),
                     "bytes": sum(v["bytes"] for v in values),
                     "fill": [f for v in values for f in v["fill"]],

@@ -1,0 +1,64 @@
+"""The URL-seen filter's sizing and hashes, with plain values (no Redis)."""
+
+import pytest
+
+from crawler.frontier.urlseen import HASH_SPACE, SeenLayout, generation, planned_generations, url_hashes
+
+
+def test_planned_generations_hold_a_hundred_times_the_capacity():
+    assert planned_generations(4) == 5  # 1 + 4 + 16 + 64 + 256 >= 100 > 1 + 4 + 16 + 64
+    assert planned_generations(2) == 7  # 1 + 2 + ... + 64 = 127
+    assert planned_generations(16) == 3
+
+
+@pytest.mark.parametrize("growth", [2, 3, 4, 16])
+@pytest.mark.parametrize("error_rate", [1e-7, 1e-6, 1e-3])
+def test_the_error_shares_add_up_to_less_than_the_rate_however_far_it_grows(growth, error_rate):
+    layout = SeenLayout(1_000_000, error_rate, growth)
+    gens = layout.generations(12)  # 2**11 to 16**11 times the capacity
+    assert sum(g.error_rate for g in gens) < error_rate
+    for g in gens:  # a full generation keeps its share, down to one URL a bucket
+        assert g.false_positive_rate(g.capacity) <= max(g.error_rate, 1 / HASH_SPACE) * (1 + 1e-9)
+    for g in gens[: planned_generations(growth)]:
+        assert g.false_positive_rate(g.capacity) <= g.error_rate * (1 + 1e-9)
+    assert [g.capacity for g in gens[:3]] == [1_000_000, 1_000_000 * growth, 1_000_000 * growth**2]
+
+
+def test_planned_generations_share_equally_then_halve():
+    shares = [generation(10**6, 1e-6, i, 4).error_rate for i in range(8)]
+    assert shares[:5] == [pytest.approx(1e-6 / 6)] * 5
+    assert shares[5:] == [pytest.approx(1e-6 / 12), pytest.approx(1e-6 / 24), pytest.approx(1e-6 / 48)]
+
+
+def test_buckets_are_large_enough_to_amortize_their_keys():
+    g = generation(1_000_000, 1e-6, 0, 4)
+    per_bucket = g.capacity / g.buckets
+    assert 700 <= per_bucket <= 1e-6 / 6 * HASH_SPACE  # ~715 fingerprints, 2.9 KB a bucket when full
+
+
+def test_a_tiny_capacity_has_one_bucket():
+    g = generation(10, 0.4, 0, 4)
+    assert g.buckets == 1 and g.false_positive_rate(10) == 10 / HASH_SPACE
+
+
+@pytest.mark.parametrize("capacity, error_rate, growth", [(0, 1e-6, 4), (10, 0, 4), (10, 1, 4), (10, 1e-6, 1)])
+def test_bad_parameters_are_refused(capacity, error_rate, growth):
+    with pytest.raises(ValueError):
+        generation(capacity, error_rate, 0, growth)
+
+
+def test_url_hashes_are_two_stable_32_bit_numbers():
+    h, f = url_hashes("http://a.example/")
+    assert (h, f) == url_hashes("http://a.example/")
+    assert 0 <= h < HASH_SPACE and 0 <= f < HASH_SPACE
+    assert url_hashes("http://a.example/x") != (h, f)
+    hashes = {url_hashes(f"http://a.example/{i}") for i in range(10_000)}
+    assert len(hashes) == 10_000
+
+
+def test_report_of_the_generations():
+    layout = SeenLayout(100, 1e-6, 4)
+    report = layout.report([100, 200])
+    assert report["generations"] == 2 and report["urls"] == 300 and report["bytes"] == 1200
+    assert report["fill"] == [1.0, 0.5]
+    assert 0 < report["false_positive_rate"] <= 1e-6
