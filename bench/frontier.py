@@ -38,8 +38,26 @@ this process made, the figure is scaled down and marked ``~``.
 Keys are created under unique prefixes (``crawl:{bench-<pid>-<rand>-x}:`` and
 ``bench:<pid>-<rand>:``) and deleted at the end, also on errors and Ctrl-C.
 
+Sharded rows (after the rows above in a default run; ``--only shards`` runs them alone):
+our frontier on 1 redis-server against 3 (REDIS_URLS: a ShardedFrontier, hosts spread by
+consistent hashing, crawler/frontier/shards.py). Each side has its own fresh private
+redis-servers, started for the run (tests/harness.py, through bench/shards.py) and killed
+at the end; each shard is built by ``new_frontier`` as above, sized for N / servers URLs.
+Same requests, same push and pop as ours above, the two sides in alternating chunks:
+push per request (up to N/2), put(1000) of the rest, get(1) + ack of up to half of what
+was queued, get(16) + ack of the rest (acks riding on the next get). Per row: URLs/s of
+each side and 3/1, and Redis CPU per URL from INFO cpu deltas (user + system, around each
+chunk; the bench's own few INFO calls per chunk included) on the busiest server, and
+summed over the three. With one client on a machine of few cores, the client bounds the
+rate and shares the cores with the servers, so URLs/s shows what sharding costs one
+worker; the busiest server's CPU per URL is what sharding divides (3/1 of 0.33: an even
+split) and what bounds many workers. Each phase is bounded at ``--phase-seconds`` for the
+two sides together: the rows add under a minute at the defaults (4 phases, plus starting
+the servers), beside the bound of the rows above.
+
     python bench/frontier.py                  # N=100,000 over N hosts
     python bench/frontier.py --quick          # N=20,000
+    python bench/frontier.py --only shards    # the sharded rows alone (no --redis-url needed)
     python bench/frontier.py --n 50000 --hosts 50000 --redis-url redis://host:6379/1
     python bench/frontier.py --quick --profile    # + cProfile of our client side
 
@@ -56,6 +74,7 @@ import os
 import platform
 import pstats
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -69,6 +88,7 @@ from scrapy_redis.queue import PriorityQueue
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench import shards as shards_bench  # noqa: E402
 from crawler.frontier import codec  # noqa: E402
 from crawler.frontier.frontier import Entry, Frontier  # noqa: E402
 
@@ -569,6 +589,155 @@ class Bench:
         print(f"elapsed {elapsed:.0f} s")
 
 
+# -- sharded: the frontier on one redis-server against three ------------------------
+
+SHARD_COUNTS = (1, 3)
+SHARD_ROWS = (  # phase, row label, short name
+    ("push1", "push, per request", "push"),
+    ("pushb", f"push, put({PUSH_BATCH})", "put"),
+    ("pop1", "get(1), acks on next pop", "get(1)"),
+    ("pop16", "get(16), acks on next pop", "get(16)"),
+)
+
+
+@dataclass
+class ShardSide:
+    """Our frontier over ``servers`` (one: a Frontier; several: a ShardedFrontier), and the
+    Redis CPU seconds each server spent per phase (INFO cpu deltas around each step)."""
+
+    servers: list
+    frontier: object
+    cpu: dict = field(default_factory=dict)  # phase -> CPU seconds per server
+    results: dict = field(default_factory=dict)  # phase -> Result
+
+    def step(self, phase: str, work) -> Result:
+        before = shards_bench.cpu_seconds(self.servers)
+        res = work(self.frontier)
+        spent = shards_bench.cpu_spent(before, shards_bench.cpu_seconds(self.servers))
+        total = self.cpu.setdefault(phase, [0.0] * len(spent))
+        self.cpu[phase] = [a + b for a, b in zip(total, spent, strict=True)]
+        return res
+
+    def cpu_us(self, phase: str) -> tuple[float, float]:
+        """Redis CPU microseconds per URL in ``phase``: the busiest server's, and all of them."""
+        count, spent = self.results[phase].count, self.cpu.get(phase, [0.0])
+        return (max(spent) * 1e6 / count, sum(spent) * 1e6 / count) if count else (0.0, 0.0)
+
+
+def shard_side(bench: Bench, servers, requests) -> ShardSide:
+    """The side's frontier, each shard built by new_frontier as in the head-to-head rows
+    (host interval 1 s, sized for N / servers URLs), after a warm-up crawl (script load on
+    every server)."""
+    count, urls = len(servers), [server.url for server in servers]
+
+    def frontier(tag: str, capacity: int):
+        tag = f"{tag}{count}"
+        return shards_bench.frontier_over(
+            urls, lambda client: new_frontier(client, bench.run_id, tag, max(1, capacity // count), 1.0, [])
+        )
+
+    warm = frontier("shards-warm", 1000)
+    ours_push(warm, make_requests(300, 300), bench.spider, 1)
+    ours_pop(warm, bench.spider, 16)
+    warm.clear()
+    return ShardSide(servers, frontier("shards", len(requests)))
+
+
+def sharded_phases(bench: Bench, one: ShardSide, three: ShardSide, requests, seconds: float) -> None:
+    """The head-to-head rows' push and pop, 1 server against 3 in alternating chunks
+    (head_to_head): push per request up to N/2, put(1000) of the rest, get(1) of up to
+    half of what was queued, get(16) of the rest; each phase at most ``seconds`` per side."""
+    spider, n = bench.spider, len(requests)
+
+    def phase(key: str, work, rounds: int) -> int:
+        three.results[key], one.results[key] = head_to_head(
+            lambda i: three.step(key, lambda f: work(f, i)),
+            lambda i: one.step(key, lambda f: work(f, i)),
+            time.perf_counter() + 2 * seconds,
+            max(1, rounds),
+        )
+        return min(one.results[key].count, three.results[key].count)
+
+    k = phase("push1", lambda f, i: ours_push(f, requests[i * CHUNK : (i + 1) * CHUNK], spider, 1), n // 2 // CHUNK)
+    rest = requests[k:]
+    queued = k + phase(
+        "pushb",
+        lambda f, i: ours_push(f, rest[i * PUSH_BATCH : (i + 1) * PUSH_BATCH], spider, PUSH_BATCH),
+        -(-len(rest) // PUSH_BATCH),
+    )
+    phase("pop1", lambda f, i: ours_pop(f, spider, 1, CHUNK), queued // 2 // CHUNK)
+    phase("pop16", lambda f, i: ours_pop(f, spider, 16, CHUNK), queued // CHUNK + 1)
+
+
+def run_sharded(bench: Bench) -> tuple[dict[int, ShardSide], str]:
+    """The sharded rows on fresh private redis-servers (tests/harness.py, through
+    bench/shards.py): one for the 1-server side, three for the other, killed at the end.
+    Also the servers' Redis version."""
+    requests = make_requests(bench.n, bench.hosts)
+    with tempfile.TemporaryDirectory(prefix="bench-frontier-") as tmp:
+        servers = shards_bench.start_servers(tmp, sum(SHARD_COUNTS))
+        try:
+            version = servers[0].client.info("server").get("redis_version")
+            one, three = shard_side(bench, servers[:1], requests), shard_side(bench, servers[1:], requests)
+            sharded_phases(bench, one, three, requests, bench.t / 2)
+        finally:
+            shards_bench.stop_servers(servers)
+    return dict(zip(SHARD_COUNTS, (one, three), strict=True)), version
+
+
+def report_sharded(bench: Bench, sides: dict[int, ShardSide], version: str, elapsed: float) -> None:
+    one, three = (sides[c] for c in SHARD_COUNTS)
+    print(
+        "Sharded frontier: ours on 1 and on 3 private redis-servers (REDIS_URLS, hosts by consistent hashing), "
+        "one process, one thread"
+    )
+    print(
+        f"Redis {version}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; N={bench.n:,} requests "
+        f"over {bench.hosts:,} hosts, host interval 1 s; 1 and 3 servers in alternating chunks, "
+        f"phases ~{bench.t:.0f} s each"
+    )
+    print()
+    w = (28, 9, 8, 11, 8, 7, 9, 8)
+
+    def line(*cells):
+        text = f"{cells[0]:<{w[0]}}" + "".join(f"{c:>{x}}" for c, x in zip(cells[1:8], w[1:])) + "".join(cells[8:])
+        print(text.rstrip())
+
+    line("", "1 server", "", "3 servers", "", "", "3 / 1", "")
+    line("", "URLs/s", "us/URL", "URLs/s", "busiest", "all", "URLs/s", "busiest")
+    for key, label, _ in SHARD_ROWS:
+        a, b = one.results[key], three.results[key]
+        (a_us, _), (b_us, b_all) = one.cpu_us(key), three.cpu_us(key)
+        rate = f"{b.rate / a.rate:.2f}" if a.rate and b.count else "-"
+        cpu = f"{b_us / a_us:.2f}" if a_us and b.count else "-"
+        notes = "; ".join(
+            f"{c} server{'s' * (c > 1)}: {sides[c].results[key].note}"
+            for c in SHARD_COUNTS
+            if sides[c].results[key].note not in ("", "empty")
+        )
+        line(
+            label,
+            f"{a.rate:,.0f}",
+            f"{a_us:.1f}",
+            f"{b.rate:,.0f}",
+            f"{b_us:.1f}",
+            f"{b_all:.1f}",
+            rate,
+            cpu,
+            f"  {notes}" if notes else "",
+        )
+    timed = ", ".join(f"{short} {one.results[k].count:,} / {three.results[k].count:,}" for k, _, short in SHARD_ROWS)
+    print(f"(URLs timed, 1 / 3 servers: {timed})")
+    print()
+    print(
+        "us/URL: Redis CPU per URL from INFO cpu deltas (user + system), on the busiest server and\n"
+        "summed over the servers (all). One client process: where the client and the servers share\n"
+        "few cores the client bounds the rate, so URLs/s is what sharding costs one worker; the\n"
+        "busiest server's CPU per URL is what bounds many workers (3 / 1 of it: 0.33 is an even split)."
+    )
+    print(f"elapsed {elapsed:.0f} s")
+
+
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
@@ -606,21 +775,42 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="N=20,000 and shorter phases")
     ap.add_argument("--phase-seconds", type=float, default=None, help="time per side per head-to-head phase")
     ap.add_argument("--profile", action="store_true", help="also cProfile our client side (10,000 requests)")
+    ap.add_argument(
+        "--only",
+        choices=("shards",),
+        help="run only this part: shards = the sharded rows (private redis-servers, no --redis-url)",
+    )
     args = ap.parse_args(argv)
     if args.n is not None and args.n < 2:
         ap.error("--n must be at least 2")
+    if args.only and args.profile:
+        ap.error("--profile profiles the head-to-head rows: not with --only")
 
-    t0 = time.perf_counter()
     bench = Bench(args)
-    bench.r.ping()
-    try:
-        prof_text = bench.run(args.profile)
-    finally:
-        bench.cleanup()
-    bench.report(time.perf_counter() - t0)
+    prof_text = ""
+    if args.only != "shards":
+        t0 = time.perf_counter()
+        bench.r.ping()
+        try:
+            prof_text = bench.run(args.profile)
+        finally:
+            bench.cleanup()
+        bench.report(time.perf_counter() - t0)
+        print()
+    main_sharded(bench)
     if prof_text:
         print(prof_text)
     return 0
+
+
+def main_sharded(bench: Bench) -> None:
+    t0 = time.perf_counter()
+    try:
+        sides, version = run_sharded(bench)
+    except (OSError, RuntimeError, redis.RedisError) as exc:  # no redis-server binary, a server died...
+        print(f"Sharded frontier: not measured ({type(exc).__name__}: {exc})")
+        return
+    report_sharded(bench, sides, version, time.perf_counter() - t0)
 
 
 if __name__ == "__main__":

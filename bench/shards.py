@@ -53,11 +53,45 @@ def _frontier(urls: list[str], capacity: int):
             for k in range(CLUSTER_SHARDS)
         ]
         return ShardedFrontier(shards, [f"{NAME}#{k}" for k in range(CLUSTER_SHARDS)])
-    shards = [
-        Frontier(redis.Redis.from_url(u), NAME, host_interval=0.0, max_in_flight=0, seen_capacity=capacity)
-        for u in urls
-    ]
+    return frontier_over(
+        urls, lambda client: Frontier(client, NAME, host_interval=0.0, max_in_flight=0, seen_capacity=capacity)
+    )
+
+
+def frontier_over(urls: list[str], make) -> Frontier | ShardedFrontier:
+    """The frontier on the Redis servers at ``urls``, ``make(client)`` building the
+    Frontier on each: that Frontier for one server, a ShardedFrontier over several (hosts
+    spread by consistent hashing on their names, as REDIS_URLS does)."""
+    shards = [make(redis.Redis.from_url(u, socket_timeout=60)) for u in urls]
     return shards[0] if len(shards) == 1 else ShardedFrontier(shards, [server_name(u) for u in urls])
+
+
+def start_servers(directory, count: int = 3) -> list[RedisServer]:
+    """``count`` fresh redis-servers on 127.0.0.1, nothing persisted, data under
+    ``directory``; if one fails to start, those already started are killed."""
+    servers: list[RedisServer] = []
+    try:
+        for i in range(count):
+            servers.append(RedisServer(Path(directory) / f"r{i}", socket_timeout=60).start())
+    except BaseException:
+        stop_servers(servers)
+        raise
+    return servers
+
+
+def stop_servers(servers: list[RedisServer]) -> None:
+    for s in servers:
+        s.kill()
+
+
+def cpu_seconds(servers: list[RedisServer]) -> list[float]:
+    """Each server's CPU seconds so far (INFO cpu, user + system)."""
+    return [s.cpu_seconds() for s in servers]
+
+
+def cpu_spent(before: list[float], after: list[float]) -> list[float]:
+    """Each server's CPU seconds between two ``cpu_seconds`` readings."""
+    return [b - a for a, b in zip(before, after, strict=True)]
 
 
 def _put(urls: list[str], capacity: int, part: list[str], out) -> None:
@@ -97,15 +131,14 @@ def run(servers: list[RedisServer], count: int, args, cluster: bool = False) -> 
     urls = [f"cluster+{servers[0].url}"] if cluster else [s.url for s in servers[:count]]
     all_urls = [f"http://h{i % args.hosts}.example/page/{i}" for i in range(args.urls)]
     parts = [all_urls[c :: args.clients] for c in range(args.clients)]
-    cpu0 = [s.cpu_seconds() for s in servers[:count]]
+    cpu0 = cpu_seconds(servers[:count])
     capacity = args.urls // (CLUSTER_SHARDS if cluster else count)
     put, put_s = _phase(_put, lambda c: (urls, capacity, parts[c]), args.clients)
-    cpu1 = [s.cpu_seconds() for s in servers[:count]]
+    cpu1 = cpu_seconds(servers[:count])
     memory = sum(s.client.info("memory")["used_memory"] for s in servers[:count])
     got, get_s = _phase(_get, lambda c: (urls, capacity), args.clients)
-    cpu2 = [s.cpu_seconds() for s in servers[:count]]
-    put_cpu = [b - a for a, b in zip(cpu0, cpu1, strict=True)]
-    get_cpu = [b - a for a, b in zip(cpu1, cpu2, strict=True)]
+    cpu2 = cpu_seconds(servers[:count])
+    put_cpu, get_cpu = cpu_spent(cpu0, cpu1), cpu_spent(cpu1, cpu2)
     per_k = 1000 / args.urls * 1000
     return {
         "servers": f"{count}{' (cluster)' if cluster else ''}",
@@ -127,13 +160,12 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=2)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        servers = [RedisServer(Path(tmp) / f"r{i}", socket_timeout=60).start() for i in range(3)]
+        servers = start_servers(tmp, 3)
         try:
             print(f"{args.urls} URLs of {args.hosts} hosts, {args.clients} client processes")
             rows = [run(servers, count, args) for count in (1, 3)]
         finally:
-            for s in servers:
-                s.kill()
+            stop_servers(servers)
         nodes = start_cluster(Path(tmp) / "cluster")
         try:
             rows.append(run(nodes, 3, args, cluster=True))
