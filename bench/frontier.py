@@ -13,7 +13,7 @@ Ours (crawler.frontier.frontier.Frontier, host interval 1 s, leases on):
   pop      ``get(n)`` + ``codec.decode`` + ``ack(lease)`` per request (the scheduler
            acknowledges pages one at a time), n=1 and n=16; extra: one ``ack`` of the
            whole batch
-  memory   ``MEMORY USAGE key SAMPLES 0`` of the ``seen:*`` keys per URL added (Bloom
+  memory   ``MEMORY USAGE key SAMPLES 0`` of the ``seen:*`` keys per URL added (URL-seen
            capacity N, error 1e-6; and capacity N/4, grown), and of the queue keys
            (fq:*, bq:*, ready, hnext, hpages) per queued request, after push, before pop
 Stock scrapy-redis (PriorityQueue + RFPDupeFilter, constructed directly):
@@ -55,9 +55,20 @@ split) and what bounds many workers. Each phase is bounded at ``--phase-seconds`
 two sides together: the rows add under a minute at the defaults (4 phases, plus starting
 the servers), beside the bound of the rows above.
 
+URL-seen growth rows (after the sharded rows; ``--only memory`` runs them alone): one
+frontier with FRONTIER_SEEN_CAPACITY C (``--seen-capacity``, 20,000) and error 1e-6 takes
+distinct URLs with put(1000) up to 100 x C; at 0.5, 1, 2, 5, 10, 25, 50 and 100 x C it
+reports the ``MEMORY USAGE`` of its ``seen:*`` keys per URL (target <= 5 bytes), its
+generations, the estimated false-positive rate, and the put rate and Redis CPU per URL
+(INFO cpu deltas) since the last point. Beside it, the baseline measured in the same run:
+pybloom-live's ScalableBloomFilter (initial capacity C, error 1e-6, growth 2, in this
+process) given the same URLs, its bit arrays' bytes per URL. Bounded by ``--seen-seconds``
+(300): the rows stop at the last point reached.
+
     python bench/frontier.py                  # N=100,000 over N hosts
     python bench/frontier.py --quick          # N=20,000
     python bench/frontier.py --only shards    # the sharded rows alone (no --redis-url needed)
+    python bench/frontier.py --only memory    # the URL-seen growth rows alone
     python bench/frontier.py --n 50000 --hosts 50000 --redis-url redis://host:6379/1
     python bench/frontier.py --quick --profile    # + cProfile of our client side
 
@@ -98,6 +109,8 @@ ERROR_RATE = 1e-6
 OURS_TOP = ("evalsha", "eval")
 THEIRS_TOP = ("sadd", "zadd", "multi", "exec")
 QUEUE_KEY_KINDS = ("fq", "bq", "ready", "hnext", "hpages")
+SEEN_TARGET = 5.0  # bytes per seen URL, from 0.5x to 100x the capacity
+SEEN_POINTS = (0.5, 1, 2, 5, 10, 25, 50, 100)  # URLs, in multiples of the capacity
 INF = float("inf")
 
 
@@ -451,7 +464,7 @@ class Bench:
             )
         fa.clear()
 
-        # Bloom capacity N/4, so that the filter grows twice
+        # URL-seen capacity N/4, so that the filter grows
         fc = new_frontier(r, self.run_id, "c", max(n // 4, 1), 1.0, self.created)
         R["pushc"] = ours_push(fc, requests, spider, PUSH_BATCH, self.within(self.t_fill))
         mem["ours_grown"] = dict(frontier_memory(fc), count=R["pushc"].count)
@@ -561,8 +574,16 @@ class Bench:
         q_o, q_t = per(mem["ours"], "queue"), per(mem["theirs"], "queue")
         g, fm = mem["ours_grown"], mem["few"]
         line("memory, bytes per request", "ours", "", "scrapy-redis", "", "ratio")
-        line("seen URL (Bloom capacity N, 1e-6)", f"{seen_o:.2f}", "", f"{seen_t:.2f}", "", f"{seen_o / seen_t:.3f}")
-        line("seen URL (capacity N/4, grown)", f"{per(g, 'seen'):.2f}", "", "", "", "", f"  {self.generations} filters")
+        line("seen URL (capacity N, 1e-6)", f"{seen_o:.2f}", "", f"{seen_t:.2f}", "", f"{seen_o / seen_t:.3f}")
+        line(
+            "seen URL (capacity N/4, grown)",
+            f"{per(g, 'seen'):.2f}",
+            "",
+            "",
+            "",
+            "",
+            f"  {self.generations} generations",
+        )
         line("queued request", f"{q_o:.1f}", "", f"{q_t:.1f}", "", f"{q_o / q_t:.3f}")
         line(f"queued request, {fh} hosts", f"{per(fm, 'queue'):.1f}", "", "", "", "", f"  {fm['count']:,} requests")
         print(f"(over N = {mem['ours']['count']:,} / {mem['theirs']['count']:,} requests)")
@@ -578,7 +599,7 @@ class Bench:
         print(f"  push ours/theirs, per request      {push_ratio:6.2f}  >= 1.0  {verdict(push_ratio >= 1.0)}")
         print(f"  pop  ours/theirs, pop(1), acks on pop {pop_ratio:6.2f}  >= 0.8  {verdict(pop_ratio >= 0.8)}")
         print(f"  pop  ours/theirs, pop(16), acks on pop{pop16_ratio:6.2f}  >= 0.8  {verdict(pop16_ratio >= 0.8)}")
-        print(f"  bytes per seen URL, ours           {seen_o:6.2f}  <= 4    {verdict(seen_o <= 4.0)}")
+        print(f"  bytes per seen URL, ours           {seen_o:6.2f}  <= 5    {verdict(seen_o <= SEEN_TARGET)}")
         print()
         print(
             "us/req: Redis server time per request from INFO commandstats (~: scaled, other clients\n"
@@ -738,6 +759,110 @@ def report_sharded(bench: Bench, sides: dict[int, ShardSide], version: str, elap
     print(f"elapsed {elapsed:.0f} s")
 
 
+# -- URL-seen growth: bytes per URL from 0.5x to 100x the capacity --------------------
+
+
+def redis_cpu(r: redis.Redis) -> float:
+    """The server's CPU seconds so far (user + system)."""
+    info = r.info("cpu")
+    return info["used_cpu_user"] + info["used_cpu_sys"]
+
+
+def seen_growth(bench: Bench, capacity: int, seconds: float) -> list[dict]:
+    """Put distinct URLs into a fresh frontier (capacity ``capacity``) and, at each of
+    SEEN_POINTS, measure its seen:* keys, its report, and the put rate since the last
+    point; the same URLs go into pybloom-live's ScalableBloomFilter (the baseline)."""
+    from pybloom_live import ScalableBloomFilter
+
+    r = bench.r
+    f = new_frontier(r, bench.run_id, "seen", capacity, 1.0, bench.created)
+    bloom = ScalableBloomFilter(
+        initial_capacity=capacity, error_rate=ERROR_RATE, mode=ScalableBloomFilter.SMALL_SET_GROWTH
+    )
+    rows, done, deadline = [], 0, time.perf_counter() + seconds
+    try:
+        for point in SEEN_POINTS:
+            target = int(point * capacity)
+            cpu0, t0 = redis_cpu(r), time.perf_counter()
+            while done < target and time.perf_counter() < deadline:
+                urls = [
+                    f"https://www.site{i % 50_000}.com/articles/{i}"
+                    for i in range(done, min(done + PUSH_BATCH, target))
+                ]
+                statuses = f.put([Entry(url=u, payload=b"x") for u in urls])
+                assert statuses.count("added") == len(urls), "a fresh URL was taken for seen"
+                done += len(urls)
+            if done < target:
+                break
+            elapsed, cpu = time.perf_counter() - t0, redis_cpu(r) - cpu0
+            put = done - (rows[-1]["urls"] if rows else 0)
+            for i in range(rows[-1]["urls"] if rows else 0, done):  # the baseline, untimed
+                bloom.add(f"https://www.site{i % 50_000}.com/articles/{i}")
+            keys = [
+                k
+                for k in r.scan_iter(match=f.keys.pattern(), count=5000)
+                if b":seen:" in k and not k.endswith(b":meta")
+            ]
+            report = f.stats()["seen"]
+            rows.append(
+                {
+                    "point": point,
+                    "urls": done,
+                    "bytes": memory_usage(r, keys) / done,
+                    "keys": len(keys),
+                    "generations": report["generations"],
+                    "fpr": report["false_positive_rate"],
+                    "rate": put / elapsed if elapsed else 0.0,
+                    "cpu_us": 1e6 * cpu / put if put else 0.0,
+                    "bloom": sum(len(b.bitarray) // 8 for b in bloom.filters) / done,
+                    "bloom_filters": len(bloom.filters),
+                }
+            )
+    finally:
+        f.clear()
+    return rows
+
+
+def report_seen_growth(rows: list[dict], capacity: int, elapsed: float) -> None:
+    print(f"URL-seen from 0.5x to 100x the capacity (C = {capacity:,}, error 1e-6, one client, put({PUSH_BATCH}))")
+    head = ("x C", "URLs", "B/URL", "gens", "keys", "est. FPR", "put/s", "Redis us", "Bloom B/URL", "ratio")
+    print("".join(f"{h:>12}" for h in head))
+    for row in rows:
+        cells = (
+            f"{row['point']:g}",
+            f"{row['urls']:,}",
+            f"{row['bytes']:.2f}",
+            str(row["generations"]),
+            f"{row['keys']:,}",
+            f"{row['fpr']:.1e}",
+            f"{row['rate']:,.0f}",
+            f"{row['cpu_us']:.1f}",
+            f"{row['bloom']:.2f} ({row['bloom_filters']})",
+            f"{row['bytes'] / row['bloom']:.2f}",
+        )
+        print("".join(f"{c:>12}" for c in cells))
+    worst = max((row["bytes"] for row in rows), default=0.0)
+    reached = rows[-1]["point"] if rows else 0
+    print(
+        "Bloom: pybloom-live's ScalableBloomFilter given the same URLs (bytes of its bit arrays; its filters in\n"
+        "brackets); Redis us: Redis CPU per URL put since the last point (INFO cpu, user + system)."
+    )
+    print(
+        f"target: <= {SEEN_TARGET:g} bytes per URL from 0.5x to 100x: worst {worst:.2f} up to {reached:g}x  "
+        f"{verdict(worst <= SEEN_TARGET and reached == SEEN_POINTS[-1])}"
+    )
+    print(f"elapsed {elapsed:.0f} s")
+
+
+def main_seen_growth(bench: Bench, capacity: int, seconds: float) -> None:
+    t0 = time.perf_counter()
+    try:
+        rows = seen_growth(bench, capacity, seconds)
+    finally:
+        bench.cleanup()
+    report_seen_growth(rows, capacity, time.perf_counter() - t0)
+
+
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
@@ -777,9 +902,12 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", action="store_true", help="also cProfile our client side (10,000 requests)")
     ap.add_argument(
         "--only",
-        choices=("shards",),
-        help="run only this part: shards = the sharded rows (private redis-servers, no --redis-url)",
+        choices=("shards", "memory"),
+        help="run only this part: shards = the sharded rows (private redis-servers, no --redis-url); "
+        "memory = the URL-seen growth rows",
     )
+    ap.add_argument("--seen-capacity", type=int, default=20_000, help="URL-seen capacity of the growth rows")
+    ap.add_argument("--seen-seconds", type=float, default=300.0, help="bound of the URL-seen growth rows")
     args = ap.parse_args(argv)
     if args.n is not None and args.n < 2:
         ap.error("--n must be at least 2")
@@ -788,6 +916,9 @@ def main(argv=None) -> int:
 
     bench = Bench(args)
     prof_text = ""
+    if args.only == "memory":
+        main_seen_growth(bench, args.seen_capacity, args.seen_seconds)
+        return 0
     if args.only != "shards":
         t0 = time.perf_counter()
         bench.r.ping()
@@ -798,6 +929,9 @@ def main(argv=None) -> int:
         bench.report(time.perf_counter() - t0)
         print()
     main_sharded(bench)
+    if args.only != "shards":
+        print()
+        main_seen_growth(bench, args.seen_capacity, args.seen_seconds)
     if prof_text:
         print(prof_text)
     return 0
