@@ -48,13 +48,18 @@ key                         type    contents
                                     after its last fetch
 ``robots:lock:<origin>``    string  the worker fetching that robots.txt (expires)
 ``cdigest``                 hash    body digest -> URL of the first page with that body
+                                    (sharded: each digest on the shard it hashes to)
 ``ndseq``                   string  near-duplicate index: page number counter
+                                    (sharded: on the first shard only)
 ``ndpage``                  hash    page number (4 bytes) -> its MinHash sketch
                                     (fingerprints.BINS bytes) followed by its URL
+                                    (sharded: each page on the shard its number
+                                    hashes to)
 ``ndidx:<bucket>``          string  LSH bucket (the top 16 bits of a band key, hex):
                                     8-byte entries appended, the band key's next 32
                                     bits and the page number (at most
-                                    CONTENT_SEEN_BUCKET_SIZE)
+                                    CONTENT_SEEN_BUCKET_SIZE; sharded: each bucket
+                                    on the shard its name hashes to)
 ==========================  ======  =====================================================
 """
 

@@ -11,8 +11,10 @@ way: a URL is tested and recorded on its host's server.
 ``ShardedFrontier`` has the verbs of ``Frontier``: a put goes to each URL's host's shard
 (a redirect follow-up whose lease is on another shard acknowledges it there after the
 push), a get asks the shards in turn for what is due, carrying each shard's
-acknowledgements and landings, and the numbers are summed over the shards. The first
-server also holds what belongs to the whole crawl (content seen).
+acknowledgements and landings, and the numbers are summed over the shards. Content seen
+is spread by the same ring (crawler/pipelines/contentseen.py): each of its records (a body
+digest, an LSH bucket, a page's sketch) lives on the shard its name hashes to
+(``content_shard``), its calls pass the same down-shard guard (``on_shard``).
 """
 
 from __future__ import annotations
@@ -203,8 +205,9 @@ class ShardedFrontier:
         return leases, (min(dues) if dues and len(leases) < n else None)
 
     def _went_down(self, s: int, exc: Exception) -> None:
-        wait = min(2 * self._down[s][1], DOWN_WAIT_MAX) if s in self._down else DOWN_WAIT_MIN
-        first = s not in self._down
+        before = self._down.get(s)
+        wait = min(2 * before[1], DOWN_WAIT_MAX) if before else DOWN_WAIT_MIN
+        first = before is None
         self._down[s] = (time.monotonic() + wait, wait)
         if first:
             logger.warning(
@@ -216,8 +219,7 @@ class ShardedFrontier:
             )
 
     def _came_back(self, s: int) -> None:
-        if s in self._down:
-            del self._down[s]
+        if self._down.pop(s, None) is not None:  # (calls come from several threads: content seen)
             logger.info("Redis server %d of %d reachable again", s + 1, len(self.shards))
 
     @staticmethod
@@ -261,7 +263,8 @@ class ShardedFrontier:
     def _on(self, s: int, call):
         """``call()`` on shard ``s``, unless it is down and not yet due for another try
         (then ConnectionError at once: a refused server costs seconds of retries)."""
-        if s in self._down and time.monotonic() < self._down[s][0]:
+        down = self._down.get(s)
+        if down is not None and time.monotonic() < down[0]:
             raise redis.ConnectionError(f"Redis server {s + 1} of {len(self.shards)} is down")
         try:
             result = call()
@@ -270,6 +273,16 @@ class ShardedFrontier:
             raise
         self._came_back(s)
         return result
+
+    def on_shard(self, s: int, call):
+        """``call()`` on shard ``s`` through the down-shard guard (``_on``): for a
+        component that spreads its own records over the shards (content seen)."""
+        return self._on(s, call)
+
+    def content_shard(self, name: str) -> int:
+        """The shard holding the content-seen record named ``name`` (a body digest, an LSH
+        bucket, a page number: contentseen.py names them), by the hosts' ring."""
+        return self.ring.index(name)
 
     def _on_host(self, host: str, verb: str, *args, **kwargs):
         s = self.ring.index(host)
