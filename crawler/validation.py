@@ -19,7 +19,7 @@ import math
 import os
 import sys
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 CONSISTENCY_LEVELS = (
     "ANY",
@@ -117,7 +117,12 @@ class Url:
             return expected
         if parts.scheme == "unix":
             return None if parts.path else expected
-        return None if parts.hostname else expected
+        if not parts.hostname:
+            return expected
+        for key, path in parse_qsl(parts.query):
+            if key in TLS_FILES and not _readable(path):
+                return f"{key}={path!r}: expected a readable file"
+        return None
 
 
 @dataclass(frozen=True)
@@ -147,9 +152,31 @@ class Networks:
 class ReadableFile:
     def problem(self, settings, name: str) -> str | None:
         path = settings.get(name)
-        if not path or os.access(path, os.R_OK) and os.path.isfile(path):
+        if not path or _readable(path):
             return None
         return "expected empty or a readable file"
+
+
+TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")  # redis-py's TLS files (URL query, REDIS_PARAMS)
+
+
+@dataclass(frozen=True)
+class RedisParams:
+    """A dict of redis-py client arguments; its TLS files readable."""
+
+    def problem(self, settings, name: str) -> str | None:
+        try:
+            params = settings.getdict(name)
+        except (TypeError, ValueError):
+            return "expected a dict of redis-py client arguments (JSON with -s)"
+        for key in TLS_FILES:
+            if params.get(key) and not _readable(str(params[key])):
+                return f"{key}={params[key]!r}: expected a readable file"
+        return None
+
+
+def _readable(path: str) -> bool:
+    return os.access(path, os.R_OK) and os.path.isfile(path)
 
 
 SECONDS = Number(unit="seconds")
@@ -189,6 +216,7 @@ RULES = {
     "FRONTIER_STATS_INTERVAL": SECONDS,
     "REDIS_URL": Url(("redis", "rediss", "unix")),
     "REDIS_URLS": UrlList(("redis", "rediss", "unix")),
+    "REDIS_PARAMS": RedisParams(),
     "REDIS_CLUSTER_URL": Url(("redis", "rediss")),
     "REDIS_CLUSTER_SHARDS": Number(1, 16384, integer=True),
     "URL_SORT_QUERY": Flag(),

@@ -59,7 +59,7 @@ FRONTIER_MAX_UNREAD = 400
 FRONTIER_LOOKAHEAD = 0.02  # seconds: a host due this soon is handed out now, its request held until due (rate limiter)
 FRONTIER_REFILL_BATCH = 100  # front-queue entries moved to back queues per pop, at most
 FRONTIER_POLL_INTERVAL = 1.0  # seconds between polls when no host is due
-FRONTIER_SEEN_CAPACITY = 1_000_000  # URLs the crawl expects: the first URL-seen generation takes these, the next 4x more ...
+FRONTIER_SEEN_CAPACITY = 1_000_000  # URLs the crawl expects: the first URL-seen generation takes these
 FRONTIER_SEEN_ERROR_RATE = 1e-6  # overall false-positive bound of the URL-seen filter, however far it grows
 FRONTIER_SEEN_GROWTH = 4  # each URL-seen generation takes this many times the last one's URLs
 # Trap guards (0 turns one off); each refusal is counted as frontier/trap/<name>.

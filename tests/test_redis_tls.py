@@ -152,3 +152,32 @@ def test_a_worker_crawls_the_site_over_tls(tls_redis, pki, tmp_path):
     assert frontier.outlook(0)["state"] == FINISHED
     assert frontier.stats()["pushed"] == len(site.expected_fetches()), frontier.stats()
     frontier.clear()
+
+
+def test_a_worker_whose_ca_does_not_verify_the_server_stops_at_once(tls_redis, pki, tmp_path):
+    """A certificate that does not verify is a setting to fix, as a wrong password is: the
+    worker closes with redis_refused (exit code 1) instead of waiting for an outage to end."""
+    settings = loopback_settings(
+        f"test-{uuid.uuid4().hex[:12]}", tmp_path / "worker.log", REDIS_URL=_url(tls_redis, pki["other_ca"])
+    )
+    worker = launch_worker(tmp_path, "worker", None, settings)
+    try:
+        code = worker.wait(30)
+    finally:
+        worker.kill()
+    assert code == 1, worker.tail()
+    assert "Redis refused this worker (ConnectionError" in worker.text(), worker.tail()
+    assert "certificate verify failed" in worker.text()
+    assert "'finish_reason': 'redis_refused'" in worker.text(), worker.tail()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"REDIS_URL": "rediss://127.0.0.1:6380/0?ssl_ca_certs=/nonexistent/ca.pem"},
+        {"REDIS_URL": "rediss://127.0.0.1:6380/0", "REDIS_PARAMS": json.dumps({"ssl_ca_certs": "/nonexistent/ca.pem"})},
+    ],
+)
+def test_a_tls_file_that_cannot_be_read_is_an_invalid_setting(overrides):
+    found = problems(_settings(**overrides))
+    assert len(found) == 1 and "ssl_ca_certs='/nonexistent/ca.pem': expected a readable file" in found[0], found

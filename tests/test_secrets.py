@@ -62,7 +62,7 @@ def test_no_secret_appears_in_logs_stats_output_or_errors(tmp_path, s3, monkeypa
     assert all(f.returncode == 1 and f.stderr.startswith("frontier: ") for f in failures), failures
     # a wrong password is a setting to fix, not an outage to wait out: the worker stops
     assert wrong_crawl.returncode == 1
-    assert "Redis refused this worker's credentials" in (tmp_path / "wrong.log").read_text(errors="replace")
+    assert "Redis refused this worker (AuthenticationError" in (tmp_path / "wrong.log").read_text(errors="replace")
     texts = {
         "worker log": (tmp_path / "worker.log").read_text(errors="replace"),
         "crawl output": crawl.stdout + crawl.stderr,

