@@ -2,7 +2,7 @@
 crawl the loopback site of crawler/demosite.py with their frontier spread over three
 private redis-servers. The same checks as on one Redis: every page fetched once and in
 the output, each host's requests its interval apart at the site, the crawl ends by itself;
-and the hosts really are spread over the servers."""
+and the hosts, and content seen, really are spread over the servers."""
 
 from __future__ import annotations
 
@@ -82,12 +82,22 @@ def _crawl(tmp_path, site, redis_settings: dict, pushed) -> list:
     return workers
 
 
+def _assert_digests_spread(workers, clients) -> None:
+    """Content seen recorded each page's body digest once, on one of several servers."""
+    digests = {p["content_digest"] for w in workers for p in w.pages() if p.get("content_digest")}
+    held = [sum(c.hlen(k) for k in c.scan_iter(match=f"crawl:\\{{{NAME}[}}#]*:cdigest")) for c in clients]
+    assert sum(held) == len(digests) and sum(1 for n in held if n) >= 2, held
+
+
 def test_two_workers_on_three_redis_servers_crawl_every_page_once_and_politely(tmp_path):
     servers = [RedisServer(tmp_path / f"redis{i}").start() for i in range(3)]
     try:
         with serve_site(hosts=8, pages=12) as site:
             urls = {"REDIS_URLS": ",".join(s.url for s in servers)}
-            _crawl(tmp_path, site, urls, lambda: any(s.client.hget(Keys(NAME).counters, "pushed") for s in servers))
+            workers = _crawl(
+                tmp_path, site, urls, lambda: any(s.client.hget(Keys(NAME).counters, "pushed") for s in servers)
+            )
+        _assert_digests_spread(workers, [s.client for s in servers])
         holding = [len(s.client.hkeys(Keys(NAME).hnext)) for s in servers]
         assert sum(holding) == len(site.hosts) and sum(1 for n in holding if n) >= 2, holding
         frontier = ShardedFrontier([Frontier(s.client, NAME) for s in servers], [server_name(s.url) for s in servers])
@@ -115,7 +125,8 @@ def test_two_workers_on_a_three_master_redis_cluster_crawl_every_page_once_and_p
                 frontier = frontier or frontier_from_settings(Settings({**project_settings(), **settings}))
                 return frontier.stats()["pushed"] > 0
 
-            _crawl(tmp_path, site, {"REDIS_CLUSTER_URL": nodes[0].url}, pushed)
+            workers = _crawl(tmp_path, site, {"REDIS_CLUSTER_URL": nodes[0].url}, pushed)
+        _assert_digests_spread(workers, [n.client for n in nodes])
         assert frontier.outlook(0)["state"] == FINISHED
         assert frontier.stats()["pushed"] == len(site.expected_fetches()), frontier.stats()
         holding = [len(list(n.client.scan_iter(match="crawl:*hnext"))) for n in nodes]
