@@ -1,7 +1,8 @@
 """The Cassandra UrlStore (production), through cassandra-driver.
 
-- Schema: schema.cql beside this file, applied at start when CASSANDRA_APPLY_SCHEMA is
-  true (every statement is ``IF NOT EXISTS``); ``schema_statements`` renders it.
+- Schema: schema.cql, package data read through importlib.resources, applied at start
+  when CASSANDRA_APPLY_SCHEMA is true (every statement is ``IF NOT EXISTS``);
+  ``schema_statements`` renders it.
 - Prepared statements for every query; the URL row is written with an UPDATE (an
   upsert in Cassandra) whose ``metadata = metadata + ?`` merges fields instead of
   replacing the map.
@@ -22,13 +23,13 @@ import threading
 from collections import deque
 from concurrent.futures import Future
 from datetime import UTC, datetime
-from pathlib import Path
+from importlib import resources
 
 from crawler.urlstore.store import ArchivePointer, FetchRecord, UrlStore, inlink_bucket, signed64, unsigned64
 
 logger = logging.getLogger(__name__)
 
-SCHEMA = Path(__file__).with_name("schema.cql")
+SCHEMA = resources.files("crawler.urlstore").joinpath("schema.cql")
 # columns schema.cql gained after its first version: added to an existing table at start
 ADDED_COLUMNS = {"near_duplicate_of": "text", "resemblance": "float"}
 
@@ -51,7 +52,7 @@ _INLINKS = "SELECT source_url, anchor_text, nofollow FROM {ks}.inlinks WHERE tar
 
 def schema_statements(keyspace: str, replication: str) -> list[str]:
     """The statements of schema.cql for this keyspace, comments removed."""
-    lines = [line.split("--", 1)[0] for line in SCHEMA.read_text().splitlines()]
+    lines = [line.split("--", 1)[0] for line in SCHEMA.read_text(encoding="utf-8").splitlines()]
     text = "\n".join(lines).replace("{keyspace}", keyspace).replace("{replication}", replication)
     return [" ".join(s.split()) for s in text.split(";") if s.strip()]
 
