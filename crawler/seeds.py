@@ -11,6 +11,8 @@ Seed file format (UTF-8, one seed a line)::
 * ``#`` starts a comment only at the start of a field: ``http://a/#top`` keeps its
   fragment (the normalizer drops it), ``http://a/ #top`` is the URL and a comment.
 * A file whose name ends in ``.gz`` is read through gzip; ``-`` is standard input.
+* A source that starts with ``http://`` or ``https://`` is not a file but a seed URL
+  itself (``-a seeds=https://example.com/,https://example.org/``), at priority 0.
 * Every source, standard input included, is read as bytes and decoded line by line
   as UTF-8. A line that is not valid UTF-8 is *malformed* rather than decoded with
   U+FFFD replacement characters, which would admit a URL that is not the one in
@@ -80,6 +82,7 @@ __all__ = [
 
 STDIN = "-"
 STDIN_SOURCE = "<stdin>"
+ARGUMENT_SOURCE = "<argument>"  # the source of a seed URL given in place of a file
 MAX_LINE_BYTES = 64 * 1024  # longer lines are malformed (and never held in memory)
 MAX_INVALID_EXAMPLES = 10
 _REASON_CHARS = 120
@@ -91,7 +94,7 @@ PathArg = str | os.PathLike
 class SeedLine(NamedTuple):
     """A well-formed seed line (the URL is not normalized yet)."""
 
-    source: str  # the path as given, or "<stdin>"
+    source: str  # the path as given, "<stdin>", or "<argument>" for a seed URL given as a source
     lineno: int  # 1-based physical line number
     url: str
     priority: int
@@ -135,6 +138,11 @@ def _source(path: str) -> str:
     return STDIN_SOURCE if path == STDIN else path
 
 
+def is_seed_url(path: str) -> bool:
+    """Whether a seed source is a URL given in place of a file."""
+    return path[:8].lower().startswith(("http://", "https://"))
+
+
 def _error_reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
@@ -162,7 +170,7 @@ def check_readable(paths: PathArg | Iterable[PathArg]) -> None:
     """Raise SeedFileError for the first of ``paths`` that cannot be opened (or, for
     ``.gz``, whose gzip header cannot be read). Standard input is not checked."""
     for path in _as_paths(paths):
-        if path == STDIN:
+        if path == STDIN or is_seed_url(path):
             continue
         f = _open(path)
         try:
@@ -180,12 +188,16 @@ def _bad_utf8(exc: UnicodeDecodeError) -> str:
 
 def read_seeds(paths: PathArg | Iterable[PathArg]) -> Iterator[SeedLine | BadLine]:
     """Yield a ``SeedLine`` per seed line and a ``BadLine`` per malformed line of
-    ``paths`` (a path, or an iterable of paths; ``-`` is standard input), in order.
+    ``paths`` (a path, or an iterable of paths; ``-`` is standard input; a URL is a
+    seed itself, its ``lineno`` its place among ``paths``), in order.
 
     Files are opened one at a time, when reached; a file that cannot be opened or
     read raises ``SeedFileError`` with its path.
     """
-    for path in _as_paths(paths):
+    for n, path in enumerate(_as_paths(paths), 1):
+        if is_seed_url(path):
+            yield SeedLine(ARGUMENT_SOURCE, n, path, 0)
+            continue
         source = _source(path)
         f = _open(path)
         try:

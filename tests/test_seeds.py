@@ -13,7 +13,16 @@ import pytest
 
 from crawler.commands.seed import ProgressLine
 from crawler.frontier.frontier import Frontier
-from crawler.seeds import MAX_LINE_BYTES, BadLine, IngestReport, SeedFileError, SeedLine, ingest, read_seeds
+from crawler.seeds import (
+    MAX_LINE_BYTES,
+    BadLine,
+    IngestReport,
+    SeedFileError,
+    SeedLine,
+    check_readable,
+    ingest,
+    read_seeds,
+)
 from tests.harness import free_port
 
 ROOT = Path(__file__).resolve().parent.parent  # where scrapy.cfg is
@@ -97,6 +106,24 @@ def test_read_seeds_gzip_and_several_files_in_order(tmp_path):
         (str(gz), 3, "http://gz.example/2", 0),
         (str(plain), 1, "http://plain.example/", 0),
     ]
+
+
+def test_a_url_in_place_of_a_file_is_a_seed_itself(tmp_path, frontier):
+    """``-a seeds=https://a.example/,/path/seeds.txt``: URLs and files mixed, in order; a
+    URL is never opened as a file."""
+    plain = tmp_path / "b.txt"
+    plain.write_text("http://plain.example/\n")
+    sources = ["https://a.example/x", str(plain), "HTTP://c.example/"]
+    check_readable(sources)
+    assert items_of(sources) == [
+        ("<argument>", 1, "https://a.example/x", 0),
+        (str(plain), 1, "http://plain.example/", 0),
+        ("<argument>", 3, "HTTP://c.example/", 0),
+    ]
+    report = ingest(frontier, sources)
+    assert (report.added, report.invalid, report.lines) == (3, 0, 3)
+    with pytest.raises(SeedFileError, match="ftp:"):  # not a URL it takes: a file name
+        check_readable(["ftp://d.example/"])
 
 
 def test_read_seeds_missing_file_names_the_path(tmp_path):

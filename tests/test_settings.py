@@ -43,3 +43,15 @@ def test_telnet_and_remote_control_are_off():
     assert base.REMOTE_CONTROL_ENABLED is False
     assert scrapy_setting("REMOTE_CONTROL_ENABLED", "distributed") == "False"
     assert scrapy_setting("TELNETCONSOLE_ENABLED") == "False"
+
+
+def test_an_unknown_profile_argument_stops_the_crawl_with_one_line(tmp_path):
+    """``-a profile=`` (how a scrapyd job picks its profile) names local or distributed;
+    another name stops ``scrapy crawl`` before it starts, exit code 2, on stderr and in
+    LOG_FILE (a scrapyd job's log)."""
+    log = tmp_path / "crawl.log"
+    command = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", "profile=production", "-s", f"LOG_FILE={log}"]
+    out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    line = "crawl: unknown profile 'production': expected local or distributed"
+    assert out.returncode == 2 and out.stderr.splitlines() == [line], out.stderr
+    assert log.read_text().endswith(f"ERROR: {line}\n")

@@ -1,30 +1,63 @@
-"""``scrapy crawl``: Scrapy's own command, with exit codes a script can trust.
+"""``scrapy crawl``: Scrapy's own command, with exit codes a script can trust and the
+arguments a scrapyd job gives.
 
-A crawl that cannot start exits non-zero with one clear line: a seed file given with
-``-a seeds=`` that cannot be read (exit 2, before anything starts), or seeds that could
-not all be added to the frontier (the crawl closes with ``seeds_failed``: exit 1), or a
-Redis that refuses the worker's credentials (``redis_refused``: exit 1), or a crawl
-whose keys vanished from Redis while it ran (``frontier_lost``: exit 1).
+Two arguments (``-a NAME=VALUE``, or ``-d NAME=VALUE`` to scrapyd's schedule.json) are
+the command's, not the spider's:
+
+    crawl     the crawl's name (CRAWL_NAME)
+    profile   the settings profile: ``local`` (settings/local.py) or ``distributed``
+              (settings/distributed.py), what ``SCRAPY_PROJECT`` picks from scrapy.cfg
+              outside scrapyd; ``-s`` settings still come before it
+
+A crawl that cannot start exits non-zero with one clear line, on stderr and in LOG_FILE
+when one is set (a scrapyd job's log, which gets no stderr): a setting it cannot use or
+an unknown profile (exit 2, before anything starts), a seed file given with ``-a seeds=``
+that cannot be read (exit 2), a component that fails as the crawl starts (``Crawl not
+started: ...`` with its traceback, exit 1). Seeds that could not all be added to the
+frontier close the crawl with ``seeds_failed``, a Redis that refuses the worker's
+credentials with ``redis_refused``, a crawl whose keys vanished from Redis while it ran
+with ``frontier_lost``: exit 1.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
+import time
+from typing import NoReturn
 
 from scrapy.commands.crawl import Command as ScrapyCrawl
+from twisted.internet.defer import Deferred
 
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED
 from crawler.seeds import SeedFileError, check_readable
 from crawler.spiders.broad import SEEDS_FAILED, split_arg
-from crawler.validation import exit_if_invalid
+from crawler.validation import problems
+
+logger = logging.getLogger(__name__)
 
 FAILED_REASONS = {SEEDS_FAILED, REDIS_REFUSED, FRONTIER_LOST, "start_error"}
+PROFILES = {"local": "settings.local", "distributed": "settings.distributed"}
 
 
 class Command(ScrapyCrawl):
+    profile: str | None = None
+
     def process_options(self, args, opts):
         super().process_options(args, opts)
-        exit_if_invalid(self.settings, "crawl")  # before anything starts or logs
+        # before anything starts or logs
+        crawl, self.profile = opts.spargs.pop("crawl", None), opts.spargs.pop("profile", None)
+        if self.profile is not None:
+            if self.profile not in PROFILES:
+                expected = " or ".join(PROFILES)
+                refuse(self.settings, [f"crawl: unknown profile {self.profile!r}: expected {expected}"])
+            # the profile's module in place of the project's; -s settings keep their priority
+            self.settings.setmodule(PROFILES[self.profile], priority="project")
+        if crawl is not None:
+            self.settings.set("CRAWL_NAME", crawl, priority="cmdline")
+        found = problems(self.settings)
+        if found:
+            refuse(self.settings, [f"crawl: invalid setting {line}" for line in found])
 
     def run(self, args, opts):
         seeds = opts.spargs.get("seeds")
@@ -32,16 +65,49 @@ class Command(ScrapyCrawl):
             try:
                 check_readable(split_arg(seeds))
             except SeedFileError as exc:
-                print(f"crawl: seeds not readable: {exc}", file=sys.stderr)
-                self.exitcode = 2
-                return
+                refuse(self.settings, [f"crawl: seeds not readable: {exc}"])
         if len(args) != 1:
             super().run(args, opts)  # Scrapy's usage errors
             return
+        if self.profile is not None:
+            logger.info("Settings profile %s (%s)", self.profile, PROFILES[self.profile])
         crawler = self._create_crawler(args[0])
-        self.crawler_process.crawl(crawler, **opts.spargs)
+        _log_start_failure(self.crawler_process.crawl(crawler, **opts.spargs))
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed:
             self.exitcode = 1
         elif crawler.stats is not None and crawler.stats.get_value("finish_reason") in FAILED_REASONS:
             self.exitcode = 1
+
+
+def refuse(settings, lines: list[str], code: int = 2) -> NoReturn:
+    """Stop the command with exit ``code``, saying ``lines`` on stderr and in LOG_FILE
+    if one is set, written there as log lines (logging may not have started yet)."""
+    for line in lines:
+        print(line, file=sys.stderr)
+    path = settings.get("LOG_FILE")
+    if path and settings.getbool("LOG_ENABLED"):
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        try:
+            with open(path, "a", encoding=settings.get("LOG_ENCODING") or "utf-8") as f:
+                f.writelines(f"{stamp} [{__name__}] ERROR: {line}\n" for line in lines)
+        except OSError as exc:
+            print(f"crawl: cannot write to LOG_FILE {path}: {exc}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _log_start_failure(started) -> None:
+    """Log why the crawl did not start, in one line and its traceback, when ``started``
+    (what CrawlerProcess.crawl returns: a Deferred, or an asyncio Task) fails."""
+
+    def log(exc: BaseException) -> None:
+        logger.error("Crawl not started: %s: %s", type(exc).__name__, exc, exc_info=exc)
+
+    def done(task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log(task.exception())
+
+    if isinstance(started, Deferred):
+        started.addErrback(lambda failure: log(failure.value))
+    elif hasattr(started, "add_done_callback"):
+        started.add_done_callback(done)

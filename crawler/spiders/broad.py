@@ -3,10 +3,11 @@
     scrapy crawl broad -a seeds=seeds.txt -o pages.jsonl
 
 Arguments (``-a``), each also a setting:
-    seeds            seed file(s), comma separated, ingested before crawling (``scrapy seed``)
+    seeds            seed files or seed URLs, comma separated, ingested before crawling (``scrapy seed``)
     allowed_domains  comma separated; links outside these domains (and subdomains) are dropped
     allowed_prefixes comma separated URL prefixes; links not starting with one are dropped
     follow           "0" to fetch only the seeds
+    (``crawl`` and ``profile`` are the crawl command's: crawler/commands/crawl.py)
 
 Reading a page: a 2xx HTML page is read once, in a page worker process
 (crawler/pageworkers.py), by crawler/pagereader.py: one decode and one parse give its
