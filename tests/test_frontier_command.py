@@ -1,6 +1,7 @@
 """`scrapy frontier`: the frontier's numbers one command away."""
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -8,7 +9,8 @@ import time
 from pathlib import Path
 
 from crawler.commands.frontier import watch
-from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.frontier import Entry, Frontier, now_ms
+from crawler.frontier.shards import ShardedFrontier
 from tests.harness import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,3 +93,71 @@ def test_status_says_finished_running_or_waiting_and_why(redis_url, redis_client
     assert "robots.txt unreachable: 1 host, 3 URLs" in out and "host down: 1 host, 3 URLs" in out, out
     data = json.loads(_frontier_command(redis_url, crawl_name, "--json"))
     assert data["status"]["state"] == "waiting" and set(data["status"]["deferred"]) == {"robots", "down"}
+
+
+def _busy_frontier(f, now: int) -> None:
+    """Hosts a (6 URLs), b (3), c (1) sorted into their back queues, each with one URL
+    leased 20 s ago; a's lease acknowledged (landed: due its interval later), b's
+    robots.txt unreachable, c's lease still out."""
+    f.put(
+        [
+            Entry(url=f"http://{h}.example/{i}", payload=b"x")
+            for h, n in (("a", 6), ("b", 3), ("c", 1))
+            for i in range(n)
+        ]
+    )
+    leases, _ = f.get(10, now=now - 20_000)
+    assert sorted(lease.id.split(b"\x1f")[2] for lease in leases) == [b"a.example", b"b.example", b"c.example"]
+    by_host = {lease.id.split(b"\x1f")[2].decode(): lease.id for lease in leases}
+    f.ack(by_host["a.example"], now=now)
+    f.ack(by_host["b.example"], now=now - 120_000)  # two minutes ago: not in the last minute
+    f.block_until("b.example", minimum=300, maximum=7200, quiet=600, reason="robots", now=now)
+
+
+def test_busiest_hosts_leases_and_the_last_minute(redis_url, redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=5, lease_seconds=60)
+    now = now_ms()
+    _busy_frontier(f, now)
+    busiest = f.busiest(2, now=now)
+    assert busiest["complete"] and busiest["looked_at"] == 3  # a and b in the heap, c in flight (empty queue)
+    a, b = busiest["hosts"]
+    assert (a["host"], a["queued"], a["interval"], a["backoff"]) == ("a.example", 5, 5.0, None)
+    assert a["next_due"] == now + 5000  # its interval after its lease landed
+    assert (b["host"], b["queued"]) == ("b.example", 2)
+    assert b["backoff"]["reason"] == "robots" and b["backoff"]["until"] >= now + 300_000
+    assert [h["host"] for h in f.busiest(1, now=now)["hosts"]] == ["a.example"]
+    stats = f.stats()
+    assert stats["leased"] == 1 and 19 <= stats["oldest_lease_age"] <= 25  # c's, taken 20 s ago
+    assert stats["acked_last_minute"] == 1  # a's; b's was two minutes ago
+    out = _frontier_command(redis_url, crawl_name, "--hosts", "2", "-s", "FRONTIER_HOST_INTERVAL=5")
+    assert "the oldest taken or renewed 2" in out and "last minute      1 pages done" in out, out
+    rows = out[out.index("busiest hosts") :].splitlines()
+    assert rows[2].split()[:4] == ["a.example", "5", "5.00", "s"] and "due " in rows[2], out
+    assert rows[3].split()[:2] == ["b.example", "2"] and "robots.txt unreachable until" in rows[3], out
+    assert len(rows) == 4
+    data = json.loads(_frontier_command(redis_url, crawl_name, "--json"))
+    assert [h["host"] for h in data["busiest"]["hosts"]] == ["a.example", "b.example"]
+    assert "busiest hosts" not in _frontier_command(redis_url, crawl_name, "--hosts", "0")
+
+
+def test_an_expired_lease_is_named_so(redis_url, redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, lease_seconds=10)
+    f.put([Entry(url="http://a.example/", payload=b"x")])
+    f.get(1, now=now_ms() - 40_000)  # leased 40 s ago, never renewed: expired 30 s ago
+    assert 39 <= f.stats()["oldest_lease_age"] <= 45
+    out = _frontier_command(redis_url, crawl_name, "-s", "FRONTIER_LEASE_SECONDS=10")
+    assert re.search(r"the oldest expired (29|3\d) s ago \(its worker stopped renewing\)", out), out
+
+
+def test_the_numbers_over_shards(redis_client, crawl_name):
+    shards = [Frontier(redis_client, crawl_name, host_interval=5, shard=k) for k in range(2)]
+    sharded = ShardedFrontier(shards, ["r1", "r2"])  # (names on the ring that put c apart from a and b)
+    try:
+        now = now_ms()
+        _busy_frontier(sharded, now)
+        assert [h["host"] for h in sharded.busiest(5, now=now)["hosts"]] == ["a.example", "b.example"]
+        stats = sharded.stats()
+        assert stats["acked_last_minute"] == 1 and 19 <= stats["oldest_lease_age"] <= 25
+        assert [sharded.ring.index(f"{h}.example") for h in "abc"] == [0, 0, 1]
+    finally:
+        sharded.clear()

@@ -1,7 +1,10 @@
 """``scrapy frontier [stats|clear]``: the frontier's numbers, one command away.
 
 scrapy frontier                 finished, running or waiting (until when, and why); queue
-                                sizes, hosts, leases, URL-seen fill, counters
+                                sizes, hosts, leases (the oldest one's age), pages of the
+                                last minute, URL-seen fill, counters, the busiest hosts
+                                (queue length, interval, back-off, next due)
+scrapy frontier --hosts 20      with the 20 busiest hosts (0: none)
 scrapy frontier stats --json    the same as JSON
 scrapy frontier clear --yes     delete every key of the crawl (CRAWL_NAME)
 """
@@ -16,7 +19,8 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler.frontier.connection import crawl_exists, frontier_from_settings, known_crawls, uses_embedded
-from crawler.frontier.report import deferred_lines, status_line
+from crawler.frontier.frontier import REASONS
+from crawler.frontier.report import deferred_lines, status_line, when
 from crawler.validation import exit_if_invalid
 
 
@@ -39,6 +43,9 @@ class Command(ScrapyCommand):
             "--watch", type=float, metavar="SECONDS", help="print a progress line every SECONDS (Ctrl-C stops)"
         )
         parser.add_argument("--count", type=int, default=0, help="with --watch: stop after this many lines")
+        parser.add_argument(
+            "--hosts", type=int, default=10, metavar="N", help="show the N busiest hosts (default 10; 0: none)"
+        )
 
     def process_options(self, args, opts):
         super().process_options(args, opts)
@@ -50,8 +57,11 @@ class Command(ScrapyCommand):
             raise UsageError()
         if opts.crawl:
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
-        if (opts.watch is not None and not opts.watch > 0) or opts.count < 0:
-            print("frontier: --watch takes a number of seconds above 0, --count a whole number >= 0", file=sys.stderr)
+        if (opts.watch is not None and not opts.watch > 0) or opts.count < 0 or opts.hosts < 0:
+            print(
+                "frontier: --watch takes a number of seconds above 0, --count and --hosts a whole number >= 0",
+                file=sys.stderr,
+            )
             self.exitcode = 2
             return
         try:
@@ -75,6 +85,8 @@ class Command(ScrapyCommand):
             outlook = frontier.outlook(max_wait)
             stats["status"] = {**outlook, "deferred": frontier.deferred(max_wait)}
             stats["slowed"] = frontier.slowed()
+            if opts.hosts:
+                stats["busiest"] = frontier.busiest(opts.hosts)
         except KeyboardInterrupt:
             return
         except Exception as exc:  # Redis unreachable, bad settings: one clear line
@@ -107,9 +119,11 @@ def format_stats(name: str, s: dict) -> str:
             f"queued           {s['queued']}  (front queues by level: {levels})",
             f"hosts            {s['hosts_queued']} ready ({s['hosts_due']} due now), "
             f"{s['hosts_in_flight']} downloading, {s['hosts_seen']} handed out so far",
-            f"leased           {s['leased']} ({s['in_flight']} downloading)",
+            f"leased           {s['leased']} ({s['in_flight']} downloading){_oldest(s)}"
+            + (f"; {s['given_back']} given back, queued again at the next pop" if s["given_back"] else ""),
             f"pushed/popped    {s['pushed']} / {s['popped']}",
             f"acked            {s['acked']}",
+            f"last minute      {s['acked_last_minute']} pages done (acknowledged, all workers)",
             f"expired leases   {s['expired']} (abandoned {s['abandoned']})",
             f"retries          {s['retries_delayed']} URLs waiting for their next try; "
             f"{s['hosts_slowed']} hosts slowed down by failures"
@@ -118,8 +132,43 @@ def format_stats(name: str, s: dict) -> str:
             f"URL-seen         {seen['urls']} URLs in {seen['generations']} generation(s), {seen['bytes']} bytes of fingerprints, "
             f"fill {', '.join(f'{100 * f:.2f}%' for f in seen['fill'])}, "
             f"est. false-positive rate {seen['false_positive_rate']:.2e}",
+            *busiest_lines(s.get("busiest")),
         ]
     )
+
+
+def _oldest(s: dict) -> str:
+    age = s.get("oldest_lease_age")
+    if age is None:
+        return ""
+    if age > s["lease_seconds"]:
+        return f"; the oldest expired {age - s['lease_seconds']:.0f} s ago (its worker stopped renewing)"
+    return f"; the oldest taken or renewed {age:.0f} s ago"
+
+
+def busiest_lines(busiest: dict | None, now: float | None = None) -> list[str]:
+    """The busiest hosts as a table: queued URLs, interval, back-off, next due."""
+    if not busiest or not busiest["hosts"]:
+        return []
+    hosts = busiest["hosts"]
+    scope = "" if busiest["complete"] else f" (of the first {busiest['looked_at']} hosts with a queue)"
+    rows = []
+    for h in hosts:
+        interval = f"{h['interval']:.2f} s" + (f" (x{h['slowed']:g})" if h["slowed"] > 1 else "")
+        if h["backoff"]:
+            b = h["backoff"]
+            state = f"{REASONS.get(b['reason'], b['reason'])} until {when(b['until'], now)} (level {b['level']})"
+        elif h["next_due"] is None:
+            state = f"{h['in_flight']} downloading; due once one lands"
+        else:
+            state = f"due {when(h['next_due'], now)}"
+        rows.append((h["host"], str(h["queued"]), interval, state))
+    head = ("host", "queued", "interval", "back-off / next due")
+    widths = [max(len(row[i]) for row in [head, *rows]) for i in range(3)]
+    lines = [f"busiest hosts    by URLs queued{scope}"]
+    for host, queued, interval, state in [head, *rows]:
+        lines.append(f"  {host:<{widths[0]}}  {queued:>{widths[1]}}  {interval:>{widths[2]}}  {state}")
+    return lines
 
 
 def watch(frontier, every: float, count: int = 0) -> None:

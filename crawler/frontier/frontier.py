@@ -23,9 +23,11 @@ Hosts
                         response the frontier does not track ended
 
 Numbers
-``stats()``             queue sizes, hosts, leases, counters, URL-seen report
+``stats()``             queue sizes, hosts, leases (and the oldest one's age),
+                        counters, pages of the last minute, URL-seen report
 ``outlook(max_wait)``   finished, running or waiting (until when); ``deferred()``:
-                        what waits and why; ``slowed()``: hosts slowed by failures
+                        what waits and why; ``slowed()``: hosts slowed by failures;
+                        ``busiest()``: the hosts with the longest queues
 
 The Redis layout is in keys.py and the scripts' contracts in scripts.py.
 """
@@ -59,6 +61,7 @@ REASONS = {
     INTERVAL: "host interval",
 }
 FINISHED, RUNNING, WAITING = "finished", "running", "waiting"
+RECENT_SECONDS = 60  # stats()["acked_last_minute"]: leases acknowledged in the last this many seconds
 EPOCH = "epoch"  # field of the counters hash: when the crawl's keys were created (see Frontier.epoch)
 _STATUS = {1: ADDED, 0: SEEN, 2: HOST_FULL}
 
@@ -519,13 +522,17 @@ class Frontier:
         p.hlen(k.hflight)
         p.zcard(k.delayed)
         p.hlen(k.hslow)
+        p.zrangebyscore(k.leases, "(0", "+inf", start=0, num=1, withscores=True)  # the oldest held
+        p.zcount(k.leases, 0, 0)  # given back, queued again at the next pop
+        p.hgetall(k.acked_recent)
         for level in range(self.levels):
             p.llen(k.front(level))
         res = p.execute()
         counters = {_str(a): int(b) for a, b in res[0].items() if _str(a) != EPOCH}
         meta = {_str(a): int(b) for a, b in res[5].items()}
         gen = meta.get("gen", 1)
-        front = res[10:]
+        oldest = res[10]
+        front = res[13:]
         return {
             "queued": counters.get("queued", 0),
             "front_queued": sum(front),
@@ -538,6 +545,12 @@ class Frontier:
             "hosts_in_flight": res[7],
             "retries_delayed": res[8],  # URLs waiting for their own retry time
             "hosts_slowed": res[9],  # hosts whose interval failures have stretched
+            # seconds since the lease that expires first was taken or last renewed (its
+            # expiry less the lease time); None when no lease is held
+            "oldest_lease_age": (now - int(oldest[0][1]) + self.lease_ms) / 1000 if oldest else None,
+            "lease_seconds": self.lease_ms / 1000,
+            "given_back": res[11],
+            "acked_last_minute": recent_count(res[12], now),
             "pushed": counters.get("pushed", 0),
             # every URL pushed or requeued after an expired lease is queued or was popped
             "popped": counters.get("pushed", 0) + counters.get("expired", 0) - counters.get("queued", 0),
@@ -616,6 +629,66 @@ class Frontier:
             r["hosts"] = len(r["hosts"])
         return out
 
+    def busiest(self, n: int = 10, limit: int = 10_000, now: int | None = None) -> dict:
+        """The ``n`` hosts with the most URLs in their back queues, most first (URLs still
+        in the front queues are not sorted into hosts yet). Looks at ``limit`` hosts at
+        most: the first of the ready heap (earliest due) and those at their in-flight
+        limit (out of the heap while they download). Returns {"hosts": [{"host",
+        "queued", "interval" (s, slow-down included), "slowed" (factor), "in_flight",
+        "backoff" (None, or {"reason", "until" (ms), "level"} while it lasts),
+        "next_due" (ms; None: when one of its downloads lands)}], "looked_at",
+        "complete" (every host with a queue was looked at)}."""
+        k = self.keys
+        now = now_ms() if now is None else now
+        p = self.redis.pipeline(transaction=False)
+        p.zrange(k.ready, 0, limit - 1, withscores=True)
+        p.zcard(k.ready)
+        ready, in_heap = p.execute()
+        due = {_str(h): int(score) for h, score in ready}
+        cursor, flying = self.redis.hscan(k.hflight, 0, count=limit)
+        others = [h for h in map(_str, flying) if h not in due]
+        candidates = list(due) + others[: max(limit - len(due), 0)]
+        complete = len(due) >= in_heap and not cursor and len(candidates) == len(due) + len(others)
+        if not candidates:
+            return {"hosts": [], "looked_at": 0, "complete": complete}
+        p = self.redis.pipeline(transaction=False)
+        for host in candidates:
+            p.llen(k.back(host))
+        lengths = p.execute()
+        top = sorted(((q, h) for h, q in zip(candidates, lengths, strict=True) if q), key=lambda qh: (-qh[0], qh[1]))[
+            :n
+        ]
+        hosts = [h for _, h in top]
+        out = []
+        if hosts:
+            p = self.redis.pipeline(transaction=False)
+            for key in (k.hdelay, k.hslow, k.hback, k.hnext, k.hflight):
+                p.hmget(key, hosts)
+            delays, slows, backs, nexts, flights = p.execute()
+            for i, (q, host) in enumerate(top):
+                factor = float(slows[i]) if slows[i] else 1.0
+                interval = int(delays[i]) if delays[i] is not None else self.host_interval_ms
+                backoff = None
+                if backs[i]:
+                    fields = _str(backs[i]).split(":")
+                    if len(fields) > 3 and int(fields[2]) > now:
+                        backoff = {"reason": fields[3], "until": int(fields[2]), "level": int(fields[0])}
+                nxt = due.get(host)
+                if nxt is None and not flights[i]:  # (not in the heap, nothing in flight: its hnext time)
+                    nxt = int(nexts[i] or now)
+                out.append(
+                    {
+                        "host": host,
+                        "queued": q,
+                        "interval": interval * factor / 1000,
+                        "slowed": factor,
+                        "in_flight": int(flights[i] or 0),
+                        "backoff": backoff,
+                        "next_due": nxt,
+                    }
+                )
+        return {"hosts": out, "looked_at": len(candidates), "complete": complete}
+
     def slowed(self, limit: int = 5) -> list[tuple[str, float]]:
         """Up to ``limit`` hosts slowed down by failures, slowest first: (host, factor)."""
         _, found = self.redis.hscan(self.keys.hslow, 0, count=1000)
@@ -635,6 +708,19 @@ class Frontier:
             deleted += self.redis.delete(*batch)
         self._generation = 0
         return deleted
+
+
+def recent_count(buckets: dict, now: int, seconds: int = RECENT_SECONDS) -> int:
+    """The leases acknowledged in the last ``seconds`` (at most 63) before ``now`` (ms),
+    from the ``acked:recent`` hash (second mod 64 -> ``<second>:<count>``; see
+    scripts._SETTLE): the fields of the seconds in (now - seconds, now]."""
+    second = now // 1000
+    total = 0
+    for value in buckets.values():
+        at, _, count = _str(value).partition(":")
+        if second - seconds < int(at) <= second:
+            total += int(count)
+    return total
 
 
 def _landings(landed, now: int) -> list:

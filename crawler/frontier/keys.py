@@ -42,6 +42,10 @@ key                         type    contents
 ``counters``                hash    queued, turn, pushed, expired, abandoned, epoch
                                     (frontier-wide counters)
 ``workers``                 zset    worker id -> last heartbeat (ms)
+``acked:recent``            hash    second (mod 64) -> ``<second>:<pages>``: leases
+                                    acknowledged in that second (ACK, POP); the last
+                                    minute's pages are the fields of the last 60
+                                    seconds (Frontier.stats, ``acked_last_minute``)
 ``robots:<origin>``         hash    robots.txt of ``scheme://host[:port]``: status,
                                     fetched (ms), body (zlib), fails, retry (ms), error;
                                     expires ROBOTSTXT_CACHE_SECONDS + STALE_SECONDS
@@ -88,6 +92,7 @@ NAMES = {
     "seen_meta": "seen:meta",
     "counters": "counters",
     "workers": "workers",
+    "acked_recent": "acked:recent",
     "content_digests": "cdigest",
     "near_seq": "ndseq",
     "near_pages": "ndpage",

@@ -107,7 +107,21 @@ end
 # the time (ms) the download ended, at most now (the worker got the response then, so
 # the site's answer had ended: the host's next turn counts from there), and the landed
 # lease, prefixed '+' when its host answered (an HTTP answer other than 5xx or 429).
+# The acknowledged leases still held are counted in the second ``now`` falls in
+# (``acked:recent``: field second mod 64, value ``<second>:<count>``, a field of an older
+# second started again), so that the last minute's pages are a read of 64 fields.
 _SETTLE = r"""
+local function count_recent(prefix, now, n)
+    local second = math.floor(now / 1000)
+    local field = tostring(second % 64)
+    local key = prefix .. K.acked_recent
+    local old = redis.call('HGET', key, field)
+    if old then
+        local at, count = string.match(old, '^(%d+):(%d+)$')
+        if tonumber(at) == second then n = n + tonumber(count) end
+    end
+    redis.call('HSET', key, field, string.format('%d:%d', second, n))
+end
 local function settle(prefix, first, now)
     local a = tonumber(ARGV[first])
     local acked = 0
@@ -119,6 +133,7 @@ local function settle(prefix, first, now)
         acked = acked + redis.call('ZREM', prefix .. K.leases, ARGV[i])
         land(prefix, ARGV[i], now, false)
     end
+    if acked > 0 then count_recent(prefix, now, acked) end
     return acked
 end
 """
@@ -622,8 +637,8 @@ end
 # ARGV[4] default host interval (ms), ARGV[5] recovery (see POP), then ARGV[6] the
 # number a of acknowledgements, ARGV[7 .. 6 + a] the leases acknowledged, ARGV[7 + a ..]
 # the landings, each its end time and its lease ('+' first: the host answered; see
-# _SETTLE). An acknowledged lease is forgotten
-# and lands; a landed lease stays leased but no longer counts against its host's
+# _SETTLE). An acknowledged lease is forgotten, lands, and counts as a page done in
+# ``acked:recent``; a landed lease stays leased but no longer counts against its host's
 # in-flight limit.
 # Returns how many acknowledged leases were still held. Both are idempotent: an
 # unknown, expired or already landed lease is a no-op.

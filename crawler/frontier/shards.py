@@ -306,14 +306,19 @@ class ShardedFrontier:
     def set_delay(self, host: str, seconds: float | None, client=None) -> None:
         self._on_host(host, "set_delay", seconds, client)
 
-    # -- numbers: summed over the shards ------------------------------------------------
+    # -- numbers: summed over the shards (the oldest lease and the busiest hosts: over all) --
 
     def stats(self) -> dict:
         parts = [shard.stats() for shard in self.shards]
         out: dict = {}
         for name, value in parts[0].items():
             values = [p[name] for p in parts]
-            if isinstance(value, int):
+            if name == "oldest_lease_age":
+                ages = [v for v in values if v is not None]
+                out[name] = max(ages) if ages else None
+            elif name == "lease_seconds":  # (a setting: the same on every shard)
+                out[name] = value
+            elif isinstance(value, int):
                 out[name] = sum(values)
             elif name == "front_by_level":
                 out[name] = [sum(level) for level in zip(*values, strict=True)]
@@ -350,6 +355,15 @@ class ShardedFrontier:
                 mine["due"] = min(mine["due"], r["due"])
                 mine["examples"] = (mine["examples"] + r["examples"])[:3]
         return out
+
+    def busiest(self, n: int = 10, limit: int = 10_000, now: int | None = None) -> dict:
+        parts = [shard.busiest(n, limit, now) for shard in self.shards]
+        hosts = sorted((h for p in parts for h in p["hosts"]), key=lambda h: (-h["queued"], h["host"]))
+        return {
+            "hosts": hosts[:n],
+            "looked_at": sum(p["looked_at"] for p in parts),
+            "complete": all(p["complete"] for p in parts),
+        }
 
     def slowed(self, limit: int = 5) -> list[tuple[str, float]]:
         hosts = [h for shard in self.shards for h in shard.slowed(limit)]
