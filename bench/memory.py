@@ -5,38 +5,98 @@ Setup (the sites of bench/doc_crawl.py: Debian's documentation trees on 127.0.0.
     apt-get install -y python3-doc nodejs-doc rust-doc
     python bench/memory.py                     # ten minutes, interval 0.05 s
     python bench/memory.py --seconds 120 --every 5
+    python bench/memory.py --seconds 150 --set PAGE_PROCESSES=2
 
-One ``scrapy crawl broad`` worker with the project's defaults (every pipeline, the local
-WARC archive, the SQLite UrlStore) on its own throwaway redis-server, at
-FRONTIER_HOST_INTERVAL=--interval (0.05 s: the highest rate the worker reaches here is set
-by its CPU, not by politeness), ended by CLOSESPIDER_TIMEOUT (--seconds) and killed if it
-has not ended 60 s after that. Every --every seconds the resident set size (VmRSS) of the
-worker's process and of each of its child processes (the page processes) is read from
-/proc. Nothing is sent anywhere but 127.0.0.0/8.
+The sites hold some 3,900 pages, a minute and a half of crawling, so each is also served
+as --mirrors copies (12: enough pages for more than ten minutes), on 127.0.K.x for copy K
+of the site on 127.0.0.x; each HTML page of copy K ends with a comment naming it, so no
+page is an exact copy of another (an exact copy's links are not followed): the copies are
+near copies, read, archived and stored like any page. One ``scrapy crawl broad`` worker
+with the project's defaults (every pipeline, the local WARC archive, the SQLite UrlStore;
+``--set NAME=VALUE`` changes one) on its own throwaway redis-server, at
+FRONTIER_HOST_INTERVAL=--interval (0.05 s over a hundred hosts: the highest rate the
+worker reaches here is set by its CPU, not by politeness), ended by CLOSESPIDER_TIMEOUT
+(--seconds) and killed if it has not ended 60 s after that. Every --every seconds the
+resident set size (VmRSS) of the worker's process and of each of its child processes
+(the page processes) is read from /proc. Nothing is sent anywhere but 127.0.0.0/8.
 
-Figures: a line per sample (seconds, pages answered so far, MB of the worker, of its
-children, in all); then per process and in all the peak, and the steady figure (the
-median of the samples of the second half of the run), against the target of 300 MB per
-worker with all its processes.
+Figures: a line per sample (seconds, pages answered so far and pages/s since the last
+sample, MB of the worker, of its children, in all); then per process and in all the peak,
+the steady figure (the median of the samples of the second half of the run) and the
+growth (the median of the last quarter's samples less that of the second quarter's),
+against the target of 300 MB per worker with all its processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.doc_crawl import KILL_AFTER, served_sites, wait_or_kill  # noqa: E402
+from bench.doc_crawl import (  # noqa: E402
+    KILL_AFTER,
+    DocHandler,
+    DocServer,
+    Site,
+    available_sites,
+    start_sites,
+    stop_sites,
+    wait_or_kill,
+)
 from tests.harness import RedisServer, clean_env  # noqa: E402
 
 TARGET_MB = 300
+
+
+class MirrorHandler(DocHandler):
+    """DocHandler whose HTML pages end with the site's mark (none for the first copy)."""
+
+    def send_head(self):
+        mark = getattr(self.site, "mark", b"")
+        path = self.translate_path(self.path)
+        if mark and self.path.split("?", 1)[0].endswith("/") and os.path.isdir(path):
+            path = os.path.join(path, "index.html")
+        if not mark or not path.endswith(".html") or not os.path.isfile(path):
+            return super().send_head()
+        with open(path, "rb") as f:
+            body = f.read() + mark
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return io.BytesIO(body)
+
+
+class MirrorServer(DocServer):
+    def __init__(self, site: Site):
+        super().__init__(site)
+        self.RequestHandlerClass = partial(MirrorHandler, site=site)
+
+
+def mirrored(sites: list[Site], copies: int) -> list[Site]:
+    """The sites and ``copies`` copies of each: copy K of the site on 127.0.0.x on
+    127.0.K.x, its HTML pages marked as copy K."""
+    out = list(sites)
+    for k in range(1, copies + 1):
+        for site in sites:
+            host = site.host.replace(".0.", f".{k}.", 1)
+            copy = Site(f"{site.name}-{k}", host, site.directory, site.prefix, site.seed_path)
+            copy.mark = f"\n<!-- copy {k} -->\n".encode()
+            out.append(copy)
+    return out
 
 
 def rss_mb(pid: int) -> float:
@@ -63,12 +123,19 @@ def label(pid: int) -> str:
 
 
 def children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid``."""
+    """The processes whose parent is ``pid`` (started by any of its threads)."""
+    kids = []
     try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return []
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids += [int(p) for p in f.read().split()]
+        except OSError:
+            pass
+    return sorted(kids)
 
 
 def sample(proc: subprocess.Popen, every: float, started: float, sites, rows: list, stop: threading.Event) -> None:
@@ -76,9 +143,11 @@ def sample(proc: subprocess.Popen, every: float, started: float, sites, rows: li
         kids = children(proc.pid)
         main, others = rss_mb(proc.pid), [(label(k), rss_mb(k)) for k in kids]
         pages = sum(site.answers.get(200, 0) for site in sites)
+        last = rows[-1] if rows else (0.0, 0)
         rows.append((time.monotonic() - started, pages, main, others))
+        rate = (pages - last[1]) / max(rows[-1][0] - last[0], 1e-9)
         print(
-            f"{rows[-1][0]:6.0f} s {pages:7d} pages   worker {main:6.0f} MB   children "
+            f"{rows[-1][0]:6.0f} s {pages:7d} pages {rate:5.1f}/s   worker {main:6.0f} MB   children "
             + (" + ".join(f"{m:.0f} ({name})" for name, m in others) or "-")
             + f" MB   all {main + sum(m for _, m in others):6.0f} MB",
             flush=True,
@@ -90,9 +159,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=600, help="CLOSESPIDER_TIMEOUT of the worker")
     parser.add_argument("--every", type=float, default=10, help="seconds between samples")
     parser.add_argument("--interval", type=float, default=0.05, help="FRONTIER_HOST_INTERVAL")
+    parser.add_argument("--mirrors", type=int, default=12, help="copies of each site, on further addresses")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a setting of the worker")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
-    with served_sites(args.keep, "memory-") as (sites, work), RedisServer(str(work)) as redis_server:
+    with mirrored_sites(args.keep, args.mirrors) as (sites, work), RedisServer(str(work)) as redis_server:
         seeds = work / "seeds.txt"
         seeds.write_text("".join(site.seed + "\n" for site in sites))
         cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seeds}"]
@@ -106,8 +177,13 @@ def main() -> None:
             "LOG_FILE": work / "worker.log",
         }.items():
             cmd += ["-s", f"{name}={value}"]
+        for setting in args.set:
+            cmd += ["-s", setting]
         env = {**clean_env(), "REDIS_URL": redis_server.url}
-        print(f"one worker, {args.seconds:g} s, interval {args.interval:g} s, a sample every {args.every:g} s")
+        print(
+            f"one worker, {args.seconds:g} s, interval {args.interval:g} s, {len(sites)} sites, "
+            f"a sample every {args.every:g} s" + (f"; {', '.join(args.set)}" if args.set else "")
+        )
         rows: list = []
         stop = threading.Event()
         started = time.monotonic()
@@ -122,25 +198,61 @@ def main() -> None:
     print(f"\nworker ended after {ended[0]:.0f} s ({state})")
     if not rows:
         return
-    second_half = [r for r in rows if r[0] >= rows[-1][0] / 2] or rows
-    pages = rows[-1][1] / rows[-1][0] if rows[-1][0] else 0.0
+    end = rows[-1][0]
+    pages = rows[-1][1] / end if end else 0.0
 
-    def line(name: str, values: list[float], steady_values: list[float]) -> None:
-        print(f"{name:16} peak {max(values):6.0f} MB   steady {statistics.median(steady_values):6.0f} MB")
+    def quarter(n: int) -> list:
+        """The samples of the n-th quarter of the run (1-4)."""
+        return [r for r in rows if (n - 1) * end / 4 < r[0] <= n * end / 4] or rows
 
-    def of(name: str, row) -> float:
-        return sum(m for n, m in row[3] if n == name)
+    def line(name: str, value) -> None:
+        def median(part):
+            return statistics.median(value(r) for r in part)
 
-    line("worker", [r[2] for r in rows], [r[2] for r in second_half])
+        print(
+            f"{name:16} peak {max(value(r) for r in rows):6.0f} MB   steady {median(quarter(3) + quarter(4)):6.0f} MB"
+            f"   growth {median(quarter(4)) - median(quarter(2)):+5.0f} MB"
+        )
+
+    def of(name: str):
+        return lambda row: sum(m for n, m in row[3] if n == name)
+
+    def total(row) -> float:
+        return row[2] + sum(m for _, m in row[3])
+
+    line("worker", lambda r: r[2])
     for name in sorted({n for r in rows for n, _ in r[3]} - {"gone"}):
-        line(name, [of(name, r) for r in rows], [of(name, r) for r in second_half])
-    total = [r[2] + sum(m for _, m in r[3]) for r in rows]
-    line("all", total, [r[2] + sum(m for _, m in r[3]) for r in second_half])
-    steady = statistics.median(r[2] + sum(m for _, m in r[3]) for r in second_half)
+        line(name, of(name))
+    line("all", total)
+    steady = statistics.median(total(r) for r in quarter(3) + quarter(4))
+    total = [total(r) for r in rows]
     print(
         f"target: at most {TARGET_MB} MB per worker with all its processes: peak {max(total):.0f} MB, "
         f"steady {steady:.0f} MB ({'met' if max(total) <= TARGET_MB else 'not met'}); {pages:.1f} pages/s"
     )
+
+
+@contextlib.contextmanager
+def mirrored_sites(keep: bool, copies: int):
+    """The installed documentation sites and their copies served on loopback, and a work
+    directory: (sites, work), as bench/doc_crawl.py's served_sites."""
+    sites = mirrored(available_sites(), copies)
+    work = Path(tempfile.mkdtemp(prefix="memory-"))
+    try:
+        start_sites(sites, MirrorServer)
+        originals = [s for s in sites if not getattr(s, "mark", b"")]
+        print(
+            f"{len(sites)} sites on port {sites[0].port}: "
+            + ", ".join(f"{s.name} {s.host}{s.prefix}" for s in originals)
+            + f", and {copies} copies of each on 127.0.1-{copies}.x"
+        )
+        yield sites, work
+    finally:
+        stop_sites(sites)
+        if keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ everything the crawl wants of the page (no Scrapy engine, no I/O).
   text stripped and cut to 200 characters, and whether ``rel`` says nofollow. A page whose
   ``<meta name=robots>`` says nofollow or none has no links (``nofollow_page``);
   ``invalid_links`` counts the URLs normalize_url refused.
-- **metadata** and **problems**: what ``crawler.pipelines.metadata.extract_metadata``
+- **metadata** and **problems**: what ``crawler.metadata.extract_metadata``
   gives (its steps ``decode_html``, ``parse_html`` and ``metadata_from_tree``).
 - **prints**: what ``crawler.fingerprints.page_fingerprints`` gives: the SHA-1 of the
   whole body, and the main text's word count, sketch, band keys and SimHash. The main text
@@ -68,13 +68,12 @@ from urllib.parse import urljoin, urlparse, urlsplit
 
 import lxml.etree
 import lxml.html
-from scrapy.linkextractors import IGNORED_EXTENSIONS
 from w3lib.encoding import html_body_declared_encoding, http_content_type_encoding, read_bom, resolve_encoding
 from w3lib.html import HTML5_WHITESPACE, get_base_url
 from w3lib.url import safe_url_string
 
 from crawler import fingerprints as fp
-from crawler.pipelines.metadata import (
+from crawler.metadata import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FIELD_LENGTH,
     DEFAULT_MAX_FIELDS,
@@ -91,6 +90,17 @@ STAGES = ("decode", "parse", "links", "metadata", "text", "sketch")
 MAX_LINK_TEXT = 200  # characters of a link's text kept
 
 _LINK_SCHEMES = frozenset({"http", "https", "file", "ftp"})  # Scrapy's _is_valid_url
+# Scrapy's scrapy.linkextractors.IGNORED_EXTENSIONS (2.19), which a test keeps equal:
+# importing it would bring Scrapy and Twisted into every page process (26 MB)
+IGNORED_EXTENSIONS = (
+    "7z 7zip bz2 rar tar tar.gz xz zip "  # archives
+    "mng pct bmp gif jpg jpeg png pst psp tif tiff ai drw dxf eps ps svg cdr ico webp "  # images
+    "mp3 wma ogg wav ra aac mid au aiff "  # audio
+    "3gp asf asx avi mov mp4 mpg qt rm swf wmv m4a m4v flv webm "  # video
+    "xls xlsm xlsx xltm xltx potm potx ppt pptm pptx pps doc docb docm docx dotm dotx odt ods odg odp "  # office
+    "css pdf exe bin rss dmg iso apk "  # other
+    "jar sh rb js hta bat cpl msi msp py"  # scripts and executables
+).split()
 _IGNORED = tuple("." + e for e in IGNORED_EXTENSIONS)
 _ROBOTS = lxml.etree.XPath("//meta[translate(@name,'ROBTS','robts')='robots']/@content")
 _STRING = lxml.etree.XPath("string()")

@@ -1,60 +1,70 @@
-"""Page workers: the processes that read pages for the content-seen and metadata
-pipelines (parsing, visible text, SimHash, metadata extraction).
+"""Page workers: the processes that read pages for the broad spider and the content-seen
+and metadata pipelines (parsing, links, fingerprints, metadata extraction).
 
 Reading a page is pure computation, a few milliseconds of it for a 100 KB page, and
 most of it holds the GIL: in the crawling process it would compete with the reactor,
-which then downloads less. PAGE_PROCESSES worker processes (``spawn``ed, so they share
-nothing with the reactor's threads) take that work, and one ``scrapy crawl`` uses more
-than one core. With PAGE_PROCESSES = 0 the work runs in the reactor's thread pool instead.
+which then downloads less. PAGE_PROCESSES page processes (crawler/pageprocess.py) take
+that work, and one ``scrapy crawl`` uses more than one core. With PAGE_PROCESSES = 0 the
+work runs in the reactor's thread pool instead.
 
-A page that kills its worker process (a parser crash on hostile bytes, the OOM killer)
-does not take the crawl down: the pool is replaced and the call is tried once more on
-the new processes (the other pages in flight when a process dies fail with it); if that
-fails too, the call fails with ``PageWorkerCrashed``, which the pipelines count and handle
-as a page they could not read. The workers ignore SIGINT: Ctrl-C reaches every process
-of the terminal's group, and the crawling process shuts them down itself once the pages
-in flight are read. They run at a lower CPU priority (PAGE_PROCESS_NICE): when the cores
-are busy, the reactor, whose delays are every due host's delays, goes first, and the
-pages wait.
+Each page process is a fresh interpreter (``python -c``, not a fork: it shares nothing
+with the reactor's threads) fed by one thread of the worker, one call at a time, through
+its standard input and output. Neither multiprocessing nor its resource tracker (a
+process of 15 MB) is involved, and a page process imports only what reading a page needs
+(no Scrapy, no Twisted): bench/memory.py measured 82 MB after its imports with a
+ProcessPoolExecutor, 56 MB now.
+
+A page that kills its page process (a parser crash on hostile bytes, the OOM killer)
+does not take the crawl down: a new process is started, and the call is tried once more;
+if that fails too, the call fails with ``PageWorkerCrashed``, which the pipelines count
+and handle as a page they could not read. The other calls are not touched. The
+processes ignore SIGINT and SIGTERM: Ctrl-C reaches every process of the terminal's
+group, and the crawling process stops them itself once the pages in flight are read.
+They run at a lower CPU priority (PAGE_PROCESS_NICE): when the cores are busy, the
+reactor, whose delays are every due host's delays, goes first, and the pages wait.
 
     result = await maybe_deferred_to_future(page_workers.run(fn, *args))
 
 ``fn`` must be a module-level function (it is pickled by name), and its arguments and
-result picklable. One pool per process, shared by the pipelines, shut down when the
-engine stops.
+result picklable. Calls wait in one queue for the first free process; what bounds them
+is what bounds the pages a worker holds (FRONTIER_MAX_UNREAD, SCRAPER_SLOT_MAX_ACTIVE_SIZE).
+One set of processes per crawler, shared by the spider and the pipelines, stopped when
+the engine stops.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import os
-import signal
+import pickle
+import queue
+import subprocess
+import sys
 import threading
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
 from scrapy import signals
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 from twisted.internet.defer import Deferred, DeferredList
 
-from crawler.memory import trim
+from crawler.pageprocess import read_message, warm_up, write_message
 
 logger = logging.getLogger(__name__)
 
+STOP_WAIT = 5.0  # seconds a page process has to exit once its input is closed, before it is killed
+_START = "import sys; sys.path[:] = {path!r}; from crawler.pageprocess import main; main({nice})"
+
 
 class PageWorkerCrashed(Exception):
-    """The worker process died while reading a page."""
+    """The page process died while reading a page."""
 
 
 class PageWorkers:
     def __init__(self, processes: int, nice: int = 0):
         self.processes = processes
         self.nice = nice
-        self._warming: list[Future] = []
-        self._pool: ProcessPoolExecutor | None = None
-        self._lock = threading.Lock()
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()  # (fn, args, Deferred); None: a feeder stops
+        self._feeders: list[_Feeder] = []
+        self._warming: list[Deferred] = []
 
     @classmethod
     def from_crawler(cls, crawler) -> PageWorkers:
@@ -68,7 +78,7 @@ class PageWorkers:
         return workers
 
     def run(self, fn, *args) -> Deferred:
-        """``fn(*args)`` in a worker process (or a thread, with no processes); a Deferred
+        """``fn(*args)`` in a page process (or a thread, with no processes); a Deferred
         that fires in the reactor thread."""
         if self.processes <= 0:
             return threads.deferToThread(fn, *args)
@@ -77,12 +87,10 @@ class PageWorkers:
         return d
 
     def _submit(self, fn, args: tuple) -> Deferred:
-        pool = self._current_pool()
-        try:
-            future = pool.submit(_call, fn, *args)
-        except BrokenProcessPool:
-            future = self._crashed(pool)
-        return _deferred(future, lambda f: self._check(pool, f))
+        self.start()
+        d: Deferred = Deferred()
+        self._calls.put((fn, args, d))
+        return d
 
     def _again(self, failure, fn, args: tuple) -> Deferred:
         failure.trap(PageWorkerCrashed)
@@ -92,94 +100,105 @@ class PageWorkers:
         """Start the processes now rather than at the first page: a process takes about
         a second to start and import the page reader, and the crawl's first pages would
         wait for it."""
-        if self.processes > 0:
-            pool = self._current_pool()
-            # the pool starts a process per call waiting
-            self._warming = [pool.submit(_warm_up) for _ in range(self.processes)]
+        if self.processes > 0 and not self._feeders:
+            for n in range(self.processes):
+                feeder = _Feeder(n, self._calls, self.nice)
+                self._feeders.append(feeder)
+                self._warming.append(feeder.ready)
+                feeder.start()
 
     async def ready(self) -> None:
-        """Returns once the processes ``start`` began have started (or failed to: a later
-        call starts new ones). The broad spider opens after it, so that the crawl's first
+        """Returns once the processes ``start`` began have started (or failed to: a call
+        starts a new one). The broad spider opens after it, so that the crawl's first
         pages do not wait for them."""
         warming, self._warming = self._warming, []
         if warming:
-            done = DeferredList([_deferred(f, lambda f: None) for f in warming], consumeErrors=True)
-            await maybe_deferred_to_future(done)
+            await maybe_deferred_to_future(DeferredList(warming, consumeErrors=True))
 
     def close(self) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-
-    def _current_pool(self) -> ProcessPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(
-                    self.processes,
-                    mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_start_worker,
-                    initargs=(self.nice,),
-                )
-            return self._pool
-
-    def _check(self, pool: ProcessPoolExecutor, future: Future) -> None:
-        """Runs in the reactor thread when a call ended: a broken pool is replaced."""
-        if isinstance(future.exception(), BrokenProcessPool):
-            self._crashed(pool)
-
-    def _crashed(self, pool: ProcessPoolExecutor) -> Future:
-        with self._lock:
-            if self._pool is pool:
-                self._pool = None
-                logger.error("A page worker process died; starting new ones")
-        pool.shutdown(wait=False)
-        failed: Future = Future()
-        failed.set_exception(BrokenProcessPool("the page worker process died"))
-        return failed
+        """Stop the processes once the calls queued before are done; calls made after
+        start new ones."""
+        feeders, self._feeders = self._feeders, []
+        for _ in feeders:
+            self._calls.put(None)
+        for feeder in feeders:
+            feeder.join(STOP_WAIT * 2)
 
 
-def _start_worker(nice: int) -> None:
-    """In each new worker process: ignore Ctrl-C and SIGTERM (sent to the whole process
-    group by a terminal or a service manager: the worker stops its page processes itself,
-    once the pages they read are handled), and step back ``nice`` CPU priority levels."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if nice > 0:
-        os.nice(nice)
+class _Feeder(threading.Thread):
+    """One page process, and the thread that hands it calls one at a time, starting a new
+    process when the last one died."""
+
+    def __init__(self, n: int, calls: queue.SimpleQueue, nice: int):
+        super().__init__(name=f"page-process-{n}", daemon=True)
+        self.calls = calls
+        self.nice = nice
+        self.ready: Deferred = Deferred()
+        self.proc: subprocess.Popen | None = None
+
+    def run(self) -> None:
+        try:
+            self._call(warm_up, ())
+            _fire(self.ready, None)
+        except Exception as exc:
+            _fire(self.ready, exc, ok=False)
+        while (call := self.calls.get()) is not None:
+            fn, args, d = call
+            try:
+                ok, value = self._call(fn, args)
+            except Exception as exc:  # the process died, or the call could not be sent
+                ok, value = False, exc
+            del call, args
+            _fire(d, value, ok)
+        self._stop()
+
+    def _call(self, fn, args: tuple) -> tuple[bool, object]:
+        """(True, result) or (False, exception) of ``fn(*args)`` in the process; raises
+        PageWorkerCrashed when the process dies meanwhile."""
+        data = pickle.dumps((fn, args), pickle.HIGHEST_PROTOCOL)
+        if self.proc is None:
+            self.proc = _spawn(self.nice)
+        try:
+            write_message(self.proc.stdin, data)
+            del data
+            answer = read_message(self.proc.stdout)
+        except OSError:  # a broken pipe: the process is gone
+            answer = None
+        if answer is None:
+            code = self._stop()
+            logger.error("A page process died (exit code %s); starting a new one", code)
+            raise PageWorkerCrashed(f"the page process died (exit code {code})")
+        return pickle.loads(answer)
+
+    def _stop(self) -> int | None:
+        """Close the process's input (it exits at its end), wait for it, kill it if it
+        does not exit; its exit code."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        for pipe in (proc.stdin, proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        try:
+            return proc.wait(STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait()
 
 
-def _call(fn, *args):
-    """In a page process: ``fn(*args)``, then the memory its page took handed back to the
-    system (crawler/memory.py): one large page would otherwise hold the process at its
-    size for the rest of the crawl."""
-    try:
-        return fn(*args)
-    finally:
-        trim()
+def _spawn(nice: int) -> subprocess.Popen:
+    start = _START.format(path=sys.path, nice=nice)
+    return subprocess.Popen([sys.executable, "-c", start], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
 
-def _warm_up() -> None:
-    """The first call of a new worker process: import what reading a page needs."""
-    import crawler.pagereader  # noqa: F401
-
-
-def _deferred(future: Future, on_done) -> Deferred:
-    """A Deferred that fires in the reactor thread with ``future``'s outcome (a broken
-    pool as PageWorkerCrashed), after ``on_done(future)`` ran there."""
+def _fire(d: Deferred, value, ok: bool = True) -> None:
+    """Fire ``d`` with ``value`` (or fail it with the exception ``value``) in the
+    reactor thread."""
     from twisted.internet import reactor
 
-    d: Deferred = Deferred()
-
-    def finish(f: Future) -> None:
-        on_done(f)
-        exc = f.exception()
-        if exc is None:
-            d.callback(f.result())
-        elif isinstance(exc, BrokenProcessPool):
-            d.errback(PageWorkerCrashed(str(exc)))
-        else:
-            d.errback(exc)
-
-    future.add_done_callback(lambda f: reactor.callFromThread(finish, f))
-    return d
+    if ok:
+        reactor.callFromThread(d.callback, value)
+    else:
+        reactor.callFromThread(d.errback, value)

@@ -15,8 +15,8 @@ from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 
 from crawler import demosite, pagereader
 from crawler.fingerprints import page_fingerprints
+from crawler.metadata import extract_metadata
 from crawler.pagereader import STAGES, Reading, read_page
-from crawler.pipelines.metadata import extract_metadata
 from crawler.spiders.broad import extracted_links
 from crawler.urls import DEFAULT_STRIP_PARAMS
 
@@ -41,6 +41,11 @@ def assert_like_old(body: bytes, url: str, headers: dict = HTML, url_options: di
     assert set(reading.timings) == set(STAGES)
     assert pickle.loads(pickle.dumps(reading)) == reading
     return reading
+
+
+def test_the_reader_ignores_the_extensions_scrapy_ignores():
+    # the reader keeps its own copy (a page process imports no Scrapy): it must not drift
+    assert pagereader.IGNORED_EXTENSIONS == IGNORED_EXTENSIONS
 
 
 @pytest.fixture(autouse=True)

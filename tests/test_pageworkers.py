@@ -1,6 +1,7 @@
 """Page workers: pages are read in worker processes, at a lower CPU priority; a worker
 that dies is replaced and the call tried once more, and Ctrl-C does not kill them (real processes; the crashes are
-real os._exit calls in the worker, the Ctrl-C a real SIGINT)."""
+real os._exit calls in the worker, the Ctrl-C a real SIGINT). A page process imports no Scrapy or Twisted, and the
+worker starts no other process beside its page processes."""
 
 import os
 import subprocess
@@ -8,6 +9,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def frameworks() -> list[str]:
+    """The packages of Scrapy's and Twisted's kind imported (run in a page worker)."""
+    heavy = {"scrapy", "twisted", "multiprocessing", "concurrent"}
+    return sorted({name.split(".")[0] for name in sys.modules} & heavy)
 
 
 def crash_once(marker: str) -> str:
@@ -23,14 +30,21 @@ import os, signal, sys, time
 from twisted.internet import defer, task
 from crawler.fingerprints import page_fingerprints
 from crawler.pageworkers import PageWorkerCrashed, PageWorkers
-from tests.test_pageworkers import crash_once
+from crawler.pagereader import read_page
+from tests.test_pageworkers import crash_once, frameworks
+
+def children():
+    return sorted(int(p) for t in os.listdir("/proc/self/task") for p in open(f"/proc/self/task/{t}/children").read().split())
 
 async def main(reactor):
     workers = PageWorkers(1, nice=5)
     body = b"<html><body>" + b"crawler pages are read elsewhere " * 40 + b"</body></html>"
     assert await workers.run(page_fingerprints, body, 50) == page_fingerprints(body, 50)
+    assert await workers.run(read_page, body, "http://example.com/", {}) is not None
+    print("imported", await workers.run(frameworks))
     pid = await workers.run(os.getpid)
     assert pid != os.getpid()
+    print("processes", children() == [pid])
     os.kill(pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
     time.sleep(0.5)
     print("after ctrl-c", await workers.run(os.getpid) == pid)
@@ -55,6 +69,14 @@ def test_pages_are_read_in_worker_processes_that_survive_crashes(tmp_path):
         [sys.executable, "-c", SCRIPT, str(tmp_path / "crashed")], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.split("\n")[:6]
-    expected = ["after ctrl-c True", "crash once read", "crashed twice", "after 27 True", "nice 5", "threads True"]
+    lines = proc.stdout.split("\n")[:8]
+    expected = [
+        "imported []",
+        "processes True",
+        "after ctrl-c True",
+        "crash once read",
+        "crashed twice",
+        "after 27 True",
+    ]
+    expected += ["nice 5", "threads True"]
     assert lines == expected, proc.stdout + proc.stderr

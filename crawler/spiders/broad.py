@@ -48,9 +48,9 @@ from twisted.internet import threads
 
 from crawler.exceptions import RobotsDisallowed
 from crawler.items import Page
+from crawler.metadata import is_html
 from crawler.pagereader import STAGES, Reading, read_page
 from crawler.pageworkers import PageWorkerCrashed, PageWorkers
-from crawler.pipelines.metadata import is_html
 from crawler.urls import InvalidURL, normalize_url, url_host, url_options
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,80 @@
+"""A page process: the other end of crawler/pageworkers.py, running one call at a time.
+
+Its worker starts it as ``python -c`` with the worker's ``sys.path`` and sends it calls on
+its standard input; it answers on its standard output, which it first moves aside
+(standard output then goes to standard error, so that a library's print cannot corrupt an
+answer). A message is its length (8 bytes, big-endian) and a pickle: a call is
+``(fn, args)``, an answer ``(True, result)`` or ``(False, exception)``. At the end of its
+input (the worker closed it, or died) the process exits.
+
+It ignores SIGINT and SIGTERM (a terminal's Ctrl-C and a service manager's stop reach the
+whole process group: the worker stops its page processes itself, once the pages they read
+are handled) and runs ``nice`` levels below its worker. It imports only what the calls
+it receives need (crawler/pagereader.py: lxml, numpy, extruct, w3lib; no Scrapy, no
+Twisted), and after each call hands the memory that call freed back to the system
+(crawler/memory.py): one large page would otherwise hold the process at its size for the
+rest of the crawl.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import struct
+import sys
+
+from crawler.memory import trim
+
+HEADER = struct.Struct(">Q")  # the length of the pickle that follows
+
+
+def main(nice: int = 0) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if nice > 0:
+        os.nice(nice)
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    calls = os.fdopen(0, "rb")
+    while (call := read_message(calls)) is not None:
+        try:
+            fn, args = pickle.loads(call)
+            del call
+            answer = (True, fn(*args))
+        except Exception as exc:
+            answer = (False, exc)
+        write_message(answers, _dumps(answer))
+        del answer
+        trim()
+
+
+def warm_up() -> None:
+    """A new process's first call: import what reading a page needs, before the first page."""
+    import crawler.pagereader  # noqa: F401
+
+
+def read_message(stream) -> bytes | None:
+    """The next message of ``stream``; None at its end (also within a message: the
+    writer died)."""
+    header = stream.read(HEADER.size)
+    if len(header) < HEADER.size:
+        return None
+    (size,) = HEADER.unpack(header)
+    data = stream.read(size)
+    return data if len(data) == size else None
+
+
+def write_message(stream, data: bytes) -> None:
+    stream.write(HEADER.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _dumps(answer: tuple) -> bytes:
+    try:
+        return pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # a result or an exception that does not pickle
+        what = "result" if answer[0] else f"exception {type(answer[1]).__name__}: {answer[1]}"
+        return pickle.dumps((False, RuntimeError(f"page process: the {what} could not be sent back: {exc}")))
