@@ -34,6 +34,10 @@ at a time.
               (``host_full``); ``refused_by`` counts each status
 ``lines``     seed lines read (lines that are not blank or a comment); once ingest
               returns, ``lines == added + seen + invalid + refused``
+``bytes_read`` / ``bytes_total``  how far the input has been read, in bytes of the files
+              as stored (a ``.gz`` file's compressed bytes), and their total size (None
+              when standard input is read): ``fraction`` and ``eta`` (seconds left at the
+              rate so far) follow from them; ``progress_text()`` says it in one line
 
 Malformed lines never stop ingestion. Files that cannot be read do:
 
@@ -72,6 +76,8 @@ from crawler.urls import DEFAULT_STRIP_PARAMS, InvalidURL, normalize_url
 __all__ = [
     "MAX_LINE_BYTES",
     "BadLine",
+    "Every",
+    "InputPosition",
     "IngestReport",
     "SeedFileError",
     "SeedLine",
@@ -186,13 +192,50 @@ def _bad_utf8(exc: UnicodeDecodeError) -> str:
     return f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
 
 
-def read_seeds(paths: PathArg | Iterable[PathArg]) -> Iterator[SeedLine | BadLine]:
+class InputPosition:
+    """How far the reading of seed sources has come, in bytes of the files as stored (a
+    ``.gz`` file's compressed bytes: its underlying file's position), and their total
+    size (``total``: None when standard input is among them). Read in the reading
+    thread (``read_seeds`` moves it from file to file)."""
+
+    def __init__(self, paths: list[str]):
+        self.total: int | None = None
+        if STDIN not in paths:
+            try:
+                self.total = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+            except OSError:  # (an unreadable file stops the reading anyway)
+                self.total = None
+        self._done = 0  # bytes of the files read to their end
+        self._file: IO[bytes] | None = None
+
+    def enter(self, f: IO[bytes]) -> None:
+        raw = getattr(f, "fileobj", None) if isinstance(f, gzip.GzipFile) else f
+        self._file = raw if raw is not None and raw.seekable() else None
+
+    def leave(self) -> None:
+        self._done += self._where()
+        self._file = None
+
+    def read(self) -> int:
+        """Bytes read so far."""
+        return self._done + self._where()
+
+    def _where(self) -> int:
+        try:
+            return self._file.tell() if self._file is not None else 0
+        except (OSError, ValueError):  # closed, or not a regular file
+            return 0
+
+
+def read_seeds(
+    paths: PathArg | Iterable[PathArg], position: InputPosition | None = None
+) -> Iterator[SeedLine | BadLine]:
     """Yield a ``SeedLine`` per seed line and a ``BadLine`` per malformed line of
     ``paths`` (a path, or an iterable of paths; ``-`` is standard input; a URL is a
     seed itself, its ``lineno`` its place among ``paths``), in order.
 
     Files are opened one at a time, when reached; a file that cannot be opened or
-    read raises ``SeedFileError`` with its path.
+    read raises ``SeedFileError`` with its path. ``position`` follows the reading.
     """
     for n, path in enumerate(_as_paths(paths), 1):
         if is_seed_url(path):
@@ -200,8 +243,12 @@ def read_seeds(paths: PathArg | Iterable[PathArg]) -> Iterator[SeedLine | BadLin
             continue
         source = _source(path)
         f = _open(path)
+        if position is not None and path != STDIN:
+            position.enter(f)
         try:
             yield from _read_stream(f, source)
+            if position is not None and path != STDIN:
+                position.leave()
         finally:
             if path != STDIN:
                 f.close()
@@ -276,11 +323,36 @@ class IngestReport:
     #: refusals by frontier status ("trap:url_length", "host_full" ...)
     refused_by: Counter = field(default_factory=Counter)
     elapsed: float = 0.0  # seconds
+    bytes_read: int = 0  # of the input as stored (see InputPosition)
+    bytes_total: int | None = None  # None: unknown (standard input)
 
     @property
     def rate(self) -> float:
         """Lines per second."""
         return self.lines / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def fraction(self) -> float | None:
+        """The share of the input read (None when its size is unknown)."""
+        if not self.bytes_total:
+            return None
+        return min(self.bytes_read / self.bytes_total, 1.0)
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds left at the rate so far (None when the input's size is unknown)."""
+        fraction = self.fraction
+        if fraction is None or not fraction or self.elapsed <= 0:
+            return None
+        return self.elapsed * (1 - fraction) / fraction
+
+    def progress_text(self) -> str:
+        """One line of progress: ``120,000 lines read, 118,500 added, 24,000 lines/s,
+        35% of 12.1 MB, about 9 s left`` (without size and ETA when the size is unknown)."""
+        text = f"{self.lines:,} lines read, {self.added:,} added, {self.rate:,.0f} lines/s"
+        if self.fraction is not None:
+            text += f", {100 * self.fraction:.0f}% of {_megabytes(self.bytes_total)}, about {_duration(self.eta)} left"
+        return text
 
     def add_invalid(self, source: str, lineno: int, reason: str) -> None:
         self.invalid += 1
@@ -302,6 +374,38 @@ class IngestReport:
         )
 
 
+def _megabytes(n: int | None) -> str:
+    return f"{(n or 0) / 1e6:.1f} MB"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = round(seconds)
+    if seconds < 90:
+        return f"{seconds} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class Every:
+    """A ``progress`` function for ``ingest``: hands the running report to ``emit`` at
+    most every ``interval`` seconds (the first one ``interval`` seconds after the start;
+    0: never)."""
+
+    def __init__(self, emit: Callable[[IngestReport], object], interval: float):
+        self.emit = emit
+        self.interval = interval
+        self._next = time.monotonic() + interval
+
+    def __call__(self, report: IngestReport) -> None:
+        now = time.monotonic()
+        if self.interval > 0 and now >= self._next:
+            self._next = now + self.interval
+            self.emit(report)
+
+
 def _clip(reason: str) -> str:
     return reason if len(reason) <= _REASON_CHARS else reason[: _REASON_CHARS - 3] + "..."
 
@@ -321,7 +425,7 @@ def ingest(
     session parameters (``()`` keeps every parameter); ``sort_query`` as in
     ``normalize_url``. Entries are pushed ``batch_size`` at a time at depth 0.
     ``progress(report)`` is called after each batch is pushed, with the running
-    report (``lines`` counts lines read so far). Raises ``SeedFileError`` (see the
+    report (``lines`` counts lines read so far, ``bytes_read`` the input read). Raises ``SeedFileError`` (see the
     module docstring) and lets Redis errors through.
     """
     if batch_size < 1:
@@ -329,7 +433,8 @@ def ingest(
     paths = _as_paths(paths)
     check_readable(paths)
     strip = DEFAULT_STRIP_PARAMS if strip_params is None else tuple(strip_params)
-    report = IngestReport()
+    position = InputPosition(paths)
+    report = IngestReport(bytes_total=position.total)
     started = time.perf_counter()
     prepare, send = frontier.prepare, frontier.send  # prepared here, sent by the pool
     pending: tuple[Future, list[tuple[str, int]]] | None = None
@@ -344,6 +449,7 @@ def ingest(
         statuses = future.result()
         _count(report, statuses, where)
         report.elapsed = time.perf_counter() - started
+        report.bytes_read = position.read()
         if progress is not None:
             progress(report)
 
@@ -351,7 +457,7 @@ def ingest(
         entries: list[Entry] = []
         where: list[tuple[str, int]] = []
         try:
-            for item in read_seeds(paths):
+            for item in read_seeds(paths, position):
                 report.lines += 1
                 if type(item) is BadLine:
                     report.add_invalid(*item)
@@ -387,6 +493,7 @@ def ingest(
                 pending[0].cancel()
                 pending[0].exception()
     report.elapsed = time.perf_counter() - started
+    report.bytes_read = position.read()
     return report
 
 

@@ -222,6 +222,7 @@ RULES = {
     "URL_SORT_QUERY": Flag(),
     "CRAWL_FOLLOW_LINKS": Flag(),
     "SEED_BATCH_SIZE": AT_LEAST_ONE,
+    "SEED_PROGRESS_INTERVAL": SECONDS,
     "SITEMAP_MAX_URLS": COUNT,
     # Scrapy's own knobs that the crawl relies on
     "CONCURRENT_REQUESTS": AT_LEAST_ONE,

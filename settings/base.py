@@ -88,6 +88,7 @@ CRAWL_ALLOWED_DOMAINS = []  # scope: these domains and their subdomains (empty: 
 CRAWL_ALLOWED_PREFIXES = []  # scope: URLs starting with one of these (empty: any)
 CRAWL_FOLLOW_LINKS = True
 SEED_BATCH_SIZE = 2000  # URLs per frontier round trip during seed ingestion
+SEED_PROGRESS_INTERVAL = 5.0  # seconds between seed ingestion progress lines (0: none)
 SITEMAP_MAX_URLS = 50_000  # URLs read from one sitemap (the sitemaps.org limit)
 
 # --- Scrapy's own knobs, tuned for a broad crawl -----------------------------------------

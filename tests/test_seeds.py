@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -233,7 +234,7 @@ def test_summary_line():
     )
 
 
-def test_progress_line_only_on_a_terminal():
+def test_progress_line_in_place_on_a_terminal_else_a_line_every_few_seconds():
     class Tty(io.StringIO):
         def isatty(self):
             return True
@@ -241,11 +242,13 @@ def test_progress_line_only_on_a_terminal():
     tty, pipe = Tty(), io.StringIO()
     report = IngestReport(added=5, lines=10, elapsed=1.0)
     for stream in (tty, pipe):
-        line = ProgressLine(stream, interval=0)
+        line = ProgressLine(stream, interval=0, every=0.2)
+        line(report)  # on a pipe: before its first interval, nothing
+        time.sleep(0.25)
         line(report)
-        line(report)
+        line(report)  # on a pipe: within the next interval, nothing
         line.clear()
-    assert pipe.getvalue() == ""
+    assert re.fullmatch(r"\d\d:\d\d:\d\d seeding: 10 lines read, 5 added, 10 lines/s\n", pipe.getvalue())
     assert tty.getvalue().startswith("\rseeding: 10 lines read, 5 added, 10 lines/s\r")
     assert tty.getvalue().endswith("\r")
     quiet = Tty()

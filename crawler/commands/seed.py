@@ -9,8 +9,11 @@ sooner), ``#`` comments, blank lines skipped, ``.gz`` read through gzip; see
 crawler/seeds.py. URLs are normalized with URL_STRIP_PARAMS / URL_SORT_QUERY, pushed
 SEED_BATCH_SIZE at a time (``--batch``) at depth 0.
 
-Output: a progress line on stderr when it is a terminal (unless ``--no-progress``), the
-first invalid lines with their reason on stderr, then one summary line on stdout.
+Output: progress on stderr (unless ``--no-progress``): on a terminal one line rewritten in
+place; otherwise (a log, a pipe) a line every SEED_PROGRESS_INTERVAL seconds; each with
+the lines read, URLs added, lines/s and, when the input's size is known (files, not
+standard input), the share read and the time left. Then the first invalid lines with
+their reason on stderr, and one summary line on stdout.
 Exit status: 0 when every file was read (invalid lines included); 1 when a file cannot
 be opened or read, or Redis is unreachable, with a one-line message on stderr.
 """
@@ -26,38 +29,47 @@ from scrapy.exceptions import UsageError
 
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.keys import Keys
-from crawler.seeds import STDIN, IngestReport, SeedFileError, check_readable, ingest
+from crawler.seeds import STDIN, Every, IngestReport, SeedFileError, check_readable, ingest
 from crawler.urls import url_options
 from crawler.validation import exit_if_invalid
 
 
 class ProgressLine:
-    """A status line rewritten in place with ``\\r`` on a terminal, at most every
-    ``interval`` seconds; silent when the stream is not a terminal."""
+    """Seed ingestion's progress: on a terminal, a status line rewritten in place with
+    ``\\r`` at most every ``interval`` seconds; on any other stream (a log, a pipe), a
+    line every ``every`` seconds (0: none)."""
 
-    def __init__(self, stream=None, interval: float = 0.25, enabled: bool = True):
+    def __init__(self, stream=None, interval: float = 0.25, enabled: bool = True, every: float = 5.0):
         self.stream = stream if stream is not None else sys.stderr
         self.interval = interval
-        self.enabled = enabled and _isatty(self.stream)
+        self.enabled = enabled
+        self.tty = _isatty(self.stream)
         self.report: IngestReport | None = None  # the latest running report
         self._last = 0.0
         self._width = 0
+        self._lines = Every(self._line, every)
 
     def __call__(self, report: IngestReport) -> None:
         self.report = report
         if not self.enabled:
             return
+        if not self.tty:
+            self._lines(report)
+            return
         now = time.monotonic()
         if now - self._last < self.interval:
             return
         self._last = now
-        text = f"seeding: {report.lines:,} lines read, {report.added:,} added, {report.rate:,.0f} lines/s"
+        text = f"seeding: {report.progress_text()}"
         self.stream.write("\r" + text.ljust(self._width))
         self.stream.flush()
         self._width = len(text)
 
+    def _line(self, report: IngestReport) -> None:
+        print(f"{time.strftime('%H:%M:%S')} seeding: {report.progress_text()}", file=self.stream, flush=True)
+
     def clear(self) -> None:
-        if self.enabled and self._width:
+        if self.enabled and self.tty and self._width:
             self.stream.write("\r" + " " * self._width + "\r")
             self.stream.flush()
             self._width = 0
@@ -96,7 +108,7 @@ class Command(ScrapyCommand):
         group.add_argument(
             "--batch", metavar="N", type=int, help="URLs per frontier round trip (default SEED_BATCH_SIZE)"
         )
-        group.add_argument("--no-progress", action="store_true", help="no progress line, even on a terminal")
+        group.add_argument("--no-progress", action="store_true", help="no progress lines")
 
     def process_options(self, args, opts):
         super().process_options(args, opts)
@@ -135,7 +147,7 @@ class Command(ScrapyCommand):
             _close(client)
             return self._fail(f"seed: cannot connect to Redis ({_where(settings)}): {_reason(exc)}")
 
-        progress = ProgressLine(enabled=not opts.no_progress)
+        progress = ProgressLine(enabled=not opts.no_progress, every=settings.getfloat("SEED_PROGRESS_INTERVAL"))
         try:
             report = ingest(
                 frontier,

@@ -147,7 +147,7 @@ class BroadSpider(scrapy.Spider):
         """Ingest the seed files (in a thread), waiting out a Redis outage as the
         scheduler does; None, or why the seeds were not all added."""
         from crawler.frontier.connection import Patient, crawler_frontier
-        from crawler.seeds import SeedFileError, ingest
+        from crawler.seeds import Every, SeedFileError, ingest
 
         s = self.settings
         patient = Patient(self._seeding_stop, "seed ingestion")
@@ -158,6 +158,10 @@ class BroadSpider(scrapy.Spider):
                 self.seed_files,
                 batch_size=s.getint("SEED_BATCH_SIZE"),
                 **self.url_options,
+                progress=Every(
+                    lambda report: logger.info("Seeding: %s", report.progress_text()),
+                    s.getfloat("SEED_PROGRESS_INTERVAL"),
+                ),
             )
         except SeedFileError as exc:
             return str(exc)
