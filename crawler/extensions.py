@@ -19,10 +19,15 @@ from crawler.pipelines.urlstore import page_fate
 
 logger = logging.getLogger(__name__)
 
+FATE = "pages/fate/"  # the stats of this worker's pages by fate
+NOT_ERRORS = {"fetched", "duplicate", "robots_disallowed"}  # fates that are no failure
+
 
 class FrontierStats:
     """Every FRONTIER_STATS_INTERVAL seconds: one log line with the frontier's queue
-    sizes, hosts, leases, URL-seen fill and this worker's pages/s. At close, the same
+    sizes, hosts, leases, URL-seen fill and pages of the last minute (all workers), and
+    this worker's pages/s, pages and errors (pages recorded with a failure: by fate,
+    the commonest first) since it started. At close, the same
     numbers go into the stats under ``frontier_state/``, and a summary is logged: the
     pages this worker recorded by fate (``pages/fate/<fate>`` in the stats), whether the
     crawl is finished, and what it left for later by reason (robots.txt unreachable,
@@ -62,12 +67,15 @@ class FrontierStats:
         except Exception as exc:  # Redis away: say so, keep crawling
             logger.warning("Frontier stats unavailable: %s", exc)
             return
-        now, pages = time.time(), self.crawler.stats.get_value("response_received_count", 0)
+        fates = self._fates()
+        now, pages = time.time(), sum(fates.values())
         rate = (pages - self._last[1]) / max(now - self._last[0], 1e-9)
         self._last = (now, pages)
+        errors = sorted(((n, f) for f, n in fates.items() if f not in NOT_ERRORS), reverse=True)
         logger.info(
-            "Frontier: %d queued (%d hosts, %d due), %d leased, %d seen (filter fill %.1f%%, "
-            "est. false positives %.1e); this worker %.1f pages/s",
+            "Frontier: %d queued (%d hosts ready, %d due), %d leased, %d seen (filter fill %.1f%%, "
+            "est. false positives %.1e), %d pages in the last minute; this worker: %.1f pages/s, "
+            "%d pages, %d errors%s",
             s["queued"],
             s["hosts_queued"],
             s["hosts_due"],
@@ -75,15 +83,24 @@ class FrontierStats:
             s["seen"]["urls"],
             100 * max(s["seen"]["fill"] or [0]),
             s["seen"]["false_positive_rate"],
+            s["acked_last_minute"],
             rate,
+            pages,
+            sum(n for n, _ in errors),
+            " (" + ", ".join(f"{f} {n}" for n, f in errors[:3]) + ")" if errors else "",
         )
+
+    def _fates(self) -> dict[str, int]:
+        """This worker's pages so far by fate (``pages/fate/<fate>`` in the stats)."""
+        stats = self.crawler.stats.get_stats()
+        return {k[len(FATE) :]: v for k, v in list(stats.items()) if k.startswith(FATE)}
 
     def item_scraped(self, item, **kwargs):
         if isinstance(item, Page):
             fate = page_fate(item)
             if fate == "fetched" and item.get("status", 0) >= 500:
                 fate = "server_error"  # kept after its last try
-            self.crawler.stats.inc_value(f"pages/fate/{fate}")
+            self.crawler.stats.inc_value(f"{FATE}{fate}")
 
     def spider_closed(self, spider, reason):
         if self.task is not None and self.task.running:
@@ -111,8 +128,7 @@ class FrontierStats:
     def summary(self, reason: str, outlook: dict, deferred: dict) -> str:
         """What this worker did, and what the crawl left for later (and why)."""
         stats = self.crawler.stats.get_stats()
-        prefix = "pages/fate/"
-        fates = {k[len(prefix) :]: v for k, v in stats.items() if k.startswith(prefix)}
+        fates = self._fates()
         done = sum(fates.values())
         failures = ", ".join(f"{k} {v}" for k, v in sorted(fates.items()) if k not in ("fetched", "duplicate"))
         lines = [

@@ -179,6 +179,43 @@ def _readable(path: str) -> bool:
     return os.access(path, os.R_OK) and os.path.isfile(path)
 
 
+@dataclass(frozen=True)
+class Ports:
+    """Empty or 0 (off), a port, a range ``LOW-HIGH`` or ``auto`` (crawler/metrics.py)."""
+
+    def problem(self, settings, name: str) -> str | None:
+        from crawler.metrics import metrics_ports
+
+        try:
+            metrics_ports(settings.get(name))
+        except (TypeError, ValueError):
+            return "expected a port (1-65535), a range such as 9410-9419, auto (any free port), or 0 (off)"
+        return None
+
+
+@dataclass(frozen=True)
+class Address:
+    """An IP address or a host name to listen on."""
+
+    def problem(self, settings, name: str) -> str | None:
+        value = str(settings.get(name) or "")
+        try:
+            ipaddress.ip_address(value)
+            return None
+        except ValueError:
+            pass
+        labels = value.split(".")
+        if (
+            value
+            and len(value) <= 253
+            and all(
+                label and len(label) <= 63 and label.replace("-", "").isalnum() and label.isascii() for label in labels
+            )
+        ):
+            return None
+        return "expected an IP address (127.0.0.1, 0.0.0.0, ::) or a host name"
+
+
 SECONDS = Number(unit="seconds")
 POSITIVE_SECONDS = Number(above=True, unit="seconds")
 COUNT = Number(integer=True)  # 0 and up (0 often turns a guard off)
@@ -214,6 +251,10 @@ RULES = {
     "FRONTIER_MAX_WAIT": SECONDS,
     "FRONTIER_IDLE_SECONDS": SECONDS,
     "FRONTIER_STATS_INTERVAL": SECONDS,
+    "METRICS_PORT": Ports(),
+    "METRICS_ADDRESS": Address(),
+    "METRICS_FRONTIER_INTERVAL": SECONDS,
+    "METRICS_FRONTIER_TIMEOUT": POSITIVE_SECONDS,
     "REDIS_URL": Url(("redis", "rediss", "unix")),
     "REDIS_URLS": UrlList(("redis", "rediss", "unix")),
     "REDIS_PARAMS": RedisParams(),

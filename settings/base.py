@@ -79,6 +79,12 @@ FRONTIER_MAX_WAIT = 60.0
 FRONTIER_IDLE_SECONDS = 2.0
 FRONTIER_STATS_INTERVAL = 30.0  # seconds between frontier progress log lines
 
+# --- Prometheus metrics (crawler/metrics.py) ----------------------------------------------
+METRICS_PORT = None  # a port, a range "9410-9419" (the first free one) or "auto" (any free port); None/0: off
+METRICS_ADDRESS = "127.0.0.1"  # the address the endpoint listens on ("0.0.0.0": every interface)
+METRICS_FRONTIER_INTERVAL = 5.0  # seconds the frontier's numbers are reused between scrapes
+METRICS_FRONTIER_TIMEOUT = 1.0  # seconds a scrape waits for fresh frontier numbers, else serves the last
+
 # --- URL normalization (crawler/urls.py) ------------------------------------------------
 URL_STRIP_PARAMS = []  # empty: the built-in list of tracking and session parameters
 URL_SORT_QUERY = True
@@ -261,5 +267,6 @@ SPIDER_MIDDLEWARES = {
 }
 EXTENSIONS = {
     "crawler.extensions.FrontierStats": 500,
+    "crawler.metrics.Metrics": 510,
     "crawler.extensions.GarbageCollection": 900,
 }

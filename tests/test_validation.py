@@ -54,6 +54,12 @@ def test_the_defaults_are_valid_and_every_rule_names_a_setting_that_exists():
         ("ROBOTSTXT_OBEY", "maybe", "expected True or False (or 1 or 0)"),
         ("NETWORK_GUARD_ALLOW", "10.0.0.0/8,nonsense", "'nonsense' is not one"),
         ("FRONTIER_HOST_INTERVALS_FILE", "/no/such/file", "expected empty or a readable file"),
+        ("METRICS_PORT", "abc", "expected a port (1-65535), a range such as 9410-9419, auto (any free port)"),
+        ("METRICS_PORT", "70000", "expected a port (1-65535)"),
+        ("METRICS_PORT", "9420-9410", "expected a port (1-65535)"),
+        ("METRICS_ADDRESS", "not an address", "expected an IP address (127.0.0.1, 0.0.0.0, ::) or a host name"),
+        ("METRICS_FRONTIER_TIMEOUT", "0", "expected a number of seconds above 0"),
+        ("SEED_PROGRESS_INTERVAL", "-1", "expected a number of seconds >= 0"),
     ],
 )
 def test_a_bad_value_is_named_with_what_the_setting_takes(name, value, expected):
@@ -73,6 +79,13 @@ def test_a_bad_value_is_named_with_what_the_setting_takes(name, value, expected)
         ("REDIS_URL", "unix:///run/redis.sock"),
         ("ROBOTSTXT_OBEY", "0"),
         ("NETWORK_GUARD_ALLOW", "10.1.0.0/16, 127.0.0.0/8, ::1"),
+        ("METRICS_PORT", "9410"),
+        ("METRICS_PORT", "9410-9419"),
+        ("METRICS_PORT", "auto"),
+        ("METRICS_PORT", "0"),
+        ("METRICS_ADDRESS", "0.0.0.0"),
+        ("METRICS_ADDRESS", "::1"),
+        ("METRICS_ADDRESS", "metrics.internal"),
     ],
 )
 def test_good_values_pass(name, value):

@@ -7,7 +7,8 @@ Both verbs are blocking; the archive pipeline calls them from a thread.
                     request (one S3 PUT per object, never a multipart upload: PUTs are
                     what S3 bills and throttles); retried with exponential back-off until
                     it succeeds or the ``stop`` event is set (StorageStopped), each
-                    failure logged; the same key every time
+                    failure logged (and reported to ``on_retry``, a function of no
+                    argument, called from the uploading thread); the same key every time
 ``get_range(key, offset, length)``  the bytes of one record (a ranged GET)
 
 Nothing is listed or read back while crawling (Secor's rule): keys are computed, never
@@ -31,6 +32,7 @@ class StorageStopped(Exception):
 class LocalStorage:
     def __init__(self, root: str):
         self.root = os.path.abspath(root)
+        self.on_retry = None  # (a local write is not retried: an error fails its batch)
 
     def describe(self) -> str:
         return f"directory {self.root}"
@@ -74,6 +76,7 @@ class S3Storage:
             config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=10, read_timeout=60),
         )
         self.puts = 0  # PUT requests sent (retries included)
+        self.on_retry = None  # called (from the uploading thread) before each retry
 
     def describe(self) -> str:
         return f"s3://{self.bucket}"
@@ -102,6 +105,8 @@ class S3Storage:
                     exc,
                     delay,
                 )
+                if self.on_retry is not None:
+                    self.on_retry()
                 if stop is not None:
                     stop.wait(delay)
                 else:

@@ -20,6 +20,10 @@ its due time (``DUE_META``): the limiter holds such a request until then, so tha
 leaves the moment its host is due, already popped and through the other middlewares.
 The limiter is also the final guard for everything else that reaches a host (robots.txt
 fetches, several workers' retries, clocks).
+
+Stats: ``ratelimit/waits`` and ``ratelimit/wait_ms`` (requests that waited for their
+slot, and how long in all), ``ratelimit/waited`` (held past the turn the frontier gave
+them), ``ratelimit/handed_back``.
 """
 
 from __future__ import annotations
@@ -70,6 +74,8 @@ class RateLimiterMiddleware:
             self.stats.inc_value("ratelimit/handed_back")
             return request.replace(dont_filter=True)  # back to its host's queue, due at the slot
         if wait > 0:
+            self.stats.inc_value("ratelimit/waits")
+            self.stats.inc_value("ratelimit/wait_ms", round(wait * 1000))
             await maybe_deferred_to_future(task.deferLater(reactor, wait, lambda: None))
         if slot > max(now, due):  # held back beyond its turn (robots.txt or a retry took the slot)
             self.stats.inc_value("ratelimit/waited")

@@ -15,8 +15,8 @@ comes first. Spool files a dead worker left (``CRAWL_DIR/CRAWL_NAME/archive-spoo
 are trimmed to their last complete record and stored when a worker of the crawl opens.
 
 Storage errors are retried with back-off (storage.py) while the pages wait; nothing is
-lost. A page without a response (a failed fetch) or an exact duplicate of a page seen
-before is not archived.
+lost (each retry is counted: ``archive/retries``). A page without a response (a failed
+fetch) or an exact duplicate of a page seen before is not archived.
 
 A batch is also stored at once when no more pages are coming soon
 (``frontier_waiting``: a small crawl does not wait ARCHIVE_MAX_SECONDS for its last
@@ -104,6 +104,8 @@ class ArchivePipeline:
             s.getint("ARCHIVE_GZIP_LEVEL"),
         )
         crawler.signals.connect(pipeline._frontier_waiting, signal=frontier_waiting)
+        # an upload tried again (after a storage error) is counted in the reactor thread
+        pipeline.storage.on_retry = lambda: _reactor().callFromThread(crawler.stats.inc_value, "archive/retries")
         return pipeline
 
     # -- lifecycle ---------------------------------------------------------------------

@@ -1,0 +1,404 @@
+"""Prometheus metrics of one worker, served on METRICS_ADDRESS:METRICS_PORT.
+
+Off unless METRICS_PORT is set: a port, a range ``9410-9419`` (the first free one: several
+workers on one machine) or ``auto`` (any free port). The address the endpoint is bound to
+is logged (``Metrics on http://127.0.0.1:9410/metrics``). It is served by
+prometheus-client's own HTTP server, in threads of its own, from the spider's opening to
+its closing.
+
+Nothing is counted twice: a scrape reads the crawl stats (Scrapy's stats collector, where
+every component counts under its prefix: ``downloader/``, ``robotstxt/``,
+``contentseen/``, ``frontier/trap/``, ``archive/``, ``urlstore/``, ``ratelimit/`` ...)
+through a custom collector (``FAMILIES`` maps them to metric names), so the numbers are
+those of the closing stats dump. What the stats lack is counted here: the bytes of the
+responses by status (``downloader/response_bytes_by_status/<status>``, as Scrapy counts
+``downloader/response_bytes``).
+
+The frontier's numbers (queued, leased, hosts ready and due, the pages of the last
+minute: crawl-wide, the same from every worker) come from ``frontier.stats()``, read at
+most every METRICS_FRONTIER_INTERVAL seconds in a thread of their own: a scrape waits
+METRICS_FRONTIER_TIMEOUT at most for a fresh read, then serves the last one with its age
+(``crawler_frontier_snapshot_age_seconds``; ``crawler_frontier_up`` 0 when the last read
+failed), so a Redis that hangs never hangs a scrape.
+
+Every sample carries the labels ``crawl`` (CRAWL_NAME) and ``worker`` (host name and
+process id); each crawler has a registry of its own (several crawlers in one process do
+not mix).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from scrapy import signals
+from scrapy.downloadermiddlewares.stats import get_header_size, get_status_size
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.misc import load_object
+
+logger = logging.getLogger(__name__)
+
+BYTES_BY_STATUS = "downloader/response_bytes_by_status/"
+
+
+@dataclass(frozen=True)
+class Family:
+    """A counter family read from the crawl stats. ``source``: a stats key (one sample),
+    or, with ``label``, stats key prefixes ending in ``/`` (the rest of each key is the
+    label's value) and (label value, stats key) pairs. ``scale`` multiplies the values
+    (milliseconds to seconds)."""
+
+    name: str
+    help: str
+    source: str | tuple
+    label: str = ""
+    scale: float = 1.0
+
+
+FAMILIES = (
+    Family(
+        "crawler_pages_fetched",
+        "Responses received (pages, robots.txt, sitemaps), by HTTP status",
+        ("downloader/response_status_count/",),
+        "status",
+    ),
+    Family(
+        "crawler_bytes_fetched",
+        "Bytes of those responses (status line, headers and body as received), by HTTP status",
+        (BYTES_BY_STATUS,),
+        "status",
+    ),
+    Family("crawler_requests", "Requests sent", "downloader/request_count"),
+    Family(
+        "crawler_download_errors",
+        "Requests that got no response, by exception",
+        ("downloader/exception_type_count/",),
+        "error",
+    ),
+    Family(
+        "crawler_pages_recorded",
+        "Pages recorded by this worker, by fate (fetched, duplicate, robots_disallowed, timeout...)",
+        ("pages/fate/",),
+        "fate",
+    ),
+    Family("crawler_politeness_waits", "Requests that waited for their host's slot", "ratelimit/waits"),
+    Family(
+        "crawler_politeness_wait_seconds",
+        "Seconds requests waited for their hosts' slots",
+        "ratelimit/wait_ms",
+        scale=0.001,
+    ),
+    Family(
+        "crawler_politeness_held",
+        "Requests held past their turn (robots.txt or a retry took the host's slot)",
+        "ratelimit/waited",
+    ),
+    Family(
+        "crawler_politeness_handed_back",
+        "Requests handed back to the frontier: their host's slot was too far away",
+        "ratelimit/handed_back",
+    ),
+    Family("crawler_robots_denied", "URLs robots.txt disallowed (never fetched)", "robotstxt/disallowed"),
+    Family(
+        "crawler_robots_fetched",
+        "robots.txt fetched by this worker, by HTTP status",
+        ("robotstxt/status/",),
+        "status",
+    ),
+    Family(
+        "crawler_robots_deferred",
+        "URLs put off because their robots.txt is unreachable",
+        "robotstxt/deferred",
+    ),
+    Family(
+        "crawler_duplicates",
+        "Pages found to be copies of a page seen before: exact (same body) or near (same text, mostly)",
+        (("exact", "contentseen/exact"), ("near", "contentseen/near")),
+        "kind",
+    ),
+    Family(
+        "crawler_trap_refusals",
+        "URLs the frontier refused, by guard (depth, url_length, repeated_segments, ..., host_full)",
+        ("frontier/trap/", ("host_full", "frontier/host_full")),
+        "guard",
+    ),
+    Family("crawler_urls_enqueued", "URLs this worker added to the frontier", "frontier/enqueued"),
+    Family("crawler_urls_already_seen", "URLs this worker offered that the frontier had seen", "frontier/seen"),
+    Family("crawler_leases", "URLs the frontier handed to this worker", "frontier/leased"),
+    Family("crawler_acks", "Leases this worker acknowledged (pages handled)", "frontier/acked"),
+    Family(
+        "crawler_url_retries",
+        "URL retries scheduled, by reason",
+        ("retry/reason/",),
+        "reason",
+    ),
+    Family(
+        "crawler_host_backoffs",
+        "Hosts held back: throttled (429, Retry-After), host_down, slowed (5xx, timeouts)",
+        (("throttled", "backoff/throttled"), ("host_down", "backoff/host_down"), ("slowed", "backoff/slowed")),
+        "kind",
+    ),
+    Family("crawler_archive_records", "WARC records written", "archive/records"),
+    Family("crawler_archive_objects", "WARC objects (batches) stored", "archive/objects"),
+    Family("crawler_archive_bytes", "Bytes of WARC objects stored", "archive/bytes"),
+    Family("crawler_archive_retries", "WARC uploads tried again after a failure", "archive/retries"),
+    Family(
+        "crawler_store_writes",
+        "UrlStore records written, by fate",
+        ("urlstore/written/",),
+        "fate",
+    ),
+    Family("crawler_store_pointer_writes", "Archive pointers added to UrlStore records", "urlstore/archive_pointers"),
+    Family("crawler_store_failures", "UrlStore writes that failed for good", "urlstore/failed"),
+    Family(
+        "crawler_pages_not_stored",
+        "Pages whose archive or UrlStore write failed: their leases went back, to be fetched again",
+        "frontier/lease/given_back",
+    ),
+)
+
+# frontier.stats() field -> (gauge name, help); crawl-wide: every worker reports the same
+FRONTIER_GAUGES = {
+    "queued": ("crawler_frontier_queued", "URLs queued in the frontier"),
+    "leased": ("crawler_frontier_leased", "URLs leased to workers"),
+    "in_flight": ("crawler_frontier_in_flight", "Leased URLs whose downloads have not ended"),
+    "hosts_queued": ("crawler_frontier_hosts_ready", "Hosts with URLs queued and below their in-flight limit"),
+    "hosts_due": ("crawler_frontier_hosts_due", "Of those, hosts due now"),
+    "retries_delayed": ("crawler_frontier_retries_delayed", "URLs waiting for their own retry time"),
+    "hosts_slowed": ("crawler_frontier_hosts_slowed", "Hosts whose interval failures have stretched"),
+    "acked_last_minute": ("crawler_frontier_pages_last_minute", "Pages acknowledged in the last minute"),
+    "oldest_lease_age": (
+        "crawler_frontier_oldest_lease_age_seconds",
+        "Seconds since the oldest lease was taken or renewed",
+    ),
+}
+
+
+def metrics_ports(value) -> list[int] | None:
+    """The ports METRICS_PORT names, to try in turn: None (off: empty, None or 0), [0]
+    (``auto``: any free port), [port], or the ports of a range ``LOW-HIGH`` (or a
+    ``[LOW, HIGH]`` list, as Scrapy's TELNETCONSOLE_PORT). Raises ValueError."""
+    if value is None or value == "" or value == 0 or value == "0":
+        return None
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return [0]
+    if isinstance(value, list | tuple):
+        if len(value) != 2:
+            raise ValueError(value)
+        low, high = (int(v) for v in value)
+    elif isinstance(value, str) and "-" in value.strip()[1:]:
+        low, high = (int(v) for v in value.split("-", 1))
+    else:
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(value)
+        low = high = int(value)
+    if not 1 <= low <= high <= 65535:
+        raise ValueError(value)
+    return list(range(low, high + 1))
+
+
+def worker_id() -> str:
+    """This worker: its host's name and its process id."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class FrontierSnapshot:
+    """``frontier.stats()`` at most every ``every`` seconds, read in a thread of its own.
+    ``get()`` waits ``timeout`` seconds at most for a fresh read; a read that hangs (Redis
+    away) keeps the last values, and no second read starts while it lasts."""
+
+    def __init__(self, frontier, every: float, timeout: float):
+        self.frontier = frontier
+        self.every = every
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._value: dict | None = None
+        self._value_at = 0.0  # monotonic time of the last good read
+        self._tried_at: float | None = None  # monotonic time the last read started
+        self._ok = False
+        self._reading: threading.Thread | None = None
+
+    def get(self) -> tuple[dict | None, float | None, bool]:
+        """(the last frontier.stats(), its age in seconds, whether the last read worked
+        and none has been hanging for longer than ``timeout``)."""
+        with self._lock:
+            now = time.monotonic()
+            if self._reading is None and (self._tried_at is None or now - self._tried_at >= self.every):
+                self._tried_at = now
+                self._reading = threading.Thread(target=self._read, name="metrics-frontier", daemon=True)
+                self._reading.start()
+            reading = self._reading
+        if reading is not None:
+            reading.join(self.timeout)
+        with self._lock:
+            age = time.monotonic() - self._value_at if self._value is not None else None
+            hanging = self._reading is not None and time.monotonic() - self._tried_at >= self.timeout
+            return self._value, age, self._ok and not hanging
+
+    def _read(self) -> None:
+        try:
+            value = self.frontier.stats()
+        except Exception as exc:  # Redis away: the last values stay, with their age
+            logger.debug("Frontier numbers unavailable for the metrics: %s", exc)
+            value = None
+        with self._lock:
+            self._ok = value is not None
+            if value is not None:
+                self._value, self._value_at = value, time.monotonic()
+            self._reading = None
+
+
+class CrawlCollector:
+    """The families of FAMILIES from the crawl stats, and the frontier's gauges, read
+    at each scrape (a prometheus-client custom collector)."""
+
+    def __init__(self, stats, labels: dict[str, str], frontier: FrontierSnapshot | None):
+        self.stats = stats
+        self.names = list(labels)
+        self.values = list(labels.values())
+        self.frontier = frontier
+
+    def describe(self):
+        return []  # families and samples are known at collection only
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        stats = dict(self.stats.get_stats())  # a copy: the reactor thread goes on counting
+        for family in FAMILIES:
+            names = [*self.names, family.label] if family.label else self.names
+            metric = CounterMetricFamily(family.name, family.help, labels=names)
+            for label, value in _samples(family, stats):
+                metric.add_metric([*self.values, label] if family.label else self.values, value * family.scale)
+            yield metric
+        if self.frontier is None:
+            return
+        snapshot, age, ok = self.frontier.get()
+        up = GaugeMetricFamily(
+            "crawler_frontier_up", "1 when the last read of the frontier worked, and none hangs", labels=self.names
+        )
+        up.add_metric(self.values, 1.0 if ok else 0.0)
+        yield up
+        if snapshot is None:
+            return
+        metric = GaugeMetricFamily(
+            "crawler_frontier_snapshot_age_seconds", "Age of the frontier numbers served", labels=self.names
+        )
+        metric.add_metric(self.values, age)
+        yield metric
+        for field, (name, help_text) in FRONTIER_GAUGES.items():
+            value = snapshot.get(field)
+            metric = GaugeMetricFamily(name, help_text + " (crawl-wide)", labels=self.names)
+            if value is not None:
+                metric.add_metric(self.values, float(value))
+            yield metric
+        metric = GaugeMetricFamily(
+            "crawler_frontier_seen_urls", "URLs in the URL-seen filter (crawl-wide)", labels=self.names
+        )
+        metric.add_metric(self.values, float(snapshot["seen"]["urls"]))
+        yield metric
+
+
+def _samples(family: Family, stats: dict):
+    """(label value, value) of each stats key ``family`` reads (label value '' when the
+    family has no label); a key named in FAMILIES is 0 until counted."""
+    if isinstance(family.source, str):
+        yield "", stats.get(family.source, 0)
+        return
+    for part in family.source:
+        if isinstance(part, str):
+            for key, value in stats.items():
+                if key.startswith(part) and len(key) > len(part) and isinstance(value, int | float):
+                    yield key[len(part) :], value
+        else:
+            label, key = part
+            yield label, stats.get(key, 0)
+
+
+class Metrics:
+    """The extension: the endpoint's life (spider opened to spider closed), and the
+    bytes of the responses by status."""
+
+    def __init__(self, crawler, ports: list[int], address: str):
+        self.crawler = crawler
+        self.ports = ports
+        self.address = address
+        s = crawler.settings
+        self.frontier_every = s.getfloat("METRICS_FRONTIER_INTERVAL")
+        self.frontier_timeout = s.getfloat("METRICS_FRONTIER_TIMEOUT")
+        self.labels = {"crawl": s.get("CRAWL_NAME"), "worker": worker_id()}
+        self.registry = None
+        self.server = None
+        self.url: str | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        s = crawler.settings
+        try:
+            ports = metrics_ports(s.get("METRICS_PORT"))
+        except ValueError:
+            ports = None  # (validation names the setting before any crawl starts)
+        if not ports:
+            raise NotConfigured
+        ext = cls(crawler, ports, s.get("METRICS_ADDRESS") or "127.0.0.1")
+        crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(ext.response_downloaded, signal=signals.response_downloaded)
+        return ext
+
+    def response_downloaded(self, response, request, spider=None):
+        size = len(response.body) + get_header_size(response.headers) + get_status_size(response.status) + 4
+        self.crawler.stats.inc_value(f"{BYTES_BY_STATUS}{response.status}", size)
+
+    def spider_opened(self, spider):
+        from prometheus_client import CollectorRegistry, ProcessCollector
+
+        from crawler.frontier.connection import crawler_frontier
+        from crawler.frontier.scheduler import FrontierScheduler
+
+        snapshot = None
+        if issubclass(load_object(self.crawler.settings["SCHEDULER"]), FrontierScheduler):
+            # the crawler's frontier (built by the scheduler already): its client and pool
+            frontier = crawler_frontier(self.crawler)
+            snapshot = FrontierSnapshot(frontier, self.frontier_every, self.frontier_timeout)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(CrawlCollector(self.crawler.stats, self.labels, snapshot))
+        ProcessCollector(registry=self.registry)  # process_cpu_seconds_total, process_resident_memory_bytes...
+        try:
+            self.server = self._serve()
+        except OSError as exc:  # the crawl goes on without its endpoint
+            logger.error("Metrics not served: cannot listen on %s port %s: %s", self.address, self._ports_text(), exc)
+            self.crawler.stats.set_value("metrics/error", str(exc))
+            return
+        host, port = self.server.server_address[:2]
+        self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
+        self.crawler.stats.set_value("metrics/port", port)
+        logger.info("Metrics on %s", self.url)
+
+    def _serve(self):
+        from prometheus_client import start_http_server
+
+        error: OSError | None = None
+        for port in self.ports:
+            try:
+                server, _thread = start_http_server(port, self.address, registry=self.registry)
+                return server
+            except OSError as exc:  # taken: the next of the range
+                error = exc
+        raise error  # type: ignore[misc]
+
+    def _ports_text(self) -> str:
+        if self.ports == [0]:
+            return "auto"
+        return str(self.ports[0]) if len(self.ports) == 1 else f"{self.ports[0]}-{self.ports[-1]}"
+
+    def spider_closed(self, spider, reason):
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+            logger.info("Metrics endpoint %s closed", self.url)
