@@ -6,6 +6,8 @@ Setup (Debian's documentation packages: HTML that no one here wrote):
     python bench/near_duplicates.py                 # 3,000 pages, 1,500 near copies
     python bench/near_duplicates.py --pages 1000 --copies 500 --seed 2
     python bench/near_duplicates.py --reader         # fingerprints from crawler.pagereader
+    python bench/near_duplicates.py --servers 3      # the index spread over 3 redis-servers (REDIS_URLS)
+    python bench/near_duplicates.py --cluster        # ... over a 3-master Redis Cluster (16 shards)
 
 The corpus:
 
@@ -20,8 +22,9 @@ The corpus:
 - **Exact copies**: ``--exact`` pages byte for byte, under other URLs.
 
 The real content-seen pipeline (crawler/pipelines/contentseen.py, the project's settings)
-runs against a throwaway redis-server: first every page as it is, in random order, then
-all copies, in random order. A near mark is right when it names the copy's own source;
+runs against a throwaway redis-server (``--servers N``: N of them, REDIS_URLS; ``--cluster``: a
+three-master Redis Cluster, REDIS_CLUSTER_URL): first every page as it is, in random order,
+then all copies, in random order. A near mark is right when it names the copy's own source;
 a mark between two pages as they are is wrong unless the two files are copies already
 (weighted word overlap of their visible text, sum of min counts / sum of max counts, of
 0.9 or more: the package repeats itself, rust-doc's re-exports for instance); those are
@@ -32,7 +35,8 @@ most 5% of words changed, and the check with its lookup <= 2 ms per 100 KB page.
 Printed too: the figures by share of words changed; the old scheme (a 64-bit SimHash of
 the page's counted words at Hamming distance 3) and a SimHash of the new features, on
 the same pages, for comparison; CPU per page by stage (parse, main text, words,
-sketch); the lookup's wall time; Redis memory per indexed page.
+sketch); the lookup's wall time; Redis memory per indexed page (sharded: each server's share
+of it, the Redis calls a check makes, and each server's share of the Redis CPU of the checks).
 
 ``--reader``: the fingerprints come from ``crawler.pagereader.read_page`` (the body decoded
 as the metadata pipeline decodes it, header included, and parsed once for every use)
@@ -59,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from crawler import fingerprints as fp  # noqa: E402
 from crawler.pagereader import read_page  # noqa: E402
-from tests.harness import RedisServer  # noqa: E402
+from tests.harness import RedisServer, start_cluster  # noqa: E402
 
 SOURCES = {  # package -> folder of its HTML
     "python3-doc": "/usr/share/doc/python3.11/html",
@@ -223,17 +227,62 @@ class Timed:
 def fill_index(pipeline, client, pages: int, seed: int) -> float:
     """Index ``pages`` synthetic pages (random sketches and band keys) before the corpus,
     so that lookups and memory are measured on an index of a realistic size; the seconds
-    it took."""
+    it took. On one Redis the checks are pipelined 1,000 a call; a sharded index checks
+    them one by one (a check calls several shards)."""
+    from crawler.pipelines.contentseen import ShardedContentIndex
+
     rng = np.random.default_rng(seed)
+    sharded = isinstance(pipeline.index, ShardedContentIndex)
     t0 = time.perf_counter()
     for start in range(0, pages, 1000):
-        pipe = client.pipeline(transaction=False)
+        pipe = None if sharded else client.pipeline(transaction=False)
         for n in range(start, min(start + 1000, pages)):
             bands = rng.integers(0, 2**63, fp.BANDS, dtype=np.uint64).tolist()
             prints = fp.Fingerprints(f"{n:040x}", 500, rng.bytes(fp.BINS), bands, None)
             pipeline.check(prints, f"http://filler{n % 997}.test/page/{n}", client=pipe)
-        pipe.execute()
+        if pipe is not None:
+            pipe.execute()
     return time.perf_counter() - t0
+
+
+class Servers:
+    """The bench's Redis: one redis-server, ``count`` of them (REDIS_URLS) or a three-master
+    cluster, each with a client of its own for the figures."""
+
+    def __init__(self, tmp: str, count: int, cluster: bool):
+        if cluster:
+            self.servers = start_cluster(Path(tmp) / "cluster")
+            self.settings = {"REDIS_CLUSTER_URL": self.servers[0].url}
+        else:
+            self.servers = [RedisServer(Path(tmp) / f"redis{i}").start() for i in range(count)]
+            urls = [s.url for s in self.servers]
+            self.settings = {"REDIS_URL": urls[0]} if count == 1 else {"REDIS_URLS": ",".join(urls)}
+        self.label = "a 3-master cluster" if cluster else "1 redis-server" if count == 1 else f"{count} redis-servers"
+
+    def kill(self) -> None:
+        for s in self.servers:
+            s.kill()
+
+    def used_memory(self) -> list[int]:
+        return [s.client.info("memory")["used_memory"] for s in self.servers]
+
+    def calls(self) -> int:
+        """The calls content seen made so far: its scripts (EVALSHA) and its reads of
+        candidates' sketches (HMGET); the commands scripts run are counted apart."""
+        total = 0
+        for s in self.servers:
+            stats = s.client.info("commandstats")
+            total += sum(stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in ("evalsha", "hmget"))
+        return total
+
+    def cpu(self) -> list[float]:
+        return [s.cpu_seconds() for s in self.servers]
+
+    def keys(self, crawl: str):
+        """(server index, key) of every key of ``crawl`` (all its shards)."""
+        for n, s in enumerate(self.servers):
+            for key in s.client.scan_iter(match=f"crawl:\\{{{crawl}[}}#]*", count=1000):
+                yield n, key
 
 
 def main() -> None:
@@ -245,6 +294,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--fill", type=int, default=100_000, help="synthetic pages indexed before the corpus")
     ap.add_argument("--reader", action="store_true", help="fingerprints from crawler.pagereader.read_page")
+    ap.add_argument("--servers", type=int, default=1, help="redis-servers the index is spread over (REDIS_URLS)")
+    ap.add_argument("--cluster", action="store_true", help="the index spread over a 3-master Redis Cluster")
     args = ap.parse_args()
     rng = random.Random(args.seed)
 
@@ -287,33 +338,39 @@ def main() -> None:
     )
     print(f"  {len(copies)} copies: {kinds['near']} near, {kinds['far']} far (10-30% changed), {kinds['exact']} exact")
 
-    with tempfile.TemporaryDirectory() as tmp, RedisServer(tmp) as server:
-        crawler = get_crawler(
-            settings_dict=project_settings(REDIS_URL=server.url, CRAWL_NAME=f"bench-nd-{uuid.uuid4().hex[:8]}")
-        )
-        pipeline = ContentSeenPipeline.from_crawler(crawler)
-        memory_before = server.client.info("memory")["used_memory"]
-        fill_seconds = fill_index(pipeline, server.client, args.fill, args.seed)
-        lookups = []
+    crawl = f"bench-nd-{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory() as tmp:
+        servers = Servers(tmp, args.servers, args.cluster)
+        try:
+            crawler = get_crawler(settings_dict=project_settings(CRAWL_NAME=crawl, **servers.settings))
+            pipeline = ContentSeenPipeline.from_crawler(crawler)
+            memory_before = servers.used_memory()
+            fill_seconds = fill_index(pipeline, servers.servers[0].client, args.fill, args.seed)
+            lookups, lookup_cpu = [], []
 
-        def check(doc: Doc):
-            t0 = time.perf_counter()
-            verdict = pipeline.check(prints[doc.url], doc.url)
-            lookups.append(time.perf_counter() - t0)
-            return verdict
+            def check(doc: Doc):
+                t0, c0 = time.perf_counter(), time.process_time()
+                verdict = pipeline.check(prints[doc.url], doc.url)
+                lookups.append(time.perf_counter() - t0)
+                lookup_cpu.append(time.process_time() - c0)
+                return verdict
 
-        base_marks = {doc.url: check(doc) for doc in base}
-        indexed = server.client.hlen(pipeline.keys.near_pages)
-        memory = server.client.info("memory")["used_memory"] - memory_before
-        per_key = collections.Counter()
-        for key in server.client.scan_iter(match=pipeline.keys.pattern(), count=1000):
-            name = (
-                key.decode().rsplit(":", 1)[0].rsplit(":", 1)[-1]
-                if b"ndidx" in key
-                else key.decode().rsplit(":", 1)[-1]
-            )
-            per_key[name] += server.client.memory_usage(key, samples=0) or 0
-        copy_marks = {doc.url: check(doc) for doc in copies}
+            calls, cpu = -servers.calls(), [-c for c in servers.cpu()]  # of the corpus's checks only
+            base_marks = {doc.url: check(doc) for doc in base}
+            calls, cpu = calls + servers.calls(), [c + d for c, d in zip(cpu, servers.cpu(), strict=True)]
+            memory = [m - b for m, b in zip(servers.used_memory(), memory_before, strict=True)]
+            per_key = collections.Counter()
+            indexed = 0
+            for n, key in servers.keys(crawl):
+                name = key.decode().split("}:", 1)[1].split(":", 1)[0]
+                per_key[name] += servers.servers[n].client.memory_usage(key, samples=0) or 0
+                if name == "ndpage":
+                    indexed += servers.servers[n].client.hlen(key)
+            calls, cpu = calls - servers.calls(), [c - d for c, d in zip(cpu, servers.cpu(), strict=True)]
+            copy_marks = {doc.url: check(doc) for doc in copies}
+            calls, cpu = calls + servers.calls(), [c + d for c, d in zip(cpu, servers.cpu(), strict=True)]
+        finally:
+            servers.kill()
 
     by_url = {d.url: i for i, d in enumerate(base)}
     body_of = {d.url: d.body for d in [*base, *copies]}
@@ -441,14 +498,27 @@ def main() -> None:
     print(
         f"  {'lookup (Redis)':18s} {lookup_ms:6.3f} ms wall ({lookup_ms * per100:.3f}); p50 {p50:.3f} ms, p99 {p99:.3f} ms"
     )
+    sketched = np.array([prints[d.url].sketch is not None for d in [*base, *copies]])
+    cpu_lookup, wall = np.array(lookup_cpu) * 1000, np.array(lookups) * 1000
+    print(
+        f"  {'':18s} {cpu_lookup.mean():6.3f} ms CPU here; pages with a sketch: {wall[sketched].mean():.3f} ms wall, "
+        f"{cpu_lookup[sketched].mean():.3f} ms CPU here ({sketched.sum()} pages), the others {wall[~sketched].mean():.3f} "
+        f"ms wall, {cpu_lookup[~sketched].mean():.3f} ms CPU"
+    )
     print(f"  the check with its lookup (words, sketch, lookup): {check_ms * per100:.3f} ms per 100 KB (target <= 2)")
     print(f"  all of it, parse and main text included: {(sum(cpu_ms.values()) + lookup_ms) * per100:.3f} ms per 100 KB")
     print(
-        f"\nRedis memory: {memory / max(indexed, 1):.0f} bytes per indexed page (used_memory; {indexed:,} pages "
-        f"indexed, {args.fill:,} of them synthetic, indexed in {fill_seconds:.1f} s); by key:"
+        f"\nRedis memory on {servers.label}: {sum(memory) / max(indexed, 1):.0f} bytes per indexed page (used_memory; "
+        f"{indexed:,} pages indexed, {args.fill:,} of them synthetic, indexed in {fill_seconds:.1f} s); by key:"
     )
     for name, size in per_key.most_common():
         print(f"  {name:10s} {size / max(indexed, 1):8.0f} bytes per indexed page")
+    print(f"Redis calls per check (the corpus's): {calls / len(lookups):.2f}")
+    if len(servers.servers) > 1:
+        print("  each server's share of the memory: " + "  ".join(f"{m / max(sum(memory), 1):.0%}" for m in memory))
+        print(
+            "  and of the Redis CPU of the corpus's checks: " + "  ".join(f"{c / max(sum(cpu), 1e-9):.0%}" for c in cpu)
+        )
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ MAX_CANDIDATES = 64  # indexed pages compared per lookup, at most
 # URL (a recrawl) whose text did not change is not indexed again, and is compared only
 # with the pages indexed before it (page numbers grow), so that it keeps its first
 # verdict. A page is indexed only if one of its buckets has room (past about 16 million
-# pages per Redis at the default cap, new pages are checked but no longer indexed).
+# pages at the default cap, new pages are checked but no longer indexed).
 # Atomic: of two workers with the same content, one is first.
 # The buckets are scanned with a plain string.find for each tag (C speed), keeping
 # matches at entry boundaries.
