@@ -59,6 +59,11 @@ FRONTIER_MAX_UNREAD = 400
 FRONTIER_LOOKAHEAD = 0.02  # seconds: a host due this soon is handed out now, its request held until due (rate limiter)
 FRONTIER_REFILL_BATCH = 100  # front-queue entries moved to back queues per pop, at most
 FRONTIER_POLL_INTERVAL = 1.0  # seconds between polls when no host is due
+# Real-time submission (crawler/frontier/submit.py): every this many seconds a worker takes
+# up to FRONTIER_SUBMIT_BATCH URLs from the crawl's submission list (any program RPUSHes
+# there), and notices URLs `scrapy submit` added (0: this worker takes no submissions)
+FRONTIER_SUBMIT_INTERVAL = 0.1
+FRONTIER_SUBMIT_BATCH = 100
 FRONTIER_SEEN_CAPACITY = 1_000_000  # URLs the crawl expects: the first URL-seen generation takes these
 FRONTIER_SEEN_ERROR_RATE = 1e-6  # overall false-positive bound of the URL-seen filter, however far it grows
 FRONTIER_SEEN_GROWTH = 4  # each URL-seen generation takes this many times the last one's URLs
@@ -200,6 +205,10 @@ URLSTORE_SQLITE_PATH = ""  # empty: CRAWL_DIR/CRAWL_NAME/urlstore.sqlite
 URLSTORE_INLINK_BUCKETS = 16  # partitions per inlink target (bounds a popular target's)
 RECRAWL_INTERVAL = 7 * 86400  # a fetched page's next fetch is due this many seconds later (0: none)
 RECRAWL_RETRY_INTERVAL = 86400  # ... a failure's (5xx, DNS, timeout, robots-disallowed); refused: none
+# The fetch policy (crawler/fetchpolicy.py): a URL the UrlStore says was fetched (with an
+# answer) less than this many seconds ago is not fetched again, unless submitted with
+# --force (0: off; needs URLSTORE_ENABLED)
+FETCH_POLICY_MAX_AGE = 7 * 86400
 CASSANDRA_HOSTS = [h for h in os.environ.get("CASSANDRA_HOSTS", "").split(",") if h]  # contact points
 CASSANDRA_PORT = 9042
 CASSANDRA_KEYSPACE = "crawler"

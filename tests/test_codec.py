@@ -71,3 +71,15 @@ def test_link_payload_is_what_a_plain_request_encodes_to():
     assert codec.encode_link(url, 3, referer) == codec.encode(request, SPIDER)
     back = codec.decode(codec.encode_link(url, 3, referer), SPIDER)
     assert back.url == url and back.meta["depth"] == 3 and back.headers[b"Referer"] == referer.encode()
+
+
+def test_a_forced_submission_stays_compact_and_forced():
+    url = "http://a.example/news"
+    payload = codec.encode_url(url, force=True)
+    back = codec.decode(payload, SPIDER)
+    assert not payload.startswith(b"P") and len(payload) < 40
+    assert back.url == url and back.meta == {"depth": 0, codec.FORCE_META: True}
+    assert back.dont_filter and back.errback == SPIDER.errback
+    # a redirect or retry of it (enqueued again) keeps the flag, and the plain form
+    assert codec.encode(back, SPIDER) == payload
+    assert not codec.decode(codec.encode_url(url), SPIDER).meta.get(codec.FORCE_META)

@@ -162,6 +162,58 @@ def test_outlinks_and_inlinks_agree(store):
     assert store.inlinks("http://example.com/lonely") == []
 
 
+def test_last_fetched_names_the_urls_fetched_with_an_answer(store):
+    records = [
+        _fetched("http://f.example/ok", fetched_at=T),
+        _fetched("http://f.example/gone", status=404, fetched_at=T + 1),
+        _fetched("http://f.example/copy", fate="duplicate", canonical_url="http://f.example/ok", fetched_at=T + 2),
+        _fetched("http://f.example/broken", status=503, fetched_at=T + 3),
+        FetchRecord(url="http://f.example/slow", fate="timeout", error="TimeoutError", fetched_at=T + 4),
+        FetchRecord(url="http://f.example/robots", fate="robots_disallowed", fetched_at=T + 5),
+    ]
+    for r in records:
+        store.record_fetch(r).result(30)
+    store.update_metadata("http://f.example/meta-only", {"title": "t"}).result(30)
+    asked = [r.url for r in records] + ["http://F.example/ok?", "http://f.example/meta-only", "http://never.example/"]
+    got = store.last_fetched(asked)
+    # keyed by the URL as asked (normalized for the lookup); failures and unknown URLs left out
+    assert set(got) == {"http://f.example/ok", "http://f.example/gone", "http://f.example/copy", "http://F.example/ok?"}
+    assert got["http://f.example/gone"] == pytest.approx(T + 1, abs=0.001)
+    assert got["http://F.example/ok?"] == pytest.approx(T, abs=0.001)
+    # a refetch that failed: its last attempt failed, so it is no longer fetched
+    store.record_fetch(FetchRecord(url="http://f.example/ok", fate="dns_error", fetched_at=T + 9)).result(30)
+    assert "http://f.example/ok" not in store.last_fetched(["http://f.example/ok"])
+    assert store.last_fetched([]) == {}
+
+
+def test_sqlite_last_fetched_reads_beside_the_writer(tmp_path):
+    # from another thread than the store's, while its writer is busy: each read sees the
+    # records whose writes are done
+    import threading
+
+    store = SqliteUrlStore(str(tmp_path / "urlstore.sqlite"), inlink_buckets=4)
+    try:
+        links = [{"url": f"http://t.example/{i}", "text": "", "nofollow": False} for i in range(200)]
+        futures = [store.record_fetch(_fetched(f"http://w.example/{i}", outlinks=links)) for i in range(60)]
+        seen = []
+
+        def read():
+            for i in range(60):
+                done = futures[i].done()
+                got = store.last_fetched([f"http://w.example/{i}"])
+                seen.append((done, bool(got)))
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join(60)
+        for f in futures:
+            f.result(60)
+        assert all(found for done, found in seen if done)
+        assert len(store.last_fetched([f"http://w.example/{i}" for i in range(60)])) == 60
+    finally:
+        store.close()
+
+
 def test_many_writes_in_flight_all_land(store):
     futures = [store.record_fetch(_fetched(f"http://bulk.example/{i}", fetched_at=time.time())) for i in range(300)]
     for f in futures:
@@ -256,6 +308,64 @@ def test_cassandra_sets_an_archive_pointer_without_touching_the_rest_of_the_row(
     [(cql, params)] = session.done
     assert cql == "UPDATE ks.urls SET archive_key = ?, archive_offset = ?, archive_length = ? WHERE url = ?"
     assert params == ("ab/x.warc.gz", 10, 20, "http://example.com/a")
+
+
+class _Rows:
+    def __init__(self, row):
+        self.row = row
+
+    def one(self):
+        return self.row
+
+
+class _ReadResponse:
+    def __init__(self, row):
+        self.row = row
+
+    def result(self):
+        return _Rows(self.row)
+
+
+def test_cassandra_last_fetched_sends_one_prepared_read_per_url_at_once():
+    from collections import namedtuple
+    from datetime import UTC, datetime
+
+    from crawler.urlstore.cassandra import CassandraUrlStore
+
+    Row = namedtuple("Row", "url fate status fetched_at")
+    stored = {
+        "http://c.example/ok": Row("http://c.example/ok", "fetched", 200, datetime.fromtimestamp(T, UTC)),
+        "http://c.example/err": Row("http://c.example/err", "fetched", 502, datetime.fromtimestamp(T, UTC)),
+        "http://c.example/dup": Row("http://c.example/dup", "duplicate", 200, datetime.fromtimestamp(T + 1, UTC)),
+    }
+
+    class Session(_Session):
+        def __init__(self):
+            super().__init__()
+            self.reads = []
+
+        def execute_async(self, stmt, params):
+            if stmt.cql.startswith("SELECT"):
+                self.reads.append((stmt.cql, stmt.consistency_level, params))
+                return _ReadResponse(stored.get(params[0]))
+            return super().execute_async(stmt, params)
+
+    session = Session()
+    store = CassandraUrlStore(session, "ks", read_consistency="ONE")
+    got = store.last_fetched(
+        ["http://C.example/ok", "http://c.example/err", "http://c.example/dup", "http://n.example/"]
+    )
+    assert got == {"http://C.example/ok": pytest.approx(T, abs=0.001), "http://c.example/dup": pytest.approx(T + 1)}
+    from cassandra import ConsistencyLevel
+
+    assert [params for _, _, params in session.reads] == [
+        ("http://c.example/ok",),
+        ("http://c.example/err",),
+        ("http://c.example/dup",),
+        ("http://n.example/",),
+    ]
+    assert {cql for cql, _, _ in session.reads} == {"SELECT url, fate, status, fetched_at FROM ks.urls WHERE url = ?"}
+    assert {level for _, level, _ in session.reads} == {ConsistencyLevel.ONE}
 
 
 def test_cassandra_write_fails_after_its_retries():

@@ -60,6 +60,9 @@ def test_the_defaults_are_valid_and_every_rule_names_a_setting_that_exists():
         ("METRICS_ADDRESS", "not an address", "expected an IP address (127.0.0.1, 0.0.0.0, ::) or a host name"),
         ("METRICS_FRONTIER_TIMEOUT", "0", "expected a number of seconds above 0"),
         ("SEED_PROGRESS_INTERVAL", "-1", "expected a number of seconds >= 0"),
+        ("FETCH_POLICY_MAX_AGE", "a week", "expected a number of seconds >= 0"),
+        ("FRONTIER_SUBMIT_INTERVAL", "-0.1", "expected a number of seconds >= 0"),
+        ("FRONTIER_SUBMIT_BATCH", "0", "expected a whole number >= 1"),
     ],
 )
 def test_a_bad_value_is_named_with_what_the_setting_takes(name, value, expected):
@@ -86,6 +89,8 @@ def test_a_bad_value_is_named_with_what_the_setting_takes(name, value, expected)
         ("METRICS_ADDRESS", "0.0.0.0"),
         ("METRICS_ADDRESS", "::1"),
         ("METRICS_ADDRESS", "metrics.internal"),
+        ("FETCH_POLICY_MAX_AGE", "0"),
+        ("FETCH_POLICY_MAX_AGE", "3600"),
     ],
 )
 def test_good_values_pass(name, value):
@@ -116,6 +121,7 @@ def test_a_password_in_a_bad_url_is_not_shown():
         ["frontier"],
         ["urlstore", "get", "http://example.com/"],
         ["demo"],
+        ["submit", "http://example.com/"],
     ],
 )
 def test_every_command_stops_at_once_with_one_line_and_exit_code_2(command, tmp_path):

@@ -2,9 +2,11 @@
 
 Most requests of a broad crawl are plain: GET, no body, the spider's default callback
 and errback, and nothing in ``meta`` but the depth. They are stored compactly as
-``url`` or ``url \\x1f depth \\x1f referer`` (a few dozen bytes). Any other request is
-stored whole: ``P`` followed by ``Request.to_dict()`` pickled with scrapy-redis's
-picklecompat (what scrapy-redis stores for every request).
+``url`` or ``url \\x1f depth \\x1f referer`` (a few dozen bytes), and a forced request
+(``FORCE_META``: a submission's ``--force``, which passes URL-seen and the fetch policy)
+as ``url \\x1f depth \\x1f referer \\x1f F``. Any other request is stored whole: ``P``
+followed by ``Request.to_dict()`` pickled with scrapy-redis's picklecompat (what
+scrapy-redis stores for every request).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ SEP = "\x1f"
 LEASE_META = "frontier_lease"
 NOT_BEFORE_META = "frontier_not_before"  # ms: a follow-up waits until then (a URL's retry)
 DUE_META = "frontier_due"  # ms: when a leased request's host is due (it may not leave before)
-_PLAIN_META = {"depth", LEASE_META, DUE_META}
+FORCE_META = "force_fetch"  # fetched whatever URL-seen and the fetch policy say (scrapy submit --force)
+_PLAIN_META = {"depth", LEASE_META, DUE_META, FORCE_META}
 
 
 def _default_errback(spider):
@@ -33,7 +36,7 @@ def _is_plain(request: Request, spider) -> bool:
         and not request.cookies
         and not request.cb_kwargs
         and not request.flags
-        and not request.dont_filter
+        and request.dont_filter == bool(request.meta.get(FORCE_META))
         and request.encoding == "utf-8"
         and set(request.meta) <= _PLAIN_META
         and set(request.headers) <= {b"Referer"}
@@ -45,9 +48,11 @@ def encode(request: Request, spider) -> bytes:
     if _is_plain(request, spider):
         depth = request.meta.get("depth", 0)
         referer = request.headers.get(b"Referer")
-        if not depth and not referer:
+        forced = bool(request.meta.get(FORCE_META))
+        if not depth and not referer and not forced:
             return request.url.encode()
-        return SEP.join((request.url, str(depth), (referer or b"").decode("latin-1"))).encode()
+        fields = [request.url, str(depth), (referer or b"").decode("latin-1")] + (["F"] if forced else [])
+        return SEP.join(fields).encode()
     data = request.to_dict(spider=spider)
     data["meta"] = {k: v for k, v in data["meta"].items() if k not in (LEASE_META, NOT_BEFORE_META, DUE_META)}
     return b"P" + picklecompat.dumps(data)
@@ -58,12 +63,16 @@ def decode(payload: bytes, spider) -> Request:
         return request_from_dict(picklecompat.loads(payload[1:]), spider=spider)
     url, _, rest = payload.decode().partition(SEP)
     meta, headers = {}, {}
+    forced = False
     if rest:
         depth, _, referer = rest.partition(SEP)
+        referer, _, flags = referer.partition(SEP)
         meta["depth"] = int(depth)
         if referer:
             headers["Referer"] = referer
-    return Request(url, meta=meta, headers=headers, errback=_default_errback(spider))
+        if flags == "F":
+            meta[FORCE_META] = forced = True
+    return Request(url, meta=meta, headers=headers, errback=_default_errback(spider), dont_filter=forced)
 
 
 def encode_link(url: str, depth: int, referer: str) -> bytes:
@@ -75,6 +84,8 @@ def encode_link(url: str, depth: int, referer: str) -> bytes:
     return SEP.join((url, str(depth), referer)).encode()
 
 
-def encode_url(url: str) -> bytes:
-    """The payload of a seed URL (depth 0, no referer)."""
-    return url.encode()
+def encode_url(url: str, force: bool = False) -> bytes:
+    """The payload of a seed or submitted URL (depth 0, no referer); ``force``: fetched
+    whatever URL-seen and the fetch policy say (what ``encode`` gives for
+    ``Request(url, dont_filter=True, meta={FORCE_META: True})``)."""
+    return SEP.join((url, "0", "", "F")).encode() if force else url.encode()

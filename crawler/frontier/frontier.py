@@ -78,6 +78,7 @@ class Entry:
     follow_up: bool = False  # straight to the host's back queue (retries, redirects)
     replaces_lease: bytes = b""  # lease released when this entry is admitted
     not_before: int = 0  # ms; a follow-up waits in the delayed set until then (a URL's retry)
+    urgent: bool = False  # to the head of its host's back queue, past the front queues (submissions)
 
 
 @dataclass
@@ -296,7 +297,7 @@ class Frontier:
         level = self.level
         leases = []
         for _, e, host in batch:
-            flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up else "")
+            flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up or e.urgent else "")
             if e.not_before and e.follow_up:
                 flags += f"d{int(e.not_before)}"
             hashes = "" if e.dont_filter else "{} {}".format(*url_hashes(e.url))

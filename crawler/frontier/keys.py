@@ -42,6 +42,13 @@ key                         type    contents
 ``counters``                hash    queued, turn, pushed, expired, abandoned, epoch
                                     (frontier-wide counters)
 ``workers``                 zset    worker id -> last heartbeat (ms)
+``submit``                  list    URLs submitted by any program for the running crawl
+                                    (RPUSH; drained by the workers through ``put``):
+                                    a URL, or a JSON object ``{"url": ..., "force":
+                                    true|false, "priority": n}``; sharded: on the first
+                                    shard only (crawler/frontier/submit.py)
+``submitted``               string  URLs submissions added, a counter: a worker that
+                                    sees it move looks for due hosts at once
 ``acked:recent``            hash    second (mod 64) -> ``<second>:<pages>``: leases
                                     acknowledged in that second (ACK, POP); the last
                                     minute's pages are the fields of the last 60
@@ -92,6 +99,8 @@ NAMES = {
     "seen_meta": "seen:meta",
     "counters": "counters",
     "workers": "workers",
+    "submit": "submit",
+    "submitted": "submitted",
     "acked_recent": "acked:recent",
     "content_digests": "cdigest",
     "near_seq": "ndseq",

@@ -50,6 +50,16 @@ next pop, and at the latest on a pop sent when the host is due, less the lookahe
 that pop leases the host's next URL as it lands (one round trip for both, where an
 immediate landing would cost one more per page).
 
+Submissions (crawler/frontier/submit.py): every FRONTIER_SUBMIT_INTERVAL the worker takes
+up to FRONTIER_SUBMIT_BATCH URLs from the crawl's submission list and puts them (to the
+head of their hosts' queues), and reads the ``submitted`` counter, in one round trip; when
+the counter moved (``scrapy submit`` added URLs) or it put some itself, it looks for due
+hosts at once instead of at its next idle poll.
+
+The fetch policy (crawler/fetchpolicy.py): the requests of each pop are looked up in the
+UrlStore at once (one batch read); those fetched within FETCH_POLICY_MAX_AGE are not handed
+to the engine, and their leases are acknowledged.
+
 Leases: popped URLs are leased to this worker; the worker renews the leases it holds
 every FRONTIER_LEASE_SECONDS / 3 until they are acknowledged (``ack``, called when the
 page and everything it produced has been handled) or FRONTIER_LEASE_MAX_HOLD passes.
@@ -70,7 +80,8 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import reactor, task
 
-from crawler.frontier import codec
+from crawler.fetchpolicy import FetchPolicy
+from crawler.frontier import codec, submit
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, crawler_frontier, outage_wait, refused
 from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, SEEN, Entry, Frontier
 from crawler.frontier.report import when
@@ -100,6 +111,9 @@ class FrontierScheduler:
         self.known_max = s.getint("FRONTIER_SEEN_CACHE")
         self._known: dict[str, None] = {}  # URLs pushed and found added or seen (insertion order)
         self.poll_interval = s.getfloat("FRONTIER_POLL_INTERVAL")
+        self.submit_interval = s.getfloat("FRONTIER_SUBMIT_INTERVAL")
+        self.submit_batch = s.getint("FRONTIER_SUBMIT_BATCH")
+        self.policy: FetchPolicy | None = None  # the fetch policy (from_crawler), None when off
         self.lease_max_hold = s.getfloat("FRONTIER_LEASE_MAX_HOLD")
         self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
         self.idle_seconds = s.getfloat("FRONTIER_IDLE_SECONDS")
@@ -117,6 +131,8 @@ class FrontierScheduler:
         self._next_due: float | None = 0.0  # when the last pop said the next URL is due (s; None: nothing queued)
         self._answered: set[bytes] = set()  # leases whose hosts answered (see landed)
         self._renewer = task.LoopingCall(self._renew)
+        self._submissions = task.LoopingCall(self._take_submissions)
+        self._submitted: int | None = None  # the submitted counter as last read
         # While Redis is unreachable, pushes and acks wait here, in order (a page's links
         # are pushed before its lease is acknowledged), and are retried with back-off.
         self._outbox: deque = deque()
@@ -139,6 +155,7 @@ class FrontierScheduler:
     @classmethod
     def from_crawler(cls, crawler):
         scheduler = cls(crawler, crawler_frontier(crawler))
+        scheduler.policy = FetchPolicy.from_crawler(crawler)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.ack, signal=page_handled)
         crawler.signals.connect(scheduler.give_back, signal=page_not_stored)
@@ -166,6 +183,8 @@ class FrontierScheduler:
                 self.max_wait,
             )
         self._renewer.start(max(self.frontier.lease_ms / 3000, 0.05), now=False)
+        if self.submit_interval > 0:
+            self._submissions.start(self.submit_interval, now=False)
         try:
             self._epoch = self.frontier.epoch(create=True)
             stats = self.frontier.stats()
@@ -185,8 +204,9 @@ class FrontierScheduler:
         )
 
     def close(self, reason):
-        if self._renewer.running:
-            self._renewer.stop()
+        for loop in (self._renewer, self._submissions):
+            if loop.running:
+                loop.stop()
         for call in (self._wakeup, self._retry_call, self._ack_call, self._push_call, self._land_call):
             if call is not None and call.active():
                 call.cancel()
@@ -362,8 +382,13 @@ class FrontierScheduler:
             self._redis_up()
         if self.frontier.last_acked:
             self._inc("frontier/acked", self.frontier.last_acked)
-        for lease in leases:
-            request = codec.decode(lease.payload, self.spider)
+        requests = [codec.decode(lease.payload, self.spider) for lease in leases]
+        skipped = self.policy.skip(requests) if self.policy is not None and leases else ()
+        for i, (lease, request) in enumerate(zip(leases, requests, strict=True)):
+            if i in skipped:  # fetched recently: done with it (its ack lands it)
+                self._acks.append(lease.id)
+                self._schedule_flush()
+                continue
             request.meta[codec.LEASE_META] = lease.id
             self._unread.add(lease.id)
             if lease.due > now * 1000:
@@ -375,6 +400,8 @@ class FrontierScheduler:
         if n and len(leases) == n:  # more may be due: look again at the engine's next call
             self._next_due = now
             self._next_poll = 0.0
+            if not self._buffer:  # (every one skipped by the fetch policy: that call is now)
+                self._wake_engine_in(0)
             return
         # fewer than asked for: the frontier said when the next host is due
         self._next_due = None if next_due is None else next_due / 1000
@@ -385,6 +412,34 @@ class FrontierScheduler:
         wait = min(wait, self.poll_interval)
         self._next_poll = now + wait
         self._wake_engine_in(wait)
+
+    # -- submissions ---------------------------------------------------------------------
+
+    def _take_submissions(self) -> None:
+        """Take what programs pushed onto the submission list and put it, and look for
+        due hosts at once when ``scrapy submit`` added URLs since the last look."""
+        if self._outbox or self._closing_for is not None:
+            return
+        try:
+            values, counter = submit.take(self.frontier, self.submit_batch)
+        except redis.RedisError as exc:  # the pops notice the outage too; look again next time
+            self._redis_down(exc)
+            return
+        moved = self._submitted is not None and counter != self._submitted
+        self._submitted = counter
+        entries = []
+        for value in values:
+            try:
+                entries.append(submit.entry(submit.parse(value), self.url_options))
+            except (ValueError, InvalidURL):
+                self._inc("submit/invalid")
+        if entries:
+            self._inc("submit/taken", len(entries))
+            self._offer(entries)
+            self._flush_pushes()  # now: what was taken is in the frontier before anything else
+        if moved and self._next_poll:
+            self._next_poll = 0.0
+            self._wake_engine_in(0)
 
     # -- leases ------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from twisted.internet.defer import Deferred
 
 from crawler.exceptions import StoreUnavailable
 from crawler.items import Page, storing
-from crawler.urlstore.store import ArchivePointer, FetchRecord, urlstore_from_settings
+from crawler.urlstore.store import ArchivePointer, FetchRecord, crawler_urlstore
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class UrlStorePipeline:
     def from_crawler(cls, crawler):
         if not crawler.settings.getbool("URLSTORE_ENABLED"):
             raise NotConfigured
-        pipeline = cls(crawler, urlstore_from_settings(crawler.settings))
+        pipeline = cls(crawler, crawler_urlstore(crawler))
         crawler.signals.connect(pipeline._closed, signal=signals.spider_closed)
         return pipeline
 

@@ -25,7 +25,15 @@ from concurrent.futures import Future
 from datetime import UTC, datetime
 from importlib import resources
 
-from crawler.urlstore.store import ArchivePointer, FetchRecord, UrlStore, inlink_bucket, signed64, unsigned64
+from crawler.urlstore.store import (
+    ArchivePointer,
+    FetchRecord,
+    UrlStore,
+    answered,
+    inlink_bucket,
+    signed64,
+    unsigned64,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +55,7 @@ _SELECT = (
     "content_digest, simhash, metadata, archive_key, archive_offset, archive_length, outlinks "
     "FROM {ks}.urls WHERE url = ?"
 )
+_FETCHED = "SELECT url, fate, status, fetched_at FROM {ks}.urls WHERE url = ?"
 _INLINKS = "SELECT source_url, anchor_text, nofollow FROM {ks}.inlinks WHERE target_url = ? AND bucket = ? LIMIT ?"
 
 
@@ -138,6 +147,7 @@ class CassandraUrlStore(UrlStore):
         self._inlink_stmt = prepare(_INLINK, write)
         self._select_stmt = prepare(_SELECT, read)
         self._inlinks_stmt = prepare(_INLINKS, read)
+        self._fetched_stmt = prepare(_FETCHED, read)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._waiting: deque = deque()
@@ -318,6 +328,20 @@ class CassandraUrlStore(UrlStore):
             ),
             "outlinks": [{"url": u, "text": t, "nofollow": bool(n)} for u, t, n in row.outlinks or []],
         }
+
+    def last_fetched(self, urls: list[str]) -> dict[str, float]:
+        """One prepared statement per URL, all sent at once (a partition each), then
+        gathered: one round trip's wait for the batch."""
+        given: dict[str, list[str]] = {}  # normalized -> the URLs asked
+        for u in urls:
+            given.setdefault(self.normalize(u), []).append(u)
+        pending = [self.session.execute_async(self._fetched_stmt, (url,)) for url in given]
+        out = {}
+        for response in pending:
+            row = response.result().one()
+            if row is not None and answered(row.fate, row.status) and row.fetched_at is not None:
+                out.update(dict.fromkeys(given[row.url], _seconds(row.fetched_at)))
+        return out
 
     def _inlinks(self, url: str, limit: int) -> list[dict]:
         out = []

@@ -2,7 +2,9 @@
 
 Every statement runs on one thread that owns the connection, in the order the calls
 were made (a read sees every write made before it); writes return at once with a
-Future. Schema: schema.sql, package data of crawler.urlstore (read through
+Future. ``last_fetched`` (the fetch policy's lookup, in a worker's reactor thread) reads
+through a connection of its own instead, so that it never waits behind a group commit:
+in WAL mode a reader sees the last commit and is not blocked by the writer. Schema: schema.sql, package data of crawler.urlstore (read through
 importlib.resources, so it is found in an egg or a zipped install too).
 """
 
@@ -18,7 +20,15 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 
-from crawler.urlstore.store import ArchivePointer, FetchRecord, UrlStore, inlink_bucket, signed64, unsigned64
+from crawler.urlstore.store import (
+    ArchivePointer,
+    FetchRecord,
+    UrlStore,
+    answered,
+    inlink_bucket,
+    signed64,
+    unsigned64,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +86,8 @@ class SqliteUrlStore(UrlStore):
         self._pending: list[tuple[object, object, Future]] = []
         self._pending_lock = threading.Lock()
         self._flush_queued = False
+        self._reader: sqlite3.Connection | None = None  # last_fetched's own connection
+        self._reader_lock = threading.Lock()
         self._thread.submit(self._open).result()
 
     @classmethod
@@ -232,6 +244,36 @@ class SqliteUrlStore(UrlStore):
     def _inlinks(self, url: str, limit: int) -> list[dict]:
         return self._run(self._read_inlinks, url, limit).result()
 
+    def last_fetched(self, urls: list[str]) -> dict[str, float]:
+        if not urls:
+            return {}
+        given: dict[str, list[str]] = {}  # normalized -> the URLs asked
+        for u in urls:
+            given.setdefault(self.normalize(u), []).append(u)
+        if self.path == ":memory:":  # one database per connection: ask the store's own
+            rows = [
+                r
+                for i in range(0, len(given), 500)
+                for r in self._run(self._read_fetched, self._db, list(given)[i : i + 500]).result()
+            ]
+        else:
+            with self._reader_lock:
+                if self._reader is None:
+                    self._reader = sqlite3.connect(self.path, timeout=OPEN_TIMEOUT, check_same_thread=False)
+                rows = [
+                    r
+                    for i in range(0, len(given), 500)
+                    for r in self._read_fetched(self._reader, list(given)[i : i + 500])
+                ]
+        return {
+            u: at for url, fate, status, at in rows if answered(fate, status) and at is not None for u in given[url]
+        }
+
+    @staticmethod
+    def _read_fetched(db: sqlite3.Connection, urls: list[str]) -> list[tuple]:
+        marks = ",".join("?" * len(urls))
+        return db.execute(f"SELECT url, fate, status, fetched_at FROM urls WHERE url IN ({marks})", urls).fetchall()
+
     def _read_inlinks(self, url: str, limit: int) -> list[dict]:
         rows = self._db.execute(
             "SELECT source_url, anchor_text, nofollow FROM inlinks WHERE target_url = ? ORDER BY source_url LIMIT ?",
@@ -247,3 +289,7 @@ class SqliteUrlStore(UrlStore):
 
         self._thread.submit(_close).result()
         self._thread.shutdown(wait=True)
+        with self._reader_lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None

@@ -20,7 +20,9 @@ body was seen before (its canonical_url names the first copy). A near copy's fat
 ``fetched``: it was read and archived like any page.
 
 Writes return a ``concurrent.futures.Future`` (the page's lease is acknowledged once its
-writes are done); reads are plain calls (the ``scrapy urlstore`` command).
+writes are done); reads are plain calls (the ``scrapy urlstore`` command, and
+``last_fetched``, which the workers' fetch policy asks before each batch of URLs is
+fetched: crawler/fetchpolicy.py).
 URLs are normalized on the way in, and ``get`` follows canonical_url (never
 near_duplicate_of: a near copy is a page of its own).
 """
@@ -147,6 +149,14 @@ class UrlStore:
             row["requested_url"] = url
         return row
 
+    def last_fetched(self, urls: list[str]) -> dict[str, float]:
+        """When each of ``urls`` was last fetched with an answer (fate ``fetched`` or
+        ``duplicate``, status below 500: what RECRAWL_INTERVAL counts from), as UNIX
+        time, keyed by the URL as given; URLs never fetched, or whose last attempt
+        failed, are left out. One batch lookup, safe to call from any thread and while
+        writes are in flight; it sees the writes whose Futures are done."""
+        raise NotImplementedError
+
     def fetch_status(self, url: str) -> dict | None:
         """status, fate, fetched_at, error and next_fetch_at of ``url`` itself."""
         row = self._row(self.normalize(url))
@@ -186,3 +196,17 @@ def urlstore_from_settings(settings) -> UrlStore:
 
         return CassandraUrlStore.from_settings(settings, url_options(settings))
     raise ValueError(f"URLSTORE_BACKEND must be 'sqlite' or 'cassandra', not {backend!r}")
+
+
+def answered(fate: str | None, status: int | None) -> bool:
+    """Whether a stored fate and status are a fetch with an answer (``last_fetched``)."""
+    return fate in ("fetched", "duplicate") and status is not None and status < 500
+
+
+def crawler_urlstore(crawler) -> UrlStore:
+    """The crawler's UrlStore: one per crawler, opened by the first component that asks
+    (the UrlStore pipeline, the fetch policy), closed by the UrlStore pipeline."""
+    store = getattr(crawler, "_urlstore", None)
+    if store is None:
+        store = crawler._urlstore = urlstore_from_settings(crawler.settings)
+    return store

@@ -1,0 +1,133 @@
+"""``scrapy submit URL [URL ...]``: put URLs at the top of a running crawl.
+
+    scrapy submit https://example.com/news               into CRAWL_NAME (settings, -s, env)
+    scrapy submit --crawl news --force https://example.com/
+    tail -f urls.txt | scrapy submit -                    one URL a line from standard input
+
+Each URL is normalized as the crawler does (URL_STRIP_PARAMS / URL_SORT_QUERY) and put
+through the frontier's ``put`` to the head of its host's queue (crawler/frontier/submit.py):
+a worker fetches it at its host's next turn. URL-seen, the trap guards and the per-host
+limit apply; ``--force`` passes URL-seen and the workers' fetch policy
+(FETCH_POLICY_MAX_AGE: a URL fetched more recently is otherwise not fetched again).
+Standard input is read a line at a time and each line submitted at once (blank lines and
+``#`` comments skipped).
+
+Output: one line per URL on stdout, ``added URL``, ``seen URL`` (already in the crawl),
+``invalid URL``, ``trap:<guard> URL`` or ``host_full URL``; then a summary line.
+Exit status: 0 when every URL was submitted (whatever became of it); 1 when Redis is
+unreachable, with a one-line message on stderr; 2 for an invalid setting or no URL.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from redis.exceptions import RedisError
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from crawler.commands.seed import _close, _reason, _where
+from crawler.frontier.connection import frontier_from_settings
+from crawler.frontier.keys import Keys
+from crawler.frontier.submit import Submission, submit
+from crawler.seeds import STDIN
+from crawler.urls import url_options
+from crawler.validation import exit_if_invalid
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False  # no crawl, no reactor: plain Redis calls
+    default_settings = {"LOG_ENABLED": False}
+
+    def syntax(self):
+        return "[options] URL [URL ...]  (or - for standard input)"
+
+    def short_desc(self):
+        return "Put URLs at the top of a running crawl (fetched at their host's next turn)"
+
+    def long_desc(self):
+        return (
+            "Put URLs into the frontier of a crawl (CRAWL_NAME, or --crawl) ahead of everything queued: "
+            "each is fetched at its host's next turn. - reads URLs from standard input, one a line, each "
+            "submitted as it is read. --force fetches a URL even if the crawl has seen it or fetched it "
+            "within FETCH_POLICY_MAX_AGE. Prints one line per URL (added, seen, invalid, trap:..., "
+            "host_full) and a summary; exits 1 if Redis is unreachable."
+        )
+
+    def add_options(self, parser):
+        super().add_options(parser)
+        group = parser.add_argument_group(title="Submit options")
+        group.add_argument("--crawl", metavar="NAME", help="crawl name (default CRAWL_NAME)")
+        group.add_argument(
+            "--force", action="store_true", help="fetch even if seen, or fetched within FETCH_POLICY_MAX_AGE"
+        )
+
+    def process_options(self, args, opts):
+        super().process_options(args, opts)
+        if opts.crawl:
+            self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
+        exit_if_invalid(self.settings, "submit")  # before anything starts or logs
+
+    def run(self, args, opts):
+        if not args:
+            raise UsageError("give at least one URL (- for standard input)")
+        unknown = [a for a in args if a.startswith("-") and a != STDIN]
+        if unknown:
+            raise UsageError(f"unrecognized arguments: {' '.join(unknown)}")
+        settings = self.settings
+        try:
+            Keys(settings.get("CRAWL_NAME"))  # a bad crawl name: before any embedded Redis starts
+        except ValueError as exc:
+            return self._fail(f"submit: {exc}")
+        client = None
+        try:
+            frontier = frontier_from_settings(settings)
+            client = frontier.redis
+            client.ping()
+        except ValueError as exc:  # a bad frontier setting
+            _close(client)
+            return self._fail(f"submit: {exc}")
+        except Exception as exc:  # Redis unreachable, embedded Redis failed to start
+            _close(client)
+            return self._fail(f"submit: cannot connect to Redis ({_where(settings)}): {_reason(exc)}")
+        options = url_options(settings)
+        counts: dict[str, int] = {}
+        try:
+            for batch in _batches(args):
+                for url, status in submit(frontier, [Submission(u, opts.force) for u in batch], options):
+                    counts[status] = counts.get(status, 0) + 1
+                    print(f"{status} {url}", flush=True)
+        except RedisError as exc:
+            self._summary(counts, "before the Redis error")
+            return self._fail(f"submit: Redis error ({_where(settings)}): {_reason(exc)}")
+        except KeyboardInterrupt:
+            self._summary(counts, "interrupted")
+            self.exitcode = 130
+            return
+        finally:
+            _close(client)
+        self._summary(counts)
+
+    def _summary(self, counts: dict[str, int], note: str = "") -> None:
+        total = sum(counts.values())
+        parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        line = f"{total} URLs submitted" + (f": {parts}" if parts else "")
+        print(f"{line} [{note}]" if note else line, flush=True)
+
+    def _fail(self, message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+        self.exitcode = 1
+
+
+def _batches(args: list[str]):
+    """The URLs given as arguments (one batch), then those of standard input for ``-``
+    (a batch per line, so that each is submitted as soon as it is read)."""
+    urls = [a for a in args if a != STDIN]
+    if urls:
+        yield urls
+    if STDIN in args:
+        for line in sys.stdin:
+            text = line.strip()
+            if text and not text.startswith("#"):
+                yield [text]

@@ -1,0 +1,87 @@
+"""The fetch policy: a URL fetched recently is not fetched again (SpiderDuck's crawl decider).
+
+Before the requests of a pop are handed to the engine, the scheduler asks ``skip`` which
+of them not to fetch: one batch lookup in the UrlStore (``UrlStore.last_fetched``, a
+read beside the SQLite writer, or one prepared read per URL sent at once to Cassandra)
+for the URLs the frontier just leased. A URL whose last fetch with an answer is younger
+than FETCH_POLICY_MAX_AGE (7 days; 0 turns the policy off) is skipped: the scheduler
+acknowledges its lease and the engine never sees it. Each decision is counted in the
+crawl stats and logged at debug level:
+
+``fetchpolicy/skipped_recent``  not fetched: fetched within FETCH_POLICY_MAX_AGE
+``fetchpolicy/forced``          fetched whatever its age: a submission with ``--force``
+                                (``codec.FORCE_META``)
+``fetchpolicy/lookup_failed``   the UrlStore did not answer: fetched (the policy saves
+                                work; it never loses a page)
+
+Follow-ups (a redirect's next hop, a retry) are not looked up again: their URL's fetch is
+already under way. The policy needs the UrlStore (URLSTORE_ENABLED); without it, it is off.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from crawler.frontier.codec import FORCE_META
+from crawler.middlewares.failures import ATTEMPT_META
+
+logger = logging.getLogger(__name__)
+
+SKIPPED, FORCED, LOOKUP_FAILED = "fetchpolicy/skipped_recent", "fetchpolicy/forced", "fetchpolicy/lookup_failed"
+_FOLLOW_UP_META = ("redirect_urls", ATTEMPT_META, "backoff_retries")
+WARN_EVERY = 60.0  # seconds between two warnings about a failed lookup
+
+
+class FetchPolicy:
+    def __init__(self, store, max_age: float, stats=None):
+        self.store = store
+        self.max_age = max_age
+        self.stats = stats
+        self._next_warning = 0.0
+
+    @classmethod
+    def from_crawler(cls, crawler) -> FetchPolicy | None:
+        """The crawl's policy, or None when it is off (FETCH_POLICY_MAX_AGE 0, or no UrlStore)."""
+        s = crawler.settings
+        max_age = s.getfloat("FETCH_POLICY_MAX_AGE")
+        if max_age <= 0 or not s.getbool("URLSTORE_ENABLED"):
+            return None
+        from crawler.urlstore.store import crawler_urlstore
+
+        return cls(crawler_urlstore(crawler), max_age, crawler.stats)
+
+    def skip(self, requests, now: float | None = None) -> set[int]:
+        """The positions in ``requests`` of those not to fetch (fetched within max_age)."""
+        asked: dict[int, str] = {}
+        for i, request in enumerate(requests):
+            meta = request.meta
+            if meta.get(FORCE_META):
+                self._inc(FORCED)
+                logger.debug("Fetch policy: %s forced", request.url)
+            elif not any(key in meta for key in _FOLLOW_UP_META):
+                asked[i] = request.url
+        if not asked:
+            return set()
+        try:
+            fetched = self.store.last_fetched(list(asked.values()))
+        except Exception as exc:  # the store is away: fetch, as without the policy
+            self._inc(LOOKUP_FAILED, len(asked))
+            now_m = time.monotonic()
+            if now_m >= self._next_warning:
+                self._next_warning = now_m + WARN_EVERY
+                logger.warning("Fetch policy: UrlStore lookup failed (%s: %s); fetching", type(exc).__name__, exc)
+            return set()
+        now = time.time() if now is None else now
+        skipped = set()
+        for i, url in asked.items():
+            at = fetched.get(url)
+            if at is not None and now - at < self.max_age:
+                skipped.add(i)
+                self._inc(SKIPPED)
+                logger.debug("Fetch policy: %s not fetched: fetched %.0f s ago", url, now - at)
+        return skipped
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(key, count)

@@ -1,0 +1,113 @@
+"""Real-time submission: URLs put at the top of a running crawl.
+
+Two ways in, one outcome (``Entry.urgent``: the URL skips the front queues and goes to
+the head of its host's back queue, so it is fetched at its host's next turn, whatever
+the crawl has queued; URL-seen, the trap guards and the per-host limit apply as to any
+URL, politeness too):
+
+``submit(frontier, urls, force=)``
+    ``scrapy submit`` (and any Python program of the project): normalizes each URL,
+    puts it through ``Frontier.put`` and says what became of it (``added``, ``seen``,
+    ``invalid``, ``trap:<name>``, ``host_full``). Then it moves the ``submitted``
+    counter, which every worker reads every FRONTIER_SUBMIT_INTERVAL: a worker that
+    sees it move looks for due hosts at once instead of at its next idle poll.
+
+The submission list (``crawl:{NAME}:submit``, keys.py), for programs in any language
+    RPUSH one value per URL: the URL itself, or a JSON object
+    ``{"url": "https://...", "force": true, "priority": 5}`` (``force``: fetched even if
+    seen or fetched recently; ``priority``: an integer, Scrapy's sense, higher is
+    sooner: the URL then goes through the front queues like a seed, instead of to the
+    head of its host's queue). Each worker takes up to FRONTIER_SUBMIT_BATCH values every
+    FRONTIER_SUBMIT_INTERVAL (``take``, one round trip with the counter) and puts them
+    as ``submit`` does; values that are not a URL or such an object are counted
+    (``submit/invalid``) and dropped. With REDIS_URLS the list is on the first server;
+    on a Redis Cluster it is the first shard's, ``crawl:{NAME#0}:submit``. A value is
+    taken by one worker; one that dies between taking it and its put (a few
+    milliseconds) loses it: the list is at-most-once, ``scrapy submit`` is not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from crawler.frontier import codec
+from crawler.frontier.frontier import ADDED, Entry
+from crawler.urls import InvalidURL, normalize_url
+
+INVALID = "invalid"
+
+
+@dataclass
+class Submission:
+    url: str  # as given
+    force: bool = False
+    priority: int | None = None  # None: the head of its host's queue
+
+
+def parse(value: bytes | str) -> Submission:
+    """A value of the submission list: a URL, or a JSON object with ``url`` and
+    optionally ``force`` (a boolean) and ``priority`` (an integer). ValueError otherwise."""
+    text = value.decode("utf-8") if isinstance(value, bytes) else value
+    text = text.strip()
+    if not text.startswith("{"):
+        if not text or any(c.isspace() for c in text):
+            raise ValueError("not a URL")
+        return Submission(text)
+    data = json.loads(text)
+    if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+        raise ValueError('a JSON submission needs "url"')
+    force, priority = data.get("force", False), data.get("priority")
+    if not isinstance(force, bool):
+        raise ValueError('"force" must be true or false')
+    if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
+        raise ValueError('"priority" must be an integer')
+    return Submission(data["url"], force, priority)
+
+
+def entry(submission: Submission, url_options: dict) -> Entry:
+    """The frontier entry of a submission (InvalidURL when its URL cannot be crawled)."""
+    url = normalize_url(submission.url, **url_options)
+    if not url.startswith(("http://", "https://")):
+        raise InvalidURL(url)
+    urgent = submission.priority is None
+    return Entry(
+        url=url,
+        payload=codec.encode_url(url, force=submission.force),
+        priority=0 if urgent else submission.priority,
+        dont_filter=submission.force,
+        urgent=urgent,
+    )
+
+
+def submit(frontier, submissions: list[Submission], url_options: dict) -> list[tuple[str, str]]:
+    """Put submissions into the frontier: (normalized URL or the URL as given, status) for
+    each, in order; moves the ``submitted`` counter when any was added."""
+    out: list[tuple[str, str] | None] = [None] * len(submissions)
+    entries, where = [], []
+    for i, submission in enumerate(submissions):
+        try:
+            e = entry(submission, url_options)
+        except InvalidURL:
+            out[i] = (submission.url, INVALID)
+            continue
+        entries.append(e)
+        where.append(i)
+    if entries:
+        statuses = frontier.put(entries)
+        for i, e, status in zip(where, entries, statuses, strict=True):
+            out[i] = (e.url, status)
+        added = statuses.count(ADDED)
+        if added:
+            frontier.redis.incrby(frontier.keys.submitted, added)
+    return out  # type: ignore[return-value]
+
+
+def take(frontier, n: int) -> tuple[list[bytes], int]:
+    """Up to ``n`` values from the submission list, and the ``submitted`` counter: one
+    round trip."""
+    p = frontier.redis.pipeline(transaction=False)
+    p.lpop(frontier.keys.submit, n)
+    p.get(frontier.keys.submitted)
+    values, counter = p.execute()
+    return values or [], int(counter or 0)

@@ -1,0 +1,283 @@
+"""Real-time submission (`scrapy submit`, the submission list) and the fetch policy."""
+
+import json
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from crawler.demosite import serve_site
+from crawler.fetchpolicy import FORCED, LOOKUP_FAILED, SKIPPED, FetchPolicy
+from crawler.frontier import codec, submit
+from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.keys import Keys
+from crawler.frontier.shards import ShardedFrontier
+from crawler.urlstore.sqlite import SqliteUrlStore
+from crawler.urlstore.store import FetchRecord
+from tests.harness import clean_env, free_port, launch_worker, loopback_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- the submission list's values ------------------------------------------------------------
+
+
+def test_a_value_is_a_url_or_a_json_object():
+    assert submit.parse(b"https://example.com/a\n") == submit.Submission("https://example.com/a")
+    assert submit.parse('{"url": "http://x.example/", "force": true}') == submit.Submission(
+        "http://x.example/", force=True
+    )
+    assert submit.parse(b'{"url": "http://x.example/", "priority": 3}').priority == 3
+    for bad in (b"", b"two words", b"{}", b'{"url": 5}', b'{"url": "http://x/", "force": "yes"}', b"{not json"):
+        with pytest.raises(ValueError):
+            submit.parse(bad)
+    with pytest.raises(ValueError):
+        submit.parse(b'{"url": "http://x/", "priority": 1.5}')
+
+
+# -- submit(): to the head of the host's queue ----------------------------------------------
+
+
+def test_a_submission_goes_ahead_of_everything_its_host_has_queued(redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=0)
+    f.put([Entry(url=f"http://busy.example/{i}", payload=f"http://busy.example/{i}".encode()) for i in range(5)])
+    f.put(
+        [
+            Entry(url=f"http://other{i}.example/", payload=f"http://other{i}.example/".encode(), priority=5)
+            for i in range(3)
+        ]
+    )
+    got = submit.submit(
+        f,
+        [
+            submit.Submission("http://BUSY.example/news?utm_source=x"),
+            submit.Submission("http://busy.example/0"),  # queued already
+            submit.Submission("not a url"),
+            submit.Submission("http://busy.example/" + "a/" * 5 + "a/a/a/a"),  # repeated segments
+        ],
+        {},
+    )
+    assert got[0] == ("http://busy.example/news", "added")
+    assert got[1] == ("http://busy.example/0", "seen")
+    assert got[2] == ("not a url", "invalid")
+    assert got[3][1].startswith("trap:")
+    assert int(redis_client.get(f.keys.submitted)) == 1
+    leases, _ = f.get(1)
+    assert [codec.decode(lease.payload, None).url for lease in leases] == ["http://busy.example/news"]
+    f.ack(leases[0].id)
+    # forced: past URL-seen, and flagged for the fetch policy
+    [(url, status)] = submit.submit(f, [submit.Submission("http://busy.example/news", force=True)], {})
+    assert status == "added"
+    leases, _ = f.get(1)
+    request = codec.decode(leases[0].payload, None)
+    assert request.url == url and request.meta[codec.FORCE_META] and request.dont_filter
+
+
+def test_the_submission_list_lives_on_the_first_shard(redis_client, crawl_name):
+    shards = [Frontier(redis_client, crawl_name, host_interval=0, shard=k) for k in range(2)]
+    sharded = ShardedFrontier(shards, ["r1", "r2"])
+    try:
+        assert sharded.keys.submit == f"crawl:{{{crawl_name}#0}}:submit"
+        redis_client.rpush(sharded.keys.submit, "http://a.example/", json.dumps({"url": "http://c.example/"}))
+        values, counter = submit.take(sharded, 10)
+        assert values == [b"http://a.example/", b'{"url": "http://c.example/"}'] and counter == 0
+        assert submit.take(sharded, 10) == ([], 0)
+        got = submit.submit(sharded, [submit.parse(v) for v in values], {})
+        assert [status for _, status in got] == ["added", "added"]
+        # each URL on its host's shard, the counter on the first
+        assert {sharded.ring.index(h) for h in ("a.example", "c.example")} == {0, 1}
+        assert sorted(codec.decode(lease.payload, None).url for lease in sharded.get(2)[0] + sharded.get(2)[0]) == [
+            "http://a.example/",
+            "http://c.example/",
+        ]
+        assert submit.take(sharded, 10) == ([], 2)
+    finally:
+        sharded.clear()
+
+
+# -- the fetch policy ------------------------------------------------------------------------
+
+
+class Stats:
+    def __init__(self):
+        self.values = {}
+
+    def inc_value(self, key, count=1):
+        self.values[key] = self.values.get(key, 0) + count
+
+
+def test_the_policy_skips_what_was_fetched_within_its_age(tmp_path):
+    from scrapy import Request
+
+    store = SqliteUrlStore(str(tmp_path / "urlstore.sqlite"))
+    now = time.time()
+    for url, age, fate, status in [
+        ("http://p.example/fresh", 3600, "fetched", 200),
+        ("http://p.example/old", 8 * 86400, "fetched", 200),
+        ("http://p.example/failed", 60, "fetched", 503),
+        ("http://p.example/forced", 60, "fetched", 200),
+        ("http://p.example/moved", 60, "fetched", 200),
+    ]:
+        store.record_fetch(FetchRecord(url=url, fate=fate, status=status, fetched_at=now - age)).result(30)
+    stats = Stats()
+    policy = FetchPolicy(store, 7 * 86400, stats)
+    requests = [
+        Request("http://p.example/fresh"),
+        Request("http://p.example/old"),
+        Request("http://p.example/failed"),
+        Request("http://p.example/new"),
+        codec.decode(codec.encode_url("http://p.example/forced", force=True), None),
+        Request("http://p.example/moved", meta={"redirect_urls": ["http://p.example/x"]}),  # a follow-up
+    ]
+    try:
+        assert policy.skip(requests, now) == {0}
+        assert stats.values == {SKIPPED: 1, FORCED: 1}
+        assert FetchPolicy(store, 1800, Stats()).skip(requests, now) == set()
+
+        class Away:  # a store that does not answer (Cassandra unreachable)
+            def last_fetched(self, urls):
+                raise TimeoutError("no answer")
+
+        stats = Stats()
+        assert FetchPolicy(Away(), 7 * 86400, stats).skip(requests, now) == set()
+        assert stats.values == {FORCED: 1, LOOKUP_FAILED: 4}
+    finally:
+        store.close()
+
+
+# -- `scrapy submit` -----------------------------------------------------------------------------
+
+
+def _submit_command(redis_url, crawl_name, *args, stdin=None) -> subprocess.CompletedProcess:
+    env = {**clean_env(), "REDIS_URL": redis_url}
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "submit", "--crawl", crawl_name, *args],
+        cwd=ROOT,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_submit_says_what_became_of_each_url(redis_url, redis_client, crawl_name):
+    out = _submit_command(
+        redis_url,
+        crawl_name,
+        "http://A.example/x?utm_medium=y",
+        "ftp://a.example/",
+        "-",
+        stdin=("# from a pipe\nhttp://a.example/x\n\nhttp://b.example/\n"),
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "added http://a.example/x",
+        "invalid ftp://a.example/",
+        "seen http://a.example/x",
+        "added http://b.example/",
+        "4 URLs submitted: 2 added, 1 invalid, 1 seen",
+    ]
+    forced = _submit_command(redis_url, crawl_name, "--force", "http://b.example/")
+    assert forced.stdout.splitlines()[0] == "added http://b.example/"
+    assert int(redis_client.get(Keys(crawl_name).submitted)) == 3
+    assert _submit_command(redis_url, crawl_name).returncode == 2  # no URL
+
+
+def test_submit_without_redis_exits_1_with_one_line(crawl_name):
+    out = _submit_command(f"redis://127.0.0.1:{free_port()}/0", crawl_name, "http://a.example/")
+    assert out.returncode == 1
+    assert re.fullmatch(r"submit: cannot connect to Redis \(redis://127\.0\.0\.1:\d+/0\): .+", out.stderr.strip())
+
+
+# -- a running worker -----------------------------------------------------------------------------
+
+
+def test_a_running_worker_fetches_submissions_and_keeps_the_policy(tmp_path, redis_url, redis_client):
+    """A worker waiting for work (nothing seeded): a URL a program pushes onto the list,
+    raw or as JSON, and one `scrapy submit` adds are fetched; a URL the UrlStore says was
+    fetched an hour ago is not, until it is submitted with --force."""
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    keys = Keys(name)
+    store_path = tmp_path / "urlstore.sqlite"
+    try:
+        with serve_site(hosts=3, pages=5) as site:
+            pushed, listed, submitted, recent = (
+                site.url(0, "/p1.html"),
+                site.url(1, "/p2.html"),
+                site.url(2, "/p3.html"),
+                site.url(1, "/p1.html"),
+            )
+            store = SqliteUrlStore(str(store_path))  # another crawl fetched `recent` an hour ago
+            store.record_fetch(FetchRecord(url=recent, fate="fetched", status=200, fetched_at=time.time() - 3600))
+            store.close()
+            settings = loopback_settings(
+                name,
+                tmp_path / "worker.log",
+                REDIS_URL=redis_url,
+                URLSTORE_SQLITE_PATH=store_path,
+                FRONTIER_CLOSE_WHEN_IDLE=False,
+                CRAWL_FOLLOW_LINKS=False,
+                LOG_LEVEL="DEBUG",
+            )
+            env = {**clean_env(), "REDIS_URL": redis_url}
+            worker = launch_worker(tmp_path, "worker", None, settings, env)
+            try:
+                _wait_for(lambda: "Spider opened" in worker.text(), 60, worker)
+                redis_client.rpush(keys.submit, pushed, json.dumps({"url": recent}), "not a url")
+                redis_client.rpush(keys.submit, json.dumps({"url": listed, "priority": 2}))
+                out = _submit_command(redis_url, name, submitted)
+                assert out.stdout.startswith(f"added {submitted}\n"), out.stderr
+                fetched = lambda: _fetched_urls(store_path)  # noqa: E731  (a page's record: once read)
+                _wait_for(lambda: {pushed, listed, submitted} <= fetched(), 30, worker)
+                _wait_for(lambda: "Fetch policy: " + recent in worker.text(), 10, worker)
+                assert recent not in fetched()
+                out = _submit_command(redis_url, name, "--force", recent)
+                assert out.stdout.startswith(f"added {recent}\n"), out.stderr
+                _wait_for(lambda: recent in fetched(), 30, worker)
+            finally:
+                if worker.proc.poll() is None:
+                    worker.proc.send_signal(signal.SIGINT)
+                code = worker.wait(60)
+            hits = [h.key for h in site.page_hits()]
+        assert code == 0, worker.tail()
+        assert sorted(hits) == sorted(_key(u) for u in (pushed, listed, submitted, recent))  # each once
+        text = worker.text()
+        assert f"Fetch policy: {recent} not fetched: fetched 36" in text
+        assert re.search(rf"'{SKIPPED}': 1\b", text) and re.search(rf"'{FORCED}': 1\b", text)
+        assert re.search(r"'submit/taken': 3\b", text) and re.search(r"'submit/invalid': 1\b", text)
+    finally:
+        leftover = list(redis_client.scan_iter(match=keys.pattern(), count=1000))
+        if leftover:
+            redis_client.delete(*leftover)
+
+
+def _fetched_urls(path: Path) -> set[str]:
+    """The URLs the UrlStore records as fetched since the test began (read as any program would)."""
+    db = sqlite3.connect(path, timeout=30)
+    try:
+        return {url for (url,) in db.execute("SELECT url FROM urls WHERE fate = 'fetched' AND metadata LIKE '%title%'")}
+    finally:
+        db.close()
+
+
+def _key(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.hostname, parts.path
+
+
+def _wait_for(condition, timeout: float, worker) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if worker.proc.poll() is not None:
+            raise AssertionError(f"worker exited ({worker.proc.returncode})\n{worker.tail()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s\n{worker.tail()}")
+        time.sleep(0.1)
