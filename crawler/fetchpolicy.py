@@ -15,7 +15,9 @@ crawl stats and logged at debug level:
                                 work; it never loses a page)
 
 Follow-ups (a redirect's next hop, a retry) are not looked up again: their URL's fetch is
-already under way. The policy needs the UrlStore (URLSTORE_ENABLED); without it, it is off.
+already under way. With the archive on, a page counts as fetched only once its archive
+pointer is recorded (``last_fetched(archived=True)``): a page whose worker died before its
+WARC batch was stored comes back when its lease expires, and must be fetched again. The policy needs the UrlStore (URLSTORE_ENABLED); without it, it is off.
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ WARN_EVERY = 60.0  # seconds between two warnings about a failed lookup
 
 
 class FetchPolicy:
-    def __init__(self, store, max_age: float, stats=None):
+    def __init__(self, store, max_age: float, stats=None, archived: bool = True):
         self.store = store
         self.max_age = max_age
         self.stats = stats
+        self.archived = archived  # a page counts as fetched once its archive pointer is there
         self._next_warning = 0.0
 
     @classmethod
@@ -49,7 +52,7 @@ class FetchPolicy:
             return None
         from crawler.urlstore.store import crawler_urlstore
 
-        return cls(crawler_urlstore(crawler), max_age, crawler.stats)
+        return cls(crawler_urlstore(crawler), max_age, crawler.stats, s.getbool("ARCHIVE_ENABLED"))
 
     def skip(self, requests, now: float | None = None) -> set[int]:
         """The positions in ``requests`` of those not to fetch (fetched within max_age)."""
@@ -64,7 +67,7 @@ class FetchPolicy:
         if not asked:
             return set()
         try:
-            fetched = self.store.last_fetched(list(asked.values()))
+            fetched = self.store.last_fetched(list(asked.values()), archived=self.archived)
         except Exception as exc:  # the store is away: fetch, as without the policy
             self._inc(LOOKUP_FAILED, len(asked))
             now_m = time.monotonic()

@@ -20,7 +20,7 @@ from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.keys import Keys
 from crawler.frontier.shards import ShardedFrontier
 from crawler.urlstore.sqlite import SqliteUrlStore
-from crawler.urlstore.store import FetchRecord
+from crawler.urlstore.store import ArchivePointer, FetchRecord
 from tests.harness import clean_env, free_port, launch_worker, loopback_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +125,12 @@ def test_the_policy_skips_what_was_fetched_within_its_age(tmp_path):
         ("http://p.example/forced", 60, "fetched", 200),
         ("http://p.example/moved", 60, "fetched", 200),
     ]:
-        store.record_fetch(FetchRecord(url=url, fate=fate, status=status, fetched_at=now - age)).result(30)
+        record = FetchRecord(url=url, fate=fate, status=status, fetched_at=now - age, archive=ArchivePointer("k", 0, 1))
+        store.record_fetch(record).result(30)
+    # recorded, but its batch never stored (its worker died): fetched again
+    store.record_fetch(FetchRecord(url="http://p.example/unstored", fate="fetched", status=200, fetched_at=now)).result(
+        30
+    )
     stats = Stats()
     policy = FetchPolicy(store, 7 * 86400, stats)
     requests = [
@@ -133,6 +138,7 @@ def test_the_policy_skips_what_was_fetched_within_its_age(tmp_path):
         Request("http://p.example/old"),
         Request("http://p.example/failed"),
         Request("http://p.example/new"),
+        Request("http://p.example/unstored"),
         codec.decode(codec.encode_url("http://p.example/forced", force=True), None),
         Request("http://p.example/moved", meta={"redirect_urls": ["http://p.example/x"]}),  # a follow-up
     ]
@@ -147,7 +153,7 @@ def test_the_policy_skips_what_was_fetched_within_its_age(tmp_path):
 
         stats = Stats()
         assert FetchPolicy(Away(), 7 * 86400, stats).skip(requests, now) == set()
-        assert stats.values == {FORCED: 1, LOOKUP_FAILED: 4}
+        assert stats.values == {FORCED: 1, LOOKUP_FAILED: 5}
     finally:
         store.close()
 
@@ -216,7 +222,10 @@ def test_a_running_worker_fetches_submissions_and_keeps_the_policy(tmp_path, red
                 site.url(1, "/p1.html"),
             )
             store = SqliteUrlStore(str(store_path))  # another crawl fetched `recent` an hour ago
-            store.record_fetch(FetchRecord(url=recent, fate="fetched", status=200, fetched_at=time.time() - 3600))
+            archive = ArchivePointer("ab/earlier.warc.gz", 0, 100)
+            store.record_fetch(
+                FetchRecord(url=recent, fate="fetched", status=200, fetched_at=time.time() - 3600, archive=archive)
+            )
             store.close()
             settings = loopback_settings(
                 name,

@@ -184,6 +184,10 @@ def test_last_fetched_names_the_urls_fetched_with_an_answer(store):
     store.record_fetch(FetchRecord(url="http://f.example/ok", fate="dns_error", fetched_at=T + 9)).result(30)
     assert "http://f.example/ok" not in store.last_fetched(["http://f.example/ok"])
     assert store.last_fetched([]) == {}
+    # archived: only pages with their archive pointer (an exact copy is never archived itself)
+    assert set(store.last_fetched(asked, archived=True)) == {"http://f.example/copy"}
+    store.set_archive("http://f.example/gone", ArchivePointer("ab/x.warc.gz", 10, 20)).result(30)
+    assert set(store.last_fetched(asked, archived=True)) == {"http://f.example/copy", "http://f.example/gone"}
 
 
 def test_sqlite_last_fetched_reads_beside_the_writer(tmp_path):
@@ -332,11 +336,14 @@ def test_cassandra_last_fetched_sends_one_prepared_read_per_url_at_once():
 
     from crawler.urlstore.cassandra import CassandraUrlStore
 
-    Row = namedtuple("Row", "url fate status fetched_at")
+    Row = namedtuple("Row", "url fate status fetched_at archive_key")
     stored = {
-        "http://c.example/ok": Row("http://c.example/ok", "fetched", 200, datetime.fromtimestamp(T, UTC)),
-        "http://c.example/err": Row("http://c.example/err", "fetched", 502, datetime.fromtimestamp(T, UTC)),
-        "http://c.example/dup": Row("http://c.example/dup", "duplicate", 200, datetime.fromtimestamp(T + 1, UTC)),
+        "http://c.example/ok": Row("http://c.example/ok", "fetched", 200, datetime.fromtimestamp(T, UTC), "k"),
+        "http://c.example/err": Row("http://c.example/err", "fetched", 502, datetime.fromtimestamp(T, UTC), "k"),
+        "http://c.example/dup": Row("http://c.example/dup", "duplicate", 200, datetime.fromtimestamp(T + 1, UTC), None),
+        "http://c.example/unstored": Row(
+            "http://c.example/unstored", "fetched", 200, datetime.fromtimestamp(T, UTC), None
+        ),
     }
 
     class Session(_Session):
@@ -364,8 +371,17 @@ def test_cassandra_last_fetched_sends_one_prepared_read_per_url_at_once():
         ("http://c.example/dup",),
         ("http://n.example/",),
     ]
-    assert {cql for cql, _, _ in session.reads} == {"SELECT url, fate, status, fetched_at FROM ks.urls WHERE url = ?"}
+    assert {cql for cql, _, _ in session.reads} == {
+        "SELECT url, fate, status, fetched_at, archive_key FROM ks.urls WHERE url = ?"
+    }
     assert {level for _, level, _ in session.reads} == {ConsistencyLevel.ONE}
+    assert set(store.last_fetched(["http://c.example/unstored", "http://c.example/dup"])) == {
+        "http://c.example/unstored",
+        "http://c.example/dup",
+    }
+    assert set(store.last_fetched(["http://c.example/unstored", "http://c.example/dup"], archived=True)) == {
+        "http://c.example/dup"
+    }
 
 
 def test_cassandra_write_fails_after_its_retries():

@@ -55,7 +55,7 @@ _SELECT = (
     "content_digest, simhash, metadata, archive_key, archive_offset, archive_length, outlinks "
     "FROM {ks}.urls WHERE url = ?"
 )
-_FETCHED = "SELECT url, fate, status, fetched_at FROM {ks}.urls WHERE url = ?"
+_FETCHED = "SELECT url, fate, status, fetched_at, archive_key FROM {ks}.urls WHERE url = ?"
 _INLINKS = "SELECT source_url, anchor_text, nofollow FROM {ks}.inlinks WHERE target_url = ? AND bucket = ? LIMIT ?"
 
 
@@ -329,7 +329,7 @@ class CassandraUrlStore(UrlStore):
             "outlinks": [{"url": u, "text": t, "nofollow": bool(n)} for u, t, n in row.outlinks or []],
         }
 
-    def last_fetched(self, urls: list[str]) -> dict[str, float]:
+    def last_fetched(self, urls: list[str], archived: bool = False) -> dict[str, float]:
         """One prepared statement per URL, all sent at once (a partition each), then
         gathered: one round trip's wait for the batch."""
         given: dict[str, list[str]] = {}  # normalized -> the URLs asked
@@ -339,7 +339,11 @@ class CassandraUrlStore(UrlStore):
         out = {}
         for response in pending:
             row = response.result().one()
-            if row is not None and answered(row.fate, row.status) and row.fetched_at is not None:
+            if (
+                row is not None
+                and answered(row.fate, row.status, row.archive_key, archived)
+                and row.fetched_at is not None
+            ):
                 out.update(dict.fromkeys(given[row.url], _seconds(row.fetched_at)))
         return out
 

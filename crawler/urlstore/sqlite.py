@@ -244,7 +244,7 @@ class SqliteUrlStore(UrlStore):
     def _inlinks(self, url: str, limit: int) -> list[dict]:
         return self._run(self._read_inlinks, url, limit).result()
 
-    def last_fetched(self, urls: list[str]) -> dict[str, float]:
+    def last_fetched(self, urls: list[str], archived: bool = False) -> dict[str, float]:
         if not urls:
             return {}
         given: dict[str, list[str]] = {}  # normalized -> the URLs asked
@@ -266,13 +266,18 @@ class SqliteUrlStore(UrlStore):
                     for r in self._read_fetched(self._reader, list(given)[i : i + 500])
                 ]
         return {
-            u: at for url, fate, status, at in rows if answered(fate, status) and at is not None for u in given[url]
+            u: at
+            for url, fate, status, at, key in rows
+            if answered(fate, status, key, archived) and at is not None
+            for u in given[url]
         }
 
     @staticmethod
     def _read_fetched(db: sqlite3.Connection, urls: list[str]) -> list[tuple]:
         marks = ",".join("?" * len(urls))
-        return db.execute(f"SELECT url, fate, status, fetched_at FROM urls WHERE url IN ({marks})", urls).fetchall()
+        return db.execute(
+            f"SELECT url, fate, status, fetched_at, archive_key FROM urls WHERE url IN ({marks})", urls
+        ).fetchall()
 
     def _read_inlinks(self, url: str, limit: int) -> list[dict]:
         rows = self._db.execute(

@@ -149,12 +149,15 @@ class UrlStore:
             row["requested_url"] = url
         return row
 
-    def last_fetched(self, urls: list[str]) -> dict[str, float]:
+    def last_fetched(self, urls: list[str], archived: bool = False) -> dict[str, float]:
         """When each of ``urls`` was last fetched with an answer (fate ``fetched`` or
         ``duplicate``, status below 500: what RECRAWL_INTERVAL counts from), as UNIX
         time, keyed by the URL as given; URLs never fetched, or whose last attempt
-        failed, are left out. One batch lookup, safe to call from any thread and while
-        writes are in flight; it sees the writes whose Futures are done."""
+        failed, are left out. ``archived``: only pages whose handling was completed, with
+        their archive pointer (an exact copy is never archived itself): a page recorded
+        but whose batch was never stored (its worker died) is left out, so that it is
+        fetched again. One batch lookup, safe to call from any thread and while writes
+        are in flight; it sees the writes whose Futures are done."""
         raise NotImplementedError
 
     def fetch_status(self, url: str) -> dict | None:
@@ -198,9 +201,12 @@ def urlstore_from_settings(settings) -> UrlStore:
     raise ValueError(f"URLSTORE_BACKEND must be 'sqlite' or 'cassandra', not {backend!r}")
 
 
-def answered(fate: str | None, status: int | None) -> bool:
-    """Whether a stored fate and status are a fetch with an answer (``last_fetched``)."""
-    return fate in ("fetched", "duplicate") and status is not None and status < 500
+def answered(fate: str | None, status: int | None, archive_key: str | None = None, archived: bool = False) -> bool:
+    """Whether a stored fate and status are a fetch with an answer, and (``archived``)
+    its page stored in the archive, or an exact copy (``last_fetched``)."""
+    if fate not in ("fetched", "duplicate") or status is None or status >= 500:
+        return False
+    return not archived or fate == "duplicate" or bool(archive_key)
 
 
 def crawler_urlstore(crawler) -> UrlStore:
