@@ -30,8 +30,13 @@ same tree unless it could differ from the one Scrapy's selector builds: then the
 body is parsed again as Scrapy's selector parses it (parsel: NUL characters removed, the
 text stripped, libxml2's huge-tree limits). That is a body over ``max_bytes``, a parse
 stopped by a limit (``parse_incomplete``: nesting deeper than 256...), a NUL character,
-or Unicode whitespace that ``str.strip`` takes from either end. Where this differs from
-the separate reads it replaces (the spider's link extractor, ``page_fingerprints``,
+or Unicode whitespace that ``str.strip`` takes from either end. For a body over
+``max_bytes`` that parse comes first, and its links are read from the parser's events as
+it goes, each part of the tree dropped once read: the process holds the path to where the
+parser is instead of the tree of the whole page, and never that and the shared tree at
+once (Node.js's 5.6 MB ``all.html``: 50 MB over the process's size at the peak, 107 MB
+before; its ``links`` stage counts that parse). Where this differs from the separate
+reads it replaces (the spider's link extractor, ``page_fingerprints``,
 ``extract_metadata``), by design:
 
 - a page without a charset declaration that is neither ASCII nor valid UTF-8: Scrapy
@@ -63,6 +68,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections import deque
 from typing import NamedTuple
 from urllib.parse import urljoin, urlparse, urlsplit
 
@@ -103,6 +109,7 @@ IGNORED_EXTENSIONS = (
 ).split()
 _IGNORED = tuple("." + e for e in IGNORED_EXTENSIONS)
 _ROBOTS = lxml.etree.XPath("//meta[translate(@name,'ROBTS','robts')='robots']/@content")
+_ROBTS = str.maketrans("ROBTS", "robts")  # _ROBOTS's translate()
 _STRING = lxml.etree.XPath("string()")
 _BASE_SCAN = 4096  # characters Scrapy's get_base_url reads
 
@@ -191,6 +198,13 @@ class _Reader:
         self.headers = self.headers or {}
         page = root = None
         shared = False  # whether the links can be read from the shared tree
+        whole = len(body) <= max(0, max_bytes)  # whether the shared tree holds the whole body
+        if links and not whole:  # first, so that its parse and the shared one are not held at once
+            try:
+                self._streamed_links(url_opts)
+            except Exception:
+                self.failed("links")
+            self.lap("links")
         if metadata or fingerprints:
             try:
                 page = decode_html(body, self.headers, self.problems, max_bytes)
@@ -199,7 +213,7 @@ class _Reader:
                 root = parse_html(page.text, self.problems)
                 self.lap("parse")
                 shared = (
-                    len(body) <= max(0, max_bytes)
+                    whole
                     and self.problems.count("parse_incomplete") == incomplete
                     and "\x00" not in page.text
                     and _strips_alike(page.text)
@@ -207,7 +221,7 @@ class _Reader:
             except Exception:
                 self.failed("page")
                 page = root = None
-        if links:
+        if links and whole:
             try:
                 self._read_links(page if shared else None, root, url_opts)
             except Exception:
@@ -256,7 +270,39 @@ class _Reader:
             base = get_base_url(page.text[:_BASE_SCAN], self.link_url, encoding)
         except ValueError:  # a URL w3lib cannot read (Scrapy's extractor fails on it): no links
             return
-        self.links, self.invalid_links = _links(root, base, self.link_url, encoding, url_opts)
+        self.links, self.invalid_links = _links(root.iter("a", "area"), base, self.link_url, encoding, url_opts)
+
+    def _streamed_links(self, url_opts) -> None:
+        """The links of a body over max_bytes, which the shared tree does not hold whole:
+        the links of Scrapy's parse of the whole body, read from the parser's events as it
+        goes, each part of the tree dropped once read (the tree of a 5 MB page is 55 MB:
+        the page process would keep the size of the largest page it read)."""
+        page = decode_html(self.body, self.headers, [], len(self.body))
+        self.lap("decode")
+        encoding = _link_encoding(self.body, page)
+        try:
+            base = get_base_url(page.text[:_BASE_SCAN], self.link_url, encoding)
+        except ValueError:  # a URL w3lib cannot read (Scrapy's extractor fails on it): no links
+            base = None
+        data = _selector_bytes(page.text)
+        del page
+        if not data:
+            return
+        robots: list[str] = []
+        elements = _streamed_link_elements(data, robots)
+        try:
+            if base is None:
+                found: tuple[list[dict], int] = ([], 0)
+                for _ in elements:
+                    pass
+            else:
+                found = _links(elements, base, self.link_url, encoding, url_opts)
+        except (lxml.etree.LxmlError, ValueError):  # no tree (Scrapy's selector has none either)
+            return
+        if {"nofollow", "none"} & {t.strip() for t in ",".join(robots).lower().split(",")}:
+            self.nofollow_page = True
+            return
+        self.links, self.invalid_links = found
 
 
 def _strips_alike(text: str) -> bool:
@@ -271,9 +317,14 @@ def _strips_alike(text: str) -> bool:
     return start >= len(text) or not (text[start].isspace() or text[end].isspace())
 
 
+def _selector_bytes(text: str) -> bytes:
+    """What Scrapy's selector (parsel) parses of a response's text."""
+    return text.strip().replace("\x00", "").encode("utf-8", "surrogatepass")
+
+
 def _selector_tree(text: str):
     """The tree Scrapy's selector (parsel) builds from a response's text; None for none."""
-    data = text.strip().replace("\x00", "").encode("utf-8", "surrogatepass")
+    data = _selector_bytes(text)
     if not data:
         return None
     parser = lxml.html.HTMLParser(recover=True, encoding="utf-8", huge_tree=True)
@@ -281,6 +332,54 @@ def _selector_tree(text: str):
         return lxml.etree.fromstring(data, parser=parser)
     except (lxml.etree.LxmlError, ValueError):
         return None
+
+
+STREAM_CHUNK = 64 * 1024  # bytes fed to the parser at a time
+
+
+def _streamed_link_elements(data: bytes, robots: list[str]):
+    """The ``<a>`` and ``<area>`` elements of the tree ``_selector_tree`` builds of
+    ``data``, in document order, each once the parser has passed its end (its text is
+    whole); the ``content`` of the robots meta tags (as ``_ROBOTS`` finds them) go to
+    ``robots``. While no link is open, every element the parser has passed is emptied
+    and dropped: the tree held is the path to where the parser is. Raises what the
+    parser raises for a body that gives no tree."""
+    parser = lxml.etree.HTMLPullParser(events=("start", "end"), recover=True, encoding="utf-8", huge_tree=True)
+    waiting: deque = deque()  # links started and not yet given, in document order
+    ended: set = set()  # those of them whose end the parser has passed
+    open_links = 0
+
+    def passed():
+        nonlocal open_links
+        for event, el in parser.read_events():
+            tag = el.tag
+            if event == "start":
+                if tag == "a" or tag == "area":
+                    waiting.append(el)
+                    open_links += 1
+                elif tag == "meta":
+                    name = el.get("name")
+                    if name is not None and name.translate(_ROBTS) == "robots" and el.get("content") is not None:
+                        robots.append(el.get("content"))
+                continue
+            if tag == "a" or tag == "area":
+                open_links -= 1
+                ended.add(el)
+            while waiting and waiting[0] in ended:
+                ended.discard(waiting[0])
+                yield waiting.popleft()
+            if not open_links and not waiting:  # nothing read will be needed again
+                el.clear(keep_tail=True)
+                parent = el.getparent()
+                if parent is not None:
+                    while el.getprevious() is not None:
+                        del parent[0]
+
+    for start in range(0, len(data), STREAM_CHUNK):
+        parser.feed(data[start : start + STREAM_CHUNK])
+        yield from passed()
+    parser.close()
+    yield from passed()
 
 
 def _link_encoding(body: bytes, page: DecodedPage) -> str:
@@ -295,8 +394,9 @@ def _link_encoding(body: bytes, page: DecodedPage) -> str:
     return page.encoding
 
 
-def _links(root, base: str, url: str, encoding: str, url_opts: dict) -> tuple[list[dict], int]:
-    """(links, URLs normalize_url refused) of a tree (see the module docstring)."""
+def _links(elements, base: str, url: str, encoding: str, url_opts: dict) -> tuple[list[dict], int]:
+    """(links, URLs normalize_url refused) of a page's ``<a>`` and ``<area>`` elements, in
+    document order (see the module docstring)."""
     page = _PageLinks(base, url, encoding, url_opts)
     followed: dict[str, tuple] = {}  # href -> what _PageLinks.follow gave
     seen_raw: set[str] = set()
@@ -304,7 +404,7 @@ def _links(root, base: str, url: str, encoding: str, url_opts: dict) -> tuple[li
     out: list[dict] = []
     invalid = 0
     first_in_page = None  # what the first link to a fragment of the page itself gave
-    for el in root.iter("a", "area"):
+    for el in elements:
         href = el.get("href")
         if href is None:
             continue

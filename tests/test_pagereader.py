@@ -6,6 +6,8 @@ make it raise."""
 import html
 import pickle
 import random
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -251,6 +253,46 @@ def test_where_the_reader_parses_links_again():
         assert (reading.metadata, reading.problems) == (metadata, problems), name
 
 
+def test_links_of_a_body_over_max_bytes_are_scrapys():
+    """A body over max_bytes has its links read as the parser goes (no tree kept): the
+    same links as Scrapy's, nofollow pages and hostile bodies included."""
+    bodies = [(url, body) for url, body in demo_pages()]
+    bodies += [("http://example.com/", b) for b in (b"", b"   ", b"<!-- only a comment -->", b"\x00\xff<a href=x>")]
+    bodies += [("http://example.com/", b'<meta name="ROBOTS" content="nofollow"><a href="/x">x</a>')]
+    bodies += [("http://example.com/", b"<a href='/a'><span>in</span><area href='/b'>a</a><p>" * 3000)]
+    for url, body in bodies:
+        reading = read_page(body, url, HTML, max_bytes=0)
+        expected = old_links(body, url, HTML, DEFAULT_OPTIONS)
+        assert (reading.links, reading.nofollow_page, reading.invalid_links) == expected, url
+        assert "internal" not in reading.problems, url
+
+
+BIG_PAGE = """
+import resource, sys
+from crawler.pagereader import read_page
+row = '<div class="item"><p>Words of a long listing, item {i}.</p><a href="/item/{i}">item {i}</a></div>'
+body = ("<html><body>" + "".join(row.format(i=i) for i in range(60_000)) + "</body></html>").encode()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+reading = read_page(body, "http://example.com/", {"Content-Type": ["text/html"]}, max_bytes=int(sys.argv[1]))
+assert len(reading.links) == 60_000
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+
+
+def test_a_page_over_max_bytes_is_read_without_its_whole_tree():
+    """A 6 MB page: read with its links streamed, the page process grows by less than
+    half of what a tree of the whole page costs (each run in a process of its own)."""
+
+    def growth(max_bytes: int) -> int:
+        run = subprocess.run([sys.executable, "-c", BIG_PAGE, str(max_bytes)], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        return int(run.stdout)
+
+    streamed, whole = growth(2 * 2**20), growth(100 * 2**20)
+    print(f"peak growth: {streamed / 1024:.0f} MB streamed, {whole / 1024:.0f} MB with the whole tree")
+    assert streamed < whole / 2
+
+
 def test_metadata_pages():
     """A few of the metadata tests' pages: fields, canonical, structured data."""
     jsonld = '{"@context": "https://schema.org", "@type": "Product", "name": "Widget", "offers": {"price": "9.99"}}'
@@ -333,6 +375,15 @@ def test_random_hrefs_from_pages_of_one_site(hrefs, base):
         reading = read_page(body, url, {"Content-Type": ["text/html"]}, metadata=False, fingerprints=False)
         expected = old_links(body, url, {"Content-Type": ["text/html"]}, DEFAULT_OPTIONS)
         assert (reading.links, reading.nofollow_page, reading.invalid_links) == expected, url
+
+
+@settings(max_examples=100, deadline=None)
+@given(hrefs=st.lists(_HREF, min_size=1, max_size=12), nesting=st.sampled_from(["", "<div>", "<a>", "<table><tr><td>"]))
+def test_random_links_of_a_body_over_max_bytes(hrefs, nesting):
+    body = "".join(f'{nesting}<a href="{html.escape(h)}">{i}<b>{i}</b></a>' for i, h in enumerate(hrefs)).encode()
+    reading = read_page(body, "http://site.example/a/b.html", HTML, metadata=False, fingerprints=False, max_bytes=0)
+    expected = old_links(body, "http://site.example/a/b.html", HTML, DEFAULT_OPTIONS)
+    assert (reading.links, reading.nofollow_page, reading.invalid_links) == expected
 
 
 # -- hostile input --------------------------------------------------------------------
