@@ -2,7 +2,7 @@
 retried). Kept apart from the middlewares so that spiders can import them without
 importing Twisted's reactor."""
 
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import DropItem, IgnoreRequest
 
 
 class AddressRefused(IgnoreRequest):
@@ -13,6 +13,11 @@ class RobotsDisallowed(IgnoreRequest):
     """robots.txt disallows this URL for the crawler's user-agent token."""
 
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(DropItem):
     """A store (the UrlStore) could not take a page's record after its retries: the
-    page's lease is given back, so that the page is fetched and stored again later."""
+    page's lease is given back, so that the page is fetched and stored again later. A
+    pipeline raises it to drop the page: one warning line (crawler/logformatter.py), not
+    an error with a traceback, since nothing is wrong with the page or the code."""
+
+    def __init__(self, message: str):
+        super().__init__(message, log_level="WARNING")

@@ -2,6 +2,7 @@
 the pipelines, given back when the UrlStore could not take it."""
 
 import asyncio
+import logging
 
 from scrapy import Request, signals
 from scrapy.http import HtmlResponse
@@ -57,6 +58,39 @@ def test_a_page_is_acknowledged_when_its_items_are_stored():
 def test_a_page_the_store_could_not_take_gives_its_lease_back():
     failure = Failure(StoreUnavailable("UrlStore write failed"))
     assert _run([Page(url="http://a.example/")], failure) == [("not_stored", "http://a.example/")]
+
+
+def test_a_page_dropped_because_the_store_could_not_take_it_gives_its_lease_back():
+    """The UrlStore pipeline drops a page it could not store (StoreUnavailable is a DropItem)."""
+    crawler = get_crawler()
+    mw = LeaseMiddleware.from_crawler(crawler)
+    sent = []
+    crawler.signals.connect(lambda request, **kw: sent.append("not_stored"), signal=page_not_stored, weak=False)
+    crawler.signals.connect(lambda request, **kw: sent.append("handled"), signal=page_handled, weak=False)
+    request = Request("http://a.example/", meta={LEASE_META: b"1\x1f1\x1fa.example\x1fhttp://a.example/"})
+    response = HtmlResponse("http://a.example/", body=b"<html></html>", request=request)
+
+    async def output():
+        yield Page(url="http://a.example/")
+
+    async def consume():
+        return [out async for out in mw.process_spider_output(response, output())]
+
+    (item,) = asyncio.run(consume())
+    exception = StoreUnavailable("UrlStore write failed")
+    crawler.signals.send_catch_log(signals.item_dropped, item=item, response=response, spider=None, exception=exception)
+    assert sent == ["not_stored"]
+
+
+def test_a_dropped_page_is_logged_by_its_url_in_one_line():
+    from crawler.logformatter import LogFormatter
+
+    page = Page(url="http://a.example/", body=b"x" * 10_000)
+    entry = LogFormatter().dropped(page, StoreUnavailable("UrlStore write failed"), None, None)
+    assert entry["msg"] % entry["args"] == (
+        "Dropped http://a.example/, its lease given back (fetched again later): UrlStore write failed"
+    )
+    assert entry["level"] == logging.WARNING
 
 
 def test_other_item_errors_still_acknowledge():

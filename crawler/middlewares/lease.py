@@ -12,8 +12,8 @@ An item whose data is still being stored when it leaves the pipelines
 (``crawler.items.storing``: its WARC batch, then its archive pointer) counts as handled
 once that is done.
 
-A page one of whose items failed with StoreUnavailable (the UrlStore could not take it,
-or its WARC batch was not stored) is not acknowledged: ``page_not_stored`` gives its
+A page one of whose items was dropped or failed with StoreUnavailable (the UrlStore could
+not take it, or its WARC batch was not stored) is not acknowledged: ``page_not_stored`` gives its
 lease back instead, so that the page is fetched again later rather than acknowledged
 without its record.
 """
@@ -67,10 +67,13 @@ class LeaseMiddleware:
                 del self._open[lease]
                 self._ack(request, not state[2])
 
-    def _item_done(self, item, response=None, failure=None, **kwargs):
+    def _item_done(self, item, response=None, failure=None, exception=None, **kwargs):
         request = getattr(response, "request", None)
         lease = request.meta.get(LEASE_META) if request is not None else None
-        stored = failure is None or not failure.check(StoreUnavailable)
+        # dropped with StoreUnavailable (item_dropped's exception), or failed with it
+        stored = not isinstance(exception, StoreUnavailable) and (
+            failure is None or not failure.check(StoreUnavailable)
+        )
         pending = storing(item)
         if pending is not None and lease and stored:  # handled once its data is stored
             pending.addCallbacks(

@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 SCHEMA = resources.files("crawler.urlstore").joinpath("schema.sql")
 SQLITE_FILE = "urlstore.sqlite"
-OPEN_TIMEOUT = 30.0  # seconds to wait for another worker's lock (opening, writing)
+OPEN_TIMEOUT = 30.0  # seconds to wait for another worker's lock (opening; writing: URLSTORE_SQLITE_TIMEOUT)
 CACHE_KIB = 32 * 1024  # SQLite's page cache per connection (its default: 2 MiB)
 CHECKPOINT_PAGES = 10_000  # WAL pages (4 KiB) between automatic checkpoints (its default: 1,000)
 # columns schema.sql gained after its first version: added to an existing store at open
@@ -77,9 +77,12 @@ def sqlite_path(settings) -> str:
 
 
 class SqliteUrlStore(UrlStore):
-    def __init__(self, path: str, url_options: dict | None = None, inlink_buckets: int = 16):
+    def __init__(
+        self, path: str, url_options: dict | None = None, inlink_buckets: int = 16, timeout: float = OPEN_TIMEOUT
+    ):
         super().__init__(url_options, inlink_buckets)
         self.path = path
+        self.timeout = timeout  # seconds a write waits for another connection's lock before it fails
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="urlstore")
         self._db: sqlite3.Connection | None = None
         # (write, its argument, future) of the writes waiting for the next commit
@@ -92,16 +95,21 @@ class SqliteUrlStore(UrlStore):
 
     @classmethod
     def from_settings(cls, settings, url_options: dict) -> SqliteUrlStore:
-        return cls(sqlite_path(settings), url_options, settings.getint("URLSTORE_INLINK_BUCKETS"))
+        return cls(
+            sqlite_path(settings),
+            url_options,
+            settings.getint("URLSTORE_INLINK_BUCKETS"),
+            settings.getfloat("URLSTORE_SQLITE_TIMEOUT"),
+        )
 
     def _open(self) -> None:
         if self.path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         # Workers sharing one crawl directory open the file together: a change of journal
         # mode does not wait for the other's lock (SQLITE_BUSY at once), so it is retried
-        deadline = time.monotonic() + OPEN_TIMEOUT
+        deadline = time.monotonic() + max(self.timeout, OPEN_TIMEOUT)
         for attempt in itertools.count():
-            db = sqlite3.connect(self.path, timeout=OPEN_TIMEOUT)
+            db = sqlite3.connect(self.path, timeout=self.timeout)
             try:
                 self._prepare(db)
                 break
