@@ -11,8 +11,15 @@ crawl stats and logged at debug level:
 ``fetchpolicy/skipped_recent``  not fetched: fetched within FETCH_POLICY_MAX_AGE
 ``fetchpolicy/forced``          fetched whatever its age: a submission with ``--force``
                                 (``codec.FORCE_META``)
+``fetchpolicy/recrawl``         fetched whatever its age: a due URL put back by the
+                                recrawl (``codec.RECRAWL_META``; crawler/recrawl.py)
 ``fetchpolicy/lookup_failed``   the UrlStore did not answer: fetched (the policy saves
                                 work; it never loses a page)
+
+The two rules agree: the policy stops a URL found again (a link, a seed, a submission)
+from being fetched before its age; the recrawl puts a URL back when its own schedule
+says it is due (``next_fetch_at``, crawler/fetchschedule.py), which may be sooner than
+FETCH_POLICY_MAX_AGE for a page that changes often, so its requests pass.
 
 Follow-ups (a redirect's next hop, a retry) are not looked up again: their URL's fetch is
 already under way. With the archive on, a page counts as fetched only once its archive
@@ -25,12 +32,13 @@ from __future__ import annotations
 import logging
 import time
 
-from crawler.frontier.codec import FORCE_META
+from crawler.frontier.codec import FORCE_META, RECRAWL_META
 from crawler.middlewares.failures import ATTEMPT_META
 
 logger = logging.getLogger(__name__)
 
 SKIPPED, FORCED, LOOKUP_FAILED = "fetchpolicy/skipped_recent", "fetchpolicy/forced", "fetchpolicy/lookup_failed"
+RECRAWL = "fetchpolicy/recrawl"
 _FOLLOW_UP_META = ("redirect_urls", ATTEMPT_META, "backoff_retries")
 WARN_EVERY = 60.0  # seconds between two warnings about a failed lookup
 
@@ -62,6 +70,9 @@ class FetchPolicy:
             if meta.get(FORCE_META):
                 self._inc(FORCED)
                 logger.debug("Fetch policy: %s forced", request.url)
+            elif RECRAWL_META in meta:
+                self._inc(RECRAWL)
+                logger.debug("Fetch policy: %s due for a recrawl", request.url)
             elif not any(key in meta for key in _FOLLOW_UP_META):
                 asked[i] = request.url
         if not asked:

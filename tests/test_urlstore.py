@@ -190,6 +190,74 @@ def test_last_fetched_names_the_urls_fetched_with_an_answer(store):
     assert set(store.last_fetched(asked, archived=True)) == {"http://f.example/copy", "http://f.example/gone"}
 
 
+def test_the_schedule_and_validators_round_trip_and_reschedule_keeps_the_rest(store):
+    record = _fetched(
+        "http://example.com/r",
+        content_digest="sha1:abc",
+        metadata={"title": "R"},
+        archive=ArchivePointer("ab/r.warc.gz", 10, 20),
+        next_fetch_at=T + 600,
+        fetch_interval=600.0,
+        etag='"v1"',
+        last_modified="Tue, 14 Nov 2023 22:13:20 GMT",
+    )
+    store.record_fetch(record).result(timeout=30)
+    got = store.get("http://example.com/r")
+    assert got["fetch_interval"] == 600.0 and got["etag"] == '"v1"'
+    assert got["last_modified"] == "Tue, 14 Nov 2023 22:13:20 GMT"
+    # a 304: only when it was fetched, when it is due and its interval move
+    store.reschedule("http://example.com/r", T + 2000, fetched_at=T + 100, fetch_interval=840.0).result(timeout=30)
+    got = store.get("http://example.com/r")
+    assert got["fetched_at"] == pytest.approx(T + 100, abs=0.001)
+    assert got["next_fetch_at"] == pytest.approx(T + 2000, abs=0.001)
+    assert got["fetch_interval"] == 840.0
+    assert got["archive"] == {"key": "ab/r.warc.gz", "offset": 10, "length": 20}
+    assert got["metadata"] == {"title": "R"} and got["content_digest"] == "sha1:abc" and got["etag"] == '"v1"'
+    assert got["status"] == 200 and got["fate"] == "fetched"
+    # put back for a recrawl: only the due time moves
+    store.reschedule("http://example.com/r", T + 9000).result(timeout=30)
+    got = store.get("http://example.com/r")
+    assert got["next_fetch_at"] == pytest.approx(T + 9000, abs=0.001) and got["fetch_interval"] == 840.0
+    assert got["fetched_at"] == pytest.approx(T + 100, abs=0.001)
+
+
+def _all_due(store, before, limit, **kw):
+    out, cursor, pages = [], None, 0
+    while True:
+        rows, cursor = store.due(before, limit, cursor, **kw)
+        assert len(rows) <= limit
+        out += rows
+        pages += 1
+        if cursor is None:
+            return out, pages
+        assert pages < 100
+
+
+def test_due_pages_through_the_urls_due_by_a_time(store):
+    for i in range(7):
+        store.record_fetch(
+            _fetched(f"http://a.example/{i}", next_fetch_at=T + i * 10, fetch_interval=100.0, etag=f'"{i}"')
+        ).result(timeout=30)
+    store.record_fetch(_fetched("http://b.example:8080/x", next_fetch_at=T + 5)).result(timeout=30)
+    store.record_fetch(_fetched("http://a.example/never", next_fetch_at=None)).result(timeout=30)
+    rows, pages = _all_due(store, T + 45, 2)
+    assert sorted(r["url"] for r in rows) == sorted(
+        [f"http://a.example/{i}" for i in range(5)] + ["http://b.example:8080/x"]
+    )
+    assert pages >= 3  # two at a time
+    one = next(r for r in rows if r["url"] == "http://a.example/3")
+    assert one["etag"] == '"3"' and one["fetch_interval"] == 100.0
+    assert one["next_fetch_at"] == pytest.approx(T + 30, abs=0.001)
+    assert one["fetched_at"] == pytest.approx(T, abs=0.001) and one["content_digest"] is None
+    rows, _ = _all_due(store, T + 1000, 3, host="b.example:8080")
+    assert [r["url"] for r in rows] == ["http://b.example:8080/x"]
+    assert _all_due(store, T - 1, 3)[0] == []
+    # by age, due or not
+    store.record_fetch(_fetched("http://a.example/old", fetched_at=T - 5000, next_fetch_at=T + 10**6)).result(30)
+    rows, _ = _all_due(store, T, 2, fetched_before=T - 1000)
+    assert [r["url"] for r in rows] == ["http://a.example/old"]
+
+
 def test_sqlite_last_fetched_reads_beside_the_writer(tmp_path):
     # from another thread than the store's, while its writer is busy: each read sees the
     # records whose writes are done
@@ -403,9 +471,7 @@ def test_a_sqlite_store_of_an_earlier_version_gains_the_new_columns(tmp_path):
     from crawler.urlstore.sqlite import ADDED_COLUMNS, SCHEMA, SqliteUrlStore
 
     path = tmp_path / "old.sqlite"
-    old = SCHEMA.read_text()
-    for name in ADDED_COLUMNS:  # the schema as it was before those columns
-        old = "\n".join(line for line in old.splitlines() if not line.strip().startswith(name))
+    old = _schema_without(SCHEMA.read_text(), ADDED_COLUMNS)  # the schema as it was before those columns
     db = sqlite3.connect(path)
     db.executescript(old)
     db.execute("INSERT INTO urls (url, fate) VALUES ('http://example.com/old', 'fetched')")
@@ -419,6 +485,16 @@ def test_a_sqlite_store_of_an_earlier_version_gains_the_new_columns(tmp_path):
         assert store.get("http://example.com/new")["near_duplicate_of"] == "http://example.com/old"
     finally:
         store.close()
+
+
+def _schema_without(schema: str, columns) -> str:
+    """schema.sql without ``columns`` (the last column left loses its comma)."""
+    lines = [line for line in schema.splitlines() if not any(line.strip().startswith(name) for name in columns)]
+    for i, line in enumerate(lines):
+        if line.startswith(")") and "," in lines[i - 1].split("--", 1)[0]:
+            code, _, comment = lines[i - 1].partition("--")
+            lines[i - 1] = code.rstrip().rstrip(",") + (f"  --{comment}" if comment else "")
+    return "\n".join(lines)
 
 
 def _open_and_write(path: str, n: int, start, errors) -> None:
@@ -510,9 +586,7 @@ def test_workers_upgrading_one_old_sqlite_store_together_all_get_it(tmp_path):
 
     from crawler.urlstore.sqlite import ADDED_COLUMNS, SCHEMA, SqliteUrlStore
 
-    old = SCHEMA.read_text()
-    for name in ADDED_COLUMNS:  # the schema as it was before those columns
-        old = "\n".join(line for line in old.splitlines() if not line.strip().startswith(name))
+    old = _schema_without(SCHEMA.read_text(), ADDED_COLUMNS)  # the schema as it was before those columns
     ctx = multiprocessing.get_context("fork")
     for round_ in range(6):
         path = tmp_path / f"old{round_}.sqlite"
@@ -555,3 +629,46 @@ def test_sqlite_commits_the_records_that_wait_together_and_a_bad_one_fails_alone
         assert statements.count("ROLLBACK") >= 1 and statements.count("COMMIT") == 5, statements
     finally:
         store.close()
+
+
+def test_cassandra_due_is_a_bounded_token_range_scan():
+    # a stand-in session holding a urls table in token order: each call reads at most
+    # SCAN_PAGES pages of `limit` rows, and a full pass finds every due URL once
+    from collections import namedtuple
+    from datetime import UTC, datetime
+
+    from crawler.urlstore.cassandra import SCAN_PAGES, CassandraUrlStore
+
+    Row = namedtuple(
+        "Row",
+        "url token next_fetch_at fetched_at fetch_interval content_digest etag last_modified",
+    )
+    at = lambda t: datetime.fromtimestamp(t, UTC)  # noqa: E731
+    table = [
+        Row(f"http://h{i % 3}.example/{i}", -1000 + i, at(T + (i % 4) * 100), at(T - i), 60.0, None, None, None)
+        for i in range(40)
+    ]
+
+    class Session(_Session):
+        scans = 0
+
+        def execute(self, stmt, params):
+            assert "token(url) > ?" in stmt.cql and "ALLOW FILTERING" not in stmt.cql
+            Session.scans += 1
+            token, limit = params
+            return [r for r in table if r.token > token][:limit]
+
+    store = CassandraUrlStore(Session(), "ks")
+    rows, cursor, calls = [], None, 0
+    while True:
+        got, cursor = store.due(T + 150, 5, cursor)
+        calls += 1
+        rows += got
+        assert Session.scans <= calls * SCAN_PAGES
+        if cursor is None:
+            break
+    expected = [r.url for r in table if r.next_fetch_at <= at(T + 150)]
+    assert [r["url"] for r in rows] == expected and len(expected) == 20
+    assert rows[0]["fetched_at"] == pytest.approx(T) and rows[0]["fetch_interval"] == 60.0
+    got, _ = store.due(T + 1000, 100, host="h1.example")
+    assert {r["url"] for r in got} == {r.url for r in table if r.url.startswith("http://h1.example/")}

@@ -4,12 +4,18 @@ Most requests of a broad crawl are plain: GET, no body, the spider's default cal
 and errback, and nothing in ``meta`` but the depth. They are stored compactly as
 ``url`` or ``url \\x1f depth \\x1f referer`` (a few dozen bytes), and a forced request
 (``FORCE_META``: a submission's ``--force``, which passes URL-seen and the fetch policy)
-as ``url \\x1f depth \\x1f referer \\x1f F``. Any other request is stored whole: ``P``
+as ``url \\x1f depth \\x1f referer \\x1f F``, and a recrawl (``RECRAWL_META``: a due URL put
+back by crawler/recrawl.py, past URL-seen and the fetch policy, with what its schedule and
+its conditional request need) as ``url \\x1f depth \\x1f referer \\x1f R \\x1f {json}``: the
+request is rebuilt with If-None-Match / If-Modified-Since from the stored ETag and
+Last-Modified. Any other request is stored whole: ``P``
 followed by ``Request.to_dict()`` pickled with scrapy-redis's picklecompat (what
 scrapy-redis stores for every request).
 """
 
 from __future__ import annotations
+
+import json
 
 from scrapy import Request
 from scrapy.utils.request import request_from_dict
@@ -20,7 +26,10 @@ LEASE_META = "frontier_lease"
 NOT_BEFORE_META = "frontier_not_before"  # ms: a follow-up waits until then (a URL's retry)
 DUE_META = "frontier_due"  # ms: when a leased request's host is due (it may not leave before)
 FORCE_META = "force_fetch"  # fetched whatever URL-seen and the fetch policy say (scrapy submit --force)
-_PLAIN_META = {"depth", LEASE_META, DUE_META, FORCE_META}
+# a recrawl: {"interval", "digest", "etag", "last_modified", "fetched_at"} of the stored record
+RECRAWL_META = "recrawl"
+_PLAIN_META = {"depth", LEASE_META, DUE_META, FORCE_META, RECRAWL_META}
+_CONDITIONAL = {b"If-None-Match", b"If-Modified-Since"}
 
 
 def _default_errback(spider):
@@ -36,10 +45,10 @@ def _is_plain(request: Request, spider) -> bool:
         and not request.cookies
         and not request.cb_kwargs
         and not request.flags
-        and request.dont_filter == bool(request.meta.get(FORCE_META))
+        and request.dont_filter == bool(request.meta.get(FORCE_META) or RECRAWL_META in request.meta)
         and request.encoding == "utf-8"
         and set(request.meta) <= _PLAIN_META
-        and set(request.headers) <= {b"Referer"}
+        and set(request.headers) <= ({b"Referer"} | (_CONDITIONAL if RECRAWL_META in request.meta else set()))
         and not request.url.startswith("P")
     )
 
@@ -49,9 +58,14 @@ def encode(request: Request, spider) -> bytes:
         depth = request.meta.get("depth", 0)
         referer = request.headers.get(b"Referer")
         forced = bool(request.meta.get(FORCE_META))
-        if not depth and not referer and not forced:
+        recrawl = request.meta.get(RECRAWL_META)
+        if not depth and not referer and not forced and recrawl is None:
             return request.url.encode()
-        fields = [request.url, str(depth), (referer or b"").decode("latin-1")] + (["F"] if forced else [])
+        fields = [request.url, str(depth), (referer or b"").decode("latin-1")]
+        if recrawl is not None:
+            fields += ["R", json.dumps(recrawl, separators=(",", ":"))]
+        elif forced:
+            fields.append("F")
         return SEP.join(fields).encode()
     data = request.to_dict(spider=spider)
     data["meta"] = {k: v for k, v in data["meta"].items() if k not in (LEASE_META, NOT_BEFORE_META, DUE_META)}
@@ -67,12 +81,28 @@ def decode(payload: bytes, spider) -> Request:
     if rest:
         depth, _, referer = rest.partition(SEP)
         referer, _, flags = referer.partition(SEP)
+        flags, _, data = flags.partition(SEP)
         meta["depth"] = int(depth)
         if referer:
             headers["Referer"] = referer
         if flags == "F":
             meta[FORCE_META] = forced = True
+        elif flags == "R":
+            meta[RECRAWL_META] = info = json.loads(data)
+            headers.update(conditional_headers(info))
+            forced = True
     return Request(url, meta=meta, headers=headers, errback=_default_errback(spider), dont_filter=forced)
+
+
+def conditional_headers(info: dict) -> dict[str, str]:
+    """If-None-Match and If-Modified-Since of a recrawl, from the stored ETag and
+    Last-Modified (either may be missing)."""
+    out = {}
+    if info.get("etag"):
+        out["If-None-Match"] = info["etag"]
+    if info.get("last_modified"):
+        out["If-Modified-Since"] = info["last_modified"]
+    return out
 
 
 def encode_link(url: str, depth: int, referer: str) -> bytes:
@@ -82,6 +112,12 @@ def encode_link(url: str, depth: int, referer: str) -> bytes:
     if not url.startswith("http"):
         raise ValueError(f"not a normalized http(s) URL: {url!r}")
     return SEP.join((url, str(depth), referer)).encode()
+
+
+def encode_recrawl(url: str, info: dict) -> bytes:
+    """The payload of a due URL put back for a recrawl (``info``: RECRAWL_META's fields):
+    what ``encode`` gives for ``decode``'s request."""
+    return SEP.join((url, "0", "", "R", json.dumps(info, separators=(",", ":")))).encode()
 
 
 def encode_url(url: str, force: bool = False) -> bytes:

@@ -49,6 +49,9 @@ key                         type    contents
                                     shard only (crawler/frontier/submit.py)
 ``submitted``               string  URLs submissions added, a counter: a worker that
                                     sees it move looks for due hosts at once
+``recrawl:lock``            string  the worker putting due URLs back (crawler/recrawl.py):
+                                    its id, SET NX with an expiry, so that one worker
+                                    at a time does a round; sharded: on the first shard
 ``acked:recent``            hash    second (mod 64) -> ``<second>:<pages>``: leases
                                     acknowledged in that second (ACK, POP); the last
                                     minute's pages are the fields of the last 60
@@ -101,6 +104,7 @@ NAMES = {
     "workers": "workers",
     "submit": "submit",
     "submitted": "submitted",
+    "recrawl_lock": "recrawl:lock",
     "acked_recent": "acked:recent",
     "content_digests": "cdigest",
     "near_seq": "ndseq",

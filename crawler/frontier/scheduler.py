@@ -56,6 +56,9 @@ head of their hosts' queues), and reads the ``submitted`` counter, in one round 
 the counter moved (``scrapy submit`` added URLs) or it put some itself, it looks for due
 hosts at once instead of at its next idle poll.
 
+The recrawl (crawler/recrawl.py), when RECRAWL_CHECK_INTERVAL is set: every so often the
+worker holding the crawl's recrawl lock puts the URLs the UrlStore says are due back.
+
 The fetch policy (crawler/fetchpolicy.py): the requests of each pop are looked up in the
 UrlStore at once (one batch read); those fetched within FETCH_POLICY_MAX_AGE are not handed
 to the engine, and their leases are acknowledged.
@@ -114,6 +117,7 @@ class FrontierScheduler:
         self.submit_interval = s.getfloat("FRONTIER_SUBMIT_INTERVAL")
         self.submit_batch = s.getint("FRONTIER_SUBMIT_BATCH")
         self.policy: FetchPolicy | None = None  # the fetch policy (from_crawler), None when off
+        self.recrawl = None  # due URLs put back every RECRAWL_CHECK_INTERVAL (crawler/recrawl.py), None when off
         self.lease_max_hold = s.getfloat("FRONTIER_LEASE_MAX_HOLD")
         self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
         self.idle_seconds = s.getfloat("FRONTIER_IDLE_SECONDS")
@@ -156,6 +160,12 @@ class FrontierScheduler:
     def from_crawler(cls, crawler):
         scheduler = cls(crawler, crawler_frontier(crawler))
         scheduler.policy = FetchPolicy.from_crawler(crawler)
+        s = crawler.settings
+        if s.getfloat("RECRAWL_CHECK_INTERVAL") > 0 and s.getbool("URLSTORE_ENABLED"):
+            from crawler.recrawl import RecrawlTimer
+            from crawler.urlstore.store import crawler_urlstore
+
+            scheduler.recrawl = RecrawlTimer(crawler, crawler_urlstore(crawler), scheduler.frontier)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.ack, signal=page_handled)
         crawler.signals.connect(scheduler.give_back, signal=page_not_stored)
@@ -185,6 +195,8 @@ class FrontierScheduler:
         self._renewer.start(max(self.frontier.lease_ms / 3000, 0.05), now=False)
         if self.submit_interval > 0:
             self._submissions.start(self.submit_interval, now=False)
+        if self.recrawl is not None:
+            self.recrawl.start()
         try:
             self._epoch = self.frontier.epoch(create=True)
             stats = self.frontier.stats()
@@ -207,6 +219,8 @@ class FrontierScheduler:
         for loop in (self._renewer, self._submissions):
             if loop.running:
                 loop.stop()
+        if self.recrawl is not None:
+            self.recrawl.stop()
         for call in (self._wakeup, self._retry_call, self._ack_call, self._push_call, self._land_call):
             if call is not None and call.active():
                 call.cancel()

@@ -16,7 +16,8 @@ are trimmed to their last complete record and stored when a worker of the crawl 
 
 Storage errors are retried with back-off (storage.py) while the pages wait; nothing is
 lost (each retry is counted: ``archive/retries``). A page without a response (a failed
-fetch) or an exact duplicate of a page seen before is not archived.
+fetch), a 304 Not Modified (a recrawl's page unchanged: its earlier record stands) or an
+exact duplicate of a page seen before is not archived.
 
 A batch is also stored at once when no more pages are coming soon
 (``frontier_waiting``: a small crawl does not wait ARCHIVE_MAX_SECONDS for its last
@@ -199,8 +200,9 @@ class ArchivePipeline:
     # -- pages -------------------------------------------------------------------------
 
     async def process_item(self, item, spider=None):
-        if item.get("status") is None or not isinstance(item.get("status"), int) or item.get("duplicate_of"):
-            return item
+        status = item.get("status")
+        if status is None or not isinstance(status, int) or status == 304 or item.get("duplicate_of"):
+            return item  # no answer, nothing new (a 304: the page archived before stands), or a copy
         if self.batch is None:
             self._open_batch()
         batch = self.batch

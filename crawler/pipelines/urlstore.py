@@ -9,16 +9,31 @@ is readable at once; a page whose WARC record is still waiting for its batch
 (``crawler.items.storing``) is written without its archive pointer, which is added once
 the batch is stored (data before metadata): the page's lease waits for that too.
 
-Each record says when the URL is due again (``next_fetch_at``): RECRAWL_INTERVAL after
-an answer (2xx-4xx, duplicates too), RECRAWL_RETRY_INTERVAL after a failure (5xx, DNS,
-timeout, connection, robots-disallowed), never for an address the network guard
-refused. A recrawl policy reads it back with ``UrlStore.fetch_status``.
+Each record says when the URL is due again (``next_fetch_at``) and the interval it was
+given (``fetch_interval``), by the adaptive schedule (crawler/fetchschedule.py): a page
+whose content digest changed since its last fetch comes back sooner, one that did not
+later, within RECRAWL_MIN_INTERVAL..RECRAWL_MAX_INTERVAL; a first fetch after
+RECRAWL_INTERVAL (or its sitemap's changefreq); 404/410 after RECRAWL_GONE_INTERVAL, a
+redirect after RECRAWL_REDIRECT_INTERVAL, a failure (5xx, DNS, timeout, connection,
+robots-disallowed) after RECRAWL_RETRY_INTERVAL; never for an address the network guard
+refused (RECRAWL_INTERVAL 0: no due time after an answer). What the schedule compares
+with (the previous interval, digest and fetch time) comes with a recrawl's request
+(``codec.RECRAWL_META``, put by crawler/recrawl.py); the answer's ETag and Last-Modified
+are kept for the next conditional request.
+
+A 304 Not Modified to a recrawl's conditional request keeps the stored record as it is
+(page, metadata, archive pointer): only fetched_at, next_fetch_at and fetch_interval are
+written (``UrlStore.reschedule``), counted ``recrawl/not_modified`` (the archive pipeline
+does not archive a 304). A recrawl whose page came back counts ``recrawl/changed`` or
+``recrawl/unchanged`` by its digest.
 """
 
 from __future__ import annotations
 
+import email.utils
 import logging
 import time
+from datetime import UTC, datetime
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
@@ -27,6 +42,7 @@ from twisted.internet import task
 from twisted.internet.defer import Deferred
 
 from crawler.exceptions import StoreUnavailable
+from crawler.fetchschedule import Bounds, Schedule, outcome, schedule
 from crawler.items import Page, storing
 from crawler.urlstore.store import ArchivePointer, FetchRecord, crawler_urlstore
 
@@ -68,9 +84,85 @@ def page_fate(page) -> str:
     return _FATES.get((page.get("error") or "").split(":", 1)[0].strip(), "error")
 
 
-def fetch_record(page, recrawl: float = 0, retry: float = 0) -> FetchRecord:
-    """The UrlStore record of a Page item; its next fetch is due ``recrawl`` seconds after
-    an answer, ``retry`` seconds after a failure (0: no due time)."""
+def _header(headers: dict, name: str) -> str | None:
+    for key, values in (headers or {}).items():
+        if key.lower() == name.lower() and values:
+            return values[0] if isinstance(values, list) else values
+    return None
+
+
+def _http_date(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def _w3c_date(value: str | None) -> float | None:
+    """A sitemap lastmod (W3C datetime: a date, or a date and time with its zone)."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def changed(page) -> bool | None:
+    """Whether a recrawled page changed since its last fetch: False for a 304, else its
+    content digest against the one its recrawl carried (None: nothing to compare)."""
+    if page.get("status") == 304:
+        return False
+    before = (page.get("recrawl") or {}).get("digest")
+    now = page.get("content_digest")
+    return None if not before or not now else before != now
+
+
+def page_schedule(page, bounds: Bounds) -> Schedule:
+    """The next fetch of a Page by the adaptive schedule."""
+    status = page.get("status")
+    status = status if isinstance(status, int) and not isinstance(status, bool) else None
+    info = page.get("recrawl") or {}
+    hints = page.get("sitemap") or {}
+    headers = page.get("headers") or {}
+    modified = _http_date(_header(headers, "Last-Modified") or info.get("last_modified"))
+    if modified is None:
+        modified = _w3c_date(hints.get("lastmod"))
+    return schedule(
+        page.get("fetched_at"),
+        bounds,
+        kind=outcome(status, redirected=bool(page.get("redirect_chain"))),
+        previous=info.get("interval"),
+        changed=changed(page),
+        modified_at=modified,
+        changefreq=hints.get("changefreq"),
+        previous_fetch=info.get("fetched_at"),
+    )
+
+
+def schedule_bounds(settings) -> Bounds:
+    """The adaptive schedule's settings (RECRAWL_*)."""
+    return Bounds(
+        initial=settings.getfloat("RECRAWL_INTERVAL"),
+        minimum=settings.getfloat("RECRAWL_MIN_INTERVAL"),
+        maximum=settings.getfloat("RECRAWL_MAX_INTERVAL"),
+        error=settings.getfloat("RECRAWL_RETRY_INTERVAL"),
+        gone=settings.getfloat("RECRAWL_GONE_INTERVAL"),
+        redirect=settings.getfloat("RECRAWL_REDIRECT_INTERVAL"),
+        inc_rate=settings.getfloat("RECRAWL_INC_RATE"),
+        dec_rate=settings.getfloat("RECRAWL_DEC_RATE"),
+        sync_delta_rate=settings.getfloat("RECRAWL_SYNC_DELTA_RATE"),
+    )
+
+
+def fetch_record(page, recrawl: float = 0, retry: float = 0, bounds: Bounds | None = None) -> FetchRecord:
+    """The UrlStore record of a Page item; its next fetch is due by the adaptive schedule
+    of ``bounds`` when given (and the page answered or failed; never when refused), else
+    ``recrawl`` seconds after an answer, ``retry`` seconds after a failure (0: no due
+    time)."""
     status = page.get("status")
     error = page.get("error")
     fate = page_fate(page)
@@ -80,6 +172,11 @@ def fetch_record(page, recrawl: float = 0, retry: float = 0) -> FetchRecord:
     answered = isinstance(status, int) and status < 500
     after = 0 if fate == "refused" else recrawl if answered else retry
     fetched_at = page.get("fetched_at")
+    next_fetch_at = fetched_at + after if after and fetched_at is not None else None
+    interval = None
+    if bounds is not None and after and fetched_at is not None:
+        next_fetch_at, interval = page_schedule(page, bounds)[::-1]
+    headers = page.get("headers") or {}
     return FetchRecord(
         url=page["url"],
         fate=fate,
@@ -96,7 +193,10 @@ def fetch_record(page, recrawl: float = 0, retry: float = 0) -> FetchRecord:
         metadata=dict(page.get("metadata") or {}),
         archive=ArchivePointer(archive["key"], archive["offset"], archive["length"]) if archive else None,
         outlinks=list(page.get("outlinks") or []),
-        next_fetch_at=fetched_at + after if after and fetched_at is not None else None,
+        next_fetch_at=next_fetch_at,
+        fetch_interval=interval,
+        etag=_header(headers, "ETag"),
+        last_modified=_header(headers, "Last-Modified"),
     )
 
 
@@ -106,6 +206,7 @@ class UrlStorePipeline:
         self.store = store
         self.recrawl = crawler.settings.getfloat("RECRAWL_INTERVAL")
         self.retry = crawler.settings.getfloat("RECRAWL_RETRY_INTERVAL")
+        self.bounds = schedule_bounds(crawler.settings)
         self.stop_timeout = crawler.settings.getfloat("WORKER_STOP_TIMEOUT")
         self._pointers: set[Deferred] = set()  # pages whose archive pointer is not written yet
 
@@ -133,7 +234,13 @@ class UrlStorePipeline:
     async def process_item(self, item, spider=None):
         if not isinstance(item, Page):
             return item
-        record = fetch_record(item, self.recrawl, self.retry)
+        if item.get("recrawl") is not None:
+            if item.get("status") == 304 and self.recrawl > 0:
+                return await self._not_modified(item)
+            verdict = changed(item)
+            if verdict is not None:
+                self.stats.inc_value("recrawl/changed" if verdict else "recrawl/unchanged")
+        record = fetch_record(item, self.recrawl, self.retry, self.bounds)
         archived = storing(item)  # its batch not stored yet: the record goes without its pointer
         pointer = record.archive if archived is not None else None
         if pointer is not None:
@@ -148,6 +255,19 @@ class UrlStorePipeline:
             self._pointers.add(archived)
             archived.addCallback(self._set_archive, record.url, pointer)
             archived.addBoth(self._pointer_done, archived)
+        return item
+
+    async def _not_modified(self, item):
+        """A 304 to a recrawl: the stored record stays; only its schedule moves."""
+        due = page_schedule(item, self.bounds)
+        try:
+            await maybe_deferred_to_future(
+                _deferred(self.store.reschedule(item["url"], due.due, item["fetched_at"], due.interval))
+            )
+        except Exception as exc:
+            self.stats.inc_value("urlstore/failed")
+            raise StoreUnavailable(f"UrlStore write of {item['url']} failed: {type(exc).__name__}: {exc}") from exc
+        self.stats.inc_value("recrawl/not_modified")
         return item
 
     def _pointer_done(self, result, archived: Deferred):

@@ -23,7 +23,12 @@ Text that is not HTML (XML, plain text) has its links read by Scrapy's link extr
 
 Sitemaps (``parse_sitemap``; the robots middleware queues the ``Sitemap:`` URLs of
 robots.txt): a sitemap index queues its sitemaps, a sitemap its page URLs (in scope, at
-most SITEMAP_MAX_URLS each); gzipped sitemaps are read too. A sitemap is not a Page.
+most SITEMAP_MAX_URLS each, with their ``changefreq`` and ``lastmod`` for the page's
+recrawl schedule); gzipped sitemaps are read too. A sitemap is not a Page.
+
+A recrawl (a due URL put back, ``codec.RECRAWL_META``) is sent with If-None-Match /
+If-Modified-Since; its Page carries the stored state (``recrawl``) and a 304 answer is a
+Page like any other, which the UrlStore pipeline records as unchanged.
 
 A URL robots.txt disallows becomes a Page with status "robots_disallowed".
 """
@@ -47,6 +52,7 @@ from scrapy.utils.sitemap import Sitemap
 from twisted.internet import threads
 
 from crawler.exceptions import RobotsDisallowed
+from crawler.frontier.codec import RECRAWL_META
 from crawler.items import Page
 from crawler.metadata import is_html
 from crawler.pagereader import STAGES, Reading, read_page
@@ -56,6 +62,7 @@ from crawler.urls import InvalidURL, normalize_url, url_host, url_options
 logger = logging.getLogger(__name__)
 
 SEEDS_FAILED = "seeds_failed"  # close reason: the seeds could not all be added
+SITEMAP_HINTS_META = "sitemap_hints"  # {"changefreq", "lastmod"} of a URL listed in a sitemap
 
 
 def split_arg(value) -> list[str]:
@@ -257,7 +264,9 @@ class BroadSpider(scrapy.Spider):
                 yield scrapy.Request(url, callback=self.parse_sitemap, errback=self.errback, meta={"sitemap": True})
             elif self.in_scope(url):
                 self.crawler.stats.inc_value("sitemap/urls")
-                yield scrapy.Request(url, errback=self.errback)
+                hints = {k: str(entry[k]).strip() for k in ("changefreq", "lastmod") if entry.get(k)}
+                # the hints reach the page's schedule (crawler/fetchschedule.py) through its Page
+                yield scrapy.Request(url, errback=self.errback, meta={SITEMAP_HINTS_META: hints} if hints else {})
 
     def _page(self, request, response) -> Page:
         meta = request.meta
@@ -278,6 +287,10 @@ class BroadSpider(scrapy.Spider):
             method=request.method,
             request_headers=_headers(request.headers),
         )
+        if RECRAWL_META in meta:
+            page["recrawl"] = meta[RECRAWL_META]
+        if meta.get(SITEMAP_HINTS_META):
+            page["sitemap"] = meta[SITEMAP_HINTS_META]
         if response is not None:
             page["headers"] = _headers(response.headers)
             page["body"] = response.body

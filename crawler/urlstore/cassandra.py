@@ -33,27 +33,42 @@ from crawler.urlstore.store import (
     inlink_bucket,
     signed64,
     unsigned64,
+    url_in_host,
 )
 
 logger = logging.getLogger(__name__)
 
 SCHEMA = resources.files("crawler.urlstore").joinpath("schema.cql")
 # columns schema.cql gained after its first version: added to an existing table at start
-ADDED_COLUMNS = {"near_duplicate_of": "text", "resemblance": "float"}
+ADDED_COLUMNS = {
+    "near_duplicate_of": "text",
+    "resemblance": "float",
+    "fetch_interval": "double",
+    "etag": "text",
+    "last_modified": "text",
+}
+SCAN_PAGES = 4  # pages of ``limit`` rows one ``due`` call reads at most (a token-range scan)
 
 _ROW = (
     "UPDATE {ks}.urls SET canonical_url = ?, near_duplicate_of = ?, resemblance = ?, status = ?, fate = ?, fetched_at = ?, error = ?, "
     "next_fetch_at = ?, final_url = ?, redirect_chain = ?, content_digest = ?, simhash = ?, "
-    "metadata = metadata + ?, archive_key = ?, archive_offset = ?, archive_length = ?, outlinks = ? "
-    "WHERE url = ?"
+    "metadata = metadata + ?, archive_key = ?, archive_offset = ?, archive_length = ?, outlinks = ?, "
+    "fetch_interval = ?, etag = ?, last_modified = ? WHERE url = ?"
 )
+_RESCHEDULE = "UPDATE {ks}.urls SET next_fetch_at = ? WHERE url = ?"
+_RESCHEDULE_FETCH = "UPDATE {ks}.urls SET next_fetch_at = ?, fetched_at = ?, fetch_interval = ? WHERE url = ?"
+_SCAN = (
+    "SELECT url, token(url), next_fetch_at, fetched_at, fetch_interval, content_digest, etag, last_modified "
+    "FROM {ks}.urls WHERE token(url) > ? LIMIT ?"
+)
+MIN_TOKEN = -(2**63)  # Murmur3Partitioner's smallest token
 _METADATA = "UPDATE {ks}.urls SET metadata = metadata + ? WHERE url = ?"
 _ARCHIVE = "UPDATE {ks}.urls SET archive_key = ?, archive_offset = ?, archive_length = ? WHERE url = ?"
 _INLINK = "INSERT INTO {ks}.inlinks (target_url, bucket, source_url, anchor_text, nofollow) VALUES (?, ?, ?, ?, ?)"
 _SELECT = (
     "SELECT url, canonical_url, near_duplicate_of, resemblance, status, fate, fetched_at, error, next_fetch_at, final_url, redirect_chain, "
-    "content_digest, simhash, metadata, archive_key, archive_offset, archive_length, outlinks "
-    "FROM {ks}.urls WHERE url = ?"
+    "content_digest, simhash, metadata, archive_key, archive_offset, archive_length, outlinks, fetch_interval, "
+    "etag, last_modified FROM {ks}.urls WHERE url = ?"
 )
 _FETCHED = "SELECT url, fate, status, fetched_at, archive_key FROM {ks}.urls WHERE url = ?"
 _INLINKS = "SELECT source_url, anchor_text, nofollow FROM {ks}.inlinks WHERE target_url = ? AND bucket = ? LIMIT ?"
@@ -148,6 +163,9 @@ class CassandraUrlStore(UrlStore):
         self._select_stmt = prepare(_SELECT, read)
         self._inlinks_stmt = prepare(_INLINKS, read)
         self._fetched_stmt = prepare(_FETCHED, read)
+        self._reschedule_stmt = prepare(_RESCHEDULE, write)
+        self._reschedule_fetch_stmt = prepare(_RESCHEDULE_FETCH, write)
+        self._scan_stmt = prepare(_SCAN, read)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._waiting: deque = deque()
@@ -210,6 +228,9 @@ class CassandraUrlStore(UrlStore):
             archive.offset if archive.key else None,
             archive.length if archive.key else None,
             [(link["url"], link.get("text", ""), bool(link.get("nofollow"))) for link in r.outlinks],
+            r.fetch_interval,
+            r.etag,
+            r.last_modified,
             url,
         )
         bucket = inlink_bucket(url, self.inlink_buckets)
@@ -221,6 +242,16 @@ class CassandraUrlStore(UrlStore):
 
     def update_metadata(self, url: str, fields: dict[str, str]) -> Future:
         return self._submit(self._metadata_stmt, (dict(fields), self.normalize(url)))
+
+    def reschedule(
+        self, url: str, next_fetch_at: float, fetched_at: float | None = None, fetch_interval: float | None = None
+    ) -> Future:
+        url = self.normalize(url)
+        if fetched_at is None and fetch_interval is None:
+            return self._submit(self._reschedule_stmt, (_time(next_fetch_at), url))
+        if fetched_at is None or fetch_interval is None:
+            raise ValueError("Cassandra reschedule: fetched_at and fetch_interval go together")
+        return self._submit(self._reschedule_fetch_stmt, (_time(next_fetch_at), _time(fetched_at), fetch_interval, url))
 
     def set_archive(self, url: str, archive: ArchivePointer) -> Future:
         return self._submit(self._archive_stmt, (archive.key, archive.offset, archive.length, self.normalize(url)))
@@ -327,7 +358,53 @@ class CassandraUrlStore(UrlStore):
                 else None
             ),
             "outlinks": [{"url": u, "text": t, "nofollow": bool(n)} for u, t, n in row.outlinks or []],
+            "fetch_interval": row.fetch_interval,
+            "etag": row.etag,
+            "last_modified": row.last_modified,
         }
+
+    def due(
+        self,
+        before: float,
+        limit: int = 1000,
+        after: tuple | None = None,
+        host: str | None = None,
+        fetched_before: float | None = None,
+    ) -> tuple[list[dict], tuple | None]:
+        """A bounded token-range scan of the urls table (no index on next_fetch_at): at most
+        SCAN_PAGES pages of ``limit`` rows per call, filtered here; a page may come back
+        empty with a cursor (more to scan). Every due URL is found once per full pass, at
+        the cost of reading the whole table over the pass."""
+        token = after[0] if after else MIN_TOKEN
+        out: list[dict] = []
+        for _ in range(SCAN_PAGES):
+            rows = list(self.session.execute(self._scan_stmt, (token, limit)))
+            for row in rows:
+                token = row[1]
+                next_at, fetched = _seconds(row.next_fetch_at), _seconds(row.fetched_at)
+                if fetched_before is None:
+                    if next_at is None or next_at > before:
+                        continue
+                elif fetched is None or fetched > fetched_before:
+                    continue
+                if host and not url_in_host(row.url, host):
+                    continue
+                out.append(
+                    {
+                        "url": row.url,
+                        "next_fetch_at": next_at,
+                        "fetched_at": fetched,
+                        "fetch_interval": row.fetch_interval,
+                        "content_digest": row.content_digest,
+                        "etag": row.etag,
+                        "last_modified": row.last_modified,
+                    }
+                )
+            if len(rows) < limit:
+                return out, None
+            if len(out) >= limit:
+                break
+        return out, (token,)
 
     def last_fetched(self, urls: list[str], archived: bool = False) -> dict[str, float]:
         """One prepared statement per URL, all sent at once (a partition each), then

@@ -17,8 +17,13 @@ CREATE TABLE IF NOT EXISTS urls (
     archive_key    TEXT,               -- WARC object holding the raw page
     archive_offset INTEGER,
     archive_length INTEGER,
-    outlinks       TEXT                -- JSON list of {"url", "text", "nofollow"}
+    outlinks       TEXT,               -- JSON list of {"url", "text", "nofollow"}
+    fetch_interval REAL,               -- seconds: the adaptive schedule's interval (crawler/fetchschedule.py)
+    etag           TEXT,               -- the answer's ETag: a refetch sends If-None-Match
+    last_modified  TEXT                -- the answer's Last-Modified: a refetch sends If-Modified-Since
 );
+-- the due query (UrlStore.due): URLs by next fetch time
+CREATE INDEX IF NOT EXISTS urls_next_fetch_at ON urls (next_fetch_at);
 CREATE TABLE IF NOT EXISTS inlinks (
     target_url  TEXT NOT NULL,
     bucket      INTEGER NOT NULL,      -- crc32(source_url) % URLSTORE_INLINK_BUCKETS

@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 
 from crawler.urlstore.store import (
+    DUE_FIELDS,
     ArchivePointer,
     FetchRecord,
     UrlStore,
@@ -38,13 +39,19 @@ OPEN_TIMEOUT = 30.0  # seconds to wait for another worker's lock (opening; writi
 CACHE_KIB = 32 * 1024  # SQLite's page cache per connection (its default: 2 MiB)
 CHECKPOINT_PAGES = 10_000  # WAL pages (4 KiB) between automatic checkpoints (its default: 1,000)
 # columns schema.sql gained after its first version: added to an existing store at open
-ADDED_COLUMNS = {"near_duplicate_of": "TEXT", "resemblance": "REAL"}
+ADDED_COLUMNS = {
+    "near_duplicate_of": "TEXT",
+    "resemblance": "REAL",
+    "fetch_interval": "REAL",
+    "etag": "TEXT",
+    "last_modified": "TEXT",
+}
 
 _UPSERT = """
 INSERT INTO urls (url, canonical_url, near_duplicate_of, resemblance, status, fate, fetched_at, error,
                   next_fetch_at, final_url, redirect_chain, content_digest, simhash, metadata, archive_key,
-                  archive_offset, archive_length, outlinks)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                  archive_offset, archive_length, outlinks, fetch_interval, etag, last_modified)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (url) DO UPDATE SET
     canonical_url = excluded.canonical_url, near_duplicate_of = excluded.near_duplicate_of,
     resemblance = excluded.resemblance, status = excluded.status, fate = excluded.fate,
@@ -53,7 +60,8 @@ ON CONFLICT (url) DO UPDATE SET
     content_digest = excluded.content_digest, simhash = excluded.simhash,
     metadata = json_patch(urls.metadata, excluded.metadata),
     archive_key = excluded.archive_key, archive_offset = excluded.archive_offset,
-    archive_length = excluded.archive_length, outlinks = excluded.outlinks
+    archive_length = excluded.archive_length, outlinks = excluded.outlinks,
+    fetch_interval = excluded.fetch_interval, etag = excluded.etag, last_modified = excluded.last_modified
 """
 _METADATA = """
 INSERT INTO urls (url, metadata) VALUES (?, ?)
@@ -65,8 +73,14 @@ INSERT OR REPLACE INTO inlinks (target_url, bucket, source_url, anchor_text, nof
 """
 _COLUMNS = (
     "url, canonical_url, near_duplicate_of, resemblance, status, fate, fetched_at, error, next_fetch_at, final_url, redirect_chain, "
-    "content_digest, simhash, metadata, archive_key, archive_offset, archive_length, outlinks"
+    "content_digest, simhash, metadata, archive_key, archive_offset, archive_length, outlinks, fetch_interval, "
+    "etag, last_modified"
 )
+_RESCHEDULE = """
+UPDATE urls SET next_fetch_at = ?, fetched_at = coalesce(?, fetched_at), fetch_interval = coalesce(?, fetch_interval)
+WHERE url = ?
+"""
+_DUE = ", ".join(DUE_FIELDS)
 
 
 def sqlite_path(settings) -> str:
@@ -211,6 +225,9 @@ class SqliteUrlStore(UrlStore):
             archive.offset if archive.key else None,
             archive.length if archive.key else None,
             json.dumps(r.outlinks),
+            r.fetch_interval,
+            r.etag,
+            r.last_modified,
         )
         links = [
             (link["url"], self._bucket(url), url, link.get("text", ""), int(bool(link.get("nofollow"))))
@@ -219,6 +236,15 @@ class SqliteUrlStore(UrlStore):
         self._db.execute(_UPSERT, row)
         if links:
             self._db.executemany(_INLINK, links)
+
+    def reschedule(
+        self, url: str, next_fetch_at: float, fetched_at: float | None = None, fetch_interval: float | None = None
+    ) -> Future:
+        return self._grouped(self._write_schedule, (self.normalize(url), next_fetch_at, fetched_at, fetch_interval))
+
+    def _write_schedule(self, args: tuple) -> None:
+        url, next_fetch_at, fetched_at, fetch_interval = args
+        self._db.execute(_RESCHEDULE, (next_fetch_at, fetched_at, fetch_interval, url))
 
     def update_metadata(self, url: str, fields: dict[str, str]) -> Future:
         return self._run(self._update_metadata, self.normalize(url), json.dumps(fields))
@@ -248,6 +274,43 @@ class SqliteUrlStore(UrlStore):
         offset, length = record.pop("archive_offset"), record.pop("archive_length")
         record["archive"] = {"key": key, "offset": offset, "length": length} if key else None
         return record
+
+    def due(
+        self,
+        before: float,
+        limit: int = 1000,
+        after: tuple | None = None,
+        host: str | None = None,
+        fetched_before: float | None = None,
+    ) -> tuple[list[dict], tuple | None]:
+        """By next_fetch_at through its index (urls_next_fetch_at), or with
+        ``fetched_before`` by URL; ``host`` narrows the query by URL prefix."""
+        where, args = [], []
+        if fetched_before is None:
+            where.append("next_fetch_at <= ?")
+            args.append(before)
+            if after is not None:
+                where.append("(next_fetch_at > ? OR (next_fetch_at = ? AND url > ?))")
+                args += [after[0], after[0], after[1]]
+            order = "next_fetch_at, url"
+        else:
+            where.append("fetched_at <= ?")
+            args.append(fetched_before)
+            if after is not None:
+                where.append("url > ?")
+                args.append(after[-1])
+            order = "url"
+        if host:
+            escaped = host.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            where.append("(url LIKE ? ESCAPE '\\' OR url LIKE ? ESCAPE '\\')")
+            args += [f"http://{escaped}/%", f"https://{escaped}/%"]
+        sql = f"SELECT {_DUE} FROM urls WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
+        rows = self._run(lambda: self._db.execute(sql, [*args, limit]).fetchall()).result()
+        out = [dict(zip(DUE_FIELDS, row, strict=True)) for row in rows]
+        if len(out) < limit:
+            return out, None
+        last = out[-1]
+        return out, (last["next_fetch_at"], last["url"]) if fetched_before is None else (last["url"],)
 
     def _inlinks(self, url: str, limit: int) -> list[dict]:
         return self._run(self._read_inlinks, url, limit).result()

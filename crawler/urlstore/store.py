@@ -73,6 +73,9 @@ class FetchRecord:
     archive: ArchivePointer | None = None
     outlinks: list[dict] = field(default_factory=list)  # {"url", "text", "nofollow"}
     next_fetch_at: float | None = None
+    fetch_interval: float | None = None  # seconds: the adaptive schedule's (crawler/fetchschedule.py)
+    etag: str | None = None  # the answer's ETag and Last-Modified, sent back on a refetch
+    last_modified: str | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -121,7 +124,31 @@ class UrlStore:
         itself was written)."""
         raise NotImplementedError
 
+    def reschedule(
+        self, url: str, next_fetch_at: float, fetched_at: float | None = None, fetch_interval: float | None = None
+    ) -> Future:
+        """Set when ``url`` is due again (and, when given, when it was fetched and its
+        interval), leaving the rest of its record as it is: a 304's answer (the page, its
+        metadata and archive pointer unchanged), or a URL put back into the frontier (not
+        put again before ``next_fetch_at``). Only for a URL that has a record."""
+        raise NotImplementedError
+
     # -- reads --------------------------------------------------------------------------
+
+    def due(
+        self,
+        before: float,
+        limit: int = 1000,
+        after: tuple | None = None,
+        host: str | None = None,
+        fetched_before: float | None = None,
+    ) -> tuple[list[dict], tuple | None]:
+        """A page of the URLs due by ``before`` (next_fetch_at at or before it), or with
+        ``fetched_before`` of those fetched at or before that time whatever their due time;
+        ``host``: only that host's. Each: url, next_fetch_at, fetched_at, fetch_interval,
+        content_digest, etag, last_modified. At most ``limit`` rows, and the cursor to
+        pass as ``after`` for the next page (None: no more)."""
+        raise NotImplementedError
 
     def _row(self, url: str) -> dict | None:
         """The stored row of a normalized URL, as FetchRecord.as_dict() gives it."""
@@ -165,7 +192,7 @@ class UrlStore:
         row = self._row(self.normalize(url))
         if row is None:
             return None
-        return {k: row[k] for k in ("url", "status", "fate", "fetched_at", "error", "next_fetch_at")}
+        return {k: row[k] for k in ("url", "status", "fate", "fetched_at", "error", "next_fetch_at", "fetch_interval")}
 
     def outlinks(self, url: str) -> list[dict]:
         row = self._row(self.normalize(url))
@@ -199,6 +226,15 @@ def urlstore_from_settings(settings) -> UrlStore:
 
         return CassandraUrlStore.from_settings(settings, url_options(settings))
     raise ValueError(f"URLSTORE_BACKEND must be 'sqlite' or 'cassandra', not {backend!r}")
+
+
+DUE_FIELDS = ("url", "next_fetch_at", "fetched_at", "fetch_interval", "content_digest", "etag", "last_modified")
+
+
+def url_in_host(url: str, host: str) -> bool:
+    """Whether a normalized URL is of ``host`` (a name, with its port when not the default)."""
+    rest = url.split("://", 1)[-1]
+    return rest.split("/", 1)[0].lower() == host.lower()
 
 
 def answered(fate: str | None, status: int | None, archive_key: str | None = None, archived: bool = False) -> bool:

@@ -1,0 +1,185 @@
+"""Due URLs back into the frontier: the UrlStore's ``due`` query, then ``put``.
+
+A URL whose ``next_fetch_at`` has passed (crawler/fetchschedule.py set it) is put back
+into the frontier as a recrawl (``codec.encode_recrawl``): past URL-seen
+(``dont_filter``) and the fetch policy, carrying what its schedule compares with (its
+interval, content digest and fetch time) and its stored ETag and Last-Modified, which
+the request sends back as If-None-Match / If-Modified-Since. Each URL put is held
+(``UrlStore.reschedule`` to now + RECRAWL_HOLD) so that the next round does not put it
+again while it waits in its host's queue; its fetch writes its real next due time.
+
+Two ways in, one ``Recrawl.round``:
+
+``scrapy recrawl`` (crawler/commands/recrawl.py)
+    once, every due URL (or a host's, or those fetched more than N seconds ago), with a
+    progress line.
+a running crawl (``RecrawlTimer``, started by the scheduler when RECRAWL_CHECK_INTERVAL
+    is set; the distributed profile sets it)
+    every RECRAWL_CHECK_INTERVAL seconds the worker that takes the crawl's recrawl lock
+    (keys.py ``recrawl_lock``, SET NX with an expiry of the interval: one worker a round,
+    and a dead worker's lock goes by itself) puts up to RECRAWL_BATCH due URLs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from crawler.frontier import codec
+from crawler.frontier.frontier import ADDED, Entry
+
+logger = logging.getLogger(__name__)
+
+PAGE = 500  # URLs read from the UrlStore and put per step
+
+
+@dataclass
+class RecrawlReport:
+    read: int = 0  # due URLs read from the UrlStore
+    statuses: dict[str, int] = field(default_factory=dict)  # what put said of them: added, trap:..., host_full
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def added(self) -> int:
+        return self.statuses.get(ADDED, 0)
+
+    def progress_text(self) -> str:
+        seconds = max(time.monotonic() - self.started, 1e-6)
+        return f"{self.read} due URLs read, {self.added} put back ({self.read / seconds:.0f} URLs/s)"
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{n} {status}" for status, n in sorted(self.statuses.items(), key=lambda kv: -kv[1]))
+        return f"{self.read} due URLs read" + (f": {parts}" if parts else "")
+
+
+def recrawl_entry(row: dict) -> Entry:
+    """The frontier entry of a due URL (a row of ``UrlStore.due``)."""
+    info = {
+        "interval": row.get("fetch_interval"),
+        "digest": row.get("content_digest"),
+        "fetched_at": row.get("fetched_at"),
+        "etag": row.get("etag"),
+        "last_modified": row.get("last_modified"),
+    }
+    info = {k: v for k, v in info.items() if v is not None}
+    return Entry(url=row["url"], payload=codec.encode_recrawl(row["url"], info), dont_filter=True)
+
+
+class Recrawl:
+    def __init__(self, store, frontier, hold: float, page: int = PAGE):
+        self.store = store
+        self.frontier = frontier
+        self.hold = hold
+        self.page = page
+
+    def round(
+        self,
+        limit: int | None = None,
+        *,
+        now: float | None = None,
+        host: str | None = None,
+        older_than: float | None = None,
+        ahead: float = 0.0,
+        progress=None,
+    ) -> RecrawlReport:
+        """Put back up to ``limit`` (None: all) URLs due at ``now`` or within ``ahead``
+        seconds of it (``older_than``: those fetched more than that many seconds ago, due
+        or not; ``host``: only its URLs). ``progress(report)`` is called after each step."""
+        now = time.time() if now is None else now
+        report = RecrawlReport()
+        fetched_before = None if older_than is None else now - older_than
+        cursor = None
+        while limit is None or report.read < limit:
+            size = self.page if limit is None else min(self.page, limit - report.read)
+            rows, cursor = self.store.due(now + ahead, size, cursor, host=host, fetched_before=fetched_before)
+            if rows:
+                self._put(rows, now, report)
+            if progress is not None:
+                progress(report)
+            if cursor is None:
+                break
+        return report
+
+    def _put(self, rows: list[dict], now: float, report: RecrawlReport) -> None:
+        entries = [recrawl_entry(row) for row in rows]
+        statuses = self.frontier.put(entries)
+        held = []
+        for e, status in zip(entries, statuses, strict=True):
+            report.statuses[status] = report.statuses.get(status, 0) + 1
+            if status == ADDED:
+                held.append(self.store.reschedule(e.url, now + self.hold))
+        for future in held:
+            future.result(timeout=60)
+        report.read += len(rows)
+
+
+def take_lock(frontier, owner: str, seconds: float) -> bool:
+    """Whether ``owner`` holds the crawl's recrawl lock for the next ``seconds`` (taken
+    now, or already its own)."""
+    key = frontier.keys.recrawl_lock
+    ms = max(int(seconds * 1000), 1)
+    if frontier.redis.set(key, owner, nx=True, px=ms):
+        return True
+    current = frontier.redis.get(key)
+    if current is not None and current.decode() == owner:
+        frontier.redis.pexpire(key, ms)
+        return True
+    return False
+
+
+class RecrawlTimer:
+    """The periodic round of a running crawl (in a thread of the reactor's pool)."""
+
+    def __init__(self, crawler, store, frontier):
+        import os
+        import socket
+
+        s = crawler.settings
+        self.stats = crawler.stats
+        self.interval = s.getfloat("RECRAWL_CHECK_INTERVAL")
+        self.batch = s.getint("RECRAWL_BATCH")
+        self.recrawl = Recrawl(store, frontier, s.getfloat("RECRAWL_HOLD"))
+        self.frontier = frontier
+        self.owner = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
+        self._loop = None
+        self._running = False
+
+    def start(self) -> None:
+        from twisted.internet import task
+
+        self._loop = task.LoopingCall(self._tick)
+        self._loop.start(self.interval, now=True)
+
+    def stop(self) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+
+    def _tick(self) -> None:
+        from twisted.internet import threads
+
+        if self._running:
+            return
+        self._running = True
+        d = threads.deferToThread(self.run_once)
+        d.addCallbacks(self._done, self._failed)
+
+    def run_once(self) -> RecrawlReport | None:
+        """One round if this worker takes the lock (None when another worker holds it)."""
+        if not take_lock(self.frontier, self.owner, self.interval):
+            return None
+        return self.recrawl.round(self.batch)
+
+    def _done(self, report: RecrawlReport | None) -> None:
+        self._running = False
+        if report is None:
+            return
+        self.stats.inc_value("recrawl/rounds")
+        self.stats.inc_value("recrawl/put", report.added)
+        if report.read:
+            logger.info("Recrawl: %s", report.summary())
+
+    def _failed(self, failure) -> None:
+        self._running = False
+        self.stats.inc_value("recrawl/failed")
+        logger.warning("Recrawl round failed: %s", failure.getErrorMessage())

@@ -1,0 +1,389 @@
+"""Recrawl and freshness: due URLs back into the frontier (scrapy recrawl, the running
+crawl's periodic round), conditional refetches and the adaptive schedule they feed."""
+
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from scrapy import Request
+
+from crawler.fetchpolicy import RECRAWL, SKIPPED, FetchPolicy
+from crawler.frontier import codec
+from crawler.frontier.frontier import Frontier
+from crawler.frontier.keys import Keys
+from crawler.recrawl import Recrawl, take_lock
+from crawler.urlstore.sqlite import SqliteUrlStore
+from crawler.urlstore.store import ArchivePointer, FetchRecord
+from tests.harness import clean_env, launch_worker, loopback_settings, seed_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Stats:
+    def __init__(self):
+        self.values = {}
+
+    def inc_value(self, key, count=1):
+        self.values[key] = self.values.get(key, 0) + count
+
+
+# -- the payload and the fetch policy ----------------------------------------------------------
+
+
+def test_a_recrawl_payload_carries_its_state_and_conditional_headers():
+    info = {"interval": 80.0, "digest": "sha1:ab", "fetched_at": 1.5, "etag": '"v1"', "last_modified": "Mon, x"}
+    payload = codec.encode_recrawl("http://a.example/p", info)
+    request = codec.decode(payload, None)
+    assert request.dont_filter and request.meta[codec.RECRAWL_META] == info
+    assert request.headers[b"If-None-Match"] == b'"v1"' and request.headers[b"If-Modified-Since"] == b"Mon, x"
+    assert not payload.startswith(b"P") and codec.encode(request, None) == payload  # a retry keeps it
+    bare = codec.decode(codec.encode_recrawl("http://a.example/q", {"interval": 5.0}), None)
+    assert b"If-None-Match" not in bare.headers and bare.meta[codec.RECRAWL_META] == {"interval": 5.0}
+
+
+def test_the_fetch_policy_lets_a_due_recrawl_through(tmp_path):
+    store = SqliteUrlStore(str(tmp_path / "urlstore.sqlite"))
+    now = time.time()
+    try:
+        for url in ("http://p.example/a", "http://p.example/b"):
+            record = FetchRecord(
+                url=url, fate="fetched", status=200, fetched_at=now - 60, archive=ArchivePointer("k", 0, 1)
+            )
+            store.record_fetch(record).result(30)
+        stats = Stats()
+        requests = [
+            Request("http://p.example/a"),  # found again (a link): fetched a minute ago
+            codec.decode(codec.encode_recrawl("http://p.example/b", {"interval": 30.0}), None),
+        ]
+        assert FetchPolicy(store, 7 * 86400, stats).skip(requests, now) == {0}
+        assert stats.values == {SKIPPED: 1, RECRAWL: 1}
+    finally:
+        store.close()
+
+
+# -- the due query into the frontier -----------------------------------------------------------
+
+
+def test_a_round_puts_due_urls_past_url_seen_once_and_holds_them(tmp_path, redis_client, crawl_name):
+    frontier = Frontier(redis_client, crawl_name, host_interval=0)
+    store = SqliteUrlStore(str(tmp_path / "urlstore.sqlite"))
+    now = time.time()
+    try:
+        urls = [f"http://r{i % 2}.example/{i}" for i in range(6)]
+        frontier.put([codec_entry(u) for u in urls])  # seen by the crawl already
+        _drain(frontier)  # fetched and acknowledged
+        for i, url in enumerate(urls):
+            store.record_fetch(
+                FetchRecord(
+                    url=url,
+                    fate="fetched",
+                    status=200,
+                    fetched_at=now - 100,
+                    next_fetch_at=now - 10 + i * 5,
+                    fetch_interval=50.0,
+                    etag=f'"{i}"',
+                )
+            ).result(30)
+        recrawl = Recrawl(store, frontier, hold=3600, page=2)
+        seen = []
+        report = recrawl.round(now=now, progress=lambda r: seen.append(r.read))
+        assert report.read == 3 and report.added == 3 and seen[-1] == 3  # due by now: 0, 1, 2
+        got = [codec.decode(payload, None) for payload in _drain(frontier)]
+        assert sorted(r.url for r in got) == sorted(urls[:3])
+        assert all(r.meta[codec.RECRAWL_META]["interval"] == 50.0 and r.headers[b"If-None-Match"] for r in got)
+        # held: the next round does not put them again; the host filter and ahead apply
+        assert recrawl.round(now=now).read == 0
+        assert store.get(urls[0])["next_fetch_at"] == pytest.approx(now + 3600)
+        report = recrawl.round(now=now, ahead=100, host="r1.example")
+        assert report.read == 2  # 3 and 5 (1 is held)
+    finally:
+        store.close()
+
+
+def _drain(frontier) -> list[bytes]:
+    """Lease and acknowledge everything queued (one URL of a host at a time): the payloads."""
+    out = []
+    while True:
+        leases, _ = frontier.get(10)
+        if not leases:
+            return out
+        out += [lease.payload for lease in leases]
+        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases])
+
+
+def codec_entry(url):
+    from crawler.frontier.frontier import Entry
+
+    return Entry(url=url, payload=codec.encode_url(url))
+
+
+def test_one_worker_at_a_time_holds_the_recrawl_lock(redis_client, crawl_name):
+    class F:
+        redis = redis_client
+        keys = Keys(crawl_name)
+
+    assert take_lock(F, "w1", 0.3)
+    assert not take_lock(F, "w2", 0.3)
+    assert take_lock(F, "w1", 0.3)  # its own: extended
+    time.sleep(0.4)  # expired (its worker died): another takes it
+    assert take_lock(F, "w2", 5)
+
+
+# -- a loopback site whose pages change on a schedule ------------------------------------------
+
+
+class ChangingSite:
+    """``/change/N`` pages change whenever the test says (``change()``); ``/static/N`` never
+    do. Every page answers ETag and Last-Modified, and 304 to a matching If-None-Match (or
+    an If-Modified-Since not older than Last-Modified when no ETag is sent). ``log``: (path,
+    status) of every request."""
+
+    def __init__(self, changing: int = 2, static: int = 2):
+        self.version = 1
+        self.changed_at = time.time() - 60
+        self.started = time.time() - 3600
+        self.paths = [f"/change/{i}" for i in range(changing)] + [f"/static/{i}" for i in range(static)]
+        self.log: list[tuple[str, int]] = []
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path not in site.paths:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    site.log.append((self.path, 404))
+                    return
+                static = self.path.startswith("/static/")
+                version = 0 if static else site.version
+                etag = f'"{self.path}-{version}"'
+                modified = formatdate(site.started if static else site.changed_at, usegmt=True)
+                if self.headers.get("If-None-Match") == etag:
+                    self.send_response(304)
+                    self.send_header("ETag", etag)
+                    self.end_headers()
+                    site.log.append((self.path, 304))
+                    return
+                words = " ".join(f"{self.path.strip('/')}-word{i}-v{version}" for i in range(80))
+                body = f"<html><head><title>{self.path}</title></head><body><p>{words}</p></body></html>".encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("ETag", etag)
+                self.send_header("Last-Modified", modified)
+                self.end_headers()
+                self.wfile.write(body)
+                site.log.append((self.path, 200))
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def change(self) -> None:
+        self.version += 1
+        self.changed_at = time.time()
+
+    def fetches(self, path: str, status: int | None = None) -> int:
+        return sum(1 for p, s in self.log if p == path and (status is None or s == status))
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _recrawl(redis_url, name, settings, *args) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "scrapy", "recrawl", "--crawl", name, *args]
+    for key, value in settings.items():
+        cmd += ["-s", f"{key}={value}"]
+    return subprocess.run(
+        cmd, cwd=ROOT, env={**clean_env(), "REDIS_URL": redis_url}, capture_output=True, text=True, timeout=60
+    )
+
+
+def _rows(path: Path) -> dict[str, dict]:
+    db = sqlite3.connect(path, timeout=30)
+    db.row_factory = sqlite3.Row
+    try:
+        return {r["url"]: dict(r) for r in db.execute("SELECT * FROM urls")}
+    finally:
+        db.close()
+
+
+def _stat(text: str, name: str) -> int:
+    found = re.findall(rf"'{re.escape(name)}': (\d+)", text)
+    return int(found[-1]) if found else 0
+
+
+def test_changing_pages_are_refetched_more_often_and_304s_cost_no_archive_write(tmp_path, redis_url, redis_client):
+    """Four workers in turn, with `scrapy recrawl` before each of the last three: the
+    changing pages' intervals shrink (100 -> 80 -> 64 -> 51.2 s) and the static ones' grow
+    (100 -> 140 -> 196 s), so the second round (pages due within 100 s) refetches only
+    the changing ones; the static ones answer 304 to their conditional requests, counted,
+    their records and archive pointers kept, and nothing archived for them."""
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    store_path = tmp_path / "crawl" / name / "urlstore.sqlite"
+    schedule = {
+        "RECRAWL_INTERVAL": 100,
+        "RECRAWL_MIN_INTERVAL": 10,
+        "RECRAWL_MAX_INTERVAL": 10000,
+        "RECRAWL_SYNC_DELTA_RATE": 0,
+        "RECRAWL_PROGRESS_INTERVAL": 0.01,
+        "CRAWL_DIR": tmp_path / "crawl",
+    }
+    try:
+        with ChangingSite() as site:
+            changing = [site.url(p) for p in site.paths if "change" in p]
+            static = [site.url(p) for p in site.paths if "static" in p]
+            seeds = seed_file(tmp_path, changing + static)
+            env = {**clean_env(), "REDIS_URL": redis_url}
+
+            def run(label, with_seeds=None):
+                settings = loopback_settings(
+                    name, tmp_path / f"{label}.log", REDIS_URL=redis_url, CRAWL_FOLLOW_LINKS=False, **schedule
+                )
+                worker = launch_worker(tmp_path, label, with_seeds, settings, env)
+                assert worker.wait(60) == 0, worker.tail()
+                return worker.log.read_text(errors="replace")
+
+            first = run("w0", seeds)
+            assert _stat(first, "archive/records") == 4
+            rows = _rows(store_path)
+            pointers = {u: (rows[u]["archive_key"], rows[u]["archive_offset"]) for u in static}
+            assert all(rows[u]["fetch_interval"] == 100 and rows[u]["etag"] for u in changing + static)
+
+            logs = []
+            for label, ahead in (("w1", 150), ("w2", 100), ("w3", 150)):
+                site.change()
+                out = _recrawl(redis_url, name, schedule, "--all-due", "--due-within", str(ahead))
+                assert out.returncode == 0, out.stderr
+                assert re.search(r"\[\d+ due URLs read, \d+ put back \(\d+ URLs/s\)\]$", out.stdout), out.stdout
+                logs.append((label, out.stdout, run(label)))
+
+            rows = _rows(store_path)
+        # what the site saw: changing pages 4 times (each a new version), static ones 3
+        for path in site.paths:
+            if "change" in path:
+                assert site.fetches(path) == 4 and site.fetches(path, 200) == 4
+            else:
+                assert site.fetches(path) == 3 and site.fetches(path, 304) == 2
+        assert logs[1][1].splitlines()[-1].startswith("2 due URLs read: 2 added")  # only the changing pages
+        for u in changing:
+            assert rows[u]["fetch_interval"] == pytest.approx(51.2)
+        for u in static:
+            assert rows[u]["fetch_interval"] == pytest.approx(196.0)
+            assert (rows[u]["archive_key"], rows[u]["archive_offset"]) == pointers[u]  # kept
+            assert rows[u]["status"] == 200 and rows[u]["fate"] == "fetched"
+            assert rows[u]["next_fetch_at"] == pytest.approx(rows[u]["fetched_at"] + 196.0, abs=0.01)
+        texts = {label: text for label, _, text in logs}
+        assert _stat(texts["w1"], "recrawl/not_modified") == 2 and _stat(texts["w3"], "recrawl/not_modified") == 2
+        assert _stat(texts["w2"], "recrawl/not_modified") == 0
+        for label in ("w1", "w2", "w3"):
+            assert _stat(texts[label], "archive/records") == 2  # the changing pages only
+            assert _stat(texts[label], "recrawl/changed") == 2
+            assert _stat(texts[label], "fetchpolicy/recrawl") == (4 if label != "w2" else 2)
+    finally:
+        leftover = list(redis_client.scan_iter(match=Keys(name).pattern(), count=1000))
+        if leftover:
+            redis_client.delete(*leftover)
+
+
+def test_a_running_crawl_puts_due_urls_back_by_itself(tmp_path, redis_url, redis_client):
+    """A worker that waits for work, with the recrawl every second: pages due two seconds
+    after their fetch are fetched again without anyone putting them (the second time with
+    a conditional request, answered 304)."""
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    try:
+        with ChangingSite(changing=1, static=1) as site:
+            seeds = seed_file(tmp_path, [site.url(p) for p in site.paths])
+            settings = loopback_settings(
+                name,
+                tmp_path / "worker.log",
+                REDIS_URL=redis_url,
+                CRAWL_FOLLOW_LINKS=False,
+                FRONTIER_CLOSE_WHEN_IDLE=False,
+                RECRAWL_CHECK_INTERVAL=1,
+                RECRAWL_INTERVAL=2,
+                RECRAWL_MIN_INTERVAL=1,
+                RECRAWL_SYNC_DELTA_RATE=0,
+                CRAWL_DIR=tmp_path / "crawl",
+            )
+            worker = launch_worker(tmp_path, "worker", seeds, settings, {**clean_env(), "REDIS_URL": redis_url})
+            try:
+                deadline = time.monotonic() + 45
+                while site.fetches("/static/0", 304) < 2 or site.fetches("/change/0") < 3:
+                    assert worker.proc.poll() is None, worker.tail()
+                    assert time.monotonic() < deadline, f"{site.log}\n{worker.tail()}"
+                    if site.fetches("/change/0") > site.version:
+                        site.change()
+                    time.sleep(0.1)
+                assert redis_client.get(Keys(name).recrawl_lock) is not None
+            finally:
+                if worker.proc.poll() is None:
+                    worker.proc.send_signal(signal.SIGINT)
+                code = worker.wait(60)
+        assert code == 0, worker.tail()
+        text = worker.log.read_text(errors="replace")
+        assert _stat(text, "recrawl/rounds") >= 2 and _stat(text, "recrawl/not_modified") >= 2
+    finally:
+        leftover = list(redis_client.scan_iter(match=Keys(name).pattern(), count=1000))
+        if leftover:
+            redis_client.delete(*leftover)
+
+
+def test_scrapy_recrawl_shows_progress_and_filters(tmp_path, redis_url, redis_client):
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    path = tmp_path / "urlstore.sqlite"
+    store = SqliteUrlStore(str(path))
+    now = time.time()
+    futures = [
+        store.record_fetch(
+            FetchRecord(
+                url=f"http://h{i % 2}.example/{i}",
+                fate="fetched",
+                status=200,
+                fetched_at=now - 7200,
+                next_fetch_at=now - 1 if i % 3 else now + 3600,
+            )
+        )
+        for i in range(6000)
+    ]
+    for f in futures:
+        f.result(60)
+    store.close()
+    settings = {"URLSTORE_SQLITE_PATH": path, "RECRAWL_PROGRESS_INTERVAL": 0.02}
+    try:
+        out = _recrawl(redis_url, name, settings, "--host", "h0.example")
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        progress = [line for line in lines if line.startswith("Recrawl: ")]
+        assert progress and all(
+            re.fullmatch(r"Recrawl: \d+ due URLs read, \d+ put back \(\d+ URLs/s\)", p) for p in progress
+        )
+        assert lines[-1].startswith("2000 due URLs read: 2000 added")  # h0's due ones
+        out = _recrawl(redis_url, name, settings, "--older-than", "3600", "--limit", "1500")
+        assert out.returncode == 0 and out.stdout.splitlines()[-1].startswith("1500 due URLs read: 1500 added"), out
+        bad = _recrawl(redis_url, name, settings, "--all-due", "--older-than", "5")
+        assert bad.returncode == 2 and "give one" in bad.stderr
+    finally:
+        leftover = list(redis_client.scan_iter(match=Keys(name).pattern(), count=1000))
+        if leftover:
+            redis_client.delete(*leftover)
