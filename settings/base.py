@@ -207,6 +207,24 @@ URLSTORE_SQLITE_TIMEOUT = 30.0  # seconds a write waits for another worker's loc
 URLSTORE_INLINK_BUCKETS = 16  # partitions per inlink target (bounds a popular target's)
 RECRAWL_INTERVAL = 7 * 86400  # a fetched page's next fetch is due this many seconds later (0: none)
 RECRAWL_RETRY_INTERVAL = 86400  # ... a failure's (5xx, DNS, timeout, robots-disallowed); refused: none
+# The adaptive schedule (crawler/fetchschedule.py, Nutch's AdaptiveFetchSchedule): a page's
+# interval starts at RECRAWL_INTERVAL (or its sitemap changefreq), shrinks by DEC_RATE when
+# its content changed, grows by INC_RATE when not (a 304 too), within MIN..MAX
+RECRAWL_MIN_INTERVAL = 3600
+RECRAWL_MAX_INTERVAL = 90 * 86400
+RECRAWL_INC_RATE = 0.4
+RECRAWL_DEC_RATE = 0.2
+RECRAWL_SYNC_DELTA_RATE = 0.3  # moves the next fetch toward Last-Modified's rhythm (0: off)
+RECRAWL_GONE_INTERVAL = 30 * 86400  # after a 404 or 410
+RECRAWL_REDIRECT_INTERVAL = 7 * 86400  # after a redirect
+# Due URLs back into the frontier (crawler/recrawl.py): every RECRAWL_CHECK_INTERVAL
+# seconds one worker of a running crawl (a Redis lock) puts up to RECRAWL_BATCH due URLs
+# (0: off; the distributed profile turns it on); a URL put is not put again for
+# RECRAWL_HOLD seconds unless it is fetched meanwhile
+RECRAWL_CHECK_INTERVAL = 0
+RECRAWL_BATCH = 10_000
+RECRAWL_HOLD = 86400
+RECRAWL_PROGRESS_INTERVAL = 5.0  # seconds between scrapy recrawl's progress lines
 # The fetch policy (crawler/fetchpolicy.py): a URL the UrlStore says was fetched (with an
 # answer) less than this many seconds ago is not fetched again, unless submitted with
 # --force (0: off; needs URLSTORE_ENABLED)
