@@ -5,6 +5,7 @@ Setup (the sites of bench/doc_crawl.py: Debian's documentation trees on 127.0.0.
     apt-get install -y python3-doc nodejs-doc rust-doc
     python bench/throughput.py                         # 45 s a run, interval 0.05 s
     python bench/throughput.py --seconds 30 --interval 0.1
+    python bench/throughput.py --runs 2 --set FRONTIER_MAX_UNREAD=100
 
 Eleven runs, one after another on the same sites, each bounded by CLOSESPIDER_TIMEOUT
 (--seconds) and killed if it has not ended --seconds + 60 s after its start:
@@ -74,6 +75,7 @@ STAGE_RE = re.compile(r"'pagereader/ms/(\w+)': ([\d.]+)")
 READ_PAGES_RE = re.compile(r"'pagereader/pages': (\d+)")
 NEGATIVE_GAP = -0.010  # seconds: a gap below this broke the host interval
 LINKS_ONLY = '{"crawler.pipelines.links.FollowLinksPipeline": 150}'
+EXTRA_SETTINGS: list[str] = []  # --set NAME=VALUE: given to every worker of this crawler
 
 STOCK_SPIDER = '''\
 """Stock Scrapy: follow every link under the scopes, nothing else."""
@@ -202,6 +204,8 @@ def run_crawler(
                 settings["FRONTIER_HOST_MAX_IN_FLIGHT"] = 4
             for name, value in settings.items():
                 cmd += ["-s", f"{name}={value}"]
+            for setting in EXTRA_SETTINGS:
+                cmd += ["-s", setting]
             cmds.append((cmd, ROOT, env))
         ended, outs, usage = run_procs(cmds, seconds, work)
         usage.redis_cpu = redis_server.cpu_seconds()
@@ -366,7 +370,11 @@ def main() -> None:
     )
     parser.add_argument("--runs", default="1,2,3,4,5,6,7,8,9,10,11", help="which runs, comma separated (default: all)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, feeds, archives)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a setting of this crawler's workers"
+    )
     args = parser.parse_args()
+    EXTRA_SETTINGS.extend(args.set)
     runs: list[Run] = []
     with served_sites(args.keep, "throughput-", LoggingServer) as (sites, work):
         print(f"{args.seconds:g} s a run, interval {args.interval:g} s; workdir {work}")

@@ -14,7 +14,7 @@ from twisted.internet import task
 from crawler.frontier.frontier import FINISHED
 from crawler.frontier.report import deferred_lines, status_line
 from crawler.items import Page
-from crawler.memory import TRIM_EVERY, trim
+from crawler.memory import TRIM_EVERY, configure, trim
 from crawler.pipelines.urlstore import page_fate
 
 logger = logging.getLogger(__name__)
@@ -151,7 +151,8 @@ class GarbageCollection:
     pages in progress; and a full pass comes after FULL_EVERY passes of the middle
     generation instead of Python's 10. In a one-worker crawl (bench/throughput.py) full
     passes took 120-240 ms every 6 s before; 40-90 ms, none in 25 s, after. Every
-    TRIM_EVERY seconds the C heap's free memory goes back to the system (crawler/memory.py)."""
+    TRIM_EVERY seconds the C heap's free memory goes back to the system, and malloc is
+    set for the crawl before its threads start (crawler/memory.py)."""
 
     FULL_EVERY = 100
 
@@ -160,6 +161,7 @@ class GarbageCollection:
 
     @classmethod
     def from_crawler(cls, crawler):
+        configure()
         ext = cls()
         crawler.signals.connect(ext.engine_started, signal=signals.engine_started)
         crawler.signals.connect(ext.engine_stopped, signal=signals.engine_stopped)

@@ -68,7 +68,6 @@ from collections import deque
 from typing import NamedTuple
 from urllib.parse import urljoin
 
-import extruct
 import lxml.etree
 import lxml.html
 from w3lib.encoding import html_body_declared_encoding, read_bom, resolve_encoding, to_unicode
@@ -497,10 +496,19 @@ def _jsonld(root, base: str, problems: list) -> list:
         try:
             if len(script.text or "") > _JSONLD_PRECHECK:
                 json.loads(script.text, strict=False)  # ValueError: not JSON, and no slow retry
-            out.extend(extruct.extract(script, base_url=base, syntaxes=["json-ld"], uniform=True)["json-ld"])
+            out.extend(_structured(script, base, "json-ld"))
         except Exception:  # not JSON (ValueError), nested too deep (RecursionError)...
             problems.append("jsonld")
     return out
+
+
+def _structured(element, base: str, syntax: str) -> list:
+    """extruct's items of ``syntax`` in ``element``. extruct (and rdflib, which it
+    imports) is imported when first needed: a worker whose pages are read in page
+    processes never needs it (10 MB); a page process imports it when it starts."""
+    import extruct
+
+    return extruct.extract(element, base_url=base, syntaxes=[syntax], uniform=True)[syntax]
 
 
 def _has_itemscope(text: str) -> bool:
@@ -533,7 +541,7 @@ def _microdata(root, base: str, problems: list) -> list:
             problems.append("microdata_too_large")
             continue
         try:
-            out.extend(extruct.extract(el, base_url=base, syntaxes=["microdata"], uniform=True)["microdata"])
+            out.extend(_structured(el, base, "microdata"))
         except Exception:  # e.g. RecursionError on absurdly nested scopes
             problems.append("microdata")
     return out

@@ -24,7 +24,7 @@ import signal
 import struct
 import sys
 
-from crawler.memory import trim
+from crawler.memory import configure, trim
 
 HEADER = struct.Struct(">Q")  # the length of the pickle that follows
 
@@ -34,6 +34,7 @@ def main(nice: int = 0) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if nice > 0:
         os.nice(nice)
+    configure()
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -51,7 +52,10 @@ def main(nice: int = 0) -> None:
 
 
 def warm_up() -> None:
-    """A new process's first call: import what reading a page needs, before the first page."""
+    """A new process's first call: import what reading a page needs, before the first page
+    (extruct too, which the page reader imports at the first page with structured data)."""
+    import extruct  # noqa: F401
+
     import crawler.pagereader  # noqa: F401
 
 

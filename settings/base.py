@@ -52,10 +52,10 @@ FRONTIER_LEASE_MAX_ATTEMPTS = 3  # leases of one URL that may expire before it i
 FRONTIER_SEEN_CACHE = 100_000  # URLs a worker remembers pushing (seen for good), not sent again
 FRONTIER_PREFETCH = 2  # due URLs leased per pop and kept ready for the engine (each host counts as in flight)
 # pages a worker holds downloaded (or downloading) but not yet through its item pipelines;
-# it leases no more meanwhile: what a crash costs in refetches, and memory. (100 cost a
-# third of one worker's pages/s on the documentation sites, bench/throughput.py; 400 binds
-# only on small pages, where Scrapy's byte limit holds thousands)
-FRONTIER_MAX_UNREAD = 400
+# it leases no more meanwhile: what a crash costs in refetches, and memory (400 held the
+# worker at 231 MB, 100 at 195 MB, bench/memory.py; the same pages read per second: a short
+# bench/throughput.py run counts the backlog a worker downloaded ahead, 300 pages more)
+FRONTIER_MAX_UNREAD = 100
 FRONTIER_LOOKAHEAD = 0.02  # seconds: a host due this soon is handed out now, its request held until due (rate limiter)
 FRONTIER_REFILL_BATCH = 100  # front-queue entries moved to back queues per pop, at most
 FRONTIER_POLL_INTERVAL = 1.0  # seconds between polls when no host is due
@@ -298,4 +298,7 @@ EXTENSIONS = {
     "crawler.extensions.FrontierStats": 500,
     "crawler.metrics.Metrics": 510,
     "crawler.extensions.GarbageCollection": 900,
+    # not even imported (REMOTE_CONTROL_ENABLED is off): its module imports aiohttp, 7.7 MB
+    # of a worker's memory; to turn it on, set it here again with REMOTE_CONTROL_ENABLED
+    "scrapy.extensions.remote_control.RemoteControl": None,
 }
