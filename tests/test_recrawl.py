@@ -387,3 +387,56 @@ def test_scrapy_recrawl_shows_progress_and_filters(tmp_path, redis_url, redis_cl
         leftover = list(redis_client.scan_iter(match=Keys(name).pattern(), count=1000))
         if leftover:
             redis_client.delete(*leftover)
+
+
+# -- the schedule as the spider and the UrlStore pipeline apply it -----------------------------
+
+
+def test_sitemap_hints_and_statuses_reach_the_records_schedule():
+    from scrapy.http import HtmlResponse, XmlResponse
+    from scrapy.settings import Settings
+    from scrapy.utils.test import get_crawler
+
+    from crawler.pipelines.urlstore import fetch_record, schedule_bounds
+    from crawler.spiders.broad import BroadSpider
+    from settings import base
+
+    settings = {name: getattr(base, name) for name in dir(base) if name.isupper()}
+    spider = BroadSpider.from_crawler(get_crawler(BroadSpider, settings))
+    sitemap = b"""<?xml version="1.0" encoding="UTF-8"?>
+<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+  <url><loc>http://s.example/hourly</loc><changefreq>hourly</changefreq><lastmod>2023-11-14</lastmod></url>
+  <url><loc>http://s.example/plain</loc></url>
+</urlset>"""
+    requests = list(spider.parse_sitemap(XmlResponse("http://s.example/sitemap.xml", body=sitemap)))
+    assert [r.url for r in requests] == ["http://s.example/hourly", "http://s.example/plain"]
+    assert requests[0].meta["sitemap_hints"] == {"changefreq": "hourly", "lastmod": "2023-11-14"}
+    assert "sitemap_hints" not in requests[1].meta
+    bounds = schedule_bounds(Settings({**settings, "RECRAWL_SYNC_DELTA_RATE": 0}))
+
+    def record(request, status, body=b"<html><body>x</body></html>", headers=None):
+        resp = HtmlResponse(request.url, status=status, body=body, request=request, headers=headers or {})
+        page = spider.page(resp, None)
+        return fetch_record(page, bounds.initial, bounds.error, bounds)
+
+    hourly = record(requests[0], 200, headers={"ETag": '"e1"', "Last-Modified": "Tue, 14 Nov 2023 22:13:20 GMT"})
+    assert hourly.fetch_interval == 3600 and hourly.next_fetch_at == pytest.approx(hourly.fetched_at + 3600)
+    assert hourly.etag == '"e1"' and hourly.last_modified == "Tue, 14 Nov 2023 22:13:20 GMT"
+    plain = record(requests[1], 200)
+    assert plain.fetch_interval == base.RECRAWL_INTERVAL
+    gone = record(requests[1], 404)
+    assert gone.next_fetch_at == pytest.approx(gone.fetched_at + base.RECRAWL_GONE_INTERVAL)
+    moved = Request("http://s.example/new", meta={"redirect_urls": ["http://s.example/old"]})
+    moved_record = record(moved, 200)
+    assert moved_record.url == "http://s.example/old"
+    assert moved_record.next_fetch_at == pytest.approx(moved_record.fetched_at + base.RECRAWL_REDIRECT_INTERVAL)
+    # a recrawl whose digest did not change: its interval grows from the one it carried
+    again = codec.decode(
+        codec.encode_recrawl("http://s.example/plain", {"interval": 7200.0, "digest": "sha1:1"}), spider
+    )
+    resp = HtmlResponse(again.url, status=200, body=b"<html>x</html>", request=again)
+    page = spider.page(resp, None)
+    page["content_digest"] = "sha1:1"
+    assert fetch_record(page, bounds.initial, bounds.error, bounds).fetch_interval == pytest.approx(7200 * 1.4)
+    page["content_digest"] = "sha1:2"
+    assert fetch_record(page, bounds.initial, bounds.error, bounds).fetch_interval == pytest.approx(7200 * 0.8)
