@@ -219,6 +219,11 @@ def test_the_schedule_and_validators_round_trip_and_reschedule_keeps_the_rest(st
     got = store.get("http://example.com/r")
     assert got["next_fetch_at"] == pytest.approx(T + 9000, abs=0.001) and got["fetch_interval"] == 840.0
     assert got["fetched_at"] == pytest.approx(T + 100, abs=0.001)
+    # a 304 without a schedule (RECRAWL_INTERVAL 0): fetched, no due time, the interval kept
+    store.reschedule("http://example.com/r", None, fetched_at=T + 200).result(timeout=30)
+    got = store.get("http://example.com/r")
+    assert got["next_fetch_at"] is None and got["fetch_interval"] == 840.0
+    assert got["fetched_at"] == pytest.approx(T + 200, abs=0.001) and got["etag"] == '"v1"'
 
 
 def _all_due(store, before, limit, **kw):
@@ -672,3 +677,21 @@ def test_cassandra_due_is_a_bounded_token_range_scan():
     assert rows[0]["fetched_at"] == pytest.approx(T) and rows[0]["fetch_interval"] == 60.0
     got, _ = store.due(T + 1000, 100, host="h1.example")
     assert {r["url"] for r in got} == {r.url for r in table if r.url.startswith("http://h1.example/")}
+
+
+def test_cassandra_reschedule_writes_only_the_schedule_columns():
+    from crawler.urlstore.cassandra import CassandraUrlStore
+
+    session = _Session()
+    store = CassandraUrlStore(session, "ks")
+    store.reschedule("http://example.com/r", T + 10).result(timeout=30)
+    store.reschedule("http://example.com/r", T + 20, fetched_at=T, fetch_interval=30.0).result(timeout=30)
+    store.reschedule("http://example.com/r", None, fetched_at=T).result(timeout=30)
+    sets = [cql.split(" SET ", 1)[1].split(" WHERE ", 1)[0] for cql, _ in session.done]
+    assert sets == [
+        "next_fetch_at = ?",
+        "next_fetch_at = ?, fetched_at = ?, fetch_interval = ?",
+        "next_fetch_at = ?, fetched_at = ?",
+    ]
+    assert [params[-1] for _, params in session.done] == ["http://example.com/r"] * 3
+    assert session.done[1][1][2] == 30.0 and session.done[2][1][0] is None

@@ -235,7 +235,7 @@ class UrlStorePipeline:
         if not isinstance(item, Page):
             return item
         if item.get("recrawl") is not None:
-            if item.get("status") == 304 and self.recrawl > 0:
+            if item.get("status") == 304:
                 return await self._not_modified(item)
             verdict = changed(item)
             if verdict is not None:
@@ -258,11 +258,13 @@ class UrlStorePipeline:
         return item
 
     async def _not_modified(self, item):
-        """A 304 to a recrawl: the stored record stays; only its schedule moves."""
+        """A 304 to a recrawl: the stored record stays; only its schedule moves (no due
+        time with RECRAWL_INTERVAL 0)."""
         due = page_schedule(item, self.bounds)
+        at, interval = (due.due, due.interval) if self.recrawl > 0 else (None, None)
         try:
             await maybe_deferred_to_future(
-                _deferred(self.store.reschedule(item["url"], due.due, item["fetched_at"], due.interval))
+                _deferred(self.store.reschedule(item["url"], at, item["fetched_at"], interval))
             )
         except Exception as exc:
             self.stats.inc_value("urlstore/failed")

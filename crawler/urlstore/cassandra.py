@@ -56,6 +56,7 @@ _ROW = (
     "fetch_interval = ?, etag = ?, last_modified = ? WHERE url = ?"
 )
 _RESCHEDULE = "UPDATE {ks}.urls SET next_fetch_at = ? WHERE url = ?"
+_RESCHEDULE_FETCHED = "UPDATE {ks}.urls SET next_fetch_at = ?, fetched_at = ? WHERE url = ?"
 _RESCHEDULE_FETCH = "UPDATE {ks}.urls SET next_fetch_at = ?, fetched_at = ?, fetch_interval = ? WHERE url = ?"
 _SCAN = (
     "SELECT url, token(url), next_fetch_at, fetched_at, fetch_interval, content_digest, etag, last_modified "
@@ -165,6 +166,7 @@ class CassandraUrlStore(UrlStore):
         self._fetched_stmt = prepare(_FETCHED, read)
         self._reschedule_stmt = prepare(_RESCHEDULE, write)
         self._reschedule_fetch_stmt = prepare(_RESCHEDULE_FETCH, write)
+        self._reschedule_fetched_stmt = prepare(_RESCHEDULE_FETCHED, write)
         self._scan_stmt = prepare(_SCAN, read)
         self._lock = threading.Lock()
         self._in_flight = 0
@@ -244,13 +246,19 @@ class CassandraUrlStore(UrlStore):
         return self._submit(self._metadata_stmt, (dict(fields), self.normalize(url)))
 
     def reschedule(
-        self, url: str, next_fetch_at: float, fetched_at: float | None = None, fetch_interval: float | None = None
+        self,
+        url: str,
+        next_fetch_at: float | None,
+        fetched_at: float | None = None,
+        fetch_interval: float | None = None,
     ) -> Future:
         url = self.normalize(url)
-        if fetched_at is None and fetch_interval is None:
+        if fetched_at is None:
+            if fetch_interval is not None:
+                raise ValueError("Cassandra reschedule: a fetch_interval goes with its fetched_at")
             return self._submit(self._reschedule_stmt, (_time(next_fetch_at), url))
-        if fetched_at is None or fetch_interval is None:
-            raise ValueError("Cassandra reschedule: fetched_at and fetch_interval go together")
+        if fetch_interval is None:
+            return self._submit(self._reschedule_fetched_stmt, (_time(next_fetch_at), _time(fetched_at), url))
         return self._submit(self._reschedule_fetch_stmt, (_time(next_fetch_at), _time(fetched_at), fetch_interval, url))
 
     def set_archive(self, url: str, archive: ArchivePointer) -> Future:

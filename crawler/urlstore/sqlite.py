@@ -238,7 +238,11 @@ class SqliteUrlStore(UrlStore):
             self._db.executemany(_INLINK, links)
 
     def reschedule(
-        self, url: str, next_fetch_at: float, fetched_at: float | None = None, fetch_interval: float | None = None
+        self,
+        url: str,
+        next_fetch_at: float | None,
+        fetched_at: float | None = None,
+        fetch_interval: float | None = None,
     ) -> Future:
         return self._grouped(self._write_schedule, (self.normalize(url), next_fetch_at, fetched_at, fetch_interval))
 

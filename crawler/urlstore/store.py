@@ -125,7 +125,11 @@ class UrlStore:
         raise NotImplementedError
 
     def reschedule(
-        self, url: str, next_fetch_at: float, fetched_at: float | None = None, fetch_interval: float | None = None
+        self,
+        url: str,
+        next_fetch_at: float | None,
+        fetched_at: float | None = None,
+        fetch_interval: float | None = None,
     ) -> Future:
         """Set when ``url`` is due again (and, when given, when it was fetched and its
         interval), leaving the rest of its record as it is: a 304's answer (the page, its
