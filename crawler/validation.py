@@ -356,6 +356,7 @@ RULES = {
     "ROBOTSTXT_SITEMAPS": Flag(),
     "ROBOTSTXT_MAX_SITEMAPS": COUNT,
     "ROBOTSTXT_CACHE_ENTRIES": AT_LEAST_ONE,
+    "ROBOTSTXT_CACHE_BYTES": AT_LEAST_ONE,
 }
 
 # pairs that must hold together: (low setting, high setting)

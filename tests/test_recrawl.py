@@ -383,6 +383,9 @@ def test_scrapy_recrawl_shows_progress_and_filters(tmp_path, redis_url, redis_cl
         assert out.returncode == 0 and out.stdout.splitlines()[-1].startswith("1500 due URLs read: 1500 added"), out
         bad = _recrawl(redis_url, name, settings, "--all-due", "--older-than", "5")
         assert bad.returncode == 2 and "give one" in bad.stderr
+        away = _recrawl("redis://127.0.0.1:1/0", name, settings)
+        assert away.returncode == 1 and away.stderr.startswith("recrawl: cannot connect to Redis"), away.stderr
+        assert len(away.stderr.splitlines()) == 1
     finally:
         leftover = list(redis_client.scan_iter(match=Keys(name).pattern(), count=1000))
         if leftover:

@@ -7,7 +7,10 @@ Sharing. A site's robots.txt (per origin: scheme, host and port) is fetched once
 ROBOTSTXT_CACHE_SECONDS for all workers together: the fetching worker stores the raw
 body (zlib-compressed, at most ROBOTSTXT_MAX_BYTES), the status and the fetch time in
 Redis (key ``robots:<origin>``); every worker keeps parsed rules for up to
-ROBOTSTXT_CACHE_ENTRIES origins in memory. One worker fetches while the others wait
+ROBOTSTXT_CACHE_ENTRIES origins in memory, and no more than ROBOTSTXT_CACHE_BYTES of them
+(Protego's parsed rules take some 24 bytes per character of robots.txt: 36 KB for a file
+of fifty rules, so 10,000 sites would hold 350 MB); the least recently used go first, and
+are read from Redis again when needed. One worker fetches while the others wait
 for its result: the fetch is claimed with a lock key (``robots:lock:<origin>``, it
 expires if the fetching worker dies), and within a process the requests of one origin
 share one load.
@@ -111,6 +114,10 @@ return 0
 """
 
 
+RULES_BYTES_PER_CHAR = 24  # Protego's parsed rules per character of robots.txt (measured: 23-25)
+RULES_BYTES_MIN = 512  # a Rules without a parser, or an empty file
+
+
 @dataclass
 class Rules:
     """What one origin's robots.txt says, as used in this process."""
@@ -122,6 +129,7 @@ class Rules:
     retry_at: float = 0.0  # when robots.txt is tried again (unreachable)
     down: bool = False  # unreachable because the host is (connection refused, DNS)
     sitemaps: list = field(default_factory=list)
+    size: int = RULES_BYTES_MIN  # bytes the rules take in memory, about (RULES_BYTES_PER_CHAR)
 
     def allowed(self, url: str, token: str) -> bool:
         return self.parser is None or self.parser.can_fetch(url, token)
@@ -151,6 +159,8 @@ class RobotsMiddleware:
         self.follow_sitemaps = s.getbool("ROBOTSTXT_SITEMAPS")
         self.max_sitemaps = s.getint("ROBOTSTXT_MAX_SITEMAPS")
         self.cache_entries = s.getint("ROBOTSTXT_CACHE_ENTRIES")
+        self.cache_bytes = s.getint("ROBOTSTXT_CACHE_BYTES")
+        self._cache_size = 0  # the sizes of the rules in _cache
         self.url_options = url_options(s)
         self.backoff_limits = {
             "minimum": s.getfloat("HOST_BACKOFF_MIN"),
@@ -228,13 +238,22 @@ class RobotsMiddleware:
             logger.exception("robots.txt of %s could not be loaded; allowing for now", origin)
             rules = Rules(origin, time.time() + 60)
         waiters = self._loading.pop(origin)
-        self._cache[origin] = rules
-        self._cache.move_to_end(origin)
-        while len(self._cache) > self.cache_entries:
-            self._cache.popitem(last=False)
+        self._keep(origin, rules)
         for d in waiters:
             d.callback(rules)
         return rules
+
+    def _keep(self, origin: str, rules: Rules) -> None:
+        """Cache ``rules``; the least recently used go while there are more than
+        ROBOTSTXT_CACHE_ENTRIES, or more than ROBOTSTXT_CACHE_BYTES of them."""
+        old = self._cache.pop(origin, None)
+        if old is not None:
+            self._cache_size -= old.size
+        self._cache[origin] = rules
+        self._cache_size += rules.size
+        while len(self._cache) > 1 and (len(self._cache) > self.cache_entries or self._cache_size > self.cache_bytes):
+            self._cache_size -= self._cache.popitem(last=False)[1].size
+        self.stats.set_value("robotstxt/cache_bytes", self._cache_size)
 
     def _shard(self, origin: str):
         """The frontier (shard) of the site's host: its Redis and its keys hold the site's
@@ -334,7 +353,8 @@ class RobotsMiddleware:
             self.stats.inc_value("robotstxt/unparsable")
             logger.warning("robots.txt of %s could not be parsed (%s); everything allowed", origin, exc)
             return Rules(origin, valid_until)
-        return Rules(origin, valid_until, parser=parser, sitemaps=list(parser.sitemaps))
+        size = RULES_BYTES_MIN + RULES_BYTES_PER_CHAR * len(text)
+        return Rules(origin, valid_until, parser=parser, sitemaps=list(parser.sitemaps), size=size)
 
     # -- fetching ------------------------------------------------------------------------
 
