@@ -94,6 +94,15 @@ METRICS_FRONTIER_TIMEOUT = 1.0  # seconds a scrape waits for fresh frontier numb
 URL_STRIP_PARAMS = []  # empty: the built-in list of tracking and session parameters
 URL_SORT_QUERY = True
 
+# scrapy serve: the UrlStore's read API and the dashboard (crawler/serve/app.py)
+SERVE_HOST = "127.0.0.1"  # without SERVE_TOKEN, only a loopback address is allowed
+SERVE_PORT = 6810
+SERVE_TOKEN = os.environ.get("SERVE_TOKEN", "")  # set: every /api/ request needs "Authorization: Bearer <token>"
+SERVE_TIMEOUT = 2.0  # seconds a store, archive or Redis read may take; then 503 with Retry-After
+SERVE_THREADS = 4  # threads for those reads
+SERVE_BATCH_MAX = 100  # URLs in one lookup
+SERVE_ACCESS_LOG = False  # a log line per request
+
 # --- the broad-crawl spider -----------------------------------------------------------
 CRAWL_ALLOWED_DOMAINS = []  # scope: these domains and their subdomains (empty: any)
 CRAWL_ALLOWED_PREFIXES = []  # scope: URLs starting with one of these (empty: any)

@@ -160,6 +160,23 @@ def test_outlinks_and_inlinks_agree(store):
     assert store.outlinks(sources[3]) == [{"url": target, "text": "link 3", "nofollow": True}]
     assert len(store.inlinks(target, limit=5)) == 5
     assert store.inlinks("http://example.com/lonely") == []
+    pages, after = [], None  # paged by the last source of the page before
+    while True:
+        page = store.inlinks(target, limit=7, after=after)
+        if not page:
+            break
+        pages.append([link["url"] for link in page])
+        after = page[-1]["url"]
+    assert [len(p) for p in pages] == [7, 7, 7, 7, 2]
+    assert [u for p in pages for u in p] == sorted(sources)
+
+
+def test_a_record_asked_as_stored_is_neither_normalized_nor_followed(store):
+    store.record_fetch(_fetched("http://n.example/copy", canonical_url="http://n.example/main")).result(30)
+    store.record_fetch(_fetched("http://n.example/main")).result(30)
+    assert store.get("http://N.example/copy")["url"] == "http://n.example/main"
+    assert store.get("http://n.example/copy", follow_canonical=False, normalize=False)["url"] == "http://n.example/copy"
+    assert store.get("http://N.example/copy", follow_canonical=False, normalize=False) is None
 
 
 def test_last_fetched_names_the_urls_fetched_with_an_answer(store):
@@ -695,3 +712,34 @@ def test_cassandra_reschedule_writes_only_the_schedule_columns():
     ]
     assert [params[-1] for _, params in session.done] == ["http://example.com/r"] * 3
     assert session.done[1][1][2] == 30.0 and session.done[2][1][0] is None
+
+
+def test_a_reader_reads_beside_the_writer_and_changes_nothing(tmp_path):
+    """SqliteReader (``scrapy serve``): never creates a file, reads what the writer
+    committed, from several threads, and refuses to write."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from crawler.urlstore.sqlite import SqliteReader
+
+    path = str(tmp_path / "urlstore.sqlite")
+    with pytest.raises(FileNotFoundError):
+        SqliteReader(path)
+    assert not os.path.exists(path)
+    writer = SqliteUrlStore(path, inlink_buckets=4)
+    urls = [f"http://r.example/{i}" for i in range(200)]
+    for u in urls:
+        writer.record_fetch(_fetched(u, metadata={"title": u[-3:]}))
+    writer.record_fetch(_fetched("http://r.example/last")).result(30)
+    reader = SqliteReader(path, inlink_buckets=4)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(lambda u: reader.get(u)["metadata"]["title"], urls))
+        assert got == [u[-3:] for u in urls]
+        assert set(reader.last_fetched(urls[:3])) == set(urls[:3])
+        writer.record_fetch(_fetched("http://r.example/later")).result(30)
+        assert reader.get("http://r.example/later")["fate"] == "fetched"  # sees later commits
+        with pytest.raises(TypeError):
+            reader.record_fetch(_fetched("http://r.example/no"))
+    finally:
+        reader.close()
+        writer.close()

@@ -163,6 +163,14 @@ def read_record(data: bytes) -> tuple[dict, bytes]:
     return dict(record.rec_headers.headers), record.content_stream().read()
 
 
+def read_response(data: bytes) -> tuple[str | None, bytes]:
+    """The HTTP Content-Type (as the site sent it, None when it sent none) and the body of
+    one gzipped response record."""
+    record = next(iter(ArchiveIterator(io.BytesIO(data))))
+    content_type = record.http_headers.get_header("Content-Type") if record.http_headers else None
+    return content_type, record.content_stream().read()
+
+
 def _warc_date(when: float | None) -> str:
     t = time.gmtime(when if when is not None else time.time())
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", t)

@@ -20,7 +20,7 @@ from scrapy.exceptions import UsageError
 
 from crawler.frontier.connection import crawl_exists, frontier_from_settings, known_crawls, uses_embedded
 from crawler.frontier.frontier import REASONS
-from crawler.frontier.report import deferred_lines, status_line, when
+from crawler.frontier.report import deferred_lines, numbers, status_line, when
 from crawler.validation import exit_if_invalid
 
 
@@ -80,13 +80,7 @@ class Command(ScrapyCommand):
             if opts.watch:
                 watch(frontier, opts.watch, opts.count)
                 return
-            stats = frontier.stats()
-            max_wait = self.settings.getfloat("FRONTIER_MAX_WAIT")
-            outlook = frontier.outlook(max_wait)
-            stats["status"] = {**outlook, "deferred": frontier.deferred(max_wait)}
-            stats["slowed"] = frontier.slowed()
-            if opts.hosts:
-                stats["busiest"] = frontier.busiest(opts.hosts)
+            stats = numbers(frontier, self.settings.getfloat("FRONTIER_MAX_WAIT"), opts.hosts)
         except KeyboardInterrupt:
             return
         except Exception as exc:  # Redis unreachable, bad settings: one clear line

@@ -1,5 +1,6 @@
-"""Where a crawl stands, in words: the status line of ``scrapy frontier`` and the
-deferred part of a worker's closing summary (pure formatting of Frontier.outlook and
+"""Where a crawl stands: the numbers of ``scrapy frontier`` (and of ``scrapy serve``'s
+frontier endpoint) read in one place, and in words the status line and the deferred part
+of a worker's closing summary (pure formatting of Frontier.outlook and
 Frontier.deferred)."""
 
 from __future__ import annotations
@@ -9,6 +10,19 @@ import time
 from crawler.frontier.frontier import FINISHED, REASONS, RUNNING
 
 _ORDER = ("robots", "down", "throttled", "retry", "interval")
+
+
+def numbers(frontier, max_wait: float, hosts: int = 10) -> dict:
+    """The frontier's numbers as ``scrapy frontier stats --json`` prints them: its stats,
+    ``status`` (finished, running or waiting, and what is deferred), ``slowed`` hosts, and
+    the ``hosts`` busiest hosts (0: left out)."""
+    stats = frontier.stats()
+    outlook = frontier.outlook(max_wait)
+    stats["status"] = {**outlook, "deferred": frontier.deferred(max_wait)}
+    stats["slowed"] = frontier.slowed()
+    if hosts:
+        stats["busiest"] = frontier.busiest(hosts)
+    return stats
 
 
 def when(ms: int | None, now: float | None = None) -> str:

@@ -73,6 +73,10 @@ _SELECT = (
 )
 _FETCHED = "SELECT url, fate, status, fetched_at, archive_key FROM {ks}.urls WHERE url = ?"
 _INLINKS = "SELECT source_url, anchor_text, nofollow FROM {ks}.inlinks WHERE target_url = ? AND bucket = ? LIMIT ?"
+_INLINKS_AFTER = (
+    "SELECT source_url, anchor_text, nofollow FROM {ks}.inlinks WHERE target_url = ? AND bucket = ? "
+    "AND source_url > ? LIMIT ?"
+)
 
 
 def schema_statements(keyspace: str, replication: str) -> list[str]:
@@ -163,6 +167,7 @@ class CassandraUrlStore(UrlStore):
         self._inlink_stmt = prepare(_INLINK, write)
         self._select_stmt = prepare(_SELECT, read)
         self._inlinks_stmt = prepare(_INLINKS, read)
+        self._inlinks_after_stmt = prepare(_INLINKS_AFTER, read)
         self._fetched_stmt = prepare(_FETCHED, read)
         self._reschedule_stmt = prepare(_RESCHEDULE, write)
         self._reschedule_fetch_stmt = prepare(_RESCHEDULE_FETCH, write)
@@ -432,10 +437,15 @@ class CassandraUrlStore(UrlStore):
                 out.update(dict.fromkeys(given[row.url], _seconds(row.fetched_at)))
         return out
 
-    def _inlinks(self, url: str, limit: int) -> list[dict]:
+    def _inlinks(self, url: str, limit: int, after: str | None = None) -> list[dict]:
+        # each bucket is ordered by source URL: the first ``limit`` after the cursor of
+        # every bucket, merged
         out = []
         for bucket in range(self.inlink_buckets):
-            rows = self.session.execute(self._inlinks_stmt, (url, bucket, limit))
+            if after is None:
+                rows = self.session.execute(self._inlinks_stmt, (url, bucket, limit))
+            else:
+                rows = self.session.execute(self._inlinks_after_stmt, (url, bucket, after, limit))
             out += [{"url": r.source_url, "text": r.anchor_text, "nofollow": bool(r.nofollow)} for r in rows]
         out.sort(key=lambda link: link["url"])
         return out[:limit]

@@ -19,6 +19,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
+from pathlib import Path
 
 from crawler.urlstore.store import (
     DUE_FIELDS,
@@ -316,8 +317,8 @@ class SqliteUrlStore(UrlStore):
         last = out[-1]
         return out, (last["next_fetch_at"], last["url"]) if fetched_before is None else (last["url"],)
 
-    def _inlinks(self, url: str, limit: int) -> list[dict]:
-        return self._run(self._read_inlinks, url, limit).result()
+    def _inlinks(self, url: str, limit: int, after: str | None = None) -> list[dict]:
+        return self._run(self._read_inlinks, url, limit, after).result()
 
     def last_fetched(self, urls: list[str], archived: bool = False) -> dict[str, float]:
         if not urls:
@@ -354,10 +355,11 @@ class SqliteUrlStore(UrlStore):
             f"SELECT url, fate, status, fetched_at, archive_key FROM urls WHERE url IN ({marks})", urls
         ).fetchall()
 
-    def _read_inlinks(self, url: str, limit: int) -> list[dict]:
+    def _read_inlinks(self, url: str, limit: int, after: str | None = None) -> list[dict]:
         rows = self._db.execute(
-            "SELECT source_url, anchor_text, nofollow FROM inlinks WHERE target_url = ? ORDER BY source_url LIMIT ?",
-            (url, limit),
+            "SELECT source_url, anchor_text, nofollow FROM inlinks WHERE target_url = ? AND source_url > ? "
+            "ORDER BY source_url LIMIT ?",
+            (url, "" if after is None else after, limit),
         ).fetchall()
         return [{"url": s, "text": t, "nofollow": bool(n)} for s, t, n in rows]
 
@@ -373,3 +375,75 @@ class SqliteUrlStore(UrlStore):
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
+
+
+READ_TIMEOUT = 2.0  # seconds a reader waits for a lock on the file (a process holding it exclusively) before it fails
+READ_CACHE_KIB = 16 * 1024  # the page cache of each reader's connection
+
+
+class SqliteReader(SqliteUrlStore):
+    """The store read-only, for a reader beside the crawl (``scrapy serve``): the file is
+    opened read-only and never created (a missing one is FileNotFoundError), each thread
+    reads through a connection of its own, on the calling thread, so that readers run side
+    by side (in WAL mode none waits for the workers' writes). A read that cannot get at
+    the file (held exclusively by another process) fails after ``timeout`` seconds with
+    sqlite3.OperationalError, never later. Writes raise TypeError."""
+
+    def __init__(
+        self, path: str, url_options: dict | None = None, inlink_buckets: int = 16, timeout: float = READ_TIMEOUT
+    ):
+        if path == ":memory:" or not os.path.isfile(path):
+            raise FileNotFoundError(f"no UrlStore at {path}")
+        UrlStore.__init__(self, url_options, inlink_buckets)
+        self.path = path
+        self.timeout = timeout
+        self._uri = Path(path).absolute().as_uri() + "?mode=ro"
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._opened_lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings, url_options: dict) -> SqliteReader:
+        return cls(sqlite_path(settings), url_options, settings.getint("URLSTORE_INLINK_BUCKETS"))
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """This thread's connection (opened at its first read)."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self._uri, uri=True, timeout=self.timeout, check_same_thread=False)
+            db.execute(f"PRAGMA cache_size=-{READ_CACHE_KIB}")
+            self._local.db = db
+            with self._opened_lock:
+                self._opened.append(db)
+        return db
+
+    def _run(self, fn, *args) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+
+    def _grouped(self, write, arg) -> Future:
+        raise TypeError(f"the UrlStore at {self.path} is open read-only")
+
+    def last_fetched(self, urls: list[str], archived: bool = False) -> dict[str, float]:
+        given: dict[str, list[str]] = {}
+        for u in urls:
+            given.setdefault(self.normalize(u), []).append(u)
+        names = list(given)
+        rows = [r for i in range(0, len(names), 500) for r in self._read_fetched(self._db, names[i : i + 500])]
+        return {
+            u: at
+            for url, fate, status, at, key in rows
+            if answered(fate, status, key, archived) and at
+            for u in given[url]
+        }
+
+    def close(self) -> None:
+        with self._opened_lock:
+            for db in self._opened:
+                db.close()
+            self._opened.clear()

@@ -158,14 +158,17 @@ class UrlStore:
         """The stored row of a normalized URL, as FetchRecord.as_dict() gives it."""
         raise NotImplementedError
 
-    def _inlinks(self, url: str, limit: int) -> list[dict]:
+    def _inlinks(self, url: str, limit: int, after: str | None = None) -> list[dict]:
+        """Links to a normalized URL by source URL, those after ``after`` only."""
         raise NotImplementedError
 
-    def get(self, url: str, follow_canonical: bool = True) -> dict | None:
-        """The record of ``url`` (normalized first); with follow_canonical, the record of
-        its canonical URL when one is known and stored (``requested_url`` says which URL
-        was asked for). None when the URL is unknown."""
-        url = self.normalize(url)
+    def get(self, url: str, follow_canonical: bool = True, normalize: bool = True) -> dict | None:
+        """The record of ``url`` (normalized first, unless ``normalize`` is false: the
+        URL's own row, as stored); with follow_canonical, the record of its canonical URL
+        when one is known and stored (``requested_url`` says which URL was asked for).
+        None when the URL is unknown."""
+        if normalize:
+            url = self.normalize(url)
         row = self._row(url)
         hops = 0
         while follow_canonical and row and row.get("canonical_url") and hops < MAX_CANONICAL_HOPS:
@@ -202,9 +205,11 @@ class UrlStore:
         row = self._row(self.normalize(url))
         return list(row["outlinks"]) if row else []
 
-    def inlinks(self, url: str, limit: int = 1000) -> list[dict]:
-        """Links to ``url``: {"url" (the source), "text", "nofollow"}, at most ``limit``."""
-        return self._inlinks(self.normalize(url), limit)
+    def inlinks(self, url: str, limit: int = 1000, after: str | None = None) -> list[dict]:
+        """Links to ``url``: {"url" (the source), "text", "nofollow"}, at most ``limit``,
+        ordered by source URL; ``after``: only sources after it (the last source of the
+        previous page: a cursor)."""
+        return self._inlinks(self.normalize(url), limit, after)
 
     def normalize(self, url: str) -> str:
         try:
@@ -216,18 +221,24 @@ class UrlStore:
         """Wait for pending writes and release connections."""
 
 
-def urlstore_from_settings(settings) -> UrlStore:
-    """The crawl's UrlStore: URLSTORE_BACKEND "sqlite" (default) or "cassandra"."""
+def urlstore_from_settings(settings, readonly: bool = False) -> UrlStore:
+    """The crawl's UrlStore: URLSTORE_BACKEND "sqlite" (default) or "cassandra".
+    ``readonly``: for a reader (``scrapy serve``) that creates and changes nothing: an
+    SQLite file opened read-only (it must exist), reads on the calling thread; a Cassandra
+    keyspace whose schema is left as it is."""
     from crawler.urls import url_options
 
     backend = settings.get("URLSTORE_BACKEND").lower()
     if backend == "sqlite":
-        from crawler.urlstore.sqlite import SqliteUrlStore
+        from crawler.urlstore.sqlite import SqliteReader, SqliteUrlStore
 
-        return SqliteUrlStore.from_settings(settings, url_options(settings))
+        return (SqliteReader if readonly else SqliteUrlStore).from_settings(settings, url_options(settings))
     if backend == "cassandra":
         from crawler.urlstore.cassandra import CassandraUrlStore
 
+        if readonly:
+            settings = settings.copy()
+            settings.set("CASSANDRA_APPLY_SCHEMA", False)
         return CassandraUrlStore.from_settings(settings, url_options(settings))
     raise ValueError(f"URLSTORE_BACKEND must be 'sqlite' or 'cassandra', not {backend!r}")
 

@@ -1,0 +1,85 @@
+"""``scrapy serve``: the UrlStore's read API and the live dashboard, over HTTP.
+
+scrapy serve                       on SERVE_HOST:SERVE_PORT (127.0.0.1:6810)
+scrapy serve --port 8080 --crawl news
+scrapy serve --host 0.0.0.0 -s SERVE_TOKEN=...   any interface, with a token
+
+Without SERVE_TOKEN the server listens on a loopback address only, and says so; a
+non-loopback --host without a token is refused. The endpoints: crawler/serve/app.py.
+Ctrl-C or SIGTERM stops it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+
+from crawler.validation import exit_if_invalid
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False  # no crawl, no Twisted reactor: aiohttp's asyncio loop
+    default_settings = {"LOG_LEVEL": "INFO"}
+
+    def syntax(self):
+        return "[options]"
+
+    def short_desc(self):
+        return "Serve the UrlStore (JSON API) and a live dashboard over HTTP"
+
+    def add_options(self, parser):
+        super().add_options(parser)
+        parser.add_argument("--host", metavar="ADDRESS", help="address to listen on (default: SERVE_HOST)")
+        parser.add_argument("--port", metavar="PORT", help="port (default: SERVE_PORT)")
+        parser.add_argument("--crawl", metavar="NAME", help="the dashboard's crawl (default: CRAWL_NAME)")
+
+    def process_options(self, args, opts):
+        super().process_options(args, opts)
+        if opts.host:
+            self.settings.set("SERVE_HOST", opts.host, priority="cmdline")
+        if opts.port:
+            self.settings.set("SERVE_PORT", opts.port, priority="cmdline")
+        if opts.crawl:
+            self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
+        exit_if_invalid(self.settings, "serve")  # before anything starts or logs
+
+    def run(self, args, opts):
+        if args:
+            raise UsageError()
+        from aiohttp import web
+        from scrapy.utils.log import configure_logging
+
+        from crawler.serve.app import is_loopback, make_app
+
+        host, port = self.settings.get("SERVE_HOST"), self.settings.getint("SERVE_PORT")
+        token = self.settings.get("SERVE_TOKEN")
+        if not token and not is_loopback(host):
+            print(
+                f"serve: SERVE_HOST={host!r} is not a loopback address: set SERVE_TOKEN to serve other machines",
+                file=sys.stderr,
+            )
+            self.exitcode = 2
+            return
+        configure_logging(self.settings)
+        log = logging.getLogger("crawler.serve")
+        where = f"http://{host}:{port}/"
+        guard = "a token is required (SERVE_TOKEN)" if token else "no token: listening on loopback only"
+        log.info(
+            "Serving crawl %r on %s (dashboard at /, API at /api/; %s)", self.settings.get("CRAWL_NAME"), where, guard
+        )
+        try:
+            web.run_app(
+                make_app(self.settings),
+                host=host,
+                port=port,
+                print=None,
+                access_log=log if self.settings.getbool("SERVE_ACCESS_LOG") else None,
+                handle_signals=True,
+            )
+        except OSError as exc:  # the port is taken, the address is not ours
+            print(f"serve: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+            self.exitcode = 1

@@ -1,0 +1,1 @@
+"""``scrapy serve``: the UrlStore's read API and the live dashboard (app.py, static/)."""

@@ -1,0 +1,439 @@
+"""``scrapy serve``: what the crawl knows, over HTTP (JSON), and a live dashboard.
+
+An aiohttp application (aiohttp: a maintained asyncio web framework with its own HTTP
+server, already a dependency of Scrapy's, so no second server such as uvicorn to run).
+Endpoints, all GET unless said (CRAWL: a crawl name; errors are JSON ``{"error",
+"status"}``):
+
+/api/crawls                          the crawls there are, and the default one
+/api/crawls/CRAWL/record?url=U       U's record: normalized the crawler's way and followed
+                                     to its canonical (``&raw=1``: U's own row, as given)
+/api/crawls/CRAWL/content?url=U      the archived body, the exact bytes, with the
+                                     Content-Type the site sent
+/api/crawls/CRAWL/outlinks?url=U     its outlinks, paged (``offset``, ``limit``)
+/api/crawls/CRAWL/inlinks?url=U      links to it, paged by a cursor (``after``, ``limit``)
+POST /api/crawls/CRAWL/lookup        ``{"urls": [...]}``: up to SERVE_BATCH_MAX records
+/api/crawls/CRAWL/frontier           ``scrapy frontier stats --json``
+/api/crawls/CRAWL/activity           the workers' live numbers (crawler/livestats.py)
+/                                    the dashboard (static/dashboard.html), /static/ its files
+
+Blocking reads (the UrlStore, the archive, Redis) run on a pool of SERVE_THREADS threads,
+each bounded by SERVE_TIMEOUT: a store, an archive or a Redis that is down or hangs gives
+503 with Retry-After within that time, never a hang. SQLite is read through
+SqliteReader (read-only, a connection per thread: nothing is created, no write waits).
+
+A crawl is known when it has a UrlStore (SQLite: its file under CRAWL_DIR) or a frontier
+(keys in Redis, or an embedded Redis's file); an unknown one is 404, naming the known.
+With SERVE_TOKEN set, every /api/ request carries ``Authorization: Bearer <token>``;
+without one the server listens on a loopback address only (the command refuses another).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+
+from aiohttp import web
+from scrapy.settings import Settings
+
+from crawler.urls import InvalidURL, normalize_url, url_options
+
+logger = logging.getLogger(__name__)
+
+STATIC = resources.files("crawler.serve").joinpath("static")
+MAX_LINKS_PAGE = 1000  # links per page of outlinks / inlinks at most
+KNOWN_FOR = 5.0  # seconds the list of known crawls is reused
+
+
+class Unavailable(Exception):
+    """A store, an archive or Redis did not answer within SERVE_TIMEOUT."""
+
+
+def error(status: int, message: str, **headers) -> web.HTTPException:
+    """An HTTP error with a JSON body ``{"error", "status"}``."""
+    cls = web.HTTPException
+    for c in (
+        web.HTTPBadRequest,
+        web.HTTPUnauthorized,
+        web.HTTPNotFound,
+        web.HTTPRequestEntityTooLarge,
+        web.HTTPServiceUnavailable,
+    ):
+        if c.status_code == status:
+            cls = c
+            break
+    body = json.dumps({"error": message, "status": status})
+    if cls is web.HTTPRequestEntityTooLarge:
+        exc = cls(max_size=0, actual_size=0, text=body, content_type="application/json", headers=headers)
+    else:
+        exc = cls(text=body, content_type="application/json", headers=headers)
+    return exc
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Crawl:
+    """One crawl's readers, opened at first use: its UrlStore, its archive, its frontier."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.name = settings.get("CRAWL_NAME")
+        self._store = self._storage = self._frontier = None
+
+    def store(self):
+        if self._store is None:
+            from crawler.urlstore.store import urlstore_from_settings
+
+            self._store = urlstore_from_settings(self.settings, readonly=True)
+        return self._store
+
+    def storage(self):
+        if self._storage is None:
+            from crawler.archive.storage import storage_from_settings
+
+            self._storage = storage_from_settings(self.settings)
+        return self._storage
+
+    def frontier(self):
+        if self._frontier is None:
+            from crawler.frontier.connection import frontier_from_settings
+
+            self._frontier = frontier_from_settings(self.settings)
+        return self._frontier
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+class Server:
+    """The application's state: the settings, the thread pool, the crawls."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.timeout = settings.getfloat("SERVE_TIMEOUT")
+        self.retry_after = str(max(1, round(self.timeout)))
+        self.batch_max = settings.getint("SERVE_BATCH_MAX")
+        self.token = settings.get("SERVE_TOKEN") or ""
+        self.url_options = url_options(settings)
+        self.pool = ThreadPoolExecutor(settings.getint("SERVE_THREADS"), thread_name_prefix="serve")
+        self.crawls: dict[str, Crawl] = {}
+        self._known: tuple[float, list[str]] = (0.0, [])
+
+    async def blocking(self, what: str, fn, *args):
+        """``fn(*args)`` on the pool, within SERVE_TIMEOUT; Unavailable if it fails or
+        takes longer (the thread finishes on its own)."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(self.pool, fn, *args), self.timeout)
+        except TimeoutError:
+            logger.warning("%s did not answer within %.1f s", what, self.timeout)
+            raise Unavailable(f"{what} did not answer within {self.timeout:g} s") from None
+        except (ValueError, TypeError, KeyError, LookupError):
+            raise
+        except Exception as exc:
+            logger.warning("%s is unavailable: %s: %s", what, type(exc).__name__, exc)
+            raise Unavailable(f"{what} is unavailable ({type(exc).__name__})") from None
+
+    def settings_for(self, name: str) -> Settings:
+        s = self.settings.copy()
+        s.set("CRAWL_NAME", name, priority="cmdline")
+        return s
+
+    def known_crawls(self) -> list[str]:
+        """Crawls with a UrlStore file or a frontier (reused for KNOWN_FOR seconds)."""
+        at, names = self._known
+        if time.monotonic() - at < KNOWN_FOR:
+            return names
+        from crawler.crawldir import crawls_holding
+        from crawler.frontier.connection import known_crawls
+        from crawler.urlstore.sqlite import SQLITE_FILE
+
+        found = set()
+        if self.settings.get("URLSTORE_BACKEND").lower() == "sqlite":
+            found.update(crawls_holding(self.settings, SQLITE_FILE))
+        try:
+            found.update(known_crawls(self.settings))
+        except Exception as exc:  # Redis away: the stores still answer
+            logger.warning("The crawls in Redis are unknown for now: %s: %s", type(exc).__name__, exc)
+        names = sorted(found)
+        self._known = (time.monotonic(), names)
+        return names
+
+    async def crawl(self, request: web.Request) -> Crawl:
+        name = request.match_info["crawl"]
+        crawl = self.crawls.get(name)
+        if crawl is not None:
+            return crawl
+        known = await self.blocking("The list of crawls", self.known_crawls)
+        if name not in known:
+            self._known = (0.0, [])  # (a crawl that starts later is seen at once)
+            known = await self.blocking("The list of crawls", self.known_crawls)
+        if name not in known:
+            there = ", ".join(known) if known else "none yet"
+            raise error(404, f"no crawl {name!r} (crawls: {there})")
+        crawl = self.crawls[name] = Crawl(self.settings_for(name))
+        return crawl
+
+    def url_param(self, request: web.Request) -> str:
+        url = request.query.get("url", "")
+        if not url:
+            raise error(400, "give the URL: ?url=...")
+        if not request.query.get("raw"):
+            self.check_url(url)
+        return url
+
+    def check_url(self, url: str) -> None:
+        try:
+            normalize_url(url, **self.url_options)
+        except InvalidURL as exc:
+            raise error(400, f"{url!r} is not a valid URL ({exc})") from None
+
+    def close(self) -> None:
+        for crawl in self.crawls.values():
+            try:
+                crawl.close()
+            except Exception:
+                pass
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise error(400, f"{name} must be a whole number from {low} to {high}") from None
+    if not low <= value <= high:
+        raise error(400, f"{name} must be a whole number from {low} to {high}")
+    return value
+
+
+def record_json(record: dict) -> dict:
+    from crawler.commands.urlstore import with_iso_times
+
+    return with_iso_times(record)
+
+
+# -- handlers ----------------------------------------------------------------------------
+
+SERVER = web.AppKey("server", Server)
+
+
+async def crawls(request: web.Request) -> web.Response:
+    server = request.app[SERVER]
+    names = await server.blocking("The list of crawls", server.known_crawls)
+    return web.json_response({"crawls": names, "default": server.settings.get("CRAWL_NAME")})
+
+
+async def record(request: web.Request) -> web.Response:
+    server = request.app[SERVER]
+    crawl = await server.crawl(request)
+    url = server.url_param(request)
+    raw = bool(request.query.get("raw"))
+    found = await server.blocking("The UrlStore", _get, crawl, url, raw)
+    if found is None:
+        raise error(404, f"{url} is not in the store")
+    return web.json_response(record_json(found), dumps=_dumps)
+
+
+def _get(crawl: Crawl, url: str, raw: bool) -> dict | None:
+    return crawl.store().get(url, follow_canonical=not raw, normalize=not raw)
+
+
+async def content(request: web.Request) -> web.Response:
+    server = request.app[SERVER]
+    crawl = await server.crawl(request)
+    url = server.url_param(request)
+    found = await server.blocking("The UrlStore", _get, crawl, url, bool(request.query.get("raw")))
+    if found is None:
+        raise error(404, f"{url} is not in the store")
+    pointer = found.get("archive")
+    if not pointer:
+        raise error(404, f"{found['url']} has no archived body (fate: {found.get('fate')})")
+    content_type, body = await server.blocking("The archive", _read_body, crawl, pointer)
+    response = web.Response(body=body)
+    response.headers["Content-Type"] = content_type or "application/octet-stream"
+    response.headers["X-Crawled-Url"] = found["url"]
+    return response
+
+
+def _read_body(crawl: Crawl, pointer: dict) -> tuple[str | None, bytes]:
+    from crawler.archive.warc import read_response
+
+    data = crawl.storage().get_range(pointer["key"], pointer["offset"], pointer["length"])
+    return read_response(data)
+
+
+async def outlinks(request: web.Request) -> web.Response:
+    server = request.app[SERVER]
+    crawl = await server.crawl(request)
+    url = server.url_param(request)
+    offset = int_param(request, "offset", 0, 0, 10**9)
+    limit = int_param(request, "limit", 100, 1, MAX_LINKS_PAGE)
+    found = await server.blocking("The UrlStore", _get, crawl, url, True if request.query.get("raw") else False)
+    if found is None:
+        raise error(404, f"{url} is not in the store")
+    links = found.get("outlinks") or []
+    page = links[offset : offset + limit]
+    more = offset + limit < len(links)
+    return web.json_response(
+        {"url": found["url"], "outlinks": page, "total": len(links), "next": offset + limit if more else None}
+    )
+
+
+async def inlinks(request: web.Request) -> web.Response:
+    server = request.app[SERVER]
+    crawl = await server.crawl(request)
+    url = server.url_param(request)
+    limit = int_param(request, "limit", 100, 1, MAX_LINKS_PAGE)
+    after = request.query.get("after") or None
+    store = await server.blocking("The UrlStore", crawl.store)
+    # one more than asked: whether there is a next page
+    links = await server.blocking("The UrlStore", store.inlinks, url, limit + 1, after)
+    more = len(links) > limit
+    links = links[:limit]
+    return web.json_response(
+        {"url": store.normalize(url), "inlinks": links, "next": links[-1]["url"] if more else None}
+    )
+
+
+async def lookup(request: web.Request) -> web.Response:
+    server = request.app[SERVER]
+    crawl = await server.crawl(request)
+    if request.method == "POST":
+        try:
+            payload = await request.json()
+        except (ValueError, UnicodeDecodeError):
+            raise error(400, 'the body must be JSON: {"urls": [...]}') from None
+        urls = payload.get("urls") if isinstance(payload, dict) else None
+    else:
+        urls = request.query.getall("url", [])
+    if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
+        raise error(400, 'give the URLs: {"urls": ["http://...", ...]}')
+    if len(urls) > server.batch_max:
+        raise error(413, f"at most {server.batch_max} URLs in one lookup, not {len(urls)}")
+    results = await server.blocking("The UrlStore", _lookup, server, crawl, urls)
+    return web.json_response({"results": results}, dumps=_dumps)
+
+
+def _lookup(server: Server, crawl: Crawl, urls: list[str]) -> list[dict]:
+    store = crawl.store()
+    out = []
+    for url in urls:
+        try:
+            normalize_url(url, **server.url_options)
+        except InvalidURL as exc:
+            out.append({"url": url, "record": None, "error": f"not a valid URL ({exc})"})
+            continue
+        found = store.get(url)
+        out.append({"url": url, "record": record_json(found) if found else None})
+    return out
+
+
+async def frontier(request: web.Request) -> web.Response:
+    server = request.app[SERVER]
+    crawl = await server.crawl(request)
+    hosts = int_param(request, "hosts", 10, 0, 100)
+    numbers = await server.blocking("Redis", _frontier_numbers, crawl, hosts)
+    if numbers is None:
+        raise error(404, f"crawl {crawl.name!r} has no frontier")
+    return web.json_response(numbers)
+
+
+def _frontier_numbers(crawl: Crawl, hosts: int) -> dict | None:
+    from crawler.frontier.connection import crawl_exists
+    from crawler.frontier.report import numbers
+
+    if not crawl_exists(crawl.settings):
+        return None
+    return numbers(crawl.frontier(), crawl.settings.getfloat("FRONTIER_MAX_WAIT"), hosts)
+
+
+async def activity(request: web.Request) -> web.Response:
+    server = request.app[SERVER]
+    crawl = await server.crawl(request)
+    minutes = int_param(request, "minutes", 30, 1, 120)
+    found = await server.blocking("Redis", _activity, crawl, minutes)
+    if found is None:
+        raise error(404, f"crawl {crawl.name!r} has no frontier")
+    return web.json_response(found)
+
+
+def _activity(crawl: Crawl, minutes: int) -> dict | None:
+    from crawler.frontier.connection import crawl_exists
+    from crawler.livestats import activity_of
+
+    if not crawl_exists(crawl.settings):
+        return None
+    return activity_of(crawl.frontier(), time.time(), minutes)
+
+
+async def dashboard(request: web.Request) -> web.Response:
+    return web.Response(body=STATIC.joinpath("dashboard.html").read_bytes(), content_type="text/html")
+
+
+def _dumps(obj) -> str:
+    return json.dumps(obj, default=str)
+
+
+# -- the application ---------------------------------------------------------------------
+
+
+@web.middleware
+async def guard(request: web.Request, handler):
+    """The token (when SERVE_TOKEN is set), and JSON for every error of /api/."""
+    server = request.app[SERVER]
+    api = request.path.startswith("/api/")
+    if api and server.token and request.headers.get("Authorization") != f"Bearer {server.token}":
+        raise error(401, "this server needs a token: Authorization: Bearer <SERVE_TOKEN>")
+    try:
+        return await handler(request)
+    except Unavailable as exc:
+        raise error(503, f"{exc}; try again", **{"Retry-After": server.retry_after}) from None
+    except web.HTTPException as exc:
+        if api and exc.content_type != "application/json" and exc.status >= 400:
+            raise error(exc.status, exc.reason) from None
+        raise
+
+
+def make_app(settings: Settings) -> web.Application:
+    app = web.Application(middlewares=[guard], client_max_size=1024**2)
+    server = Server(settings)
+    app[SERVER] = server
+    base = "/api/crawls/{crawl}"
+    app.add_routes(
+        [
+            web.get("/", dashboard),
+            web.get("/api/crawls", crawls),
+            web.get(f"{base}/record", record),
+            web.get(f"{base}/content", content),
+            web.get(f"{base}/outlinks", outlinks),
+            web.get(f"{base}/inlinks", inlinks),
+            web.get(f"{base}/lookup", lookup),
+            web.post(f"{base}/lookup", lookup),
+            web.get(f"{base}/frontier", frontier),
+            web.get(f"{base}/activity", activity),
+            web.static("/static", str(STATIC)),
+        ]
+    )
+
+    async def _close(app: web.Application) -> None:
+        server.close()
+
+    app.on_cleanup.append(_close)
+    return app

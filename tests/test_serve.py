@@ -1,0 +1,302 @@
+"""``scrapy serve`` on a real crawl's UrlStore, archive and frontier: records (normalized,
+followed to their canonical, or raw), archived bodies byte for byte, outlinks and inlinks
+paged, batch lookups, the frontier's numbers; bad requests get 4xx with a JSON error, a
+store or a Redis that is down 503 with Retry-After in bounded time; the token; a
+non-loopback address without one is refused."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from crawler.demosite import serve_site
+from crawler.urlstore.sqlite import SqliteUrlStore
+from crawler.urlstore.store import FetchRecord
+from tests.harness import clean_env, crawl_command, free_port, log_tail
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "serve-Token-5e1b"
+
+
+class Served:
+    """A ``scrapy serve`` subprocess, and requests to it."""
+
+    def __init__(self, env: dict, settings: dict, log: Path):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        cmd = [sys.executable, "-m", "scrapy", "serve", "--port", str(self.port)]
+        for name, value in settings.items():
+            cmd += ["-s", f"{name}={value}"]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        self.token = env.get("SERVE_TOKEN")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                self.get("/api/crawls")
+                return
+            except (ConnectionError, urllib.error.URLError):
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+        self.stop()
+        raise AssertionError(f"scrapy serve did not start:\n{log.read_text(errors='replace')[-3000:]}")
+
+    def get(self, path: str, data: bytes | None = None, token: str | None = None):
+        """(status, headers, body bytes) of a request; errors are answers too."""
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        if token or self.token:
+            headers["Authorization"] = f"Bearer {token or self.token}"
+        request = urllib.request.Request(self.base + path, data=data, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.headers, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.headers, exc.read()
+
+    def json(self, path: str, data=None, expect: int = 200) -> dict:
+        status, _, body = self.get(path, json.dumps(data).encode() if data is not None else None)
+        assert status == expect, (path, status, body[:500])
+        return json.loads(body)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def q(url: str) -> str:
+    return urllib.parse.quote(url, safe="")
+
+
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory, redis_url):
+    """A finished crawl of two loopback sites (one page disallowed by robots.txt, one
+    whose connection drops), plus two records written beside it: a page and a copy whose
+    canonical URL names it."""
+    tmp = tmp_path_factory.mktemp("serve")
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    robots = {1: "User-agent: *\nDisallow: /p3.html\n"}
+    with serve_site(hosts=2, pages=6, robots=robots) as site:
+        seeds = tmp / "seeds.txt"
+        seeds.write_text("\n".join(site.seeds) + "\n")
+        settings = {
+            "CRAWL_NAME": name,
+            "CRAWL_DIR": tmp / "crawl",
+            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+            "FRONTIER_HOST_INTERVAL": 0.05,
+            "FRONTIER_IDLE_SECONDS": 2,
+            "ARCHIVE_MAX_SECONDS": 1,
+            "LOG_FILE": tmp / "worker.log",
+        }
+        env = {**clean_env(), "REDIS_URL": redis_url}
+        proc = subprocess.run(crawl_command(tmp / "pages.jsonl", seeds, settings), cwd=ROOT, env=env, timeout=180)
+        pages = ((site.url(h, p), site.page(i, p)) for i, h in enumerate(site.hosts) for p in site.page_paths())
+        recorded = site.expected_page_urls()  # (a redirect's target is recorded under the URL linked)
+        html = {url: body for url, body in pages if body is not None and url in recorded}
+    assert proc.returncode == 0, log_tail([tmp / "worker.log"], 40, "no log")
+    path = tmp / "crawl" / name / "urlstore.sqlite"
+    writer = SqliteUrlStore(str(path))
+    now = time.time()
+    for url, canonical in (
+        ("http://canon.example/main", None),
+        ("http://canon.example/copy", "http://canon.example/main"),
+    ):
+        record = FetchRecord(url=url, fate="fetched", fetched_at=now, status=200, canonical_url=canonical)
+        writer.record_fetch(record).result(30)
+    writer.close()
+    served = Served(env, {"CRAWL_NAME": name, "CRAWL_DIR": tmp / "crawl"}, tmp / "serve.log")
+    yield {"name": name, "tmp": tmp, "html": html, "site": site, "env": env, "served": served, "store": path}
+    served.stop()
+
+
+def test_records_are_normalized_followed_to_their_canonical_or_raw(crawled):
+    served, name, html = crawled["served"], crawled["name"], crawled["html"]
+    assert name in served.json("/api/crawls")["crawls"]
+    page = next(u for u in html if u.endswith("/p2.html"))
+    record = served.json(f"/api/crawls/{name}/record?url={q(page.replace('http://', 'HTTP://'))}")
+    assert record["url"] == page and record["fate"] == "fetched" and record["status"] == 200
+    assert record["metadata"]["title"] and record["archive"]["key"]
+    assert record["fetched_at"].endswith("Z")  # ISO 8601
+    copy = served.json(f"/api/crawls/{name}/record?url={q('http://CANON.example/copy')}")
+    assert copy["url"] == "http://canon.example/main" and copy["requested_url"] == "http://canon.example/copy"
+    raw = served.json(f"/api/crawls/{name}/record?url={q('http://canon.example/copy')}&raw=1")
+    assert raw["url"] == "http://canon.example/copy"
+    assert (
+        served.json(f"/api/crawls/{name}/record?url={q('http://CANON.example/copy')}&raw=1", expect=404)["status"]
+        == 404
+    )
+    site = crawled["site"]
+    disallowed = served.json(f"/api/crawls/{name}/record?url={q(site.url(site.hosts[1], '/p3.html'))}")
+    assert disallowed["fate"] == "robots_disallowed" and disallowed["archive"] is None
+
+
+def test_the_archived_body_comes_back_byte_for_byte_with_its_type(crawled):
+    served, name, html = crawled["served"], crawled["name"], crawled["html"]
+    site = crawled["site"]
+    for url, body in html.items():
+        status, headers, got = served.get(f"/api/crawls/{name}/content?url={q(url)}")
+        if url == site.url(site.hosts[1], "/p3.html"):  # robots.txt kept it out: never archived
+            assert status == 404 and "no archived body" in json.loads(got)["error"]
+            continue
+        assert status == 200 and got == (body.encode() if isinstance(body, str) else body), url
+        assert headers["Content-Type"].startswith("text/html")
+
+
+def test_links_are_paged_and_agree_with_the_store(crawled):
+    served, name, html = crawled["served"], crawled["name"], crawled["html"]
+    store = SqliteUrlStore(str(crawled["store"]))
+    try:
+        target = max(html, key=lambda u: len(store.inlinks(u)))
+        expected = [link["url"] for link in store.inlinks(target)]
+        source = next(u for u in html if store.outlinks(u))
+        outlinks = store.outlinks(source)
+    finally:
+        store.close()
+    assert len(expected) >= 3
+    got, after = [], ""
+    for _ in range(50):
+        page = served.json(f"/api/crawls/{name}/inlinks?url={q(target)}&limit=2&after={q(after)}")
+        assert len(page["inlinks"]) <= 2
+        got += [link["url"] for link in page["inlinks"]]
+        if page["next"] is None:
+            break
+        after = page["next"]
+    assert got == expected
+    first = served.json(f"/api/crawls/{name}/outlinks?url={q(source)}&limit=1")
+    assert first["total"] == len(outlinks) and first["outlinks"] == outlinks[:1]
+    rest = served.json(f"/api/crawls/{name}/outlinks?url={q(source)}&offset=1&limit=1000")
+    assert first["outlinks"] + rest["outlinks"] == outlinks and rest["next"] is None
+
+
+def test_a_batch_lookup_answers_each_url(crawled):
+    served, name, html = crawled["served"], crawled["name"], crawled["html"]
+    known = list(html)[:3]
+    asked = [*known, "http://unknown.example/x", "not a url"]
+    results = served.json(f"/api/crawls/{name}/lookup", {"urls": asked})["results"]
+    assert [r["url"] for r in results] == asked
+    assert all(r["record"] and r["record"]["url"] == u for r, u in zip(results[:3], known, strict=True))
+    assert results[3]["record"] is None and "error" not in results[3]
+    assert results[4]["record"] is None and "not a valid URL" in results[4]["error"]
+    too_many = served.json(f"/api/crawls/{name}/lookup", {"urls": known * 34}, expect=413)
+    assert "at most 100" in too_many["error"]
+
+
+def test_bad_requests_get_a_json_error(crawled):
+    served, name = crawled["served"], crawled["name"]
+    cases = {
+        f"/api/crawls/{name}/record?url={q('http://exa mple.com:99999/')}": 400,
+        f"/api/crawls/{name}/record": 400,
+        f"/api/crawls/{name}/record?url={q('http://nowhere.example/')}": 404,
+        f"/api/crawls/nosuchcrawl-{uuid.uuid4().hex[:6]}/record?url={q('http://a.example/')}": 404,
+        f"/api/crawls/{name}/inlinks?url={q('http://a.example/')}&limit=0": 400,
+        f"/api/crawls/{name}/outlinks?url={q('http://a.example/')}&offset=x": 400,
+        "/api/nothing/here": 404,
+    }
+    for path, expected in cases.items():
+        status, headers, body = served.get(path)
+        assert status == expected, (path, status, body)
+        assert headers["Content-Type"].startswith("application/json")
+        assert json.loads(body)["status"] == expected and json.loads(body)["error"]
+    unknown = json.loads(served.get(f"/api/crawls/nosuchcrawl/record?url={q('http://a.example/')}")[2])
+    assert name in unknown["error"]  # names the crawls there are
+    status, _, body = served.get(f"/api/crawls/{name}/lookup", data=b"{not json")
+    assert status == 400 and "JSON" in json.loads(body)["error"]
+
+
+def test_the_frontier_numbers_are_those_of_scrapy_frontier(crawled):
+    served, name, env, tmp = crawled["served"], crawled["name"], crawled["env"], crawled["tmp"]
+    numbers = served.json(f"/api/crawls/{name}/frontier")
+    cli = subprocess.run(
+        [sys.executable, "-m", "scrapy", "frontier", "stats", "--json", "-s", f"CRAWL_NAME={name}"]
+        + ["-s", f"CRAWL_DIR={tmp / 'crawl'}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    expected = json.loads(cli.stdout)
+    assert numbers["status"]["state"] == expected["status"]["state"] == "finished"
+    for key in ("queued", "leased", "pushed", "popped", "acked", "hosts_seen"):
+        assert numbers[key] == expected[key], key
+    assert numbers["acked"] >= len(crawled["html"]) - 1
+
+
+def test_a_store_or_redis_that_is_down_gives_503_in_bounded_time(crawled, tmp_path):
+    """Redis away: the store still answers, the frontier's numbers are 503; the store
+    held exclusively by another process: 503 within SERVE_TIMEOUT, then answers again."""
+    name = crawled["name"]
+    copy = tmp_path / "crawl" / name / "urlstore.sqlite"  # (a copy of the crawl's store, to hold)
+    copy.parent.mkdir(parents=True)
+    source, target = sqlite3.connect(str(crawled["store"])), sqlite3.connect(str(copy))
+    source.backup(target)
+    source.close()
+    target.execute("PRAGMA journal_mode=WAL")
+    target.close()
+    holder = sqlite3.connect(str(copy), timeout=5)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    url = next(iter(crawled["html"]))
+    holder.execute("UPDATE urls SET error = error WHERE url = ?", (url,))
+    env = {**crawled["env"], "REDIS_URL": "redis://127.0.0.1:1/0"}
+    settings = {"CRAWL_NAME": name, "CRAWL_DIR": tmp_path / "crawl", "SERVE_TIMEOUT": 1}
+    served = Served(env, settings, tmp_path / "s.log")
+    try:
+        started = time.monotonic()
+        status, headers, body = served.get(f"/api/crawls/{name}/record?url={q(url)}")
+        took = time.monotonic() - started
+        assert status == 503 and headers["Retry-After"] == "1" and "UrlStore" in json.loads(body)["error"], body
+        assert took < 4
+        holder.rollback()
+        holder.close()
+        deadline = time.monotonic() + 10
+        while (answer := served.get(f"/api/crawls/{name}/record?url={q(url)}"))[0] != 200:
+            assert time.monotonic() < deadline, f"the store did not answer again: {answer}"
+            time.sleep(0.2)
+        assert json.loads(answer[2])["url"] == url
+        started = time.monotonic()
+        status, headers, body = served.get(f"/api/crawls/{name}/frontier")
+        assert status == 503 and headers["Retry-After"] == "1" and "Redis" in json.loads(body)["error"], body
+        assert time.monotonic() - started < 5
+    finally:
+        served.stop()
+    log = (tmp_path / "s.log").read_text()
+    assert "UrlStore" in log and "Redis" in log  # each said in the log
+
+
+def test_a_token_guards_the_api_and_another_address_needs_one(crawled, tmp_path):
+    name, tmp = crawled["name"], crawled["tmp"]
+    env = {**crawled["env"], "SERVE_TOKEN": TOKEN}
+    served = Served(env, {"CRAWL_NAME": name, "CRAWL_DIR": tmp / "crawl"}, tmp_path / "t.log")
+    try:
+        assert served.get("/api/crawls")[0] == 200
+        served.token = None
+        status, _, body = served.get("/api/crawls")
+        assert status == 401 and "token" in json.loads(body)["error"]
+        assert served.get("/api/crawls", token="wrong")[0] == 401
+    finally:
+        served.stop()
+    assert TOKEN not in (tmp_path / "t.log").read_text()
+    refused = subprocess.run(
+        [sys.executable, "-m", "scrapy", "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+        cwd=ROOT,
+        env=crawled["env"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2 and refused.stderr.strip().count("\n") == 0
+    assert "SERVE_TOKEN" in refused.stderr and "loopback" in refused.stderr
