@@ -23,6 +23,15 @@ FATE = "pages/fate/"  # the stats of this worker's pages by fate
 NOT_ERRORS = {"fetched", "duplicate", "robots_disallowed"}  # fates that are no failure
 
 
+def worker_fate(page) -> str:
+    """The fate a worker counts a Page under (``pages/fate/<fate>``): its UrlStore fate,
+    but ``server_error`` for a 5xx kept after its last try."""
+    fate = page_fate(page)
+    if fate == "fetched" and page.get("status", 0) >= 500:
+        return "server_error"
+    return fate
+
+
 class FrontierStats:
     """Every FRONTIER_STATS_INTERVAL seconds: one log line with the frontier's queue
     sizes, hosts, leases, URL-seen fill and pages of the last minute (all workers), and
@@ -97,10 +106,7 @@ class FrontierStats:
 
     def item_scraped(self, item, **kwargs):
         if isinstance(item, Page):
-            fate = page_fate(item)
-            if fate == "fetched" and item.get("status", 0) >= 500:
-                fate = "server_error"  # kept after its last try
-            self.crawler.stats.inc_value(f"{FATE}{fate}")
+            self.crawler.stats.inc_value(f"{FATE}{worker_fate(item)}")
 
     def spider_closed(self, spider, reason):
         if self.task is not None and self.task.running:

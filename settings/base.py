@@ -83,6 +83,10 @@ FRONTIER_CLOSE_WHEN_IDLE = True
 FRONTIER_MAX_WAIT = 60.0
 FRONTIER_IDLE_SECONDS = 2.0
 FRONTIER_STATS_INTERVAL = 30.0  # seconds between frontier progress log lines
+# Live stats (crawler/livestats.py): every this many seconds a worker adds its new counts,
+# its pages by 10-second bucket and its last pages to the crawl's Redis, for the dashboard
+# and `scrapy serve` (0: off; at most 10, as a worker silent for 30 s no longer counts as live)
+LIVE_STATS_INTERVAL = 2.0
 
 # --- Prometheus metrics (crawler/metrics.py) ----------------------------------------------
 METRICS_PORT = None  # a port, a range "9410-9419" (the first free one) or "auto" (any free port); None/0: off
@@ -309,6 +313,7 @@ SPIDER_MIDDLEWARES = {
 EXTENSIONS = {
     "crawler.extensions.FrontierStats": 500,
     "crawler.metrics.Metrics": 510,
+    "crawler.livestats.LiveStats": 520,
     "crawler.extensions.GarbageCollection": 900,
     # not even imported (REMOTE_CONTROL_ENABLED is off): its module imports aiohttp, 7.7 MB
     # of a worker's memory; to turn it on, set it here again with REMOTE_CONTROL_ENABLED

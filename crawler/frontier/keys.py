@@ -41,7 +41,9 @@ key                         type    contents
                                     fingerprints (urlseen.py)
 ``counters``                hash    queued, turn, pushed, expired, abandoned, epoch
                                     (frontier-wide counters)
-``workers``                 zset    worker id -> last heartbeat (ms)
+``workers``                 zset    worker id -> last heartbeat (ms): written at each
+                                    live-stats flush, removed when the worker closes
+                                    (crawler/livestats.py); on the first shard
 ``submit``                  list    URLs submitted by any program for the running crawl
                                     (RPUSH; drained by the workers through ``put``):
                                     a URL, or a JSON object ``{"url": ..., "force":
@@ -56,6 +58,17 @@ key                         type    contents
                                     acknowledged in that second (ACK, POP); the last
                                     minute's pages are the fields of the last 60
                                     seconds (Frontier.stats, ``acked_last_minute``)
+``tally``                   hash    stats counter (``pages/fate/fetched``,
+                                    ``downloader/response_status_count/200``...) -> its
+                                    sum over the workers, each adding what it counted
+                                    since its last flush (crawler/livestats.py); on the
+                                    first shard
+``tally:<t>``               hash    fate -> pages the workers recorded in the 10-second
+                                    bucket starting at ``t`` (UNIX seconds); expires 2 h
+                                    after its last write; on the first shard
+``recent``                  list    the last 50 pages recorded, newest first, as JSON
+                                    ``{"url", "status", "fate", "title", "at"}``; on
+                                    the first shard
 ``robots:<origin>``         hash    robots.txt of ``scheme://host[:port]``: status,
                                     fetched (ms), body (zlib), fails, retry (ms), error;
                                     expires ROBOTSTXT_CACHE_SECONDS + STALE_SECONDS
@@ -106,6 +119,8 @@ NAMES = {
     "submitted": "submitted",
     "recrawl_lock": "recrawl:lock",
     "acked_recent": "acked:recent",
+    "tally": "tally",
+    "recent": "recent",
     "content_digests": "cdigest",
     "near_seq": "ndseq",
     "near_pages": "ndpage",
@@ -115,6 +130,7 @@ NAMES = {
     "robots": "robots:",
     "robots_lock": "robots:lock:",
     "near_bucket": "ndidx:",
+    "tally_bucket": "tally:",
 }
 
 
@@ -170,6 +186,11 @@ class Keys:
     def near_bucket(self, band_key: int) -> str:
         """The LSH bucket of a 64-bit band key (its top 16 bits)."""
         return f"{self.prefix}{NAMES['near_bucket']}{band_key >> 48:04x}"
+
+    def tally_bucket(self, t: float) -> str:
+        """The live-stats bucket starting at ``t`` (UNIX seconds, a multiple of 10:
+        crawler/livestats.py ``bucket_of``)."""
+        return f"{self.prefix}{NAMES['tally_bucket']}{int(t)}"
 
     def seen(self, generation: int, bucket: int) -> str:
         """A bucket of a URL-seen generation (urlseen.py)."""
