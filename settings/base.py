@@ -94,10 +94,6 @@ METRICS_ADDRESS = "127.0.0.1"  # the address the endpoint listens on ("0.0.0.0":
 METRICS_FRONTIER_INTERVAL = 5.0  # seconds the frontier's numbers are reused between scrapes
 METRICS_FRONTIER_TIMEOUT = 1.0  # seconds a scrape waits for fresh frontier numbers, else serves the last
 
-# --- URL normalization (crawler/urls.py) ------------------------------------------------
-URL_STRIP_PARAMS = []  # empty: the built-in list of tracking and session parameters
-URL_SORT_QUERY = True
-
 # scrapy serve: the UrlStore's read API and the dashboard (crawler/serve/app.py)
 SERVE_HOST = "127.0.0.1"  # without SERVE_TOKEN, only a loopback address is allowed
 SERVE_PORT = 6810
@@ -106,6 +102,10 @@ SERVE_TIMEOUT = 2.0  # seconds a store, archive or Redis read may take; then 503
 SERVE_THREADS = 4  # threads for those reads
 SERVE_BATCH_MAX = 100  # URLs in one lookup
 SERVE_ACCESS_LOG = False  # a log line per request
+
+# --- URL normalization (crawler/urls.py) ------------------------------------------------
+URL_STRIP_PARAMS = []  # empty: the built-in list of tracking and session parameters
+URL_SORT_QUERY = True
 
 # --- the broad-crawl spider -----------------------------------------------------------
 CRAWL_ALLOWED_DOMAINS = []  # scope: these domains and their subdomains (empty: any)

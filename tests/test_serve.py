@@ -235,6 +235,16 @@ def test_the_frontier_numbers_are_those_of_scrapy_frontier(crawled):
     assert numbers["acked"] >= len(crawled["html"]) - 1
 
 
+def test_the_activity_is_what_the_workers_published(crawled):
+    served, name, html = crawled["served"], crawled["name"], crawled["html"]
+    numbers = served.json(f"/api/crawls/{name}/activity?minutes=10")
+    assert numbers["bucket_seconds"] == 10 and len(numbers["series"]) == 60
+    fetched = sum(b["fates"].get("fetched", 0) for b in numbers["series"])
+    assert fetched == numbers["totals"]["pages/fate/fetched"] >= len(html) - 2
+    assert numbers["recent"] and all(r["url"] and r["fate"] for r in numbers["recent"])
+    assert served.json(f"/api/crawls/{name}/activity?minutes=0", expect=400)["status"] == 400
+
+
 def test_a_store_or_redis_that_is_down_gives_503_in_bounded_time(crawled, tmp_path):
     """Redis away: the store still answers, the frontier's numbers are 503; the store
     held exclusively by another process: 503 within SERVE_TIMEOUT, then answers again."""

@@ -376,11 +376,12 @@ async def activity(request: web.Request) -> web.Response:
 
 def _activity(crawl: Crawl, minutes: int) -> dict | None:
     from crawler.frontier.connection import crawl_exists
-    from crawler.livestats import activity_of
+    from crawler.livestats import activity
 
     if not crawl_exists(crawl.settings):
         return None
-    return activity_of(crawl.frontier(), time.time(), minutes)
+    frontier = crawl.frontier()  # (with shards: the first's client and keys, where the workers publish)
+    return activity(frontier.redis, frontier.keys, time.time(), minutes)
 
 
 async def dashboard(request: web.Request) -> web.Response:
