@@ -16,8 +16,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from redis import Redis
 
 from crawler.demosite import serve_site
+from crawler.frontier.keys import Keys
 from crawler.urlstore.sqlite import SqliteUrlStore
 from crawler.urlstore.store import FetchRecord
 from tests.harness import clean_env, crawl_command, free_port, log_tail
@@ -310,3 +312,65 @@ def test_a_token_guards_the_api_and_another_address_needs_one(crawled, tmp_path)
     )
     assert refused.returncode == 2 and refused.stderr.strip().count("\n") == 0
     assert "SERVE_TOKEN" in refused.stderr and "loopback" in refused.stderr
+
+
+def test_the_cassandra_backend_serves_the_same_api(tmp_path, redis_url):
+    """Both UrlStore backends serve the API: the same records, links and lookups from a
+    Cassandra keyspace (runs when CASSANDRA_HOSTS names a cluster; skipped otherwise)."""
+    import os
+
+    if not os.environ.get("CASSANDRA_HOSTS"):
+        pytest.skip("no Cassandra: set CASSANDRA_HOSTS=host1,host2 to serve from the Cassandra backend")
+    from cassandra.cluster import Cluster
+
+    from crawler.urlstore.cassandra import CassandraUrlStore, schema_statements
+
+    hosts = [h for h in os.environ["CASSANDRA_HOSTS"].split(",") if h]
+    port = int(os.environ.get("CASSANDRA_PORT", "9042"))
+    cluster = Cluster(hosts, port=port)
+    session = cluster.connect()
+    keyspace = f"test_{uuid.uuid4().hex[:12]}"
+    for statement in schema_statements(keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}"):
+        session.execute(statement)
+    store = CassandraUrlStore(session, keyspace, write_consistency="ONE", read_consistency="ONE", cluster=None)
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    client, counters = Redis.from_url(redis_url), Keys(name).counters
+    served = None
+    try:
+        now = time.time()
+        sources = [f"http://c{i}.example/page" for i in range(5)]
+        for src in sources:
+            link = {"url": "http://target.example/", "text": src, "nofollow": False}
+            store.record_fetch(FetchRecord(url=src, fate="fetched", fetched_at=now, status=200, outlinks=[link]))
+        store.record_fetch(
+            FetchRecord(url="http://target.example/", fate="fetched", fetched_at=now, status=200)
+        ).result(30)
+        store.close()
+        client.hset(counters, "queued", 0)
+        settings = {
+            "CRAWL_NAME": name,
+            "CRAWL_DIR": tmp_path / "crawl",
+            "URLSTORE_BACKEND": "cassandra",
+            "CASSANDRA_KEYSPACE": keyspace,
+            "CASSANDRA_PORT": port,
+            "CASSANDRA_READ_CONSISTENCY": "ONE",
+        }
+        env = {**clean_env(), "REDIS_URL": redis_url, "CASSANDRA_HOSTS": os.environ["CASSANDRA_HOSTS"]}
+        served = Served(env, settings, tmp_path / "serve.log")
+        assert served.json(f"/api/crawls/{name}/record?url={q('http://TARGET.example/')}")["fate"] == "fetched"
+        got, after = [], ""
+        while True:
+            page = served.json(f"/api/crawls/{name}/inlinks?url={q('http://target.example/')}&limit=2&after={q(after)}")
+            got += [link["url"] for link in page["inlinks"]]
+            if page["next"] is None:
+                break
+            after = page["next"]
+        assert got == sorted(sources)
+        results = served.json(f"/api/crawls/{name}/lookup", {"urls": [sources[0], "http://none.example/"]})["results"]
+        assert results[0]["record"]["url"] == sources[0] and results[1]["record"] is None
+    finally:
+        if served is not None:
+            served.stop()
+        client.delete(counters)
+        session.execute(f"DROP KEYSPACE {keyspace}")
+        cluster.shutdown()

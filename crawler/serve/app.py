@@ -141,6 +141,8 @@ class Server:
         except TimeoutError:
             logger.warning("%s did not answer within %.1f s", what, self.timeout)
             raise Unavailable(f"{what} did not answer within {self.timeout:g} s") from None
+        except FileNotFoundError as exc:  # a crawl with a frontier but no UrlStore yet
+            raise error(404, str(exc)) from None
         except (ValueError, TypeError, KeyError, LookupError):
             raise
         except Exception as exc:
