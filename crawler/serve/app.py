@@ -17,8 +17,8 @@ POST /api/crawls/CRAWL/lookup        ``{"urls": [...]}``: up to SERVE_BATCH_MAX 
 /api/crawls/CRAWL/activity           the workers' live numbers (crawler/livestats.py)
 /                                    the dashboard (static/dashboard.html), /static/ its files
 
-Blocking reads (the UrlStore, the archive, Redis) run on a pool of SERVE_THREADS threads,
-each bounded by SERVE_TIMEOUT: a store, an archive or a Redis that is down or hangs gives
+Blocking reads (the UrlStore, the archive, Redis) run on a pool of threads for each
+(SERVE_THREADS for the UrlStore, two for each of the others), each read bounded by SERVE_TIMEOUT: a store, an archive or a Redis that is down or hangs gives
 503 with Retry-After within that time, never a hang. SQLite is read through
 SqliteReader (read-only, a connection per thread: nothing is created, no write waits).
 
@@ -128,16 +128,24 @@ class Server:
         self.batch_max = settings.getint("SERVE_BATCH_MAX")
         self.token = settings.get("SERVE_TOKEN") or ""
         self.url_options = url_options(settings)
-        self.pool = ThreadPoolExecutor(settings.getint("SERVE_THREADS"), thread_name_prefix="serve")
+        # a pool per dependency: reads of an archive or a Redis that hangs (their clients
+        # retry for a while) do not hold up the UrlStore's
+        self.pools = {
+            "The UrlStore": ThreadPoolExecutor(settings.getint("SERVE_THREADS"), thread_name_prefix="serve-store"),
+            "The archive": ThreadPoolExecutor(2, thread_name_prefix="serve-archive"),
+            "Redis": ThreadPoolExecutor(2, thread_name_prefix="serve-redis"),
+        }
         self.crawls: dict[str, Crawl] = {}
         self._known: tuple[float, list[str]] = (0.0, [])
 
     async def blocking(self, what: str, fn, *args):
-        """``fn(*args)`` on the pool, within SERVE_TIMEOUT; Unavailable if it fails or
-        takes longer (the thread finishes on its own)."""
+        """``fn(*args)`` on the pool of ``what`` (the UrlStore, the archive, Redis), within
+        SERVE_TIMEOUT; Unavailable if it fails or takes longer (the thread finishes on its
+        own)."""
         loop = asyncio.get_running_loop()
+        pool = self.pools.get(what, self.pools["Redis"])
         try:
-            return await asyncio.wait_for(loop.run_in_executor(self.pool, fn, *args), self.timeout)
+            return await asyncio.wait_for(loop.run_in_executor(pool, fn, *args), self.timeout)
         except TimeoutError:
             logger.warning("%s did not answer within %.1f s", what, self.timeout)
             raise Unavailable(f"{what} did not answer within {self.timeout:g} s") from None
@@ -209,7 +217,8 @@ class Server:
                 crawl.close()
             except Exception:
                 pass
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        for pool in self.pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
