@@ -6,6 +6,7 @@ many URLs a second the batch look-up answers.
     python bench/serve.py --records 100000 --step-seconds 5
     python bench/serve.py --rates 500,1000,2000 --batch-rates 5,10,20 --clients 2
     python bench/serve.py --url http://127.0.0.1:6810      # a server already running on that store
+    python bench/serve.py --set SERVE_PROCESSES=2           # two server processes on one port
 
 The store: --records records generated straight into the SQLite file (schema.sql, the rows
 laid out as SqliteUrlStore writes them: JSON columns, signed simhash, normalized URLs),
@@ -596,7 +597,7 @@ def machine_busy() -> float:
 class Server:
     """``scrapy serve`` on the store's crawl, in its own process group."""
 
-    def __init__(self, crawl_dir: Path, crawl: str, log: Path):
+    def __init__(self, crawl_dir: Path, crawl: str, log: Path, settings: list[str] = ()):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
@@ -615,6 +616,8 @@ class Server:
             "-s",
             f"SERVE_PORT={self.port}",
         ]
+        for setting in settings:  # --set NAME=VALUE
+            command += ["-s", setting]
         self.out = open(log, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=self.out, stderr=subprocess.STDOUT, start_new_session=True
@@ -1030,6 +1033,9 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=256, help="connection pool of each load process")
     parser.add_argument("--timeout", type=float, default=2.0, help="seconds a request waits for its answer")
     parser.add_argument("--limit", type=float, default=1800.0, help="seconds the whole run may take")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a setting of the server (SERVE_PROCESSES=2)"
+    )
     args = parser.parse_args()
 
     store = args.store.resolve()
@@ -1077,7 +1083,7 @@ def main() -> int:
             base, server_pid = args.url.rstrip("/"), args.server_pid
             wait_answering(base, None, 10)
         else:
-            server = Server(crawl_dir, crawl, store.parent.parent / "serve.log")
+            server = Server(crawl_dir, crawl, store.parent.parent / "serve.log", args.set)
             base, server_pid = server.url, server.pid
             took = wait_answering(base, server, START_TIMEOUT)
             print(f"server: python -m scrapy serve on {base} (pid {server.pid}), answering after {took:.1f} s")

@@ -262,6 +262,7 @@ RULES = {
     "SERVE_PORT": Number(1, 65535, integer=True),
     "SERVE_TIMEOUT": POSITIVE_SECONDS,
     "SERVE_THREADS": AT_LEAST_ONE,
+    "SERVE_PROCESSES": Number(1, 64, integer=True),
     "SERVE_BATCH_MAX": AT_LEAST_ONE,
     "SERVE_ACCESS_LOG": Flag(),
     "REDIS_URL": Url(("redis", "rediss", "unix")),

@@ -100,6 +100,7 @@ SERVE_PORT = 6810
 SERVE_TOKEN = os.environ.get("SERVE_TOKEN", "")  # set: every /api/ request needs "Authorization: Bearer <token>"
 SERVE_TIMEOUT = 2.0  # seconds a store, archive or Redis read may take; then 503 with Retry-After
 SERVE_THREADS = 4  # threads for those reads
+SERVE_PROCESSES = 1  # processes serving the same port (SO_REUSEPORT): one core each
 SERVE_BATCH_MAX = 100  # URLs in one lookup
 SERVE_ACCESS_LOG = False  # a log line per request
 

@@ -314,6 +314,33 @@ def test_a_token_guards_the_api_and_another_address_needs_one(crawled, tmp_path)
     assert "SERVE_TOKEN" in refused.stderr and "loopback" in refused.stderr
 
 
+def test_several_processes_serve_one_port_and_stop_with_the_first(crawled, tmp_path):
+    name, tmp, html = crawled["name"], crawled["tmp"], crawled["html"]
+    settings = {"CRAWL_NAME": name, "CRAWL_DIR": tmp / "crawl", "SERVE_PROCESSES": 3}
+    served = Served(crawled["env"], settings, tmp_path / "p.log")
+    try:
+        children = [
+            int(c) for c in Path(f"/proc/{served.proc.pid}/task/{served.proc.pid}/children").read_text().split()
+        ]
+        assert len(children) == 2
+        for url in list(html)[:20]:  # (new connections: the kernel spreads them)
+            assert served.json(f"/api/crawls/{name}/record?url={q(url)}")["requested_url"] == url
+    finally:
+        served.stop()
+    assert served.proc.returncode == 0
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{c}").exists() and "zombie" not in _state(c) for c in children):
+        assert time.monotonic() < deadline, "the forked servers outlived the first"
+        time.sleep(0.1)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].splitlines()[0].lower()
+    except (OSError, IndexError):
+        return "gone"
+
+
 def test_the_cassandra_backend_serves_the_same_api(tmp_path, redis_url):
     """Both UrlStore backends serve the API: the same records, links and lookups from a
     Cassandra keyspace (runs when CASSANDRA_HOSTS names a cluster; skipped otherwise)."""

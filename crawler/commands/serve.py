@@ -6,18 +6,25 @@ scrapy serve --host 0.0.0.0 -s SERVE_TOKEN=...   any interface, with a token
 
 Without SERVE_TOKEN the server listens on a loopback address only, and says so; a
 non-loopback --host without a token is refused. The endpoints: crawler/serve/app.py.
+With SERVE_PROCESSES above 1, that many processes serve the same port (SO_REUSEPORT).
 Ctrl-C or SIGTERM stops it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
+import os
+import signal
 import sys
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler.validation import exit_if_invalid
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 
 class Command(ScrapyCommand):
@@ -71,6 +78,8 @@ class Command(ScrapyCommand):
         log.info(
             "Serving crawl %r on %s (dashboard at /, API at /api/; %s)", self.settings.get("CRAWL_NAME"), where, guard
         )
+        processes = self.settings.getint("SERVE_PROCESSES")
+        children = fork_servers(processes - 1)
         try:
             web.run_app(
                 make_app(self.settings),
@@ -79,7 +88,39 @@ class Command(ScrapyCommand):
                 print=None,
                 access_log=log if self.settings.getbool("SERVE_ACCESS_LOG") else None,
                 handle_signals=True,
+                reuse_port=processes > 1,
             )
         except OSError as exc:  # the port is taken, the address is not ours
-            print(f"serve: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+            if children is not None:
+                print(f"serve: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
             self.exitcode = 1
+        finally:
+            if children is None:  # a forked server: its parent reports
+                os._exit(self.exitcode or 0)
+            stop_servers(children)
+
+
+def fork_servers(n: int) -> list[int] | None:
+    """``n`` more server processes, forked before any thread or loop exists; each listens
+    on the same port (SO_REUSEPORT: the kernel spreads the connections) and dies with its
+    parent. The parent gets their pids, a child None."""
+    children = []
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+            if os.getppid() == 1:  # the parent died before prctl
+                os._exit(0)
+            return None
+        children.append(pid)
+    return children
+
+
+def stop_servers(children: list[int]) -> None:
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in children:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)

@@ -145,7 +145,8 @@ class Server:
         loop = asyncio.get_running_loop()
         pool = self.pools.get(what, self.pools["Redis"])
         try:
-            return await asyncio.wait_for(loop.run_in_executor(pool, fn, *args), self.timeout)
+            async with asyncio.timeout(self.timeout):  # (no task of its own, as wait_for makes)
+                return await loop.run_in_executor(pool, fn, *args)
         except TimeoutError:
             logger.warning("%s did not answer within %.1f s", what, self.timeout)
             raise Unavailable(f"{what} did not answer within {self.timeout:g} s") from None
