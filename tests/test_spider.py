@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 from scrapy import Request
-from scrapy.http import HtmlResponse, TextResponse
+from scrapy.http import HtmlResponse, JsonResponse, TextResponse, XmlResponse
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
@@ -137,6 +137,21 @@ def test_a_json_page_is_recorded_without_links():
     )
     out = parse(make_spider(), json_response)
     assert len(out) == 1 and out[0]["status"] == 200 and out[0]["outlinks"] == [] and out[0]["body"] == body
+    assert json_response._cached_selector is None  # not parsed into Python objects for nothing
+    as_scrapy_types_it = JsonResponse(url="http://a.example/api.json", body=body, request=request)
+    assert parse(make_spider(), as_scrapy_types_it)[0]["outlinks"] == []
+    assert as_scrapy_types_it._cached_selector is None
+
+
+def test_a_text_page_whose_links_are_read_leaves_no_selector_behind():
+    """A response and its selector refer to each other: kept, the pair and its parsed
+    document would wait for a full pass of the garbage collector."""
+    body = b'<?xml version="1.0"?><feed><a href="http://a.example/x.html">x</a></feed>'
+    request = Request("http://a.example/feed.xml", meta={"depth": 1})
+    xml = XmlResponse(url=request.url, body=body, request=request, headers={"Content-Type": "application/xml"})
+    (page,) = parse(make_spider(), xml)
+    assert [link["url"] for link in page["outlinks"]] == ["http://a.example/x.html"]
+    assert xml._cached_selector is None
 
 
 def test_the_spider_reads_a_page_once_for_every_pipeline(redis_url, crawl_name):
