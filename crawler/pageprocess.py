@@ -3,9 +3,13 @@
 Its worker starts it as ``python -c`` with the worker's ``sys.path`` and sends it calls on
 its standard input; it answers on its standard output, which it first moves aside
 (standard output then goes to standard error, so that a library's print cannot corrupt an
-answer). A message is its length (8 bytes, big-endian) and a pickle: a call is
-``(fn, args)``, an answer ``(True, result)`` or ``(False, exception)``. At the end of its
-input (the worker closed it, or died) the process exits.
+answer). A message is a pickle (protocol 5) and the buffers it left out of band, each
+preceded by its length (8 bytes, big-endian; the pickle's header also counts the buffers):
+a call is ``(fn, args)``, an answer ``(True, result)`` or ``(False, exception)``. A page's
+body goes as such a buffer, written to the pipe from the worker's own bytes and read here
+into the bytes the call gets: no copy of it is made on either side to pickle it (a 10 MB
+page was two copies more, one in each process). At the end of its input (the worker
+closed it, or died) the process exits.
 
 It ignores SIGINT and SIGTERM (a terminal's Ctrl-C and a service manager's stop reach the
 whole process group: the worker stops its page processes itself, once the pages they read
@@ -26,7 +30,8 @@ import sys
 
 from crawler.memory import configure, trim
 
-HEADER = struct.Struct(">Q")  # the length of the pickle that follows
+HEADER = struct.Struct(">QI")  # the length of the pickle that follows, and how many buffers come after it
+LENGTH = struct.Struct(">Q")  # the length of a buffer that follows
 
 
 def main(nice: int = 0) -> None:
@@ -41,7 +46,7 @@ def main(nice: int = 0) -> None:
     calls = os.fdopen(0, "rb")
     while (call := read_message(calls)) is not None:
         try:
-            fn, args = pickle.loads(call)
+            fn, args = pickle.loads(call[0], buffers=call[1])
             del call
             answer = (True, fn(*args))
         except Exception as exc:
@@ -59,20 +64,38 @@ def warm_up() -> None:
     import crawler.pagereader  # noqa: F401
 
 
-def read_message(stream) -> bytes | None:
-    """The next message of ``stream``; None at its end (also within a message: the
-    writer died)."""
+def read_message(stream) -> tuple[bytes, list[bytes]] | None:
+    """The next message of ``stream``: (pickle, its out-of-band buffers); None at its end
+    (also within a message: the writer died)."""
     header = stream.read(HEADER.size)
     if len(header) < HEADER.size:
         return None
-    (size,) = HEADER.unpack(header)
+    size, count = HEADER.unpack(header)
     data = stream.read(size)
-    return data if len(data) == size else None
+    if len(data) != size:
+        return None
+    buffers = []
+    for _ in range(count):
+        length = stream.read(LENGTH.size)
+        if len(length) < LENGTH.size:
+            return None
+        (size,) = LENGTH.unpack(length)
+        buffer = stream.read(size)
+        if len(buffer) != size:
+            return None
+        buffers.append(buffer)
+    return data, buffers
 
 
-def write_message(stream, data: bytes) -> None:
-    stream.write(HEADER.pack(len(data)))
+def write_message(stream, data: bytes, buffers=()) -> None:
+    """Write a pickle and the buffers it left out of band (``pickle.PickleBuffer``), each
+    from where it lies."""
+    stream.write(HEADER.pack(len(data), len(buffers)))
     stream.write(data)
+    for buffer in buffers:
+        with buffer.raw() as view:
+            stream.write(LENGTH.pack(view.nbytes))
+            stream.write(view)
     stream.flush()
 
 

@@ -27,7 +27,8 @@ reactor, whose delays are every due host's delays, goes first, and the pages wai
 
 ``fn`` must be a module-level function (it is pickled by name), and its arguments and
 result picklable. Calls wait in one queue for the first free process; what bounds them
-is what bounds the pages a worker holds (FRONTIER_MAX_UNREAD, SCRAPER_SLOT_MAX_ACTIVE_SIZE).
+is what bounds the pages a worker holds (FRONTIER_MAX_UNREAD, SCRAPER_SLOT_MAX_ACTIVE_SIZE,
+BODY_BUDGET_BYTES).
 One set of processes per crawler, shared by the spider and the pipelines, stopped when
 the engine stops.
 """
@@ -50,6 +51,7 @@ from crawler.pageprocess import read_message, warm_up, write_message
 
 logger = logging.getLogger(__name__)
 
+OUT_OF_BAND = 64 * 1024  # bytes: an argument this large goes to the page process without a copy
 STOP_WAIT = 5.0  # seconds a page process has to exit once its input is closed, before it is killed
 _START = "import sys; sys.path[:] = {path!r}; from crawler.pageprocess import main; main({nice})"
 
@@ -155,12 +157,13 @@ class _Feeder(threading.Thread):
     def _call(self, fn, args: tuple) -> tuple[bool, object]:
         """(True, result) or (False, exception) of ``fn(*args)`` in the process; raises
         PageWorkerCrashed when the process dies meanwhile."""
-        data = pickle.dumps((fn, args), pickle.HIGHEST_PROTOCOL)
+        buffers: list[pickle.PickleBuffer] = []
+        data = pickle.dumps((fn, _out_of_band(args)), 5, buffer_callback=buffers.append)
         if self.proc is None:
             self.proc = _spawn(self.nice)
         try:
-            write_message(self.proc.stdin, data)
-            del data
+            write_message(self.proc.stdin, data, buffers)
+            del data, buffers
             answer = read_message(self.proc.stdout)
         except OSError:  # a broken pipe: the process is gone
             answer = None
@@ -168,7 +171,7 @@ class _Feeder(threading.Thread):
             code = self._stop()
             logger.error("A page process died (exit code %s); starting a new one", code)
             raise PageWorkerCrashed(f"the page process died (exit code {code})")
-        return pickle.loads(answer)
+        return pickle.loads(answer[0], buffers=answer[1])
 
     def _stop(self) -> int | None:
         """Close the process's input (it exits at its end), wait for it, kill it if it
@@ -186,6 +189,12 @@ class _Feeder(threading.Thread):
         except subprocess.TimeoutExpired:
             proc.kill()
             return proc.wait()
+
+
+def _out_of_band(args: tuple) -> tuple:
+    """The arguments, a large bytes (a page's body) wrapped to go out of band: written to
+    the page process from where it lies instead of being copied into the pickle."""
+    return tuple(pickle.PickleBuffer(a) if isinstance(a, bytes) and len(a) >= OUT_OF_BAND else a for a in args)
 
 
 def _spawn(nice: int) -> subprocess.Popen:

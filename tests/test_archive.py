@@ -58,6 +58,31 @@ def test_a_batch_is_standard_warc_and_each_record_reads_alone(tmp_path):
     assert len(gzip.decompress(data)) > len(data)  # gzipped members
 
 
+def test_a_big_body_is_compressed_as_it_is_written(tmp_path):
+    """A 12 MB body: its record reads back whole between two others, and writing it holds
+    no copy of the record (it is compressed 16 KB at a time into the spool file)."""
+    import random
+    import tracemalloc
+
+    rng = random.Random(7)
+    big = _page(1)
+    big.body = b"<html><body>" + bytes(rng.choices(b"abcdefgh <p>", k=12 * 2**20)) + b"</body></html>"
+    batch = WarcBatch(str(tmp_path / "spool" / "b.warc.gz"), "b")
+    batch.add(_page(0))
+    tracemalloc.start()
+    pointer = batch.add(big)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    last = batch.add(_page(2))
+    batch.close()
+    data = Path(batch.path).read_bytes()
+    assert read_record(data[pointer[0] : pointer[0] + pointer[1]])[1] == big.body
+    assert read_record(data[last[0] : last[0] + last[1]])[1] == _page(2).body
+    assert peak < 2**20, peak  # was the 12 MB record, then its member
+    check = warcio_check(batch.path)
+    assert check.returncode == 0 and check.stdout.count("digest pass") == 6, check.stdout + check.stderr
+
+
 def test_a_torn_spool_file_keeps_its_complete_records(tmp_path):
     batch = WarcBatch(str(tmp_path / "t.warc.gz"), "t")
     for i in range(3):

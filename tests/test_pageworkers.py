@@ -80,3 +80,36 @@ def test_pages_are_read_in_worker_processes_that_survive_crashes(tmp_path):
     ]
     expected += ["nice 5", "threads True"]
     assert lines == expected, proc.stdout + proc.stderr
+
+
+def digest(body) -> tuple[str, str]:
+    """The type and SHA-1 of what a page process received (run in a page worker)."""
+    import hashlib
+
+    return type(body).__name__, hashlib.sha1(body).hexdigest()
+
+
+BIG_BODY = """
+import hashlib, random
+from twisted.internet import defer, task
+from crawler.pageworkers import PageWorkers
+from tests.test_pageworkers import digest
+
+async def main(reactor):
+    workers = PageWorkers(1)
+    for size in (10, 100_000, 12 * 2**20):
+        body = random.Random(size).randbytes(size)
+        got = await workers.run(digest, body)
+        print(size, got == ("bytes", hashlib.sha1(body).hexdigest()))
+    workers.close()
+
+task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
+"""
+
+
+def test_a_big_body_reaches_the_page_process_whole_and_as_bytes():
+    """Bodies of 64 KB and more go out of band (no copy into the pickle): they arrive whole,
+    as bytes, as small ones do."""
+    proc = subprocess.run([sys.executable, "-c", BIG_BODY], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:3] == ["10 True", "100000 True", "12582912 True"], proc.stdout + proc.stderr

@@ -70,8 +70,8 @@ class WarcBatch:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self._file = open(path, "ab")  # noqa: SIM115 - open for the batch's life
         self.size = self._file.tell()  # bytes written so far
-        self._record = io.BytesIO()  # one uncompressed record at a time
-        self._writer = WARCWriter(self._record, gzip=False)
+        self._member = _Member(self._file, level)  # each record compressed as warcio writes it
+        self._writer = WARCWriter(self._member, gzip=False)
 
     def age(self) -> float:
         return time.monotonic() - self.created
@@ -116,15 +116,11 @@ class WarcBatch:
 
     def _write(self, record) -> int:
         """Append ``record`` as one gzip member; its compressed length."""
+        self._member.start()
         self._writer.write_record(record)
-        compressor = zlib.compressobj(self.level, zlib.DEFLATED, zlib.MAX_WBITS + 16)
-        with self._record.getbuffer() as data:
-            member = compressor.compress(data) + compressor.flush()
-        self._record.seek(0)
-        self._record.truncate()
-        self._file.write(member)
-        self.size += len(member)
-        return len(member)
+        length = self._member.finish()
+        self.size += length
+        return length
 
     def close(self) -> None:
         """Flush and fsync the spool file: it is complete and safe on local disk (a
@@ -135,6 +131,39 @@ class WarcBatch:
                 self._file.truncate(self.size)
             os.fsync(self._file.fileno())
             self._file.close()
+
+
+class _Member:
+    """Where warcio writes a record: compressed as it comes (warcio writes a body in 16 KB
+    pieces) into one gzip member of the file, so that neither the uncompressed record nor
+    the whole member is ever in memory (a 10 MB page was 10 MB and its member more)."""
+
+    def __init__(self, file, level: int):
+        self.file = file
+        self.level = level
+        self.length = 0
+        self._compressor = None
+
+    def start(self) -> None:
+        self._compressor = zlib.compressobj(self.level, zlib.DEFLATED, zlib.MAX_WBITS + 16)
+        self.length = 0
+
+    def write(self, data) -> None:
+        out = self._compressor.compress(data)
+        if out:
+            self.file.write(out)
+            self.length += len(out)
+
+    def flush(self) -> None:  # warcio's, after each record: the member ends in finish
+        pass
+
+    def finish(self) -> int:
+        """End the member; its compressed length."""
+        out = self._compressor.flush()
+        self.file.write(out)
+        self.length += len(out)
+        self._compressor = None
+        return self.length
 
 
 def recover(path: str) -> int:
