@@ -743,3 +743,23 @@ def test_a_reader_reads_beside_the_writer_and_changes_nothing(tmp_path):
     finally:
         reader.close()
         writer.close()
+
+
+def test_the_sqlite_writers_page_cache_is_the_setting(tmp_path):
+    """URLSTORE_SQLITE_CACHE_BYTES: the page cache of the connection that writes, resident
+    memory of the worker once full."""
+    from scrapy.settings import Settings
+
+    import settings.base
+
+    settings_ = Settings()
+    settings_.setmodule(settings.base)
+    settings_.set("URLSTORE_SQLITE_PATH", str(tmp_path / "u.sqlite"))
+    default = SqliteUrlStore.from_settings(settings_, {})
+    small = SqliteUrlStore(str(tmp_path / "v.sqlite"), cache_bytes=4 * 2**20)
+    try:
+        assert default._run(lambda: default._db.execute("PRAGMA cache_size").fetchone()[0]).result() == -16 * 1024
+        assert small._run(lambda: small._db.execute("PRAGMA cache_size").fetchone()[0]).result() == -4 * 1024
+    finally:
+        default.close()
+        small.close()
