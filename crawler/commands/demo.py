@@ -116,5 +116,9 @@ class Command(ScrapyCommand):
             f"stored: UrlStore {os.path.join(crawl_dir, 'urlstore.sqlite')}, {len(warcs)} WARC files under "
             f"{os.path.join(crawl_dir, 'warc')}; try `scrapy urlstore get {seed} --crawl {frontier.keys.crawl_name}`"
         )
+        print(
+            f"served: `scrapy serve --crawl {frontier.keys.crawl_name}` answers what the crawl knows over HTTP, "
+            "with a dashboard at http://127.0.0.1:6810/"
+        )
         if stats["queued"] or stats["leased"]:
             self.exitcode = 1
