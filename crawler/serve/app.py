@@ -106,12 +106,16 @@ class Crawl:
             self._storage = storage_from_settings(self.settings)
         return self._storage
 
-    def frontier(self):
-        if self._frontier is None:
-            from crawler.frontier.connection import frontier_from_settings
+    def read_frontier(self, read, *args):
+        """``read(frontier, *args)`` on the crawl's frontier, or None when the crawl has none
+        (creating nothing)."""
+        from crawler.frontier.connection import crawl_exists, frontier_from_settings
 
+        if not crawl_exists(self.settings):
+            return None
+        if self._frontier is None:
             self._frontier = frontier_from_settings(self.settings)
-        return self._frontier
+        return read(self._frontier, *args)
 
     def close(self) -> None:
         if self._store is not None:
@@ -252,28 +256,29 @@ async def crawls(request: web.Request) -> web.Response:
     return web.json_response({"crawls": names, "default": server.settings.get("CRAWL_NAME")})
 
 
-async def record(request: web.Request) -> web.Response:
-    server = request.app[SERVER]
-    crawl = await server.crawl(request)
-    url = server.url_param(request)
-    raw = bool(request.query.get("raw"))
-    found = await server.blocking("The UrlStore", _get, crawl, url, raw)
-    if found is None:
-        raise error(404, f"{url} is not in the store")
-    return web.json_response(record_json(found), dumps=_dumps)
-
-
-def _get(crawl: Crawl, url: str, raw: bool) -> dict | None:
-    return crawl.store().get(url, follow_canonical=not raw, normalize=not raw)
-
-
-async def content(request: web.Request) -> web.Response:
+async def stored(request: web.Request) -> tuple[Server, Crawl, dict]:
+    """The server, the crawl and the stored record the request names (``url``, and
+    ``raw``: the URL's own row, neither normalized nor followed); 404 when not stored."""
     server = request.app[SERVER]
     crawl = await server.crawl(request)
     url = server.url_param(request)
     found = await server.blocking("The UrlStore", _get, crawl, url, bool(request.query.get("raw")))
     if found is None:
         raise error(404, f"{url} is not in the store")
+    return server, crawl, found
+
+
+def _get(crawl: Crawl, url: str, raw: bool) -> dict | None:
+    return crawl.store().get(url, follow_canonical=not raw, normalize=not raw)
+
+
+async def record(request: web.Request) -> web.Response:
+    _, _, found = await stored(request)
+    return web.json_response(record_json(found), dumps=_dumps)
+
+
+async def content(request: web.Request) -> web.Response:
+    server, crawl, found = await stored(request)
     pointer = found.get("archive")
     if not pointer:
         raise error(404, f"{found['url']} has no archived body (fate: {found.get('fate')})")
@@ -292,14 +297,9 @@ def _read_body(crawl: Crawl, pointer: dict) -> tuple[str | None, bytes]:
 
 
 async def outlinks(request: web.Request) -> web.Response:
-    server = request.app[SERVER]
-    crawl = await server.crawl(request)
-    url = server.url_param(request)
     offset = int_param(request, "offset", 0, 0, 10**9)
     limit = int_param(request, "limit", 100, 1, MAX_LINKS_PAGE)
-    found = await server.blocking("The UrlStore", _get, crawl, url, True if request.query.get("raw") else False)
-    if found is None:
-        raise error(404, f"{url} is not in the store")
+    _, _, found = await stored(request)
     links = found.get("outlinks") or []
     page = links[offset : offset + limit]
     more = offset + limit < len(links)
@@ -358,41 +358,32 @@ def _lookup(server: Server, crawl: Crawl, urls: list[str]) -> list[dict]:
 
 
 async def frontier(request: web.Request) -> web.Response:
+    from crawler.frontier.report import numbers
+
     server = request.app[SERVER]
     crawl = await server.crawl(request)
     hosts = int_param(request, "hosts", 10, 0, 100)
-    numbers = await server.blocking("Redis", _frontier_numbers, crawl, hosts)
-    if numbers is None:
+    max_wait = crawl.settings.getfloat("FRONTIER_MAX_WAIT")
+    found = await server.blocking("Redis", crawl.read_frontier, numbers, max_wait, hosts)
+    if found is None:
         raise error(404, f"crawl {crawl.name!r} has no frontier")
-    return web.json_response(numbers)
-
-
-def _frontier_numbers(crawl: Crawl, hosts: int) -> dict | None:
-    from crawler.frontier.connection import crawl_exists
-    from crawler.frontier.report import numbers
-
-    if not crawl_exists(crawl.settings):
-        return None
-    return numbers(crawl.frontier(), crawl.settings.getfloat("FRONTIER_MAX_WAIT"), hosts)
+    return web.json_response(found)
 
 
 async def activity(request: web.Request) -> web.Response:
     server = request.app[SERVER]
     crawl = await server.crawl(request)
     minutes = int_param(request, "minutes", 30, 1, 120)
-    found = await server.blocking("Redis", _activity, crawl, minutes)
+    found = await server.blocking("Redis", crawl.read_frontier, _activity, minutes)
     if found is None:
         raise error(404, f"crawl {crawl.name!r} has no frontier")
     return web.json_response(found)
 
 
-def _activity(crawl: Crawl, minutes: int) -> dict | None:
-    from crawler.frontier.connection import crawl_exists
+def _activity(frontier, minutes: int) -> dict:
     from crawler.livestats import activity
 
-    if not crawl_exists(crawl.settings):
-        return None
-    frontier = crawl.frontier()  # (with shards: the first's client and keys, where the workers publish)
+    # (with shards: the first's client and keys, where the workers publish)
     return activity(frontier.redis, frontier.keys, time.time(), minutes)
 
 
