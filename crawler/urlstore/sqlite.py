@@ -335,27 +335,27 @@ class SqliteUrlStore(UrlStore):
         given: dict[str, list[str]] = {}  # normalized -> the URLs asked
         for u in urls:
             given.setdefault(self.normalize(u), []).append(u)
-        if self.path == ":memory:":  # one database per connection: ask the store's own
-            rows = [
-                r
-                for i in range(0, len(given), 500)
-                for r in self._run(self._read_fetched, self._db, list(given)[i : i + 500]).result()
-            ]
-        else:
-            with self._reader_lock:
-                if self._reader is None:
-                    self._reader = sqlite3.connect(self.path, timeout=OPEN_TIMEOUT, check_same_thread=False)
-                rows = [
-                    r
-                    for i in range(0, len(given), 500)
-                    for r in self._read_fetched(self._reader, list(given)[i : i + 500])
-                ]
+        rows = self._fetched_rows(list(given))
         return {
             u: at
             for url, fate, status, at, key in rows
             if answered(fate, status, key, archived) and at is not None
             for u in given[url]
         }
+
+    def _fetched_rows(self, urls: list[str]) -> list[tuple]:
+        """last_fetched's rows of normalized ``urls``, 500 a query, through a connection of
+        its own (never behind a group commit)."""
+        if self.path == ":memory:":  # one database per connection: ask the store's own
+            return [
+                r
+                for i in range(0, len(urls), 500)
+                for r in self._run(self._read_fetched, self._db, urls[i : i + 500]).result()
+            ]
+        with self._reader_lock:
+            if self._reader is None:
+                self._reader = sqlite3.connect(self.path, timeout=OPEN_TIMEOUT, check_same_thread=False)
+            return [r for i in range(0, len(urls), 500) for r in self._read_fetched(self._reader, urls[i : i + 500])]
 
     @staticmethod
     def _read_fetched(db: sqlite3.Connection, urls: list[str]) -> list[tuple]:
@@ -438,18 +438,8 @@ class SqliteReader(SqliteUrlStore):
     def _grouped(self, write, arg) -> Future:
         raise TypeError(f"the UrlStore at {self.path} is open read-only")
 
-    def last_fetched(self, urls: list[str], archived: bool = False) -> dict[str, float]:
-        given: dict[str, list[str]] = {}
-        for u in urls:
-            given.setdefault(self.normalize(u), []).append(u)
-        names = list(given)
-        rows = [r for i in range(0, len(names), 500) for r in self._read_fetched(self._db, names[i : i + 500])]
-        return {
-            u: at
-            for url, fate, status, at, key in rows
-            if answered(fate, status, key, archived) and at
-            for u in given[url]
-        }
+    def _fetched_rows(self, urls: list[str]) -> list[tuple]:
+        return [r for i in range(0, len(urls), 500) for r in self._read_fetched(self._db, urls[i : i + 500])]
 
     def close(self) -> None:
         with self._opened_lock:
