@@ -1,5 +1,6 @@
 """The harness of the tests and benchmarks: crawl workers as subprocesses (their command,
-environment, feed and logs), private redis-servers, free loopback ports and seed files.
+environment, feed and logs), ``scrapy serve`` as a subprocess, private redis-servers, free
+loopback ports and seed files.
 
 Everything here starts real processes on 127.0.0.1 only and bounds them in time.
 """
@@ -16,6 +17,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -418,3 +421,68 @@ def start_cluster(directory, masters: int = 3, persistent: bool = False) -> list
             node.kill()
         raise
     return nodes
+
+
+# -- scrapy serve -------------------------------------------------------------------------
+
+
+class ServeProcess:
+    """``scrapy serve`` as a subprocess on a free loopback port (``args``: more of its
+    options, ``settings``: ``-s NAME=VALUE``), and requests to it, with the environment's
+    SERVE_TOKEN as their bearer token unless ``token`` says otherwise."""
+
+    def __init__(self, env: dict, settings: dict, log: Path, args: tuple = (), start_timeout: float = 30):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        self.token = env.get("SERVE_TOKEN")
+        cmd = [sys.executable, "-m", "scrapy", "serve", "--port", str(self.port), *args]
+        for name, value in settings.items():
+            cmd += ["-s", f"{name}={value}"]
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen(
+                cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + start_timeout
+        while time.monotonic() < deadline:
+            try:
+                self.get("/api/crawls")
+                return
+            except (ConnectionError, urllib.error.URLError):
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+        self.stop()
+        raise AssertionError(f"scrapy serve did not start\n{self.tail()}")
+
+    def get(self, path: str, data: bytes | None = None, token: str | None = None):
+        """(status, headers, body bytes) of a request (a POST with ``data``); errors are
+        answers too."""
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        if token or self.token:
+            headers["Authorization"] = f"Bearer {token or self.token}"
+        request = urllib.request.Request(self.base + path, data=data, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.headers, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.headers, exc.read()
+
+    def json(self, path: str, data=None, expect: int = 200) -> dict:
+        """The JSON answer to ``path`` (a POST of ``data`` as JSON when given), whose status
+        must be ``expect``."""
+        status, _, body = self.get(path, json.dumps(data).encode() if data is not None else None)
+        assert status == expect, (path, status, body[:500])
+        return json.loads(body)
+
+    def tail(self, lines: int = 30) -> str:
+        return log_tail([self.log], lines, "(scrapy serve: no output)")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)

@@ -17,12 +17,8 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -30,7 +26,7 @@ from scrapy.settings import Settings
 
 from crawler.demosite import serve_site
 from crawler.urlstore.sqlite import sqlite_path
-from tests.harness import ROOT, clean_env, free_port, launch_worker, log_tail, loopback_settings, seed_file
+from tests.harness import ServeProcess, clean_env, launch_worker, loopback_settings, seed_file
 
 try:
     from playwright.sync_api import sync_playwright
@@ -53,50 +49,6 @@ pytestmark = [
 
 TOKEN = "dash-Token-7c2e"
 REFRESH_WAIT_MS = 15_000  # a refresh comes every 3 s: a few of them at most
-
-
-class Serve:
-    """``scrapy serve`` as a subprocess on a free loopback port."""
-
-    def __init__(self, env: dict, settings: dict, crawl: str, log: Path):
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        cmd = [sys.executable, "-m", "scrapy", "serve", "--port", str(self.port), "--crawl", crawl]
-        for name, value in settings.items():
-            cmd += ["-s", f"{name}={value}"]
-        with open(log, "wb") as out:
-            self.proc = subprocess.Popen(
-                cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                self.get("/api/crawls")
-                return
-            except (ConnectionError, urllib.error.URLError):
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.1)
-        self.stop()
-        raise AssertionError(f"scrapy serve did not start\n{self.tail()}")
-
-    def get(self, path: str) -> dict:
-        request = urllib.request.Request(self.base + path, headers={"Authorization": f"Bearer {TOKEN}"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.loads(response.read())
-
-    def tail(self) -> str:
-        return log_tail([self.log], 30, "(scrapy serve: no output)")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
 
 
 def number(page, element_id: str) -> int | None:
@@ -147,7 +99,9 @@ def test_the_dashboard_follows_a_crawl_in_a_browser(tmp_path, redis_url, crawl_n
         worker = launch_worker(tmp_path, "w", seeds, settings, env=env)
         serve = None
         try:
-            serve = Serve({**env, "SERVE_TOKEN": TOKEN}, {"CRAWL_DIR": crawl_dir}, crawl_name, tmp_path / "serve.log")
+            serve = ServeProcess(
+                {**env, "SERVE_TOKEN": TOKEN}, {"CRAWL_DIR": crawl_dir}, tmp_path / "serve.log", ("--crawl", crawl_name)
+            )
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
                 try:
@@ -166,7 +120,7 @@ def test_the_dashboard_follows_a_crawl_in_a_browser(tmp_path, redis_url, crawl_n
     print(f"dashboard test: {time.monotonic() - begun:.1f} s")
 
 
-def check_dashboard(browser, serve: Serve, worker, crawl_name: str, crawl_dir: Path, artifacts: Path) -> None:
+def check_dashboard(browser, serve: ServeProcess, worker, crawl_name: str, crawl_dir: Path, artifacts: Path) -> None:
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     problems: list[str] = []
@@ -189,7 +143,9 @@ def check_dashboard(browser, serve: Serve, worker, crawl_name: str, crawl_dir: P
     context.close()
 
 
-def follow_crawl(page, problems, serve: Serve, worker, crawl_name: str, crawl_dir: Path, artifacts: Path) -> None:
+def follow_crawl(
+    page, problems, serve: ServeProcess, worker, crawl_name: str, crawl_dir: Path, artifacts: Path
+) -> None:
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     # (a request answered with an error status is logged by the browser: not a problem of the page)
     page.on(
@@ -248,7 +204,7 @@ def follow_crawl(page, problems, serve: Serve, worker, crawl_name: str, crawl_di
     page.wait_for_function("document.getElementById('record-json').textContent.startsWith('{')", timeout=10_000)
     record = json.loads(page.text_content("#record-json"))
     assert record["url"] == url and record["fate"] == "fetched" and record["status"] == 200
-    assert record == serve.get(record_path)
+    assert record == serve.json(record_path)
     shot = artifacts / "dashboard.png"
     page.screenshot(path=str(shot), full_page=True)
     print(f"dashboard screenshot: {shot}")

@@ -9,9 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -22,61 +20,10 @@ from crawler.demosite import serve_site
 from crawler.frontier.keys import Keys
 from crawler.urlstore.sqlite import SqliteUrlStore
 from crawler.urlstore.store import FetchRecord
-from tests.harness import clean_env, crawl_command, free_port, log_tail
+from tests.harness import ServeProcess, clean_env, crawl_command, free_port, log_tail, loopback_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "serve-Token-5e1b"
-
-
-class Served:
-    """A ``scrapy serve`` subprocess, and requests to it."""
-
-    def __init__(self, env: dict, settings: dict, log: Path):
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        cmd = [sys.executable, "-m", "scrapy", "serve", "--port", str(self.port)]
-        for name, value in settings.items():
-            cmd += ["-s", f"{name}={value}"]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-        self.token = env.get("SERVE_TOKEN")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                self.get("/api/crawls")
-                return
-            except (ConnectionError, urllib.error.URLError):
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.1)
-        self.stop()
-        raise AssertionError(f"scrapy serve did not start:\n{log.read_text(errors='replace')[-3000:]}")
-
-    def get(self, path: str, data: bytes | None = None, token: str | None = None):
-        """(status, headers, body bytes) of a request; errors are answers too."""
-        headers = {"Content-Type": "application/json"} if data is not None else {}
-        if token or self.token:
-            headers["Authorization"] = f"Bearer {token or self.token}"
-        request = urllib.request.Request(self.base + path, data=data, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, response.headers, response.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.headers, exc.read()
-
-    def json(self, path: str, data=None, expect: int = 200) -> dict:
-        status, _, body = self.get(path, json.dumps(data).encode() if data is not None else None)
-        assert status == expect, (path, status, body[:500])
-        return json.loads(body)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def q(url: str) -> str:
@@ -94,15 +41,7 @@ def crawled(tmp_path_factory, redis_url):
     with serve_site(hosts=2, pages=6, robots=robots) as site:
         seeds = tmp / "seeds.txt"
         seeds.write_text("\n".join(site.seeds) + "\n")
-        settings = {
-            "CRAWL_NAME": name,
-            "CRAWL_DIR": tmp / "crawl",
-            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-            "FRONTIER_HOST_INTERVAL": 0.05,
-            "FRONTIER_IDLE_SECONDS": 2,
-            "ARCHIVE_MAX_SECONDS": 1,
-            "LOG_FILE": tmp / "worker.log",
-        }
+        settings = loopback_settings(name, tmp / "worker.log")  # (crawl_command: CRAWL_DIR tmp / "crawl")
         env = {**clean_env(), "REDIS_URL": redis_url}
         proc = subprocess.run(crawl_command(tmp / "pages.jsonl", seeds, settings), cwd=ROOT, env=env, timeout=180)
         pages = ((site.url(h, p), site.page(i, p)) for i, h in enumerate(site.hosts) for p in site.page_paths())
@@ -119,7 +58,7 @@ def crawled(tmp_path_factory, redis_url):
         record = FetchRecord(url=url, fate="fetched", fetched_at=now, status=200, canonical_url=canonical)
         writer.record_fetch(record).result(30)
     writer.close()
-    served = Served(env, {"CRAWL_NAME": name, "CRAWL_DIR": tmp / "crawl"}, tmp / "serve.log")
+    served = ServeProcess(env, {"CRAWL_NAME": name, "CRAWL_DIR": tmp / "crawl"}, tmp / "serve.log")
     yield {"name": name, "tmp": tmp, "html": html, "site": site, "env": env, "served": served, "store": path}
     served.stop()
 
@@ -265,7 +204,7 @@ def test_a_store_or_redis_that_is_down_gives_503_in_bounded_time(crawled, tmp_pa
     holder.execute("UPDATE urls SET error = error WHERE url = ?", (url,))
     env = {**crawled["env"], "REDIS_URL": "redis://127.0.0.1:1/0"}
     settings = {"CRAWL_NAME": name, "CRAWL_DIR": tmp_path / "crawl", "SERVE_TIMEOUT": 1}
-    served = Served(env, settings, tmp_path / "s.log")
+    served = ServeProcess(env, settings, tmp_path / "s.log")
     try:
         started = time.monotonic()
         status, headers, body = served.get(f"/api/crawls/{name}/record?url={q(url)}")
@@ -292,7 +231,7 @@ def test_a_store_or_redis_that_is_down_gives_503_in_bounded_time(crawled, tmp_pa
 def test_a_token_guards_the_api_and_another_address_needs_one(crawled, tmp_path):
     name, tmp = crawled["name"], crawled["tmp"]
     env = {**crawled["env"], "SERVE_TOKEN": TOKEN}
-    served = Served(env, {"CRAWL_NAME": name, "CRAWL_DIR": tmp / "crawl"}, tmp_path / "t.log")
+    served = ServeProcess(env, {"CRAWL_NAME": name, "CRAWL_DIR": tmp / "crawl"}, tmp_path / "t.log")
     try:
         assert served.get("/api/crawls")[0] == 200
         served.token = None
@@ -317,7 +256,7 @@ def test_a_token_guards_the_api_and_another_address_needs_one(crawled, tmp_path)
 def test_several_processes_serve_one_port_and_stop_with_the_first(crawled, tmp_path):
     name, tmp, html = crawled["name"], crawled["tmp"], crawled["html"]
     settings = {"CRAWL_NAME": name, "CRAWL_DIR": tmp / "crawl", "SERVE_PROCESSES": 3}
-    served = Served(crawled["env"], settings, tmp_path / "p.log")
+    served = ServeProcess(crawled["env"], settings, tmp_path / "p.log")
     try:
         children = [
             int(c) for c in Path(f"/proc/{served.proc.pid}/task/{served.proc.pid}/children").read_text().split()
@@ -383,7 +322,7 @@ def test_the_cassandra_backend_serves_the_same_api(tmp_path, redis_url):
             "CASSANDRA_READ_CONSISTENCY": "ONE",
         }
         env = {**clean_env(), "REDIS_URL": redis_url, "CASSANDRA_HOSTS": os.environ["CASSANDRA_HOSTS"]}
-        served = Served(env, settings, tmp_path / "serve.log")
+        served = ServeProcess(env, settings, tmp_path / "serve.log")
         assert served.json(f"/api/crawls/{name}/record?url={q('http://TARGET.example/')}")["fate"] == "fetched"
         got, after = [], ""
         while True:
