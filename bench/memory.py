@@ -233,13 +233,14 @@ def main() -> None:
 
 
 @contextlib.contextmanager
-def mirrored_sites(keep: bool, copies: int):
-    """The installed documentation sites and their copies served on loopback, and a work
+def mirrored_sites(keep: bool, copies: int, server=None, prefix: str = "memory-"):
+    """The installed documentation sites and their copies served on loopback (``server``:
+    a server class whose handler is a MirrorHandler, MirrorServer by default), and a work
     directory: (sites, work), as bench/doc_crawl.py's served_sites."""
     sites = mirrored(available_sites(), copies)
-    work = Path(tempfile.mkdtemp(prefix="memory-"))
+    work = Path(tempfile.mkdtemp(prefix=prefix))
     try:
-        start_sites(sites, MirrorServer)
+        start_sites(sites, server or MirrorServer)
         originals = [s for s in sites if not getattr(s, "mark", b"")]
         print(
             f"{len(sites)} sites on port {sites[0].port}: "

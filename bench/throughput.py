@@ -7,7 +7,7 @@ Setup (the sites of bench/doc_crawl.py: Debian's documentation trees on 127.0.0.
     python bench/throughput.py --seconds 30 --interval 0.1
     python bench/throughput.py --runs 2 --set FRONTIER_MAX_UNREAD=100
 
-Eleven runs, one after another on the same sites, each bounded by CLOSESPIDER_TIMEOUT
+Sixteen runs, one after another on the same sites, each bounded by CLOSESPIDER_TIMEOUT
 (--seconds) and killed if it has not ended --seconds + 60 s after its start:
 
 1. stock Scrapy: ``scrapy runspider`` of a minimal CrawlSpider (a temp file, run in a
@@ -30,6 +30,18 @@ Eleven runs, one after another on the same sites, each bounded by CLOSESPIDER_TI
 run 1) pinned to one core, then two stock Scrapy processes, one per core, each crawling every
 site on its own. On a virtual machine whose cores share caches, or a busy host, two processes
 do less than twice the work of one; runs 11 / 10 show by how much.
+12., 13. one and three workers at --interval on the three biggest sites only (BIG_SITES, a
+thousand pages and more each): at the short interval, a crawl these workers have the CPU
+for, so that the host-cycle gap shows the hand-out path at 0.05 s. (On all nine sites at
+0.05 s the polite limit is some 170 pages/s, more than this machine reads with every
+pipeline on: runs 2-5 are bound by the CPU, their workers lease no more while
+FRONTIER_MAX_UNREAD pages wait to be read, and their gaps are that wait.)
+14., 15., 16. many hosts: every site and --copies copies of each (bench/memory.py's copies,
+127.0.K.x; 45 hosts by default, a polite limit near 900 pages/s), so that only the CPU bounds
+the crawl: one worker, two workers, and one worker with PAGE_PROCESSES=2, unpinned. One
+worker with its page process already uses most of this 2-core machine, so two workers can
+add only what it leaves: runs 15 / 14 show it, and runs 9 / 8 show the scaling with the CPU
+given to each worker.
 ``--runs 2,5`` picks runs.
 Each run of this crawler has its own throwaway redis-server and crawl directory.
 
@@ -41,7 +53,10 @@ runs the host-cycle gap (for consecutive requests to one host: start of the next
 of the previous minus the interval; p50/p90/p99 in ms, and the gaps below -10 ms, which
 break the interval); the polite limit (sum over the hosts of 1 / (interval + the host's mean
 answer time in this crawler's runs)), and each run's pages/s as a share of stock Scrapy's
-and of the polite limit.
+and of the polite limit; /busy, the requests made against those the polite limit allows while
+each host was being crawled (its first request to its last: a site whose pages ran out
+early counts only while it had some); held, how often a worker leased nothing because
+FRONTIER_MAX_UNREAD of its pages were still being read (bound by the CPU, not by politeness).
 """
 
 from __future__ import annotations
@@ -62,18 +77,20 @@ sys.path.insert(0, str(ROOT))
 
 from bench.doc_crawl import (  # noqa: E402
     KILL_AFTER,
-    DocHandler,
     DocServer,
     Site,
     error_lines,
     run_commands,
-    served_sites,
 )
+from bench.memory import MirrorHandler, mirrored_sites  # noqa: E402
 from tests.harness import RedisServer, clean_env  # noqa: E402
 
+BIG_SITES = ("python", "rust-std", "rust-unstable-book")  # a thousand pages and more each: busy to the end of a run
 STAGE_RE = re.compile(r"'pagereader/ms/(\w+)': ([\d.]+)")
 READ_PAGES_RE = re.compile(r"'pagereader/pages': (\d+)")
+UNREAD_FULL_RE = re.compile(r"'frontier/unread_full': (\d+)")
 NEGATIVE_GAP = -0.010  # seconds: a gap below this broke the host interval
+PAGES_2 = {"PAGE_PROCESSES": 2}
 LINKS_ONLY = '{"crawler.pipelines.links.FollowLinksPipeline": 150}'
 EXTRA_SETTINGS: list[str] = []  # --set NAME=VALUE: given to every worker of this crawler
 
@@ -97,8 +114,9 @@ _log_lock = threading.Lock()
 REQUESTS: list[tuple[float, float, str, str, int | str]] = []  # arrival, end, host, path, status
 
 
-class LoggingHandler(DocHandler):
-    """DocHandler that records every request: arrival, end, host, path, status."""
+class LoggingHandler(MirrorHandler):
+    """The sites' handler (a copy's pages marked as its own, bench/memory.py) recording every
+    request: arrival, end, host, path, status."""
 
     def handle_one_request(self):
         self._arrival = time.monotonic()
@@ -175,10 +193,17 @@ def run_stock(sites: list[Site], seconds: float, work: Path, processes: int = 0)
 
 
 def run_crawler(
-    sites: list[Site], workers: int, pipelines: bool, seconds: float, interval: float, work: Path, pin: bool = False
+    sites: list[Site],
+    workers: int,
+    pipelines: bool,
+    seconds: float,
+    interval: float,
+    work: Path,
+    pin: bool = False,
+    extra: dict | None = None,
 ) -> tuple[list, list, object]:
     """``pin``: worker n on core n, and no politeness limit (interval 0, four requests in
-    flight per host): bound by the CPU only."""
+    flight per host): bound by the CPU only. ``extra``: more settings of this run."""
     seeds = work / "seeds.txt"
     seeds.write_text("".join(site.seed + "\n" for site in sites))
     with RedisServer(str(work)) as redis_server:
@@ -202,6 +227,7 @@ def run_crawler(
                 settings["ITEM_PIPELINES_BASE"] = LINKS_ONLY
             if pin:
                 settings["FRONTIER_HOST_MAX_IN_FLIGHT"] = 4
+            settings.update(extra or {})
             for name, value in settings.items():
                 cmd += ["-s", f"{name}={value}"]
             for setting in EXTRA_SETTINGS:
@@ -223,8 +249,10 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class Run:
-    def __init__(self, name: str, crawler: bool, interval: float = 0.0):
+    def __init__(self, name: str, crawler: bool, interval: float = 0.0, sites: list[Site] = ()):
         self.name, self.crawler, self.interval = name, crawler, interval
+        self.hosts = {s.host for s in sites}  # the hosts seeded
+        self.held = 0  # times a worker leased nothing for FRONTIER_MAX_UNREAD pages unread (frontier/unread_full)
         self.requests: list = []
         self.cpu = (0.0, 0.0)
         self.sites_cpu = 0.0  # this process: the sites' threads, mostly
@@ -258,6 +286,22 @@ class Run:
             gaps += [b[0] - a[1] - interval for a, b in zip(reqs, reqs[1:], strict=False)]
         return gaps
 
+    def busy_share(self, answer: dict[str, list[float]]) -> float:
+        """Requests made against those the polite limit allows while each host was being
+        crawled (from its first request to its last): a host whose pages ran out early
+        counts only while it had some."""
+        by_host = defaultdict(list)
+        for r in self.requests:
+            by_host[r[2]].append(r)
+        made = allowed = 0.0
+        for host, reqs in by_host.items():
+            a = answer.get(host)
+            if len(reqs) < 2 or not a:
+                continue
+            made += len(reqs) - 1
+            allowed += (max(r[1] for r in reqs) - min(r[0] for r in reqs)) / (self.interval + sum(a) / len(a))
+        return made / allowed if allowed else float("nan")
+
 
 def run_one(run: Run, fn, seconds: float) -> None:
     first = len(REQUESTS)
@@ -285,6 +329,7 @@ def run_one(run: Run, fn, seconds: float) -> None:
             for stage, ms in STAGE_RE.findall(dump):
                 run.stages[stage] = run.stages.get(stage, 0.0) + float(ms)
             run.read_pages += sum(int(n) for n in READ_PAGES_RE.findall(dump))
+            run.held += sum(int(n) for n in UNREAD_FULL_RE.findall(dump))
         errors = error_lines(text.splitlines())
         if errors:
             print(f"   {log.name}: {sum(errors.values())} errors")
@@ -300,12 +345,13 @@ def report(runs: list[Run], sites: list[Site]) -> None:
             for r in run.requests:
                 answer[r[2]].append(r[1] - r[0])
 
-    def polite_at(interval: float) -> float:
-        return sum(1 / (interval + sum(a) / len(a)) for a in answer.values() if a)
+    def polite_at(interval: float, hosts: set[str]) -> float:
+        return sum(1 / (interval + sum(a) / len(a)) for host, a in answer.items() if a and host in hosts)
 
-    for interval in sorted({run.interval for run in runs if run.crawler}):
+    for interval, hosts in sorted({(run.interval, frozenset(run.hosts)) for run in runs if run.crawler}):
         print(
-            f"\n== polite limit at interval {interval:g} s: {polite_at(interval):.1f} pages/s over {len(answer)} hosts"
+            f"\n== polite limit at interval {interval:g} s: {polite_at(interval, hosts):.1f} pages/s"
+            f" over {len(hosts)} hosts"
         )
     for site in sites:
         a = answer.get(site.host, [])
@@ -314,7 +360,7 @@ def report(runs: list[Run], sites: list[Site]) -> None:
     stock = next((run.rate for run in runs if run.name.startswith("1 ")), 0.0)
     print(
         f"\n{'run':42} {'200s':>6} {'unique':>6} {'pages/s':>8} {'span s':>6} {'CPU s':>7} {'ms/page':>7}"
-        f" {'/stock':>6} {'/polite':>7}   host-cycle gap ms p50/p90/p99, gaps < -10 ms"
+        f" {'/stock':>6} {'/polite':>7} {'/busy':>6} {'held':>5}   host-cycle gap ms p50/p90/p99, gaps < -10 ms"
     )
     for run in runs:
         pages = run.pages
@@ -324,7 +370,9 @@ def report(runs: list[Run], sites: list[Site]) -> None:
         line = (
             f"{run.name:42} {len(pages):6} {unique:6} {run.rate:8.1f} {run.span:6.1f} {cpu:7.1f} {per_page:7.1f}"
             f" {run.rate / stock if stock else float('nan'):6.2f}"
-            f" {run.rate / polite_at(run.interval) if run.crawler and answer else float('nan'):7.2f}"
+            f" {run.rate / polite_at(run.interval, run.hosts) if run.crawler and answer else float('nan'):7.2f}"
+            f" {run.busy_share(answer) if run.crawler and run.interval > 0 else float('nan'):6.2f}"
+            f" {run.held if run.crawler else '':>5}"
         )
         if run.crawler and run.interval > 0:  # (no limit: several in flight per host, no gaps)
             gaps = run.gaps(run.interval)
@@ -336,7 +384,10 @@ def report(runs: list[Run], sites: list[Site]) -> None:
         print(line)
     print(
         "(200s: answers 200 but robots.txt; pages/s between the first and last 200 answer; CPU: user + system"
-        " of the run's processes, redis-server left out)"
+        " of the run's processes, redis-server left out; /polite: pages/s against the polite limit of the run's"
+        " hosts; /busy: requests against what the polite limit allows while each host was being crawled, its"
+        " first request to its last; held: times a worker leased nothing because FRONTIER_MAX_UNREAD pages"
+        " were still being read, i.e. the worker was bound by its CPU, not by politeness)"
     )
     rate = {run.name.split()[0]: run.rate for run in runs}
     if rate.get("8") and rate.get("9"):
@@ -346,6 +397,9 @@ def report(runs: list[Run], sites: list[Site]) -> None:
             line += f"; runs 11 / 10 (stock Scrapy, 2 processes / 1, 1 core each): {peer:.2f}x"
             line += f"; the crawler's scaling is {rate['9'] / rate['8'] / peer:.2f} of stock Scrapy's"
         print(line)
+    for a, b, what in (("15", "14", "2 workers / 1"), ("16", "14", "1 worker with 2 page processes / 1 with 1")):
+        if rate.get(a) and rate.get(b):
+            print(f"== runs {a} / {b} ({what}, many hosts, unpinned): {rate[a] / rate[b]:.2f}x")
     print(f"\n{'run':42} {'cores: run':>10} {'sites':>6} {'redis':>6}   page reading ms/page by stage")
     for run in runs:
         wall = max((t for t, _ in run.ended), default=0.0) or float("nan")
@@ -368,7 +422,10 @@ def main() -> None:
     parser.add_argument(
         "--gap-interval", type=float, default=0.25, help="FRONTIER_HOST_INTERVAL of the politeness-bound runs 6 and 7"
     )
-    parser.add_argument("--runs", default="1,2,3,4,5,6,7,8,9,10,11", help="which runs, comma separated (default: all)")
+    parser.add_argument(
+        "--runs", default="1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", help="which runs, comma separated (default: all)"
+    )
+    parser.add_argument("--copies", type=int, default=4, help="copies of each site for the many-host runs 14-16")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, feeds, archives)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="a setting of this crawler's workers"
@@ -376,10 +433,13 @@ def main() -> None:
     args = parser.parse_args()
     EXTRA_SETTINGS.extend(args.set)
     runs: list[Run] = []
-    with served_sites(args.keep, "throughput-", LoggingServer) as (sites, work):
+    with mirrored_sites(args.keep, args.copies, LoggingServer, "throughput-") as (every_site, work):
         print(f"{args.seconds:g} s a run, interval {args.interval:g} s; workdir {work}")
+        sites = [s for s in every_site if not getattr(s, "mark", b"")]
+        big = [s for s in sites if s.name in BIG_SITES]
         fast, slow = args.interval, args.gap_interval
-        plan = [  # name, (workers, pipelines, interval, pinned) or None for stock Scrapy
+        many = f"{len(every_site)} hosts"
+        plan = [  # name, (workers, pipelines, interval, pinned[, sites, settings]) or None/int for stock Scrapy
             ("1 stock Scrapy (CrawlSpider, 32 concurrent)", None),
             ("2 crawler, 1 worker, pipelines on", (1, True, fast, False)),
             ("3 crawler, 1 worker, pipelines off", (1, False, fast, False)),
@@ -391,6 +451,11 @@ def main() -> None:
             ("9 crawler, 2 workers, 1 core each, no limit", (2, True, 0.0, True)),
             ("10 stock Scrapy on 1 core", 1),
             ("11 stock Scrapy, 2 processes, 1 core each", 2),
+            (f"12 crawler, 1 worker, {len(big)} big sites", (1, True, fast, False, big)),
+            (f"13 crawler, 3 workers, {len(big)} big sites", (3, True, fast, False, big)),
+            (f"14 crawler, 1 worker, {many}", (1, True, fast, False, every_site)),
+            (f"15 crawler, 2 workers, {many}", (2, True, fast, False, every_site)),
+            (f"16 crawler, 1 worker, {many}, 2 page processes", (1, True, fast, False, every_site, PAGES_2)),
         ]
         chosen = {int(n) for n in args.runs.split(",")}
         for n, (name, how) in enumerate(plan, 1):
@@ -399,12 +464,12 @@ def main() -> None:
             run_dir = work / f"run-{n}"
             run_dir.mkdir()
             if how is None or isinstance(how, int):
-                run = Run(name, False)
+                run = Run(name, False, sites=sites)
                 fn = partial(run_stock, sites, args.seconds, run_dir, how or 0)
             else:
-                workers, pipelines, interval, pin = how
-                run = Run(name, True, interval)
-                fn = partial(run_crawler, sites, workers, pipelines, args.seconds, interval, run_dir, pin)
+                workers, pipelines, interval, pin, seeded, extra = (*how, *(sites, {})[len(how) - 4 :])
+                run = Run(name, True, interval, seeded)
+                fn = partial(run_crawler, seeded, workers, pipelines, args.seconds, interval, run_dir, pin, extra)
             run_one(run, fn, args.seconds)
             runs.append(run)
         report(runs, sites)
