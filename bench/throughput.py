@@ -22,10 +22,11 @@ Sixteen runs, one after another on the same sites, each bounded by CLOSESPIDER_T
 6., 7. one and three workers at FRONTIER_HOST_INTERVAL=--gap-interval (0.25 s): bound by
    politeness rather than by the CPU, so that the host-cycle gap shows the scheduling
    delay, not a saturated machine's queueing;
-8., 9. with no politeness limit (interval 0, four requests in flight per host), so that
-   only the CPU bounds them: one worker with its processes pinned to one core (taskset),
-   and two workers each pinned to its own core: how the pages/s grow with workers given
-   the same CPU each (on this 2-core machine one unpinned worker can use both cores).
+8., 9. with no politeness limit (interval 0, four requests in flight per host) on the
+   many hosts of runs 14-16 (enough pages for both runs to the end), so that only the CPU
+   bounds them: one worker with its processes pinned to one core (taskset), and two
+   workers each pinned to its own core: how the pages/s grow with workers given the same
+   CPU each (on this 2-core machine one unpinned worker can use both cores).
 10., 11. the peer's scaling on this machine, the baseline for runs 9 / 8: stock Scrapy (as
 run 1) pinned to one core, then two stock Scrapy processes, one per core, each crawling every
 site on its own. On a virtual machine whose cores share caches, or a busy host, two processes
@@ -447,8 +448,8 @@ def main() -> None:
             ("5 crawler, 3 workers, pipelines on", (3, True, fast, False)),
             (f"6 crawler, 1 worker, interval {slow:g} s", (1, True, slow, False)),
             (f"7 crawler, 3 workers, interval {slow:g} s", (3, True, slow, False)),
-            ("8 crawler, 1 worker on 1 core, no limit", (1, True, 0.0, True)),
-            ("9 crawler, 2 workers, 1 core each, no limit", (2, True, 0.0, True)),
+            (f"8 crawler, 1 worker on 1 core, {many}", (1, True, 0.0, True, every_site)),
+            (f"9 crawler, 2 workers, 1 core each, {many}", (2, True, 0.0, True, every_site)),
             ("10 stock Scrapy on 1 core", 1),
             ("11 stock Scrapy, 2 processes, 1 core each", 2),
             (f"12 crawler, 1 worker, {len(big)} big sites", (1, True, fast, False, big)),
