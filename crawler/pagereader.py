@@ -85,6 +85,7 @@ from crawler.metadata import (
     DEFAULT_MAX_FIELDS,
     DecodedPage,
     decode_html,
+    html_parser,
     metadata_from_tree,
     parse_html,
 )
@@ -327,7 +328,7 @@ def _selector_tree(text: str):
     data = _selector_bytes(text)
     if not data:
         return None
-    parser = lxml.html.HTMLParser(recover=True, encoding="utf-8", huge_tree=True)
+    parser = html_parser(recover=True, encoding="utf-8", huge_tree=True)
     try:
         return lxml.etree.fromstring(data, parser=parser)
     except (lxml.etree.LxmlError, ValueError):
