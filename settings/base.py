@@ -138,7 +138,7 @@ LOG_FORMATTER = "crawler.logformatter.LogFormatter"  # a dropped page named by i
 LOGSTATS_INTERVAL = 30.0
 REACTOR_THREADPOOL_MAXSIZE = 20
 # processes reading pages: links, fingerprints, metadata (crawler/pageworkers.py); 0: threads. One reads
-# about 100 pages/s on a 2-core machine; 2 give a worker alone on such a machine 13% more pages/s for
+# about 100 pages/s on a 2-core machine; 2 give a worker alone on such a machine 13-18% more pages/s for
 # 80-110 MB more (bench/throughput.py runs 14, 16)
 PAGE_PROCESSES = 1
 PAGE_PROCESS_NICE = 10  # their CPU priority below the reactor's (nice levels; 0: the same)
