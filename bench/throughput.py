@@ -91,7 +91,6 @@ STAGE_RE = re.compile(r"'pagereader/ms/(\w+)': ([\d.]+)")
 READ_PAGES_RE = re.compile(r"'pagereader/pages': (\d+)")
 UNREAD_FULL_RE = re.compile(r"'frontier/unread_full': (\d+)")
 NEGATIVE_GAP = -0.010  # seconds: a gap below this broke the host interval
-PAGES_2 = {"PAGE_PROCESSES": 2}
 LINKS_ONLY = '{"crawler.pipelines.links.FollowLinksPipeline": 150}'
 EXTRA_SETTINGS: list[str] = []  # --set NAME=VALUE: given to every worker of this crawler
 
@@ -277,13 +276,16 @@ class Run:
         ends = sorted(r[1] for r in self.pages)
         return ends[-1] - ends[0] if len(ends) > 1 else 0.0
 
-    def gaps(self, interval: float) -> list[float]:
+    def by_host(self) -> dict[str, list]:
+        """The run's requests by host, each host's in order of arrival."""
         by_host = defaultdict(list)
-        for r in self.requests:
+        for r in sorted(self.requests):
             by_host[r[2]].append(r)
+        return by_host
+
+    def gaps(self, interval: float) -> list[float]:
         gaps = []
-        for reqs in by_host.values():
-            reqs.sort()
+        for reqs in self.by_host().values():
             gaps += [b[0] - a[1] - interval for a, b in zip(reqs, reqs[1:], strict=False)]
         return gaps
 
@@ -291,16 +293,13 @@ class Run:
         """Requests made against those the polite limit allows while each host was being
         crawled (from its first request to its last): a host whose pages ran out early
         counts only while it had some."""
-        by_host = defaultdict(list)
-        for r in self.requests:
-            by_host[r[2]].append(r)
         made = allowed = 0.0
-        for host, reqs in by_host.items():
+        for host, reqs in self.by_host().items():
             a = answer.get(host)
             if len(reqs) < 2 or not a:
                 continue
             made += len(reqs) - 1
-            allowed += (max(r[1] for r in reqs) - min(r[0] for r in reqs)) / (self.interval + sum(a) / len(a))
+            allowed += (max(r[1] for r in reqs) - reqs[0][0]) / (self.interval + sum(a) / len(a))
         return made / allowed if allowed else float("nan")
 
 
@@ -456,7 +455,10 @@ def main() -> None:
             (f"13 crawler, 3 workers, {len(big)} big sites", (3, True, fast, False, big)),
             (f"14 crawler, 1 worker, {many}", (1, True, fast, False, every_site)),
             (f"15 crawler, 2 workers, {many}", (2, True, fast, False, every_site)),
-            (f"16 crawler, 1 worker, {many}, 2 page processes", (1, True, fast, False, every_site, PAGES_2)),
+            (
+                f"16 crawler, 1 worker, {many}, 2 page processes",
+                (1, True, fast, False, every_site, {"PAGE_PROCESSES": 2}),
+            ),
         ]
         chosen = {int(n) for n in args.runs.split(",")}
         for n, (name, how) in enumerate(plan, 1):
@@ -468,7 +470,9 @@ def main() -> None:
                 run = Run(name, False, sites=sites)
                 fn = partial(run_stock, sites, args.seconds, run_dir, how or 0)
             else:
-                workers, pipelines, interval, pin, seeded, extra = (*how, *(sites, {})[len(how) - 4 :])
+                workers, pipelines, interval, pin, *more = how  # more: [the sites seeded[, settings]]
+                seeded = more[0] if more else sites
+                extra = more[1] if len(more) > 1 else {}
                 run = Run(name, True, interval, seeded)
                 fn = partial(run_crawler, seeded, workers, pipelines, args.seconds, interval, run_dir, pin, extra)
             run_one(run, fn, args.seconds)
