@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""An S3 server on loopback (SeaweedFS), for the tests, the benchmarks and a try on one machine.
+
+    python scripts/s3server.py start DIR [--port 8333] [--bucket NAME]
+    python scripts/s3server.py stop DIR [--kill]
+    python scripts/s3server.py status DIR
+    python scripts/s3server.py env DIR
+    python scripts/s3server.py build
+
+``start`` runs ``weed server`` (master, volume server, filer and the S3 gateway in one
+process) on 127.0.0.1 with its data under DIR, waits until the S3 port answers and prints
+the settings a crawl and boto3 need, as shell lines: ``eval "$(python scripts/s3server.py
+start DIR)"`` sets ARCHIVE_S3_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+AWS_DEFAULT_REGION (``env DIR`` prints them again). The other ports are chosen free at the
+first start and kept in DIR/ports.json, so a server stopped (``stop``, ``--kill`` as a
+crash) starts again on the same ports with its objects.
+
+Where SeaweedFS comes from: the Go module proxy (github.com/seaweedfs/seaweedfs at
+VERSION, Apache-2.0), built once with the machine's Go into
+CRAWLER_SERVICES_CACHE/seaweedfs-VERSION/weed (about 9 minutes on 2 cores) and reused.
+``go install`` refuses the module (its go.mod has replace directives), so its source is
+copied out of the module cache and built as a main module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from service import CACHE, ServiceError, answers, fail, read_pid, require, run_quietly, spawn, stop, wait_until
+
+MODULE = "github.com/seaweedfs/seaweedfs"
+VERSION = os.environ.get("SEAWEEDFS_VERSION", "v0.0.0-20261109003541-7506e5f91cd6")
+HOME = CACHE / f"seaweedfs-{VERSION}"
+WEED = HOME / "weed"
+ACCESS_KEY, SECRET_KEY, REGION = "crawler-test", "crawler-test-secret", "us-east-1"  # loopback only
+
+
+MASTER_TOML = """[master.volume_growth]
+copy_1 = 1
+copy_2 = 2
+copy_3 = 3
+copy_other = 1
+"""
+
+
+def build() -> Path:
+    """The weed binary, built from the Go module proxy the first time."""
+    if WEED.exists():
+        return WEED
+    go = require("go", "SeaweedFS is built from the Go module proxy with Go")
+    HOME.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        [go, "mod", "download", "-json", f"{MODULE}@{VERSION}"], capture_output=True, text=True, cwd=HOME
+    )
+    try:
+        source = Path(json.loads(proc.stdout)["Dir"])
+    except (ValueError, KeyError) as exc:
+        lines = (proc.stdout + proc.stderr).strip().splitlines()
+        raise ServiceError(f"go mod download {MODULE}@{VERSION} failed: {lines[-1] if lines else exc}") from exc
+    src = HOME / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.copytree(source, src)
+    for path in [src, *src.rglob("*")]:  # the module cache is read-only
+        path.chmod(path.stat().st_mode | 0o200)
+    env = {**os.environ, "GOFLAGS": "-buildvcs=false", "GOWORK": "off"}
+    part = HOME / "weed.part"
+    run_quietly(
+        [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(part), "./weed"],
+        f"building SeaweedFS {VERSION} (weed)",
+        cwd=src,
+        env=env,
+    )
+    part.rename(WEED)
+    shutil.rmtree(src, ignore_errors=True)
+    return WEED
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 below 55000 (SeaweedFS adds 10000 for gRPC by default;
+    every gRPC port is given here, but stay clear anyway)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < 55000:
+            return port
+    raise ServiceError("no free port below 55000 on 127.0.0.1")
+
+
+def ports(root: Path, s3_port: int) -> dict:
+    """The server's ports: DIR/ports.json's, else chosen now and saved there."""
+    saved = root / "ports.json"
+    if saved.exists():
+        return json.loads(saved.read_text())
+    names = ("master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc", "s3_grpc")
+    chosen = {"s3": s3_port, **{name: free_port() for name in names}}
+    saved.write_text(json.dumps(chosen, indent=1))
+    return chosen
+
+
+def s3_config() -> dict:
+    """One identity with every right (the server listens on loopback only)."""
+    credentials = [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}]
+    return {"identities": [{"name": "crawler", "credentials": credentials, "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
+
+
+def command(weed: Path, root: Path, p: dict) -> list[str]:
+    return [
+        str(weed),
+        "server",
+        f"-dir={(root / 'data').resolve()}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        f"-master.port={p['master']}",
+        f"-master.port.grpc={p['master_grpc']}",
+        "-master.volumeSizeLimitMB=256",
+        "-master.electionTimeout=1s",  # one master: at a restart it elects itself at once
+        "-master.telemetry=false",  # nothing leaves loopback
+        f"-volume.port={p['volume']}",
+        f"-volume.port.grpc={p['volume_grpc']}",
+        "-volume.max=64",
+        "-volume.preStopSeconds=1",
+        "-filer",
+        f"-filer.port={p['filer']}",
+        f"-filer.port.grpc={p['filer_grpc']}",
+        "-s3",
+        f"-s3.port={p['s3']}",
+        f"-s3.port.grpc={p['s3_grpc']}",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        f"-s3.config={(root / 's3.json').resolve()}",
+    ]
+
+
+def ready(p: dict) -> bool:
+    """The S3 gateway answers and its filer and volume server are up: a signed ListBuckets
+    is refused or answered by S3 itself, not by a proxy error."""
+    if not answers("127.0.0.1", p["s3"]) or not answers("127.0.0.1", p["volume"]):
+        return False
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{p['s3']}/status", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def env_lines(p: dict) -> str:
+    return "\n".join(
+        f"export {name}={value}"
+        for name, value in (
+            ("ARCHIVE_S3_ENDPOINT_URL", f"http://127.0.0.1:{p['s3']}"),
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+            ("AWS_DEFAULT_REGION", REGION),
+        )
+    )
+
+
+def make_bucket(p: dict, bucket: str, timeout: float) -> None:
+    """Create ``bucket`` (already there: fine) and store and delete an object in it,
+    retried while the volume server registers: the server takes writes after this."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=f"http://127.0.0.1:{p['s3']}",
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name=REGION,
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            try:
+                client.create_bucket(Bucket=bucket)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                    raise
+            client.put_object(Bucket=bucket, Key=".started", Body=b"")
+            client.delete_object(Bucket=bucket, Key=".started")
+            return
+        except ClientError as exc:
+            if time.monotonic() > deadline:
+                raise ServiceError(f"bucket {bucket} not created: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - connection errors while it starts
+            if time.monotonic() > deadline:
+                raise ServiceError(f"bucket {bucket} not created: {exc}") from exc
+        time.sleep(0.5)
+
+
+def start(root: Path, s3_port: int, timeout: float, bucket: str) -> None:
+    weed = build()
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "data").mkdir(exist_ok=True)
+    (root / "s3.json").write_text(json.dumps(s3_config()))
+    p = ports(root, s3_port)
+    pid_file, log = root / "weed.pid", root / "weed.log"
+    # one volume per new bucket (a collection), not seven: a bucket's first PUT waits for them
+    (root / "master.toml").write_text(MASTER_TOML)
+    if read_pid(pid_file) is None:
+        spawn(command(weed, root, p), pid_file, log, cwd=root)
+        waited = wait_until(lambda: ready(p), pid_file, timeout, "SeaweedFS", log)
+        print(f"SeaweedFS S3 on 127.0.0.1:{p['s3']} (started in {waited:.0f} s)", file=sys.stderr)
+    else:
+        wait_until(lambda: ready(p), pid_file, timeout, "SeaweedFS", log)
+    started = time.monotonic()
+    make_bucket(p, bucket, timeout)
+    print(f"SeaweedFS takes writes to bucket {bucket} ({time.monotonic() - started:.1f} s)", file=sys.stderr)
+    print(env_lines(p))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="verb", required=True)
+    p = sub.add_parser("start", help="start the server in DIR; print its settings as shell lines")
+    p.add_argument("dir", type=Path)
+    p.add_argument("--port", type=int, default=8333, help="S3 port (default 8333; kept in DIR/ports.json)")
+    p.add_argument("--bucket", default="crawl-archive", help="create this bucket (default crawl-archive)")
+    p.add_argument("--timeout", type=float, default=120.0)
+    p = sub.add_parser("stop", help="stop the server in DIR")
+    p.add_argument("dir", type=Path)
+    p.add_argument("--kill", action="store_true", help="SIGKILL, as a crash")
+    for verb, what in (("status", "whether it answers"), ("env", "its settings as shell lines")):
+        sub.add_parser(verb, help=what).add_argument("dir", type=Path)
+    sub.add_parser("build", help="build SeaweedFS only")
+    args = parser.parse_args(argv)
+    try:
+        if args.verb == "build":
+            print(build())
+        elif args.verb == "start":
+            start(args.dir, args.port, args.timeout, args.bucket)
+        elif args.verb == "stop":
+            was = stop(args.dir / "weed.pid", kill=args.kill, grace=30.0)
+            print(f"SeaweedFS: {('killed' if args.kill else 'stopped') if was else 'not running'}", file=sys.stderr)
+        elif args.verb in ("status", "env"):
+            saved = args.dir / "ports.json"
+            if not saved.exists():
+                raise ServiceError(f"no server was started in {args.dir}")
+            p = json.loads(saved.read_text())
+            if args.verb == "env":
+                print(env_lines(p))
+                return 0
+            up = ready(p)
+            print(f"127.0.0.1:{p['s3']}  pid {read_pid(args.dir / 'weed.pid') or '-'}  {'answers S3' if up else 'down'}")
+            return 0 if up else 3
+    except ServiceError as exc:
+        return fail("s3server", exc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
