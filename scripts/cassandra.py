@@ -291,8 +291,12 @@ def main(argv: list[str] | None = None) -> int:
             for node in nodes_of(args.dir, None, 9042):
                 if args.node in (None, node.number):
                     was = stop(node.pid_file, kill=args.kill)
-                    print(f"Cassandra {node.address}: {'killed' if args.kill else 'stopped'}" if was else
-                          f"Cassandra {node.address}: not running", file=sys.stderr)
+                    print(
+                        f"Cassandra {node.address}: {'killed' if args.kill else 'stopped'}"
+                        if was
+                        else f"Cassandra {node.address}: not running",
+                        file=sys.stderr,
+                    )
         elif args.verb == "status":
             down = 0
             for node in nodes_of(args.dir, None, args.port):
@@ -306,8 +310,19 @@ def main(argv: list[str] | None = None) -> int:
             opens = [o for o in JVM_OPTIONS if o.startswith("--add") or "ALL-UNNAMED" in o]
             tools_log = HOME / "logback-tools.xml"
             tools_log.write_text(LOGBACK_TOOLS)
-            cmd = [java(), *opens, "-cp", f"{fetch().resolve()}/*", f"-Dlogback.configurationFile={tools_log}",
-                   "org.apache.cassandra.tools.NodeTool", "-h", "127.0.0.1", "-p", str(node.jmx_port), *extra]
+            cmd = [
+                java(),
+                *opens,
+                "-cp",
+                f"{fetch().resolve()}/*",
+                f"-Dlogback.configurationFile={tools_log}",
+                "org.apache.cassandra.tools.NodeTool",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(node.jmx_port),
+                *extra,
+            ]
             return subprocess.run(cmd).returncode
     except ServiceError as exc:
         return fail("cassandra", exc)

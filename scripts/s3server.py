@@ -110,7 +110,11 @@ def ports(root: Path, s3_port: int) -> dict:
 def s3_config() -> dict:
     """One identity with every right (the server listens on loopback only)."""
     credentials = [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}]
-    return {"identities": [{"name": "crawler", "credentials": credentials, "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
+    return {
+        "identities": [
+            {"name": "crawler", "credentials": credentials, "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
+        ]
+    }
 
 
 def command(weed: Path, root: Path, p: dict) -> list[str]:
@@ -251,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(env_lines(p))
                 return 0
             up = ready(p)
-            print(f"127.0.0.1:{p['s3']}  pid {read_pid(args.dir / 'weed.pid') or '-'}  {'answers S3' if up else 'down'}")
+            print(
+                f"127.0.0.1:{p['s3']}  pid {read_pid(args.dir / 'weed.pid') or '-'}  {'answers S3' if up else 'down'}"
+            )
             return 0 if up else 3
     except ServiceError as exc:
         return fail("s3server", exc)

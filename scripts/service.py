@@ -68,7 +68,13 @@ def spawn(cmd: list[str], pid_file: Path, log: Path, env: dict | None = None, cw
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
         )
     pid_file.write_text(f"{proc.pid}\n")
     return proc.pid

@@ -6,12 +6,14 @@ so its keys never meet another test's, and its keys are deleted afterwards.
 """
 
 import os
+import subprocess
+import sys
 import uuid
 
 import pytest
 import redis
 
-from tests.harness import free_port
+from tests.harness import ROOT, free_port
 
 
 @pytest.fixture(scope="session")
@@ -54,31 +56,140 @@ def project_settings(**overrides) -> dict:
     return values
 
 
-# -- S3: moto's standalone server on loopback -------------------------------------------
+# -- services a test needs: skipped on a user's machine without them, failed in CI ---------
 
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+SERVICES = ("cassandra", "s3", "chromium", "redis-tls")
+OPTED_OUT = "CRAWLER_TESTS_WITHOUT"  # e.g. "chromium,redis-tls": CI skips those as a user's machine does
 
 
-moto_servers: dict = {}  # port -> the moto server answering there (a test may replace it)
+def require_service(name: str, reason: str) -> None:
+    """The test cannot run here for want of ``name`` (one of SERVICES): skipped with
+    ``reason`` on a user's machine; in CI (``CI`` set) a failure, unless ``name`` is in
+    CRAWLER_TESTS_WITHOUT, so that no test is skipped silently there."""
+    assert name in SERVICES, name
+    opted_out = {n.strip() for n in os.environ.get(OPTED_OUT, "").split(",") if n.strip()}
+    if os.environ.get("CI") and name not in opted_out:
+        pytest.fail(f"{name} is needed in CI ({reason}); or set {OPTED_OUT}={name} to skip its tests", pytrace=False)
+    pytest.skip(reason)
+
+
+# -- Cassandra: the cluster CASSANDRA_HOSTS names (.ci/run starts one node) --------------
+
+
+def cassandra_hosts() -> list[str]:
+    hosts = [h for h in os.environ.get("CASSANDRA_HOSTS", "").split(",") if h]
+    if not hosts:
+        require_service(
+            "cassandra",
+            "no Cassandra: start one with `python scripts/cassandra.py start DIR` and set CASSANDRA_HOSTS=127.0.0.1",
+        )
+    return hosts
+
+
+def cassandra_port() -> int:
+    return int(os.environ.get("CASSANDRA_PORT", "9042"))
+
+
+@pytest.fixture(scope="session")
+def cassandra_session():
+    """A driver session on the cluster CASSANDRA_HOSTS names."""
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster(cassandra_hosts(), port=cassandra_port())
+    session = cluster.connect()
+    yield session
+    cluster.shutdown()
 
 
 @pytest.fixture
-def s3(monkeypatch):
-    """(endpoint URL, bucket) of a fresh bucket on moto's S3 server on 127.0.0.1."""
-    import boto3
-    from moto.server import ThreadedMotoServer
+def cassandra_keyspace(cassandra_session):
+    """A fresh keyspace name (unique per test), dropped afterwards; the test creates it
+    (schema_statements, or a worker applying schema.cql at start)."""
+    keyspace = f"test_{uuid.uuid4().hex[:12]}"
+    yield keyspace
+    cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=60)
 
-    for k, v in CREDENTIALS.items():
-        monkeypatch.setenv(k, v)
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+
+# -- S3: SeaweedFS's S3 gateway on loopback (scripts/s3server.py) -------------------------
+
+
+class S3Server:
+    """A SeaweedFS server of scripts/s3server.py in its own folder and port, that a test
+    may stop (or kill) and start again with its objects."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.credentials = {}
+
+    def _script(self, *args, timeout: float = 180) -> str:
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "s3server.py"), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"s3server.py {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def start(self) -> None:
+        out = self._script("start", str(self.dir), "--port", str(self.port))
+        values = dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines() if "=" in line)
+        self.credentials = {k: v for k, v in values.items() if k.startswith("AWS_")}
+
+    def stop(self, kill: bool = False) -> None:
+        self._script("stop", str(self.dir), *(["--kill"] if kill else []))
+
+    def client(self):
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self.credentials["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=self.credentials["AWS_SECRET_ACCESS_KEY"],
+            region_name=self.credentials["AWS_DEFAULT_REGION"],
+        )
+
+    def new_bucket(self) -> str:
+        bucket = f"crawl-archive-{uuid.uuid4().hex[:8]}"
+        self.client().create_bucket(Bucket=bucket)
+        return bucket
+
+
+def s3_server_built() -> bool:
+    code = "import sys; sys.path.insert(0, 'scripts'); import s3server; print(s3server.WEED.exists())"
+    return (
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True).stdout.strip() == "True"
+    )
+
+
+def new_s3_server(directory) -> S3Server:
+    """A started S3Server in ``directory`` (skipped, or failed in CI, without a SeaweedFS build)."""
+    if not s3_server_built():
+        require_service("s3", "no SeaweedFS build: `python scripts/s3server.py build` (about 9 minutes, once)")
+    server = S3Server(directory)
     server.start()
-    moto_servers[port] = server
-    endpoint = f"http://127.0.0.1:{port}"
-    bucket = f"crawl-archive-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    yield endpoint, bucket
-    moto_servers.pop(port).stop()
+    return server
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One SeaweedFS server for the session's S3 tests (each takes a bucket of its own)."""
+    server = new_s3_server(tmp_path_factory.mktemp("s3"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """(endpoint URL, bucket) of a fresh bucket on the session's S3 server, its
+    credentials in the environment (the AWS chain a worker reads)."""
+    for k, v in s3_server.credentials.items():
+        monkeypatch.setenv(k, v)
+    yield s3_server.endpoint, s3_server.new_bucket()
 
 
 def s3_archive_settings(endpoint: str, bucket: str) -> dict:

@@ -26,6 +26,7 @@ from scrapy.settings import Settings
 
 from crawler.demosite import serve_site
 from crawler.urlstore.sqlite import sqlite_path
+from tests.conftest import require_service
 from tests.harness import ServeProcess, clean_env, launch_worker, loopback_settings, seed_file
 
 try:
@@ -42,10 +43,15 @@ def chromium_binary() -> str | None:
 
 
 CHROMIUM = chromium_binary()
-pytestmark = [
-    pytest.mark.skipif(sync_playwright is None, reason="playwright is not installed (pip install playwright)"),
-    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (/usr/bin/chromium: apt-get install chromium)"),
-]
+
+
+@pytest.fixture(autouse=True)
+def _chromium():
+    if sync_playwright is None:
+        require_service("chromium", "playwright is not installed (pip install playwright)")
+    if CHROMIUM is None:
+        require_service("chromium", "no Chromium binary (/usr/bin/chromium: apt-get install chromium)")
+
 
 TOKEN = "dash-Token-7c2e"
 REFRESH_WAIT_MS = 15_000  # a refresh comes every 3 s: a few of them at most

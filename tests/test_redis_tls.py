@@ -24,7 +24,7 @@ from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.frontier import FINISHED, Entry, Frontier
 from crawler.frontier.keys import Keys
 from crawler.validation import problems
-from tests.conftest import project_settings
+from tests.conftest import project_settings, require_service
 from tests.harness import (
     ROOT,
     RedisServer,
@@ -54,7 +54,7 @@ def pki(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tls_redis(pki, tmp_path_factory):
     if not tls_redis_server_binary():
-        pytest.skip("no redis-server built with TLS on PATH")
+        require_service("redis-tls", "no redis-server built with TLS on PATH (apt-get install redis-server)")
     with RedisServer(tmp_path_factory.mktemp("redis-tls"), tls=(*pki["server"], pki["ca"])) as server:
         yield server
 
