@@ -2,6 +2,7 @@
 """Apache Cassandra on loopback, for the tests, the benchmarks and a try on one machine.
 
     python scripts/cassandra.py start DIR [--nodes 3] [--heap 512M] [--port 9042]
+                                          [--storage-port 7000] [--jmx-port 7199]
     python scripts/cassandra.py stop DIR [--node N] [--kill]
     python scripts/cassandra.py status DIR
     python scripts/cassandra.py nodetool DIR [--node N] -- tablestats crawler.urls
@@ -9,7 +10,8 @@
 
 ``start`` runs one node on 127.0.0.1, or ``--nodes N`` nodes on 127.0.0.1 ... 127.0.0.N
 (loopback addresses; one cluster, each node its own folders under DIR/nodeK and its own
-JMX port, 7199 + 100 (K-1)), waits until each answers CQL and prints the contact points
+JMX port, 7199 + 100 (K-1); the ports are kept in DIR/cluster.json for the other verbs),
+waits until each answers CQL and prints the contact points
 (``127.0.0.1,127.0.0.2,127.0.0.3``) on stdout: ``export CASSANDRA_HOSTS=$(...)``. A node
 stopped by ``stop --node K`` (``--kill``: SIGKILL, as a crash) starts again with its data
 by ``start DIR --node K``.
@@ -25,10 +27,12 @@ The download is made once and reused. Needs Java 11 or 17 and Maven.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from service import (
@@ -47,8 +51,6 @@ from service import (
 VERSION = os.environ.get("CASSANDRA_VERSION", "5.0.9")
 HOME = CACHE / f"cassandra-{VERSION}"
 LIB = HOME / "lib"
-JMX_PORT = 7199  # node K: JMX_PORT + 100 (K - 1), on 127.0.0.1
-STORAGE_PORT = 7000  # the same on every node: each has its own address
 
 POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -176,16 +178,36 @@ def fetch() -> Path:
     return LIB
 
 
+@dataclass
+class Layout:
+    """A cluster's shape, kept in DIR/cluster.json by its first start."""
+
+    nodes: int = 1
+    port: int = 9042  # CQL, on every node's address
+    storage_port: int = 7000  # the same on every node: each has its own address
+    jmx_port: int = 7199  # node K: jmx_port + 100 (K - 1), on 127.0.0.1
+
+    @classmethod
+    def of(cls, root: Path) -> Layout | None:
+        try:
+            return cls(**json.loads((root / "cluster.json").read_text()))
+        except FileNotFoundError:
+            return None
+
+    def save(self, root: Path) -> None:
+        (root / "cluster.json").write_text(json.dumps(asdict(self)))
+
+
 class Node:
-    def __init__(self, root: Path, number: int, port: int, nodes: int):
+    def __init__(self, root: Path, number: int, layout: Layout):
         self.number = number
         self.address = f"127.0.0.{number}"
-        self.port = port
-        self.nodes = nodes
+        self.layout = layout
+        self.port = layout.port
         self.dir = root / f"node{number}"
         self.pid_file = self.dir / "cassandra.pid"
         self.log = self.dir / "logs" / "system.log"
-        self.jmx_port = JMX_PORT + 100 * (number - 1)
+        self.jmx_port = layout.jmx_port + 100 * (number - 1)
 
     def configure(self) -> None:
         conf = self.dir / "conf"
@@ -194,8 +216,8 @@ class Node:
             "node": self.dir.resolve(),
             "address": self.address,
             "port": self.port,
-            "storage_port": STORAGE_PORT,
-            "rf": min(self.nodes, 3),
+            "storage_port": self.layout.storage_port,
+            "rf": min(self.layout.nodes, 3),
         }
         (conf / "cassandra.yaml").write_text(YAML.format(**values))
         (conf / "logback.xml").write_text(LOGBACK)
@@ -231,19 +253,16 @@ class Node:
         return answers(self.address, self.port)
 
 
-def nodes_of(root: Path, count: int | None, port: int) -> list[Node]:
-    """The nodes of the cluster in ``root`` (their number from what is there when not given)."""
-    if count is None:
-        saved = root / "nodes"
-        count = int(saved.read_text()) if saved.exists() else 1
-    return [Node(root, k, port, count) for k in range(1, count + 1)]
+def nodes_of(root: Path, layout: Layout) -> list[Node]:
+    return [Node(root, k, layout) for k in range(1, layout.nodes + 1)]
 
 
-def start(root: Path, count: int, port: int, heap: str, timeout: float, only: int | None) -> None:
+def start(root: Path, layout: Layout, heap: str, timeout: float, only: int | None) -> None:
     java_path = java()
     fetch()
     root.mkdir(parents=True, exist_ok=True)
-    for node in nodes_of(root, count, port):
+    layout.save(root)
+    for node in nodes_of(root, layout):
         if only is not None and node.number != only:
             continue
         if node.running():
@@ -254,8 +273,14 @@ def start(root: Path, count: int, port: int, heap: str, timeout: float, only: in
         spawn(node.command(java_path, heap), node.pid_file, node.dir / "logs" / "stdout.log")
         waited = wait_until(node.answers, node.pid_file, timeout, f"Cassandra {node.address}", node.log)
         print(f"Cassandra {VERSION} on {node.address}:{node.port} (started in {waited:.0f} s)", file=sys.stderr)
-    (root / "nodes").write_text(f"{count}\n")
-    print(",".join(node.address for node in nodes_of(root, count, port)))
+    print(",".join(node.address for node in nodes_of(root, layout)))
+
+
+def saved_layout(root: Path) -> Layout:
+    layout = Layout.of(root)
+    if layout is None:
+        raise ServiceError(f"no Cassandra was started in {root}")
+    return layout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,18 +288,18 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="verb", required=True)
     p = sub.add_parser("start", help="start the node(s) in DIR; print the contact points")
     p.add_argument("dir", type=Path)
-    p.add_argument("--nodes", type=int, default=None, help="nodes on 127.0.0.1..N (default 1, or DIR's)")
+    p.add_argument("--nodes", type=int, help="nodes on 127.0.0.1..N (default 1; later starts: DIR's)")
     p.add_argument("--node", type=int, help="start this node only (one that was stopped)")
-    p.add_argument("--port", type=int, default=9042, help="CQL port of each node (default 9042)")
+    p.add_argument("--port", type=int, help="CQL port of each node (default 9042)")
+    p.add_argument("--storage-port", type=int, help="inter-node port of each node (default 7000)")
+    p.add_argument("--jmx-port", type=int, help="JMX port of node 1 (default 7199; node K: + 100 (K-1))")
     p.add_argument("--heap", default=os.environ.get("CASSANDRA_HEAP", "512M"), help="per node (default 512M)")
     p.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for each node")
     p = sub.add_parser("stop", help="stop the nodes in DIR (or one)")
     p.add_argument("dir", type=Path)
     p.add_argument("--node", type=int)
     p.add_argument("--kill", action="store_true", help="SIGKILL, as a crash")
-    p = sub.add_parser("status", help="each node: address, pid, CQL answering")
-    p.add_argument("dir", type=Path)
-    p.add_argument("--port", type=int, default=9042)
+    sub.add_parser("status", help="each node: address, pid, CQL answering").add_argument("dir", type=Path)
     p = sub.add_parser("nodetool", help="Cassandra's nodetool against a node, e.g. -- tablestats crawler.urls")
     p.add_argument("dir", type=Path)
     p.add_argument("--node", type=int, default=1)
@@ -285,45 +310,34 @@ def main(argv: list[str] | None = None) -> int:
         if args.verb == "fetch":
             print(fetch())
         elif args.verb == "start":
-            nodes = args.nodes or len(nodes_of(args.dir, None, args.port))
-            start(args.dir, nodes, args.port, args.heap, args.timeout, args.node)
+            layout = Layout.of(args.dir) or Layout()
+            for name in ("nodes", "port", "storage_port", "jmx_port"):
+                if getattr(args, name) is not None:
+                    setattr(layout, name, getattr(args, name))
+            start(args.dir, layout, args.heap, args.timeout, args.node)
         elif args.verb == "stop":
-            for node in nodes_of(args.dir, None, 9042):
+            for node in nodes_of(args.dir, saved_layout(args.dir)):
                 if args.node in (None, node.number):
                     was = stop(node.pid_file, kill=args.kill)
-                    print(
-                        f"Cassandra {node.address}: {'killed' if args.kill else 'stopped'}"
-                        if was
-                        else f"Cassandra {node.address}: not running",
-                        file=sys.stderr,
-                    )
+                    done = ("killed" if args.kill else "stopped") if was else "not running"
+                    print(f"Cassandra {node.address}: {done}", file=sys.stderr)
         elif args.verb == "status":
             down = 0
-            for node in nodes_of(args.dir, None, args.port):
+            for node in nodes_of(args.dir, saved_layout(args.dir)):
                 pid, up = node.running(), node.answers()
                 down += not up
                 print(f"{node.address}:{node.port}  pid {pid or '-'}  {'answers CQL' if up else 'down'}")
             return 3 if down else 0
         elif args.verb == "nodetool":
-            node = Node(args.dir, args.node, 9042, 1)
+            node = Node(args.dir, args.node, saved_layout(args.dir))
             extra = args.args[1:] if args.args[:1] == ["--"] else args.args
             opens = [o for o in JVM_OPTIONS if o.startswith("--add") or "ALL-UNNAMED" in o]
             tools_log = HOME / "logback-tools.xml"
             tools_log.write_text(LOGBACK_TOOLS)
-            cmd = [
-                java(),
-                *opens,
-                "-cp",
-                f"{fetch().resolve()}/*",
-                f"-Dlogback.configurationFile={tools_log}",
-                "org.apache.cassandra.tools.NodeTool",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(node.jmx_port),
-                *extra,
-            ]
-            return subprocess.run(cmd).returncode
+            classpath = f"{fetch().resolve()}/*"
+            tool = "org.apache.cassandra.tools.NodeTool"
+            cmd = [java(), *opens, "-cp", classpath, f"-Dlogback.configurationFile={tools_log}", tool]
+            return subprocess.run([*cmd, "-h", "127.0.0.1", "-p", str(node.jmx_port), *extra]).returncode
     except ServiceError as exc:
         return fail("cassandra", exc)
     return 0
