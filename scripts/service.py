@@ -51,16 +51,24 @@ def run_quietly(cmd: list[str], what: str, cwd: Path | None = None, env: dict | 
 
 
 def read_pid(path: Path) -> int | None:
-    """The pid in ``path`` when that process is alive (and not a zombie)."""
+    """The pid in ``path`` while that process lives: any of its threads is not a zombie
+    (a killed JVM's first thread is a zombie while the others still hold its sockets)."""
     try:
         pid = int(path.read_text().strip())
     except (OSError, ValueError):
         return None
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
         return None
-    return None if state in ("Z", "X") else pid
+    for task in tasks:
+        try:
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("Z", "X"):
+            return pid
+    return None
 
 
 def spawn(cmd: list[str], pid_file: Path, log: Path, env: dict | None = None, cwd: Path | None = None) -> int:
