@@ -55,3 +55,35 @@ def test_an_unknown_profile_argument_stops_the_crawl_with_one_line(tmp_path):
     line = "crawl: unknown profile 'production': expected local or distributed"
     assert out.returncode == 2 and out.stderr.splitlines() == [line], out.stderr
     assert log.read_text().endswith(f"ERROR: {line}\n")
+
+
+def _crawl_log(tmp_path, redis_url, name: str, args: list[str], project: str | None = None) -> str:
+    """The log of an empty crawl (no seeds) that closes once idle."""
+    log = tmp_path / f"{name}.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("SCRAPY_PROJECT", "SCRAPY_SETTINGS_MODULE", "REDIS_URL")}
+    env.update(REDIS_URL=redis_url, FRONTIER_CLOSE_WHEN_IDLE="1", **({"SCRAPY_PROJECT": project} if project else {}))
+    command = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"crawl=test-profile-{name}", *args]
+    command += ["-s", f"LOG_FILE={log}", "-s", f"CRAWL_DIR={tmp_path / 'crawl'}", "-s", "FRONTIER_IDLE_SECONDS=0.5"]
+    out = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return log.read_text()
+
+
+def test_the_distributed_profile_says_when_a_store_is_this_machines_alone(tmp_path, redis_url):
+    """On the distributed profile (SCRAPY_PROJECT or ``-a profile=``), a worker whose
+    UrlStore is SQLite or whose archive is a local directory says so in one line at start;
+    with neither, or on the local profile, it says nothing."""
+    local = tmp_path / "crawl"
+    both = (
+        f"WARNING: Distributed profile, but the UrlStore is SQLite ({local}/test-profile-env/urlstore.sqlite) and "
+        f"the archive is a local directory {local}/test-profile-env/warc: this machine's alone, not shared with "
+        "workers on other machines (URLSTORE_BACKEND=cassandra, ARCHIVE_S3_BUCKET)"
+    )
+    log = _crawl_log(tmp_path, redis_url, "env", [], project="distributed")
+    assert [line.split("] ", 1)[1] for line in log.splitlines() if "Distributed profile" in line] == [both]
+    log = _crawl_log(tmp_path, redis_url, "arg", ["-a", "profile=distributed", "-s", "URLSTORE_ENABLED=False"])
+    [line] = [line for line in log.splitlines() if "Distributed profile" in line]
+    assert "but the archive is a local directory" in line and "SQLite" not in line
+    off = ["-s", "URLSTORE_ENABLED=False", "-s", "ARCHIVE_ENABLED=False"]
+    assert "Distributed profile" not in _crawl_log(tmp_path, redis_url, "shared", off, project="distributed")
+    assert "Distributed profile" not in _crawl_log(tmp_path, redis_url, "local", [])

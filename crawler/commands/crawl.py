@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 FAILED_REASONS = {SEEDS_FAILED, REDIS_REFUSED, FRONTIER_LOST, "start_error"}
 PROFILES = {"local": "settings.local", "distributed": "settings.distributed"}
+DISTRIBUTED = PROFILES["distributed"]
 
 
 class Command(ScrapyCrawl):
@@ -71,6 +72,10 @@ class Command(ScrapyCrawl):
             return
         if self.profile is not None:
             logger.info("Settings profile %s (%s)", self.profile, PROFILES[self.profile])
+        if PROFILES.get(self.profile) == DISTRIBUTED or (
+            self.profile is None and self.settings.get("SETTINGS_MODULE") == DISTRIBUTED
+        ):
+            warn_machine_local_stores(self.settings)
         crawler = self._create_crawler(args[0])
         _log_start_failure(self.crawler_process.crawl(crawler, **opts.spargs))
         self.crawler_process.start()
@@ -78,6 +83,33 @@ class Command(ScrapyCrawl):
             self.exitcode = 1
         elif crawler.stats is not None and crawler.stats.get_value("finish_reason") in FAILED_REASONS:
             self.exitcode = 1
+
+
+def machine_local_stores(settings) -> list[str]:
+    """The crawl's stores that live on this machine alone: an SQLite UrlStore, an archive
+    in a local directory (workers on other machines do not share them)."""
+    found = []
+    if settings.getbool("URLSTORE_ENABLED") and settings.get("URLSTORE_BACKEND").lower() == "sqlite":
+        from crawler.urlstore.sqlite import sqlite_path
+
+        found.append(f"the UrlStore is SQLite ({sqlite_path(settings)})")
+    if settings.getbool("ARCHIVE_ENABLED") and not settings.get("ARCHIVE_S3_BUCKET"):
+        from crawler.archive.storage import storage_from_settings
+
+        found.append(f"the archive is a local {storage_from_settings(settings).describe()}")
+    return found
+
+
+def warn_machine_local_stores(settings) -> None:
+    """On the distributed profile, one line naming the stores that other machines' workers
+    do not share, and what to use instead."""
+    found = machine_local_stores(settings)
+    if found:
+        logger.warning(
+            "Distributed profile, but %s: this machine's alone, not shared with workers on other "
+            "machines (URLSTORE_BACKEND=cassandra, ARCHIVE_S3_BUCKET)",
+            " and ".join(found),
+        )
 
 
 def refuse(settings, lines: list[str], code: int = 2) -> NoReturn:
