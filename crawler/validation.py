@@ -17,6 +17,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
@@ -86,13 +87,25 @@ class Flag:
 class Choice:
     values: tuple[str, ...]
     upper: bool = False  # compared in capitals
+    empty: bool = False  # empty is allowed too (the setting's automatic choice)
 
     def problem(self, settings, name: str) -> str | None:
         value = str(settings.get(name) or "")
         value = value.upper() if self.upper else value.lower()
-        if value not in self.values:
-            return "expected one of " + ", ".join(self.values)
+        if value not in self.values and not (self.empty and not value):
+            return ("expected empty or one of " if self.empty else "expected one of ") + ", ".join(self.values)
         return None
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """Text that ``regex`` matches whole; ``what``: what it takes, for the message."""
+
+    regex: str
+    what: str
+
+    def problem(self, settings, name: str) -> str | None:
+        return None if re.fullmatch(self.regex, str(settings.get(name))) else f"expected {self.what}"
 
 
 @dataclass(frozen=True)
@@ -215,6 +228,11 @@ class Address:
             return None
         return "expected an IP address (127.0.0.1, 0.0.0.0, ::) or a host name"
 
+
+# a keyspace name pasted into CQL unquoted (Cassandra allows at most 48 characters)
+CQL_NAME = r"[A-Za-z][A-Za-z0-9_]{0,47}"
+# a datacenter name, quoted in the keyspace's replication map (crawler/urlstore/cassandra.py)
+DATACENTER_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 
 SECONDS = Number(unit="seconds")
 POSITIVE_SECONDS = Number(above=True, unit="seconds")
@@ -345,9 +363,17 @@ RULES = {
     "RECRAWL_PROGRESS_INTERVAL": POSITIVE_SECONDS,
     "FETCH_POLICY_MAX_AGE": SECONDS,
     "CASSANDRA_PORT": Number(1, 65535, integer=True),
+    "CASSANDRA_KEYSPACE": Pattern(
+        CQL_NAME, "a CQL name: letters, digits and _, starting with a letter, at most 48 characters"
+    ),
+    "CASSANDRA_REPLICATION_FACTOR": AT_LEAST_ONE,
+    "CASSANDRA_DATACENTER": Pattern(
+        f"|{DATACENTER_NAME}", "empty (SimpleStrategy) or a datacenter name: letters, digits, _, . and -"
+    ),
     "CASSANDRA_APPLY_SCHEMA": Flag(),
-    "CASSANDRA_WRITE_CONSISTENCY": Choice(CONSISTENCY_LEVELS, upper=True),
-    "CASSANDRA_READ_CONSISTENCY": Choice(CONSISTENCY_LEVELS, upper=True),
+    "CASSANDRA_WRITE_CONSISTENCY": Choice(CONSISTENCY_LEVELS, upper=True, empty=True),
+    "CASSANDRA_READ_CONSISTENCY": Choice(CONSISTENCY_LEVELS, upper=True, empty=True),
+    "CASSANDRA_REQUEST_TIMEOUT": POSITIVE_SECONDS,
     "CASSANDRA_MAX_IN_FLIGHT": AT_LEAST_ONE,
     "CASSANDRA_RETRIES": COUNT,
     "CASSANDRA_TLS": Flag(),
@@ -371,6 +397,9 @@ RULES = {
     "ROBOTSTXT_CACHE_BYTES": AT_LEAST_ONE,
 }
 
+# settings no longer read, and what replaced them: a value given for one is refused, not ignored
+RETIRED = {"CASSANDRA_REPLICATION": "CASSANDRA_REPLICATION_FACTOR and CASSANDRA_DATACENTER"}
+
 # pairs that must hold together: (low setting, high setting)
 ORDERED = (
     ("HOST_BACKOFF_MIN", "HOST_BACKOFF_MAX"),
@@ -390,6 +419,9 @@ def problems(settings) -> list[str]:
         problem = rule.problem(settings, name)
         if problem:
             out.append(f"{name}={_shown(name, settings.get(name))}: {problem}")
+    for name, instead in RETIRED.items():
+        if settings.get(name) is not None:
+            out.append(f"{name}={_shown(name, settings.get(name))}: no longer read; set {instead} instead")
     if not out:
         for low, high in ORDERED:
             if settings.getfloat(low) > settings.getfloat(high):

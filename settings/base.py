@@ -264,8 +264,11 @@ RECRAWL_PROGRESS_INTERVAL = 5.0  # seconds between scrapy recrawl's progress lin
 FETCH_POLICY_MAX_AGE = 7 * 86400
 CASSANDRA_HOSTS = [h for h in os.environ.get("CASSANDRA_HOSTS", "").split(",") if h]  # contact points
 CASSANDRA_PORT = 9042
-CASSANDRA_KEYSPACE = "crawler"
-CASSANDRA_REPLICATION = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+CASSANDRA_KEYSPACE = "crawler"  # letters, digits and _, starting with a letter, at most 48
+# The keyspace schema.cql creates (one that exists is left as it is): this many replicas,
+# with SimpleStrategy, or with NetworkTopologyStrategy in CASSANDRA_DATACENTER
+CASSANDRA_REPLICATION_FACTOR = 1
+CASSANDRA_DATACENTER = ""  # the local datacenter, whose replicas take the requests; "": the contact points'
 CASSANDRA_APPLY_SCHEMA = True  # apply crawler/urlstore/schema.cql at start (idempotent)
 CASSANDRA_USERNAME = os.environ.get("CASSANDRA_USERNAME", "")
 CASSANDRA_PASSWORD = os.environ.get("CASSANDRA_PASSWORD", "")
@@ -274,10 +277,13 @@ CASSANDRA_TLS_CA_FILE = ""  # CA certificates (PEM) the nodes' certificates are 
 CASSANDRA_TLS_CERT_FILE = ""  # a client certificate (PEM), for clusters that require one
 CASSANDRA_TLS_KEY_FILE = ""  # its private key, when not in CASSANDRA_TLS_CERT_FILE
 CASSANDRA_TLS_CHECK_HOSTNAME = True  # a node's certificate must name the address it is reached at
-CASSANDRA_WRITE_CONSISTENCY = "LOCAL_QUORUM"
-CASSANDRA_READ_CONSISTENCY = "LOCAL_ONE"
+CASSANDRA_WRITE_CONSISTENCY = ""  # "": LOCAL_QUORUM with a replication factor of 3 or more, else LOCAL_ONE
+CASSANDRA_READ_CONSISTENCY = ""  # "": LOCAL_ONE
+CASSANDRA_REQUEST_TIMEOUT = 10.0  # seconds a statement waits for its answer, its retries included; then it fails
 CASSANDRA_MAX_IN_FLIGHT = 64  # statements in flight per worker; more wait
-CASSANDRA_RETRIES = 5  # per statement, on timeouts and unavailable replicas, backing off
+# per statement: a timeout at the replicas (retried on the same node), too few replicas
+# alive or a connection error (on the next node)
+CASSANDRA_RETRIES = 5
 
 # --- robots.txt (crawler/middlewares/robots.py) ---------------------------------------
 # Fetched once per site for all workers, shared in Redis, RFC 9309 semantics.

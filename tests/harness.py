@@ -1,6 +1,6 @@
 """The harness of the tests and benchmarks: crawl workers as subprocesses (their command,
 environment, feed and logs), ``scrapy serve`` as a subprocess, private redis-servers, free
-loopback ports and seed files.
+loopback ports and seed files, and what Cassandra reads to scan a table (``cells_read``).
 
 Everything here starts real processes on 127.0.0.1 only and bounds them in time.
 """
@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -486,3 +487,28 @@ class ServeProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+
+
+# -- Cassandra ------------------------------------------------------------------------------
+
+_READ_COUNTS = re.compile(r"Read (\d+) live rows and (\d+) tombstone cells")
+
+
+def cells_read(session, table: str, timeout: float = 10.0) -> tuple[int, int, int]:
+    """(rows returned, live rows read, tombstone cells read) of a scan of the whole of
+    ``table`` (``keyspace.table``), traced: the numbers are Cassandra's own ("Read N live
+    rows and M tombstone cells" in the trace's events, summed), waited for until they
+    account for every row returned (trace events are written after the answer)."""
+    from cassandra.query import SimpleStatement
+
+    result = session.execute(SimpleStatement(f"SELECT * FROM {table}", fetch_size=1_000_000), trace=True)
+    rows = len(list(result))
+    trace = result.get_query_trace(max_wait_sec=timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        counts = [tuple(map(int, m.groups())) for e in trace.events if (m := _READ_COUNTS.search(e.description))]
+        live, tombstones = sum(c[0] for c in counts), sum(c[1] for c in counts)
+        if live >= rows or time.monotonic() > deadline:
+            return rows, live, tombstones
+        time.sleep(0.2)
+        trace.populate(max_wait=timeout)

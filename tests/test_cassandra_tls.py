@@ -1,9 +1,9 @@
 """TLS to Cassandra (CASSANDRA_TLS*), through the real driver against a real TLS listener.
 
-No Cassandra server can run here, so the listener on 127.0.0.1 is a TLS endpoint that
-completes the handshake with a certificate the test makes, then closes: the driver's
-connection fails after it (NoHostAvailable), and the listener records whether the
-handshake succeeded. What is tested is what the crawler controls: that the store dials
+The Cassandra node the tests use listens without TLS, so the listener on 127.0.0.1 is a
+TLS endpoint that completes the handshake with a certificate the test makes, then closes:
+the driver's connection fails after it (NoHostAvailable), and the listener records whether
+the handshake succeeded. What is tested is what the crawler controls: that the store dials
 with TLS, checks the node's certificate against the configured CA and the address it
 dialled, and presents a client certificate when one is configured.
 """

@@ -280,25 +280,15 @@ def _state(pid: int) -> str:
         return "gone"
 
 
-def test_the_cassandra_backend_serves_the_same_api(tmp_path, redis_url):
+def test_the_cassandra_backend_serves_the_same_api(tmp_path, redis_url, cassandra_session, cassandra_keyspace):
     """Both UrlStore backends serve the API: the same records, links and lookups from a
-    Cassandra keyspace (runs when CASSANDRA_HOSTS names a cluster; skipped otherwise)."""
-    import os
-
-    if not os.environ.get("CASSANDRA_HOSTS"):
-        pytest.skip("no Cassandra: set CASSANDRA_HOSTS=host1,host2 to serve from the Cassandra backend")
-    from cassandra.cluster import Cluster
-
+    Cassandra keyspace (on the cluster CASSANDRA_HOSTS names: tests/conftest.py)."""
     from crawler.urlstore.cassandra import CassandraUrlStore, schema_statements
+    from tests.conftest import cassandra_hosts, cassandra_port
 
-    hosts = [h for h in os.environ["CASSANDRA_HOSTS"].split(",") if h]
-    port = int(os.environ.get("CASSANDRA_PORT", "9042"))
-    cluster = Cluster(hosts, port=port)
-    session = cluster.connect()
-    keyspace = f"test_{uuid.uuid4().hex[:12]}"
-    for statement in schema_statements(keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}"):
-        session.execute(statement)
-    store = CassandraUrlStore(session, keyspace, write_consistency="ONE", read_consistency="ONE", cluster=None)
+    for statement in schema_statements(cassandra_keyspace):
+        cassandra_session.execute(statement)
+    store = CassandraUrlStore(cassandra_session, cassandra_keyspace)
     name = f"test-{uuid.uuid4().hex[:12]}"
     client, counters = Redis.from_url(redis_url), Keys(name).counters
     served = None
@@ -317,11 +307,10 @@ def test_the_cassandra_backend_serves_the_same_api(tmp_path, redis_url):
             "CRAWL_NAME": name,
             "CRAWL_DIR": tmp_path / "crawl",
             "URLSTORE_BACKEND": "cassandra",
-            "CASSANDRA_KEYSPACE": keyspace,
-            "CASSANDRA_PORT": port,
-            "CASSANDRA_READ_CONSISTENCY": "ONE",
+            "CASSANDRA_KEYSPACE": cassandra_keyspace,
+            "CASSANDRA_PORT": cassandra_port(),
         }
-        env = {**clean_env(), "REDIS_URL": redis_url, "CASSANDRA_HOSTS": os.environ["CASSANDRA_HOSTS"]}
+        env = {**clean_env(), "REDIS_URL": redis_url, "CASSANDRA_HOSTS": ",".join(cassandra_hosts())}
         served = ServeProcess(env, settings, tmp_path / "serve.log")
         assert served.json(f"/api/crawls/{name}/record?url={q('http://TARGET.example/')}")["fate"] == "fetched"
         got, after = [], ""
@@ -338,5 +327,4 @@ def test_the_cassandra_backend_serves_the_same_api(tmp_path, redis_url):
         if served is not None:
             served.stop()
         client.delete(counters)
-        session.execute(f"DROP KEYSPACE {keyspace}")
-        cluster.shutdown()
+        client.close()

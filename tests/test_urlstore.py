@@ -1,6 +1,7 @@
 """One behavioural contract for every UrlStore backend: SQLite, and Cassandra on the
 cluster CASSANDRA_HOSTS names (contact points, comma separated; each test creates and
-drops a keyspace of its own); without it skipped, or failed in CI (tests/conftest.py)."""
+drops a keyspace of its own); without it skipped, or failed in CI (tests/conftest.py).
+What only the Cassandra backend does is tested in tests/test_urlstore_cassandra.py."""
 
 import os
 import sqlite3
@@ -26,9 +27,11 @@ def store(request, tmp_path):
 
     session = request.getfixturevalue("cassandra_session")
     keyspace = request.getfixturevalue("cassandra_keyspace")
-    for statement in schema_statements(keyspace, "{'class': 'SimpleStrategy', 'replication_factor': 1}"):
+    for statement in schema_statements(keyspace):
         session.execute(statement)
-    yield CassandraUrlStore(session, keyspace, inlink_buckets=4, write_consistency="ONE", read_consistency="ONE")
+    s = CassandraUrlStore(session, keyspace, inlink_buckets=4)
+    yield s
+    s.close()
 
 
 def _fetched(url, **kw):
@@ -72,6 +75,42 @@ def test_a_record_written_without_its_pointer_gets_it_later(store):
     # a refetch writes its record without a pointer until its own batch is stored
     store.record_fetch(_fetched(url, fetched_at=T + 60)).result(timeout=30)
     assert store.get(url)["archive"] is None
+
+
+def test_a_record_replaces_the_previous_one_but_merges_its_metadata(store):
+    url = "http://example.com/replaced"
+    full = _fetched(
+        url,
+        canonical_url="http://example.com/canonical",
+        near_duplicate_of="http://example.com/near",
+        resemblance=0.9,
+        redirect_chain=["http://example.com/old"],
+        content_digest="sha1:abc",
+        simhash=12345,
+        metadata={"title": "T"},
+        archive=ArchivePointer("ab/x.warc.gz", 1, 2),
+        outlinks=[{"url": "http://example.com/b", "text": "B", "nofollow": True}],
+        next_fetch_at=T + 60,
+        fetch_interval=60.0,
+        etag='"e"',
+        last_modified="Tue, 14 Nov 2023 22:13:20 GMT",
+    )
+    store.record_fetch(full).result(30)
+    # a failure after it: nothing of the page's is left but its metadata
+    store.record_fetch(FetchRecord(url=url, fate="timeout", error="TimeoutError", fetched_at=T + 1)).result(30)
+    got = store.get(url)
+    assert (got["fate"], got["status"], got["error"]) == ("timeout", None, "TimeoutError")
+    for name in ("canonical_url", "near_duplicate_of", "resemblance", "final_url", "content_digest", "simhash"):
+        assert got[name] is None, name
+    for name in ("archive", "next_fetch_at", "fetch_interval", "etag", "last_modified"):
+        assert got[name] is None, name
+    assert got["redirect_chain"] == [] and got["outlinks"] == [] and got["metadata"] == {"title": "T"}
+    assert got["fetched_at"] == pytest.approx(T + 1, abs=0.001)
+    # and a success after the failure has no error
+    store.record_fetch(_fetched(url, fetched_at=T + 2, metadata={"lang": "en"})).result(30)
+    got = store.get(url)
+    assert (got["fate"], got["status"], got["error"]) == ("fetched", 200, None)
+    assert got["metadata"] == {"title": "T", "lang": "en"}
 
 
 def test_every_fate_is_recorded(store):
@@ -225,6 +264,11 @@ def test_the_schedule_and_validators_round_trip_and_reschedule_keeps_the_rest(st
     got = store.get("http://example.com/r")
     assert got["next_fetch_at"] is None and got["fetch_interval"] == 840.0
     assert got["fetched_at"] == pytest.approx(T + 200, abs=0.001) and got["etag"] == '"v1"'
+    # a new interval alone: the fetch time kept
+    store.reschedule("http://example.com/r", T + 9500, fetch_interval=900.0).result(timeout=30)
+    got = store.get("http://example.com/r")
+    assert got["next_fetch_at"] == pytest.approx(T + 9500, abs=0.001) and got["fetch_interval"] == 900.0
+    assert got["fetched_at"] == pytest.approx(T + 200, abs=0.001)
 
 
 def _all_due(store, before, limit, **kw):
@@ -297,178 +341,6 @@ def test_many_writes_in_flight_all_land(store):
     for f in futures:
         f.result(60)
     assert all(store.fetch_status(f"http://bulk.example/{i}")["status"] == 200 for i in range(0, 300, 37))
-
-
-def test_cassandra_schema_renders_for_a_keyspace():
-    statements = schema_statements("ks1", "{'class': 'SimpleStrategy', 'replication_factor': 3}")
-    assert statements[0].startswith("CREATE KEYSPACE IF NOT EXISTS ks1 WITH replication = {'class'")
-    assert any(s.startswith("CREATE TABLE IF NOT EXISTS ks1.urls (") for s in statements)
-    assert any("PRIMARY KEY ((target_url, bucket), source_url)" in s for s in statements)
-    assert not any("--" in s or "{keyspace}" in s for s in statements)
-
-
-# -- the Cassandra backend's write path, on a stand-in session ------------------------------
-# No Cassandra server can run here: these tests replace the driver's Session (prepare,
-# execute_async and its ResponseFuture callbacks) to check bounded concurrency and retries.
-
-
-class _Prepared:
-    def __init__(self, cql):
-        self.cql = cql
-        self.consistency_level = None
-
-
-class _Response:
-    def __init__(self, session, stmt, params):
-        self.session, self.stmt, self.params = session, stmt, params
-
-    def add_callbacks(self, callback, errback, callback_args=(), errback_args=()):
-        import threading
-
-        def finish():
-            with self.session.lock:
-                self.session.in_flight -= 1
-                fail = self.session.failures.pop(self.params[-1], 0) if self.params else 0
-                if fail:
-                    self.session.failures[self.params[-1]] = fail - 1
-            if fail:
-                from cassandra import OperationTimedOut
-
-                errback(OperationTimedOut("stand-in timeout"), *errback_args)
-            else:
-                self.session.done.append((self.stmt.cql, self.params))
-                callback([], *callback_args)
-
-        threading.Timer(0.005, finish).start()
-
-
-class _Session:
-    def __init__(self, failures=None):
-        import threading
-
-        self.lock = threading.Lock()
-        self.in_flight = self.peak = 0
-        self.failures = dict(failures or {})  # last parameter -> timeouts before success
-        self.done = []
-
-    def prepare(self, cql):
-        return _Prepared(cql)
-
-    def execute_async(self, stmt, params):
-        with self.lock:
-            self.in_flight += 1
-            self.peak = max(self.peak, self.in_flight)
-        return _Response(self, stmt, params)
-
-
-def test_cassandra_writes_are_bounded_and_retried():
-    from crawler.urlstore.cassandra import CassandraUrlStore
-
-    session = _Session(failures={"http://flaky.example/": 2})
-    store = CassandraUrlStore(session, "ks", max_in_flight=4, retries=3, retry_delay=0.01, inlink_buckets=4)
-    links = [{"url": f"http://t.example/{i}", "text": "", "nofollow": False} for i in range(20)]
-    futures = [store.record_fetch(_fetched(f"http://s{i}.example/", outlinks=links)) for i in range(5)]
-    futures.append(store.record_fetch(_fetched("http://flaky.example/")))
-    for f in futures:
-        f.result(timeout=30)
-    assert session.peak <= 4
-    assert len(session.done) == 5 * 21 + 1  # rows and inlinks, the flaky row after 2 retries
-    row = next(params for cql, params in session.done if params[-1] == "http://flaky.example/")
-    assert "metadata = metadata + ?" in store._row_stmt.cql and row[4] == "fetched"
-
-
-def test_cassandra_sets_an_archive_pointer_without_touching_the_rest_of_the_row():
-    from crawler.urlstore.cassandra import CassandraUrlStore
-
-    session = _Session()
-    store = CassandraUrlStore(session, "ks", retries=0, inlink_buckets=4)
-    store.set_archive("http://Example.com/a", ArchivePointer("ab/x.warc.gz", 10, 20)).result(timeout=30)
-    [(cql, params)] = session.done
-    assert cql == "UPDATE ks.urls SET archive_key = ?, archive_offset = ?, archive_length = ? WHERE url = ?"
-    assert params == ("ab/x.warc.gz", 10, 20, "http://example.com/a")
-
-
-class _Rows:
-    def __init__(self, row):
-        self.row = row
-
-    def one(self):
-        return self.row
-
-
-class _ReadResponse:
-    def __init__(self, row):
-        self.row = row
-
-    def result(self):
-        return _Rows(self.row)
-
-
-def test_cassandra_last_fetched_sends_one_prepared_read_per_url_at_once():
-    from collections import namedtuple
-    from datetime import UTC, datetime
-
-    from crawler.urlstore.cassandra import CassandraUrlStore
-
-    Row = namedtuple("Row", "url fate status fetched_at archive_key")
-    stored = {
-        "http://c.example/ok": Row("http://c.example/ok", "fetched", 200, datetime.fromtimestamp(T, UTC), "k"),
-        "http://c.example/err": Row("http://c.example/err", "fetched", 502, datetime.fromtimestamp(T, UTC), "k"),
-        "http://c.example/dup": Row("http://c.example/dup", "duplicate", 200, datetime.fromtimestamp(T + 1, UTC), None),
-        "http://c.example/unstored": Row(
-            "http://c.example/unstored", "fetched", 200, datetime.fromtimestamp(T, UTC), None
-        ),
-    }
-
-    class Session(_Session):
-        def __init__(self):
-            super().__init__()
-            self.reads = []
-
-        def execute_async(self, stmt, params):
-            if stmt.cql.startswith("SELECT"):
-                self.reads.append((stmt.cql, stmt.consistency_level, params))
-                return _ReadResponse(stored.get(params[0]))
-            return super().execute_async(stmt, params)
-
-    session = Session()
-    store = CassandraUrlStore(session, "ks", read_consistency="ONE")
-    got = store.last_fetched(
-        ["http://C.example/ok", "http://c.example/err", "http://c.example/dup", "http://n.example/"]
-    )
-    assert got == {"http://C.example/ok": pytest.approx(T, abs=0.001), "http://c.example/dup": pytest.approx(T + 1)}
-    from cassandra import ConsistencyLevel
-
-    assert [params for _, _, params in session.reads] == [
-        ("http://c.example/ok",),
-        ("http://c.example/err",),
-        ("http://c.example/dup",),
-        ("http://n.example/",),
-    ]
-    assert {cql for cql, _, _ in session.reads} == {
-        "SELECT url, fate, status, fetched_at, archive_key FROM ks.urls WHERE url = ?"
-    }
-    assert {level for _, level, _ in session.reads} == {ConsistencyLevel.ONE}
-    assert set(store.last_fetched(["http://c.example/unstored", "http://c.example/dup"])) == {
-        "http://c.example/unstored",
-        "http://c.example/dup",
-    }
-    assert set(store.last_fetched(["http://c.example/unstored", "http://c.example/dup"], archived=True)) == {
-        "http://c.example/dup"
-    }
-
-
-def test_cassandra_write_fails_after_its_retries():
-    from cassandra import OperationTimedOut
-
-    from crawler.urlstore.cassandra import CassandraUrlStore
-
-    session = _Session(failures={"http://down.example/": 10})
-    store = CassandraUrlStore(session, "ks", max_in_flight=2, retries=2, retry_delay=0.01)
-    with pytest.raises(OperationTimedOut):
-        store.record_fetch(_fetched("http://down.example/")).result(timeout=30)
-    # the slot it held is free again
-    store.record_fetch(_fetched("http://up.example/")).result(timeout=30)
 
 
 def test_a_sqlite_store_of_an_earlier_version_gains_the_new_columns(tmp_path):
@@ -559,33 +431,6 @@ def test_urlstore_get_read_by_a_reader_that_stops_early_is_not_an_error(tmp_path
     assert proc.wait(timeout=60) == 0 and b"Traceback" not in err, err
 
 
-def test_cassandra_adds_the_new_columns_to_an_old_table_once():
-    # a stand-in cluster and session (no Cassandra here): the table of an earlier version
-    # lacks both columns, and another worker adds one of them meanwhile
-    from types import SimpleNamespace
-
-    from cassandra import InvalidRequest
-
-    from crawler.urlstore.cassandra import ADDED_COLUMNS, add_columns
-
-    table = SimpleNamespace(columns={"url": None, "canonical_url": None})
-    cluster = SimpleNamespace(
-        metadata=SimpleNamespace(keyspaces={"crawl": SimpleNamespace(tables={"urls": table})}),
-        refresh_table_metadata=lambda keyspace, name: None,
-    )
-    executed = []
-
-    def execute(cql):
-        executed.append(cql)
-        if "near_duplicate_of" in cql:
-            raise InvalidRequest("Invalid column name near_duplicate_of because it conflicts with an existing column")
-
-    add_columns(cluster, SimpleNamespace(execute=execute), "Crawl")  # unquoted: CQL folds it
-    assert executed == [f"ALTER TABLE Crawl.urls ADD {name} {kind}" for name, kind in ADDED_COLUMNS.items()]
-    with pytest.raises(InvalidRequest):  # any other refusal is not hidden
-        add_columns(cluster, SimpleNamespace(execute=lambda cql: (_ for _ in ()).throw(InvalidRequest("no"))), "crawl")
-
-
 def test_workers_upgrading_one_old_sqlite_store_together_all_get_it(tmp_path):
     import multiprocessing
     import sqlite3
@@ -635,67 +480,6 @@ def test_sqlite_commits_the_records_that_wait_together_and_a_bad_one_fails_alone
         assert statements.count("ROLLBACK") >= 1 and statements.count("COMMIT") == 5, statements
     finally:
         store.close()
-
-
-def test_cassandra_due_is_a_bounded_token_range_scan():
-    # a stand-in session holding a urls table in token order: each call reads at most
-    # SCAN_PAGES pages of `limit` rows, and a full pass finds every due URL once
-    from collections import namedtuple
-    from datetime import UTC, datetime
-
-    from crawler.urlstore.cassandra import SCAN_PAGES, CassandraUrlStore
-
-    Row = namedtuple(
-        "Row",
-        "url token next_fetch_at fetched_at fetch_interval content_digest etag last_modified",
-    )
-    at = lambda t: datetime.fromtimestamp(t, UTC)  # noqa: E731
-    table = [
-        Row(f"http://h{i % 3}.example/{i}", -1000 + i, at(T + (i % 4) * 100), at(T - i), 60.0, None, None, None)
-        for i in range(40)
-    ]
-
-    class Session(_Session):
-        scans = 0
-
-        def execute(self, stmt, params):
-            assert "token(url) > ?" in stmt.cql and "ALLOW FILTERING" not in stmt.cql
-            Session.scans += 1
-            token, limit = params
-            return [r for r in table if r.token > token][:limit]
-
-    store = CassandraUrlStore(Session(), "ks")
-    rows, cursor, calls = [], None, 0
-    while True:
-        got, cursor = store.due(T + 150, 5, cursor)
-        calls += 1
-        rows += got
-        assert Session.scans <= calls * SCAN_PAGES
-        if cursor is None:
-            break
-    expected = [r.url for r in table if r.next_fetch_at <= at(T + 150)]
-    assert [r["url"] for r in rows] == expected and len(expected) == 20
-    assert rows[0]["fetched_at"] == pytest.approx(T) and rows[0]["fetch_interval"] == 60.0
-    got, _ = store.due(T + 1000, 100, host="h1.example")
-    assert {r["url"] for r in got} == {r.url for r in table if r.url.startswith("http://h1.example/")}
-
-
-def test_cassandra_reschedule_writes_only_the_schedule_columns():
-    from crawler.urlstore.cassandra import CassandraUrlStore
-
-    session = _Session()
-    store = CassandraUrlStore(session, "ks")
-    store.reschedule("http://example.com/r", T + 10).result(timeout=30)
-    store.reschedule("http://example.com/r", T + 20, fetched_at=T, fetch_interval=30.0).result(timeout=30)
-    store.reschedule("http://example.com/r", None, fetched_at=T).result(timeout=30)
-    sets = [cql.split(" SET ", 1)[1].split(" WHERE ", 1)[0] for cql, _ in session.done]
-    assert sets == [
-        "next_fetch_at = ?",
-        "next_fetch_at = ?, fetched_at = ?, fetch_interval = ?",
-        "next_fetch_at = ?, fetched_at = ?",
-    ]
-    assert [params[-1] for _, params in session.done] == ["http://example.com/r"] * 3
-    assert session.done[1][1][2] == 30.0 and session.done[2][1][0] is None
 
 
 def test_a_reader_reads_beside_the_writer_and_changes_nothing(tmp_path):

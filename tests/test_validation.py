@@ -43,7 +43,14 @@ def test_the_defaults_are_valid_and_every_rule_names_a_setting_that_exists():
         ("CONTENT_SEEN_RESEMBLANCE", "0", "expected a number above 0 and at most 1"),
         ("URLSTORE_BACKEND", "bogus", "expected one of sqlite, cassandra"),
         ("FRONTIER_POLITENESS_KEY", "url", "expected one of host, domain"),
-        ("CASSANDRA_WRITE_CONSISTENCY", "most", "expected one of ANY, ONE"),
+        ("CASSANDRA_WRITE_CONSISTENCY", "most", "expected empty or one of ANY, ONE"),
+        ("CASSANDRA_KEYSPACE", "my-crawl", "expected a CQL name: letters, digits and _, starting with a letter"),
+        ("CASSANDRA_KEYSPACE", "1crawl", "expected a CQL name"),
+        ("CASSANDRA_KEYSPACE", "k" * 49, "at most 48 characters"),
+        ("CASSANDRA_KEYSPACE", "crawl; DROP KEYSPACE x", "expected a CQL name"),
+        ("CASSANDRA_REPLICATION_FACTOR", "0", "expected a whole number >= 1"),
+        ("CASSANDRA_DATACENTER", "dc1', 'dc2", "expected empty (SimpleStrategy) or a datacenter name"),
+        ("CASSANDRA_REQUEST_TIMEOUT", "0", "expected a number of seconds above 0"),
         ("REDIS_URL", "notaurl", "expected empty or a URL starting redis:// or rediss:// or unix://"),
         ("REDIS_URL", "redis://host:99999/0", "expected empty or a URL starting redis://"),
         ("REDIS_URLS", "redis://a:6379/0,notaurl", "URL 2: expected empty or a URL starting redis://"),
@@ -78,6 +85,12 @@ def test_a_bad_value_is_named_with_what_the_setting_takes(name, value, expected)
         ("FRONTIER_PRIORITY_LEVELS", "5"),
         ("URLSTORE_BACKEND", "SQLite"),
         ("CASSANDRA_READ_CONSISTENCY", "local_one"),
+        ("CASSANDRA_WRITE_CONSISTENCY", ""),
+        ("CASSANDRA_KEYSPACE", "Crawl_2024"),
+        ("CASSANDRA_KEYSPACE", "k" * 48),
+        ("CASSANDRA_DATACENTER", "us-east-1"),
+        ("CASSANDRA_DATACENTER", "DC1"),
+        ("CASSANDRA_REPLICATION_FACTOR", "3"),
         ("REDIS_URL", "rediss://:pw@redis.internal:6380/2"),
         ("REDIS_URL", "unix:///run/redis.sock"),
         ("ROBOTSTXT_OBEY", "0"),
@@ -103,6 +116,13 @@ def test_settings_that_must_agree_are_checked_together():
     ]
     assert problems_with(URLSTORE_BACKEND="cassandra", CASSANDRA_HOSTS=[]) == [
         "URLSTORE_BACKEND=cassandra: expected CASSANDRA_HOSTS (contact points, comma separated)"
+    ]
+
+
+def test_a_setting_no_longer_read_is_refused_naming_what_replaced_it():
+    assert problems_with(CASSANDRA_REPLICATION="{'class': 'SimpleStrategy', 'replication_factor': 3}") == [
+        "CASSANDRA_REPLICATION=\"{'class': 'SimpleStrategy', 'replication_factor': 3}\": no longer read; "
+        "set CASSANDRA_REPLICATION_FACTOR and CASSANDRA_DATACENTER instead"
     ]
 
 

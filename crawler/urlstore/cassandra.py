@@ -2,30 +2,59 @@
 
 - Schema: schema.cql, package data read through importlib.resources, applied at start
   when CASSANDRA_APPLY_SCHEMA is true (every statement is ``IF NOT EXISTS``);
-  ``schema_statements`` renders it.
-- Prepared statements for every query; the URL row is written with an UPDATE (an
-  upsert in Cassandra) whose ``metadata = metadata + ?`` merges fields instead of
-  replacing the map.
-- Asynchronous writes with bounded concurrency: at most CASSANDRA_MAX_IN_FLIGHT
-  statements are in flight; more wait in a queue. A statement that fails with a
-  timeout or an unavailable cluster is retried CASSANDRA_RETRIES times with exponential
-  back-off (a warning line each time); then the write's Future fails and the page's lease
-  is not acknowledged (it comes back later).
-- Contact points, port, keyspace, credentials and consistency levels come from settings
-  (CASSANDRA_*).
+  ``schema_statements`` renders it for CASSANDRA_KEYSPACE, with
+  CASSANDRA_REPLICATION_FACTOR replicas (SimpleStrategy, or NetworkTopologyStrategy in
+  CASSANDRA_DATACENTER). Columns added after its first version (ADDED_COLUMNS) are added
+  to an existing table.
+- No tombstones. A fetch's record replaces the previous one column by column, and a
+  column the record has no value for is written as an *empty value* (a live cell of no
+  bytes, read back as None), never as a null, which would write a tombstone per column
+  per fetch: text as '', numbers and times through CQL's ``blobAsInt(?)`` (and the like)
+  as b"". The two lists are frozen (one cell, overwritten in place); the metadata map is
+  merged (``metadata = metadata + ?``) and left alone when the record has no fields.
+  COLUMNS, each column with its CQL type, is the one place the statements and the reads
+  come from.
+- Prepared statements, all idempotent; routing, consistency, timeouts and retries are the
+  driver's: token-aware routing to the replicas in the local datacenter
+  (CASSANDRA_DATACENTER, or the contact points'), the consistency levels
+  CASSANDRA_WRITE_CONSISTENCY and _READ_CONSISTENCY (``consistency_levels``),
+  CASSANDRA_REQUEST_TIMEOUT seconds per statement (its retries included), and
+  ``IdempotentRetries``: a statement that timed out at the replicas, found too few of them
+  alive or lost its connection is retried up to CASSANDRA_RETRIES times.
+- Writes never block the caller: each returns a Future at once. One writer thread takes
+  every write waiting and sends their statements through the driver's
+  ``execute_concurrent``, at most CASSANDRA_MAX_IN_FLIGHT at a time; a write's Future is
+  done once all its statements are, or fails with the first error among them (the page's
+  lease is then given back, and the page fetched again later). Failures are logged as one
+  warning line per kind at most every WARN_EVERY seconds, with their count. Statements
+  carry client-side timestamps taken as they are sent, in the order the writes were made:
+  of two writes of one column, the later one wins, even when both are in flight at once.
+- Reads run on the calling thread; ``last_fetched`` and ``inlinks`` send their reads (a
+  URL's, or a bucket's) all at once through ``execute_concurrent`` and wait for them
+  together.
+- Contact points, port, credentials and TLS come from settings (CASSANDRA_*).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import ssl
+import struct
 import threading
-from collections import deque
-from concurrent.futures import Future
-from datetime import UTC, datetime
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC
 from importlib import resources
 
+from cassandra import ConsistencyLevel, InvalidRequest
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, NoHostAvailable
+from cassandra.concurrent import execute_concurrent
+from cassandra.policies import RetryPolicy
+from cassandra.query import UNSET_VALUE
+
 from crawler.urlstore.store import (
+    DUE_FIELDS,
     ArchivePointer,
     FetchRecord,
     UrlStore,
@@ -35,43 +64,56 @@ from crawler.urlstore.store import (
     unsigned64,
     url_in_host,
 )
+from crawler.validation import CQL_NAME, DATACENTER_NAME
 
 logger = logging.getLogger(__name__)
 
 SCHEMA = resources.files("crawler.urlstore").joinpath("schema.cql")
-# columns schema.cql gained after its first version: added to an existing table at start
-ADDED_COLUMNS = {
+# The urls table's columns (but its key, url) with their CQL types, as schema.cql makes
+# them: a fetch's record writes them all, in this order, and every read maps them back.
+# A table made before the lists were frozen keeps them as they were and works alike (a
+# list binds the same either way), with a tombstone per list per write: no migration.
+COLUMNS = {
+    "canonical_url": "text",
     "near_duplicate_of": "text",
     "resemblance": "float",
+    "status": "int",
+    "fate": "text",
+    "fetched_at": "timestamp",
+    "error": "text",
+    "next_fetch_at": "timestamp",
+    "final_url": "text",
+    "redirect_chain": "frozen<list<text>>",
+    "content_digest": "text",
+    "simhash": "bigint",
+    "metadata": "map<text, text>",
+    "archive_key": "text",
+    "archive_offset": "bigint",
+    "archive_length": "bigint",
+    "outlinks": "frozen<list<frozen<tuple<text, text, boolean>>>>",
     "fetch_interval": "double",
     "etag": "text",
     "last_modified": "text",
 }
-SCAN_PAGES = 4  # pages of ``limit`` rows one ``due`` call reads at most (a token-range scan)
+# columns schema.cql gained after its first version: added to an existing table at start
+ADDED_COLUMNS = ("near_duplicate_of", "resemblance", "fetch_interval", "etag", "last_modified")
+# the types bound as big-endian bytes through CQL's blobAs<Type>(?), where b"" is the
+# type's empty value (a timestamp: milliseconds since 1970)
+_PACKED = {"int": ">i", "bigint": ">q", "float": ">f", "double": ">d", "timestamp": ">q"}
 
-_ROW = (
-    "UPDATE {ks}.urls SET canonical_url = ?, near_duplicate_of = ?, resemblance = ?, status = ?, fate = ?, fetched_at = ?, error = ?, "
-    "next_fetch_at = ?, final_url = ?, redirect_chain = ?, content_digest = ?, simhash = ?, "
-    "metadata = metadata + ?, archive_key = ?, archive_offset = ?, archive_length = ?, outlinks = ?, "
-    "fetch_interval = ?, etag = ?, last_modified = ? WHERE url = ?"
-)
-_RESCHEDULE = "UPDATE {ks}.urls SET next_fetch_at = ? WHERE url = ?"
-_RESCHEDULE_FETCHED = "UPDATE {ks}.urls SET next_fetch_at = ?, fetched_at = ? WHERE url = ?"
-_RESCHEDULE_FETCH = "UPDATE {ks}.urls SET next_fetch_at = ?, fetched_at = ?, fetch_interval = ? WHERE url = ?"
-_SCAN = (
-    "SELECT url, token(url), next_fetch_at, fetched_at, fetch_interval, content_digest, etag, last_modified "
-    "FROM {ks}.urls WHERE token(url) > ? LIMIT ?"
-)
+SCAN_PAGES = 4  # pages of ``limit`` rows one ``due`` call reads at most (a token-range scan)
 MIN_TOKEN = -(2**63)  # Murmur3Partitioner's smallest token
-_METADATA = "UPDATE {ks}.urls SET metadata = metadata + ? WHERE url = ?"
-_ARCHIVE = "UPDATE {ks}.urls SET archive_key = ?, archive_offset = ?, archive_length = ? WHERE url = ?"
+WARN_EVERY = 30.0  # seconds between two warning lines of one kind of write failure
+
+ROW = tuple(COLUMNS)
+ARCHIVE = ("archive_key", "archive_offset", "archive_length")
+METADATA = ("metadata",)
+# reschedule: the due time, and when given the fetch time and the interval
+RESCHEDULES = [
+    ("next_fetch_at", *more) for more in ((), ("fetched_at",), ("fetch_interval",), ("fetched_at", "fetch_interval"))
+]
+_FETCHED = ("url", "fate", "status", "fetched_at", "archive_key")  # last_fetched's columns
 _INLINK = "INSERT INTO {ks}.inlinks (target_url, bucket, source_url, anchor_text, nofollow) VALUES (?, ?, ?, ?, ?)"
-_SELECT = (
-    "SELECT url, canonical_url, near_duplicate_of, resemblance, status, fate, fetched_at, error, next_fetch_at, final_url, redirect_chain, "
-    "content_digest, simhash, metadata, archive_key, archive_offset, archive_length, outlinks, fetch_interval, "
-    "etag, last_modified FROM {ks}.urls WHERE url = ?"
-)
-_FETCHED = "SELECT url, fate, status, fetched_at, archive_key FROM {ks}.urls WHERE url = ?"
 _INLINKS = "SELECT source_url, anchor_text, nofollow FROM {ks}.inlinks WHERE target_url = ? AND bucket = ? LIMIT ?"
 _INLINKS_AFTER = (
     "SELECT source_url, anchor_text, nofollow FROM {ks}.inlinks WHERE target_url = ? AND bucket = ? "
@@ -79,28 +121,100 @@ _INLINKS_AFTER = (
 )
 
 
-def schema_statements(keyspace: str, replication: str) -> list[str]:
-    """The statements of schema.cql for this keyspace, comments removed."""
+def _update(columns: tuple[str, ...]) -> str:
+    """The UPDATE (an upsert) that sets ``columns`` of a URL's row, bound with
+    ``_bound`` values and the URL last."""
+    sets = []
+    for column in columns:
+        kind = COLUMNS[column]
+        if kind.startswith("map"):
+            sets.append(f"{column} = {column} + ?")
+        elif kind in _PACKED:
+            sets.append(f"{column} = blobAs{kind.capitalize()}(?)")
+        else:
+            sets.append(f"{column} = ?")
+    return f"UPDATE {{ks}}.urls SET {', '.join(sets)} WHERE url = ?"
+
+
+def _select(columns: tuple[str, ...], where: str = "url = ?") -> str:
+    return f"SELECT {', '.join(columns)} FROM {{ks}}.urls WHERE {where}"
+
+
+def _bound(column: str, value):
+    """``value`` of ``column`` as its ``_update`` statement takes it. None is an empty
+    value, never a null: '' for text, b"" for the types of _PACKED (else their
+    big-endian bytes). A map without fields is UNSET (the stored map left as it is)."""
+    kind = COLUMNS[column]
+    if kind == "text":
+        return "" if value is None else value
+    if kind in _PACKED:
+        if value is None:
+            return b""
+        return struct.pack(_PACKED[kind], round(value * 1000) if kind == "timestamp" else value)
+    if kind.startswith("map"):
+        return dict(value) if value else UNSET_VALUE
+    return value
+
+
+def _read(row) -> dict:
+    """A row read from the urls table (any of its columns) as a dict: an empty value is
+    None (text as much as numbers), a time is UNIX seconds."""
+    out = {}
+    for column, value in zip(row._fields, row, strict=True):
+        kind = COLUMNS.get(column, "text")  # url (or token(url), a number)
+        if kind == "text" and value == "":
+            value = None
+        elif kind == "timestamp":
+            value = _seconds(value)
+        out[column] = value
+    return out
+
+
+def schema_statements(keyspace: str, replication_factor: int = 1, datacenter: str = "") -> list[str]:
+    """The statements of schema.cql for this keyspace, comments removed; its replication:
+    ``replication_factor`` replicas with SimpleStrategy, or in ``datacenter`` with
+    NetworkTopologyStrategy."""
+    check_keyspace(keyspace)
+    if datacenter:
+        if not re.fullmatch(DATACENTER_NAME, datacenter):
+            raise ValueError(f"not a datacenter name: {datacenter!r}")
+        replication = f"{{'class': 'NetworkTopologyStrategy', '{datacenter}': {int(replication_factor)}}}"
+    else:
+        replication = f"{{'class': 'SimpleStrategy', 'replication_factor': {int(replication_factor)}}}"
     lines = [line.split("--", 1)[0] for line in SCHEMA.read_text(encoding="utf-8").splitlines()]
     text = "\n".join(lines).replace("{keyspace}", keyspace).replace("{replication}", replication)
     return [" ".join(s.split()) for s in text.split(";") if s.strip()]
 
 
+def check_keyspace(keyspace: str) -> None:
+    """A keyspace name is pasted into CQL: only a plain CQL name (CASSANDRA_KEYSPACE's rule)."""
+    if not re.fullmatch(CQL_NAME, keyspace):
+        raise ValueError(f"not a CQL name (letters, digits and _, starting with a letter): {keyspace!r}")
+
+
 def add_columns(cluster, session, keyspace: str) -> None:
     """Add ADDED_COLUMNS to a urls table made by an earlier version (another worker may be
     adding them at the same moment)."""
-    from cassandra import InvalidRequest
-
-    name = keyspace if keyspace.startswith('"') else keyspace.lower()  # CQL folds unquoted names
-    cluster.refresh_table_metadata(name.strip('"'), "urls")
-    have = cluster.metadata.keyspaces[name.strip('"')].tables["urls"].columns
-    for column, kind in ADDED_COLUMNS.items():
+    name = keyspace.lower()  # CQL folds unquoted names
+    cluster.refresh_table_metadata(name, "urls")
+    have = cluster.metadata.keyspaces[name].tables["urls"].columns
+    for column in ADDED_COLUMNS:
         if column not in have:
             try:
-                session.execute(f"ALTER TABLE {keyspace}.urls ADD {column} {kind}")
+                session.execute(f"ALTER TABLE {keyspace}.urls ADD {column} {COLUMNS[column]}")
             except InvalidRequest as exc:  # added by another worker meanwhile
                 if "conflicts with an existing column" not in str(exc) and "already exist" not in str(exc):
                     raise
+
+
+def consistency_levels(settings) -> tuple[str, str]:
+    """(writes, reads): CASSANDRA_WRITE_CONSISTENCY and CASSANDRA_READ_CONSISTENCY, or when
+    empty: writes LOCAL_QUORUM with a replication factor of 3 or more (a replica may be
+    down), LOCAL_ONE below; reads LOCAL_ONE."""
+    write = settings.get("CASSANDRA_WRITE_CONSISTENCY") or (
+        "LOCAL_QUORUM" if settings.getint("CASSANDRA_REPLICATION_FACTOR") >= 3 else "LOCAL_ONE"
+    )
+    return write.upper(), (settings.get("CASSANDRA_READ_CONSISTENCY") or "LOCAL_ONE").upper()
 
 
 def tls_context(settings) -> ssl.SSLContext | None:
@@ -117,8 +231,55 @@ def tls_context(settings) -> ssl.SSLContext | None:
     return context
 
 
-def _time(value: float | None):
-    return None if value is None else datetime.fromtimestamp(value, UTC)
+def connect(cluster, datacenter: str | None):
+    """``cluster.connect()``; when no node answers because CASSANDRA_DATACENTER names a
+    datacenter the cluster does not have, a ValueError that says so."""
+    try:
+        return cluster.connect()
+    except NoHostAvailable:
+        known = sorted({host.datacenter for host in cluster.metadata.all_hosts() if host.datacenter})
+        if datacenter and known and datacenter not in known:
+            raise ValueError(
+                f"CASSANDRA_DATACENTER={datacenter!r} is not a datacenter of the cluster ({', '.join(known)})"
+            ) from None
+        raise
+
+
+class IdempotentRetries(RetryPolicy):
+    """The driver's retry decisions for the store's statements, all idempotent (writing
+    one twice is writing it once): a statement that timed out at the replicas is retried
+    on the same node, one that found too few replicas alive or met a connection or server
+    error on the next node of its query plan (none left: it fails), each up to ``retries``
+    times. A statement not marked idempotent is never retried."""
+
+    def __init__(self, retries: int):
+        self.retries = retries
+
+    def _again(self, query, retry_num: int, decision: int):
+        if query is not None and query.is_idempotent and retry_num < self.retries:
+            return decision, None  # None: the same consistency level
+        return self.RETHROW, None
+
+    def on_read_timeout(self, query, consistency, required_responses, received_responses, data_retrieved, retry_num):
+        return self._again(query, retry_num, self.RETRY)
+
+    def on_write_timeout(self, query, consistency, write_type, required_responses, received_responses, retry_num):
+        return self._again(query, retry_num, self.RETRY)
+
+    def on_unavailable(self, query, consistency, required_replicas, alive_replicas, retry_num):
+        return self._again(query, retry_num, self.RETRY_NEXT_HOST)
+
+    def on_request_error(self, query, consistency, error, retry_num):
+        return self._again(query, retry_num, self.RETRY_NEXT_HOST)
+
+
+def failure_kind(exc: BaseException) -> str:
+    """The kind of a failed statement, for the warning lines: its exception's class, and
+    for NoHostAvailable what each node answered (``NoHostAvailable(Unavailable)``)."""
+    kind = type(exc).__name__
+    if isinstance(exc, NoHostAvailable) and exc.errors:
+        kind += "(" + ", ".join(sorted({type(e).__name__ for e in exc.errors.values()})) + ")"
+    return kind
 
 
 def _seconds(value) -> float | None:
@@ -130,6 +291,10 @@ def _seconds(value) -> float | None:
 
 
 class CassandraUrlStore(UrlStore):
+    """The store on a driver ``session`` (its cluster's default execution profile gives
+    the routing; ``from_settings`` makes it token-aware in the local datacenter), in
+    ``keyspace``, whose schema must exist. ``cluster``: shut down by ``close``."""
+
     def __init__(
         self,
         session,
@@ -137,118 +302,153 @@ class CassandraUrlStore(UrlStore):
         *,
         url_options: dict | None = None,
         inlink_buckets: int = 16,
-        write_consistency: str = "LOCAL_QUORUM",
+        write_consistency: str = "LOCAL_ONE",
         read_consistency: str = "LOCAL_ONE",
+        request_timeout: float = 10.0,
         max_in_flight: int = 64,
         retries: int = 5,
-        retry_delay: float = 0.5,
         cluster=None,
     ):
-        from cassandra import ConsistencyLevel
-
         super().__init__(url_options, inlink_buckets)
+        check_keyspace(keyspace)
         self.session = session
         self.cluster = cluster
         self.keyspace = keyspace
         self.max_in_flight = max_in_flight
-        self.retries = retries
-        self.retry_delay = retry_delay
-        write = ConsistencyLevel.name_to_value[write_consistency.upper()]
-        read = ConsistencyLevel.name_to_value[read_consistency.upper()]
+        # the driver's machinery: the default profile's routing, with these levels, this
+        # timeout and these retries
+        self.reads = session.execution_profile_clone_update(
+            EXEC_PROFILE_DEFAULT,
+            consistency_level=ConsistencyLevel.name_to_value[read_consistency.upper()],
+            request_timeout=request_timeout,
+            retry_policy=IdempotentRetries(retries),
+        )
+        self.writes = session.execution_profile_clone_update(
+            self.reads, consistency_level=ConsistencyLevel.name_to_value[write_consistency.upper()]
+        )
 
-        def prepare(cql: str, consistency: int):
+        def prepare(cql: str):
             statement = session.prepare(cql.format(ks=keyspace))
-            statement.consistency_level = consistency
+            statement.is_idempotent = True  # every statement of the store: written twice is written once
             return statement
 
-        self._row_stmt = prepare(_ROW, write)
-        self._metadata_stmt = prepare(_METADATA, write)
-        self._archive_stmt = prepare(_ARCHIVE, write)
-        self._inlink_stmt = prepare(_INLINK, write)
-        self._select_stmt = prepare(_SELECT, read)
-        self._inlinks_stmt = prepare(_INLINKS, read)
-        self._inlinks_after_stmt = prepare(_INLINKS_AFTER, read)
-        self._fetched_stmt = prepare(_FETCHED, read)
-        self._reschedule_stmt = prepare(_RESCHEDULE, write)
-        self._reschedule_fetch_stmt = prepare(_RESCHEDULE_FETCH, write)
-        self._reschedule_fetched_stmt = prepare(_RESCHEDULE_FETCHED, write)
-        self._scan_stmt = prepare(_SCAN, read)
+        self._updates = {columns: prepare(_update(columns)) for columns in (ROW, ARCHIVE, METADATA, *RESCHEDULES)}
+        self._inlink_stmt = prepare(_INLINK)
+        self._select_stmt = prepare(_select(("url", *COLUMNS)))
+        self._fetched_stmt = prepare(_select(_FETCHED))
+        self._scan_stmt = prepare(_select(("token(url)", *DUE_FIELDS), "token(url) > ? LIMIT ?"))
+        self._inlinks_stmt = prepare(_INLINKS)
+        self._inlinks_after_stmt = prepare(_INLINKS_AFTER)
+        # the writes waiting for the writer thread: (build, its argument, future)
+        self._pending: list[tuple[object, object, Future]] = []
         self._lock = threading.Lock()
-        self._in_flight = 0
-        self._waiting: deque = deque()
+        self._flush_queued = False
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="urlstore-cassandra")
+        self._failures: dict[str, int] = {}  # kind -> failed writes not yet in a warning line
+        self._warned: dict[str, float] = {}  # kind -> when its last warning line was logged
 
     @classmethod
     def from_settings(cls, settings, url_options: dict) -> CassandraUrlStore:
         from cassandra.auth import PlainTextAuthProvider
-        from cassandra.cluster import Cluster
+        from cassandra.cluster import Cluster, ExecutionProfile
+        from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 
         hosts = settings.getlist("CASSANDRA_HOSTS")
         user = settings.get("CASSANDRA_USERNAME")
+        datacenter = settings.get("CASSANDRA_DATACENTER") or None  # None: the contact points' datacenter
         auth = PlainTextAuthProvider(user, settings.get("CASSANDRA_PASSWORD")) if user else None
+        routing = ExecutionProfile(load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=datacenter)))
         cluster = Cluster(
-            hosts, port=settings.getint("CASSANDRA_PORT"), auth_provider=auth, ssl_context=tls_context(settings)
+            hosts,
+            port=settings.getint("CASSANDRA_PORT"),
+            auth_provider=auth,
+            ssl_context=tls_context(settings),
+            execution_profiles={EXEC_PROFILE_DEFAULT: routing},
         )
-        session = cluster.connect()
-        keyspace = settings.get("CASSANDRA_KEYSPACE")
-        if settings.getbool("CASSANDRA_APPLY_SCHEMA"):
-            for statement in schema_statements(keyspace, settings.get("CASSANDRA_REPLICATION")):
-                session.execute(statement)
-            add_columns(cluster, session, keyspace)
+        try:
+            session = connect(cluster, datacenter)
+            keyspace = settings.get("CASSANDRA_KEYSPACE")
+            if settings.getbool("CASSANDRA_APPLY_SCHEMA"):
+                factor = settings.getint("CASSANDRA_REPLICATION_FACTOR")
+                for statement in schema_statements(keyspace, factor, datacenter or ""):
+                    session.execute(statement)
+                add_columns(cluster, session, keyspace)
+            elif keyspace.lower() not in cluster.metadata.keyspaces:
+                raise ValueError(f"no keyspace {keyspace} on the cluster (a worker makes it, CASSANDRA_APPLY_SCHEMA)")
+            write, read = consistency_levels(settings)
+            store = cls(
+                session,
+                keyspace,
+                url_options=url_options,
+                inlink_buckets=settings.getint("URLSTORE_INLINK_BUCKETS"),
+                write_consistency=write,
+                read_consistency=read,
+                request_timeout=settings.getfloat("CASSANDRA_REQUEST_TIMEOUT"),
+                max_in_flight=settings.getint("CASSANDRA_MAX_IN_FLIGHT"),
+                retries=settings.getint("CASSANDRA_RETRIES"),
+                cluster=cluster,
+            )
+        except BaseException:
+            cluster.shutdown()
+            raise
         logger.info(
-            "Cassandra UrlStore: keyspace %s on %s%s",
+            "Cassandra UrlStore: keyspace %s on %s%s; writes %s, reads %s",
             keyspace,
             ", ".join(hosts),
             " (TLS)" if settings.getbool("CASSANDRA_TLS") else "",
+            write,
+            read,
         )
-        return cls(
-            session,
-            keyspace,
-            url_options=url_options,
-            inlink_buckets=settings.getint("URLSTORE_INLINK_BUCKETS"),
-            write_consistency=settings.get("CASSANDRA_WRITE_CONSISTENCY"),
-            read_consistency=settings.get("CASSANDRA_READ_CONSISTENCY"),
-            max_in_flight=settings.getint("CASSANDRA_MAX_IN_FLIGHT"),
-            retries=settings.getint("CASSANDRA_RETRIES"),
-            cluster=cluster,
-        )
+        return store
 
     # -- writes ------------------------------------------------------------------------
 
-    def record_fetch(self, r: FetchRecord) -> Future:
+    def record_fetch(self, record: FetchRecord) -> Future:
+        return self._write(self._fetch_statements, record)
+
+    def _fetch_statements(self, r: FetchRecord) -> list[tuple]:
         url = self.normalize(r.url)
-        archive = r.archive or ArchivePointer("", 0, 0)
-        row = (
-            r.canonical_url,
-            r.near_duplicate_of,
-            r.resemblance,
-            r.status,
-            r.fate,
-            _time(r.fetched_at),
-            r.error,
-            _time(r.next_fetch_at),
-            r.final_url,
-            list(r.redirect_chain),
-            r.content_digest,
-            signed64(r.simhash),
-            dict(r.metadata or {}),
-            archive.key or None,
-            archive.offset if archive.key else None,
-            archive.length if archive.key else None,
-            [(link["url"], link.get("text", ""), bool(link.get("nofollow"))) for link in r.outlinks],
-            r.fetch_interval,
-            r.etag,
-            r.last_modified,
-            url,
-        )
+        archive = r.archive if r.archive and r.archive.key else None
+        values = {
+            "canonical_url": r.canonical_url,
+            "near_duplicate_of": r.near_duplicate_of,
+            "resemblance": r.resemblance,
+            "status": r.status,
+            "fate": r.fate,
+            "fetched_at": r.fetched_at,
+            "error": r.error,
+            "next_fetch_at": r.next_fetch_at,
+            "final_url": r.final_url,
+            "redirect_chain": list(r.redirect_chain),
+            "content_digest": r.content_digest,
+            "simhash": signed64(r.simhash),
+            "metadata": r.metadata,
+            "archive_key": archive.key if archive else None,
+            "archive_offset": archive.offset if archive else None,
+            "archive_length": archive.length if archive else None,
+            "outlinks": [(link["url"], link.get("text", ""), bool(link.get("nofollow"))) for link in r.outlinks],
+            "fetch_interval": r.fetch_interval,
+            "etag": r.etag,
+            "last_modified": r.last_modified,
+        }
         bucket = inlink_bucket(url, self.inlink_buckets)
-        statements = [(self._row_stmt, row)] + [
+        inlinks = [
             (self._inlink_stmt, (link["url"], bucket, url, link.get("text", ""), bool(link.get("nofollow"))))
             for link in r.outlinks
         ]
-        return self._all([self._submit(stmt, params) for stmt, params in statements])
+        return [self._set(url, values), *inlinks]
+
+    def _set(self, url: str, values: dict) -> tuple:
+        """(statement, parameters) that set ``values`` (column: value, in COLUMNS order) of
+        ``url``'s row."""
+        return self._updates[tuple(values)], (*(_bound(c, v) for c, v in values.items()), url)
 
     def update_metadata(self, url: str, fields: dict[str, str]) -> Future:
-        return self._submit(self._metadata_stmt, (dict(fields), self.normalize(url)))
+        return self._write(lambda _: [self._set(self.normalize(url), {"metadata": fields})], None)
+
+    def set_archive(self, url: str, archive: ArchivePointer) -> Future:
+        values = {"archive_key": archive.key, "archive_offset": archive.offset, "archive_length": archive.length}
+        return self._write(lambda _: [self._set(self.normalize(url), values)], None)
 
     def reschedule(
         self,
@@ -257,124 +457,103 @@ class CassandraUrlStore(UrlStore):
         fetched_at: float | None = None,
         fetch_interval: float | None = None,
     ) -> Future:
-        url = self.normalize(url)
-        if fetched_at is None:
-            if fetch_interval is not None:
-                raise ValueError("Cassandra reschedule: a fetch_interval goes with its fetched_at")
-            return self._submit(self._reschedule_stmt, (_time(next_fetch_at), url))
-        if fetch_interval is None:
-            return self._submit(self._reschedule_fetched_stmt, (_time(next_fetch_at), _time(fetched_at), url))
-        return self._submit(self._reschedule_fetch_stmt, (_time(next_fetch_at), _time(fetched_at), fetch_interval, url))
+        values = {"next_fetch_at": next_fetch_at}  # None: an empty value (no due time)
+        if fetched_at is not None:
+            values["fetched_at"] = fetched_at
+        if fetch_interval is not None:
+            values["fetch_interval"] = fetch_interval
+        return self._write(lambda _: [self._set(self.normalize(url), values)], None)
 
-    def set_archive(self, url: str, archive: ArchivePointer) -> Future:
-        return self._submit(self._archive_stmt, (archive.key, archive.offset, archive.length, self.normalize(url)))
-
-    def _all(self, futures: list[Future]) -> Future:
-        """One Future for several: done when all are, failed when one fails."""
-        result: Future = Future()
-        remaining = [len(futures)]
-        lock = threading.Lock()
-
-        def one_done(f: Future):
-            with lock:
-                if result.done():
-                    return
-                if f.exception() is not None:
-                    result.set_exception(f.exception())
-                    return
-                remaining[0] -= 1
-                if remaining[0] == 0:
-                    result.set_result(None)
-
-        for f in futures:
-            f.add_done_callback(one_done)
-        return result
-
-    def _submit(self, statement, params) -> Future:
+    def _write(self, build, arg) -> Future:
+        """Queue a write: on the writer thread, ``build(arg)`` gives its statements (an
+        error there fails this write alone). Its Future is done once they all are."""
         future: Future = Future()
         with self._lock:
-            if self._in_flight >= self.max_in_flight:
-                self._waiting.append((statement, params, future, 0))
-                return future
-            self._in_flight += 1
-        self._execute(statement, params, future, 0)
+            self._pending.append((build, arg, future))
+            if not self._flush_queued:
+                self._flush_queued = True
+                self._writer.submit(self._flush)
         return future
 
-    def _execute(self, statement, params, future: Future, attempt: int) -> None:
-        try:
-            response = self.session.execute_async(statement, params)
-        except Exception as exc:  # e.g. NoHostAvailable raised at once
-            self._failed(statement, params, future, attempt, exc)
-            return
-        response.add_callbacks(
-            self._succeeded, self._errback, callback_args=(future,), errback_args=(statement, params, future, attempt)
-        )
-
-    def _succeeded(self, _rows, future: Future) -> None:
-        future.set_result(None)
-        self._next()
-
-    def _errback(self, exc, statement, params, future: Future, attempt: int) -> None:
-        self._failed(statement, params, future, attempt, exc)
-
-    def _failed(self, statement, params, future: Future, attempt: int, exc) -> None:
-        from cassandra import OperationTimedOut, Unavailable, WriteTimeout
-        from cassandra.cluster import NoHostAvailable
-
-        retriable = isinstance(exc, (OperationTimedOut, Unavailable, WriteTimeout, NoHostAvailable))
-        if retriable and attempt < self.retries:
-            delay = self.retry_delay * 2**attempt
-            logger.warning(
-                "Cassandra write failed (%s: %s); retry %d in %.1f s", type(exc).__name__, exc, attempt + 1, delay
-            )
-            timer = threading.Timer(delay, self._execute, (statement, params, future, attempt + 1))
-            timer.daemon = True
-            timer.start()
-            return
-        logger.error("Cassandra write failed for good (%s: %s)", type(exc).__name__, exc)
-        future.set_exception(exc)
-        self._next()
-
-    def _next(self) -> None:
+    def _flush(self) -> None:
+        """Send the statements of every write waiting, at most max_in_flight at a time
+        (the driver's execute_concurrent, in the order the writes were made), then settle
+        each write's Future by its own statements' results."""
         with self._lock:
-            if not self._waiting:
-                self._in_flight -= 1
-                return
-            statement, params, future, attempt = self._waiting.popleft()
-        self._execute(statement, params, future, attempt)
+            batch, self._pending = self._pending, []
+            self._flush_queued = False
+        statements, writes = [], []  # writes: (future, how many statements)
+        for build, arg, future in batch:
+            try:
+                mine = build(arg)
+            except Exception as exc:  # a value that cannot be bound
+                self._failed(exc)
+                future.set_exception(exc)
+                continue
+            statements += mine
+            writes.append((future, len(mine)))
+        try:
+            results = execute_concurrent(
+                self.session,
+                statements,
+                concurrency=self.max_in_flight,
+                raise_on_first_error=False,
+                execution_profile=self.writes,
+            )
+        except Exception as exc:  # the session was shut down
+            for future, _ in writes:
+                future.set_exception(exc)
+            return
+        start = 0
+        for future, count in writes:
+            error = next((r.result_or_exc for r in results[start : start + count] if not r.success), None)
+            start += count
+            if error is None:
+                future.set_result(None)
+            else:
+                self._failed(error)
+                future.set_exception(error)
+
+    def _failed(self, exc: BaseException) -> None:
+        """Count a failed write; a warning line per kind of failure at most every
+        WARN_EVERY seconds (the writer thread's alone: no lock)."""
+        kind = failure_kind(exc)
+        self._failures[kind] = self._failures.get(kind, 0) + 1
+        now = time.monotonic()
+        if now - self._warned.get(kind, -WARN_EVERY) < WARN_EVERY:
+            return
+        count, self._failures[kind], self._warned[kind] = self._failures[kind], 0, now
+        logger.warning(
+            "Cassandra UrlStore: %d write(s) failed with %s (their pages are fetched again later; "
+            "this kind is logged at most every %.0f s): %s",
+            count,
+            kind,
+            WARN_EVERY,
+            str(exc)[:300],
+        )
 
     # -- reads -------------------------------------------------------------------------
 
     def _row(self, url: str) -> dict | None:
-        row = self.session.execute(self._select_stmt, (url,)).one()
-        return None if row is None else self._record(row)
+        row = self.session.execute(self._select_stmt, (url,), execution_profile=self.reads).one()
+        if row is None:
+            return None
+        record = _read(row)
+        record["redirect_chain"] = list(record["redirect_chain"] or [])
+        record["simhash"] = unsigned64(record["simhash"])
+        record["metadata"] = dict(record["metadata"] or {})
+        key, offset, length = (record.pop(c) for c in ARCHIVE)
+        record["archive"] = {"key": key, "offset": offset, "length": length} if key else None
+        record["outlinks"] = [{"url": u, "text": t, "nofollow": bool(n)} for u, t, n in record["outlinks"] or []]
+        return record
 
-    def _record(self, row) -> dict:
-        return {
-            "url": row.url,
-            "canonical_url": row.canonical_url,
-            "near_duplicate_of": row.near_duplicate_of,
-            "resemblance": row.resemblance,
-            "status": row.status,
-            "fate": row.fate,
-            "fetched_at": _seconds(row.fetched_at),
-            "error": row.error,
-            "next_fetch_at": _seconds(row.next_fetch_at),
-            "final_url": row.final_url,
-            "redirect_chain": list(row.redirect_chain or []),
-            "content_digest": row.content_digest,
-            "simhash": unsigned64(row.simhash),
-            "metadata": dict(row.metadata or {}),
-            "archive": (
-                {"key": row.archive_key, "offset": row.archive_offset, "length": row.archive_length}
-                if row.archive_key
-                else None
-            ),
-            "outlinks": [{"url": u, "text": t, "nofollow": bool(n)} for u, t, n in row.outlinks or []],
-            "fetch_interval": row.fetch_interval,
-            "etag": row.etag,
-            "last_modified": row.last_modified,
-        }
+    def _read_all(self, statements: list[tuple]) -> list:
+        """The result of each (statement, parameters), all sent at once (at most
+        max_in_flight at a time); the first error is raised."""
+        results = execute_concurrent(
+            self.session, statements, concurrency=self.max_in_flight, execution_profile=self.reads
+        )
+        return [r.result_or_exc for r in results]
 
     def due(
         self,
@@ -385,78 +564,67 @@ class CassandraUrlStore(UrlStore):
         fetched_before: float | None = None,
     ) -> tuple[list[dict], tuple | None]:
         """A bounded token-range scan of the urls table (no index on next_fetch_at): at most
-        SCAN_PAGES pages of ``limit`` rows per call, filtered here; a page may come back
-        empty with a cursor (more to scan). Every due URL is found once per full pass, at
+        SCAN_PAGES pages of ``limit`` rows per call, filtered here, until ``limit`` rows
+        are found; a page may come back empty with a cursor (more to scan). Every due URL is found once per full pass, at
         the cost of reading the whole table over the pass."""
         token = after[0] if after else MIN_TOKEN
         out: list[dict] = []
         for _ in range(SCAN_PAGES):
-            rows = list(self.session.execute(self._scan_stmt, (token, limit)))
+            rows = list(self.session.execute(self._scan_stmt, (token, limit), execution_profile=self.reads))
             for row in rows:
-                token = row[1]
-                next_at, fetched = _seconds(row.next_fetch_at), _seconds(row.fetched_at)
+                token = row[0]
+                found = _read(row)
                 if fetched_before is None:
-                    if next_at is None or next_at > before:
+                    if found["next_fetch_at"] is None or found["next_fetch_at"] > before:
                         continue
-                elif fetched is None or fetched > fetched_before:
+                elif found["fetched_at"] is None or found["fetched_at"] > fetched_before:
                     continue
-                if host and not url_in_host(row.url, host):
+                if host and not url_in_host(found["url"], host):
                     continue
-                out.append(
-                    {
-                        "url": row.url,
-                        "next_fetch_at": next_at,
-                        "fetched_at": fetched,
-                        "fetch_interval": row.fetch_interval,
-                        "content_digest": row.content_digest,
-                        "etag": row.etag,
-                        "last_modified": row.last_modified,
-                    }
-                )
+                out.append({name: found[name] for name in DUE_FIELDS})
+                if len(out) == limit:  # the rest of this page is read again by the next call
+                    return out, (token,)
             if len(rows) < limit:
                 return out, None
-            if len(out) >= limit:
-                break
         return out, (token,)
 
     def last_fetched(self, urls: list[str], archived: bool = False) -> dict[str, float]:
-        """One prepared statement per URL, all sent at once (a partition each), then
-        gathered: one round trip's wait for the batch."""
+        """One prepared read per URL (a partition each), all sent at once: one round
+        trip's wait for the batch."""
         given: dict[str, list[str]] = {}  # normalized -> the URLs asked
         for u in urls:
             given.setdefault(self.normalize(u), []).append(u)
-        pending = [self.session.execute_async(self._fetched_stmt, (url,)) for url in given]
         out = {}
-        for response in pending:
-            row = response.result().one()
+        for result in self._read_all([(self._fetched_stmt, (url,)) for url in given]):
+            row = result.one()
+            if row is None:
+                continue
+            found = _read(row)
             if (
-                row is not None
-                and answered(row.fate, row.status, row.archive_key, archived)
-                and row.fetched_at is not None
+                answered(found["fate"], found["status"], found["archive_key"], archived)
+                and found["fetched_at"] is not None
             ):
-                out.update(dict.fromkeys(given[row.url], _seconds(row.fetched_at)))
+                out.update(dict.fromkeys(given[found["url"]], found["fetched_at"]))
         return out
 
     def _inlinks(self, url: str, limit: int, after: str | None = None) -> list[dict]:
         # each bucket is ordered by source URL: the first ``limit`` after the cursor of
-        # every bucket, merged
-        out = []
-        for bucket in range(self.inlink_buckets):
-            if after is None:
-                rows = self.session.execute(self._inlinks_stmt, (url, bucket, limit))
-            else:
-                rows = self.session.execute(self._inlinks_after_stmt, (url, bucket, after, limit))
-            out += [{"url": r.source_url, "text": r.anchor_text, "nofollow": bool(r.nofollow)} for r in rows]
+        # every bucket, read at once, merged
+        if after is None:
+            reads = [(self._inlinks_stmt, (url, bucket, limit)) for bucket in range(self.inlink_buckets)]
+        else:
+            reads = [(self._inlinks_after_stmt, (url, bucket, after, limit)) for bucket in range(self.inlink_buckets)]
+        out = [
+            {"url": r.source_url, "text": r.anchor_text, "nofollow": bool(r.nofollow)}
+            for rows in self._read_all(reads)
+            for r in rows
+        ]
         out.sort(key=lambda link: link["url"])
         return out[:limit]
 
     def close(self) -> None:
-        with self._lock:
-            pending = [f for _, _, f, _ in self._waiting]
-        for f in pending:
-            try:
-                f.result(timeout=60)
-            except Exception:  # already logged
-                pass
+        """Wait for the writes made so far, then shut the cluster down (when the store
+        made it)."""
+        self._writer.shutdown(wait=True)
         if self.cluster is not None:
             self.cluster.shutdown()
