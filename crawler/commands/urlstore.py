@@ -9,8 +9,8 @@ scrapy urlstore links URL      its outlinks and inlinks as JSON
 The crawl is CRAWL_NAME (or --crawl); the store and the archive are the ones its
 settings name (URLSTORE_BACKEND, ARCHIVE_DIR or ARCHIVE_S3_BUCKET). Times are ISO 8601
 (UTC). An unknown URL (for ``links``: one with neither a record nor inlinks), one
-without an archived body, or a crawl with no SQLite UrlStore prints a line on stderr
-and exits with 1, creating nothing; a string that is not a URL exits with 2.
+without an archived body, or a crawl with no SQLite UrlStore (no Cassandra keyspace) prints
+a line on stderr and exits with 1, creating nothing; a string that is not a URL exits with 2.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ class Command(ScrapyCommand):
                 "name one with --crawl NAME"
             )
         try:
-            store = urlstore_from_settings(self.settings)
-        except Exception as exc:  # unreachable cluster, bad settings: one clear line
+            store = urlstore_from_settings(self.settings, readonly=True)  # creates and changes nothing
+        except Exception as exc:  # unreachable cluster, no keyspace, bad settings: one clear line
             return self._fail(f"urlstore: {type(exc).__name__}: {exc}")
         try:
             if action == "get":
