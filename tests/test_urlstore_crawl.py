@@ -1,47 +1,73 @@
-"""A crawl through the archive and UrlStore pipelines (local WARC directory, SQLite), then
-``scrapy urlstore get|content|links`` on what it stored."""
+"""A crawl through the archive and UrlStore pipelines (local WARC directory), stored in
+SQLite by one worker, then ``scrapy urlstore get|content|links`` on what it stored; and
+the same crawl stored in Cassandra by two workers (a keyspace of its own, on the cluster
+CASSANDRA_HOSTS names): the same pages, records, links and archived bodies, no tombstone
+in its tables, and ``scrapy urlstore`` and ``scrapy recrawl`` on it."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import redis
 
 from crawler.demosite import serve_site
-from tests.harness import clean_env, crawl_command, log_tail, read_pages
+from crawler.frontier.keys import Keys
+from tests.conftest import cassandra_hosts, cassandra_port
+from tests.harness import cells_read, clean_env, crawl_command, launch_worker, log_tail, read_pages, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
+REFUSED = "http://10.0.0.1/private"  # a private address: no request is made
+SETTINGS = {
+    "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+    "FRONTIER_HOST_INTERVAL": 0.05,
+    "FRONTIER_IDLE_SECONDS": 2,
+    "ARCHIVE_MAX_SECONDS": 1,
+    "RETRY_TIMES": 0,
+    "URL_RETRY_ATTEMPTS": 1,  # a dropped connection is recorded at once (not tried again 15 s later)
+    "RECRAWL_INTERVAL": 3600,
+    "RECRAWL_RETRY_INTERVAL": 60,
+}
 
 
 @pytest.fixture(scope="module")
-def crawled(tmp_path_factory, redis_url):
+def site():
+    """Two hosts; robots.txt of the second disallows /p3.html; /drop.html closes the
+    connection unanswered."""
+    robots = {1: "User-agent: *\nDisallow: /p3.html\n"}
+    with serve_site(hosts=2, pages=6, robots=robots, routes={"/drop.html": "drop"}) as s:
+        yield s
+
+
+def _seeds(directory: Path, site) -> Path:
+    return seed_file(directory, [*site.seeds, REFUSED, site.url(0, "/drop.html")])
+
+
+def _html(site) -> dict[str, str]:
+    return {site.url(h, p): site.page(i, p) for i, h in enumerate(site.hosts) for p in site.page_paths()}
+
+
+def _forget(redis_url: str, name: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(match=Keys(name).pattern(), count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory, redis_url, site):
     tmp = tmp_path_factory.mktemp("urlstore-crawl")
     name = f"test-{uuid.uuid4().hex[:12]}"
-    robots = {1: "User-agent: *\nDisallow: /p3.html\n"}
-    with serve_site(hosts=2, pages=6, robots=robots, routes={"/drop.html": "drop"}) as site:
-        # a private address (no request is made), and a page whose connection is dropped
-        refused, closed = "http://10.0.0.1/private", site.url(0, "/drop.html")
-        seeds = tmp / "seeds.txt"
-        seeds.write_text("\n".join([*site.seeds, refused, closed]) + "\n")
-        settings = {
-            "CRAWL_NAME": name,
-            "CRAWL_DIR": tmp / "crawl",
-            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-            "FRONTIER_HOST_INTERVAL": 0.05,
-            "FRONTIER_IDLE_SECONDS": 2,
-            "ARCHIVE_MAX_SECONDS": 1,
-            "RETRY_TIMES": 0,
-            "RECRAWL_INTERVAL": 3600,
-            "RECRAWL_RETRY_INTERVAL": 60,
-            "LOG_FILE": tmp / "worker.log",
-        }
-        env = {**clean_env(), "REDIS_URL": redis_url}
-        out = tmp / "pages.jsonl"
-        proc = subprocess.run(crawl_command(out, seeds, settings), cwd=ROOT, env=env, timeout=180)
-        html = {site.url(h, p): site.page(i, p) for i, h in enumerate(site.hosts) for p in site.page_paths()}
+    settings = {"CRAWL_NAME": name, "CRAWL_DIR": tmp / "crawl", "LOG_FILE": tmp / "worker.log", **SETTINGS}
+    env = {**clean_env(), "REDIS_URL": redis_url}
+    out = tmp / "pages.jsonl"
+    proc = subprocess.run(crawl_command(out, _seeds(tmp, site), settings), cwd=ROOT, env=env, timeout=180)
     assert proc.returncode == 0, log_tail([tmp / "worker.log"], 40, "no log")
 
     def urlstore(*args) -> subprocess.CompletedProcess:
@@ -49,14 +75,16 @@ def crawled(tmp_path_factory, redis_url):
         cmd += ["-s", f"CRAWL_DIR={tmp / 'crawl'}"]
         return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, timeout=60)
 
-    return {
+    yield {
         "site": site,
         "pages": read_pages(out),
-        "html": html,
+        "html": _html(site),
         "urlstore": urlstore,
-        "refused": refused,
-        "closed": closed,
+        "refused": REFUSED,
+        "closed": site.url(0, "/drop.html"),
+        "sqlite": tmp / "crawl" / name / "urlstore.sqlite",
     }
+    _forget(redis_url, name)
 
 
 def test_every_page_has_a_record_with_its_fate(crawled):
@@ -143,3 +171,145 @@ def test_read_commands_refuse_what_is_not_there_and_create_nothing(crawled, tmp_
     )
     assert frontier.returncode == 1 and b"no crawl 'default' under" in frontier.stderr
     assert not any(elsewhere.iterdir())
+
+
+# -- the same crawl on Cassandra, by two workers -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def on_cassandra(tmp_path_factory, redis_url, site, cassandra_session):
+    """The crawl of ``site`` stored in a fresh keyspace by two workers (each applies the
+    schema at start): the second starts once the first has seeded the frontier, and the
+    first is stopped (SIGTERM: its leases given back) once both run and it has had a few
+    pages answered, so that the second finishes the crawl (a worker keeps the hosts it
+    has: without the stop, the first would crawl this small site alone)."""
+    tmp = tmp_path_factory.mktemp("urlstore-cassandra-crawl")
+    name, keyspace = f"test-{uuid.uuid4().hex[:12]}", f"test_{uuid.uuid4().hex[:12]}"
+    cassandra = {
+        "URLSTORE_BACKEND": "cassandra",
+        "CASSANDRA_KEYSPACE": keyspace,
+        "CASSANDRA_PORT": cassandra_port(),
+    }
+    env = {**clean_env(), "REDIS_URL": redis_url, "CASSANDRA_HOSTS": ",".join(cassandra_hosts())}
+    # half a second between two requests to a host: the crawl lasts a few seconds
+    settings = {"CRAWL_NAME": name, "CRAWL_DIR": tmp / "crawl", **SETTINGS, "FRONTIER_HOST_INTERVAL": 0.5, **cassandra}
+    hits = len(site.page_hits())
+    workers = [launch_worker(tmp, "a", _seeds(tmp, site), settings, env)]
+    try:
+        counters, client = Keys(name).prefix + "counters", redis.Redis.from_url(redis_url)
+        _wait(lambda: int(client.hget(counters, "pushed") or 0), workers[0], "no seed pushed")
+        client.close()
+        workers.append(launch_worker(tmp, "b", None, settings, env))
+        _wait(lambda: "Spider opened" in workers[1].text(), workers[1], "worker b did not start")
+        _wait(lambda: len(site.page_hits()) >= hits + 4, workers[0], "worker a had no pages answered")
+        workers[0].proc.send_signal(signal.SIGTERM)
+        codes = [w.wait(120) for w in workers]
+        assert codes == [0, 0], "\n".join(w.tail() for w in workers)
+
+        def command(*args, **overrides) -> subprocess.CompletedProcess:
+            """``scrapy ARGS`` on this crawl and keyspace (``overrides``: other settings)."""
+            cmd = [sys.executable, "-m", "scrapy", *args, "-s", f"CRAWL_NAME={name}"]
+            for key, value in {"CRAWL_DIR": tmp / "crawl", **cassandra, **overrides}.items():
+                cmd += ["-s", f"{key}={value}"]
+            return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, timeout=60)
+
+        yield {
+            "keyspace": keyspace,
+            "pages": [page for w in workers for page in w.pages()],
+            "workers": workers,
+            "command": command,
+        }
+    finally:
+        for w in workers:
+            w.kill()
+        cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=60)
+        _forget(redis_url, name)
+
+
+def _wait(condition, worker, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert worker.proc.poll() is None, f"worker {worker.label} exited: {what}\n{worker.tail()}"
+        assert time.monotonic() < deadline, f"{what} after {timeout:.0f} s\n{worker.tail()}"
+        time.sleep(0.05)
+
+
+def _records(store, urls) -> dict[str, dict]:
+    """What a crawl's store says of each URL, the parts that do not depend on when or by
+    which worker it was fetched (the archive pointer: whether there is one)."""
+    out = {}
+    for url in urls:
+        r = store.get(url, follow_canonical=False)
+        due = None if r["next_fetch_at"] is None else round(r["next_fetch_at"] - r["fetched_at"])
+        out[url] = {
+            **{k: r[k] for k in ("fate", "status", "final_url", "redirect_chain", "canonical_url", "content_digest")},
+            **{k: r[k] for k in ("outlinks", "etag", "last_modified")},
+            "error": (r["error"] or "").split(":", 1)[0],
+            "due": due,
+            "archived": r["archive"] is not None,
+            "inlinks": store.inlinks(url),
+        }
+    return out
+
+
+def test_cassandra_holds_what_sqlite_holds_without_a_tombstone(crawled, on_cassandra, cassandra_session):
+    from crawler.urlstore.cassandra import CassandraUrlStore
+    from crawler.urlstore.sqlite import SqliteUrlStore
+
+    pages = {(p["url"], str(p["status"])) for p in crawled["pages"]}
+    # (a page in flight when the first worker stopped is in both workers' output)
+    assert {(p["url"], str(p["status"])) for p in on_cassandra["pages"]} == pages
+    urls = sorted(url for url, _ in pages)
+    sqlite = SqliteUrlStore(str(crawled["sqlite"]))
+    cassandra = CassandraUrlStore(cassandra_session, on_cassandra["keyspace"])
+    try:
+        expected, got = _records(sqlite, urls), _records(cassandra, urls)
+    finally:
+        sqlite.close()
+        cassandra.close()
+    for url in urls:
+        assert got[url] == expected[url], url
+    assert sum(r["archived"] for r in got.values()) >= 10
+    assert {r["fate"] for r in got.values()} >= {"fetched", "robots_disallowed", "refused", "connection_error"}
+    # both workers wrote; Cassandra reads every row back without meeting a tombstone
+    assert all(w.pages() for w in on_cassandra["workers"])
+    rows, live, tombstones = cells_read(cassandra_session, f"{on_cassandra['keyspace']}.urls")
+    assert rows == live >= len(urls) and tombstones == 0
+    inlinks = cells_read(cassandra_session, f"{on_cassandra['keyspace']}.inlinks")
+    assert inlinks[0] == inlinks[1] > 0 and inlinks[2] == 0
+
+
+def test_the_read_commands_and_recrawl_work_on_cassandra(crawled, on_cassandra, cassandra_session):
+    command, html, site = on_cassandra["command"], crawled["html"], crawled["site"]
+    page = site.url(0, "/p2.html")
+    got = command("urlstore", "get", page)
+    assert got.returncode == 0, got.stderr
+    record = json.loads(got.stdout)
+    assert (record["fate"], record["status"], record["archive"] is not None) == ("fetched", 200, True)
+    content = command("urlstore", "content", page)
+    assert content.returncode == 0 and content.stdout == html[page].encode(), content.stderr
+    links = json.loads(command("urlstore", "links", site.url(1, "/p0.html")).stdout)
+    assert site.url(0, "/p0.html") in {link["url"] for link in links["inlinks"]}
+    unknown = command("urlstore", "get", "http://unknown.example/")
+    assert unknown.returncode == 1 and b"not in the store" in unknown.stderr
+    # a keyspace that is not there: one line, and nothing is created
+    missing = f"test_{uuid.uuid4().hex[:12]}"
+    nowhere = command("urlstore", "get", page, CASSANDRA_KEYSPACE=missing)
+    assert nowhere.returncode == 1 and nowhere.stderr.decode().startswith(
+        f"urlstore: ValueError: no keyspace {missing}"
+    )
+    cassandra_session.cluster.refresh_schema_metadata()
+    assert missing not in cassandra_session.cluster.metadata.keyspaces
+    # the URLs due within two hours (answers: in an hour, failures: in a minute) put back,
+    # each held an hour
+    rows = cassandra_session.execute(f"SELECT next_fetch_at FROM {on_cassandra['keyspace']}.urls")
+    due = sum(
+        1 for r in rows if r.next_fetch_at and r.next_fetch_at.replace(tzinfo=UTC).timestamp() < time.time() + 7000
+    )
+    assert due >= 10
+    recrawl = command("recrawl", "--due-within", "7200", RECRAWL_HOLD=3600)
+    assert recrawl.returncode == 0, recrawl.stderr
+    assert recrawl.stdout.decode().splitlines()[-1].startswith(f"{due} due URLs read: {due} added")
+    held = json.loads(command("urlstore", "get", page).stdout)
+    assert datetime.fromisoformat(held["next_fetch_at"]).timestamp() > time.time() + 3000
+    assert cells_read(cassandra_session, f"{on_cassandra['keyspace']}.urls")[2] == 0  # reschedules too
