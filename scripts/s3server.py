@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An S3 server on loopback (SeaweedFS), for the tests, the benchmarks and a try on one machine.
 
-    python scripts/s3server.py start DIR [--port 8333] [--bucket NAME]
+    python scripts/s3server.py start DIR [--port 8333] [--bucket NAME] [--access-key K] [--secret-key S]
     python scripts/s3server.py stop DIR [--kill]
     python scripts/s3server.py status DIR
     python scripts/s3server.py env DIR
@@ -13,7 +13,17 @@ the settings a crawl and boto3 need, as shell lines: ``eval "$(python scripts/s3
 start DIR)"`` sets ARCHIVE_S3_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
 AWS_DEFAULT_REGION (``env DIR`` prints them again). The other ports are chosen free at the
 first start and kept in DIR/ports.json, so a server stopped (``stop``, ``--kill`` as a
-crash) starts again on the same ports with its objects.
+crash) starts again on the same ports with its objects. Its one identity (access key and
+secret key: ``--access-key`` and ``--secret-key``, or S3SERVER_ACCESS_KEY and
+S3SERVER_SECRET_KEY, else fixed test keys) is kept in DIR/s3.json (mode 600) the same way.
+
+``start`` returns once an object with a body is stored: a server started again over its
+data (after ``stop`` or ``--kill``) answers at once but assigns no volume for 15 s (its
+master's warm-up), so a PUT waits that long; the first start of a DIR has no warm-up.
+``stop`` closes the S3 port at once but takes about 16 s to end (the filer's last flush
+of its metadata log, after the volume server has stopped). After ``--kill`` every object
+whose PUT was answered is there again (the process dies, not the machine: what it wrote
+is in the kernel's cache); one whose PUT was cut off is not there at all.
 
 Where SeaweedFS comes from: the Go module proxy (github.com/seaweedfs/seaweedfs at
 VERSION, Apache-2.0), built once with the machine's Go into
@@ -107,9 +117,19 @@ def ports(root: Path, s3_port: int) -> dict:
     return chosen
 
 
-def s3_config() -> dict:
+def identity(root: Path, access_key: str | None = None, secret_key: str | None = None) -> tuple[str, str]:
+    """(access key, secret key): those given, else DIR/s3.json's (kept across restarts), else
+    the fixed test keys."""
+    saved = (ACCESS_KEY, SECRET_KEY)
+    if (root / "s3.json").exists():
+        keys = json.loads((root / "s3.json").read_text())["identities"][0]["credentials"][0]
+        saved = (keys["accessKey"], keys["secretKey"])
+    return access_key or saved[0], secret_key or saved[1]
+
+
+def s3_config(keys: tuple[str, str]) -> dict:
     """One identity with every right (the server listens on loopback only)."""
-    credentials = [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}]
+    credentials = [{"accessKey": keys[0], "secretKey": keys[1]}]
     return {
         "identities": [
             {"name": "crawler", "credentials": credentials, "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
@@ -157,29 +177,30 @@ def ready(p: dict) -> bool:
         return False
 
 
-def env_lines(p: dict) -> str:
+def env_lines(p: dict, keys: tuple[str, str]) -> str:
     return "\n".join(
         f"export {name}={value}"
         for name, value in (
             ("ARCHIVE_S3_ENDPOINT_URL", f"http://127.0.0.1:{p['s3']}"),
-            ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
-            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+            ("AWS_ACCESS_KEY_ID", keys[0]),
+            ("AWS_SECRET_ACCESS_KEY", keys[1]),
             ("AWS_DEFAULT_REGION", REGION),
         )
     )
 
 
-def make_bucket(p: dict, bucket: str, timeout: float) -> None:
+def make_bucket(p: dict, keys: tuple[str, str], bucket: str, timeout: float) -> None:
     """Create ``bucket`` (already there: fine) and store and delete an object in it,
-    retried while the volume server registers: the server takes writes after this."""
+    retried while the volume server registers and the master warms up: the server takes
+    writes after this (an empty object would not tell: it needs no volume)."""
     import boto3
     from botocore.exceptions import ClientError
 
     client = boto3.client(
         "s3",
         endpoint_url=f"http://127.0.0.1:{p['s3']}",
-        aws_access_key_id=ACCESS_KEY,
-        aws_secret_access_key=SECRET_KEY,
+        aws_access_key_id=keys[0],
+        aws_secret_access_key=keys[1],
         region_name=REGION,
     )
     deadline = time.monotonic() + timeout
@@ -190,7 +211,7 @@ def make_bucket(p: dict, bucket: str, timeout: float) -> None:
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
                     raise
-            client.put_object(Bucket=bucket, Key=".started", Body=b"")
+            client.put_object(Bucket=bucket, Key=".started", Body=b"x")
             client.delete_object(Bucket=bucket, Key=".started")
             return
         except ClientError as exc:
@@ -202,11 +223,14 @@ def make_bucket(p: dict, bucket: str, timeout: float) -> None:
         time.sleep(0.5)
 
 
-def start(root: Path, s3_port: int, timeout: float, bucket: str) -> None:
+def start(root: Path, s3_port: int, timeout: float, bucket: str, keys: tuple[str, str]) -> None:
     weed = build()
     root.mkdir(parents=True, exist_ok=True)
     (root / "data").mkdir(exist_ok=True)
-    (root / "s3.json").write_text(json.dumps(s3_config()))
+    config = root / "s3.json"
+    config.touch(mode=0o600)
+    config.chmod(0o600)  # the secret key
+    config.write_text(json.dumps(s3_config(keys)))
     p = ports(root, s3_port)
     pid_file, log = root / "weed.pid", root / "weed.log"
     # one volume per new bucket (a collection), not seven: a bucket's first PUT waits for them
@@ -218,9 +242,9 @@ def start(root: Path, s3_port: int, timeout: float, bucket: str) -> None:
     else:
         wait_until(lambda: ready(p), pid_file, timeout, "SeaweedFS", log)
     started = time.monotonic()
-    make_bucket(p, bucket, timeout)
+    make_bucket(p, keys, bucket, timeout)
     print(f"SeaweedFS takes writes to bucket {bucket} ({time.monotonic() - started:.1f} s)", file=sys.stderr)
-    print(env_lines(p))
+    print(env_lines(p, keys))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8333, help="S3 port (default 8333; kept in DIR/ports.json)")
     p.add_argument("--bucket", default="crawl-archive", help="create this bucket (default crawl-archive)")
     p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--access-key", default=os.environ.get("S3SERVER_ACCESS_KEY"), help="(kept in DIR/s3.json)")
+    p.add_argument("--secret-key", default=os.environ.get("S3SERVER_SECRET_KEY"), help="(kept in DIR/s3.json)")
     p = sub.add_parser("stop", help="stop the server in DIR")
     p.add_argument("dir", type=Path)
     p.add_argument("--kill", action="store_true", help="SIGKILL, as a crash")
@@ -242,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.verb == "build":
             print(build())
         elif args.verb == "start":
-            start(args.dir, args.port, args.timeout, args.bucket)
+            keys = identity(args.dir, args.access_key, args.secret_key)
+            start(args.dir, args.port, args.timeout, args.bucket, keys)
         elif args.verb == "stop":
             was = stop(args.dir / "weed.pid", kill=args.kill, grace=30.0)
             print(f"SeaweedFS: {('killed' if args.kill else 'stopped') if was else 'not running'}", file=sys.stderr)
@@ -252,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ServiceError(f"no server was started in {args.dir}")
             p = json.loads(saved.read_text())
             if args.verb == "env":
-                print(env_lines(p))
+                print(env_lines(p, identity(args.dir)))
                 return 0
             up = ready(p)
             print(
