@@ -96,7 +96,7 @@ class S3Storage:
                 return
             except Exception as exc:  # botocore's ClientError, EndpointConnectionError, ...
                 logger.warning(
-                    "S3 upload of s3://%s/%s failed (attempt %d: %s: %s); retrying in %.0f s; "
+                    "S3 upload of s3://%s/%s failed (attempt %d: %s: %s); retrying in %.3g s; "
                     "its pages wait, nothing is lost",
                     self.bucket,
                     key,
