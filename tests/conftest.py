@@ -115,20 +115,26 @@ def cassandra_keyspace(cassandra_session):
 
 class S3Server:
     """A SeaweedFS server of scripts/s3server.py in its own folder and port, that a test
-    may stop (or kill) and start again with its objects."""
+    may stop (or kill) and start again with its objects. ``secret_key``: its identity's
+    secret key (else s3server.py's test key), handed to the script in its environment."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, secret_key: str | None = None):
         self.dir = directory
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.secret_key = secret_key
         self.credentials = {}
 
     def _script(self, *args, timeout: float = 180) -> str:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("S3SERVER_")}
+        if self.secret_key:
+            env["S3SERVER_SECRET_KEY"] = self.secret_key
         proc = subprocess.run(
             [sys.executable, str(ROOT / "scripts" / "s3server.py"), *args],
             capture_output=True,
             text=True,
             timeout=timeout,
+            env=env,
         )
         if proc.returncode != 0:
             raise RuntimeError(f"s3server.py {' '.join(args)} failed: {proc.stderr.strip()}")
@@ -141,6 +147,16 @@ class S3Server:
 
     def stop(self, kill: bool = False) -> None:
         self._script("stop", str(self.dir), *(["--kill"] if kill else []))
+
+    def use(self, monkeypatch) -> None:
+        """Its credentials in this process's environment for the test: the AWS chain of the
+        workers the test starts and of boto3 here (whose default session, which keeps the
+        credentials it found first, is made anew)."""
+        import boto3
+
+        for k, v in self.credentials.items():
+            monkeypatch.setenv(k, v)
+        boto3.setup_default_session()
 
     def client(self):
         import boto3
@@ -166,29 +182,35 @@ def s3_server_built() -> bool:
     )
 
 
-def new_s3_server(directory) -> S3Server:
+def new_s3_server(directory, secret_key: str | None = None) -> S3Server:
     """A started S3Server in ``directory`` (skipped, or failed in CI, without a SeaweedFS build)."""
     if not s3_server_built():
         require_service("s3", "no SeaweedFS build: `python scripts/s3server.py build` (about 9 minutes, once)")
-    server = S3Server(directory)
-    server.start()
+    server = S3Server(directory, secret_key)
+    try:
+        server.start()
+    except BaseException:
+        server.stop(kill=True)  # one that did not come up is not left running
+        raise
     return server
 
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
-    """One SeaweedFS server for the session's S3 tests (each takes a bucket of its own)."""
-    server = new_s3_server(tmp_path_factory.mktemp("s3"))
+    """One SeaweedFS server for the session's S3 tests (each takes a bucket of its own),
+    its secret key this session's own (tests/test_secrets.py looks for it in every output)."""
+    server = new_s3_server(tmp_path_factory.mktemp("s3"), secret_key=f"s3-Secret-{uuid.uuid4().hex[:12]}")
     yield server
-    server.stop()
+    # killed: its data goes with the session, and a graceful stop takes 16 s (SeaweedFS's
+    # filer tries to flush its metadata log for 15 s after its volume server has stopped)
+    server.stop(kill=True)
 
 
 @pytest.fixture
 def s3(s3_server, monkeypatch):
     """(endpoint URL, bucket) of a fresh bucket on the session's S3 server, its
     credentials in the environment (the AWS chain a worker reads)."""
-    for k, v in s3_server.credentials.items():
-        monkeypatch.setenv(k, v)
+    s3_server.use(monkeypatch)
     yield s3_server.endpoint, s3_server.new_bucket()
 
 
