@@ -1,27 +1,35 @@
 """Every pipeline together, end to end: a loopback multi-host site with exact and near
-duplicate pages, the archive on S3 (moto's server, stopped for a while mid-crawl), the
-SQLite UrlStore."""
+duplicate pages, the archive on S3 (a SeaweedFS server of the test's own, killed mid-crawl
+and started again), the SQLite UrlStore."""
 
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
-from moto.server import ThreadedMotoServer
-
 from crawler.archive.storage import S3Storage
 from crawler.archive.warc import read_record
 from crawler.demosite import ARTICLES, serve_site
 from crawler.urlstore.sqlite import SqliteUrlStore
-from tests.conftest import CREDENTIALS, moto_servers, s3_archive_settings
+from tests.conftest import new_s3_server, s3_archive_settings
 from tests.harness import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
+from tests.test_archive import ArchiveReadBack, assert_every_served_page_archived
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_pages_stored_archived_and_deduplicated_through_an_s3_outage(s3, tmp_path, redis_url):
-    endpoint, bucket = s3
-    port = int(endpoint.rsplit(":", 1)[1])
+def test_pages_stored_archived_and_deduplicated_through_an_s3_crash(tmp_path, redis_url, monkeypatch):
+    server = new_s3_server(tmp_path / "s3")
+    try:
+        bucket = server.new_bucket()
+        server.use(monkeypatch)
+        _crawl_through_a_crash(server, bucket, tmp_path, redis_url)
+    finally:
+        server.stop(kill=True)
+
+
+def _crawl_through_a_crash(server, bucket: str, tmp_path: Path, redis_url: str) -> None:
+    endpoint = server.endpoint
     name = f"test-{uuid.uuid4().hex[:12]}"
     with serve_site(hosts=3, pages=8, articles=True) as site:
         seeds = seed_file(tmp_path, site.seeds)
@@ -35,20 +43,19 @@ def test_pages_stored_archived_and_deduplicated_through_an_s3_outage(s3, tmp_pat
             ARCHIVE_RETRY_MIN=0.5,
             ARCHIVE_RETRY_MAX=1,
         )
-        env = {**clean_env(), **CREDENTIALS, "REDIS_URL": redis_url}
+        env = {**clean_env(), "REDIS_URL": redis_url}
         proc = subprocess.Popen(crawl_command(out, seeds, settings), cwd=ROOT, env=env)
         try:
             deadline = time.monotonic() + 60
             while len(site.page_hits()) < 6 and time.monotonic() < deadline:
                 time.sleep(0.1)
-            moto_servers[port].stop()  # S3 away for a while; moto keeps its objects in this process
+            server.stop(kill=True)  # S3 crashes (SIGKILL) mid-crawl; its objects are on its disk
             # away until uploads have really failed and been tried again (at most 30 s)
             log, deadline = tmp_path / "worker.log", time.monotonic() + 30
             while time.monotonic() < deadline and _failed_uploads(log) < 2:
                 time.sleep(0.2)
             failed_during_outage = _failed_uploads(log)
-            moto_servers[port] = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-            moto_servers[port].start()
+            server.start()  # the same ports and data
             assert proc.wait(timeout=180) == 0, log_tail([tmp_path / "worker.log"], 40, "no log")
         finally:
             if proc.poll() is None:
@@ -56,6 +63,13 @@ def test_pages_stored_archived_and_deduplicated_through_an_s3_outage(s3, tmp_pat
         html = {site.url(h, p): site.page(i, p) for i, h in enumerate(site.hosts) for p in site.page_paths()}
         html |= {site.url(h, p): site.page(i, p) for i, h in enumerate(site.hosts) for p in ARTICLES}
         fetched = {site.url(hit.host, hit.path) for hit in site.page_hits()}
+        # every pointer names one response record of an object in the bucket; every page
+        # served reads back as the read API answers it
+        archive = ArchiveReadBack(tmp_path / "crawl", name, endpoint, bucket)
+        try:
+            assert assert_every_served_page_archived(site, archive) >= 3 * 8
+        finally:
+            archive.close()
 
     assert failed_during_outage >= 2  # the outage mattered: uploads failed and were retried
     pages = read_pages(out)
