@@ -1,8 +1,10 @@
 """Credentials never show: a crawl on a Redis that requires a password and an S3 archive
-(moto's server on loopback) with a secret key, then ``scrapy frontier``, and the same
-commands with a wrong password: the secrets appear in no log line, stats dump, output or
-error message."""
+(the session's SeaweedFS on loopback, whose one identity has a secret key of this
+session's own) with its secret key, then ``scrapy frontier``, the same commands with a
+wrong Redis password, and a crawl with a wrong S3 secret key: the secrets appear in no
+log line, stats dump, output or error message."""
 
+import os
 import subprocess
 import sys
 import uuid
@@ -14,7 +16,6 @@ from tests.harness import RedisServer, clean_env, crawl_command, log_tail, loopb
 
 ROOT = Path(__file__).resolve().parents[1]
 REDIS_SECRET = "redis-Secret-7c1f"
-AWS_SECRET = "aws-Secret-91d2"
 
 
 def _scrapy(args: list[str], env: dict, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -23,9 +24,10 @@ def _scrapy(args: list[str], env: dict, timeout: float = 60) -> subprocess.Compl
     )
 
 
-def test_no_secret_appears_in_logs_stats_output_or_errors(tmp_path, s3, monkeypatch):
+def test_no_secret_appears_in_logs_stats_output_or_errors(tmp_path, s3, s3_server):
     endpoint, bucket = s3
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS_SECRET)  # moto takes any key
+    aws_secret = s3_server.credentials["AWS_SECRET_ACCESS_KEY"]  # the server checks every signature with it
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] == aws_secret and "Secret" in aws_secret
     name = f"test-{uuid.uuid4().hex[:12]}"
     with RedisServer(str(tmp_path), password=REDIS_SECRET) as redis_server, serve_site(hosts=2, pages=6) as site:
         assert REDIS_SECRET in redis_server.url
@@ -59,10 +61,36 @@ def test_no_secret_appears_in_logs_stats_output_or_errors(tmp_path, s3, monkeypa
             text=True,
             timeout=30,
         )
+        # a wrong S3 secret key: the server refuses every upload (they are retried), and the
+        # worker, stopped after two pages, gives its pages back at WORKER_STOP_TIMEOUT
+        refused_s3 = subprocess.run(
+            crawl_command(
+                tmp_path / "refused.jsonl",
+                seeds,
+                {
+                    **settings,
+                    "CRAWL_NAME": f"{name}-s3",
+                    "LOG_FILE": tmp_path / "refused.log",
+                    "CLOSESPIDER_PAGECOUNT": 2,
+                    "ARCHIVE_RETRY_MIN": 0.2,
+                    "WORKER_STOP_TIMEOUT": 2,
+                },
+            ),
+            cwd=ROOT,
+            env={**env, "AWS_SECRET_ACCESS_KEY": aws_secret + "-wrong"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert all(f.returncode == 1 and f.stderr.startswith("frontier: ") for f in failures), failures
     # a wrong password is a setting to fix, not an outage to wait out: the worker stops
     assert wrong_crawl.returncode == 1
     assert "Redis refused this worker (AuthenticationError" in (tmp_path / "wrong.log").read_text(errors="replace")
+    refused_log = (tmp_path / "refused.log").read_text(errors="replace")
+    assert refused_s3.returncode == 0, refused_log[-3000:]
+    assert "failed (attempt 2: ClientError: An error occurred (SignatureDoesNotMatch)" in refused_log, refused_log[
+        -3000:
+    ]
     texts = {
         "worker log": (tmp_path / "worker.log").read_text(errors="replace"),
         "crawl output": crawl.stdout + crawl.stderr,
@@ -71,11 +99,13 @@ def test_no_secret_appears_in_logs_stats_output_or_errors(tmp_path, s3, monkeypa
         "wrong password": failures[0].stdout + failures[0].stderr,
         "no server": failures[1].stdout + failures[1].stderr,
         "crawl with the wrong password": wrong_crawl.stdout + wrong_crawl.stderr,
+        "crawl with the wrong S3 key": refused_s3.stdout + refused_s3.stderr,
+        "log with the wrong S3 key": refused_log,
     }
     wrong_log = tmp_path / "wrong.log"
     if wrong_log.exists():
         texts["log with the wrong password"] = wrong_log.read_text(errors="replace")
     assert "Dumping Scrapy stats" in texts["worker log"]  # the stats are in there
     for what, text in texts.items():
-        for secret in (REDIS_SECRET, AWS_SECRET, "cass-Secret-33aa"):
+        for secret in (REDIS_SECRET, aws_secret, "cass-Secret-33aa"):
             assert secret not in text, f"{secret} in {what}"
