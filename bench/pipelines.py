@@ -688,7 +688,10 @@ class Clock:
 
 
 class StubEngine:
-    """Stands in for crawler.engine in the links pipeline: keeps the requests."""
+    """Stands in for crawler.engine in the links pipeline: keeps the requests (no
+    scheduler: the pipeline makes each link a Request, as with another scheduler)."""
+
+    scheduler = None
 
     def __init__(self):
         self.requests = []
