@@ -16,9 +16,10 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import redis
 
-from crawler.archive.storage import LocalStorage, S3Storage
+from crawler.archive.storage import LocalStorage, S3Storage, StorageRefused
 from crawler.archive.warc import RawPage, WarcBatch, object_key, read_record, recover
 from crawler.demosite import serve_site
 from tests.conftest import new_s3_server, s3_archive_settings
@@ -251,6 +252,24 @@ def test_s3_storage_puts_once_and_reads_a_range(s3, tmp_path):
     storage.put("12/x/f.warc.gz", str(src))  # a retried upload writes the same key again
     listed = storage.client.list_objects_v2(Bucket=bucket)["Contents"]
     assert [o["Key"] for o in listed] == ["12/x/f.warc.gz"]
+
+
+def test_s3_storage_refuses_at_once_what_no_retry_mends(s3, tmp_path, monkeypatch):
+    """A secret key or an access key the server does not know: StorageRefused on the first
+    answer, not retried as an outage would be. (SeaweedFS makes a bucket that is not there
+    at the first PUT of an identity with every right: no NoSuchBucket to try here.)"""
+    endpoint, bucket = s3
+    src = tmp_path / "f.warc.gz"
+    src.write_bytes(b"x" * 100)
+    retries, tried = [], []
+    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID"):
+        monkeypatch.setenv(name, os.environ[name] + "-wrong")
+        storage = S3Storage(bucket, endpoint_url=endpoint, region="us-east-1", retry_min=30)
+        storage.on_retry = lambda: retries.append(1)
+        with pytest.raises(StorageRefused, match="SignatureDoesNotMatch|InvalidAccessKeyId|AccessDenied"):
+            storage.put("k.warc.gz", str(src))
+        tried.append(storage.puts)
+    assert (tried, retries) == ([1, 1], [])
 
 
 def test_a_crawl_archives_every_page_to_s3(s3, tmp_path):

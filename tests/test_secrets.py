@@ -61,8 +61,8 @@ def test_no_secret_appears_in_logs_stats_output_or_errors(tmp_path, s3, s3_serve
             text=True,
             timeout=30,
         )
-        # a wrong S3 secret key: the server refuses every upload (they are retried), and the
-        # worker, stopped after two pages, gives its pages back at WORKER_STOP_TIMEOUT
+        # a wrong S3 secret key: the server refuses the first upload, and the worker closes
+        # with archive_refused (a setting to fix, not an outage), its pages given back
         refused_s3 = subprocess.run(
             crawl_command(
                 tmp_path / "refused.jsonl",
@@ -71,7 +71,6 @@ def test_no_secret_appears_in_logs_stats_output_or_errors(tmp_path, s3, s3_serve
                     **settings,
                     "CRAWL_NAME": f"{name}-s3",
                     "LOG_FILE": tmp_path / "refused.log",
-                    "CLOSESPIDER_PAGECOUNT": 2,
                     "ARCHIVE_RETRY_MIN": 0.2,
                     "WORKER_STOP_TIMEOUT": 2,
                 },
@@ -87,10 +86,11 @@ def test_no_secret_appears_in_logs_stats_output_or_errors(tmp_path, s3, s3_serve
     assert wrong_crawl.returncode == 1
     assert "Redis refused this worker (AuthenticationError" in (tmp_path / "wrong.log").read_text(errors="replace")
     refused_log = (tmp_path / "refused.log").read_text(errors="replace")
-    assert refused_s3.returncode == 0, refused_log[-3000:]
-    assert "failed (attempt 2: ClientError: An error occurred (SignatureDoesNotMatch)" in refused_log, refused_log[
-        -3000:
-    ]
+    assert refused_s3.returncode == 1, refused_log[-3000:]
+    assert "The archive refused this worker's uploads (s3://" in refused_log, refused_log[-3000:]
+    assert "(SignatureDoesNotMatch: " in refused_log and "'finish_reason': 'archive_refused'" in refused_log
+    assert "retrying in" not in refused_log  # not waited out as an outage
+    assert list((tmp_path / "crawl" / f"{name}-s3" / "archive-spool").rglob("*.warc.gz"))  # kept for the next run
     texts = {
         "worker log": (tmp_path / "worker.log").read_text(errors="replace"),
         "crawl output": crawl.stdout + crawl.stderr,

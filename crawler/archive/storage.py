@@ -8,7 +8,9 @@ Both verbs are blocking; the archive pipeline calls them from a thread.
                     what S3 bills and throttles); retried with exponential back-off until
                     it succeeds or the ``stop`` event is set (StorageStopped), each
                     failure logged (and reported to ``on_retry``, a function of no
-                    argument, called from the uploading thread); the same key every time
+                    argument, called from the uploading thread); the same key every time.
+                    An answer no retry mends (REFUSED_CODES: wrong credentials, no such
+                    bucket, access denied) raises StorageRefused at once
 ``get_range(key, offset, length)``  the bytes of one record (a ranged GET)
 
 Nothing is listed or read back while crawling (Secor's rule): keys are computed, never
@@ -27,6 +29,25 @@ logger = logging.getLogger(__name__)
 
 class StorageStopped(Exception):
     """An upload was given up because the worker is stopping (the file stays)."""
+
+
+class StorageRefused(Exception):
+    """The store turned the upload away for a reason no retry mends: wrong credentials, no
+    such bucket, no right to write there (the file stays). A setting to fix."""
+
+
+# S3 error codes that are a setting to fix, not an outage to wait out
+REFUSED_CODES = frozenset(
+    {
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "AccessDenied",
+        "AllAccessDisabled",
+        "NoSuchBucket",
+        "InvalidBucketName",
+        "AuthorizationHeaderMalformed",
+    }
+)
 
 
 class LocalStorage:
@@ -95,6 +116,9 @@ class S3Storage:
                     logger.info("Stored s3://%s/%s after %d attempts", self.bucket, key, attempt)
                 return
             except Exception as exc:  # botocore's ClientError, EndpointConnectionError, ...
+                code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+                if code in REFUSED_CODES:
+                    raise StorageRefused(f"s3://{self.bucket} refused the upload of {key} ({code}: {exc})") from exc
                 logger.warning(
                     "S3 upload of s3://%s/%s failed (attempt %d: %s: %s); retrying in %.3g s; "
                     "its pages wait, nothing is lost",

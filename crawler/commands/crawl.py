@@ -16,7 +16,8 @@ that cannot be read (exit 2), a component that fails as the crawl starts (``Craw
 started: ...`` with its traceback, exit 1). Seeds that could not all be added to the
 frontier close the crawl with ``seeds_failed``, a Redis that refuses the worker's
 credentials with ``redis_refused``, a crawl whose keys vanished from Redis while it ran
-with ``frontier_lost``: exit 1.
+with ``frontier_lost``, an archive that refuses the worker's uploads (wrong S3
+credentials, no such bucket) with ``archive_refused``: exit 1.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ from scrapy.commands.crawl import Command as ScrapyCrawl
 from twisted.internet.defer import Deferred
 
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED
+from crawler.pipelines.archive import ARCHIVE_REFUSED
 from crawler.seeds import SeedFileError, check_readable
 from crawler.spiders.broad import SEEDS_FAILED, split_arg
 from crawler.validation import problems
 
 logger = logging.getLogger(__name__)
 
-FAILED_REASONS = {SEEDS_FAILED, REDIS_REFUSED, FRONTIER_LOST, "start_error"}
+FAILED_REASONS = {SEEDS_FAILED, REDIS_REFUSED, FRONTIER_LOST, ARCHIVE_REFUSED, "start_error"}
 PROFILES = {"local": "settings.local", "distributed": "settings.distributed"}
 DISTRIBUTED = PROFILES["distributed"]
 

@@ -15,7 +15,10 @@ comes first. Spool files a dead worker left (``CRAWL_DIR/CRAWL_NAME/archive-spoo
 are trimmed to their last complete record and stored when a worker of the crawl opens.
 
 Storage errors are retried with back-off (storage.py) while the pages wait; nothing is
-lost (each retry is counted: ``archive/retries``). A page without a response (a failed
+lost (each retry is counted: ``archive/retries``). A store that refuses the uploads for a
+reason no retry mends (wrong credentials, no such bucket: StorageRefused) closes the
+worker with ``archive_refused`` (exit code 1) and one error line: its waiting pages go
+back to the frontier and its spool files stay for the next run. A page without a response (a failed
 fetch), a 304 Not Modified (a recrawl's page unchanged: its earlier record stands) or an
 exact duplicate of a page seen before is not archived.
 
@@ -48,19 +51,21 @@ import threading
 import time
 
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
-from crawler.archive.storage import StorageStopped, storage_from_settings
+from crawler.archive.storage import StorageRefused, StorageStopped, storage_from_settings
 from crawler.archive.warc import RawPage, WarcBatch, object_key, recover
 from crawler.exceptions import StoreUnavailable
 from crawler.items import set_storing
 from crawler.signals import frontier_waiting
 
 logger = logging.getLogger(__name__)
+
+ARCHIVE_REFUSED = "archive_refused"  # a worker's close reason: the archive refused its uploads (exit code 1)
 
 
 class ArchivePipeline:
@@ -86,6 +91,7 @@ class ArchivePipeline:
         self.stop_timeout = crawler.settings.getfloat("WORKER_STOP_TIMEOUT")
         self._stop = threading.Event()  # set: uploads give up (the worker is stopping)
         self._closing_since: float | None = None
+        self._refused: str | None = None  # why the store refused an upload: none is tried again
         self._seen_running = False  # the engine runs only once every component has opened
         self._watch = task.LoopingCall(self._watch_close)
 
@@ -186,6 +192,8 @@ class ArchivePipeline:
         return out
 
     def _store_leftover(self, path: str, key: str) -> None:
+        if self._refused:
+            raise StorageRefused(self._refused)
         kept = recover(path)
         if kept:
             self.storage.put(key, path, stop=self._stop)
@@ -194,7 +202,9 @@ class ArchivePipeline:
 
     def _leftover_stored(self, result, d: Deferred, path: str):
         self._storing.remove(d)
-        if isinstance(result, Failure):
+        if isinstance(result, Failure) and result.check(StorageRefused):
+            self._refuse(result.value)
+        elif isinstance(result, Failure):
             logger.warning("Spool file %s not stored (%s); kept for the next run", path, result.getErrorMessage())
 
     # -- pages -------------------------------------------------------------------------
@@ -252,6 +262,8 @@ class ArchivePipeline:
         d.addBoth(self._stored, batch, d)
 
     def _store(self, batch: WarcBatch) -> int:
+        if self._refused:  # the store refused this worker: the spool file stays
+            raise StorageRefused(self._refused)
         size = os.path.getsize(batch.path)
         self.storage.put(batch.key, batch.path, stop=self._stop)  # retries until it succeeds, or stops
         os.remove(batch.path)
@@ -264,6 +276,11 @@ class ArchivePipeline:
             if result.check(StorageStopped):  # given up at close (_give_up); the spool file stays
                 for w in waiters:
                     w.errback(StoreUnavailable(f"WARC batch {batch.key} not stored before the worker stopped"))
+                return None
+            if result.check(StorageRefused):  # a setting to fix; the spool file stays
+                self._refuse(result.value)
+                for w in waiters:
+                    w.errback(StoreUnavailable(f"WARC batch {batch.key} not stored: the archive refused it"))
                 return None
             logger.error(
                 "WARC batch %s not stored (%s); its %d pages are not acknowledged",
@@ -279,6 +296,22 @@ class ArchivePipeline:
         for w in waiters:
             w.callback(None)
         return None
+
+    def _refuse(self, exc: BaseException) -> None:
+        """The store refused an upload for good (credentials, bucket): say so once and close
+        the worker; later batches are not tried (their spool files stay for the next run)."""
+        if self._refused:
+            return
+        self._refused = str(exc)
+        logger.error(
+            "The archive refused this worker's uploads (%s): check ARCHIVE_S3_BUCKET and the S3 credentials "
+            "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY); closing; the pages waiting go back to the frontier "
+            "and the spool files stay in %s for the next run",
+            exc,
+            self.spool_dir,
+        )
+        self.stats.set_value("archive/error", ARCHIVE_REFUSED)
+        deferred_from_coro(self.crawler.engine.close_spider_async(reason=ARCHIVE_REFUSED))
 
 
 def _reactor():
