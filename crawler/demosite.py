@@ -78,16 +78,26 @@ what they always were (every host, every page).
 Every request is recorded (server host, raw path, User-Agent, arrival and end time on
 ``time.monotonic()``, arrival also on ``time.time()``, the status answered, None for a
 dropped connection); ``end`` stays None while the response is being produced, so a test
-can see which requests are in flight. ``delay`` (seconds, settable while running) makes
-every page and redirect answer that much later.
+can see which requests are in flight. ``on_hit`` (a callable) is also given each request
+once answered. ``delay`` (seconds, settable while running) makes every page and redirect
+answer that much later. ``port``: the port every host listens on (default 0: a free one).
+
+From a shell, ``python -m crawler.demosite [--hosts 4] [--pages 25] [--port 8000]`` serves
+the site ``scrapy demo`` crawls (framed pages) until Ctrl-C or SIGTERM, for crawls of
+your own (``NETWORK_GUARD_ALLOW=127.0.0.0/8``: the crawler refuses loopback otherwise). It
+prints the seed URL, then a line per request answered: ``HH:MM:SS HOST GET PATH STATUS``
+(STATUS ``-`` for a connection closed unanswered). Exit code 2 when the port is taken.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gzip
 import random
+import signal
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -137,6 +147,8 @@ class Site:
         fail_all: dict[int, int] | None = None,
         throttle_for: dict[int, float] | None = None,
         refuse=(),
+        port: int = 0,
+        on_hit=None,
     ):
         if not 2 <= hosts <= 200:
             raise ValueError("hosts must be 2..200")
@@ -167,6 +179,8 @@ class Site:
         self._answered: dict[tuple[int, str], int] = {}
         self.hosts = [f"127.0.0.{2 + i}" for i in range(hosts)]
         self.port = 0
+        self._port = port  # the one to take (0: any free one)
+        self.on_hit = on_hit
         self._servers: list[ThreadingHTTPServer] = []  # by host index once started
         self._serving: list[ThreadingHTTPServer] = []
         self._threads: list[threading.Thread] = []
@@ -421,6 +435,8 @@ class Site:
                     end = time.monotonic()  # (set by _send right after the answer, if any)
                     with site._lock:
                         hit.end = hit.end or end
+                    if site.on_hit is not None:
+                        site.on_hit(hit)
 
             def _answer(self):
                 path = self.path
@@ -515,8 +531,8 @@ class Site:
 
     def start(self) -> Site:
         last = None
-        for _ in range(50):
-            port = _free_port(self.hosts[0])
+        for _ in range(1 if self._port else 50):
+            port = self._port or _free_port(self.hosts[0])
             try:
                 for i, addr in enumerate(self.hosts):
                     server = ThreadingHTTPServer((addr, port), self._handler(i), bind_and_activate=False)
@@ -532,6 +548,10 @@ class Site:
             self.port = port
             break
         else:
+            if self._port:
+                raise RuntimeError(
+                    f"port {self._port} is not free on all of {self.hosts[0]} ... {self.hosts[-1]}: {last}"
+                )
             raise RuntimeError(f"no port free on all of {self.hosts}: {last}")
         for i, server in enumerate(self._servers):
             if i not in self.refuse:
@@ -714,3 +734,45 @@ def serve_site(hosts: int = 4, pages: int = 25, delay: float = 0.0, **options):
         yield site
     finally:
         site.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m crawler.demosite``: serve the demo site until Ctrl-C or SIGTERM (see the
+    module's docstring)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m crawler.demosite", description="Serve the generated demo site on loopback."
+    )
+    parser.add_argument("--hosts", type=int, default=4, help="hosts, on 127.0.0.2 and up (default 4)")
+    parser.add_argument("--pages", type=int, default=25, help="pages per host (default 25)")
+    parser.add_argument("--port", type=int, default=8000, help="the port of every host (default 8000)")
+    args = parser.parse_args(argv)
+    lock = threading.Lock()
+
+    def log(hit: Hit) -> None:
+        line = f"{time.strftime('%H:%M:%S')} {hit.host} GET {hit.path} {hit.status or '-'}"
+        with lock:
+            print(line, flush=True)
+
+    try:
+        site = Site(args.hosts, args.pages, framed=True, port=args.port, on_hit=log).start()
+    except (ValueError, RuntimeError) as exc:
+        print(f"demosite: {exc}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print(
+        f"demo site: {args.hosts} hosts x {args.pages} pages on {site.hosts[0]} ... {site.hosts[-1]} "
+        f"port {site.port}; seed {site.seeds[0]}",
+        flush=True,
+    )
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        site.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
