@@ -90,7 +90,7 @@ class Command(ScrapyCommand):
         if opts.json:
             print(json.dumps(stats, indent=2))
         else:
-            print(format_stats(frontier.keys.crawl_name, stats))
+            print(format_stats(frontier.keys.crawl_name, stats, cluster=bool(self.settings.get("REDIS_CLUSTER_URL"))))
 
 
 def no_such_crawl(settings) -> str:
@@ -101,13 +101,22 @@ def no_such_crawl(settings) -> str:
     return f"frontier: no crawl {settings.get('CRAWL_NAME')!r} {where} ({there}); name one with --crawl NAME"
 
 
-def format_stats(name: str, s: dict) -> str:
+def format_stats(name: str, s: dict, cluster: bool = False) -> str:
+    """The numbers as ``scrapy frontier`` prints them; ``cluster``: the shards are a Redis
+    Cluster's (REDIS_CLUSTER_URL), not servers of REDIS_URLS."""
     seen = s["seen"]
     levels = " / ".join(str(n) for n in s["front_by_level"])
     status = s["status"]
+    where = ""
+    if s.get("shards"):
+        where = (
+            f" (on a Redis Cluster, {s['shards']} shards)"
+            if cluster
+            else f" (on {s['shards']} Redis servers, REDIS_URLS)"
+        )
     return "\n".join(
         [
-            f"crawl            {name}" + (f" (on {s['shards']} Redis servers, REDIS_URLS)" if s.get("shards") else ""),
+            f"crawl            {name}{where}",
             f"status           {status_line(status, status['deferred'])}",
             *(f"                 {line}" for line in deferred_lines(status["deferred"])),
             f"queued           {s['queued']}  (front queues by level: {levels})",
