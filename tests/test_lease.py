@@ -5,6 +5,7 @@ import asyncio
 import logging
 
 from scrapy import Request, signals
+from scrapy.exceptions import DropItem
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
@@ -91,6 +92,28 @@ def test_a_dropped_page_is_logged_by_its_url_in_one_line():
         "Dropped http://a.example/, its lease given back (fetched again later): UrlStore write failed"
     )
     assert entry["level"] == logging.WARNING
+
+
+def test_pages_not_stored_are_one_line_every_half_minute_with_their_count(monkeypatch):
+    from crawler import logformatter
+
+    clock = [1000.0]
+    monkeypatch.setattr(logformatter.time, "monotonic", lambda: clock[0])
+    formatter = logformatter.LogFormatter()
+    lines = []
+    for i in range(100):  # a store away for 50 s, a page dropped every half second
+        entry = formatter.dropped(Page(url=f"http://a.example/{i}"), StoreUnavailable("down"), None, None)
+        if entry is not None:
+            lines.append(entry["msg"] % entry["args"])
+        clock[0] += 0.5
+    assert lines == [
+        "Dropped http://a.example/0, its lease given back (fetched again later): down",
+        "Dropped http://a.example/60, its lease given back (fetched again later): down; "
+        "60 pages not stored since the last such line",
+    ]
+    # another drop is not counted among them, and is logged whatever the time
+    entry = formatter.dropped(Page(url="http://a.example/x"), DropItem("a duplicate", log_level="INFO"), None, None)
+    assert entry["msg"] % entry["args"] == "Dropped http://a.example/x: a duplicate"
 
 
 def test_other_item_errors_still_acknowledge():

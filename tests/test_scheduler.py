@@ -203,3 +203,40 @@ def test_no_more_is_leased_while_max_unread_pages_wait_to_be_read(redis_url, cra
         assert scheduler.next_request() is not None
     finally:
         scheduler.close("finished")
+
+
+def test_a_page_not_stored_holds_the_worker_until_one_is_stored_again(redis_url, crawl_name, monkeypatch):
+    """A store that does not take a page (page_not_stored): its lease goes back, and the
+    worker leases no more for half the outage so far (0.5 s at first, at most 30 s),
+    rather than fetching pages only to drop them; the first page stored ends the hold."""
+    from crawler.frontier import scheduler as scheduler_module
+    from crawler.signals import page_not_stored
+
+    crawler, _, scheduler = open_scheduler(
+        redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0, FRONTIER_PREFETCH=1, FRONTIER_MAX_UNREAD=100
+    )
+    clock = [time.time()]
+    monkeypatch.setattr(scheduler_module.time, "time", lambda: clock[0])
+    try:
+        scheduler.enqueue_links([f"http://h{i}.example/" for i in range(10)], 0, "http://seed.example/")
+        scheduler._flush_pushes()
+        first, second, stored = scheduler.next_request(), scheduler.next_request(), scheduler.next_request()
+        crawler.signals.send_catch_log(page_not_stored, request=first)
+        assert scheduler.next_request() is None  # held
+        assert crawler.stats.get_value("frontier/store_holds") == 1
+        clock[0] += 0.6
+        third = scheduler.next_request()  # 0.5 s later: one try
+        assert third is not None
+        clock[0] += 20
+        crawler.signals.send_catch_log(page_not_stored, request=second)  # down for 20 s: held 10 s
+        clock[0] += 9
+        assert scheduler.next_request() is None
+        clock[0] += 2
+        assert scheduler.next_request() is not None
+        crawler.signals.send_catch_log(page_not_stored, request=third)
+        assert scheduler.next_request() is None
+        scheduler.ack(stored)  # a page stored: the hold ends at once
+        assert scheduler.next_request() is not None
+        assert crawler.stats.get_value("frontier/lease/given_back") == 3
+    finally:
+        scheduler.close("finished")

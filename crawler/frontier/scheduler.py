@@ -35,6 +35,11 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     the frontier for the next run, which resumes it once due. The distributed profile
     keeps waiting.
 
+Store outages: a page a store did not take (``page_not_stored``: the UrlStore or the
+archive refused its write after their retries) gives its lease back, and the worker
+leases no more for a while (half the outage so far, from 0.5 s to 30 s), then tries
+again; the first page stored ends the hold.
+
 Redis outages: a failed pop is retried with back-off (half the outage so far, from 0.5 s
 to 30 s) and the worker stays open; pushes and acks that fail wait in an in-process outbox and are
 delivered in order once Redis answers again (a page's links before its ack), so nothing
@@ -151,6 +156,9 @@ class FrontierScheduler:
         self._land_at = 0.0  # when _land_call fires
         self._backoff = 0.0
         self._down_since: float | None = None
+        # pages given back because a store did not take them: lease no more until then
+        self._store_down_since: float | None = None
+        self._hold_until = 0.0
         self._next_warning = 0.0
         self._retry_call = None
         self._closing_for: str | None = None  # the close reason, once this worker must stop
@@ -366,9 +374,10 @@ class FrontierScheduler:
             return None
         if not self._buffer:
             now = time.time()
-            if now < self._next_poll:
+            until = max(self._next_poll, self._hold_until)
+            if now < until:
                 # (a wake-up may fire a little early by this clock: look again then)
-                self._wake_engine_in(self._next_poll - now)
+                self._wake_engine_in(until - now)
                 return None
             self._pop(self.prefetch, now)
             if not self._buffer:
@@ -483,6 +492,8 @@ class FrontierScheduler:
         if not lease:
             return
         self._forget(lease)
+        if self._store_down_since is not None:
+            self._store_up()
         self._flush_pushes()  # the page's links before its ack
         if self._outbox:
             self._defer(("ack", lease))
@@ -492,16 +503,44 @@ class FrontierScheduler:
 
     def give_back(self, request, **kwargs) -> None:
         """The page of this request could not be stored: its URL goes back to its queue
-        now (handed out again at its host's next turn), not at the lease's expiry."""
+        now (handed out again at its host's next turn), not at the lease's expiry, and
+        the worker holds (``_store_down``)."""
         lease = request.meta.get(codec.LEASE_META)
         if not lease:
             return
         self._forget(lease)
         self._inc("frontier/lease/given_back")
+        self._store_down()
         try:
             self.frontier.give_back([lease])
         except redis.RedisError as exc:  # then it expires and comes back all the same
             self._redis_down(exc)
+
+    def _store_down(self) -> None:
+        """A store (the UrlStore, the archive) did not take a page: lease no more for a
+        while, as during a Redis outage (half the outage so far, from 0.5 s to 30 s), so
+        that pages are not fetched only to be dropped; the pages the worker holds go on.
+        The first page stored again ends the hold (``_store_up``)."""
+        now = time.time()
+        if self._store_down_since is None:
+            self._store_down_since = now
+        wait = outage_wait(now - self._store_down_since)
+        if self._hold_until <= now:
+            logger.warning(
+                "Pages not stored for %.0f s (a store did not take them; their leases are given back): "
+                "this worker leases no more for %.1f s",
+                now - self._store_down_since,
+                wait,
+            )
+            self._inc("frontier/store_holds")
+        self._hold_until = max(self._hold_until, now + wait)
+
+    def _store_up(self) -> None:
+        logger.info("Pages stored again after %.0f s", time.time() - self._store_down_since)
+        self._store_down_since = None
+        if self._hold_until > time.time():
+            self._hold_until = 0.0
+            self._wake_engine_in(0)
 
     def _downloaded(self, response, request, **kwargs) -> None:
         # an HTTP answer that is not a failure (5xx, 429, 408): the host is well (landed)
