@@ -280,6 +280,8 @@ CASSANDRA_TLS_CHECK_HOSTNAME = True  # a node's certificate must name the addres
 CASSANDRA_WRITE_CONSISTENCY = ""  # "": LOCAL_QUORUM with a replication factor of 3 or more, else LOCAL_ONE
 CASSANDRA_READ_CONSISTENCY = ""  # "": LOCAL_ONE
 CASSANDRA_REQUEST_TIMEOUT = 10.0  # seconds a statement waits for its answer, its retries included; then it fails
+CASSANDRA_CONNECT_TIMEOUT = 60.0  # seconds a worker keeps trying to reach the cluster at start; then it does not start
+CASSANDRA_PROTOCOL_VERSION = 5  # the native protocol (Cassandra 4.0 and later); 0: the driver's negotiation
 CASSANDRA_MAX_IN_FLIGHT = 64  # statements in flight per worker; more wait
 # per statement: a timeout at the replicas (retried on the same node), too few replicas
 # alive or a connection error (on the next node)

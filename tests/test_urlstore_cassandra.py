@@ -28,7 +28,7 @@ from crawler.urlstore.cassandra import (
 )
 from crawler.urlstore.store import ArchivePointer, FetchRecord
 from tests.conftest import cassandra_hosts, cassandra_port, project_settings
-from tests.harness import cells_read
+from tests.harness import cells_read, free_port
 
 T = 1_700_000_000.5
 
@@ -238,6 +238,54 @@ def test_an_old_table_gains_the_new_columns_and_keeps_working(cassandra_session,
     finally:
         for s in stores:
             s.close()
+
+
+def test_workers_making_a_new_keyspace_at_once_make_one_schema(cassandra_session, cassandra_keyspace):
+    """Three workers open a keyspace that is not there yet, at once: each applies the
+    schema and gets the store, and each table has the id every worker gives it (on a
+    cluster, workers creating a table at once through different nodes then agree)."""
+    ks = cassandra_keyspace
+    stores, errors = [], []
+    start = threading.Barrier(3)
+
+    def open_store():
+        try:
+            start.wait(30)
+            stores.append(CassandraUrlStore.from_settings(_settings(ks), {}))
+        except Exception as exc:  # noqa: BLE001 - the test reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    try:
+        assert not errors and len(stores) == 3, errors
+        ids = {
+            row.table_name: row.id
+            for row in cassandra_session.execute(
+                "SELECT table_name, id FROM system_schema.tables WHERE keyspace_name = %s", (ks,)
+            )
+        }
+        assert ids == {"urls": backend.table_id(ks, "urls"), "inlinks": backend.table_id(ks, "inlinks")}
+        stores[0].record_fetch(_fetched("http://k.example/")).result(30)
+        assert stores[2].get("http://k.example/")["fate"] == "fetched"
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_a_worker_waits_for_a_cluster_that_is_starting(cassandra_keyspace, caplog):
+    """No node answers yet (nothing listens on the port): the worker tries again, one
+    warning line a try, for CASSANDRA_CONNECT_TIMEOUT seconds; then it does not start."""
+    started = time.monotonic()
+    with pytest.raises(NoHostAvailable), caplog.at_level("WARNING", logger=backend.__name__):
+        CassandraUrlStore.from_settings(_settings(cassandra_keyspace, free_port(), CASSANDRA_CONNECT_TIMEOUT=4), {})
+    waited = time.monotonic() - started
+    lines = [r.getMessage() for r in caplog.records if r.name == backend.__name__]
+    assert 3 <= waited < 30 and len(lines) == 2, (waited, lines)  # tried at 0, 1 and 3 s
+    assert lines[0].startswith("Cassandra not reachable at 127.0.0.1:") and "trying again in 1 s" in lines[0]
 
 
 # -- the driver's routing, consistency, concurrency and retries ---------------------------

@@ -43,6 +43,7 @@ import ssl
 import struct
 import threading
 import time
+import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC
 from importlib import resources
@@ -104,6 +105,7 @@ _PACKED = {"int": ">i", "bigint": ">q", "float": ">f", "double": ">d", "timestam
 SCAN_PAGES = 4  # pages of ``limit`` rows one ``due`` call reads at most (a token-range scan)
 MIN_TOKEN = -(2**63)  # Murmur3Partitioner's smallest token
 WARN_EVERY = 30.0  # seconds between two warning lines of one kind of write failure
+RECONNECT_MAX = 10.0  # seconds between two tries of a node that went down, at most
 
 ROW = tuple(COLUMNS)
 ARCHIVE = ("archive_key", "archive_offset", "archive_length")
@@ -183,7 +185,17 @@ def schema_statements(keyspace: str, replication_factor: int = 1, datacenter: st
         replication = f"{{'class': 'SimpleStrategy', 'replication_factor': {int(replication_factor)}}}"
     lines = [line.split("--", 1)[0] for line in SCHEMA.read_text(encoding="utf-8").splitlines()]
     text = "\n".join(lines).replace("{keyspace}", keyspace).replace("{replication}", replication)
+    for table in ("urls", "inlinks"):
+        text = text.replace(f"{{{table}_id}}", str(table_id(keyspace, table)))
     return [" ".join(s.split()) for s in text.split(";") if s.strip()]
+
+
+def table_id(keyspace: str, table: str) -> uuid.UUID:
+    """The id of one of the store's tables, the same for every worker that creates it:
+    two workers creating the schema at once (each ``IF NOT EXISTS``, on different nodes)
+    then make one table; with ids of their own, the cluster would hold two tables of one
+    name that it cannot reconcile."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"crawler-urlstore:{keyspace.lower()}.{table}")
 
 
 def check_keyspace(keyspace: str) -> None:
@@ -194,10 +206,14 @@ def check_keyspace(keyspace: str) -> None:
 
 def add_columns(cluster, session, keyspace: str) -> None:
     """Add ADDED_COLUMNS to a urls table made by an earlier version (another worker may be
-    adding them at the same moment)."""
+    adding them at the same moment). The schema is read once the nodes agree on it: a
+    table another worker has just made may not have reached every node yet."""
     name = keyspace.lower()  # CQL folds unquoted names
-    cluster.refresh_table_metadata(name, "urls")
-    have = cluster.metadata.keyspaces[name].tables["urls"].columns
+    cluster.refresh_schema_metadata()  # waits for the nodes to agree first (max_schema_agreement_wait)
+    try:
+        have = cluster.metadata.keyspaces[name].tables["urls"].columns
+    except KeyError:
+        raise ValueError(f"the nodes do not agree yet on the schema of keyspace {keyspace}; try again") from None
     for column in ADDED_COLUMNS:
         if column not in have:
             try:
@@ -231,18 +247,29 @@ def tls_context(settings) -> ssl.SSLContext | None:
     return context
 
 
-def connect(cluster, datacenter: str | None):
-    """``cluster.connect()``; when no node answers because CASSANDRA_DATACENTER names a
-    datacenter the cluster does not have, a ValueError that says so."""
-    try:
-        return cluster.connect()
-    except NoHostAvailable:
-        known = sorted({host.datacenter for host in cluster.metadata.all_hosts() if host.datacenter})
-        if datacenter and known and datacenter not in known:
-            raise ValueError(
-                f"CASSANDRA_DATACENTER={datacenter!r} is not a datacenter of the cluster ({', '.join(known)})"
-            ) from None
-        raise
+def connect(make_cluster, datacenter: str | None, patience: float, contact: str):
+    """(cluster, session) of ``make_cluster()``, tried again while no node answers (a
+    cluster still starting), waiting 1 s, 2 s... (at most 10 s) with a warning line each
+    time, for ``patience`` seconds in all; then NoHostAvailable. When no node answers
+    because CASSANDRA_DATACENTER names a datacenter the cluster does not have, a
+    ValueError that says so, at once."""
+    deadline, wait = time.monotonic() + patience, 1.0
+    while True:
+        cluster = make_cluster()
+        try:
+            return cluster, cluster.connect()
+        except NoHostAvailable as exc:
+            known = sorted({host.datacenter for host in cluster.metadata.all_hosts() if host.datacenter})
+            cluster.shutdown()
+            if datacenter and known and datacenter not in known:
+                raise ValueError(
+                    f"CASSANDRA_DATACENTER={datacenter!r} is not a datacenter of the cluster ({', '.join(known)})"
+                ) from None
+            if time.monotonic() + wait > deadline:
+                raise
+            logger.warning("Cassandra not reachable at %s (%s); trying again in %.0f s", contact, exc, wait)
+            time.sleep(wait)
+            wait = min(wait * 2, 10.0)
 
 
 class IdempotentRetries(RetryPolicy):
@@ -351,22 +378,34 @@ class CassandraUrlStore(UrlStore):
     def from_settings(cls, settings, url_options: dict) -> CassandraUrlStore:
         from cassandra.auth import PlainTextAuthProvider
         from cassandra.cluster import Cluster, ExecutionProfile
-        from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+        from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
 
         hosts = settings.getlist("CASSANDRA_HOSTS")
+        port = settings.getint("CASSANDRA_PORT")
         user = settings.get("CASSANDRA_USERNAME")
         datacenter = settings.get("CASSANDRA_DATACENTER") or None  # None: the contact points' datacenter
         auth = PlainTextAuthProvider(user, settings.get("CASSANDRA_PASSWORD")) if user else None
-        routing = ExecutionProfile(load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=datacenter)))
-        cluster = Cluster(
-            hosts,
-            port=settings.getint("CASSANDRA_PORT"),
-            auth_provider=auth,
-            ssl_context=tls_context(settings),
-            execution_profiles={EXEC_PROFILE_DEFAULT: routing},
-        )
+        protocol = settings.getint("CASSANDRA_PROTOCOL_VERSION")
+
+        def make_cluster():
+            routing = ExecutionProfile(
+                load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=datacenter))
+            )
+            return Cluster(
+                hosts,
+                port=port,
+                auth_provider=auth,
+                ssl_context=tls_context(settings),
+                execution_profiles={EXEC_PROFILE_DEFAULT: routing},
+                # a node that went down is tried again every 10 s at most, for as long as it
+                # takes (the driver's default waits up to 10 minutes, and gives up)
+                reconnection_policy=ExponentialReconnectionPolicy(1.0, RECONNECT_MAX, max_attempts=None),
+                **({"protocol_version": protocol} if protocol else {}),
+            )
+
+        patience = settings.getfloat("CASSANDRA_CONNECT_TIMEOUT")
+        cluster, session = connect(make_cluster, datacenter, patience, f"{', '.join(hosts)}:{port}")
         try:
-            session = connect(cluster, datacenter)
             keyspace = settings.get("CASSANDRA_KEYSPACE")
             if settings.getbool("CASSANDRA_APPLY_SCHEMA"):
                 factor = settings.getint("CASSANDRA_REPLICATION_FACTOR")
