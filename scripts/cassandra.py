@@ -14,7 +14,8 @@ JMX port, 7199 + 100 (K-1); the ports are kept in DIR/cluster.json for the other
 waits until each answers CQL and prints the contact points
 (``127.0.0.1,127.0.0.2,127.0.0.3``) on stdout: ``export CASSANDRA_HOSTS=$(...)``. A node
 stopped by ``stop --node K`` (``--kill``: SIGKILL, as a crash) starts again with its data
-by ``start DIR --node K``.
+by ``start DIR --node K``; node 1 is the cluster's seed: with it down, another node that
+starts finds no peer to gossip with and exits, so start node 1 first.
 
 Where Cassandra comes from: Maven Central serves no ``apache-cassandra`` distribution of
 5.0 (its ``bin`` tarball stops at 4.0-alpha2), so Maven copies ``cassandra-all`` and its
@@ -300,12 +301,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--node", type=int)
     p.add_argument("--kill", action="store_true", help="SIGKILL, as a crash")
     sub.add_parser("status", help="each node: address, pid, CQL answering").add_argument("dir", type=Path)
-    p = sub.add_parser("nodetool", help="Cassandra's nodetool against a node, e.g. -- tablestats crawler.urls")
+    p = sub.add_parser("nodetool", help="Cassandra's nodetool against a node: DIR [--node N] -- ARGS")
     p.add_argument("dir", type=Path)
     p.add_argument("--node", type=int, default=1)
-    p.add_argument("args", nargs=argparse.REMAINDER)
     sub.add_parser("fetch", help="download Cassandra only")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []  # nodetool's own arguments
+    args = parser.parse_args(argv[: len(argv) - len(extra) - (1 if "--" in argv else 0)])
     try:
         if args.verb == "fetch":
             print(fetch())
@@ -330,7 +332,6 @@ def main(argv: list[str] | None = None) -> int:
             return 3 if down else 0
         elif args.verb == "nodetool":
             node = Node(args.dir, args.node, saved_layout(args.dir))
-            extra = args.args[1:] if args.args[:1] == ["--"] else args.args
             opens = [o for o in JVM_OPTIONS if o.startswith("--add") or "ALL-UNNAMED" in o]
             tools_log = HOME / "logback-tools.xml"
             tools_log.write_text(LOGBACK_TOOLS)
