@@ -199,25 +199,33 @@ _OLD_URLS = """CREATE TABLE {ks}.urls (
     outlinks list<frozen<tuple<text, text, boolean>>>)"""
 
 
+def _open_at_once(keyspace: str, workers: int) -> tuple[list, list]:
+    """(stores, errors) of ``workers`` threads opening the store of ``keyspace`` at the
+    same moment, each as a worker does (from_settings: the schema applied)."""
+    stores, errors = [], []
+    start = threading.Barrier(workers)
+
+    def open_store():
+        try:
+            start.wait(30)
+            stores.append(CassandraUrlStore.from_settings(_settings(keyspace), {}))
+        except Exception as exc:  # noqa: BLE001 - the test reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return stores, errors
+
+
 def test_an_old_table_gains_the_new_columns_and_keeps_working(cassandra_session, cassandra_keyspace):
     ks = cassandra_keyspace
     cassandra_session.execute(schema_statements(ks)[0])  # the keyspace
     cassandra_session.execute(_OLD_URLS.format(ks=ks))
     cassandra_session.execute(f"INSERT INTO {ks}.urls (url, fate, status) VALUES ('http://o.example/', 'fetched', 200)")
-    # three workers start on it at once, each applying the schema
-    stores, errors = [], []
-
-    def start():
-        try:
-            stores.append(CassandraUrlStore.from_settings(_settings(ks), {}))
-        except Exception as exc:  # noqa: BLE001 - the test reports it
-            errors.append(exc)
-
-    threads = [threading.Thread(target=start) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    stores, errors = _open_at_once(ks, 3)  # three workers, each applying the schema
     try:
         assert not errors and len(stores) == 3, errors
         table = cassandra_session.cluster.metadata
@@ -245,21 +253,7 @@ def test_workers_making_a_new_keyspace_at_once_make_one_schema(cassandra_session
     schema and gets the store, and each table has the id every worker gives it (on a
     cluster, workers creating a table at once through different nodes then agree)."""
     ks = cassandra_keyspace
-    stores, errors = [], []
-    start = threading.Barrier(3)
-
-    def open_store():
-        try:
-            start.wait(30)
-            stores.append(CassandraUrlStore.from_settings(_settings(ks), {}))
-        except Exception as exc:  # noqa: BLE001 - the test reports it
-            errors.append(exc)
-
-    threads = [threading.Thread(target=open_store) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    stores, errors = _open_at_once(ks, 3)
     try:
         assert not errors and len(stores) == 3, errors
         ids = {
