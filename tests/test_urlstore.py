@@ -531,3 +531,27 @@ def test_the_sqlite_writers_page_cache_is_the_setting(tmp_path):
     finally:
         default.close()
         small.close()
+
+
+def test_sqlite_due_pages_through_its_index_without_sorting(tmp_path):
+    """Each page of the due query is read from the (next_fetch_at, url) index where the
+    last page ended: its cost is its rows, not a sort of all that is due (which made a
+    pass over a million due rows take quadratic time)."""
+    store = SqliteUrlStore(str(tmp_path / "u.sqlite"))
+    try:
+        for i in range(30):
+            store.record_fetch(_fetched(f"http://d{i % 3}.example/{i}", next_fetch_at=T + i % 5)).result(30)
+        statements = []
+        store._thread.submit(store._db.set_trace_callback, statements.append).result()
+        rows, cursor = store.due(T + 10, 7)
+        rows2, _ = store.due(T + 10, 7, cursor)
+        store._thread.submit(store._db.set_trace_callback, None).result()
+        keys = [(r["next_fetch_at"], r["url"]) for r in rows + rows2]
+        assert keys == sorted(keys) and len(set(keys)) == 14  # the second page starts where the first ended
+        paged = [s for s in statements if s.startswith("SELECT") and "next_fetch_at <=" in s][-1]
+        plan = " ".join(
+            row[-1] for row in sqlite3.connect(tmp_path / "u.sqlite").execute(f"EXPLAIN QUERY PLAN {paged}")
+        )
+        assert "urls_due" in plan and "TEMP B-TREE" not in plan, plan
+    finally:
+        store.close()

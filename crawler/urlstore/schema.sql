@@ -22,8 +22,10 @@ CREATE TABLE IF NOT EXISTS urls (
     etag           TEXT,               -- the answer's ETag: a refetch sends If-None-Match
     last_modified  TEXT                -- the answer's Last-Modified: a refetch sends If-Modified-Since
 );
--- the due query (UrlStore.due): URLs by next fetch time
-CREATE INDEX IF NOT EXISTS urls_next_fetch_at ON urls (next_fetch_at);
+-- the due query (UrlStore.due): URLs by next fetch time, then URL, the order it pages in
+-- (a page starts where the last ended, at (next_fetch_at, url) of its last row)
+CREATE INDEX IF NOT EXISTS urls_due ON urls (next_fetch_at, url);
+DROP INDEX IF EXISTS urls_next_fetch_at;  -- a store's before: next_fetch_at alone sorted every page again
 CREATE TABLE IF NOT EXISTS inlinks (
     target_url  TEXT NOT NULL,
     bucket      INTEGER NOT NULL,      -- crc32(source_url) % URLSTORE_INLINK_BUCKETS

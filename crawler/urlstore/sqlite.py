@@ -297,15 +297,17 @@ class SqliteUrlStore(UrlStore):
         host: str | None = None,
         fetched_before: float | None = None,
     ) -> tuple[list[dict], tuple | None]:
-        """By next_fetch_at through its index (urls_next_fetch_at), or with
-        ``fetched_before`` by URL; ``host`` narrows the query by URL prefix."""
+        """By (next_fetch_at, url) through its index (urls_due), each page starting where
+        the last ended (a row-value comparison the index answers: a page costs its rows,
+        not a sort of everything due), or with ``fetched_before`` by URL; ``host``
+        narrows the query by URL prefix."""
         where, args = [], []
         if fetched_before is None:
             where.append("next_fetch_at <= ?")
             args.append(before)
             if after is not None:
-                where.append("(next_fetch_at > ? OR (next_fetch_at = ? AND url > ?))")
-                args += [after[0], after[0], after[1]]
+                where.append("(next_fetch_at, url) > (?, ?)")
+                args += [after[0], after[1]]
             order = "next_fetch_at, url"
         else:
             where.append("fetched_at <= ?")
