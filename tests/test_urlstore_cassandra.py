@@ -338,7 +338,8 @@ def test_writes_are_sent_together_within_the_bound_and_the_later_one_wins(cassan
         with Requests(cassandra_session) as requests:
             _all_done([store.record_fetch(_fetched(f"http://s{i}.example/", outlinks=links)) for i in range(30)])
         assert 1 < requests.peak <= 8
-        assert len(requests.of("INSERT INTO")) == 30 * 20 and len(requests.of("UPDATE")) == 30
+        # each page: its row, and its 20 inlinks in one batch (one node: one replica set)
+        assert len(requests.of("UPDATE")) == 30 and len(requests.of("BatchStatement type=UNLOGGED, statements=20")) == 30
         assert len(store.inlinks("http://t.example/3")) == 30
         # writes of one row made one after the other without waiting: each row ends as the
         # last write made it, however they were grouped and sent
@@ -363,6 +364,41 @@ def test_writes_are_sent_together_within_the_bound_and_the_later_one_wins(cassan
                 assert got["fate"] == "timeout" and got["archive"] is None
     finally:
         store.close()
+
+
+def test_a_pages_inlinks_go_in_batches_under_the_servers_warning_size(store, cassandra_session, caplog):
+    """A page of 500 links: its inlinks sent as a few UNLOGGED batches, none of them over
+    the server's batch_size_warn_threshold (the server warns of nothing, and its warning
+    about batches covering many partitions is dropped from the log), every inlink read back
+    with its text; a page of one link sends a plain statement."""
+    links = [
+        {"url": f"http://t.example/a/rather/long/path/to/page-{i}.html", "text": f"page é {i}", "nofollow": i % 7 == 0}
+        for i in range(500)
+    ]
+    warnings = []
+    sent = []
+
+    def listen(response_future):
+        sent.append(response_future)
+        response_future.add_callback(lambda _, f=response_future: warnings.extend(f.warnings or []))
+
+    cassandra_session.add_request_init_listener(listen)
+    try:
+        with caplog.at_level(logging.WARNING, logger="cassandra"):
+            _all_done([store.record_fetch(_fetched("http://s.example/", outlinks=links))])
+            _all_done([store.record_fetch(_fetched("http://s.example/one", outlinks=[{"url": "http://t.example/1"}]))])
+    finally:
+        cassandra_session.remove_request_init_listener(listen)
+    batches = [f.query for f in sent if f.query.__class__.__name__ == "BatchStatement"]
+    assert 500 // 40 <= len(batches) <= 500 // 20  # 20 to 40 rows a batch
+    assert sum(len(b._statements_and_parameters) for b in batches) == 500
+    assert all(w.startswith("Unlogged batch covering") for w in warnings), warnings  # none about their size
+    assert not [r for r in caplog.records if "Unlogged batch" in r.getMessage()]
+    assert len(sent) == 1 + len(batches) + 2  # the page's row; then the other page's row and its one inlink
+    for i in (0, 7, 499):
+        got = store.inlinks(links[i]["url"])
+        assert got == [{"url": "http://s.example/", "text": f"page é {i}", "nofollow": i % 7 == 0}]
+    assert store.inlinks(links[0]["url"], 10) and len(store.inlinks("http://t.example/nothing")) == 0
 
 
 def test_last_fetched_reads_each_url_once_at_the_read_level(store, cassandra_session, cassandra_keyspace):

@@ -29,6 +29,13 @@
   warning line per kind at most every WARN_EVERY seconds, with their count. Statements
   carry client-side timestamps taken as they are sent, in the order the writes were made:
   of two writes of one column, the later one wins, even when both are in flight at once.
+- A page's inlinks (a row per outlink, each in the partition of its target) go as UNLOGGED
+  batches, one or more per replica set (the token map's replicas of each row's partition:
+  a batch is sent to nodes that own all its rows, no coordinator fan-out), each under
+  INLINK_BATCH_BYTES, not as a statement each: a page of 200 links is a handful of
+  requests instead of 200 (the driver's CPU a request is what bounds a worker's writes).
+  The server's warning that such a batch covers many partitions is dropped from the
+  driver's log (``BatchWarnings``): the batches are made that way on purpose.
 - Reads run on the calling thread; ``last_fetched`` and ``inlinks`` send their reads (a
   URL's, or a bucket's) all at once through ``execute_concurrent`` and wait for them
   together.
@@ -52,7 +59,7 @@ from cassandra import ConsistencyLevel, InvalidRequest
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, NoHostAvailable
 from cassandra.concurrent import execute_concurrent
 from cassandra.policies import RetryPolicy
-from cassandra.query import UNSET_VALUE
+from cassandra.query import UNSET_VALUE, BatchStatement, BatchType
 
 from crawler.urlstore.store import (
     DUE_FIELDS,
@@ -104,6 +111,10 @@ _PACKED = {"int": ">i", "bigint": ">q", "float": ">f", "double": ">d", "timestam
 
 SCAN_PAGES = 4  # pages of ``limit`` rows one ``due`` call reads at most (a token-range scan)
 MIN_TOKEN = -(2**63)  # Murmur3Partitioner's smallest token
+# the values of one batch of inlinks at most, with INLINK_ROW_BYTES a row for its cells:
+# under the server's batch_size_warn_threshold (5 KiB), which counts their cells too
+INLINK_BATCH_BYTES = 4096
+INLINK_ROW_BYTES = 48
 WARN_EVERY = 30.0  # seconds between two warning lines of one kind of write failure
 RECONNECT_MAX = 10.0  # seconds between two tries of a node that went down, at most
 
@@ -317,6 +328,24 @@ def _seconds(value) -> float | None:
     return value.timestamp()
 
 
+class BatchWarnings(logging.Filter):
+    """Drops the server's warning that an unlogged batch covers many partitions from the
+    driver's log (cassandra.protocol): the store batches a page's inlinks that way on
+    purpose, by replica set. Every other server warning stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.msg == "Server warning: %s"
+            and isinstance(record.args, tuple)
+            and str(record.args[0]).startswith("Unlogged batch covering")
+        )
+
+
+_PROTOCOL_LOG = logging.getLogger("cassandra.protocol")
+if not any(isinstance(f, BatchWarnings) for f in _PROTOCOL_LOG.filters):
+    _PROTOCOL_LOG.addFilter(BatchWarnings())
+
+
 class CassandraUrlStore(UrlStore):
     """The store on a driver ``session`` (its cluster's default execution profile gives
     the routing; ``from_settings`` makes it token-aware in the local datacenter), in
@@ -471,11 +500,34 @@ class CassandraUrlStore(UrlStore):
             "last_modified": r.last_modified,
         }
         bucket = inlink_bucket(url, self.inlink_buckets)
-        inlinks = [
-            (self._inlink_stmt, (link["url"], bucket, url, link.get("text", ""), bool(link.get("nofollow"))))
-            for link in r.outlinks
-        ]
-        return [self._set(url, values), *inlinks]
+        inlinks = [(link["url"], bucket, url, link.get("text", ""), bool(link.get("nofollow"))) for link in r.outlinks]
+        return [self._set(url, values), *self._inlink_batches(inlinks)]
+
+    def _inlink_batches(self, rows: list[tuple]) -> list[tuple]:
+        """(statement, None) for the inlink ``rows``: UNLOGGED batches of the rows of one
+        replica set, each under INLINK_BATCH_BYTES (a row alone: its own statement)."""
+        metadata = self.session.cluster.metadata
+        groups: dict[tuple, list[list]] = {}  # replica set: its batches, each [bytes, bound, bound, ...]
+        for row in rows:
+            bound = self._inlink_stmt.bind(row)
+            replicas = tuple(sorted(str(h.endpoint) for h in metadata.get_replicas(self.keyspace, bound.routing_key)))
+            size = len(row[0].encode()) + len(row[2].encode()) + len(row[3].encode()) + INLINK_ROW_BYTES
+            batches = groups.setdefault(replicas, [[0]])
+            if batches[-1][0] and batches[-1][0] + size > INLINK_BATCH_BYTES:
+                batches.append([0])
+            batches[-1][0] += size
+            batches[-1].append(bound)
+        out = []
+        for _, *members in (batch for batches in groups.values() for batch in batches):
+            if len(members) == 1:
+                out.append((members[0], None))
+                continue
+            batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+            batch.is_idempotent = True  # as every row of it is
+            for bound in members:
+                batch.add(bound)
+            out.append((batch, None))
+        return out
 
     def _set(self, url: str, values: dict) -> tuple:
         """(statement, parameters) that set ``values`` (column: value, in COLUMNS order) of
