@@ -259,3 +259,41 @@ def test_sigterm_with_redis_gone_still_stops_within_the_bound(tmp_path):
     assert "Redis unreachable" in text, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
     assert took < stop_timeout + 15, text[-3000:]
+
+
+def test_a_second_ctrl_c_ends_the_worker_at_once(tmp_path):
+    """Ctrl-C twice mid-crawl (Scrapy's forced, unclean shutdown): the worker ends within
+    seconds, its archive writer's thread stopped with the reactor, and its embedded
+    redis-server stops with it; the crawl's frontier is still there for the next run."""
+    crawl_dir = tmp_path / "crawl"
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    with serve_site(hosts=2, pages=30, delay=4) as site:  # slow pages: the first Ctrl-C's close waits for them
+        settings = {**SITE, "CRAWL_DIR": crawl_dir, "CRAWL_NAME": name, "FRONTIER_HOST_INTERVAL": 0.05}
+        log = tmp_path / "worker.log"
+        proc = start_worker(crawl_command(tmp_path / "out.jsonl", _seeds(tmp_path, site), settings), clean_env(), log)
+        try:
+            deadline = time.monotonic() + 60
+            while len(site.page_hits()) < 2 and time.monotonic() < deadline:
+                assert proc.poll() is None, log_tail([log], 40, "")
+                time.sleep(0.1)
+            time.sleep(1)  # pages in flight
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            interrupted = time.monotonic()
+            try:
+                rc = proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                rc = None
+            took = time.monotonic() - interrupted
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        text = log.read_text()
+        left = _stop_leftover_redis(crawl_dir, "after the worker")
+    assert rc is not None, f"still running 20 s after the second Ctrl-C\n{text[-3000:]}"
+    assert "forcing unclean shutdown" in text, text[-3000:]
+    print(f"second Ctrl-C to exit: {took:.1f} s, exit code {rc}")
+    assert not left, f"the embedded redis-server outlived its worker: {left}"
+    assert list((crawl_dir / name).glob("redis.db*")) or (crawl_dir / name / "appendonlydir").exists()

@@ -119,6 +119,9 @@ class ArchivePipeline:
 
     async def open_spider(self, spider=None):
         self._writer.start()
+        # a forced shutdown (a second Ctrl-C) stops the reactor without close_spider: the
+        # writer's thread, not a daemon, would keep the process alive for ever
+        _reactor().addSystemEventTrigger("during", "shutdown", self._stop_writer)
         logger.info(
             "Archiving raw pages to %s (WARC batches of %d MB or %.0f s)",
             self.storage.describe(),
@@ -140,6 +143,9 @@ class ArchivePipeline:
             await maybe_deferred_to_future(task.deferLater(_reactor(), 0.1, lambda: None))
         if self._watch.running:
             self._watch.stop()
+        self._stop_writer()
+
+    def _stop_writer(self) -> None:
         if self._writer.started:
             self._writer.stop()
 
