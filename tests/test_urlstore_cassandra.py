@@ -339,7 +339,9 @@ def test_writes_are_sent_together_within_the_bound_and_the_later_one_wins(cassan
             _all_done([store.record_fetch(_fetched(f"http://s{i}.example/", outlinks=links)) for i in range(30)])
         assert 1 < requests.peak <= 8
         # each page: its row, and its 20 inlinks in one batch (one node: one replica set)
-        assert len(requests.of("UPDATE")) == 30 and len(requests.of("BatchStatement type=UNLOGGED, statements=20")) == 30
+        assert (
+            len(requests.of("UPDATE")) == 30 and len(requests.of("BatchStatement type=UNLOGGED, statements=20")) == 30
+        )
         assert len(store.inlinks("http://t.example/3")) == 30
         # writes of one row made one after the other without waiting: each row ends as the
         # last write made it, however they were grouped and sent
