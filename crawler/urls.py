@@ -444,6 +444,14 @@ def url_options(settings) -> dict:
     return {"strip_params": strip, "sort_query": settings.getbool("URL_SORT_QUERY")}
 
 
+def authority_host(authority: str) -> str:
+    """The host of ``host[:port]`` (``[v6]:port`` for IPv6), as url_host gives it."""
+    if authority.startswith("["):
+        return authority[1:].partition("]")[0]
+    host, _, port = authority.rpartition(":")
+    return host if host and port.isdigit() and ":" not in host else authority
+
+
 def url_host(url: str) -> str:
     """Lowercase ASCII host of an (already normalized) URL, without port.
 

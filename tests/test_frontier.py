@@ -5,8 +5,10 @@ import threading
 import pytest
 
 from crawler.frontier.frontier import FINISHED, Entry, Frontier, politeness_key
+from crawler.frontier.intervals import HostIntervals
 from crawler.frontier.keys import NAMES
 from crawler.frontier.traps import TrapGuard
+from crawler.urls import authority_host
 
 T0 = 1_700_000_000_000  # a fixed "now" in ms: the frontier takes time from its caller
 
@@ -281,6 +283,20 @@ def test_politeness_key_by_host_or_registered_domain():
     assert politeness_key("http://a.b.example.co.uk/x") == "a.b.example.co.uk"
     assert politeness_key("http://a.b.example.co.uk/x", "domain") == "example.co.uk"
     assert politeness_key("http://127.0.0.2:8080/", "domain") == "127.0.0.2"
+
+
+def test_politeness_key_keeps_a_port_that_is_not_the_default():
+    assert politeness_key("http://127.0.0.2:8080/a") == "127.0.0.2:8080"
+    assert politeness_key("https://a.example:8443/?q=1") == "a.example:8443"
+    assert politeness_key("http://a.example/x") == politeness_key("https://a.example/") == "a.example"
+    assert politeness_key("http://[::1]:8080/a") == "[::1]:8080" and politeness_key("http://[::1]/") == "::1"
+    assert politeness_key("http://user:pw@a.example:81/") == "a.example:81"
+    for key, host in (("a.example:81", "a.example"), ("[::1]:8080", "::1"), ("::1", "::1"), ("a.example", "a.example")):
+        assert authority_host(key) == host
+    # the operator's intervals: the key itself first, then its host and the domains above it
+    intervals = HostIntervals({"example.com": 5, "127.0.0.2": 2, "127.0.0.2:9": 7})
+    assert intervals.lookup("a.example.com:8080") == 5 and intervals.lookup("127.0.0.2:8765") == 2
+    assert intervals.lookup("127.0.0.2:9") == 7 and intervals.lookup("[::1]:80") is None
 
 
 def test_pop_carries_acknowledgements(make_frontier):

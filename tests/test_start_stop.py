@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -297,3 +298,24 @@ def test_a_second_ctrl_c_ends_the_worker_at_once(tmp_path):
     print(f"second Ctrl-C to exit: {took:.1f} s, exit code {rc}")
     assert not left, f"the embedded redis-server outlived its worker: {left}"
     assert list((crawl_dir / name).glob("redis.db*")) or (crawl_dir / name / "appendonlydir").exists()
+
+
+def test_a_closed_port_leaves_the_other_ports_of_its_host_alone(tmp_path):
+    """Seeds on a closed port of 127.0.0.2 and on the live site at another port of the
+    same address: the closed one is recorded as refused and backed off alone (its key is
+    host:port); every page of the live site is fetched."""
+    crawl_dir = tmp_path / "crawl"
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    closed = free_port("127.0.0.2")
+    with serve_site(hosts=2, pages=5) as site:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text(f"http://127.0.0.2:{closed}/\n" + "\n".join(site.seeds) + "\n")
+        settings = {**SITE, "CRAWL_DIR": crawl_dir, "CRAWL_NAME": name, "FRONTIER_MAX_WAIT": 5}  # ends with it waiting
+        proc = _run(crawl_command(tmp_path / "out.jsonl", seeds, settings), timeout=180)
+        fetched = {h.path for h in site.page_hits() if h.host == "127.0.0.2"}
+    _stop_leftover_redis(crawl_dir, "after the worker")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert fetched == set(site.page_paths()), proc.stderr[-3000:]
+    # the closed port's seed waits for its robots.txt, and the summary names it by host:port
+    assert f"robots.txt of http://127.0.0.2:{closed} unreachable" in proc.stderr, proc.stderr[-3000:]
+    assert re.search(rf"host down: 1 host, 1 URL, .*\(e\.g\. 127\.0\.0\.2:{closed}\)", proc.stderr), proc.stderr[-3000:]

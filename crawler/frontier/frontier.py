@@ -40,6 +40,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
+from urllib.parse import urlsplit
 
 from crawler.frontier.intervals import HostIntervals, intervals_from_file
 from crawler.frontier.keys import SEP, Keys
@@ -116,23 +117,34 @@ def _domain_extractor():
 
 
 def politeness_key(url: str, mode: str = "host") -> str:
-    """The key a URL's politeness interval is kept under: its host, or its
-    registered domain (``mode='domain'``, e.g. ``a.b.example.co.uk`` -> ``example.co.uk``)."""
-    host = _plain_host(url)
+    """The key a URL's politeness interval and failure state are kept under: its host
+    with the port when it is not the scheme's default (``127.0.0.1:8080``; a normalized
+    URL carries no default port), so that one closed port leaves the others of the host
+    alone; or its registered domain (``mode='domain'``, e.g. ``a.b.example.co.uk`` ->
+    ``example.co.uk``), whatever the port."""
+    host, port = _plain_authority(url)
     if mode == "domain":
         ext = _domain_extractor()(host)
         if ext.domain and ext.suffix:
             return f"{ext.domain}.{ext.suffix}"
-    return host
+        return host
+    if not port:
+        return host
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _plain_host(url: str) -> str:
-    """The host of a normalized URL, read without a full parse (url_host otherwise)."""
-    netloc = url.partition("://")[2].partition("/")[0].partition("?")[0].rpartition("@")[2]
-    host = netloc.partition(":")[0]
+def _plain_authority(url: str) -> tuple[str, str]:
+    """(host, port or '') of a normalized URL, read without a full parse (urlsplit
+    otherwise)."""
+    netloc = url.partition("://")[2].partition("/")[0].partition("?")[0].partition("#")[0].rpartition("@")[2]
+    host, _, port = netloc.partition(":")
     if not host or host[0] == "[" or host[-1] == "." or not host.isascii() or host != host.lower():
-        return url_host(url)
-    return host
+        host = url_host(url)
+        try:
+            port = str(urlsplit(url).port or "")
+        except ValueError:
+            port = ""
+    return host, port if port.isdigit() else ""
 
 
 class Frontier:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 
+from crawler.urls import authority_host
+
 logger = logging.getLogger(__name__)
 
 
@@ -59,6 +61,9 @@ class HostIntervals:
         (the host itself or a domain above it), or None."""
         if not self.table:
             return None
+        if host in self.table:  # the key itself (host:port)
+            return self.table[host]
+        host = authority_host(host)
         if host.replace(".", "").isdigit() or ":" in host:  # an IP address: itself only
             return self.table.get(host)
         name = host
