@@ -6,7 +6,10 @@ value out of range, an unknown choice, a malformed URL or network. Every command
 project calls ``exit_if_invalid(settings, command)`` once its options are read, before
 anything starts or logs: it prints those lines and exits with code 2, so a bad
 ``-s NAME=VALUE`` stops the start within a second with one line naming the setting and
-what it takes, never a traceback or a silent hang.
+what it takes, never a traceback or a silent hang. A name given on the command line
+(``-s``) that no component reads but that looks like one of the crawler's (its prefix, or
+close to a known name: ``FRONTIER_HOST_INTERVALL``) is a problem too, naming the nearest
+known name (``unknown_settings``).
 
 The rules are plain values (no I/O but whether a named file can be read), tested as such;
 the defaults themselves live in settings/base.py.
@@ -14,6 +17,8 @@ the defaults themselves live in settings/base.py.
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import ipaddress
 import math
 import os
@@ -412,9 +417,59 @@ ORDERED = (
 )
 
 
+# settings scrapy-redis reads (its connection helper is the frontier's), beside Scrapy's own
+SCRAPY_REDIS_SETTINGS = (
+    "DUPEFILTER_CLASS", "DUPEFILTER_DEBUG", "MAX_IDLE_TIME_BEFORE_CLOSE", "REDIS_DB", "REDIS_DECODE_RESPONSES",
+    "REDIS_ENCODING", "REDIS_HOST", "REDIS_ITEMS_KEY", "REDIS_ITEMS_SERIALIZER", "REDIS_PARAMS", "REDIS_PORT",
+    "REDIS_START_URLS_AS_SET", "REDIS_START_URLS_AS_ZSET", "REDIS_START_URLS_KEY", "REDIS_URL",
+    "SCHEDULER_DUPEFILTER_KEY", "SCHEDULER_FLUSH_ON_START", "SCHEDULER_IDLE_BEFORE_CLOSE", "SCHEDULER_PERSIST",
+    "SCHEDULER_QUEUE_CLASS", "SCHEDULER_QUEUE_KEY", "SCHEDULER_SERIALIZER", "STATS_KEY",
+)  # fmt: skip
+PROFILE_MODULES = ("settings.base", "settings.local", "settings.distributed")
+CLOSE_ENOUGH = 0.85  # difflib's ratio from which an unknown name is taken for a misspelling
+
+
+def known_settings() -> tuple[frozenset, frozenset]:
+    """(every setting name Scrapy, scrapy-redis and this project know; the prefixes of the
+    project's own names that none of Scrapy's has, FRONTIER_ and the like)."""
+    from scrapy.settings import default_settings
+
+    scrapy = {n for n in dir(default_settings) if n.isupper()}
+    project = set()
+    for module in PROFILE_MODULES:
+        project |= {n for n in dir(importlib.import_module(module)) if n.isupper()}
+    prefixes = {n.split("_")[0] for n in project} - {n.split("_")[0] for n in scrapy}
+    return frozenset(scrapy | project | set(SCRAPY_REDIS_SETTINGS) | set(RETIRED)), frozenset(prefixes)
+
+
+def unknown_settings(settings) -> list[str]:
+    """A line per name given on the command line (``-s``) that nothing reads but that looks
+    like a setting of the crawler: a project prefix (FRONTIER_, URLSTORE_, ...) or close to
+    a known name. Other unknown names (an extension's own) pass."""
+    from scrapy.settings import SETTINGS_PRIORITIES
+
+    known, prefixes = known_settings()
+    out = []
+    for name in settings.attributes:
+        if name in known or settings.getpriority(name) != SETTINGS_PRIORITIES["cmdline"]:
+            continue
+        near = difflib.get_close_matches(name, known, n=1, cutoff=CLOSE_ENOUGH)
+        if near:
+            out.append(
+                f"{name}={_shown(name, settings.get(name))}: not a setting of this crawler; did you mean {near[0]}?"
+            )
+        elif name.split("_")[0] in prefixes:
+            nearest = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"; the nearest is {nearest[0]}" if nearest else ""
+            out.append(
+                f"{name}={_shown(name, settings.get(name))}: not a setting of this crawler{hint} (README: Settings)"
+            )
+    return out
+
+
 def problems(settings) -> list[str]:
     """One line per setting the crawler cannot use, naming it, its value and what it takes."""
-    out = []
+    out = unknown_settings(settings)
     for name, rule in RULES.items():
         if settings.get(name) is None:
             continue

@@ -126,6 +126,27 @@ def test_a_setting_no_longer_read_is_refused_naming_what_replaced_it():
     ]
 
 
+def _given(**cmdline) -> Settings:
+    values = Settings(project_settings())
+    values.setdict(cmdline, priority="cmdline")  # as -s NAME=VALUE gives them
+    return values
+
+
+def test_a_misspelled_or_unknown_project_setting_is_named_with_the_nearest_known_one():
+    assert problems(_given(FRONTIER_HOST_INTERVALL="5")) == [
+        "FRONTIER_HOST_INTERVALL='5': not a setting of this crawler; did you mean FRONTIER_HOST_INTERVAL?"
+    ]
+    assert problems(_given(CONCURENT_REQUESTS="4")) == [
+        "CONCURENT_REQUESTS='4': not a setting of this crawler; did you mean CONCURRENT_REQUESTS?"
+    ]
+    [line] = problems(_given(URLSTORE_FLAVOUR="x"))  # a project prefix, close to nothing
+    assert line.startswith("URLSTORE_FLAVOUR='x': not a setting of this crawler")
+    # Scrapy's, scrapy-redis's and the project's names pass, and so does an extension's own;
+    # a misspelled name in the project's own settings file is not the user's -s
+    assert problems(_given(CONCURRENT_REQUESTS="4", REDIS_HOST="h", MYEXT_ENABLED="1", SPLASH_URL="u")) == []
+    assert problems(Settings({**project_settings(), "FRONTIER_HOST_INTERVALL": 5})) == []
+
+
 def test_a_password_in_a_bad_url_is_not_shown():
     [line] = problems_with(REDIS_URL="redis://user:s3cret@host:99999/0")
     assert "s3cret" not in line and "***@host:99999/0" in line
@@ -162,6 +183,35 @@ def test_every_command_stops_at_once_with_one_line_and_exit_code_2(command, tmp_
     ]
     assert proc.stdout == "" and took < 15, took
     assert not any(tmp_path.iterdir())  # nothing was created
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            ["-s", "FRONTIER_HOST_INTERVALL=5"],
+            "crawl: invalid setting FRONTIER_HOST_INTERVALL='5': not a setting of this crawler; "
+            "did you mean FRONTIER_HOST_INTERVAL?",
+        ),
+        (
+            ["-a", "seedz=x.txt"],
+            "crawl: unknown argument -a seedz=...: did you mean seeds? the broad spider takes seeds, "
+            "allowed_domains, allowed_prefixes, follow",
+        ),
+    ],
+)
+def test_a_misspelled_name_stops_the_crawl_naming_the_right_one(args, line, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "broad", *args, "-s", f"CRAWL_DIR={tmp_path}"],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [line], proc.stderr
+    assert not any(tmp_path.iterdir())
 
 
 def test_frontier_watch_takes_a_positive_number():

@@ -22,6 +22,7 @@ credentials, no such bucket) with ``archive_refused``: exit 1.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import sys
 import time
@@ -58,9 +59,15 @@ class Command(ScrapyCrawl):
             self.settings.setmodule(PROFILES[self.profile], priority="project")
         if crawl is not None:
             self.settings.set("CRAWL_NAME", crawl, priority="cmdline")
-        found = problems(self.settings)
+        found = [f"crawl: invalid setting {line}" for line in problems(self.settings)]
+        if len(args) == 1:
+            from scrapy.spiderloader import get_spider_loader
+
+            found += [
+                f"crawl: {line}" for line in unknown_arguments(get_spider_loader(self.settings), args[0], opts.spargs)
+            ]
         if found:
-            refuse(self.settings, [f"crawl: invalid setting {line}" for line in found])
+            refuse(self.settings, found)
 
     def run(self, args, opts):
         seeds = opts.spargs.get("seeds")
@@ -85,6 +92,24 @@ class Command(ScrapyCrawl):
             self.exitcode = 1
         elif crawler.stats is not None and crawler.stats.get_value("finish_reason") in FAILED_REASONS:
             self.exitcode = 1
+
+
+def unknown_arguments(spider_loader, name: str, spargs: dict) -> list[str]:
+    """A line per ``-a`` argument the spider does not take (a spider declaring its
+    ``arguments``), naming the nearest it does; a scrapyd job's own (``_job``) pass."""
+    try:
+        takes = getattr(spider_loader.load(name), "arguments", None)
+    except KeyError:
+        return []  # Scrapy says the spider is unknown
+    if takes is None:
+        return []
+    out = []
+    for arg in spargs:
+        if arg not in takes and not arg.startswith("_"):
+            near = difflib.get_close_matches(arg, takes, n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]}? " if near else ""
+            out.append(f"unknown argument -a {arg}=...: {hint}the {name} spider takes {', '.join(takes)}")
+    return out
 
 
 def machine_local_stores(settings) -> list[str]:

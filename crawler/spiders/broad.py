@@ -93,6 +93,8 @@ def _headers(headers) -> dict[str, list[str]]:
 
 class BroadSpider(scrapy.Spider):
     name = "broad"
+    # its -a arguments (scrapy crawl refuses others; a leading _ is a scrapyd job's own)
+    arguments = ("seeds", "allowed_domains", "allowed_prefixes", "follow")
 
     def __init__(self, *args, seeds=None, allowed_domains=None, allowed_prefixes=None, follow=None, **kwargs):
         super().__init__(*args, **kwargs)
