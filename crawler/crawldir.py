@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 
 
-def crawls_holding(settings, filename: str) -> list[str]:
-    """The names of the crawls under CRAWL_DIR whose directory holds ``filename``, sorted."""
+def crawls_holding(settings, *filenames: str) -> list[str]:
+    """The names of the crawls under CRAWL_DIR whose directory holds one of ``filenames``
+    (a file or a directory), sorted."""
     root = os.path.abspath(settings.get("CRAWL_DIR"))
     names = os.listdir(root) if os.path.isdir(root) else []
-    return sorted(n for n in names if os.path.isfile(os.path.join(root, n, filename)))
+    return sorted(n for n in names if any(os.path.exists(os.path.join(root, n, f)) for f in filenames))

