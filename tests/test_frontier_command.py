@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from crawler.commands.frontier import watch
 from crawler.frontier.frontier import Entry, Frontier, now_ms
 from crawler.frontier.shards import ShardedFrontier
@@ -63,12 +65,47 @@ def test_watch_reports_rates(redis_client, crawl_name, capsys):
     assert 10 <= rate <= 25  # 20 pages acknowledged in about one second
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["submit", "http://a.example/new"],
+        ["recrawl"],
+        ["serve", "--port", "65000"],  # (refused before it listens)
+        ["frontier"],
+    ],
+)
+def test_a_mistyped_crawl_is_refused_naming_the_crawls_there_are(
+    command, redis_url, redis_client, crawl_name, tmp_path
+):
+    """Every command that takes --crawl refuses a crawl that does not exist (exit 2, one
+    line naming the real ones) and creates nothing: submit does not start a crawl, recrawl
+    and serve do not read an empty one."""
+    real = crawl_name + "-real"
+    Frontier(redis_client, real).put([Entry(url="http://a.example/", payload=b"x")])
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "scrapy", *command, "--crawl", crawl_name, "-s", f"CRAWL_DIR={tmp_path}"],
+            cwd=ROOT,
+            env={**clean_env(), "REDIS_URL": redis_url},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 2, out.stderr
+        [line] = out.stderr.strip().splitlines()
+        assert line.startswith(f"{command[0]}: no crawl {crawl_name!r} in this Redis (crawls in this Redis: ")
+        assert real in line and line.endswith("name one with --crawl NAME")
+        assert not redis_client.keys(f"crawl:{{{crawl_name}}}*") and not any(tmp_path.iterdir())
+    finally:
+        Frontier(redis_client, real).clear()
+
+
 def test_an_unknown_crawl_is_named_with_the_crawls_there_are(redis_url, redis_client, crawl_name):
     other = crawl_name + "-other"
     Frontier(redis_client, other).put([Entry(url="http://a.example/", payload=b"x")])
     try:
         out = _run_frontier_command(redis_url, crawl_name)
-        assert out.returncode == 1 and out.stdout == ""
+        assert out.returncode == 2 and out.stdout == ""
         assert f"no crawl {crawl_name!r} in this Redis" in out.stderr and other in out.stderr, out.stderr
         assert not redis_client.exists(f"crawl:{{{crawl_name}}}:counters")  # nothing created
     finally:

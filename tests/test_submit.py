@@ -175,6 +175,7 @@ def _submit_command(redis_url, crawl_name, *args, stdin=None) -> subprocess.Comp
 
 
 def test_submit_says_what_became_of_each_url(redis_url, redis_client, crawl_name):
+    Frontier(redis_client, crawl_name).put([Entry(url="http://seed.example/", payload=b"x")])  # a crawl running
     out = _submit_command(
         redis_url,
         crawl_name,

@@ -169,7 +169,7 @@ def test_read_commands_refuse_what_is_not_there_and_create_nothing(crawled, tmp_
         capture_output=True,
         timeout=60,
     )
-    assert frontier.returncode == 1 and b"no crawl 'default' under" in frontier.stderr
+    assert frontier.returncode == 2 and b"no crawl 'default' under" in frontier.stderr
     assert not any(elsewhere.iterdir())
 
 

@@ -67,7 +67,7 @@ class Command(ScrapyCommand):
         try:
             if not crawl_exists(self.settings):  # (a read never creates a crawl)
                 print(no_such_crawl(self.settings), file=sys.stderr)
-                self.exitcode = 1
+                self.exitcode = 2
                 return
             frontier = frontier_from_settings(self.settings)
             if action == "clear":
@@ -93,12 +93,13 @@ class Command(ScrapyCommand):
             print(format_stats(frontier.keys.crawl_name, stats, cluster=bool(self.settings.get("REDIS_CLUSTER_URL"))))
 
 
-def no_such_crawl(settings) -> str:
-    """The line for a crawl name that has no frontier, naming the crawls there are."""
+def no_such_crawl(settings, command: str = "frontier", also=()) -> str:
+    """The line for a crawl name that has no frontier, naming the crawls there are
+    (``also``: more of them, known otherwise)."""
     where = f"under {settings.get('CRAWL_DIR')}" if uses_embedded(settings) else "in this Redis"
-    crawls = known_crawls(settings)
+    crawls = sorted({*known_crawls(settings), *also})
     there = f"crawls {where}: {', '.join(crawls)}" if crawls else f"no crawl {where} yet"
-    return f"frontier: no crawl {settings.get('CRAWL_NAME')!r} {where} ({there}); name one with --crawl NAME"
+    return f"{command}: no crawl {settings.get('CRAWL_NAME')!r} {where} ({there}); name one with --crawl NAME"
 
 
 def format_stats(name: str, s: dict, cluster: bool = False) -> str:

@@ -53,6 +53,8 @@ class Command(ScrapyCommand):
         if opts.crawl:
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
         exit_if_invalid(self.settings, "serve")  # before anything starts or logs
+        if opts.crawl:
+            refuse_unknown_crawl(self.settings)
 
     def run(self, args, opts):
         if args:
@@ -124,3 +126,25 @@ def stop_servers(children: list[int]) -> None:
     for pid in children:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
+
+
+def refuse_unknown_crawl(settings) -> None:
+    """Exit 2 with one line naming the crawls there are when CRAWL_NAME has neither a
+    UrlStore file nor a frontier (a mistyped --crawl); when Redis does not answer, the
+    name is taken as given (the server waits for Redis)."""
+    from crawler.commands.frontier import no_such_crawl
+    from crawler.crawldir import crawls_holding
+    from crawler.frontier.connection import crawl_exists
+    from crawler.urlstore.sqlite import SQLITE_FILE
+
+    stores = crawls_holding(settings, SQLITE_FILE) if settings.get("URLSTORE_BACKEND").lower() == "sqlite" else []
+    if settings.get("CRAWL_NAME") in stores:
+        return
+    try:
+        if crawl_exists(settings):
+            return
+        line = no_such_crawl(settings, "serve", also=stores)
+    except Exception:  # noqa: BLE001 - Redis away: the server says so once it runs
+        return
+    print(line, file=sys.stderr)
+    raise SystemExit(2)

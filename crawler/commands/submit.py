@@ -15,7 +15,9 @@ Standard input is read a line at a time and each line submitted at once (blank l
 Output: one line per URL on stdout, ``added URL``, ``seen URL`` (already in the crawl),
 ``invalid URL``, ``trap:<guard> URL`` or ``host_full URL``; then a summary line.
 Exit status: 0 when every URL was submitted (whatever became of it); 1 when Redis is
-unreachable, with a one-line message on stderr; 2 for an invalid setting or no URL.
+unreachable, with a one-line message on stderr; 2 for an invalid setting, no URL, or a
+crawl that does not exist (named with the crawls there are: submit adds to a crawl, it
+does not start one).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from redis.exceptions import RedisError
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from crawler.commands.frontier import no_such_crawl
 from crawler.commands.seed import _close, _reason, _where
-from crawler.frontier.connection import frontier_from_settings
+from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
 from crawler.frontier.submit import Submission, submit
 from crawler.seeds import STDIN
@@ -82,6 +85,10 @@ class Command(ScrapyCommand):
             return self._fail(f"submit: {exc}")
         client = None
         try:
+            if not crawl_exists(settings):  # a mistyped name: not a new crawl
+                print(no_such_crawl(settings, "submit"), file=sys.stderr, flush=True)
+                self.exitcode = 2
+                return
             frontier = frontier_from_settings(settings)
             client = frontier.redis
             client.ping()
