@@ -296,9 +296,9 @@ def test_command_reads_files_and_stdin(tmp_path, redis_url, redis_client, crawl_
     assert frontier.stats()["front_by_level"] == [2, 2, 1]  # priorities 5, 3 | 0, 0 | -2
 
 
-def test_command_unreadable_file_exits_1(tmp_path, redis_url, crawl_name):
+def test_command_unreadable_file_exits_2_as_the_crawl_command_does(tmp_path, redis_url, crawl_name):
     proc = scrapy_seed(tmp_path / "missing.txt", "--crawl", crawl_name, redis_url=redis_url)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     err = proc.stderr.decode().strip()
     assert err == f"seed: cannot read seed file {tmp_path / 'missing.txt'}: No such file or directory"
     assert proc.stdout == b""

@@ -81,6 +81,31 @@ def test_seeds_wait_for_a_redis_that_starts_late(tmp_path):
         assert urls >= site.expected_page_urls(), f"missing {sorted(site.expected_page_urls() - urls)[:5]}\n{logs}"
 
 
+def test_ctrl_c_while_seeds_wait_for_redis_says_they_were_not_added_and_exits_1(tmp_path):
+    """REDIS_URL at a dead port, seeds given, Ctrl-C while they wait: one line saying the
+    seeds were not added (run the same command again), exit code 1, not 0."""
+    env = {**clean_env(), "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://127.0.0.2:9/\n")
+    log = tmp_path / "worker.log"
+    settings = {**SITE, "CRAWL_DIR": tmp_path / "crawl", "CRAWL_NAME": "waiting"}
+    proc = start_worker(crawl_command(tmp_path / "out.jsonl", seeds, settings), env, log)
+    try:
+        deadline = time.monotonic() + 60
+        while "during seed ingestion" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+            assert proc.poll() is None, log_tail([log], 40, "")
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert rc == 1, text[-3000:]
+    assert "Seeds not added: Redis unreachable" in text and "run the same command again" in text, text[-3000:]
+
+
 def test_ctrl_c_stops_within_the_bound_when_the_archive_target_is_unreachable(tmp_path, monkeypatch):
     """S3 endpoint refusing connections: uploads retry forever, yet Ctrl-C stops the
     worker within WORKER_STOP_TIMEOUT (plus start-up and the close itself); its pages'

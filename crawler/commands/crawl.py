@@ -90,8 +90,10 @@ class Command(ScrapyCrawl):
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed:
             self.exitcode = 1
-        elif crawler.stats is not None and crawler.stats.get_value("finish_reason") in FAILED_REASONS:
-            self.exitcode = 1
+        elif crawler.stats is not None and (
+            crawler.stats.get_value("finish_reason") in FAILED_REASONS or crawler.stats.get_value("seeds/error")
+        ):
+            self.exitcode = 1  # (seeds not all added: stopped while they waited for Redis too)
 
 
 def unknown_arguments(spider_loader, name: str, spargs: dict) -> list[str]:

@@ -54,7 +54,7 @@ class Command(ScrapyCommand):
     def run(self, args, opts):
         action = args[0] if args else "stats"
         if action not in ("stats", "clear") or len(args) > 1:
-            raise UsageError()
+            raise UsageError(f"unknown action {' '.join(args)!r}: expected stats (the default) or clear")
         if opts.crawl:
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
         if (opts.watch is not None and not opts.watch > 0) or opts.count < 0 or opts.hosts < 0:

@@ -52,7 +52,7 @@ class Command(ScrapyCommand):
 
     def add_options(self, parser):
         super().add_options(parser)
-        group = parser.add_argument_group(title="Recrawl options")
+        group = parser  # beside -h, before the global options: what a user reads first
         group.add_argument("--crawl", metavar="NAME", help="crawl name (default CRAWL_NAME)")
         group.add_argument("--all-due", action="store_true", help="every URL due now (the default)")
         group.add_argument("--host", metavar="HOST", help="only this host's URLs (host[:port])")

@@ -14,8 +14,9 @@ place; otherwise (a log, a pipe) a line every SEED_PROGRESS_INTERVAL seconds; ea
 the lines read, URLs added, lines/s and, when the input's size is known (files, not
 standard input), the share read and the time left. Then the first invalid lines with
 their reason on stderr, and one summary line on stdout.
-Exit status: 0 when every file was read (invalid lines included); 1 when a file cannot
-be opened or read, or Redis is unreachable, with a one-line message on stderr.
+Exit status: 0 when every file was read (invalid lines included); 2 when a file given
+cannot be opened (as ``scrapy crawl -a seeds=`` says it); 1 when a file fails while it is
+read, or Redis is unreachable; each with a one-line message on stderr.
 """
 
 from __future__ import annotations
@@ -98,12 +99,12 @@ class Command(ScrapyCommand):
             "Add seed URLs to the frontier of a crawl (CRAWL_NAME, or --crawl). Each FILE has one URL "
             "a line, optionally followed by an integer priority (higher is sooner); # starts a comment; "
             "files ending in .gz are decompressed; - reads standard input. Prints a summary line; exits "
-            "1 if a file cannot be read or Redis is unreachable."
+            "2 if a file cannot be opened, 1 if reading it fails or Redis is unreachable."
         )
 
     def add_options(self, parser):
         super().add_options(parser)
-        group = parser.add_argument_group(title="Seed options")
+        group = parser  # beside -h, before the global options: what a user reads first
         group.add_argument("--crawl", metavar="NAME", help="crawl name (default CRAWL_NAME)")
         group.add_argument(
             "--batch", metavar="N", type=int, help="URLs per frontier round trip (default SEED_BATCH_SIZE)"
@@ -128,8 +129,10 @@ class Command(ScrapyCommand):
             raise UsageError("--batch must be at least 1")
         try:
             check_readable(args)  # before touching Redis
-        except SeedFileError as exc:
-            return self._fail(f"seed: {exc}")
+        except SeedFileError as exc:  # what was typed is wrong: 2, as scrapy crawl -a seeds= says it
+            self._fail(f"seed: {exc}")
+            self.exitcode = 2
+            return
 
         try:
             Keys(settings.get("CRAWL_NAME"))  # a bad crawl name: before any embedded Redis starts

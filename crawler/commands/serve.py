@@ -58,7 +58,7 @@ class Command(ScrapyCommand):
 
     def run(self, args, opts):
         if args:
-            raise UsageError()
+            raise UsageError(f"unexpected arguments: {' '.join(args)} (serve takes options only)")
         from aiohttp import web
         from scrapy.utils.log import configure_logging
 

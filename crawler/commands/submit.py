@@ -60,7 +60,7 @@ class Command(ScrapyCommand):
 
     def add_options(self, parser):
         super().add_options(parser)
-        group = parser.add_argument_group(title="Submit options")
+        group = parser  # beside -h, before the global options: what a user reads first
         group.add_argument("--crawl", metavar="NAME", help="crawl name (default CRAWL_NAME)")
         group.add_argument(
             "--force", action="store_true", help="fetch even if seen, or fetched within FETCH_POLICY_MAX_AGE"

@@ -51,7 +51,7 @@ class Command(ScrapyCommand):
 
     def run(self, args, opts):
         if len(args) != 2 or args[0] not in ("get", "content", "links"):
-            raise UsageError()
+            raise UsageError("expected get, content or links, and one URL")
         action, url = args
         if opts.crawl:
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")

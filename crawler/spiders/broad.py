@@ -141,16 +141,24 @@ class BroadSpider(scrapy.Spider):
 
     async def start(self):
         if self.seed_files:
-            error = await deferred_to_future(threads.deferToThread(self._ingest_seeds))
-            if error:  # one clear line, and the crawl closes with seeds_failed (exit code 1)
-                logger.error("Seeds not added: %s", error)
-                self.crawler.stats.set_value("seeds/error", error)
+            error = await deferred_to_future(threads.deferToThread(self._seed))
+            if error:  # the crawl closes with seeds_failed (exit code 1)
                 deferred_from_coro(self.crawler.engine.close_spider_async(reason=SEEDS_FAILED))
         for request in []:  # every URL comes from the frontier
             yield request
 
     def _stop_seeding(self, **kwargs) -> None:
         self._seeding_stop.set()
+
+    def _seed(self) -> str | None:
+        """``_ingest_seeds``, and when the seeds were not all added one clear line and the
+        stat seeds/error, said in this thread: a crawl stopped meanwhile (Ctrl-C while Redis
+        is away) says it too, and exits 1 (crawler/commands/crawl.py)."""
+        error = self._ingest_seeds()
+        if error:
+            logger.error("Seeds not added: %s", error)
+            self.crawler.stats.set_value("seeds/error", error)
+        return error
 
     def _ingest_seeds(self) -> str | None:
         """Ingest the seed files (in a thread), waiting out a Redis outage as the
