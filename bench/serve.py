@@ -1,23 +1,40 @@
 """The read API (``scrapy serve``) under load: how many record look-ups a second one server
-answers from a SQLite UrlStore of a million records within the latency target, and how
-many URLs a second the batch look-up answers.
+answers from a UrlStore of a million records within the latency target, and how many URLs
+a second the batch look-up answers; from SQLite, from Cassandra, or both in one run.
 
     python bench/serve.py                                  # 1,000,000 records, steps of 10 s
     python bench/serve.py --records 100000 --step-seconds 5
     python bench/serve.py --rates 500,1000,2000 --batch-rates 5,10,20 --clients 2
     python bench/serve.py --url http://127.0.0.1:6810      # a server already running on that store
     python bench/serve.py --set SERVE_PROCESSES=2           # two server processes on one port
+    python bench/serve.py --backends sqlite,cassandra       # the same records from both backends
 
 The store: --records records generated straight into the SQLite file (schema.sql, the rows
 laid out as SqliteUrlStore writes them: JSON columns, signed simhash, normalized URLs),
-kept at --store (CRAWL_DIR/CRAWL_NAME/urlstore.sqlite, so that the server finds it by those
-two settings) and reused by later runs while it holds that many records. The URLs spread
-over --hosts hosts (a few large sites, many small ones) with paths like those of blogs,
-news sites, shops, documentation, wikis, forums and company sites; most records are
-fetched pages (title, description and other metadata, 10 to 50 outlinks, an archive
-pointer, a rel=canonical on some), the rest exact copies (canonical_url: the first copy),
-404s, redirects, robots.txt refusals and network errors; a sample of the pages also has
-its outlinks written as inlinks.
+kept at --store (CRAWL_DIR/CRAWL_NAME/urlstore.sqlite, so that the server finds it by
+those two settings) and reused by later runs while it holds that many records (opened
+first as a worker opens it, SqliteUrlStore, so that a store made before gets the schema's
+later indexes). The URLs spread over --hosts hosts (a few large sites, many small ones)
+with paths like those of blogs, news sites, shops, documentation, wikis, forums and
+company sites; most records are fetched pages (title, description and other metadata, 10
+to 50 outlinks, an archive pointer, a rel=canonical on some), the rest exact copies
+(canonical_url: the first copy), 404s, redirects, robots.txt refusals and network errors;
+a sample of the pages also has its outlinks written as inlinks.
+
+The Cassandra backend (--backends): the same records and inlinks, copied from that SQLite
+file into the keyspace serve_RECORDS (``ensure_keyspace``: crawler/urlstore/schema.cql,
+CassandraUrlStore's prepared statements and values, written through the driver's
+execute_concurrent with a progress line every 10 s, then flushed and compacted), of a
+node of the benchmarks' own (``CassandraNode``, scripts/cassandra.py, --cassandra-heap 1G):
+on 127.0.0.1 with ports of its own (CQL 9342, inter-node 7400, JMX 7600: never the shared
+node's 9042/7000/7199 nor the cluster's 9142/7100/7250; ports another process holds are
+refused), its data in --cassandra-dir (~/.cache/crawler-bench/cassandra), kept between
+runs: the copy is reused while it was made, complete, from that same file. The node is
+started when not running and stopped at the end. Its server is ``scrapy serve`` with
+URLSTORE_BACKEND=cassandra on that keyspace and REDIS_URL a redis-server of the run's own
+holding the crawl's frontier counters (on Cassandra a server knows a crawl by its frontier).
+Both are read once into the page cache first (unless --cold). The node's CPU is a column
+of its own (node), counted as the run's, not as other processes'.
 
 The server: ``python -m scrapy serve`` from the project root with CRAWL_DIR and CRAWL_NAME
 of that store and SERVE_PORT a free port on 127.0.0.1, in an environment without REDIS_URL;
@@ -48,9 +65,11 @@ store is read once into the page cache first, unless --cold). The target: p50 <=
 p99 <= 50 ms with under 1% errors and timeouts. Printed at the end: the highest rate meeting
 it (requests/s for one record, URLs/s for the batch), the most answered a second, and what
 held back the first step that missed: the load (a core's worth of CPU), the server's core,
-the cores shared with other processes (the threads waited), or the server's own time per
-request. The record steps end after two misses, the batch steps after two steps not kept up
-with (under 95% of the offered rate answered).
+the two cores kept busy by the run itself (server, node and load), the cores shared with
+other processes (the threads waited), or the server's own time per request; and for each
+backend the highest rates answered with p99 <= 50 ms (p50 not counted). The record steps
+end after two steps over p99 50 ms or not kept up with, the batch steps after two steps not kept up with (under 95% of the
+offered rate answered).
 """
 
 from __future__ import annotations
@@ -79,7 +98,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from crawler.urls import normalize_url  # noqa: E402
-from crawler.urlstore.sqlite import SCHEMA, SQLITE_FILE  # noqa: E402
+from crawler.urlstore.sqlite import SCHEMA, SQLITE_FILE, SqliteUrlStore  # noqa: E402
 from crawler.urlstore.store import signed64  # noqa: E402
 from tests.harness import clean_env  # noqa: E402
 
@@ -91,6 +110,7 @@ SAMPLE = 200_000  # stored URLs the clients pick from
 INLINK_BUCKETS = 16  # URLSTORE_INLINK_BUCKETS' default
 CHUNK = 20_000  # rows per transaction while generating
 START_TIMEOUT = 90.0  # seconds for the server to answer
+WARM_UP = 10.0  # seconds of record look-ups at 100/s before the steps
 CLIENT_BUSY = 0.90  # share of a core above which a load process counts as the limit
 SERVER_BUSY = 0.80  # and the server (its Python code runs one thread at a time: one core at most)
 OTHERS_BUSY = 0.3  # cores other processes keep busy above which they count
@@ -526,6 +546,298 @@ def unknown_urls(known: list[str], count: int, seed: int) -> list[str]:
     return out
 
 
+# -- the same records in Cassandra -----------------------------------------------------------
+
+CASSANDRA_DIR = Path.home() / ".cache" / "crawler-bench" / "cassandra"  # the node's data: kept between runs
+CASSANDRA_PORTS = (9342, 7400, 7600)  # CQL, inter-node, JMX: none of the shared nodes' (9042, 9142, ...)
+CASSANDRA_SCRIPT = ROOT / "scripts" / "cassandra.py"
+COPY_CONCURRENCY = 64  # statements in flight while a keyspace is written
+COPY_ATTEMPTS = 5  # of a statement that fails (timed out) while a keyspace is written
+COPY_CHUNK = 10_000  # rows read from SQLite at a time
+COPY_VERSION = 2  # of copy_to_keyspace: a copy made by another is made again
+PROGRESS_EVERY = 10.0  # seconds between two progress lines
+
+
+def port_taken(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+class CassandraNode:
+    """One Cassandra node of the benchmarks' own (scripts/cassandra.py) on 127.0.0.1, its
+    data in ``directory`` (kept between runs: a generated keyspace is reused), on ports of
+    its own. ``start`` refuses ports another process holds; a node of this directory left
+    running by an earlier run is used (and stopped at the end like one started here)."""
+
+    def __init__(
+        self,
+        directory: Path = CASSANDRA_DIR,
+        port: int = CASSANDRA_PORTS[0],
+        storage_port: int = CASSANDRA_PORTS[1],
+        jmx_port: int = CASSANDRA_PORTS[2],
+        heap: str = "1G",
+    ):
+        self.dir = Path(directory).expanduser().resolve()
+        self.port, self.storage_port, self.jmx_port, self.heap = port, storage_port, jmx_port, heap
+        self.pid_file = self.dir / "node1" / "cassandra.pid"
+        self.started = False
+
+    def _script(self, *args: str, timeout: float) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(CASSANDRA_SCRIPT), *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    @property
+    def pid(self) -> int | None:
+        """The node's JVM while it runs (its command line names this directory)."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                alive = str(self.dir).encode() in f.read()
+        except (OSError, ValueError):
+            return None
+        return pid if alive else None
+
+    def start(self, timeout: float = 300.0) -> float:
+        """Start the node (or take the one of this directory already running): the seconds
+        it took."""
+        if self.pid is None:
+            taken = [p for p in (self.port, self.storage_port, self.jmx_port) if port_taken(p)]
+            if taken:
+                raise SystemExit(
+                    f"Cassandra: port(s) {', '.join(map(str, taken))} on 127.0.0.1 are taken by another process; "
+                    "give others (--cassandra-port, --cassandra-storage-port, --cassandra-jmx-port)"
+                )
+        self.dir.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        self.started = True  # stopped at the end even if the start fails halfway
+        ports = ["--port", str(self.port), "--storage-port", str(self.storage_port), "--jmx-port", str(self.jmx_port)]
+        done = self._script(
+            "start", str(self.dir), *ports, "--heap", self.heap, "--timeout", str(timeout), timeout=timeout + 120
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"Cassandra did not start in {self.dir}: {done.stderr.strip()[-500:]}")
+        return time.monotonic() - t0
+
+    def stop(self) -> None:
+        if self.started:
+            self._script("stop", str(self.dir), timeout=180)
+            self.started = False
+
+    def nodetool(self, *args: str, timeout: float = 600.0) -> str:
+        done = self._script("nodetool", str(self.dir), "--", *args, timeout=timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"nodetool {' '.join(args)}: {done.stderr.strip()[-300:]}")
+        return done.stdout
+
+    def settle(self, session, keyspace: str | None = None, timeout: float = 1800.0) -> float:
+        """Flush the memtables (nodetool) and wait until no compaction runs or waits (the
+        node's virtual tables, through ``session``): the seconds it took."""
+        t0 = time.monotonic()
+        self.nodetool("flush", *([keyspace] if keyspace else []))
+        while time.monotonic() - t0 < timeout:
+            pool = session.execute(
+                "SELECT active_tasks, pending_tasks FROM system_views.thread_pools WHERE name = 'CompactionExecutor'"
+            ).one()
+            running = list(session.execute("SELECT kind FROM system_views.sstable_tasks"))
+            if not running and (pool is None or pool.active_tasks + pool.pending_tasks == 0):
+                break
+            time.sleep(2.0)
+        return time.monotonic() - t0
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU seconds of the node's JVM so far (/proc/PID/stat)."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def cluster(self):
+        from cassandra.cluster import Cluster
+
+        return Cluster(["127.0.0.1"], port=self.port)
+
+    def settings(self, keyspace: str) -> dict:
+        """A crawl's settings for this node's ``keyspace``."""
+        return {
+            "URLSTORE_BACKEND": "cassandra",
+            "CASSANDRA_HOSTS": "127.0.0.1",
+            "CASSANDRA_PORT": self.port,
+            "CASSANDRA_KEYSPACE": keyspace,
+        }
+
+    def warm(self, keyspace: str) -> float:
+        """Read the keyspace's files once into the page cache: the seconds it took."""
+        t0 = time.monotonic()
+        for path in (self.dir / "node1" / "data" / keyspace.lower()).rglob("*"):
+            if path.is_file():
+                with open(path, "rb") as f:
+                    while f.read(8 << 20):
+                        pass
+        return time.monotonic() - t0
+
+
+def keyspace_name(records: int) -> str:
+    return f"serve_{records}"
+
+
+def source_signature(store: Path) -> str:
+    """What a keyspace copied from the SQLite store ``store`` must have been copied from."""
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        urls = db.execute("SELECT count(*) FROM urls").fetchone()[0]
+        inlinks = db.execute("SELECT count(*) FROM inlinks").fetchone()[0]
+    finally:
+        db.close()
+    return f"{urls} urls, {inlinks} inlinks, file {store} inode {store.stat().st_ino}, copy {COPY_VERSION}"
+
+
+def copied_from(session, keyspace: str) -> str | None:
+    """The source_signature a complete copy in ``keyspace`` was made from (None: none)."""
+    from cassandra import InvalidRequest
+
+    try:
+        row = session.execute(f"SELECT signature FROM {keyspace}.bench_source WHERE id = 0").one()
+    except InvalidRequest:  # no such keyspace or table
+        return None
+    return row.signature if row else None
+
+
+def ensure_keyspace(node: CassandraNode, store: Path, keyspace: str) -> None:
+    """The SQLite store's records and inlinks in ``keyspace`` of ``node``: reused when a
+    complete copy of this store is there, else copied anew (``copy_to_keyspace``)."""
+    cluster = node.cluster()
+    try:
+        session = cluster.connect()
+        want = source_signature(store)
+        if copied_from(session, keyspace) == want:
+            print(f"cassandra: keyspace {keyspace} (a copy of {want.split(', file')[0]}), reused")
+            return
+        print(f"cassandra: copying {store} into keyspace {keyspace} ...", flush=True)
+        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=300)
+        t0 = time.monotonic()
+        rows, links = copy_to_keyspace(session, store, keyspace)
+        took = time.monotonic() - t0
+        settled = node.settle(session, keyspace)
+        session.execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.bench_source (id int PRIMARY KEY, signature text)")
+        session.execute(f"INSERT INTO {keyspace}.bench_source (id, signature) VALUES (0, %s)", (want,))
+        node.nodetool("flush", keyspace)
+        print(
+            f"cassandra: {rows:,} records and {links:,} inlinks in {took:.0f} s ({(rows + links) / took:,.0f} rows/s), "
+            f"flushed and compacted in {settled:.0f} s more"
+        )
+    finally:
+        cluster.shutdown()
+
+
+def copy_to_keyspace(session, store: Path, keyspace: str) -> tuple[int, int]:
+    """Write every record and inlink of the SQLite store into a new keyspace, laid out as
+    CassandraUrlStore writes them (its schema, its prepared statements and their values:
+    empty values for what a record lacks), through the driver's execute_concurrent with a
+    progress line every PROGRESS_EVERY seconds: (records, inlinks)."""
+    from cassandra.concurrent import execute_concurrent
+
+    from crawler.urlstore.cassandra import COLUMNS, CassandraUrlStore, schema_statements
+
+    for statement in schema_statements(keyspace):
+        session.execute(statement, timeout=120)
+    writer = CassandraUrlStore(session, keyspace)  # its statements and execution profiles only
+    slow = session.execution_profile_clone_update(writer.writes, request_timeout=60.0)
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    total = (
+        db.execute("SELECT count(*) FROM urls").fetchone()[0] + db.execute("SELECT count(*) FROM inlinks").fetchone()[0]
+    )
+    counts = [0, 0]
+    t0 = last = time.monotonic()
+
+    def progress() -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= PROGRESS_EVERY:
+            last = now
+            done = sum(counts)
+            print(
+                f"  {counts[0]:,} records, {counts[1]:,} inlinks written ({done / total:.0%}, "
+                f"{done / (now - t0):,.0f} rows/s)",
+                flush=True,
+            )
+
+    def records(rows):
+        for row in rows:
+            values = dict(zip(ROW_NAMES, row[1:], strict=True))
+            values["redirect_chain"] = json.loads(values["redirect_chain"] or "[]")
+            values["metadata"] = json.loads(values["metadata"] or "{}")
+            values["outlinks"] = [(o["url"], o["text"], o["nofollow"]) for o in json.loads(values["outlinks"] or "[]")]
+            yield writer._set(row[0], {column: values[column] for column in COLUMNS})
+
+    def inlinks(rows):
+        for target, bucket, source, text, nofollow in rows:
+            yield writer._inlink_stmt, (target, bucket, source, text or "", bool(nofollow))
+
+    try:
+        for n, (query, statements) in enumerate(
+            (
+                (f"SELECT {SQLITE_COLUMNS} FROM urls", records),
+                ("SELECT target_url, bucket, source_url, anchor_text, nofollow FROM inlinks", inlinks),
+            )
+        ):
+            cursor = db.execute(query)
+            while rows := cursor.fetchmany(COPY_CHUNK):  # read here, not on the driver's thread
+                todo = list(statements(rows))
+                for attempt in range(COPY_ATTEMPTS):  # a node that stalls (GC, flushes): the failed ones again
+                    results = execute_concurrent(
+                        session, todo, concurrency=COPY_CONCURRENCY, raise_on_first_error=False, execution_profile=slow
+                    )
+                    failed = [(statement, r.result_or_exc) for statement, r in zip(todo, results) if not r.success]
+                    if not failed:
+                        break
+                    if attempt == COPY_ATTEMPTS - 1:
+                        raise RuntimeError(f"{len(failed)} writes failed {COPY_ATTEMPTS} times: {failed[0][1]}")
+                    print(f"  {len(failed)} writes failed ({failed[0][1]!r:.120}); again in 10 s", flush=True)
+                    todo = [statement for statement, _ in failed]
+                    time.sleep(10)
+                counts[n] += len(rows)
+                progress()
+    finally:
+        db.close()
+    return counts[0], counts[1]
+
+
+SQLITE_COLUMNS = (
+    "url, canonical_url, near_duplicate_of, resemblance, status, fate, fetched_at, error, next_fetch_at, "
+    "final_url, redirect_chain, content_digest, simhash, metadata, archive_key, archive_offset, "
+    "archive_length, outlinks, fetch_interval, etag, last_modified"
+)
+ROW_NAMES = tuple(c.strip() for c in SQLITE_COLUMNS.split(","))[1:]
+
+
+class FrontierRedis:
+    """A redis-server of the run's own holding the crawl's frontier counters, and nothing
+    else: a server on the Cassandra backend knows a crawl by its frontier (it has no file
+    under CRAWL_DIR), as in a distributed crawl."""
+
+    def __init__(self, directory: Path, crawl: str):
+        from crawler.frontier.keys import Keys
+        from tests.harness import RedisServer
+
+        self.server = RedisServer(directory).start()
+        self.server.client.hset(Keys(crawl).counters, mapping={"queued": 0})
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def stop(self) -> None:
+        self.server.kill()
+
+
 # -- the server ----------------------------------------------------------------------------
 
 
@@ -841,6 +1153,8 @@ class StepResult:
     others: float  # cores kept busy by other processes meanwhile
     late_p99: float  # seconds the load sent a request after its scheduled time, p99
     statuses: dict
+    node_cpu: float = float("nan")  # % of one core, the Cassandra node (the Cassandra backend)
+    node_wait: float = float("nan")
 
     @property
     def failed_share(self) -> float:
@@ -861,6 +1175,12 @@ class StepResult:
             return f"the load process ({self.client_cpu:.0f}% of a core)"
         if self.server_cpu >= SERVER_BUSY * 100:
             return f"the server's CPU ({self.server_cpu:.0f}% of a core, {cost})"
+        node = "" if self.node_cpu != self.node_cpu else f", the Cassandra node {self.node_cpu:.0f}%"
+        if self.server_cpu + self.client_cpu + (0 if node == "" else self.node_cpu) >= 170:
+            return (
+                f"the two cores, kept busy by the run itself (the server {self.server_cpu:.0f}% of one{node}, "
+                f"the load {self.client_cpu:.0f}%; {cost})"
+            )
         if self.others >= OTHERS_BUSY and (self.server_wait >= 20 or self.client_wait >= 20):
             return (
                 f"the two cores, shared: other processes kept {self.others:.1f} cores busy, the server got "
@@ -888,7 +1208,17 @@ class Load:
             self.pipes.append(parent)
             self.procs.append(proc)
 
-    def run(self, kind: str, rate: float, seconds: float, timeout: float, server_pid: int | None) -> StepResult:
+    def run(
+        self,
+        kind: str,
+        rate: float,
+        seconds: float,
+        timeout: float,
+        server_pid: int | None,
+        node_pid: int | None = None,
+    ) -> StepResult:
+        """One step; ``node_pid``: the Cassandra node the server reads from (its CPU is
+        the run's, not another process's)."""
         start = time.time() + 0.3
         share = rate / len(self.pipes)
         for pipe in self.pipes:
@@ -898,6 +1228,9 @@ class Load:
         disk0 = disk_read(server_pid) if server_pid else 0
         clients0 = [sched_seconds([p.pid]) for p in self.procs]
         ours_pids = [os.getpid(), server_pid] if server_pid else [os.getpid()]  # and the load processes
+        if node_pid:
+            ours_pids.append(node_pid)
+        node0 = sched_seconds([node_pid]) if node_pid else (float("nan"), float("nan"))
         ours0, busy0, wall0 = sched_seconds(ours_pids)[0], machine_busy(), time.monotonic()
         results = []
         for pipe in self.pipes:
@@ -906,6 +1239,7 @@ class Load:
             results.append(pipe.recv())
         wall = time.monotonic() - wall0
         server1 = sched_seconds([server_pid]) if server_pid else (float("nan"), float("nan"))
+        node1 = sched_seconds([node_pid]) if node_pid else (float("nan"), float("nan"))
         clients = [
             [(b - a) / wall * 100 for a, b in zip(before, sched_seconds([p.pid]))]
             for before, p in zip(clients0, self.procs)
@@ -942,6 +1276,8 @@ class Load:
             others=max(0.0, (machine_busy() - busy0 - ours) / wall),
             late_p99=percentile(lates, 0.99),
             statuses=statuses,
+            node_cpu=(node1[0] - node0[0]) / wall * 100,
+            node_wait=(node1[1] - node0[1]) / wall * 100,
         )
 
     def close(self) -> None:
@@ -963,9 +1299,9 @@ class Load:
 def header(per: str) -> str:
     return (
         f"{'offered':>8} {'achieved':>8} {'p50':>6} {'p90':>6} {'p99':>6} {'max':>6} {'err':>4} {'t/o':>5} "
-        f"{'server':>9} {'cpu':>6} {'disk':>5} {'load':>9} {'late':>6} {'others':>6}  target\n"
+        f"{'server':>9} {'cpu':>6} {'disk':>5} {'node':>9} {'load':>9} {'late':>6} {'others':>6}  target\n"
         f"{'/s':>8} {'/s':>8} {'ms':>6} {'ms':>6} {'ms':>6} {'ms':>6} {'':>4} {'':>5} "
-        f"{'cpu/wait%':>9} {'us/' + per:>6} {'MB':>5} {'cpu/wait%':>9} {'p99 ms':>6} {'cores':>6}"
+        f"{'cpu/wait%':>9} {'us/' + per:>6} {'MB':>5} {'cpu/wait%':>9} {'cpu/wait%':>9} {'p99 ms':>6} {'cores':>6}"
     )
 
 
@@ -974,6 +1310,7 @@ def row(r: StepResult, unit: int = 1) -> str:
         f"{r.offered * unit:>8,.0f} {r.achieved * unit:>8,.0f} {r.p50 * 1000:>6.1f} {r.p90 * 1000:>6.1f} "
         f"{r.p99 * 1000:>6.1f} {r.max * 1000:>6.0f} {r.errors:>4} {r.timeouts:>5} "
         f"{f'{r.server_cpu:.0f}/{r.server_wait:.0f}':>9} {r.server_per / unit * 1e6:>6,.0f} {r.disk:>5.0f} "
+        f"{'-' if r.node_cpu != r.node_cpu else f'{r.node_cpu:.0f}/{r.node_wait:.0f}':>9} "
         f"{f'{r.client_cpu:.0f}/{r.client_wait:.0f}':>9} {r.late_p99 * 1000:>6.1f} {r.others:>6.1f}  "
         f"{'met' if r.met else 'missed'}"
     )
@@ -1003,11 +1340,21 @@ def summary(results: list[StepResult], what: str, unit: int = 1) -> str:
     return text
 
 
+def p99_rate(results: list[StepResult], unit: int = 1) -> StepResult | None:
+    """The step of the highest rate answered with p99 <= TARGET_P99, under TARGET_FAILED
+    failed and at least 95% of the offered rate answered (p50 not counted)."""
+    good = [r for r in results if r.p99 <= TARGET_P99 and r.kept_up]
+    return max(good, key=lambda r: r.offered) if good else None
+
+
 class Overdue(Exception):
     """The run took longer than --limit."""
 
 
-def main() -> int:
+BACKENDS = ("sqlite", "cassandra")
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--hosts", type=int, default=10_000)
@@ -1018,6 +1365,16 @@ def main() -> int:
         help="the store: CRAWL_DIR/CRAWL_NAME/urlstore.sqlite (generated when missing or of another size)",
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--backends",
+        default="sqlite",
+        help="the UrlStore backends the server reads, one after the other: sqlite, cassandra or sqlite,cassandra",
+    )
+    parser.add_argument("--cassandra-dir", type=Path, default=CASSANDRA_DIR, help="the Cassandra node's directory")
+    parser.add_argument("--cassandra-port", type=int, default=CASSANDRA_PORTS[0], help="its CQL port")
+    parser.add_argument("--cassandra-storage-port", type=int, default=CASSANDRA_PORTS[1])
+    parser.add_argument("--cassandra-jmx-port", type=int, default=CASSANDRA_PORTS[2])
+    parser.add_argument("--cassandra-heap", default="1G")
     parser.add_argument("--cold", action="store_true", help="do not read the store into the page cache first")
     parser.add_argument(
         "--url", help="measure this server (http://127.x.x.x:PORT, serving --store) instead of starting one"
@@ -1036,30 +1393,31 @@ def main() -> int:
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="a setting of the server (SERVE_PROCESSES=2)"
     )
-    args = parser.parse_args()
+    return parser
 
-    store = args.store.resolve()
-    if store.name != SQLITE_FILE:
+
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    args.store = args.store.resolve()
+    if args.store.name != SQLITE_FILE:
         parser.error(f"--store must be CRAWL_DIR/CRAWL_NAME/{SQLITE_FILE}")
     if args.url and not (urlsplit(args.url).hostname or "").startswith("127."):
         parser.error("--url must be on 127.0.0.0/8")
-    crawl_dir, crawl = store.parent.parent, store.parent.name
-    rates = [float(x) for x in args.rates.split(",")] if args.rates else [r for r in RATES if r <= args.max_rate]
-    batch_rates = [float(x) for x in args.batch_rates.split(",") if x.strip()]
+    args.backend_list = [b.strip().lower() for b in args.backends.split(",") if b.strip()]
+    if not args.backend_list or any(b not in BACKENDS for b in args.backend_list):
+        parser.error(f"--backends: one or more of {', '.join(BACKENDS)}")
+    if args.url and len(args.backend_list) > 1:
+        parser.error("--url measures one server: one backend")
 
-    def overdue(signum, frame):
-        raise Overdue(f"stopped: the run took longer than --limit {args.limit:.0f} s")
 
-    signal.signal(signal.SIGALRM, overdue)
-    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))
-    signal.alarm(int(args.limit))
-
+def prepare_store(args: argparse.Namespace) -> None:
+    """The SQLite store of --records records (generated, or reused), read once into the page cache."""
+    store = args.store
     store.parent.mkdir(parents=True, exist_ok=True)
     have = stored_count(store)
     if have == args.records:
         print(f"store: {store} ({have:,} records, {store.stat().st_size / 1e9:.2f} GB), reused")
     else:
-        print(f"store: generating {args.records:,} records at {store} ...")
+        print(f"store: generating {args.records:,} records at {store} ...", flush=True)
         t0 = time.perf_counter()
         generate_store(store, args.records, args.hosts, args.seed)
         took = time.perf_counter() - t0
@@ -1068,49 +1426,107 @@ def main() -> int:
             f"store: {args.records:,} records in {took:.1f} s ({args.records / took:,.0f}/s), "
             f"{size / 1e9:.2f} GB ({size / args.records:,.0f} bytes a record)"
         )
+    t0 = time.perf_counter()
+    SqliteUrlStore(str(store)).close()  # as a worker opens it: a store made before gets the schema's changes
+    if time.perf_counter() - t0 > 1.0:
+        print(f"store: brought to the current schema (crawler/urlstore/schema.sql) in {time.perf_counter() - t0:.1f} s")
     if not args.cold:
         t0 = time.perf_counter()
         with open(store, "rb") as f:  # the page cache, as a store in use keeps it
             while f.read(8 << 20):
                 pass
         print(f"store: read once into the page cache in {time.perf_counter() - t0:.1f} s")
-    known = sample_urls(store, SAMPLE, args.seed)
-    unknown = unknown_urls(known, SAMPLE // 4, args.seed)
 
-    server = load = None
+
+def node_of(args: argparse.Namespace) -> CassandraNode:
+    return CassandraNode(
+        args.cassandra_dir,
+        args.cassandra_port,
+        args.cassandra_storage_port,
+        args.cassandra_jmx_port,
+        args.cassandra_heap,
+    )
+
+
+Results = dict  # backend -> (record steps, batch steps)
+
+
+def run(args: argparse.Namespace, node: CassandraNode | None = None) -> Results:
+    """Every backend of --backends measured in turn (the SQLite store prepared first): its
+    server started, the record steps, then the batch steps. ``node``: the Cassandra node,
+    running; without one a node is started here and stopped at the end."""
+    crawl_dir, crawl = args.store.parent.parent, args.store.parent.name
+    rates = [float(x) for x in args.rates.split(",")] if args.rates else [r for r in RATES if r <= args.max_rate]
+    batch_rates = [float(x) for x in args.batch_rates.split(",") if x.strip()]
+    own_node = None
+    keyspace = keyspace_name(args.records)
+    results: Results = {}
+    try:
+        if "cassandra" in args.backend_list:
+            if node is None:
+                node = own_node = node_of(args)
+                took = node.start()
+                print(f"cassandra: node in {node.dir} on 127.0.0.1:{node.port} (pid {node.pid}), up in {took:.0f} s")
+            ensure_keyspace(node, args.store, keyspace)
+            if not args.cold:
+                print(f"cassandra: keyspace {keyspace} read once into the page cache in {node.warm(keyspace):.1f} s")
+        known = sample_urls(args.store, SAMPLE, args.seed)
+        unknown = unknown_urls(known, SAMPLE // 4, args.seed)
+        for backend in args.backend_list:
+            results[backend] = measure(args, backend, crawl_dir, crawl, known, unknown, rates, batch_rates, node)
+    finally:
+        if own_node is not None:
+            own_node.stop()
+    return results
+
+
+def measure(args, backend, crawl_dir, crawl, known, unknown, rates, batch_rates, node) -> tuple[list, list]:
+    """One backend's steps: (record steps, batch steps)."""
+    server = load = redis = None
+    node_pid = node.pid if backend == "cassandra" else None
     try:
         if args.url:
             base, server_pid = args.url.rstrip("/"), args.server_pid
             wait_answering(base, None, 10)
         else:
-            server = Server(crawl_dir, crawl, store.parent.parent / "serve.log", args.set)
+            extra = []
+            if backend == "cassandra":
+                redis = FrontierRedis(crawl_dir.parent / f"{crawl_dir.name}-redis", crawl)
+                keyspace = keyspace_name(args.records)
+                extra = [f"{k}={v}" for k, v in node.settings(keyspace).items()] + [f"REDIS_URL={redis.url}"]
+            server = Server(crawl_dir, crawl, crawl_dir / f"serve-{backend}.log", [*extra, *args.set])
             base, server_pid = server.url, server.pid
             took = wait_answering(base, server, START_TIMEOUT)
-            print(f"server: python -m scrapy serve on {base} (pid {server.pid}), answering after {took:.1f} s")
+            print(
+                f"\n[{backend}] server: python -m scrapy serve on {base} (pid {server.pid}), answering after {took:.1f} s"
+            )
         load = Load(args.clients, base, crawl, known, unknown, args.unknown, args.batch, args.connections, args.seed)
-        load.run("record", 100, 3.0, args.timeout, None)  # warm-up: connections, caches
+        load.run("record", 100, WARM_UP, args.timeout, None)  # warm-up: connections, caches, a JVM's compiler
         read0 = disk_read(server_pid) if server_pid else 0
+        where = f"keyspace {keyspace_name(args.records)} of the Cassandra node" if backend == "cassandra" else "SQLite"
         print(
-            f"\nGET /api/crawls/{crawl}/record?url=U, {args.unknown:.0%} unknown URLs, open-loop steps of "
-            f"{args.step_seconds:g} s, {args.clients} load process(es) x {args.connections} connections "
-            "\n(server, load: % of a core on a CPU / waiting for one; cpu: the server's CPU a request; "
-            "late: how late the load sent a request; others: cores other processes kept busy)"
+            f"\n[{backend}] GET /api/crawls/{crawl}/record?url=U from {where}, {args.unknown:.0%} unknown URLs, "
+            f"open-loop steps of {args.step_seconds:g} s, {args.clients} load process(es) x {args.connections} "
+            "connections\n(server, node, load: % of a core on a CPU / waiting for one; cpu: the server's CPU a "
+            "request; late: how late the load sent a request; others: cores other processes kept busy)"
         )
         print(header("req"))
         singles: list[StepResult] = []
         for rate in rates:
-            result = load.run("record", rate, args.step_seconds, args.timeout, server_pid)
+            result = load.run("record", rate, args.step_seconds, args.timeout, server_pid, node_pid)
             singles.append(result)
             print(row(result), flush=True)
-            if sum(not r.met for r in singles) >= 2:
+            # two steps past the p99 target (p50 not counted: a backend slower at the median
+            # may still answer more within p99 50 ms) or not kept up with
+            if sum(not (r.met or (r.p99 <= TARGET_P99 and r.kept_up)) for r in singles) >= 2:
                 break
             time.sleep(1.0)
         batches: list[StepResult] = []
         if batch_rates:
-            print(f"\nPOST /api/crawls/{crawl}/lookup of {args.batch} URLs: figures in URLs/s")
+            print(f"\n[{backend}] POST /api/crawls/{crawl}/lookup of {args.batch} URLs: figures in URLs/s")
             print(header("URL"))
             for rate in batch_rates:
-                result = load.run("lookup", rate, args.step_seconds, args.timeout, server_pid)
+                result = load.run("lookup", rate, args.step_seconds, args.timeout, server_pid, node_pid)
                 batches.append(result)
                 print(row(result, args.batch), flush=True)
                 if sum(not r.kept_up for r in batches) >= 2:
@@ -1118,26 +1534,60 @@ def main() -> int:
                 time.sleep(1.0)
         odd = {k: v for r in singles + batches for k, v in r.statuses.items() if k not in (200, 404)}
         if odd:
-            print(f"\nunexpected answers: {odd}")
+            print(f"\n[{backend}] unexpected answers: {odd}")
         if server_pid:
             print(
-                f"\nthe server read {(disk_read(server_pid) - read0) / 1e6:,.1f} MB from storage during the steps "
-                "(the rest from the page cache)"
+                f"[{backend}] the server read {(disk_read(server_pid) - read0) / 1e6:,.1f} MB from storage during "
+                "the steps (the rest from the page cache)"
             )
-        print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-        print()
-        print(summary(singles, "record look-up (requests/s)"))
+        return singles, batches
+    finally:
+        if load is not None:
+            load.close()
+        if server is not None:
+            server.stop()
+        if redis is not None:
+            redis.stop()
+
+
+def print_summary(results: Results, batch: int) -> None:
+    for backend, (singles, batches) in results.items():
+        print(f"[{backend}] " + summary(singles, "record look-up (requests/s)"))
         if batches:
-            print(summary(batches, f"batch look-up of {args.batch} (URLs/s)", args.batch))
+            print(f"[{backend}] " + summary(batches, f"batch look-up of {batch} (URLs/s)", batch))
+    print(f"\nthe highest rate answered with p99 <= {TARGET_P99 * 1000:.0f} ms (p50 not counted):")
+    for backend, (singles, batches) in results.items():
+        parts = []
+        for steps, what, unit in ((singles, "record look-ups/s", 1), (batches, "URLs/s in batches", batch)):
+            if steps:
+                best = p99_rate(steps, unit)
+                parts.append(
+                    f"{best.offered * unit:,.0f} {what} (p99 {best.p99 * 1000:.1f} ms)" if best else f"no {what} rate"
+                )
+        print(f"  {backend:10} " + "; ".join(parts))
+
+
+def main() -> int:
+    parser = build_parser()
+    args = parser.parse_args()
+    check_args(parser, args)
+
+    def overdue(signum, frame):
+        raise Overdue(f"stopped: the run took longer than --limit {args.limit:.0f} s")
+
+    signal.signal(signal.SIGALRM, overdue)
+    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))
+    signal.alarm(int(args.limit))
+    try:
+        prepare_store(args)
+        results = run(args)
+        print(f"\nload average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores\n")
+        print_summary(results, args.batch)
     except Overdue as exc:
         print(exc, file=sys.stderr)
         return 1
     finally:
         signal.alarm(0)
-        if load is not None:
-            load.close()
-        if server is not None:
-            server.stop()
     return 0
 
 

@@ -165,6 +165,18 @@ def test_get_follows_canonical_url(store):
     store.record_fetch(_fetched("http://example.com/l1", canonical_url="http://example.com/l2")).result(30)
     store.record_fetch(_fetched("http://example.com/l2", canonical_url="http://example.com/l1")).result(30)
     assert store.get("http://example.com/l1")["url"] in ("http://example.com/l1", "http://example.com/l2")
+    # get_many: what get gives each URL, in order, duplicates and unknown URLs included
+    asked = [
+        "http://example.com/article?ref=x",
+        "http://example.com/article/print",
+        "http://example.com/x",
+        "http://example.com/unknown",
+        "http://EXAMPLE.com/article",
+        "http://example.com/article?ref=x",
+        "http://example.com/l2",
+    ]
+    assert store.get_many(asked) == [store.get(u) for u in asked]
+    assert store.get_many([]) == []
 
 
 def test_outlinks_and_inlinks_agree(store):

@@ -345,15 +345,18 @@ async def lookup(request: web.Request) -> web.Response:
 
 def _lookup(server: Server, crawl: Crawl, urls: list[str]) -> list[dict]:
     store = crawl.store()
-    out = []
+    out: list[dict | None] = []
+    valid = []  # (place in out, url)
     for url in urls:
         try:
             normalize_url(url, **server.url_options)
         except InvalidURL as exc:
             out.append({"url": url, "record": None, "error": f"not a valid URL ({exc})"})
             continue
-        found = store.get(url)
-        out.append({"url": url, "record": record_json(found) if found else None})
+        valid.append((len(out), url))
+        out.append(None)
+    for (place, url), found in zip(valid, store.get_many([u for _, u in valid]), strict=True):
+        out[place] = {"url": url, "record": record_json(found) if found else None}
     return out
 
 

@@ -183,6 +183,18 @@ def _read(row) -> dict:
     return out
 
 
+def _record(row) -> dict:
+    """A urls row as ``get`` gives it (UrlStore's record)."""
+    record = _read(row)
+    record["redirect_chain"] = list(record["redirect_chain"] or [])
+    record["simhash"] = unsigned64(record["simhash"])
+    record["metadata"] = dict(record["metadata"] or {})
+    key, offset, length = (record.pop(c) for c in ARCHIVE)
+    record["archive"] = {"key": key, "offset": offset, "length": length} if key else None
+    record["outlinks"] = [{"url": u, "text": t, "nofollow": bool(n)} for u, t, n in record["outlinks"] or []]
+    return record
+
+
 def schema_statements(keyspace: str, replication_factor: int = 1, datacenter: str = "") -> list[str]:
     """The statements of schema.cql for this keyspace, comments removed; its replication:
     ``replication_factor`` replicas with SimpleStrategy, or in ``datacenter`` with
@@ -508,9 +520,15 @@ class CassandraUrlStore(UrlStore):
         replica set, each under INLINK_BATCH_BYTES (a row alone: its own statement)."""
         metadata = self.session.cluster.metadata
         groups: dict[tuple, list[list]] = {}  # replica set: its batches, each [bytes, bound, bound, ...]
+        everywhere = None  # set: every node holds every row (one node, or as many replicas as nodes)
         for row in rows:
             bound = self._inlink_stmt.bind(row)
-            replicas = tuple(sorted(str(h.endpoint) for h in metadata.get_replicas(self.keyspace, bound.routing_key)))
+            replicas = everywhere
+            if replicas is None:
+                found = metadata.get_replicas(self.keyspace, bound.routing_key)
+                replicas = tuple(sorted(str(h.endpoint) for h in found))
+                if found and len(found) == len(metadata.all_hosts()):
+                    everywhere = replicas
             size = len(row[0].encode()) + len(row[2].encode()) + len(row[3].encode()) + INLINK_ROW_BYTES
             batches = groups.setdefault(replicas, [[0]])
             if batches[-1][0] and batches[-1][0] + size > INLINK_BATCH_BYTES:
@@ -627,16 +645,16 @@ class CassandraUrlStore(UrlStore):
 
     def _row(self, url: str) -> dict | None:
         row = self.session.execute(self._select_stmt, (url,), execution_profile=self.reads).one()
-        if row is None:
-            return None
-        record = _read(row)
-        record["redirect_chain"] = list(record["redirect_chain"] or [])
-        record["simhash"] = unsigned64(record["simhash"])
-        record["metadata"] = dict(record["metadata"] or {})
-        key, offset, length = (record.pop(c) for c in ARCHIVE)
-        record["archive"] = {"key": key, "offset": offset, "length": length} if key else None
-        record["outlinks"] = [{"url": u, "text": t, "nofollow": bool(n)} for u, t, n in record["outlinks"] or []]
-        return record
+        return None if row is None else _record(row)
+
+    def _rows(self, urls: list[str]) -> dict[str, dict]:
+        """Every URL's row read at once (a partition each)."""
+        out = {}
+        for result in self._read_all([(self._select_stmt, (url,)) for url in urls]):
+            row = result.one()
+            if row is not None:
+                out[row.url] = _record(row)
+        return out
 
     def _read_all(self, statements: list[tuple]) -> list:
         """The result of each (statement, parameters), all sent at once (at most

@@ -183,6 +183,44 @@ class UrlStore:
             row["requested_url"] = url
         return row
 
+    def get_many(self, urls: list[str]) -> list[dict | None]:
+        """``get`` of each of ``urls`` (normalized, canonical URLs followed), in order; a
+        backend that reads several rows at once (``_rows``) reads each hop's rows at once."""
+        asked = [self.normalize(u) for u in urls]
+        rows = self._rows(list(dict.fromkeys(asked)))
+        found = {u: rows.get(u) for u in asked}
+        for _ in range(MAX_CANONICAL_HOPS):
+            hops = {
+                u: r["canonical_url"]
+                for u, r in found.items()
+                if r and r.get("canonical_url") and r["canonical_url"] != r["url"] and not r.get("_final")
+            }
+            if not hops:
+                break
+            targets = self._rows(list(dict.fromkeys(hops.values())))
+            for u, target in hops.items():
+                if targets.get(target) is None:
+                    found[u] = {**found[u], "_final": True}
+                else:
+                    found[u] = dict(targets[target])
+        out = []
+        for u in asked:
+            row = found[u]
+            if row is not None:
+                row = {k: v for k, v in row.items() if k != "_final"}
+                row["requested_url"] = u
+            out.append(row)
+        return out
+
+    def _rows(self, urls: list[str]) -> dict[str, dict]:
+        """The stored rows of ``urls`` (normalized), by URL; unknown ones left out."""
+        out = {}
+        for url in urls:
+            row = self._row(url)
+            if row is not None:
+                out[url] = row
+        return out
+
     def last_fetched(self, urls: list[str], archived: bool = False) -> dict[str, float]:
         """When each of ``urls`` was last fetched with an answer (fate ``fetched`` or
         ``duplicate``, status below 500: what RECRAWL_INTERVAL counts from), as UNIX
