@@ -11,6 +11,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
+from crawler.fetchpolicy import SKIPPED
 from crawler.frontier.frontier import FINISHED
 from crawler.frontier.report import deferred_lines, status_line
 from crawler.items import Page
@@ -144,6 +145,16 @@ class FrontierStats:
             f"Frontier: {status_line(outlook, deferred)}",
         ]
         lines += [f"  {line}" for line in deferred_lines(deferred)]
+        skipped = stats.get(SKIPPED, 0)
+        if skipped and not fates.get("fetched", 0):
+            age = self.crawler.settings.getfloat("FETCH_POLICY_MAX_AGE")
+            lines.append(
+                f"Nothing fetched: the UrlStore says the {skipped} URL{'s' if skipped != 1 else ''} handed out "
+                f"{'were' if skipped != 1 else 'was'} fetched within FETCH_POLICY_MAX_AGE ({age:g} s), so "
+                "nothing was read and nothing below discovered; to fetch again: -s FETCH_POLICY_MAX_AGE=0, "
+                "scrapy submit --force URL, or scrapy frontier clear --store --yes (the frontier and the "
+                "UrlStore both)"
+            )
         if outlook["state"] != FINISHED:
             lines.append("Run the same command again to resume (what is deferred is fetched once due).")
         return "\n".join(lines)

@@ -418,8 +418,12 @@ def ingest(
     strip_params: Iterable[str] | None = None,
     sort_query: bool = True,
     progress: Callable[[IngestReport], object] | None = None,
+    refuse: Callable[[str], str | None] | None = None,
 ) -> IngestReport:
     """Read, normalize and push the seeds of ``paths`` into ``frontier``.
+
+    ``refuse(url)``: a status (counted as refused, e.g. ``network_guard``) for a URL no
+    fetch would take, or None.
 
     ``strip_params=None`` strips the normalizer's built-in list of tracking and
     session parameters (``()`` keeps every parameter); ``sort_query`` as in
@@ -466,6 +470,11 @@ def ingest(
                     url = normalize_url(item.url, strip_params=strip, sort_query=sort_query)
                 except InvalidURL as exc:
                     report.add_invalid(item.source, item.lineno, str(exc))
+                    continue
+                refusal = refuse(url) if refuse is not None else None
+                if refusal:
+                    report.refused += 1
+                    report.refused_by[refusal] += 1
                     continue
                 entries.append(Entry(url=url, payload=encode_url(url), priority=item.priority, depth=0))
                 where.append((item.source, item.lineno))

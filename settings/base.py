@@ -19,8 +19,21 @@ REMOTE_CONTROL_ENABLED = False
 # --- crawl identity and storage ------------------------------------------------------
 # Several crawls share one Redis: every key starts with crawl:{CRAWL_NAME}:
 CRAWL_NAME = os.environ.get("CRAWL_NAME", "default")
-# Where embedded state lives (the embedded Redis's data, later the local stores).
-CRAWL_DIR = os.environ.get("CRAWL_DIR", ".crawl")
+
+
+def _project_root() -> str:
+    """The folder of the project's scrapy.cfg, found from the current folder upward as
+    Scrapy finds it ('' when there is none: a scrapyd job runs from its egg)."""
+    from scrapy.utils.conf import closest_scrapy_cfg
+
+    cfg = closest_scrapy_cfg()
+    return os.path.dirname(cfg) if cfg else ""
+
+
+# Where a crawl's local files live (the embedded Redis's data, the SQLite UrlStore, the
+# WARC directory): .crawl in the project's root, from whichever of its folders a command
+# runs, unless given (a relative path given is taken from the current folder).
+CRAWL_DIR = os.environ.get("CRAWL_DIR") or os.path.join(_project_root(), ".crawl")
 # redis://host:port/db or unix:///path; empty: an embedded Redis under CRAWL_DIR.
 REDIS_URL = os.environ.get("REDIS_URL", "")
 # Several Redis servers, comma separated: the crawl's hosts are spread over them by

@@ -53,10 +53,12 @@ def test_allow_list_opens_chosen_networks():
 
 class _Handler(BaseHTTPRequestHandler):
     hits: list = []
+    links: list = []  # of the page /start
 
     def do_GET(self):
         type(self).hits.append(self.path)
-        body = b"<html><body>ok</body></html>"
+        anchors = "".join(f'<a href="{u}">x</a>' for u in self.links) if self.path == "/start" else ""
+        body = f"<html><body>ok {anchors}</body></html>".encode()
         self.send_response(200 if self.path != "/robots.txt" else 404)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(body)))
@@ -67,10 +69,10 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def server():
-    _Handler.hits = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+@pytest.fixture(params=["127.0.0.1"])
+def server(request):
+    _Handler.hits, _Handler.links = [], []
+    httpd = ThreadingHTTPServer((request.param, 0), _Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield httpd.server_address[1]
@@ -89,19 +91,40 @@ def crawl(tmp_path, seeds, **settings):
     return {page["url"]: page for page in read_pages(out)}, proc.stderr
 
 
-def test_private_targets_are_refused_and_recorded(tmp_path, server):
+def test_private_seeds_are_refused_when_seeded_naming_the_setting(tmp_path, server):
     seeds = [
+        f"http://127.0.0.1:{server}/a",
+        "http://169.254.169.254/latest/meta-data/",
+        f"http://[::1]:{server}/b",
+        f"http://localhost:{server}/c",
+    ]
+    pages, log = crawl(tmp_path, seeds)
+    assert _Handler.hits == [] and pages == {}  # nothing fetched, robots.txt included; nothing queued
+    assert "4 seeds refused by the network guard" in log and "-s NETWORK_GUARD_ALLOW=" in log
+    assert "'seeds/refused': 4" in log
+    assert "Traceback" not in log and "CRITICAL" not in log
+
+
+@pytest.mark.parametrize("server", ["127.0.0.2"], indirect=True)  # allowed; 127.0.0.1 not
+def test_private_targets_found_in_pages_are_refused_and_recorded(tmp_path, server):
+    """A page allowed (NETWORK_GUARD_ALLOW) links to private addresses, and to a name that
+    resolves to one: each is refused at fetch time, recorded, and its line names the
+    setting to allow it."""
+    start = f"http://127.0.0.2:{server}/start"
+    _Handler.links = [
         f"http://127.0.0.1:{server}/a",
         "http://169.254.169.254/latest/meta-data/",
         f"http://[::1]:{server}/b",
         f"http://localhost:{server}/c",  # a name that resolves to a private address
     ]
-    pages, log = crawl(tmp_path, seeds)
-    assert _Handler.hits == []  # nothing was fetched, robots.txt included
-    assert set(pages) == set(seeds)
-    for url, page in pages.items():
+    pages, log = crawl(tmp_path, [start], NETWORK_GUARD_ALLOW="127.0.0.2/32")
+    assert [h for h in _Handler.hits if h != "/robots.txt"] == ["/start"]  # nothing else was fetched
+    assert set(pages) == {start, *_Handler.links}
+    for url in _Handler.links:
+        page = pages[url]
         assert page["status"] is None and page["error"].startswith("AddressRefused"), (url, page)
-    assert "'netguard/refused':" in log
+    assert "'netguard/refused': 8" in log  # each page and its robots.txt
+    assert "to crawl it: -s NETWORK_GUARD_ALLOW=127.0.0.0/8" in log
     assert "Traceback" not in log and "CRITICAL" not in log
 
 

@@ -313,3 +313,20 @@ def test_command_redis_unreachable_exits_1(tmp_path, crawl_name):
     err = proc.stderr.decode().strip()
     assert err.startswith(f"seed: cannot connect to Redis (redis://127.0.0.1:{port}/0):"), err
     assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_command_refuses_seeds_the_network_guard_will_refuse_and_names_the_setting(
+    tmp_path, redis_url, redis_client, crawl_name
+):
+    path = tmp_path / "seeds.txt"
+    path.write_text("http://127.0.0.1:8765/\nhttp://localhost/x\nhttp://10.1.2.3/\nhttp://a.example/\n")
+    proc = scrapy_seed(path, "--crawl", crawl_name, "--no-progress", redis_url=redis_url)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().startswith("added 1, already seen 0, invalid 0, refused 3 (network_guard 3), 4 lines")
+    assert "NETWORK_GUARD_ALLOW" in proc.stderr.decode()
+    assert Frontier(redis_client, crawl_name).stats()["queued"] == 1
+    allowed = scrapy_seed(path, "--crawl", crawl_name, "--no-progress", "-s", "NETWORK_GUARD_ALLOW=127.0.0.0/8",
+                          redis_url=redis_url)  # fmt: skip
+    assert allowed.stdout.decode().startswith(
+        "added 2, already seen 1, invalid 0, refused 1 (network_guard 1), 4 lines"
+    )

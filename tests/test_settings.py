@@ -131,3 +131,22 @@ def test_the_distributed_profile_says_when_a_store_is_this_machines_alone(tmp_pa
     off = ["-s", "URLSTORE_ENABLED=False", "-s", "ARCHIVE_ENABLED=False"]
     assert "Distributed profile" not in _crawl_log(tmp_path, redis_url, "shared", off, project="distributed")
     assert "Distributed profile" not in _crawl_log(tmp_path, redis_url, "local", [])
+
+
+def test_the_crawl_directory_is_the_projects_from_any_of_its_folders():
+    """From a subfolder a command finds the crawls made from the project's root (a
+    relative default would start a new, empty crawl there)."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("CRAWL_DIR", "SCRAPY_PROJECT")}
+    got = {}
+    for folder in (ROOT, ROOT / "crawler" / "frontier"):
+        out = subprocess.run(
+            [sys.executable, "-m", "scrapy", "settings", "--get", "CRAWL_DIR"],
+            cwd=folder,
+            env={**environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        got[folder] = out.stdout.strip()
+    assert set(got.values()) == {str(ROOT / ".crawl")}

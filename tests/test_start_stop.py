@@ -377,3 +377,56 @@ def test_a_crawl_whose_worker_was_killed_is_found_by_its_append_only_files(tmp_p
     assert out.returncode == 0, out.stderr
     assert re.search(r"queued +[1-9]", out.stdout), out.stdout
     assert listed.returncode != 0 and name in listed.stderr, listed.stderr
+
+
+def test_clearing_the_frontier_says_the_store_is_kept_and_a_crawl_of_fetched_seeds_says_why(tmp_path):
+    """A crawl, then ``frontier clear``: the line says the UrlStore is kept; the same seeds
+    again fetch nothing (fetched within FETCH_POLICY_MAX_AGE) and the summary says so with
+    the ways out; ``clear --store`` deletes the UrlStore too, and the next run fetches the
+    site again."""
+    crawl_dir = tmp_path / "crawl"
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    env = clean_env()
+    with serve_site(hosts=2, pages=5) as site:
+        seeds = _seeds(tmp_path, site)
+        settings = {**SITE, "CRAWL_DIR": crawl_dir, "CRAWL_NAME": name, "FRONTIER_HOST_INTERVAL": 0.05}
+
+        def crawl(run: int) -> subprocess.CompletedProcess:
+            proc = _run(crawl_command(tmp_path / f"out{run}.jsonl", seeds, settings), env, timeout=120)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            return proc
+
+        def frontier(*args) -> subprocess.CompletedProcess:
+            return _run(
+                [
+                    sys.executable,
+                    "-m",
+                    "scrapy",
+                    "frontier",
+                    "clear",
+                    *args,
+                    "--crawl",
+                    name,
+                    "-s",
+                    f"CRAWL_DIR={crawl_dir}",
+                ],
+                env,
+            )
+
+        crawl(1)
+        first = len(site.page_hits())
+        cleared = frontier("--yes")
+        assert cleared.returncode == 0, cleared.stderr
+        assert "its UrlStore" in cleared.stdout and "are kept" in cleared.stdout and "clear --store" in cleared.stdout
+        again = crawl(2)
+        assert len(site.page_hits()) == first  # nothing fetched
+        assert "Nothing fetched: the UrlStore says the 1 URL handed out was fetched within FETCH_POLICY_MAX_AGE" in (
+            again.stderr
+        ), again.stderr[-3000:]
+        assert frontier("--store").returncode == 2  # without --yes: nothing deleted
+        wiped = frontier("--store", "--yes")
+        assert wiped.returncode == 0 and "and its UrlStore" in wiped.stdout, wiped.stdout + wiped.stderr
+        assert not (crawl_dir / name / "urlstore.sqlite").exists()
+        crawl(3)
+        assert len(site.page_hits()) == 2 * first
+    _stop_leftover_redis(crawl_dir, "teardown")

@@ -12,6 +12,7 @@ scrapy frontier clear --yes     delete every key of the crawl (CRAWL_NAME)
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -40,6 +41,9 @@ class Command(ScrapyCommand):
         parser.add_argument("--json", action="store_true", help="print JSON")
         parser.add_argument("--yes", action="store_true", help="confirm clear")
         parser.add_argument(
+            "--store", action="store_true", help="with clear: delete the crawl's SQLite UrlStore too (a fresh start)"
+        )
+        parser.add_argument(
             "--watch", type=float, metavar="SECONDS", help="print a progress line every SECONDS (Ctrl-C stops)"
         )
         parser.add_argument("--count", type=int, default=0, help="with --watch: stop after this many lines")
@@ -64,19 +68,18 @@ class Command(ScrapyCommand):
             )
             self.exitcode = 2
             return
+        if opts.store and action != "clear":
+            raise UsageError("--store goes with clear")
         try:
-            if not crawl_exists(self.settings):  # (a read never creates a crawl)
+            store = store_files(self.settings) if opts.store else []
+            if not crawl_exists(self.settings) and not store:  # (a read never creates a crawl)
                 print(no_such_crawl(self.settings), file=sys.stderr)
                 self.exitcode = 2
                 return
-            frontier = frontier_from_settings(self.settings)
             if action == "clear":
-                if not opts.yes:
-                    print(f"clear deletes every key of crawl {frontier.keys.crawl_name!r}; add --yes")
-                    self.exitcode = 2
-                    return
-                print(f"deleted {frontier.clear()} keys of crawl {frontier.keys.crawl_name!r}")
+                self.exitcode = clear(self.settings, opts.yes, opts.store, store)
                 return
+            frontier = frontier_from_settings(self.settings)
             if opts.watch:
                 watch(frontier, opts.watch, opts.count)
                 return
@@ -91,6 +94,46 @@ class Command(ScrapyCommand):
             print(json.dumps(stats, indent=2))
         else:
             print(format_stats(frontier.keys.crawl_name, stats, cluster=bool(self.settings.get("REDIS_CLUSTER_URL"))))
+
+
+def store_files(settings) -> list[str]:
+    """The files of the crawl's SQLite UrlStore that exist (none for Cassandra)."""
+    from crawler.urlstore.sqlite import sqlite_path
+
+    if settings.get("URLSTORE_BACKEND").lower() != "sqlite":
+        return []
+    path = sqlite_path(settings)
+    return [p for p in (path, f"{path}-wal", f"{path}-shm") if os.path.exists(p)]
+
+
+def clear(settings, yes: bool, with_store: bool, store: list[str]) -> int:
+    """``frontier clear``: the crawl's frontier keys, and with ``with_store`` its SQLite
+    UrlStore's files; the exit code."""
+    name = settings.get("CRAWL_NAME")
+    if with_store and settings.get("URLSTORE_BACKEND").lower() != "sqlite":
+        print(
+            "frontier: --store clears an SQLite UrlStore; a Cassandra one is shared by every crawl of its keyspace "
+            f"({settings.get('CASSANDRA_KEYSPACE')}): truncate its tables with cqlsh if that is meant",
+            file=sys.stderr,
+        )
+        return 2
+    what = f"every key of crawl {name!r}" + (" and its UrlStore" if with_store else "")
+    if not yes:
+        print(f"clear deletes {what}; add --yes")
+        return 2
+    deleted = frontier_from_settings(settings).clear() if crawl_exists(settings) else 0
+    if with_store:
+        for path in store:
+            os.remove(path)
+        print(f"deleted {deleted} keys of crawl {name!r} and its UrlStore ({store[0] if store else 'none there'})")
+        return 0
+    kept = store_files(settings)
+    print(
+        f"deleted {deleted} keys of crawl {name!r}; its UrlStore{f' ({kept[0]})' if kept else ''} and archive are "
+        "kept: a URL it holds as fetched within FETCH_POLICY_MAX_AGE is not fetched again (seeds included); "
+        "clear --store --yes deletes the UrlStore too"
+    )
+    return 0
 
 
 def no_such_crawl(settings, command: str = "frontier", also=()) -> str:

@@ -150,6 +150,8 @@ class Command(ScrapyCommand):
             _close(client)
             return self._fail(f"seed: cannot connect to Redis ({_where(settings)}): {_reason(exc)}")
 
+        from crawler.middlewares.netguard import GUARD_REFUSED, guard_hint, seed_refusal  # (it imports the reactor)
+
         progress = ProgressLine(enabled=not opts.no_progress, every=settings.getfloat("SEED_PROGRESS_INTERVAL"))
         try:
             report = ingest(
@@ -158,6 +160,7 @@ class Command(ScrapyCommand):
                 batch_size=batch,
                 **url_options(settings),
                 progress=progress,
+                refuse=seed_refusal(settings),
             )
         except SeedFileError as exc:
             progress.clear()
@@ -176,6 +179,8 @@ class Command(ScrapyCommand):
             _close(client)
         progress.clear()
         self._print_report(report)
+        if report.refused_by.get(GUARD_REFUSED):
+            print(f"seed: {guard_hint(report.refused_by[GUARD_REFUSED])}", file=sys.stderr)
 
     def _print_report(self, report: IngestReport | None, note: str = "") -> None:
         if report is None:

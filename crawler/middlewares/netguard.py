@@ -35,6 +35,41 @@ from crawler.exceptions import AddressRefused
 logger = logging.getLogger(__name__)
 
 
+GUARD_REFUSED = "network_guard"  # a seed's status: its address is one the guard refuses
+
+
+def seed_refusal(settings):
+    """For seed ingestion: a function giving GUARD_REFUSED for a URL whose host is an
+    address (or localhost) the guard refuses, else None; None when the guard is off.
+    Names are not resolved here (a seed file may hold millions)."""
+    if not settings.getbool("NETWORK_GUARD_ENABLED"):
+        return None
+    policy = AddressPolicy.from_settings(settings)
+
+    def refuse(url: str) -> str | None:
+        host = urlsplit(url).hostname or ""
+        if host == "localhost":
+            host = "127.0.0.1"
+        return GUARD_REFUSED if ip_literal(host) and policy.refusal(host) else None
+
+    return refuse
+
+
+def guard_hint(refused: int) -> str:
+    """The line for seeds the guard refused: what to set to crawl them."""
+    return (
+        f"{refused} seed{'s' if refused != 1 else ''} refused by the network guard (a loopback, private or "
+        "reserved address): to crawl them, -s NETWORK_GUARD_ALLOW=NETWORKS (e.g. 127.0.0.0/8,192.168.0.0/16)"
+    )
+
+
+def allow_hint(address: str) -> str:
+    """How to crawl ``address`` all the same: the setting, with the address's network."""
+    ip = ipaddress.ip_address(address.strip("[]"))
+    network = "127.0.0.0/8" if ip.version == 4 and ip.is_loopback else f"{ip}/{ip.max_prefixlen}"
+    return f"to crawl it: -s NETWORK_GUARD_ALLOW={network}"
+
+
 class RefusedResolution(DNSLookupError):
     """A name resolved to a refused address. A DNSLookupError, so that Twisted treats
     it as a failed lookup (no connection) rather than as a resolver crash."""
@@ -102,7 +137,7 @@ class GuardedResolver(CachingThreadedResolver):
     def _check(self, address: str, name: str) -> str:
         reason = self.policy.refusal(address)
         if reason:
-            raise RefusedResolution(f"network guard: {name} resolves to {address} ({reason})")
+            raise RefusedResolution(f"network guard: {name} resolves to {address} ({reason}; {allow_hint(address)})")
         return address
 
 
@@ -122,7 +157,7 @@ class NetworkGuardMiddleware:
         if ip_literal(host):
             reason = self.policy.refusal(host)
             if reason:
-                raise AddressRefused(f"network guard: {host} is a {reason} address")
+                raise AddressRefused(f"network guard: {host} is a {reason} address ({allow_hint(host)})")
         elif not request.meta.get("proxy"):  # through a proxy, the name is the proxy's
             # Resolve now, through the guarded resolver: a refused name is recorded here
             # as a refusal; the connection then gets the same (cached) answer, and the

@@ -164,6 +164,7 @@ class BroadSpider(scrapy.Spider):
         """Ingest the seed files (in a thread), waiting out a Redis outage as the
         scheduler does; None, or why the seeds were not all added."""
         from crawler.frontier.connection import Patient, crawler_frontier
+        from crawler.middlewares.netguard import GUARD_REFUSED, guard_hint, seed_refusal
         from crawler.seeds import Every, SeedFileError, ingest
 
         s = self.settings
@@ -179,6 +180,7 @@ class BroadSpider(scrapy.Spider):
                     lambda report: logger.info("Seeding: %s", report.progress_text()),
                     s.getfloat("SEED_PROGRESS_INTERVAL"),
                 ),
+                refuse=seed_refusal(s),
             )
         except SeedFileError as exc:
             return str(exc)
@@ -188,6 +190,8 @@ class BroadSpider(scrapy.Spider):
             logger.exception("Seed ingestion failed")
             return f"{type(exc).__name__}: {exc}"
         logger.info("Seeds: %s", report.summary())
+        if report.refused_by.get(GUARD_REFUSED):
+            logger.warning("%s", guard_hint(report.refused_by[GUARD_REFUSED]))
         for key in ("added", "seen", "invalid", "refused"):
             self.crawler.stats.inc_value(f"seeds/{key}", getattr(report, key))
         return None
