@@ -403,7 +403,9 @@ def test_a_pages_inlinks_go_in_batches_under_the_servers_warning_size(store, cas
     assert store.inlinks(links[0]["url"], 10) and len(store.inlinks("http://t.example/nothing")) == 0
 
 
-def test_last_fetched_reads_each_url_once_at_the_read_level(store, cassandra_session, cassandra_keyspace):
+def test_last_fetched_and_get_many_read_their_urls_together_at_the_read_level(
+    store, cassandra_session, cassandra_keyspace, monkeypatch
+):
     reads_one = CassandraUrlStore(cassandra_session, cassandra_keyspace, read_consistency="ONE")
     try:
         _all_done([store.record_fetch(_fetched(f"http://l.example/{i}")) for i in range(10)])
@@ -412,8 +414,14 @@ def test_last_fetched_reads_each_url_once_at_the_read_level(store, cassandra_ses
             got = reads_one.last_fetched(asked)
         assert set(got) == set(asked[:11])
         reads = requests.of("SELECT url, fate, status, fetched_at, archive_key")
-        assert len(reads) == len(requests.sent) == 11  # the two spellings of /3 are one read
+        assert len(reads) == len(requests.sent) == 1  # one read of the 11 URLs (the two spellings of /3: one)
         assert {level for _, level in reads} == {ConsistencyLevel.ONE}
+        monkeypatch.setattr(backend, "READ_KEYS", 4)  # a read asks for 4 URLs at most
+        with Requests(cassandra_session) as requests:
+            records = reads_one.get_many(asked)
+        assert len(requests.of("WHERE url IN")) == 3  # 11 distinct URLs
+        assert [r and r["url"] for r in records] == [*asked[:3], *asked[3:10], "http://l.example/3", None]
+        assert records == [reads_one.get(u) for u in asked]
     finally:
         reads_one.close()
 

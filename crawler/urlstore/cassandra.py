@@ -36,9 +36,9 @@
   requests instead of 200 (the driver's CPU a request is what bounds a worker's writes).
   The server's warning that such a batch covers many partitions is dropped from the
   driver's log (``BatchWarnings``): the batches are made that way on purpose.
-- Reads run on the calling thread; ``last_fetched`` and ``inlinks`` send their reads (a
-  URL's, or a bucket's) all at once through ``execute_concurrent`` and wait for them
-  together.
+- Reads run on the calling thread; ``last_fetched`` and ``get_many`` read their URLs
+  with ``url IN ?`` (READ_KEYS at most a read, each of one replica set, sent to it), and
+  ``inlinks`` a read per bucket, all at once through ``execute_concurrent``.
 - Contact points, port, credentials and TLS come from settings (CASSANDRA_*).
 """
 
@@ -59,7 +59,7 @@ from cassandra import ConsistencyLevel, InvalidRequest
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, NoHostAvailable
 from cassandra.concurrent import execute_concurrent
 from cassandra.policies import RetryPolicy
-from cassandra.query import UNSET_VALUE, BatchStatement, BatchType
+from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, BoundStatement
 
 from crawler.urlstore.store import (
     DUE_FIELDS,
@@ -115,6 +115,7 @@ MIN_TOKEN = -(2**63)  # Murmur3Partitioner's smallest token
 # under the server's batch_size_warn_threshold (5 KiB), which counts their cells too
 INLINK_BATCH_BYTES = 4096
 INLINK_ROW_BYTES = 48
+READ_KEYS = 100  # URLs one read asks for at most (WHERE url IN ...), all of one replica set
 WARN_EVERY = 30.0  # seconds between two warning lines of one kind of write failure
 RECONNECT_MAX = 10.0  # seconds between two tries of a node that went down, at most
 
@@ -340,6 +341,13 @@ def _seconds(value) -> float | None:
     return value.timestamp()
 
 
+class _Routed(BoundStatement):
+    """A bound read whose routing key is given: the driver computes none for ``WHERE url
+    IN ?``, and token-aware routing needs one to send the read to the URLs' replicas."""
+
+    routing_key = None  # (a plain attribute in place of BoundStatement's property)
+
+
 class BatchWarnings(logging.Filter):
     """Drops the server's warning that an unlogged batch covers many partitions from the
     driver's log (cassandra.protocol): the store batches a page's inlinks that way on
@@ -403,7 +411,9 @@ class CassandraUrlStore(UrlStore):
         self._updates = {columns: prepare(_update(columns)) for columns in (ROW, ARCHIVE, METADATA, *RESCHEDULES)}
         self._inlink_stmt = prepare(_INLINK)
         self._select_stmt = prepare(_select(("url", *COLUMNS)))
+        self._select_in_stmt = prepare(_select(("url", *COLUMNS), "url IN ?"))
         self._fetched_stmt = prepare(_select(_FETCHED))
+        self._fetched_in_stmt = prepare(_select(_FETCHED, "url IN ?"))
         self._scan_stmt = prepare(_select(("token(url)", *DUE_FIELDS), "token(url) > ? LIMIT ?"))
         self._inlinks_stmt = prepare(_INLINKS)
         self._inlinks_after_stmt = prepare(_INLINKS_AFTER)
@@ -648,13 +658,35 @@ class CassandraUrlStore(UrlStore):
         return None if row is None else _record(row)
 
     def _rows(self, urls: list[str]) -> dict[str, dict]:
-        """Every URL's row read at once (a partition each)."""
-        out = {}
-        for result in self._read_all([(self._select_stmt, (url,)) for url in urls]):
-            row = result.one()
-            if row is not None:
-                out[row.url] = _record(row)
-        return out
+        """Every URL's row, read at once (``_read_keys``)."""
+        return {row.url: _record(row) for row in self._read_keys(self._select_in_stmt, urls)}
+
+    def _read_keys(self, statement, urls: list[str]) -> list:
+        """The rows of ``urls`` by ``statement`` (``... WHERE url IN ?``): one read of at
+        most READ_KEYS URLs per replica set, each sent to those replicas (the token map:
+        no coordinator fans out to other nodes), all at once."""
+        metadata = self.session.cluster.metadata
+        groups: dict[tuple, list[list[str]]] = {}
+        everywhere = None  # set: every node holds every row
+        for url in urls:
+            replicas = everywhere
+            if replicas is None:
+                key = self._select_stmt.bind((url,)).routing_key
+                found = metadata.get_replicas(self.keyspace, key)
+                replicas = tuple(sorted(str(h.endpoint) for h in found))
+                if found and len(found) == len(metadata.all_hosts()):
+                    everywhere = replicas
+            chunks = groups.setdefault(replicas, [[]])
+            if len(chunks[-1]) >= READ_KEYS:
+                chunks.append([])
+            chunks[-1].append(url)
+        reads = []
+        for chunks in groups.values():
+            for chunk in chunks:
+                bound = _Routed(statement).bind((chunk,))
+                bound.routing_key = self._select_stmt.bind((chunk[0],)).routing_key  # to its replicas
+                reads.append((bound, None))
+        return [row for result in self._read_all(reads) for row in result]
 
     def _read_all(self, statements: list[tuple]) -> list:
         """The result of each (statement, parameters), all sent at once (at most
@@ -698,16 +730,12 @@ class CassandraUrlStore(UrlStore):
         return out, (token,)
 
     def last_fetched(self, urls: list[str], archived: bool = False) -> dict[str, float]:
-        """One prepared read per URL (a partition each), all sent at once: one round
-        trip's wait for the batch."""
+        """The URLs' rows read at once (``_read_keys``): one round trip's wait."""
         given: dict[str, list[str]] = {}  # normalized -> the URLs asked
         for u in urls:
             given.setdefault(self.normalize(u), []).append(u)
         out = {}
-        for result in self._read_all([(self._fetched_stmt, (url,)) for url in given]):
-            row = result.one()
-            if row is None:
-                continue
+        for row in self._read_keys(self._fetched_in_stmt, list(given)):
             found = _read(row)
             if (
                 answered(found["fate"], found["status"], found["archive_key"], archived)
