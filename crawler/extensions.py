@@ -13,7 +13,7 @@ from twisted.internet import task
 
 from crawler.fetchpolicy import SKIPPED
 from crawler.frontier.frontier import FINISHED
-from crawler.frontier.report import deferred_lines, status_line
+from crawler.frontier.report import count, deferred_lines, status_line
 from crawler.items import Page
 from crawler.memory import TRIM_EVERY, configure, trim
 from crawler.pipelines.urlstore import page_fate
@@ -26,10 +26,12 @@ NOT_ERRORS = {"fetched", "duplicate", "robots_disallowed"}  # fates that are no 
 
 def worker_fate(page) -> str:
     """The fate a worker counts a Page under (``pages/fate/<fate>``): its UrlStore fate,
-    but ``server_error`` for a 5xx kept after its last try."""
+    but ``server_error`` for a 5xx kept after its last try and ``not_modified`` for a 304."""
     fate = page_fate(page)
     if fate == "fetched" and page.get("status", 0) >= 500:
         return "server_error"
+    if fate == "fetched" and page.get("status") == 304:
+        return "not_modified"  # a recrawl's conditional request: the stored page is still the page
     return fate
 
 
@@ -137,10 +139,13 @@ class FrontierStats:
         stats = self.crawler.stats.get_stats()
         fates = self._fates()
         done = sum(fates.values())
-        failures = ", ".join(f"{k} {v}" for k, v in sorted(fates.items()) if k not in ("fetched", "duplicate"))
+        kept = ("fetched", "duplicate", "not_modified")
+        failures = ", ".join(f"{k} {v}" for k, v in sorted(fates.items()) if k not in kept)
+        unchanged = f", {fates['not_modified']} not modified (304)" if fates.get("not_modified") else ""
         lines = [
-            f"Crawl summary ({reason}): this worker recorded {done} pages: {fates.get('fetched', 0)} fetched "
+            f"Crawl summary ({reason}): this worker recorded {count(done, 'page')}: {fates.get('fetched', 0)} fetched "
             f"({stats.get('contentseen/near', 0)} of them near copies), {fates.get('duplicate', 0)} exact copies"
+            + unchanged
             + (f"; not fetched or failed: {failures}" if failures else ""),
             f"Frontier: {status_line(outlook, deferred)}",
         ]

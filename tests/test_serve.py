@@ -328,3 +328,21 @@ def test_the_cassandra_backend_serves_the_same_api(tmp_path, redis_url, cassandr
             served.stop()
         client.delete(counters)
         client.close()
+
+
+def test_a_taken_port_is_one_line_before_anything_says_serving(tmp_path):
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "scrapy", "serve", "--port", str(port), "-s", f"CRAWL_DIR={tmp_path}"],
+            cwd=ROOT,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"serve: cannot listen on 127.0.0.1:{port}: Address already in use"]
+    assert "Serving" not in proc.stdout + proc.stderr

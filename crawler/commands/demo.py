@@ -17,6 +17,7 @@ from scrapy.commands import ScrapyCommand
 
 from crawler.demosite import serve_site
 from crawler.frontier.connection import frontier_from_settings
+from crawler.frontier.report import count
 from crawler.validation import exit_if_invalid
 
 
@@ -64,7 +65,10 @@ class Command(ScrapyCommand):
             os.makedirs(os.path.dirname(seeds) or ".", exist_ok=True)
             with open(seeds, "w", encoding="utf-8") as f:
                 f.write("\n".join(site.seeds) + "\n")
-            print(f"demo site: {opts.hosts} hosts x {opts.pages} pages at {', '.join(site.seeds)} ...")
+            print(
+                f"demo site: {count(opts.hosts, 'host')} x {len(site.page_paths())} pages ({opts.pages} linked "
+                f"pages, a redirect, a meta refresh and near copies) at {', '.join(site.seeds)} ..."
+            )
             self.crawler_process.crawl("broad", seeds=seeds)
             self.crawler_process.start()
             hits = site.page_hits()
@@ -102,12 +106,16 @@ class Command(ScrapyCommand):
         stats = frontier.stats()
         print()
         print(
-            f"fetched {len(hits)} URLs from {len(by_host)} hosts: "
+            f"fetched {count(len(hits), 'URL')} from {count(len(by_host), 'host')}: "
             + ", ".join(f"{h} {n}" for h, n in sorted(by_host.items()))
         )
-        print(f"{len(pages)} pages in {output} (status: " + ", ".join(f"{k} x{v}" for k, v in statuses.items()) + ")")
         print(
-            f"frontier: {stats['queued']} queued, {stats['leased']} leased, {stats['seen']['urls']} URLs seen; "
+            f"{count(len(pages), 'page')} in {output} (status: "
+            + ", ".join(f"{k} x{v}" for k, v in statuses.items())
+            + ")"
+        )
+        print(
+            f"frontier: {stats['queued']} queued, {stats['leased']} leased, {count(stats['seen']['urls'], 'URL')} seen; "
             f"see `scrapy frontier --crawl {frontier.keys.crawl_name}`"
         )
         crawl_dir = os.path.join(self.settings.get("CRAWL_DIR"), frontier.keys.crawl_name)

@@ -17,6 +17,7 @@ import ctypes
 import logging
 import os
 import signal
+import socket
 import sys
 
 from scrapy.commands import ScrapyCommand
@@ -73,6 +74,12 @@ class Command(ScrapyCommand):
             )
             self.exitcode = 2
             return
+        processes = self.settings.getint("SERVE_PROCESSES")
+        taken = port_taken(host, port, processes > 1)
+        if taken:  # before the "Serving" line: nothing is served
+            print(f"serve: cannot listen on {host}:{port}: {taken}", file=sys.stderr)
+            self.exitcode = 1
+            return
         configure_logging(self.settings)
         log = logging.getLogger("crawler.serve")
         where = f"http://{host}:{port}/"
@@ -80,7 +87,6 @@ class Command(ScrapyCommand):
         log.info(
             "Serving crawl %r on %s (dashboard at /, API at /api/; %s)", self.settings.get("CRAWL_NAME"), where, guard
         )
-        processes = self.settings.getint("SERVE_PROCESSES")
         children = fork_servers(processes - 1)
         try:
             web.run_app(
@@ -148,3 +154,13 @@ def refuse_unknown_crawl(settings) -> None:
         return
     print(line, file=sys.stderr)
     raise SystemExit(2)
+
+
+def port_taken(host: str, port: int, reuse_port: bool) -> str | None:
+    """Why ``host:port`` cannot be listened on now (taken, not an address of this
+    machine), or None."""
+    try:
+        with socket.create_server((host, port), reuse_port=reuse_port):
+            return None
+    except OSError as exc:  # (create_server adds where it tried: the address is in the line already)
+        return (exc.strerror or str(exc)).split(" (while attempting")[0]

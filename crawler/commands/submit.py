@@ -32,6 +32,7 @@ from crawler.commands.frontier import no_such_crawl
 from crawler.commands.seed import _close, _reason, _where
 from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
+from crawler.frontier.report import count
 from crawler.frontier.submit import Submission, submit
 from crawler.seeds import STDIN
 from crawler.urls import url_options
@@ -119,7 +120,7 @@ class Command(ScrapyCommand):
     def _summary(self, counts: dict[str, int], note: str = "") -> None:
         total = sum(counts.values())
         parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-        line = f"{total} URLs submitted" + (f": {parts}" if parts else "")
+        line = f"{count(total, 'URL')} submitted" + (f": {parts}" if parts else "")
         print(f"{line} [{note}]" if note else line, flush=True)
 
     def _fail(self, message: str) -> None:

@@ -46,15 +46,15 @@ def status_line(outlook: dict, deferred: dict, now: float | None = None) -> str:
     if outlook["state"] == FINISHED:
         return "finished: nothing queued, nothing leased"
     if outlook["state"] == RUNNING:
-        return f"running: {outlook['queued']} URLs queued, {outlook['leased']} leased"
+        return f"running: {count(outlook['queued'], 'URL')} queued, {outlook['leased']} leased"
     why = "; ".join(_reason_text(r, deferred[r]) for r in _ordered(deferred)) or "hosts not due yet"
-    return f"waiting until {when(outlook['next_due'], now)}: {outlook['queued']} URLs queued ({why})"
+    return f"waiting until {when(outlook['next_due'], now)}: {count(outlook['queued'], 'URL')} queued ({why})"
 
 
 def deferred_lines(deferred: dict, now: float | None = None) -> list[str]:
     """One line per reason: hosts, URLs, the earliest due time, example hosts."""
     return [
-        f"{REASONS.get(r, r)}: {_count(deferred[r]['hosts'], 'host')}, {_count(deferred[r]['urls'], 'URL')}, "
+        f"{REASONS.get(r, r)}: {count(deferred[r]['hosts'], 'host')}, {count(deferred[r]['urls'], 'URL')}, "
         f"first due {when(deferred[r]['due'], now)} (e.g. {', '.join(deferred[r]['examples'])})"
         for r in _ordered(deferred)
     ]
@@ -65,8 +65,9 @@ def _ordered(deferred: dict) -> list[str]:
 
 
 def _reason_text(reason: str, d: dict) -> str:
-    return f"{REASONS.get(reason, reason)}: {_count(d['hosts'], 'host')}, {_count(d['urls'], 'URL')}"
+    return f"{REASONS.get(reason, reason)}: {count(d['hosts'], 'host')}, {count(d['urls'], 'URL')}"
 
 
-def _count(n: int, word: str) -> str:
+def count(n: int, word: str) -> str:
+    """``n`` and ``word``, plural unless n is 1: "1 URL", "3 hosts"."""
     return f"{n} {word}" + ("" if n == 1 else "s")

@@ -317,7 +317,7 @@
         height: 260,
         scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max * 1.1)] } },
         series: [
-          {},
+          { value: (u, v) => (v === null || v === undefined ? "–" : clock(v)) }, // 24-hour, as elsewhere
           ...fates.map((fate) => ({
             label: fate,
             stroke: FATES[fate] || EXTRA_COLOURS[extra++ % EXTRA_COLOURS.length],
@@ -326,7 +326,7 @@
             value: (u, v) => (v === null || v === undefined ? "–" : v.toFixed(2)),
           })),
         ],
-        axes: [{}, { label: "pages/s", size: 60 }],
+        axes: [{ values: (u, splits) => splits.map((v) => clock(v)) }, { label: "pages/s", size: 60 }],
         legend: { live: true },
       };
       state.chart = new uPlot(opts, data, $("chart"));
