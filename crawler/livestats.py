@@ -19,6 +19,9 @@ REDIS_URLS, the first shard of a cluster, where the ``submit`` list is):
 ``workers`` (zset)
     this worker's heartbeat (worker id -> time of its last flush, ms); a closing worker
     takes itself out.
+``published`` (hash)
+    the settings the workers run with that shape what a viewer shows (``PUBLISHED``):
+    ``scrapy frontier`` and the dashboard show the workers' interval, not their own.
 
 A flush that fails (Redis away) logs one warning line and keeps what it carried: the
 deltas are taken against what was last written, the buckets and the recent pages stay
@@ -54,6 +57,42 @@ RECENT = 50  # pages in the recent list (and pending in a worker between flushes
 TITLE_CHARS = 200  # of a recent page's title
 LIVE_SECONDS = 30.0  # a worker whose last heartbeat is younger is live
 WORKERS_KEPT = 86400  # seconds a heartbeat stays in the zset (a worker that died without closing)
+
+# The settings a worker publishes (``published``), by their name in the hash.
+PUBLISHED = {
+    "host_interval": "FRONTIER_HOST_INTERVAL",
+    "host_max_in_flight": "FRONTIER_HOST_MAX_IN_FLIGHT",
+    "max_wait": "FRONTIER_MAX_WAIT",
+    "close_when_idle": "FRONTIER_CLOSE_WHEN_IDLE",
+    "politeness_key": "FRONTIER_POLITENESS_KEY",
+    "profile": "SETTINGS_PROFILE",
+}
+
+
+def published_settings(settings) -> dict[str, str]:
+    """What a worker publishes: PUBLISHED's settings, as text."""
+    return {name: str(settings.get(setting)) for name, setting in PUBLISHED.items()}
+
+
+def live_workers(client, keys: Keys, now: float, live_seconds: float = LIVE_SECONDS) -> int:
+    """Workers with a heartbeat in the last ``live_seconds``."""
+    return int(client.zcount(keys.workers, int((now - live_seconds) * 1000), "+inf"))
+
+
+def read_published(client, keys: Keys) -> dict:
+    """The workers' published settings, typed (empty: no worker published yet)."""
+    raw = {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
+           for k, v in (client.hgetall(keys.published) or {}).items()}  # fmt: skip
+    out: dict = dict(raw)
+    for name in ("host_interval", "max_wait"):
+        if name in raw:
+            out[name] = float(raw[name])
+    if "host_max_in_flight" in raw:
+        out["host_max_in_flight"] = int(float(raw["host_max_in_flight"]))
+    if "close_when_idle" in raw:
+        out["close_when_idle"] = raw["close_when_idle"] in ("True", "true", "1")
+    return out
+
 
 # The stats counters that go into the tally: a name ending in "/" is a prefix (every
 # counter under it), any other an exact name.
@@ -177,6 +216,7 @@ class LiveStats:
         self._recent: deque[dict] = deque(maxlen=RECENT)  # pages not written yet, oldest first
         self._down_since: float | None = None  # monotonic time of the first failed flush of an outage
         self._next_try = 0.0  # monotonic time before which a tick does not try again
+        self.published = published_settings(crawler.settings)
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -249,6 +289,7 @@ class LiveStats:
                 p.zrem(keys.workers, self.worker)
             else:
                 p.zadd(keys.workers, {self.worker: now_ms})
+                p.hset(keys.published, mapping=self.published)
             p.zremrangebyscore(keys.workers, "-inf", now_ms - WORKERS_KEPT * 1000)
             p.execute()
         except Exception as exc:  # Redis away (or refusing): kept for the next try

@@ -245,6 +245,7 @@ COUNT = Number(integer=True)  # 0 and up (0 often turns a guard off)
 AT_LEAST_ONE = Number(1, integer=True)
 
 RULES = {
+    "SETTINGS_PROFILE": Choice(("local", "distributed")),
     # the frontier
     "FRONTIER_PRIORITY_LEVELS": Number(1, 16, integer=True),
     "FRONTIER_HOST_INTERVAL": SECONDS,

@@ -16,6 +16,10 @@ USER_AGENT = "crawler/0.1 (+https://example.invalid/crawler)"
 TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False
 
+# The profile these settings are (settings/local.py, settings/distributed.py): what the
+# workers publish for viewers (crawler/livestats.py).
+SETTINGS_PROFILE = "local"
+
 # --- crawl identity and storage ------------------------------------------------------
 # Several crawls share one Redis: every key starts with crawl:{CRAWL_NAME}:
 CRAWL_NAME = os.environ.get("CRAWL_NAME", "default")

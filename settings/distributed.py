@@ -23,6 +23,7 @@ import os
 from settings import base
 from settings.base import *  # noqa: F403
 
+SETTINGS_PROFILE = "distributed"
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 FRONTIER_CLOSE_WHEN_IDLE = os.environ.get("FRONTIER_CLOSE_WHEN_IDLE", "") in ("1", "true", "yes")
 LOGSTATS_INTERVAL = 60.0

@@ -112,14 +112,33 @@ def test_an_unknown_crawl_is_named_with_the_crawls_there_are(redis_url, redis_cl
         Frontier(redis_client, other).clear()
 
 
-def test_status_says_finished_running_or_waiting_and_why(redis_url, redis_client, crawl_name):
+def test_status_comes_from_the_frontier_and_the_workers_alive(redis_url, redis_client, crawl_name):
+    """finished, idle, stopped, running and waiting, by the frontier and the workers'
+    heartbeats; the interval shown is the one the workers published, not the viewer's."""
     f = Frontier(redis_client, crawl_name)
+    keys = f.keys
+
+    def worker_alive() -> None:
+        redis_client.zadd(keys.workers, {"w1": now_ms()})
+
     f.put([Entry(url="http://done.example/", payload=b"x")])
     (lease,), _ = f.get(1)
     f.ack(lease.id)
-    assert "status           finished" in _frontier_command(redis_url, crawl_name)
+    assert "status           finished: nothing queued" in _frontier_command(redis_url, crawl_name)
+    worker_alive()
+    assert "status           idle: nothing queued, nothing leased; 1 worker alive" in _frontier_command(
+        redis_url, crawl_name
+    )
+    redis_client.delete(keys.workers)
     f.put([Entry(url=f"http://{h}.example/{i}", payload=b"x") for h in "ab" for i in range(3)])
-    assert "status           running: 6 URLs queued" in _frontier_command(redis_url, crawl_name)
+    out = _frontier_command(redis_url, crawl_name)
+    assert "status           stopped: 6 URLs queued, 0 leased, no worker alive" in out, out
+    worker_alive()
+    redis_client.hset(keys.published, mapping={"host_interval": "0.1", "host_max_in_flight": "1", "max_wait": "60"})
+    out = _frontier_command(redis_url, crawl_name, "-s", "FRONTIER_HOST_INTERVAL=7")
+    assert "status           running: 6 URLs queued, 0 leased; 1 worker alive" in out, out
+    assert "workers          1 alive; they run with a host interval of 0.10 s, 1 in flight per host" in out, out
+    assert "0.10 s" in out and "7.00 s" not in out, out  # the busiest hosts at the workers' interval
     limits = {"minimum": 300, "maximum": 7200, "quiet": 600}
     f.block_until("a.example", retry_after=3600, reason="robots", **limits)
     f.fail("b.example", "down", "http://b.example/0", **limits)
@@ -130,6 +149,7 @@ def test_status_says_finished_running_or_waiting_and_why(redis_url, redis_client
     assert "robots.txt unreachable: 1 host, 3 URLs" in out and "host down: 1 host, 3 URLs" in out, out
     data = json.loads(_frontier_command(redis_url, crawl_name, "--json"))
     assert data["status"]["state"] == "waiting" and set(data["status"]["deferred"]) == {"robots", "down"}
+    assert data["workers"] == 1 and data["published"]["host_interval"] == 0.1
 
 
 def _busy_frontier(f, now: int) -> None:

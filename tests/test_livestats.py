@@ -27,6 +27,7 @@ from crawler.livestats import (
     activity,
     bucket_of,
     buckets,
+    read_published,
     recent_entry,
     tallied,
 )
@@ -337,6 +338,10 @@ def test_a_crawl_publishes_what_its_urlstore_records(tmp_path, redis_url, redis_
     got = activity(redis_client, crawl_name, time.time(), minutes=5)
     # published while it ran (its heartbeat beside them), not only when it closed
     assert any(fetched > 0 and live == 1 for fetched, live in polls), polls
+    # and the settings it ran with, for the viewers (scrapy frontier, the dashboard)
+    published = read_published(redis_client, Keys(crawl_name))
+    assert published["host_interval"] == settings["FRONTIER_HOST_INTERVAL"] and published["profile"] == "local"
+    assert published["host_max_in_flight"] == 1 and published["max_wait"] > 0
 
     db = tmp_path / "crawl" / crawl_name / "urlstore.sqlite"
     with sqlite3.connect(db) as conn:

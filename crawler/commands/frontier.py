@@ -161,8 +161,9 @@ def format_stats(name: str, s: dict, cluster: bool = False) -> str:
     return "\n".join(
         [
             f"crawl            {name}{where}",
-            f"status           {status_line(status, status['deferred'])}",
+            f"status           {status_line(status, status['deferred'], workers=s.get('workers'))}",
             *(f"                 {line}" for line in deferred_lines(status["deferred"])),
+            f"workers          {workers_line(s.get('workers'), s.get('published') or {})}",
             f"queued           {s['queued']}  (front queues by level: {levels})",
             f"hosts            {s['hosts_queued']} ready ({s['hosts_due']} due now), "
             f"{s['hosts_in_flight']} downloading, {s['hosts_seen']} handed out so far",
@@ -181,6 +182,19 @@ def format_stats(name: str, s: dict, cluster: bool = False) -> str:
             f"est. false-positive rate {seen['false_positive_rate']:.2e}",
             *busiest_lines(s.get("busiest")),
         ]
+    )
+
+
+def workers_line(workers: int | None, published: dict) -> str:
+    """Workers alive, and the settings they run with (as they published them)."""
+    alive = "unknown" if workers is None else f"{workers} alive"
+    if not published:
+        return f"{alive} (none has published its settings yet)"
+    limit = published.get("host_max_in_flight")
+    return (
+        f"{alive}; they run with a host interval of {published.get('host_interval', 0):.2f} s, "
+        f"{'no limit' if limit == 0 else limit} in flight per host, max wait {published.get('max_wait', 0):g} s, "
+        f"profile {published.get('profile', '?')}"
     )
 
 

@@ -44,6 +44,10 @@ key                         type    contents
 ``workers``                 zset    worker id -> last heartbeat (ms): written at each
                                     live-stats flush, removed when the worker closes
                                     (crawler/livestats.py); on the first shard
+``published``               hash    the settings the workers run with that shape what
+                                    a viewer shows (``PUBLISHED``: host interval,
+                                    in-flight limit, max wait, profile...), written at
+                                    each live-stats flush; on the first shard
 ``submit``                  list    URLs submitted by any program for the running crawl
                                     (RPUSH; drained by the workers through ``put``):
                                     a URL, or a JSON object ``{"url": ..., "force":
@@ -115,6 +119,7 @@ NAMES = {
     "seen_meta": "seen:meta",
     "counters": "counters",
     "workers": "workers",
+    "published": "published",
     "submit": "submit",
     "submitted": "submitted",
     "recrawl_lock": "recrawl:lock",

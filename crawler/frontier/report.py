@@ -10,19 +10,46 @@ import time
 from crawler.frontier.frontier import FINISHED, REASONS, RUNNING
 
 _ORDER = ("robots", "down", "throttled", "retry", "interval")
+IDLE, STOPPED = "idle", "stopped"  # (a viewer's states beside the frontier's own)
 
 
 def numbers(frontier, max_wait: float, hosts: int = 10) -> dict:
     """The frontier's numbers as ``scrapy frontier stats --json`` prints them: its stats,
-    ``status`` (finished, running or waiting, and what is deferred), ``slowed`` hosts, and
-    the ``hosts`` busiest hosts (0: left out)."""
+    ``status`` (``crawl_state``, and what is deferred), ``slowed`` hosts, the ``hosts``
+    busiest hosts (0: left out), the ``workers`` alive and the settings they ``published``
+    (their host interval and max wait count, not the viewer's own settings)."""
+    from crawler.livestats import live_workers, read_published
+
+    published = read_published(frontier.redis, frontier.keys)
+    if "host_interval" in published:
+        frontier.host_interval_ms = int(published["host_interval"] * 1000)
+    max_wait = published.get("max_wait", max_wait)
     stats = frontier.stats()
     outlook = frontier.outlook(max_wait)
-    stats["status"] = {**outlook, "deferred": frontier.deferred(max_wait)}
+    workers = live_workers(frontier.redis, frontier.keys, time.time())
+    stats["status"] = {
+        **outlook,
+        "state": crawl_state(outlook, workers),
+        "deferred": frontier.deferred(max_wait),
+    }
+    stats["workers"] = workers
+    stats["published"] = published
     stats["slowed"] = frontier.slowed()
     if hosts:
         stats["busiest"] = frontier.busiest(hosts)
     return stats
+
+
+def crawl_state(outlook: dict, workers: int) -> str:
+    """Where the crawl stands, from the frontier's outlook and the workers alive:
+    ``finished`` (nothing queued or leased, no worker), ``idle`` (workers alive, nothing
+    queued or leased: they wait for work), ``stopped`` (work left, no worker alive),
+    ``running`` or ``waiting`` (workers alive; nothing due within the max wait)."""
+    if outlook["state"] == FINISHED:
+        return IDLE if workers else FINISHED
+    if not workers:
+        return STOPPED
+    return outlook["state"]
 
 
 def when(ms: int | None, now: float | None = None) -> str:
@@ -41,14 +68,25 @@ def when(ms: int | None, now: float | None = None) -> str:
     return f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(ms / 1000))} (in {seconds / 3600:.1f} h)"
 
 
-def status_line(outlook: dict, deferred: dict, now: float | None = None) -> str:
-    """One line: finished, running, or waiting until when and why."""
+def status_line(outlook: dict, deferred: dict, now: float | None = None, workers: int | None = None) -> str:
+    """One line: finished, idle, stopped, running, or waiting until when and why
+    (``workers``: those alive, when known)."""
+    alive = "" if workers is None else f"; {count(workers, 'worker')} alive"
     if outlook["state"] == FINISHED:
         return "finished: nothing queued, nothing leased"
+    if outlook["state"] == IDLE:
+        return f"idle: nothing queued, nothing leased{alive}, waiting for work"
+    if outlook["state"] == STOPPED:
+        return (
+            f"stopped: {count(outlook['queued'], 'URL')} queued, {outlook['leased']} leased, no worker alive "
+            "(start one to go on)"
+        )
+    if outlook["state"] == RUNNING:
+        return f"running: {count(outlook['queued'], 'URL')} queued, {outlook['leased']} leased{alive}"
     if outlook["state"] == RUNNING:
         return f"running: {count(outlook['queued'], 'URL')} queued, {outlook['leased']} leased"
     why = "; ".join(_reason_text(r, deferred[r]) for r in _ordered(deferred)) or "hosts not due yet"
-    return f"waiting until {when(outlook['next_due'], now)}: {count(outlook['queued'], 'URL')} queued ({why})"
+    return f"waiting until {when(outlook['next_due'], now)}: {count(outlook['queued'], 'URL')} queued ({why}){alive}"
 
 
 def deferred_lines(deferred: dict, now: float | None = None) -> list[str]:
