@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from crawler.frontier.frontier import FINISHED, Entry, Frontier, politeness_key
+from crawler.frontier.frontier import FINISHED, Entry, Frontier, now_ms, politeness_key
 from crawler.frontier.intervals import HostIntervals
 from crawler.frontier.keys import NAMES
 from crawler.frontier.traps import TrapGuard
@@ -419,3 +419,13 @@ def test_a_higher_limit_allows_that_many_at_once(make_frontier):
     assert pop_urls(f, now=T0 + 2)[0] == []
     f.ack(landed=[], now=T0 + 3)  # nothing to land: nothing changes
     assert pop_urls(f, now=T0 + 4)[0] == []
+
+
+def test_a_host_downloading_with_urls_left_counts_among_the_hosts_with_urls(make_frontier):
+    f = make_frontier(max_in_flight=1)
+    f.put([entry(f"http://a.example/{i}") for i in range(5)] + [entry("http://b.example/0")])
+    urls, leases, _ = pop_urls(f, 10, now=now_ms())
+    assert sorted(urls) == ["http://a.example/0", "http://b.example/0"]  # one each: both downloading
+    s = f.stats()
+    assert s["hosts_queued"] == 0  # neither is ready while it downloads
+    assert s["hosts_with_urls"] == 1  # a has 4 URLs left; b none

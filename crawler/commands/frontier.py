@@ -165,7 +165,7 @@ def format_stats(name: str, s: dict, cluster: bool = False) -> str:
             *(f"                 {line}" for line in deferred_lines(status["deferred"])),
             f"workers          {workers_line(s.get('workers'), s.get('published') or {})}",
             f"queued           {s['queued']}  (front queues by level: {levels})",
-            f"hosts            {s['hosts_queued']} ready ({s['hosts_due']} due now), "
+            f"hosts            {s['hosts_with_urls']} with URLs queued: {s['hosts_queued']} ready ({s['hosts_due']} due now), "
             f"{s['hosts_in_flight']} downloading, {s['hosts_seen']} handed out so far",
             f"leased           {s['leased']} ({s['in_flight']} downloading){_oldest(s)}"
             + (f"; {s['given_back']} given back, queued again at the next pop" if s["given_back"] else ""),

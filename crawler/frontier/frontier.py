@@ -540,7 +540,16 @@ class Frontier:
         p.hgetall(k.acked_recent)
         for level in range(self.levels):
             p.llen(k.front(level))
+        p.hkeys(k.hflight)
         res = p.execute()
+        flying_hosts = [_str(h) for h in res[-1]]
+        res = res[:-1]
+        # hosts downloading now are out of the ready heap until their download ends: those
+        # with URLs left count among the hosts with URLs queued
+        busy = self.redis.pipeline(transaction=False)
+        for host in flying_hosts:
+            busy.llen(k.back(host))
+        busy_with_queue = sum(1 for n in busy.execute() if n) if flying_hosts else 0
         counters = {_str(a): int(b) for a, b in res[0].items() if _str(a) != EPOCH}
         meta = {_str(a): int(b) for a, b in res[5].items()}
         gen = meta.get("gen", 1)
@@ -551,6 +560,7 @@ class Frontier:
             "front_queued": sum(front),
             "front_by_level": front,
             "hosts_queued": res[1],
+            "hosts_with_urls": res[1] + busy_with_queue,  # ready, or downloading with URLs left
             "hosts_due": res[2],
             "hosts_seen": res[4],
             "leased": res[3],

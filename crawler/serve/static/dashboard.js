@@ -229,7 +229,7 @@
   function showFrontier(f) {
     setNumber("queued", f.queued);
     setNumber("leased", f.leased);
-    setNumber("hosts-queued", f.hosts_queued);
+    setNumber("hosts-queued", f.hosts_with_urls ?? f.hosts_queued); // downloading hosts with URLs left too
     setNumber("hosts-seen", f.hosts_seen);
     setNumber("hosts-ready", f.hosts_due);
     setNumber("hosts-in-flight", f.hosts_in_flight);
