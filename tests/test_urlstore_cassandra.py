@@ -568,3 +568,24 @@ def test_writes_fail_while_the_cluster_is_away_and_go_through_once_it_is_back(ca
     finally:
         store.close()
         forwarder.cut()
+
+
+def test_the_drivers_reconnect_warnings_are_one_line_per_node_per_period(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(backend.time, "monotonic", lambda: clock[0])
+    held = backend.ReconnectWarnings()
+
+    def record(node: str) -> logging.LogRecord:
+        msg = "Error attempting to reconnect to %s, scheduling retry in %s seconds: %s"
+        return logging.LogRecord("cassandra.pool", logging.WARNING, "pool.py", 1, msg, (node, 4.0, "refused"), None)
+
+    assert held.filter(record("127.0.0.2:9042"))
+    assert [held.filter(record("127.0.0.2:9042")) for _ in range(5)] == [False] * 5
+    assert held.filter(record("127.0.0.3:9042"))  # another node: its own line
+    clock[0] += backend.WARN_EVERY
+    again = record("127.0.0.2:9042")
+    assert held.filter(again) and again.getMessage().endswith("(5 such lines of this node held back in the last 30 s)")
+    other = logging.LogRecord(
+        "cassandra.pool", logging.WARNING, "pool.py", 1, "Host %s has been marked down", ("h",), None
+    )
+    assert all(held.filter(other) for _ in range(3))  # other lines pass

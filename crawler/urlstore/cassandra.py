@@ -362,9 +362,36 @@ class BatchWarnings(logging.Filter):
         )
 
 
+class ReconnectWarnings(logging.Filter):
+    """The driver logs a warning at every try to reconnect to a node that is down (every
+    1 to RECONNECT_MAX seconds, per node and per session): one line per node every
+    WARN_EVERY seconds goes through, saying how many were held back."""
+
+    def __init__(self):
+        super().__init__()
+        self._next: dict[str, float] = {}  # node -> monotonic time its next line may pass
+        self._held: dict[str, int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Error attempting to reconnect") or not isinstance(record.args, tuple):
+            return True
+        node, now = str(record.args[0]) if record.args else "", time.monotonic()
+        if now < self._next.get(node, 0.0):
+            self._held[node] = self._held.get(node, 0) + 1
+            return False
+        self._next[node] = now + WARN_EVERY
+        held = self._held.pop(node, 0)
+        if held:
+            record.msg = f"{record.msg} ({held} such lines of this node held back in the last {WARN_EVERY:.0f} s)"
+        return True
+
+
 _PROTOCOL_LOG = logging.getLogger("cassandra.protocol")
 if not any(isinstance(f, BatchWarnings) for f in _PROTOCOL_LOG.filters):
     _PROTOCOL_LOG.addFilter(BatchWarnings())
+_POOL_LOG = logging.getLogger("cassandra.pool")
+if not any(isinstance(f, ReconnectWarnings) for f in _POOL_LOG.filters):
+    _POOL_LOG.addFilter(ReconnectWarnings())
 
 
 class CassandraUrlStore(UrlStore):
