@@ -50,6 +50,7 @@ import pytest
 from crawler.demosite import FORBIDDEN_PATHS, REDIRECT_FROM, REDIRECT_TO, Site
 from crawler.frontier.frontier import REASONS, THROTTLED, WAITING, Frontier
 from crawler.frontier.keys import SEP, Keys
+from crawler.urls import authority_host
 from tests.harness import Worker, clean_env, launch_worker, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,7 +199,7 @@ def _summary(worker: Worker) -> tuple[str, dict[str, dict]]:
             if status:
                 break
             continue
-        examples = {h.strip() for h in m["eg"].split(",")}
+        examples = {authority_host(h.strip()) for h in m["eg"].split(",")}  # (host:port keys: by host)
         reasons[REASON_KEYS.get(m["reason"], m["reason"])] = {
             "hosts": int(m["hosts"]),
             "urls": int(m["urls"]),
@@ -217,9 +218,12 @@ def _deferred_until(redis_client, crawl_name: str, site: Site, except_host: str)
     """time.time() by which every host and URL retry waiting in the frontier (but
     ``except_host``'s) is due."""
     k = Keys(crawl_name)
-    due = [s for h, s in redis_client.zrange(k.ready, 0, -1, withscores=True) if h.decode() != except_host]
+    # (the frontier keeps a host under its politeness key: host:port on the site's port)
+    due = [
+        s for h, s in redis_client.zrange(k.ready, 0, -1, withscores=True) if authority_host(h.decode()) != except_host
+    ]
     for member, s in redis_client.zrange(k.delayed, 0, -1, withscores=True):
-        if member.split(SEP.encode(), 2)[1].decode() != except_host:
+        if authority_host(member.split(SEP.encode(), 2)[1].decode()) != except_host:
             due.append(s)
     for host in site.hosts:  # robots.txt retries
         if host != except_host:

@@ -22,7 +22,7 @@ from tests.conftest import cassandra_hosts, cassandra_port
 from tests.harness import cells_read, clean_env, crawl_command, launch_worker, log_tail, read_pages, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
-REFUSED = "http://10.0.0.1/private"  # a private address: no request is made
+REFUSED = "http://10.0.0.1/private"  # a private address: refused when seeded, no request made
 SETTINGS = {
     "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
     "FRONTIER_HOST_INTERVAL": 0.05,
@@ -106,15 +106,14 @@ def test_every_page_has_a_record_with_its_fate(crawled):
             assert record["status"] == page["status"] and record["archive"], page["url"]
     site = crawled["site"]
     assert fates[site.url(1, "/p3.html")] == "robots_disallowed"
-    assert fates[crawled["refused"]] == "refused"
+    assert crawled["refused"] not in fates  # refused by the network guard when seeded: never queued
     assert fates[crawled["closed"]] == "connection_error"
     assert fates[site.url(0, "/p2.html")] == "fetched"
     # when each is due again: RECRAWL_INTERVAL after an answer, RECRAWL_RETRY_INTERVAL after
-    # a failure, never for a refused address
+    # a failure
     assert due[site.url(0, "/p2.html")] == pytest.approx(3600)
     assert due[crawled["closed"]] == pytest.approx(60)
     assert due[site.url(1, "/p3.html")] == pytest.approx(60)
-    assert due[crawled["refused"]] is None
 
 
 def test_content_returns_exactly_the_bytes_the_site_sent(crawled):
@@ -128,7 +127,7 @@ def test_content_returns_exactly_the_bytes_the_site_sent(crawled):
         assert got.stdout == html[page["final_url"]].encode()
         checked += 1
     assert checked >= 10
-    missing = urlstore("content", crawled["refused"])
+    missing = urlstore("content", crawled["closed"])  # no answer: no body
     assert missing.returncode == 1 and b"no archived body" in missing.stderr
     unknown = urlstore("get", "http://unknown.example/")
     assert unknown.returncode == 1 and b"not in the store" in unknown.stderr
@@ -270,7 +269,7 @@ def test_cassandra_holds_what_sqlite_holds_without_a_tombstone(crawled, on_cassa
     for url in urls:
         assert got[url] == expected[url], url
     assert sum(r["archived"] for r in got.values()) >= 10
-    assert {r["fate"] for r in got.values()} >= {"fetched", "robots_disallowed", "refused", "connection_error"}
+    assert {r["fate"] for r in got.values()} >= {"fetched", "robots_disallowed", "connection_error"}
     # both workers wrote; Cassandra reads every row back without meeting a tombstone
     assert all(w.pages() for w in on_cassandra["workers"])
     rows, live, tombstones = cells_read(cassandra_session, f"{on_cassandra['keyspace']}.urls")

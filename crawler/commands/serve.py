@@ -55,7 +55,7 @@ class Command(ScrapyCommand):
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
         exit_if_invalid(self.settings, "serve")  # before anything starts or logs
         if opts.crawl:
-            refuse_unknown_crawl(self.settings)
+            warn_unknown_crawl(self.settings)
 
     def run(self, args, opts):
         if args:
@@ -134,10 +134,10 @@ def stop_servers(children: list[int]) -> None:
             os.waitpid(pid, 0)
 
 
-def refuse_unknown_crawl(settings) -> None:
-    """Exit 2 with one line naming the crawls there are when CRAWL_NAME has neither a
-    UrlStore file nor a frontier (a mistyped --crawl); when Redis does not answer, the
-    name is taken as given (the server waits for Redis)."""
+def warn_unknown_crawl(settings) -> None:
+    """One line naming the crawls there are when CRAWL_NAME has neither a UrlStore file
+    nor a frontier yet (a mistyped --crawl, or a dashboard opened before its crawl
+    starts: it is served as soon as it does); nothing when Redis does not answer."""
     from crawler.commands.frontier import no_such_crawl
     from crawler.crawldir import crawls_holding
     from crawler.frontier.connection import crawl_exists
@@ -152,8 +152,7 @@ def refuse_unknown_crawl(settings) -> None:
         line = no_such_crawl(settings, "serve", also=stores)
     except Exception:  # noqa: BLE001 - Redis away: the server says so once it runs
         return
-    print(line, file=sys.stderr)
-    raise SystemExit(2)
+    print(line.replace("; name one with --crawl NAME", "; serving it once it starts"), file=sys.stderr)
 
 
 def port_taken(host: str, port: int, reuse_port: bool) -> str | None:
