@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -94,16 +95,22 @@ def build() -> Path:
     return WEED
 
 
+QUIET_PORTS = range(20000, 32000)  # below Linux's ephemeral range (32768-60999)
+
+
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1 below 55000 (SeaweedFS adds 10000 for gRPC by default;
-    every gRPC port is given here, but stay clear anyway)."""
-    for _ in range(100):
+    """A free TCP port on 127.0.0.1 below the ephemeral range, which the system hands to
+    outgoing connections: a port from it, kept in ports.json, may be some client's when
+    the server starts again after a stop (it then exits while starting)."""
+    for _ in range(200):
+        port = random.choice(QUIET_PORTS)
         with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port < 55000:
-            return port
-    raise ServiceError("no free port below 55000 on 127.0.0.1")
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise ServiceError(f"no free port in {QUIET_PORTS.start}-{QUIET_PORTS.stop - 1} on 127.0.0.1")
 
 
 def ports(root: Path, s3_port: int) -> dict:
