@@ -157,6 +157,15 @@ def test_bad_requests_get_a_json_error(crawled):
     assert status == 400 and "JSON" in json.loads(body)["error"]
 
 
+def test_the_stores_totals_are_its_records_by_fate(crawled):
+    """What a crawl whose Redis is gone still shows (the dashboard falls back on it)."""
+    served, name = crawled["served"], crawled["name"]
+    got = served.json(f"/api/crawls/{name}/store")
+    with sqlite3.connect(crawled["store"]) as db:
+        expected = dict(db.execute("SELECT fate, COUNT(*) FROM urls WHERE fate IS NOT NULL GROUP BY fate"))
+    assert got["fates"] == expected and got["records"] == sum(expected.values()) and expected["fetched"] >= 10
+
+
 def test_the_frontier_numbers_are_those_of_scrapy_frontier(crawled):
     served, name, env, tmp = crawled["served"], crawled["name"], crawled["env"], crawled["tmp"]
     numbers = served.json(f"/api/crawls/{name}/frontier")

@@ -360,6 +360,17 @@ def _lookup(server: Server, crawl: Crawl, urls: list[str]) -> list[dict]:
     return out
 
 
+async def store_totals(request: web.Request) -> web.Response:
+    """The crawl's records by fate, from its UrlStore (what a crawl whose Redis is gone
+    still knows)."""
+    server = request.app[SERVER]
+    crawl = await server.crawl(request)
+    fates = await server.blocking("The UrlStore", lambda: crawl.store().fate_counts())
+    if fates is None:
+        raise error(404, "this UrlStore does not count its records (Cassandra: it would read every row)")
+    return web.json_response({"records": sum(fates.values()), "fates": fates})
+
+
 async def frontier(request: web.Request) -> web.Response:
     from crawler.frontier.report import numbers
 
@@ -434,6 +445,7 @@ def make_app(settings: Settings) -> web.Application:
             web.get(f"{base}/lookup", lookup),
             web.post(f"{base}/lookup", lookup),
             web.get(f"{base}/frontier", frontier),
+            web.get(f"{base}/store", store_totals),
             web.get(f"{base}/activity", activity),
             web.static("/static", str(STATIC)),
         ]

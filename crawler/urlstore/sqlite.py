@@ -275,6 +275,13 @@ class SqliteUrlStore(UrlStore):
     def _row(self, url: str) -> dict | None:
         return self._run(self._read_row, url).result()
 
+    def fate_counts(self) -> dict[str, int]:
+        return self._run(self._count_fates).result()
+
+    def _count_fates(self) -> dict[str, int]:
+        rows = self._db.execute("SELECT fate, COUNT(*) FROM urls WHERE fate IS NOT NULL GROUP BY fate")
+        return {fate: n for fate, n in rows}
+
     def _read_row(self, url: str) -> dict | None:
         row = self._db.execute(f"SELECT {_COLUMNS} FROM urls WHERE url = ?", (url,)).fetchone()
         if row is None:

@@ -212,6 +212,11 @@ class UrlStore:
             out.append(row)
         return out
 
+    def fate_counts(self) -> dict[str, int] | None:
+        """Records by fate, for a crawl whose frontier is gone; None for a backend that
+        cannot count them without reading every row (Cassandra)."""
+        return None
+
     def _rows(self, urls: list[str]) -> dict[str, dict]:
         """The stored rows of ``urls`` (normalized), by URL; unknown ones left out."""
         out = {}

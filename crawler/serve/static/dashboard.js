@@ -492,7 +492,18 @@
         if (frontier.status === "fulfilled") showFrontier(frontier.value);
         else problems.push(describe("frontier", frontier.reason));
         if (activity.status === "fulfilled") showActivity(activity.value);
-        else problems.push(describe("activity", activity.reason));
+        else {
+          problems.push(describe("activity", activity.reason));
+          try {
+            // the frontier gone (a finished crawl whose Redis is away): what its UrlStore holds
+            const store = await api(crawlPath("store"));
+            setNumber("pages-total", store.records);
+            setNumber("pages-fetched", Number(store.fates.fetched) || 0);
+            problems.push("pages: from the UrlStore (the crawl's live numbers are not there)");
+          } catch (err) {
+            // (no UrlStore to count either: the dashes stay)
+          }
+        }
         if (frontier.status === "fulfilled" || activity.status === "fulfilled") {
           $("updated").textContent = "updated " + clock(Date.now() / 1000);
         }
