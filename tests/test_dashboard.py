@@ -231,3 +231,32 @@ def follow_crawl(
     page.unroute("**/api/crawls/*/frontier")
     page.wait_for_selector("#message[hidden]", state="attached", timeout=REFRESH_WAIT_MS)
     assert not problems, problems
+
+
+def test_a_finished_crawl_whose_redis_is_gone_shows_its_stores_pages(tmp_path):
+    """No frontier at all (its Redis gone), a UrlStore holding the crawl: the dashboard
+    shows the store's pages, not dashes, and says where they come from."""
+    from crawler.urlstore.sqlite import SqliteUrlStore
+    from crawler.urlstore.store import FetchRecord
+
+    crawl_dir, name = tmp_path / "crawl", "gone"
+    store = SqliteUrlStore(str(crawl_dir / name / "urlstore.sqlite"))
+    records = [FetchRecord(url=f"http://a.example/{i}", fate="fetched", status=200, fetched_at=1.0) for i in range(7)]
+    records += [FetchRecord(url="http://b.example/", fate="timeout", fetched_at=1.0)]
+    for future in [store.record_fetch(r) for r in records]:
+        future.result(30)
+    store.close()
+    serve = ServeProcess(clean_env(), {"CRAWL_DIR": crawl_dir}, tmp_path / "serve.log", ("--crawl", name))
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
+            try:
+                page = browser.new_page()
+                page.goto(f"{serve.base}/")
+                page.wait_for_function("document.getElementById('pages-total').dataset.value === '8'", timeout=15_000)
+                assert number(page, "pages-fetched") == 7
+                assert "from the UrlStore" in page.text_content("#message")
+            finally:
+                browser.close()
+    finally:
+        serve.stop()
