@@ -556,34 +556,43 @@ class CassandraUrlStore(UrlStore):
     def _inlink_batches(self, rows: list[tuple]) -> list[tuple]:
         """(statement, None) for the inlink ``rows``: UNLOGGED batches of the rows of one
         replica set, each under INLINK_BATCH_BYTES (a row alone: its own statement)."""
+        bound = [(row, self._inlink_stmt.bind(row)) for row in rows]
+        out = []
+        for members in self._replica_groups(bound, lambda pair: pair[1].routing_key).values():
+            batches: list[list] = [[0]]  # each [bytes, bound, bound, ...]
+            for row, statement in members:
+                size = len(row[0].encode()) + len(row[2].encode()) + len(row[3].encode()) + INLINK_ROW_BYTES
+                if batches[-1][0] and batches[-1][0] + size > INLINK_BATCH_BYTES:
+                    batches.append([0])
+                batches[-1][0] += size
+                batches[-1].append(statement)
+            for _, *statements in batches:
+                if len(statements) == 1:
+                    out.append((statements[0], None))
+                    continue
+                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                batch.is_idempotent = True  # as every row of it is
+                for statement in statements:
+                    batch.add(statement)
+                out.append((batch, None))
+        return out
+
+    def _replica_groups(self, items: list, routing_key) -> dict[tuple, list]:
+        """``items`` by the replica set (the token map's) of ``routing_key(item)``, in
+        order; once an item's replicas are every node, every node holds every row and the
+        rest join it without a look-up (one node, or as many replicas as nodes)."""
         metadata = self.session.cluster.metadata
-        groups: dict[tuple, list[list]] = {}  # replica set: its batches, each [bytes, bound, bound, ...]
-        everywhere = None  # set: every node holds every row (one node, or as many replicas as nodes)
-        for row in rows:
-            bound = self._inlink_stmt.bind(row)
+        groups: dict[tuple, list] = {}
+        everywhere = None
+        for item in items:
             replicas = everywhere
             if replicas is None:
-                found = metadata.get_replicas(self.keyspace, bound.routing_key)
+                found = metadata.get_replicas(self.keyspace, routing_key(item))
                 replicas = tuple(sorted(str(h.endpoint) for h in found))
                 if found and len(found) == len(metadata.all_hosts()):
                     everywhere = replicas
-            size = len(row[0].encode()) + len(row[2].encode()) + len(row[3].encode()) + INLINK_ROW_BYTES
-            batches = groups.setdefault(replicas, [[0]])
-            if batches[-1][0] and batches[-1][0] + size > INLINK_BATCH_BYTES:
-                batches.append([0])
-            batches[-1][0] += size
-            batches[-1].append(bound)
-        out = []
-        for _, *members in (batch for batches in groups.values() for batch in batches):
-            if len(members) == 1:
-                out.append((members[0], None))
-                continue
-            batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-            batch.is_idempotent = True  # as every row of it is
-            for bound in members:
-                batch.add(bound)
-            out.append((batch, None))
-        return out
+            groups.setdefault(replicas, []).append(item)
+        return groups
 
     def _set(self, url: str, values: dict) -> tuple:
         """(statement, parameters) that set ``values`` (column: value, in COLUMNS order) of
@@ -693,26 +702,13 @@ class CassandraUrlStore(UrlStore):
         """The rows of ``urls`` by ``statement`` (``... WHERE url IN ?``): one read of at
         most READ_KEYS URLs per replica set, each sent to those replicas (the token map:
         no coordinator fans out to other nodes), all at once."""
-        metadata = self.session.cluster.metadata
-        groups: dict[tuple, list[list[str]]] = {}
-        everywhere = None  # set: every node holds every row
-        for url in urls:
-            replicas = everywhere
-            if replicas is None:
-                key = self._select_stmt.bind((url,)).routing_key
-                found = metadata.get_replicas(self.keyspace, key)
-                replicas = tuple(sorted(str(h.endpoint) for h in found))
-                if found and len(found) == len(metadata.all_hosts()):
-                    everywhere = replicas
-            chunks = groups.setdefault(replicas, [[]])
-            if len(chunks[-1]) >= READ_KEYS:
-                chunks.append([])
-            chunks[-1].append(url)
         reads = []
-        for chunks in groups.values():
-            for chunk in chunks:
+        key = lambda url: self._select_stmt.bind((url,)).routing_key  # noqa: E731
+        for group in self._replica_groups(urls, key).values():
+            for start in range(0, len(group), READ_KEYS):
+                chunk = group[start : start + READ_KEYS]
                 bound = _Routed(statement).bind((chunk,))
-                bound.routing_key = self._select_stmt.bind((chunk[0],)).routing_key  # to its replicas
+                bound.routing_key = key(chunk[0])  # to its replicas
                 reads.append((bound, None))
         return [row for result in self._read_all(reads) for row in result]
 
