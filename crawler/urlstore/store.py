@@ -189,33 +189,28 @@ class UrlStore:
         asked = [self.normalize(u) for u in urls]
         rows = self._rows(list(dict.fromkeys(asked)))
         found = {u: rows.get(u) for u in asked}
+        settled: set[str] = set()  # URLs whose canonical URL is not stored: their row stays
         for _ in range(MAX_CANONICAL_HOPS):
             hops = {
                 u: r["canonical_url"]
                 for u, r in found.items()
-                if r and r.get("canonical_url") and r["canonical_url"] != r["url"] and not r.get("_final")
+                if r and r.get("canonical_url") and r["canonical_url"] != r["url"] and u not in settled
             }
             if not hops:
                 break
             targets = self._rows(list(dict.fromkeys(hops.values())))
             for u, target in hops.items():
                 if targets.get(target) is None:
-                    found[u] = {**found[u], "_final": True}
+                    settled.add(u)
                 else:
                     found[u] = dict(targets[target])
         out = []
         for u in asked:
             row = found[u]
             if row is not None:
-                row = {k: v for k, v in row.items() if k != "_final"}
-                row["requested_url"] = u
+                row = {**row, "requested_url": u}
             out.append(row)
         return out
-
-    def fate_counts(self) -> dict[str, int] | None:
-        """Records by fate, for a crawl whose frontier is gone; None for a backend that
-        cannot count them without reading every row (Cassandra)."""
-        return None
 
     def _rows(self, urls: list[str]) -> dict[str, dict]:
         """The stored rows of ``urls`` (normalized), by URL; unknown ones left out."""
