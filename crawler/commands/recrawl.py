@@ -21,20 +21,19 @@ message on stderr; 2 for an invalid setting or option.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.commands.frontier import no_such_crawl
+from crawler.commands.frontier import no_such_crawl, store_files
 from crawler.commands.seed import _close, _reason, _where
 from crawler.crawldir import crawls_holding
 from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
 from crawler.recrawl import Recrawl
 from crawler.seeds import Every
-from crawler.urlstore.sqlite import SQLITE_FILE, sqlite_path
+from crawler.urlstore.sqlite import SQLITE_FILE
 from crawler.urlstore.store import urlstore_from_settings
 from crawler.validation import exit_if_invalid
 
@@ -88,7 +87,7 @@ class Command(ScrapyCommand):
             return self._fail(f"recrawl: {exc}")
         client = store = None
         try:
-            if not crawl_exists(settings) and not has_sqlite_store(settings):  # a mistyped name
+            if not crawl_exists(settings) and not store_files(settings):  # a mistyped name
                 stores = crawls_holding(settings, SQLITE_FILE)
                 print(no_such_crawl(settings, "recrawl", also=stores), file=sys.stderr, flush=True)
                 self.exitcode = 2
@@ -129,8 +128,3 @@ class Command(ScrapyCommand):
     def _fail(self, message: str) -> None:
         print(message, file=sys.stderr, flush=True)
         self.exitcode = 1
-
-
-def has_sqlite_store(settings) -> bool:
-    """Whether the crawl has an SQLite UrlStore to recrawl from (its frontier may be gone)."""
-    return settings.get("URLSTORE_BACKEND").lower() == "sqlite" and os.path.isfile(sqlite_path(settings))
