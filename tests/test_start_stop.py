@@ -36,6 +36,14 @@ def _seeds(tmp_path: Path, site) -> Path:
     return path
 
 
+def _wait_for_pages(proc: subprocess.Popen, site, pages: int, log: Path) -> None:
+    """Until the site has answered ``pages`` pages (60 s at most), the worker running."""
+    deadline = time.monotonic() + 60
+    while len(site.page_hits()) < pages:
+        assert proc.poll() is None and time.monotonic() < deadline, log_tail([log], 40, "")
+        time.sleep(0.1)
+
+
 def _run(cmd, env=None, timeout=120, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
         cmd, cwd=ROOT, env=env or clean_env(), capture_output=True, text=True, timeout=timeout, **kwargs
@@ -130,11 +138,7 @@ def test_ctrl_c_stops_within_the_bound_when_the_archive_target_is_unreachable(tm
         log = tmp_path / "worker.log"
         proc = start_worker(crawl_command(tmp_path / "out.jsonl", _seeds(tmp_path, site), settings), env, log)
         try:
-            deadline = time.monotonic() + 60
-            while len(site.page_hits()) < 4 and time.monotonic() < deadline:
-                assert proc.poll() is None, log_tail([log], 40, "")
-                time.sleep(0.1)
-            assert len(site.page_hits()) >= 4, log_tail([log], 40, "")
+            _wait_for_pages(proc, site, 4, log)
             time.sleep(1)  # pages now wait for their batch, whose upload keeps failing
             proc.send_signal(signal.SIGINT)
             interrupted = time.monotonic()
@@ -299,10 +303,7 @@ def test_a_second_ctrl_c_ends_the_worker_at_once(tmp_path):
         log = tmp_path / "worker.log"
         proc = start_worker(crawl_command(tmp_path / "out.jsonl", _seeds(tmp_path, site), settings), clean_env(), log)
         try:
-            deadline = time.monotonic() + 60
-            while len(site.page_hits()) < 2 and time.monotonic() < deadline:
-                assert proc.poll() is None, log_tail([log], 40, "")
-                time.sleep(0.1)
+            _wait_for_pages(proc, site, 2, log)
             time.sleep(1)  # pages in flight
             proc.send_signal(signal.SIGINT)
             time.sleep(0.5)
@@ -358,10 +359,7 @@ def test_a_crawl_whose_worker_was_killed_is_found_by_its_append_only_files(tmp_p
         log = tmp_path / "worker.log"
         proc = start_worker(crawl_command(tmp_path / "out.jsonl", _seeds(tmp_path, site), settings), clean_env(), log)
         try:
-            deadline = time.monotonic() + 60
-            while len(site.page_hits()) < 3 and time.monotonic() < deadline:
-                assert proc.poll() is None, log_tail([log], 40, "")
-                time.sleep(0.1)
+            _wait_for_pages(proc, site, 3, log)
         finally:
             proc.kill()
             proc.wait()
