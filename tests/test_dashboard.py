@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import time
@@ -166,6 +167,9 @@ def follow_crawl(
         "Number(document.getElementById('pages-total').dataset.value) > 0", timeout=REFRESH_WAIT_MS + 10_000
     )
     assert page.text_content("#crawl-name") == crawl_name
+    page.hover("#chart .u-over")  # the chart's time on the 24-hour clock, as every other time on the page
+    shown = page.text_content("#chart .u-legend .u-series:first-child .u-value")
+    assert re.fullmatch(r"\d\d:\d\d:\d\d", shown), shown
     assert crawl_name in page.eval_on_selector_all("#crawl option", "options => options.map(o => o.value)")
     assert page.is_hidden("#message"), page.text_content("#message")
     before, seen = number(page, "pages-total"), refreshes(page)

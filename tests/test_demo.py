@@ -1,6 +1,7 @@
 """`scrapy demo` crawls its generated site to the end on the embedded defaults."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,3 +24,9 @@ def test_demo_crawls_every_page(tmp_path):
     # per host: 5 pages, the redirect source, the meta-nofollow page, (p1 via the redirect)
     assert len(pages) == len({page["url"] for page in pages}) >= 2 * 5
     assert "0 queued, 0 leased" in proc.stdout
+    # the first line names the pages each host serves; the end counts what the site answered
+    per_host = int(re.search(r"demo site: 2 hosts x (\d+) pages \(5 linked pages", proc.stdout).group(1))
+    assert f"fetched {2 * per_host} URLs from 2 hosts: 127.0.0.2 {per_host}, 127.0.0.3 {per_host}" in proc.stdout
+    assert f"{len(pages)} pages in {out}" in proc.stdout, proc.stdout
+    files, word = re.search(r"(\d+) (WARC files?) under", proc.stdout).groups()
+    assert int(files) >= 1 and (word == "WARC file") == (files == "1"), proc.stdout

@@ -250,6 +250,9 @@ def test_two_workers_share_one_frontier(site, launch, tmp_path, redis_url, redis
     _assert_all_fetched(site, counts, logs)
     twice = sorted((k, n) for k, n in counts.items() if n > 1)
     assert not twice, f"pages fetched more than once: {twice}\n{logs}"
+    # two workers starting at once: each host's robots.txt is fetched once, and shared
+    robots = Counter(h.host for h in site.hits() if h.path == "/robots.txt")
+    assert robots == Counter({host: 1 for host in site.hosts}), f"robots.txt requests per host: {robots}\n{logs}"
 
     _assert_pages_complete(site, a.pages() + b.pages(), logs)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from crawler.frontier.frontier import DOWN, FINISHED, RETRY, ROBOTS, RUNNING, THROTTLED, WAITING, Entry, Frontier
-from crawler.frontier.report import status_line
+from crawler.frontier.report import count, status_line
 from crawler.middlewares.failures import retry_after_seconds, retry_delay
 from tests.harness import clean_env, crawl_command, read_pages
 
@@ -202,6 +202,16 @@ def test_outlook_and_deferred_say_why_a_crawl_waits(frontier):
     assert line.startswith("waiting until ") and "(in 9 s): 4 URLs queued" in line
     for words in ("robots.txt unreachable: 1 host", "host down: 1 host", "URL retry pending: 1 host, 1 URL"):
         assert words in line
+
+
+def test_status_lines_speak_of_one_url_and_one_host_in_the_singular():
+    assert [count(n, "URL") for n in (0, 1, 2)] == ["0 URLs", "1 URL", "2 URLs"]
+    running = {"state": RUNNING, "queued": 1, "leased": 0, "next_due": None}
+    assert status_line(running, {}, workers=1) == "running: 1 URL queued, 0 leased; 1 worker alive"
+    waiting = {"state": WAITING, "queued": 1, "leased": 0, "next_due": T0 + 5000}
+    deferred = {DOWN: {"hosts": 1, "urls": 1, "due": T0 + 5000, "examples": ["a.example"]}}
+    line = status_line(waiting, deferred, now=T0 / 1000, workers=2)
+    assert line.endswith("(in 5 s): 1 URL queued (host down: 1 host, 1 URL); 2 workers alive"), line
 
 
 def test_the_end_of_a_response_spaces_the_next_request(frontier):

@@ -296,6 +296,9 @@ def test_changing_pages_are_refetched_more_often_and_304s_cost_no_archive_write(
         texts = {label: text for label, _, text in logs}
         assert _stat(texts["w1"], "recrawl/not_modified") == 2 and _stat(texts["w3"], "recrawl/not_modified") == 2
         assert _stat(texts["w2"], "recrawl/not_modified") == 0
+        # the worker's summary counts a 304 as not modified, not as fetched
+        assert "this worker recorded 4 pages: 2 fetched" in texts["w1"], texts["w1"][-3000:]
+        assert ", 2 not modified (304)" in texts["w1"] and "not modified" not in texts["w2"]
         for label in ("w1", "w2", "w3"):
             assert _stat(texts[label], "archive/records") == 2  # the changing pages only
             assert _stat(texts[label], "recrawl/changed") == 2

@@ -86,7 +86,7 @@ class Command(ScrapyCommand):
                 files = sum(len(f) for _, _, f in os.walk(path))
                 shutil.rmtree(path)
                 if files:
-                    removed.append(f"{files} files under {path}")
+                    removed.append(f"{count(files, 'file')} under {path}")
         for suffix in ("", "-wal", "-shm"):
             path = os.path.join(crawl_dir, "urlstore.sqlite" + suffix)
             if os.path.exists(path):
@@ -121,7 +121,7 @@ class Command(ScrapyCommand):
         crawl_dir = os.path.join(self.settings.get("CRAWL_DIR"), frontier.keys.crawl_name)
         warcs = [name for _, _, files in os.walk(os.path.join(crawl_dir, "warc")) for name in files]
         print(
-            f"stored: UrlStore {os.path.join(crawl_dir, 'urlstore.sqlite')}, {len(warcs)} WARC files under "
+            f"stored: UrlStore {os.path.join(crawl_dir, 'urlstore.sqlite')}, {count(len(warcs), 'WARC file')} under "
             f"{os.path.join(crawl_dir, 'warc')}; try `scrapy urlstore get {seed} --crawl {frontier.keys.crawl_name}`"
         )
         print(

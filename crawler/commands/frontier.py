@@ -21,6 +21,7 @@ from scrapy.exceptions import UsageError
 
 from crawler.frontier.connection import crawl_exists, frontier_from_settings, known_crawls, uses_embedded
 from crawler.frontier.frontier import REASONS
+from crawler.frontier.report import count as plural
 from crawler.frontier.report import deferred_lines, numbers, status_line, when
 from crawler.validation import exit_if_invalid
 
@@ -171,13 +172,13 @@ def format_stats(name: str, s: dict, cluster: bool = False) -> str:
             + (f"; {s['given_back']} given back, queued again at the next pop" if s["given_back"] else ""),
             f"pushed/popped    {s['pushed']} / {s['popped']}",
             f"acked            {s['acked']}",
-            f"last minute      {s['acked_last_minute']} pages done (acknowledged, all workers)",
+            f"last minute      {plural(s['acked_last_minute'], 'page')} done (acknowledged, all workers)",
             f"expired leases   {s['expired']} (abandoned {s['abandoned']})",
-            f"retries          {s['retries_delayed']} URLs waiting for their next try; "
-            f"{s['hosts_slowed']} hosts slowed down by failures"
+            f"retries          {plural(s['retries_delayed'], 'URL')} waiting for their next try; "
+            f"{plural(s['hosts_slowed'], 'host')} slowed down by failures"
             + "".join(f"{', ' if i else ' ('}{h} x{f:g}" for i, (h, f) in enumerate(s.get("slowed", [])))
             + (")" if s.get("slowed") else ""),
-            f"URL-seen         {seen['urls']} URLs in {seen['generations']} generation(s), {seen['bytes']} bytes of fingerprints, "
+            f"URL-seen         {plural(seen['urls'], 'URL')} in {plural(seen['generations'], 'generation')}, {seen['bytes']} bytes of fingerprints, "
             f"fill {', '.join(f'{100 * f:.2f}%' for f in seen['fill'])}, "
             f"est. false-positive rate {seen['false_positive_rate']:.2e}",
             *busiest_lines(s.get("busiest")),

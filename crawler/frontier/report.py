@@ -83,8 +83,6 @@ def status_line(outlook: dict, deferred: dict, now: float | None = None, workers
         )
     if outlook["state"] == RUNNING:
         return f"running: {count(outlook['queued'], 'URL')} queued, {outlook['leased']} leased{alive}"
-    if outlook["state"] == RUNNING:
-        return f"running: {count(outlook['queued'], 'URL')} queued, {outlook['leased']} leased"
     why = "; ".join(_reason_text(r, deferred[r]) for r in _ordered(deferred)) or "hosts not due yet"
     return f"waiting until {when(outlook['next_due'], now)}: {count(outlook['queued'], 'URL')} queued ({why}){alive}"
 
