@@ -13,8 +13,8 @@ between that time and the request reaching the site.
 from __future__ import annotations
 
 import json
-import pickle
 
+from crawler.frontier import codec
 from crawler.frontier.frontier import Frontier, now_ms
 
 # -- worker-side instrumentation --------------------------------------------------------
@@ -44,8 +44,8 @@ class RecordingFrontier(Frontier):
 
 def payload_url(payload: bytes) -> str:
     """The URL of a frontier payload (crawler/frontier/codec.py formats)."""
-    if payload[:1] == b"P":
-        return pickle.loads(payload[1:])["url"]
+    if payload[:1] == codec.WHOLE:
+        return json.loads(payload[1:])["url"]
     return payload.decode().split("\x1f", 1)[0]
 
 

@@ -1,5 +1,8 @@
 """Requests survive the trip through a frontier payload."""
 
+import pickle
+
+import pytest
 import scrapy
 from scrapy import Request
 
@@ -59,7 +62,7 @@ def test_other_requests_are_stored_whole_without_the_lease():
         priority=5,
     )
     payload, back = roundtrip(req)
-    assert payload.startswith(b"P")
+    assert payload.startswith(codec.WHOLE) and b"\x80" not in payload  # JSON, no pickle
     assert (back.method, back.body, back.dont_filter, back.priority) == ("POST", b"a=1", True, 5)
     assert back.callback == SPIDER.other
     assert back.meta == {"depth": 1, "redirect_urls": ["http://a.example/old"]}
@@ -77,9 +80,51 @@ def test_a_forced_submission_stays_compact_and_forced():
     url = "http://a.example/news"
     payload = codec.encode_url(url, force=True)
     back = codec.decode(payload, SPIDER)
-    assert not payload.startswith(b"P") and len(payload) < 40
+    assert not payload.startswith(codec.WHOLE) and len(payload) < 40
     assert back.url == url and back.meta == {"depth": 0, codec.FORCE_META: True}
     assert back.dont_filter and back.errback == SPIDER.errback
     # a redirect or retry of it (enqueued again) keeps the flag, and the plain form
     assert codec.encode(back, SPIDER) == payload
     assert not codec.decode(codec.encode_url(url), SPIDER).meta.get(codec.FORCE_META)
+
+
+def test_bytes_and_header_maps_survive_json():
+    req = Request(
+        "http://a.example/api",
+        method="PUT",
+        body=b"\x00\xffraw",
+        headers={"X-Token": "t", "Accept": ["a", "b"]},
+        cookies={"session": "1"},
+        meta={"depth": 2, "blob": b"\x01", "pair": ("x", 1), "nested": {"$b": "not a tag"}},
+        callback=SPIDER.other,
+    )
+    _, back = roundtrip(req)
+    assert back.body == b"\x00\xffraw" and back.headers.getlist("Accept") == [b"a", b"b"]
+    assert back.cookies == {"session": "1"}
+    assert back.meta == {"depth": 2, "blob": b"\x01", "pair": ["x", 1], "nested": {"$b": "not a tag"}}
+
+
+def test_a_request_json_cannot_carry_is_refused_naming_the_key():
+    req = Request("http://a.example/x", meta={"depth": 1, "hook": object()}, callback=SPIDER.other)
+    with pytest.raises(codec.UnencodableRequest, match=r"meta\['hook'\] of http://a.example/x"):
+        codec.encode(req, SPIDER)
+
+
+class _Boom:
+    def __reduce__(self):
+        return (exec, ("raise SystemExit('ran')",))
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"P" + pickle.dumps({"url": "http://a.example/", "boom": _Boom()}),  # the old pickled form
+        pickle.dumps(_Boom()),
+        b'J{"url": "http://a.example/", "_class": "os.system"}',
+        b"J{not json",
+        b"",
+    ],
+)
+def test_a_payload_of_no_known_form_is_refused_unread(payload):
+    with pytest.raises(codec.UndecodablePayload):
+        codec.decode(payload, SPIDER)

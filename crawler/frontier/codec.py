@@ -8,18 +8,22 @@ as ``url \\x1f depth \\x1f referer \\x1f F``, and a recrawl (``RECRAWL_META``: a
 back by crawler/recrawl.py, past URL-seen and the fetch policy, with what its schedule and
 its conditional request need) as ``url \\x1f depth \\x1f referer \\x1f R \\x1f {json}``: the
 request is rebuilt with If-None-Match / If-Modified-Since from the stored ETag and
-Last-Modified. Any other request is stored whole: ``P``
-followed by ``Request.to_dict()`` pickled with scrapy-redis's picklecompat (what
-scrapy-redis stores for every request).
+Last-Modified. Any other request is stored whole: ``J`` followed by
+``Request.to_dict()`` as JSON, bytes as ``{"$b": base64}`` and a mapping with keys that
+are not text (headers) as ``{"$m": [[key, value], ...]}``. Nothing read from Redis is
+unpickled: a payload there could have been written by anyone who reaches the Redis, and
+unpickling runs code. A request whose ``meta`` holds something JSON cannot carry is
+refused at ``encode`` (``UnencodableRequest``, naming the key), and a payload that is no
+known form (an old pickled one, ``P``) at ``decode`` (``UndecodablePayload``).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 
 from scrapy import Request
 from scrapy.utils.request import request_from_dict
-from scrapy_redis import picklecompat
 
 SEP = "\x1f"
 LEASE_META = "frontier_lease"
@@ -30,6 +34,44 @@ FORCE_META = "force_fetch"  # fetched whatever URL-seen and the fetch policy say
 RECRAWL_META = "recrawl"
 _PLAIN_META = {"depth", LEASE_META, DUE_META, FORCE_META, RECRAWL_META}
 _CONDITIONAL = {b"If-None-Match", b"If-Modified-Since"}
+WHOLE = b"J"  # a request stored whole, as JSON
+REQUEST_CLASSES = ("scrapy.", "crawler.")  # where a whole request's class (_class) may come from
+
+
+class UnencodableRequest(ValueError):
+    """A request whose meta holds a value JSON cannot carry (an object, a set)."""
+
+
+class UndecodablePayload(ValueError):
+    """A payload that is none of this crawler's forms (not to be run, whatever it is)."""
+
+
+def _tagged(value):
+    """``value`` in JSON's types: bytes as {"$b": base64}, mappings with keys that are
+    not text as {"$m": [[key, value], ...]}, tuples as lists; TypeError for anything else."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, bytes):
+        return {"$b": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, (list, tuple)):
+        return [_tagged(v) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and not ({"$b", "$m"} & value.keys()):
+            return {k: _tagged(v) for k, v in value.items()}
+        return {"$m": [[_tagged(k), _tagged(v)] for k, v in value.items()]}
+    raise TypeError(f"a {type(value).__name__} is not JSON")
+
+
+def _untagged(obj: dict):
+    if len(obj) == 1 and "$b" in obj:
+        return base64.b64decode(obj["$b"])
+    if len(obj) == 1 and "$m" in obj:
+        return {_hashable(k): v for k, v in obj["$m"]}
+    return obj
+
+
+def _hashable(key):
+    return tuple(key) if isinstance(key, list) else key
 
 
 def _default_errback(spider):
@@ -49,7 +91,7 @@ def _is_plain(request: Request, spider) -> bool:
         and request.encoding == "utf-8"
         and set(request.meta) <= _PLAIN_META
         and set(request.headers) <= ({b"Referer"} | (_CONDITIONAL if RECRAWL_META in request.meta else set()))
-        and not request.url.startswith("P")
+        and request.url.startswith("http")  # (what decode takes for a plain payload)
     )
 
 
@@ -69,12 +111,28 @@ def encode(request: Request, spider) -> bytes:
         return SEP.join(fields).encode()
     data = request.to_dict(spider=spider)
     data["meta"] = {k: v for k, v in data["meta"].items() if k not in (LEASE_META, NOT_BEFORE_META, DUE_META)}
-    return b"P" + picklecompat.dumps(data)
+    for key, value in data["meta"].items():
+        try:
+            _tagged(value)
+        except TypeError as exc:
+            raise UnencodableRequest(
+                f"meta[{key!r}] of {request.url} cannot be stored in the frontier: {exc}"
+            ) from None
+    return WHOLE + json.dumps(_tagged(data), separators=(",", ":")).encode()
 
 
 def decode(payload: bytes, spider) -> Request:
-    if payload[:1] == b"P":
-        return request_from_dict(picklecompat.loads(payload[1:]), spider=spider)
+    if payload[:1] == WHOLE:
+        try:
+            data = json.loads(payload[1:], object_hook=_untagged)
+        except ValueError as exc:
+            raise UndecodablePayload(f"a whole request that is not JSON ({exc})") from None
+        cls = data.get("_class")
+        if cls is not None and not cls.startswith(REQUEST_CLASSES):
+            raise UndecodablePayload(f"a request class outside {', '.join(REQUEST_CLASSES)}: {cls!r}")
+        return request_from_dict(data, spider=spider)
+    if payload[:1] == b"P" or not payload.startswith(b"http"):
+        raise UndecodablePayload(f"not a payload of this crawler: {payload[:40]!r}")
     url, _, rest = payload.decode().partition(SEP)
     meta, headers = {}, {}
     forced = False

@@ -271,9 +271,17 @@ class FrontierScheduler:
                 self.ack(request)
             return False
         not_before = request.meta.pop(codec.NOT_BEFORE_META, 0)
+        try:
+            payload = codec.encode(request, self.spider)
+        except codec.UnencodableRequest as exc:
+            self._inc("frontier/unencodable")
+            logger.error("Request not queued: %s", exc)
+            if lease:
+                self.ack(request)
+            return False
         entry = Entry(
             url=url,
-            payload=codec.encode(request, self.spider),
+            payload=payload,
             priority=request.priority,
             depth=request.meta.get("depth", 0),
             dont_filter=request.dont_filter,
@@ -405,7 +413,7 @@ class FrontierScheduler:
             self._redis_up()
         if self.frontier.last_acked:
             self._inc("frontier/acked", self.frontier.last_acked)
-        requests = [codec.decode(lease.payload, self.spider) for lease in leases]
+        leases, requests = self._decoded(leases)
         skipped = self.policy.skip(requests) if self.policy is not None and leases else ()
         for i, (lease, request) in enumerate(zip(leases, requests, strict=True)):
             if i in skipped:  # fetched recently: done with it (its ack lands it)
@@ -465,6 +473,23 @@ class FrontierScheduler:
             self._wake_engine_in(0)
 
     # -- leases ------------------------------------------------------------------------
+
+    def _decoded(self, leases) -> tuple[list, list]:
+        """The leases whose payload is a request of this crawler, and those requests; any
+        other payload (written into Redis by something else) is acknowledged unread:
+        counted, one error line, never run."""
+        kept, requests = [], []
+        for lease in leases:
+            try:
+                requests.append(codec.decode(lease.payload, self.spider))
+            except codec.UndecodablePayload as exc:
+                self._inc("frontier/undecodable")
+                logger.error("Queued payload dropped unread: %s", exc)
+                self._acks.append(lease.id)
+                self._schedule_flush()
+                continue
+            kept.append(lease)
+        return kept, requests
 
     def _read(self, item=None, response=None, **kwargs) -> None:
         """An item of a leased page left the item pipelines: the page no longer counts as
