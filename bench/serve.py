@@ -1038,7 +1038,7 @@ async def _step(
                 ) as answer:
                     await answer.read()
                     status = answer.status
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             outcome["timeouts"] += 1
             latencies.append(plan.timeout)
             return

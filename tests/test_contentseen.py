@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scrapy.utils.test import get_crawler
+from simhash import Simhash
 
 from crawler import fingerprints as fp
 from crawler.items import Page
@@ -284,3 +285,13 @@ def test_redis_away_keeps_the_page_as_new_and_counts_it(crawl_name):
     item = pipeline.process_now(page("http://a.example/story", html(article(9))))
     assert "duplicate_of" not in item and item["simhash"] is not None
     assert crawler.stats.get_value("contentseen/redis_errors") == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=2**64 - 1), min_size=1, max_size=300))
+def test_the_stored_simhash_is_the_simhash_packages_of_the_same_word_hashes(hashes):
+    # the simhash package is the reference (Charikar's majority vote); the crawler votes
+    # with numpy over the hashes it already has (docs/decisions/0001-simhash.md)
+    bag = np.array(hashes, dtype=np.uint64)
+    reference = Simhash([str(h) for h in hashes], hashfunc=lambda data: int(data) if data.isdigit() else 0)
+    assert fp.simhash(bag) == reference.value
