@@ -5,7 +5,7 @@ by the site's own arrival log, and its speed against the polite limit of the sam
     python bench/broken_web.py                 # 200 hosts, 3 workers (a few minutes)
     python bench/broken_web.py --hosts 60 --workers 2
 
-The site (crawler/demosite.py) has HOSTS hosts of PAGES pages. Broken ones, by host index:
+The site (crawler/demo/site.py) has HOSTS hosts of PAGES pages. Broken ones, by host index:
 a tenth answer 500 or 503 for robots.txt; a fifth have one page answering a plain 503 for
 good, another fifth one page answering 500 twice and then the page; 3 hosts answer 500
 to every page; 3 refuse connections; 2 answer 429 to every page for 20 s; one has a page
@@ -46,7 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from crawler.demosite import Site  # noqa: E402
+from crawler.demo.site import Site  # noqa: E402
 from tests.harness import RedisServer, read_pages  # noqa: E402
 
 INTERVAL = 0.25

@@ -18,7 +18,7 @@ What it runs:
   --port (9242), inter-node port --storage-port (7300), JMX --jmx-port (7550, +100 per
   node), data in a new directory under /tmp (removed at the end, logs kept). It does not
   start when any of those ports is taken (a node on 9042/7000/7199 is never touched);
-- the demo site (crawler/demosite.py): --hosts hosts (127.0.0.2 ...) of --pages pages, with
+- the demo site (crawler/demo/site.py): --hosts hosts (127.0.0.2 ...) of --pages pages, with
   its own request log (arrival time, host, path and status of every request);
 - a private redis-server and two ``scrapy crawl broad`` workers (tests/harness.py):
   URLSTORE_BACKEND=cassandra, the keyspace made by the workers with 3 replicas in
@@ -86,7 +86,7 @@ import redis  # noqa: E402
 
 from crawler.archive.storage import LocalStorage  # noqa: E402
 from crawler.archive.warc import read_record  # noqa: E402
-from crawler.demosite import Site  # noqa: E402
+from crawler.demo.site import Site  # noqa: E402
 from crawler.frontier.frontier import Frontier  # noqa: E402
 from crawler.frontier.keys import Keys  # noqa: E402
 from crawler.urls import normalize_url  # noqa: E402
@@ -170,7 +170,7 @@ class Cluster:
 
 
 class Sampler(threading.Thread):
-    """Every second, the workers' live tally in Redis (crawler/livestats.py, which each
+    """Every second, the workers' live tally in Redis (crawler/observe/livestats.py, which each
     worker adds to every LIVE_STATS_INTERVAL, 2 s): records written, writes failed."""
 
     def __init__(self, client: redis.Redis):

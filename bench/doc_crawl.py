@@ -28,7 +28,7 @@ Figures:
 - for every near copy mark (``near_duplicate_of``), the two pages' true similarity from
   their files on disk, independently of the detector: the share of words in common of
   their whole visible text (2 x sum of min word counts / all words; words: lowercased
-  whitespace-split tokens of crawler.fingerprints.page_text) and the weighted overlap
+  whitespace-split tokens of crawler.contentseen.fingerprints.page_text) and the weighted overlap
   (sum of min / sum of max). A histogram of the shares, the marks below 0.9 ("wrong"),
   and the lowest ones with both URLs, the detector's resemblance and, for the diagnosis,
   the share of words in common of the two pages' main text (the detector's input);
@@ -59,7 +59,7 @@ from urllib.parse import unquote, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from crawler import fingerprints as fp  # noqa: E402
+from crawler.contentseen import fingerprints as fp  # noqa: E402
 from tests.harness import (  # noqa: E402
     RedisServer,
     clean_env,

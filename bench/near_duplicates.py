@@ -5,7 +5,7 @@ Setup (Debian's documentation packages: HTML that no one here wrote):
     apt-get install -y python3-doc nodejs-doc rust-doc
     python bench/near_duplicates.py                 # 3,000 pages, 1,500 near copies
     python bench/near_duplicates.py --pages 1000 --copies 500 --seed 2
-    python bench/near_duplicates.py --reader         # fingerprints from crawler.pagereader
+    python bench/near_duplicates.py --reader         # fingerprints from crawler.page.reader
     python bench/near_duplicates.py --servers 3      # the index spread over 3 redis-servers (REDIS_URLS)
     python bench/near_duplicates.py --cluster        # ... over a 3-master Redis Cluster (16 shards)
 
@@ -38,7 +38,7 @@ the same pages, for comparison; CPU per page by stage (parse, main text, words,
 sketch); the lookup's wall time; Redis memory per indexed page (sharded: each server's share
 of it, the Redis calls a check makes, and each server's share of the Redis CPU of the checks).
 
-``--reader``: the fingerprints come from ``crawler.pagereader.read_page`` (the body decoded
+``--reader``: the fingerprints come from ``crawler.page.reader.read_page`` (the body decoded
 as the metadata pipeline decodes it, header included, and parsed once for every use)
 instead of ``page_fingerprints``; its decode and parse count as "digest + parse".
 """
@@ -61,8 +61,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from crawler import fingerprints as fp  # noqa: E402
-from crawler.pagereader import read_page  # noqa: E402
+from crawler.contentseen import fingerprints as fp  # noqa: E402
+from crawler.page.reader import read_page  # noqa: E402
 from tests.harness import RedisServer, start_cluster  # noqa: E402
 
 SOURCES = {  # package -> folder of its HTML
@@ -192,7 +192,7 @@ STAGES = {
 
 
 class Timed:
-    """crawler.fingerprints.page_fingerprints itself, with the CPU time of each stage: the
+    """crawler.contentseen.fingerprints.page_fingerprints itself, with the CPU time of each stage: the
     functions it calls are wrapped with a clock while it runs (it calls them through the
     module)."""
 
@@ -293,7 +293,7 @@ def main() -> None:
     ap.add_argument("--exact", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--fill", type=int, default=100_000, help="synthetic pages indexed before the corpus")
-    ap.add_argument("--reader", action="store_true", help="fingerprints from crawler.pagereader.read_page")
+    ap.add_argument("--reader", action="store_true", help="fingerprints from crawler.page.reader.read_page")
     ap.add_argument("--servers", type=int, default=1, help="redis-servers the index is spread over (REDIS_URLS)")
     ap.add_argument("--cluster", action="store_true", help="the index spread over a 3-master Redis Cluster")
     args = ap.parse_args()

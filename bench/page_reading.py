@@ -1,4 +1,4 @@
-"""Benchmark: reading an HTML page once (crawler/pagereader.py) against the three separate
+"""Benchmark: reading an HTML page once (crawler/page/reader.py) against the three separate
 reads it replaces, on real HTML.
 
 Setup (Debian's documentation packages: HTML that no one here wrote):
@@ -39,9 +39,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.doc_crawl import available_sites  # noqa: E402
-from crawler import pagereader  # noqa: E402
-from crawler.fingerprints import page_fingerprints  # noqa: E402
-from crawler.pagereader import STAGES, read_page  # noqa: E402
+from crawler.contentseen.fingerprints import page_fingerprints  # noqa: E402
+from crawler.page import reader as pagereader  # noqa: E402
+from crawler.page.reader import STAGES, read_page  # noqa: E402
 from crawler.pipelines.metadata import extract_metadata  # noqa: E402
 from crawler.spiders.broad import extracted_links  # noqa: E402
 from crawler.urls import DEFAULT_STRIP_PARAMS  # noqa: E402

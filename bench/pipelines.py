@@ -22,7 +22,7 @@ with every pipeline on versus off, in one run.
    content seen   ``process_now`` (``process_item`` in the calling thread: the pipeline
                   runs the page part in a page worker process and the lookup in a
                   thread), split by timing wrappers put around the functions of
-                  crawler/fingerprints.py that ``page_fingerprints`` calls (in that
+                  crawler/contentseen/fingerprints.py that ``page_fingerprints`` calls (in that
                   module's namespace, in this process only): body SHA-1, parse (lxml),
                   main text (``main_text``), words (``word_hashes`` + ``word_bag``),
                   sketch (``minhash`` + ``sketch_bytes`` + ``band_keys``), SimHash
@@ -68,7 +68,7 @@ with every pipeline on versus off, in one run.
    (one object per page: 1,000).
 
 3. Pages/s of one worker, pipelines on versus off. The loopback multi-host site of
-   crawler.demosite (``--hosts`` hosts 127.0.0.2.., ``--site-pages`` pages each), every
+   crawler.demo.site (``--hosts`` hosts 127.0.0.2.., ``--site-pages`` pages each), every
    ``/pN.html`` served as a corpus-like page of 50-200 KB (``BigPageSite``, a subclass
    built here; demosite.py unchanged) that carries the demo page's own links in its
    article and about 200 links to pages of the site (its own host's mostly, ~50 distinct
@@ -143,11 +143,11 @@ sys.path.insert(0, str(ROOT))
 from scrapy.http import HtmlResponse  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
-import crawler.fingerprints as fingerprints_module  # noqa: E402
+import crawler.contentseen.fingerprints as fingerprints_module  # noqa: E402
 from crawler.archive.storage import S3Storage  # noqa: E402
 from crawler.archive.warc import WarcBatch, object_key  # noqa: E402
-from crawler.demosite import Site, serve_site  # noqa: E402
-from crawler.fingerprints import main_text, parse, word_bag, word_hashes  # noqa: E402
+from crawler.contentseen.fingerprints import main_text, parse, word_bag, word_hashes  # noqa: E402
+from crawler.demo.site import Site, serve_site  # noqa: E402
 from crawler.items import Page  # noqa: E402
 from crawler.pipelines.archive import _raw_page  # noqa: E402
 from crawler.pipelines.contentseen import ContentSeenPipeline  # noqa: E402
@@ -631,7 +631,7 @@ STAGES = [
 # what the worker's reactor thread spends per page in the pipelines (the writer thread aside)
 PIPELINE_KEYS = ("cs_total", "links", "metadata", "archive", "archive_close", "urlstore")
 PROFILED = ("spider", "cs_total", "links", "metadata", "archive", "urlstore")
-# functions of crawler/fingerprints.py that content seen's ``page_fingerprints`` calls
+# functions of crawler/contentseen/fingerprints.py that content seen's ``page_fingerprints`` calls
 # (through the module's namespace), timed where the module has them (the code changes: a
 # function the module no longer has is simply not timed, and the report says so). None
 # of them calls another of them, so no time is counted twice.
@@ -980,7 +980,7 @@ def s3_puts(corpus: list[CorpusPage], n: int, tmp: Path) -> dict:
 
 
 class BigPageSite(Site):
-    """crawler.demosite's site with every ``/pN.html`` served as a 50-200 KB corpus-like
+    """crawler.demo.site's site with every ``/pN.html`` served as a 50-200 KB corpus-like
     page that carries the demo page's own links (so the crawl is the same) and a few
     hundred links to other pages of the site (its own host's mostly). Pages are built by
     ``prepare()``, after ``start()`` (absolute links carry the port)."""
@@ -1170,7 +1170,7 @@ def report_stages(corpus: list[CorpusPage], passes: list[PassResult]) -> None:
         indent = ""
         if key in passes[0].wrapped:
             if not passes[0].wrapped[key]:
-                continue  # crawler/fingerprints.py does not have that function (any more)
+                continue  # crawler/contentseen/fingerprints.py does not have that function (any more)
             label = f"{label}: {' + '.join(passes[0].wrapped[key])}"
             indent = "  "
         elif key == "cs_lookup":
@@ -1178,7 +1178,7 @@ def report_stages(corpus: list[CorpusPage], passes: list[PassResult]) -> None:
         print(f"  {indent + label:<{w}}{cpu:>10.3f}{wall_s:>11}{cpu * per100:>13.3f}{share:>7}")
     missing = [n for key, names in passes[0].wrapped.items() for n in names if not passes[0].calls.get(key)]
     if missing:
-        print(f"  (wrapped in crawler/fingerprints.py but never called: {', '.join(missing)})")
+        print(f"  (wrapped in crawler/contentseen/fingerprints.py but never called: {', '.join(missing)})")
     thread_cpu = sum(ms("cpu", k) for k in PIPELINE_KEYS)
     thread_wall = sum(ms("wall", k) for k in PIPELINE_KEYS)
     print(

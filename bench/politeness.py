@@ -2,7 +2,7 @@
 worker over many hosts with the shared rate limiter and the robots.txt cache on versus
 off, in one run; and the Redis round trips per page of each.
 
-The site is crawler.demosite (``--hosts`` loopback hosts 127.0.0.2.., ``--pages`` pages
+The site is crawler.demo.site (``--hosts`` loopback hosts 127.0.0.2.., ``--pages`` pages
 each, pages + 2 requests per host), one site for every run; every host serves a real
 robots.txt body (``User-agent: *`` / ``Disallow: /nothing-here``, which disallows nothing
 the crawl fetches), so that an "on" run fetches, shares (Redis) and parses one per host.
@@ -87,7 +87,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from crawler.demosite import serve_site  # noqa: E402
+from crawler.demo.site import serve_site  # noqa: E402
 from crawler.frontier import scripts  # noqa: E402
 from tests.harness import RedisServer, clean_env, crawl_command, log_tail, wait4  # noqa: E402
 

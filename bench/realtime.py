@@ -4,7 +4,7 @@ its title) being readable in the UrlStore, with workers running.
     python bench/realtime.py                          # 2 workers, 20 URLs/s for 60 s
     python bench/realtime.py --rate 40 --seconds 30 --workers 1
 
-A loopback site (crawler/demosite.py) of --hosts hosts whose pages answer after --delay s
+A loopback site (crawler/demo/site.py) of --hosts hosts whose pages answer after --delay s
 (robots.txt at once); a throwaway redis-server; --workers ``scrapy crawl broad`` workers
 waiting for work (FRONTIER_CLOSE_WHEN_IDLE off, links not followed, one SQLite UrlStore in
 their shared crawl directory, the defaults otherwise). A submitter thread submits --rate
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from scrapy.settings import Settings  # noqa: E402
 
-from crawler.demosite import serve_site  # noqa: E402
+from crawler.demo.site import serve_site  # noqa: E402
 from crawler.frontier import submit  # noqa: E402
 from crawler.frontier.connection import frontier_from_settings  # noqa: E402
 from crawler.urls import url_options  # noqa: E402

@@ -8,7 +8,7 @@ pages, for several ARCHIVE_MAX_SECONDS.
 A page's lease is acknowledged once its WARC batch is stored (data before metadata), so a
 worker that dies loses its downloads in flight and the pages of its open batch: the
 younger a batch is stored, the fewer pages are fetched again, and the more objects
-(PUTs) the archive takes. Each run: the demo site (crawler/demosite.py, --hosts hosts of
+(PUTs) the archive takes. Each run: the demo site (crawler/demo/site.py, --hosts hosts of
 --pages pages, --delay s per answer) on loopback, a throwaway redis-server, three
 ``scrapy crawl broad`` workers with the defaults but ARCHIVE_MAX_SECONDS and the interval
 (0.25 s), the local WARC directory standing in for S3 (one object = one PUT). Worker 0 is
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.doc_crawl import wait_or_kill  # noqa: E402
-from crawler.demosite import serve_site  # noqa: E402
+from crawler.demo.site import serve_site  # noqa: E402
 from tests.harness import (  # noqa: E402
     RedisServer,
     clean_env,

@@ -1,4 +1,4 @@
-"""Benchmark: seed-file ingestion (crawler.seeds.ingest) into a real Redis.
+"""Benchmark: seed-file ingestion (crawler.seeds.files.ingest) into a real Redis.
 
 Generates a seed file of N lines in a temporary directory: URLs over many hosts
 (``https://www.site<h>.com/...``, some with tracking parameters, unsorted queries, a
@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from crawler.frontier.codec import encode_url  # noqa: E402
 from crawler.frontier.frontier import Entry, Frontier, politeness_key  # noqa: E402
-from crawler.seeds import SeedLine, ingest, read_seeds  # noqa: E402
+from crawler.seeds.files import SeedLine, ingest, read_seeds  # noqa: E402
 from crawler.urls import InvalidURL, normalize_url  # noqa: E402
 
 TARGET = 20_000

@@ -1,5 +1,5 @@
 """Benchmark: the stored 64-bit SimHash of a page's word bag, computed by the crawler
-(crawler/fingerprints.py: a numpy majority vote over the word hashes it already has)
+(crawler/contentseen/fingerprints.py: a numpy majority vote over the word hashes it already has)
 against the ``simhash`` package (``Simhash`` over the same hashes, and over the words'
 own MD5 as it does by default), on real HTML.
 
@@ -23,7 +23,7 @@ import time
 
 from simhash import Simhash
 
-from crawler import fingerprints
+from crawler.contentseen import fingerprints
 
 DOCS = "/usr/share/doc/python3-doc/html/library/*.html"
 BUDGET_MS = 0.3

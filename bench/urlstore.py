@@ -57,7 +57,7 @@ lookups ``get`` of a stored URL (the read API's record, following canonical_url)
         CassandraUrlStore as scrapy serve opens it (CASSANDRA_APPLY_SCHEMA off), SQLite
         through SqliteReader.
 scan    The recrawl's due scan: ``UrlStore.due(now, 500, cursor)`` called to the end as
-        crawler/recrawl.py does (without the frontier's put): seconds, due rows/s, table
+        crawler/freshness/recrawl.py does (without the frontier's put): seconds, due rows/s, table
         rows/s, the first, median and slowest call, both stores' counts checked against
         SQLite's count of due rows (a scan is stopped after --scan-seconds, and reported
         so); then the popular URL's inlinks paged by 1000 with the cursor
@@ -103,7 +103,7 @@ from crawler.urlstore.store import ArchivePointer, FetchRecord  # noqa: E402
 PARTS = ("writes", "lookups", "scan", "serve")
 CACHE = Path.home() / ".cache" / "crawler-bench"
 WRITES_KEYSPACE = "bench_writes"
-SCAN_PAGE = 500  # crawler/recrawl.py PAGE
+SCAN_PAGE = 500  # crawler/freshness/recrawl.py PAGE
 INLINKS_PAGE = 1000
 INLINK_BUCKETS = 16
 # serve's steps: bench/serve.py's, with lower ones first (Cassandra's answers are slower)

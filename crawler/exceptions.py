@@ -16,7 +16,7 @@ class RobotsDisallowed(IgnoreRequest):
 class StoreUnavailable(DropItem):
     """A store (the UrlStore) could not take a page's record after its retries: the
     page's lease is given back, so that the page is fetched and stored again later. A
-    pipeline raises it to drop the page: one warning line (crawler/logformatter.py), not
+    pipeline raises it to drop the page: one warning line (crawler/observe/logformatter.py), not
     an error with a traceback, since nothing is wrong with the page or the code."""
 
     def __init__(self, message: str):

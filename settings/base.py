@@ -17,7 +17,7 @@ TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False
 
 # The profile these settings are (settings/local.py, settings/distributed.py): what the
-# workers publish for viewers (crawler/livestats.py).
+# workers publish for viewers (crawler/observe/livestats.py).
 SETTINGS_PROFILE = "local"
 
 # --- crawl identity and storage ------------------------------------------------------
@@ -100,12 +100,12 @@ FRONTIER_CLOSE_WHEN_IDLE = True
 FRONTIER_MAX_WAIT = 60.0
 FRONTIER_IDLE_SECONDS = 2.0
 FRONTIER_STATS_INTERVAL = 30.0  # seconds between frontier progress log lines
-# Live stats (crawler/livestats.py): every this many seconds a worker adds its new counts,
+# Live stats (crawler/observe/livestats.py): every this many seconds a worker adds its new counts,
 # its pages by 10-second bucket and its last pages to the crawl's Redis, for the dashboard
 # and `scrapy serve` (0: off; at most 10, as a worker silent for 30 s no longer counts as live)
 LIVE_STATS_INTERVAL = 2.0
 
-# --- Prometheus metrics (crawler/metrics.py) ----------------------------------------------
+# --- Prometheus metrics (crawler/observe/metrics.py) ----------------------------------------------
 METRICS_PORT = None  # a port, a range "9410-9419" (the first free one) or "auto" (any free port); None/0: off
 METRICS_ADDRESS = "127.0.0.1"  # the address the endpoint listens on ("0.0.0.0": every interface)
 METRICS_FRONTIER_INTERVAL = 5.0  # seconds the frontier's numbers are reused between scrapes
@@ -151,10 +151,10 @@ HTTPERROR_ALLOW_ALL = True  # every status reaches the spider and becomes a Page
 DEPTH_STATS_VERBOSE = False
 DEPTH_PRIORITY = 0
 LOG_LEVEL = "INFO"
-LOG_FORMATTER = "crawler.logformatter.LogFormatter"  # a dropped page named by its URL, not printed whole
+LOG_FORMATTER = "crawler.observe.logformatter.LogFormatter"  # a dropped page named by its URL, not printed whole
 LOGSTATS_INTERVAL = 30.0
 REACTOR_THREADPOOL_MAXSIZE = 20
-# processes reading pages: links, fingerprints, metadata (crawler/pageworkers.py); 0: threads. One reads
+# processes reading pages: links, fingerprints, metadata (crawler/page/workers.py); 0: threads. One reads
 # about 100 pages/s on a 2-core machine; 2 give a worker alone on such a machine 13-18% more pages/s for
 # 80-110 MB more (bench/throughput.py runs 14, 16)
 PAGE_PROCESSES = 1
@@ -235,15 +235,15 @@ SCRAPER_SLOT_MAX_ACTIVE_SIZE = 32 * 2**20
 # ... which stops new requests only: the downloads under way finish whatever their size.
 # Big bodies (BODY_BUDGET_MIN_SIZE or more, by Content-Length) are bounded here: a big
 # page's body is read only once the big bodies the worker holds leave room for it (the
-# first always goes in), waiting at most BODY_BUDGET_MAX_WAIT seconds (crawler/bodybudget.py;
+# first always goes in), waiting at most BODY_BUDGET_MAX_WAIT seconds (crawler/page/budget.py;
 # 0 bytes: no bound). A loopback crawl of eight hosts of 10 MB pages: eleven held at once
 # and the worker at 232 MB without, two and 153 MB with 24 MB (and done in 18 s, not 22)
 BODY_BUDGET_BYTES = 24 * 2**20
 BODY_BUDGET_MIN_SIZE = 2**20
 BODY_BUDGET_MAX_WAIT = 30.0
 DOWNLOAD_HANDLERS = {
-    "http": "crawler.bodybudget.BudgetedDownloadHandler",
-    "https": "crawler.bodybudget.BudgetedDownloadHandler",
+    "http": "crawler.page.budget.BudgetedDownloadHandler",
+    "https": "crawler.page.budget.BudgetedDownloadHandler",
 }
 
 # --- the UrlStore (crawler/urlstore/) ---------------------------------------------------
@@ -257,7 +257,7 @@ URLSTORE_SQLITE_CACHE_BYTES = 16 * 2**20
 URLSTORE_INLINK_BUCKETS = 16  # partitions per inlink target (bounds a popular target's)
 RECRAWL_INTERVAL = 7 * 86400  # a fetched page's next fetch is due this many seconds later (0: none)
 RECRAWL_RETRY_INTERVAL = 86400  # ... a failure's (5xx, DNS, timeout, robots-disallowed); refused: none
-# The adaptive schedule (crawler/fetchschedule.py, Nutch's AdaptiveFetchSchedule): a page's
+# The adaptive schedule (crawler/freshness/schedule.py, Nutch's AdaptiveFetchSchedule): a page's
 # interval starts at RECRAWL_INTERVAL (or its sitemap changefreq), shrinks by DEC_RATE when
 # its content changed, grows by INC_RATE when not (a 304 too), within MIN..MAX
 RECRAWL_MIN_INTERVAL = 3600
@@ -267,7 +267,7 @@ RECRAWL_DEC_RATE = 0.2
 RECRAWL_SYNC_DELTA_RATE = 0.3  # moves the next fetch toward Last-Modified's rhythm (0: off)
 RECRAWL_GONE_INTERVAL = 30 * 86400  # after a 404 or 410
 RECRAWL_REDIRECT_INTERVAL = 7 * 86400  # after a redirect
-# Due URLs back into the frontier (crawler/recrawl.py): every RECRAWL_CHECK_INTERVAL
+# Due URLs back into the frontier (crawler/freshness/recrawl.py): every RECRAWL_CHECK_INTERVAL
 # seconds one worker of a running crawl (a Redis lock) puts up to RECRAWL_BATCH due URLs
 # (0: off; the distributed profile turns it on); a URL put is not put again for
 # RECRAWL_HOLD seconds unless it is fetched meanwhile
@@ -275,7 +275,7 @@ RECRAWL_CHECK_INTERVAL = 0
 RECRAWL_BATCH = 10_000
 RECRAWL_HOLD = 86400
 RECRAWL_PROGRESS_INTERVAL = 5.0  # seconds between scrapy recrawl's progress lines
-# The fetch policy (crawler/fetchpolicy.py): a URL the UrlStore says was fetched (with an
+# The fetch policy (crawler/freshness/policy.py): a URL the UrlStore says was fetched (with an
 # answer) less than this many seconds ago is not fetched again, unless submitted with
 # --force (0: off; needs URLSTORE_ENABLED)
 FETCH_POLICY_MAX_AGE = 7 * 86400
@@ -356,10 +356,10 @@ SPIDER_MIDDLEWARES = {
     "crawler.middlewares.lease.LeaseMiddleware": 1000,
 }
 EXTENSIONS = {
-    "crawler.extensions.FrontierStats": 500,
-    "crawler.metrics.Metrics": 510,
-    "crawler.livestats.LiveStats": 520,
-    "crawler.extensions.GarbageCollection": 900,
+    "crawler.extensions.summary.FrontierStats": 500,
+    "crawler.observe.metrics.Metrics": 510,
+    "crawler.observe.livestats.LiveStats": 520,
+    "crawler.extensions.memory.GarbageCollection": 900,
     # not even imported (REMOTE_CONTROL_ENABLED is off): its module imports aiohttp, 7.7 MB
     # of a worker's memory; to turn it on, set it here again with REMOTE_CONTROL_ENABLED
     "scrapy.extensions.remote_control.RemoteControl": None,

@@ -1,5 +1,5 @@
 """Worker-side instrumentation for the end-to-end tests (the site they crawl is
-crawler/demosite.py).
+crawler/demo/site.py).
 
 ``RecordingFrontier`` (for the workers, ``-s FRONTIER_CLASS=tests.sites.RecordingFrontier
 -s E2E_POP_LOG=FILE``) is the crawl's own Frontier that also appends every hand-out to

@@ -21,7 +21,7 @@ import redis
 
 from crawler.archive.storage import LocalStorage, S3Storage, StorageRefused
 from crawler.archive.warc import RawPage, WarcBatch, object_key, read_record, recover
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from tests.conftest import new_s3_server, s3_archive_settings
 from tests.harness import (
     Worker,

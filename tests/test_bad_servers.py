@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from tests.harness import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]

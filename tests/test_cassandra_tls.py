@@ -24,8 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from scrapy.settings import Settings
 
+from crawler.config.validation import problems
 from crawler.urlstore.cassandra import CassandraUrlStore, tls_context
-from crawler.validation import problems
 from tests.conftest import project_settings
 
 

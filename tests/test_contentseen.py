@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scrapy.utils.test import get_crawler
 from simhash import Simhash
 
-from crawler import fingerprints as fp
+from crawler.contentseen import fingerprints as fp
 from crawler.items import Page
 from crawler.pipelines.contentseen import ContentSeenPipeline
 from tests.conftest import project_settings

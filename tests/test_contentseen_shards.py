@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 from scrapy.utils.test import get_crawler
 
-from crawler import fingerprints as fp
+from crawler.contentseen import fingerprints as fp
 from crawler.frontier.shards import DOWN_WAIT_MIN
 from crawler.pipelines.contentseen import ContentSeenPipeline
 from tests.conftest import project_settings

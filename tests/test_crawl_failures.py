@@ -1,7 +1,7 @@
 """The failure policy in one real crawl: three `scrapy crawl broad` workers on one site
 whose hosts fail in every way the policy names, then the site healed and a second run.
 
-Hosts (crawler/demosite.py, 127.0.0.(2+i)), 9 pages each:
+Hosts (crawler/demo/site.py, 127.0.0.(2+i)), 9 pages each:
 
 - healthy: 0 (the seed), 3, 7, 12, 13
 - RETRY_OK: /p5.html answers 503 (no Retry-After) twice, then the page: tried 3 times,
@@ -47,7 +47,7 @@ from pathlib import Path
 
 import pytest
 
-from crawler.demosite import FORBIDDEN_PATHS, REDIRECT_FROM, REDIRECT_TO, Site
+from crawler.demo.site import FORBIDDEN_PATHS, REDIRECT_FROM, REDIRECT_TO, Site
 from crawler.frontier.frontier import REASONS, THROTTLED, WAITING, Frontier
 from crawler.frontier.keys import SEP, Keys
 from crawler.urls import authority_host

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from scrapy.settings import Settings
 
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from crawler.urlstore.sqlite import sqlite_path
 from tests.conftest import require_service
 from tests.harness import ServeProcess, clean_env, launch_worker, loopback_settings, seed_file

@@ -1,7 +1,7 @@
 """End-to-end crawls: real `scrapy crawl broad` workers against a loopback site.
 
 Each test starts workers as subprocesses (cwd: the project root) against the
-multi-host site of crawler/demosite.py and checks, from the site's own request log, the
+multi-host site of crawler/demo/site.py and checks, from the site's own request log, the
 workers' JSON-lines output and the frontier's numbers, that the crawl fetched every
 reachable page the right number of times, nothing it must not fetch, and politely.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from crawler.demosite import FORBIDDEN_PATHS, META_PAGE, NOFOLLOW_TARGET, Site, serve_site
+from crawler.demo.site import FORBIDDEN_PATHS, META_PAGE, NOFOLLOW_TARGET, Site, serve_site
 from crawler.frontier.frontier import Frontier
 from tests.harness import Worker, clean_env, launch_worker
 from tests.sites import read_pop_log

@@ -5,7 +5,7 @@ import gc
 from scrapy import signals
 from scrapy.utils.test import get_crawler
 
-from crawler.extensions import GarbageCollection
+from crawler.extensions.memory import GarbageCollection
 from crawler.spiders.broad import BroadSpider
 from tests.conftest import project_settings
 

@@ -1,8 +1,8 @@
-"""The adaptive schedule (crawler/fetchschedule.py): plain values in, the next fetch out."""
+"""The adaptive schedule (crawler/freshness/schedule.py): plain values in, the next fetch out."""
 
 import pytest
 
-from crawler.fetchschedule import ERROR, GONE, OK, REDIRECT, Bounds, outcome, schedule
+from crawler.freshness.schedule import ERROR, GONE, OK, REDIRECT, Bounds, outcome, schedule
 
 B = Bounds(
     initial=1000.0,

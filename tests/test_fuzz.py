@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from scrapy.utils.test import get_crawler
 
 from crawler.middlewares.robots import RobotsMiddleware
-from crawler.pagereader import read_page
+from crawler.page.reader import read_page
 from crawler.pipelines.metadata import extract_metadata
-from crawler.seeds import BadLine, SeedLine, _read_stream
+from crawler.seeds.files import BadLine, SeedLine, _read_stream
 from crawler.spiders.broad import BroadSpider
 from crawler.urls import InvalidURL, normalize_url
 from tests.conftest import project_settings

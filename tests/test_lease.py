@@ -84,7 +84,7 @@ def test_a_page_dropped_because_the_store_could_not_take_it_gives_its_lease_back
 
 
 def test_a_dropped_page_is_logged_by_its_url_in_one_line():
-    from crawler.logformatter import LogFormatter
+    from crawler.observe.logformatter import LogFormatter
 
     page = Page(url="http://a.example/", body=b"x" * 10_000)
     entry = LogFormatter().dropped(page, StoreUnavailable("UrlStore write failed"), None, None)
@@ -95,7 +95,7 @@ def test_a_dropped_page_is_logged_by_its_url_in_one_line():
 
 
 def test_pages_not_stored_are_one_line_every_half_minute_with_their_count(monkeypatch):
-    from crawler import logformatter
+    from crawler.observe import logformatter
 
     clock = [1000.0]
     monkeypatch.setattr(logformatter.time, "monotonic", lambda: clock[0])

@@ -1,4 +1,4 @@
-"""Live stats (crawler/livestats.py): the buckets and the reader on plain values, the
+"""Live stats (crawler/observe/livestats.py): the buckets and the reader on plain values, the
 extension of an in-process crawler fed signals and stats (flushes, no double counts, a
 Redis that goes away and comes back), and a real crawl's numbers afterwards."""
 
@@ -16,10 +16,11 @@ from scrapy.exceptions import NotConfigured
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from crawler.demosite import serve_site
+from crawler.config.validation import problems
+from crawler.demo.site import serve_site
 from crawler.frontier.keys import Keys
 from crawler.items import Page
-from crawler.livestats import (
+from crawler.observe.livestats import (
     BUCKET_TTL,
     MAX_MINUTES,
     RECENT,
@@ -32,7 +33,6 @@ from crawler.livestats import (
     tallied,
 )
 from crawler.spiders.broad import BroadSpider
-from crawler.validation import problems
 from tests.conftest import project_settings
 from tests.harness import RedisServer, clean_env, launch_worker, loopback_settings
 
@@ -285,7 +285,7 @@ def test_a_redis_outage_loses_nothing_and_says_so_once(tmp_path, crawl_name, cap
         clock.t = T0 + 10
         scraped(crawler, *pages_of_every_fate(2))
         crawler.stats.inc_value("downloader/response_status_count/200", 4)
-        with caplog.at_level(logging.DEBUG, logger="crawler.livestats"):
+        with caplog.at_level(logging.DEBUG, logger="crawler.observe.livestats"):
             assert not ext.flush()
             clock.t = T0 + 20
             scraped(crawler, Page(url="http://a.example/during", status=200, metadata={"title": "During"}))

@@ -1,4 +1,4 @@
-"""crawler/memory.py: freed C heap goes back to the system (on glibc, as on these machines)."""
+"""crawler/page/memory.py: freed C heap goes back to the system (on glibc, as on these machines)."""
 
 import os
 import subprocess
@@ -8,7 +8,7 @@ from pathlib import Path
 import lxml.html
 import pytest
 
-from crawler import memory
+from crawler.page import memory
 
 
 def _rss_mb() -> float:
@@ -30,7 +30,7 @@ def test_the_heap_a_large_page_left_behind_goes_back_after_a_trim():
 
 LARGE_BLOCKS = """
 import sys
-from crawler import memory
+from crawler.page import memory
 if sys.argv[1] == "configured":
     memory.configure()
 def rss():

@@ -1,4 +1,4 @@
-"""Prometheus metrics (crawler/metrics.py): the endpoint of one crawler in-process (what it
+"""Prometheus metrics (crawler/observe/metrics.py): the endpoint of one crawler in-process (what it
 serves, its life, its ports, a frontier that hangs), and a real crawl of the demo site
 scraped while it runs."""
 
@@ -16,9 +16,9 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.test import get_crawler
 
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from crawler.frontier.frontier import Entry, Frontier
-from crawler.metrics import Metrics, metrics_ports, worker_id
+from crawler.observe.metrics import Metrics, metrics_ports, worker_id
 from crawler.spiders.broad import BroadSpider
 from tests.conftest import project_settings
 from tests.harness import RedisServer, clean_env, free_port, launch_worker, loopback_settings

@@ -1,6 +1,6 @@
 """Near copies in a real crawl: a site whose distinct pages share one frame (header,
 menu, sidebar, cookie notice, disclaimer, footer) and carries planted near copies
-(crawler.demosite's ``framed`` option). A `scrapy crawl` worker marks every planted copy
+(crawler.demo.site's ``framed`` option). A `scrapy crawl` worker marks every planted copy
 and none of the distinct pages; the copies are archived and recorded as pages of their
 own."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from crawler.archive.storage import LocalStorage
 from crawler.archive.warc import read_record
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from crawler.urlstore.sqlite import SqliteUrlStore
 from tests.harness import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
 

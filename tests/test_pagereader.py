@@ -1,4 +1,4 @@
-"""Reading a page once (crawler/pagereader.py): its links are the ones Scrapy's link
+"""Reading a page once (crawler/page/reader.py): its links are the ones Scrapy's link
 extractor and the URL normalizer give (run here as the reference), its metadata what
 extract_metadata gives, its fingerprints what page_fingerprints gives; hostile bodies never
 make it raise."""
@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 from scrapy.http import HtmlResponse
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 
-from crawler import demosite, pagereader
-from crawler.fingerprints import page_fingerprints
-from crawler.metadata import extract_metadata
-from crawler.pagereader import STAGES, Reading, read_page
+from crawler.contentseen.fingerprints import page_fingerprints
+from crawler.demo import site as demosite
+from crawler.page import reader as pagereader
+from crawler.page.metadata import extract_metadata
+from crawler.page.reader import STAGES, Reading, read_page
 from crawler.spiders.broad import extracted_links
 from crawler.urls import DEFAULT_STRIP_PARAMS
 
@@ -269,7 +270,7 @@ def test_links_of_a_body_over_max_bytes_are_scrapys():
 
 BIG_PAGE = """
 import sys
-from crawler.pagereader import read_page
+from crawler.page.reader import read_page
 
 def kb(field):
     with open("/proc/self/status") as f:

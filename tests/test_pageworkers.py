@@ -28,9 +28,9 @@ def crash_once(marker: str) -> str:
 SCRIPT = """
 import os, signal, sys, time
 from twisted.internet import defer, task
-from crawler.fingerprints import page_fingerprints
-from crawler.pageworkers import PageWorkerCrashed, PageWorkers
-from crawler.pagereader import read_page
+from crawler.contentseen.fingerprints import page_fingerprints
+from crawler.page.workers import PageWorkerCrashed, PageWorkers
+from crawler.page.reader import read_page
 from tests.test_pageworkers import crash_once, frameworks
 
 def children():
@@ -92,7 +92,7 @@ def digest(body) -> tuple[str, str]:
 BIG_BODY = """
 import hashlib, random
 from twisted.internet import defer, task
-from crawler.pageworkers import PageWorkers
+from crawler.page.workers import PageWorkers
 from tests.test_pageworkers import digest
 
 async def main(reactor):

@@ -10,7 +10,7 @@ from collections import defaultdict
 from itertools import pairwise
 from pathlib import Path
 
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from crawler.frontier.frontier import Frontier
 from tests.harness import clean_env, crawl_command, log_tail, read_pages
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.intervals import HostIntervals
 from tests.harness import clean_env, crawl_command, read_pages

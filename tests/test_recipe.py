@@ -34,14 +34,14 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
-from crawler.demosite import Site
+from crawler.demo.site import Site
 from tests.conftest import require_service, s3_server_built
 from tests.harness import ROOT, clean_env, free_port
 
 START, END = "<!-- recipe:start -->", "<!-- recipe:end -->"
 CRAWL = "try"  # the recipe's CRAWL_NAME
 BUCKET = "crawl-archive"
-SITE_HOSTS, SITE_PAGES = 4, 25  # python -m crawler.demosite's defaults, which the recipe uses
+SITE_HOSTS, SITE_PAGES = 4, 25  # python -m crawler.demo.site's defaults, which the recipe uses
 MARK = "CRAWLER_RECIPE_TEST"  # in the shell's environment: every process it starts inherits it
 
 # seconds each block may take (the first start of the services' downloads and builds aside:
@@ -511,10 +511,10 @@ def test_the_readmes_production_recipe_runs_as_written(tmp_path):
 
 
 def test_the_demo_site_serves_on_its_port_logs_each_request_and_stops_on_sigterm(tmp_path):
-    """``python -m crawler.demosite`` (the recipe's site): the seed on the port given, a
+    """``python -m crawler.demo.site`` (the recipe's site): the seed on the port given, a
     line per request answered, exit 0 on SIGTERM; a port that is taken: exit 2, one line."""
     port = free_port("127.0.0.2")
-    cmd = [sys.executable, "-m", "crawler.demosite", "--hosts", "2", "--pages", "5", "--port", str(port)]
+    cmd = [sys.executable, "-m", "crawler.demo.site", "--hosts", "2", "--pages", "5", "--port", str(port)]
     site = subprocess.Popen(cmd, cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = site.stdout.readline()

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from scrapy import Request
 
-from crawler.fetchpolicy import RECRAWL, SKIPPED, FetchPolicy
+from crawler.freshness.policy import RECRAWL, SKIPPED, FetchPolicy
+from crawler.freshness.recrawl import Recrawl, take_lock
 from crawler.frontier import codec
 from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
-from crawler.recrawl import Recrawl, take_lock
 from crawler.urlstore.sqlite import SqliteUrlStore
 from crawler.urlstore.store import ArchivePointer, FetchRecord
 from tests.harness import clean_env, launch_worker, loopback_settings, seed_file

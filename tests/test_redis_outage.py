@@ -1,6 +1,6 @@
 """End-to-end: the frontier's Redis goes away in the middle of a crawl and comes back.
 
-One real ``scrapy crawl broad`` worker crawls the loopback site of crawler/demosite.py on
+One real ``scrapy crawl broad`` worker crawls the loopback site of crawler/demo/site.py on
 a private redis-server (append-only file, fsync always) that the test starts on a free
 port of 127.0.0.1. Once the site has answered some pages, the test stops that server
 (SIGTERM: Redis shuts down cleanly, its data is in the AOF), keeps it down for
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from crawler.demosite import Site, serve_site
+from crawler.demo.site import Site, serve_site
 from crawler.frontier.frontier import Frontier
 from tests.harness import RedisServer, Worker, clean_env, launch_worker, seed_file
 

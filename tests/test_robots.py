@@ -15,7 +15,7 @@ from pathlib import Path
 from redis import Redis
 from scrapy.utils.test import get_crawler
 
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from crawler.frontier.connection import crawler_frontier
 from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys

@@ -2,7 +2,7 @@
 
 import pytest
 
-from crawler.robotstxt import FETCH, FRESH, GIVEN_UP, STALE, UNREACHABLE, freshness, retry_delay
+from crawler.robots.rules import FETCH, FRESH, GIVEN_UP, STALE, UNREACHABLE, freshness, retry_delay
 
 DAY = 86400.0
 RULES = {"lifetime": DAY, "stale": 7 * DAY, "allow_after": 30 * DAY}

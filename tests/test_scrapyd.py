@@ -4,7 +4,7 @@ A scrapyd runs on 127.0.0.1 in a directory outside the source tree (its eggs, lo
 and databases there); ``scrapyd-deploy env`` builds the egg from setup.py and uploads it;
 jobs are scheduled, listed and cancelled with curl against schedule.json, listjobs.json
 and cancel.json, their arguments those of the README. The jobs crawl the loopback site of
-crawler/demosite.py with a Redis frontier, a shared SQLite UrlStore and a shared local
+crawler/demo/site.py with a Redis frontier, a shared SQLite UrlStore and a shared local
 archive. Skipped only when scrapyd or scrapyd-client is not installed.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from crawler.frontier.frontier import FINISHED, Frontier
 from tests.harness import ROOT, clean_env, free_port, log_tail, seed_file
 

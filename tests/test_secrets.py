@@ -10,7 +10,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from tests.conftest import s3_archive_settings
 from tests.harness import RedisServer, clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
 

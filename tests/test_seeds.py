@@ -1,5 +1,5 @@
-"""Seed files: reading (crawler.seeds.read_seeds), ingestion into a real Redis
-(crawler.seeds.ingest) and the ``scrapy seed`` command, run as a subprocess."""
+"""Seed files: reading (crawler.seeds.files.read_seeds), ingestion into a real Redis
+(crawler.seeds.files.ingest) and the ``scrapy seed`` command, run as a subprocess."""
 
 import gzip
 import io
@@ -14,7 +14,7 @@ import pytest
 
 from crawler.commands.seed import ProgressLine
 from crawler.frontier.frontier import Frontier
-from crawler.seeds import (
+from crawler.seeds.files import (
     MAX_LINE_BYTES,
     BadLine,
     IngestReport,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from crawler.frontier.keys import Keys
 from crawler.urlstore.sqlite import SqliteUrlStore
 from crawler.urlstore.store import FetchRecord

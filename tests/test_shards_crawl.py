@@ -1,5 +1,5 @@
 """A crawl on three Redis servers (REDIS_URLS): two real ``scrapy crawl broad`` workers
-crawl the loopback site of crawler/demosite.py with their frontier spread over three
+crawl the loopback site of crawler/demo/site.py with their frontier spread over three
 private redis-servers. The same checks as on one Redis: every page fetched once and in
 the output, each host's requests its interval apart at the site, the crawl ends by itself;
 and the hosts, and content seen, really are spread over the servers."""
@@ -14,7 +14,7 @@ from itertools import pairwise
 
 from scrapy.settings import Settings
 
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.frontier import FINISHED, Frontier
 from crawler.frontier.keys import Keys

@@ -3,7 +3,7 @@ that starts late, Ctrl-C while the archive target is unreachable, a resumed craw
 output, and a small crawl that ends soon after its last page.
 
 Every worker is a real ``scrapy crawl broad`` subprocess against the loopback site of
-crawler/demosite.py, bounded by a timeout and killed at teardown if still running.
+crawler/demo/site.py, bounded by a timeout and killed at teardown if still running.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import redis
 
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from crawler.frontier.frontier import Frontier
 from tests.harness import RedisServer, clean_env, crawl_command, free_port, log_tail, read_pages, start_worker
 from tests.test_e2e_crawl import _redis_servers_in, _stop_leftover_redis

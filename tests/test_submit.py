@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from crawler.demosite import serve_site
-from crawler.fetchpolicy import FORCED, LOOKUP_FAILED, SKIPPED, FetchPolicy
+from crawler.demo.site import serve_site
+from crawler.freshness.policy import FORCED, LOOKUP_FAILED, SKIPPED, FetchPolicy
 from crawler.frontier import codec, submit
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.keys import Keys

@@ -5,7 +5,7 @@ import pickle
 import re
 import uuid
 
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from crawler.frontier import codec
 from crawler.frontier.frontier import Entry, Frontier
 from tests.harness import clean_env, launch_worker, loopback_settings, read_pages

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from crawler.frontier.keys import Keys
 from tests.conftest import cassandra_hosts, cassandra_port
 from tests.harness import cells_read, clean_env, crawl_command, launch_worker, log_tail, read_pages, seed_file

@@ -14,7 +14,7 @@ import time
 import uuid
 
 from crawler.archive.warc import read_record
-from crawler.demosite import serve_site
+from crawler.demo.site import serve_site
 from crawler.urlstore.sqlite import SQLITE_FILE
 from tests.harness import clean_env, launch_worker, loopback_settings, seed_file
 

@@ -10,7 +10,7 @@ import pytest
 from scrapy.settings import Settings
 
 import settings.base
-from crawler.validation import RULES, problems
+from crawler.config.validation import RULES, problems
 from tests.conftest import project_settings
 from tests.harness import clean_env
 

@@ -31,11 +31,11 @@ from typing import NoReturn
 from scrapy.commands.crawl import Command as ScrapyCrawl
 from twisted.internet.defer import Deferred
 
+from crawler.config.validation import problems
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED
 from crawler.pipelines.archive import ARCHIVE_REFUSED
-from crawler.seeds import SeedFileError, check_readable
+from crawler.seeds.files import SeedFileError, check_readable
 from crawler.spiders.broad import SEEDS_FAILED, split_arg
-from crawler.validation import problems
 
 logger = logging.getLogger(__name__)
 

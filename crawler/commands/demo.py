@@ -1,6 +1,6 @@
 """``scrapy demo``: a real crawl of a generated multi-host site on loopback.
 
-Starts the demo site (crawler/demosite.py) on 127.0.0.2 ... 127.0.0.(1+hosts), seeds its
+Starts the demo site (crawler/demo/site.py) on 127.0.0.2 ... 127.0.0.(1+hosts), seeds its
 first page and runs the ``broad`` spider on the embedded defaults (or on REDIS_URL when
 set) until the frontier is empty, then prints what was fetched. Every run starts afresh
 and says so: the ``demo`` crawl's keys, UrlStore and WARC files are deleted first.
@@ -15,10 +15,10 @@ from collections import Counter
 
 from scrapy.commands import ScrapyCommand
 
-from crawler.demosite import serve_site
+from crawler.config.validation import exit_if_invalid
+from crawler.demo.site import serve_site
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.report import count
-from crawler.validation import exit_if_invalid
 
 
 class Command(ScrapyCommand):

@@ -19,11 +19,11 @@ import time
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from crawler.config.validation import exit_if_invalid
 from crawler.frontier.connection import crawl_exists, frontier_from_settings, known_crawls, uses_embedded
 from crawler.frontier.frontier import REASONS
 from crawler.frontier.report import count as plural
 from crawler.frontier.report import deferred_lines, numbers, status_line, when
-from crawler.validation import exit_if_invalid
 
 
 class Command(ScrapyCommand):

@@ -7,7 +7,7 @@
     scrapy recrawl --limit 10000         at most this many
 
 The UrlStore's ``due`` query (crawler/urlstore/) gives the URLs a page at a time; each is
-put through the frontier's ``put`` as a recrawl (crawler/recrawl.py): past URL-seen and
+put through the frontier's ``put`` as a recrawl (crawler/freshness/recrawl.py): past URL-seen and
 the workers' fetch policy, fetched with If-None-Match / If-Modified-Since from its stored
 ETag and Last-Modified, and held (not put again for RECRAWL_HOLD seconds unless it is
 fetched meanwhile). A running crawl on the distributed profile does this by itself every
@@ -28,14 +28,14 @@ from scrapy.exceptions import UsageError
 
 from crawler.commands.frontier import no_such_crawl, store_files
 from crawler.commands.seed import _close, _reason, _where
-from crawler.crawldir import crawls_holding
+from crawler.config.crawldir import crawls_holding
+from crawler.config.validation import exit_if_invalid
+from crawler.freshness.recrawl import Recrawl
 from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
-from crawler.recrawl import Recrawl
-from crawler.seeds import Every
+from crawler.seeds.files import Every
 from crawler.urlstore.sqlite import SQLITE_FILE
 from crawler.urlstore.store import urlstore_from_settings
-from crawler.validation import exit_if_invalid
 
 
 class Command(ScrapyCommand):

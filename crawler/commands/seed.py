@@ -6,7 +6,7 @@
 
 File format: one URL a line, an optional integer priority as second column (higher is
 sooner), ``#`` comments, blank lines skipped, ``.gz`` read through gzip; see
-crawler/seeds.py. URLs are normalized with URL_STRIP_PARAMS / URL_SORT_QUERY, pushed
+crawler/seeds/files.py. URLs are normalized with URL_STRIP_PARAMS / URL_SORT_QUERY, pushed
 SEED_BATCH_SIZE at a time (``--batch``) at depth 0.
 
 Output: progress on stderr (unless ``--no-progress``): on a terminal one line rewritten in
@@ -28,11 +28,11 @@ from redis.exceptions import RedisError
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from crawler.config.validation import exit_if_invalid
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.keys import Keys
-from crawler.seeds import STDIN, Every, IngestReport, SeedFileError, check_readable, ingest
+from crawler.seeds.files import STDIN, Every, IngestReport, SeedFileError, check_readable, ingest
 from crawler.urls import url_options
-from crawler.validation import exit_if_invalid
 
 
 class ProgressLine:

@@ -23,7 +23,7 @@ import sys
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.validation import exit_if_invalid
+from crawler.config.validation import exit_if_invalid
 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
@@ -139,7 +139,7 @@ def warn_unknown_crawl(settings) -> None:
     nor a frontier yet (a mistyped --crawl, or a dashboard opened before its crawl
     starts: it is served as soon as it does); nothing when Redis does not answer."""
     from crawler.commands.frontier import no_such_crawl
-    from crawler.crawldir import crawls_holding
+    from crawler.config.crawldir import crawls_holding
     from crawler.frontier.connection import crawl_exists
     from crawler.urlstore.sqlite import SQLITE_FILE
 

@@ -30,13 +30,13 @@ from scrapy.exceptions import UsageError
 
 from crawler.commands.frontier import no_such_crawl
 from crawler.commands.seed import _close, _reason, _where
+from crawler.config.validation import exit_if_invalid
 from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
 from crawler.frontier.report import count
 from crawler.frontier.submit import Submission, submit
-from crawler.seeds import STDIN
+from crawler.seeds.files import STDIN
 from crawler.urls import url_options
-from crawler.validation import exit_if_invalid
 
 
 class Command(ScrapyCommand):

@@ -23,11 +23,11 @@ from datetime import UTC, datetime
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler.crawldir import crawls_holding
+from crawler.config.crawldir import crawls_holding
+from crawler.config.validation import exit_if_invalid
 from crawler.urls import InvalidURL, normalize_url, url_options
 from crawler.urlstore.sqlite import SQLITE_FILE, sqlite_path
 from crawler.urlstore.store import urlstore_from_settings
-from crawler.validation import exit_if_invalid
 
 
 class Command(ScrapyCommand):

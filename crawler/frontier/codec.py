@@ -5,7 +5,7 @@ and errback, and nothing in ``meta`` but the depth. They are stored compactly as
 ``url`` or ``url \\x1f depth \\x1f referer`` (a few dozen bytes), and a forced request
 (``FORCE_META``: a submission's ``--force``, which passes URL-seen and the fetch policy)
 as ``url \\x1f depth \\x1f referer \\x1f F``, and a recrawl (``RECRAWL_META``: a due URL put
-back by crawler/recrawl.py, past URL-seen and the fetch policy, with what its schedule and
+back by crawler/freshness/recrawl.py, past URL-seen and the fetch policy, with what its schedule and
 its conditional request need) as ``url \\x1f depth \\x1f referer \\x1f R \\x1f {json}``: the
 request is rebuilt with If-None-Match / If-Modified-Since from the stored ETag and
 Last-Modified. Any other request is stored whole: ``J`` followed by

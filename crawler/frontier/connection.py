@@ -20,7 +20,7 @@ import time
 import redis
 from scrapy_redis.connection import get_redis_from_settings
 
-from crawler.crawldir import crawls_holding
+from crawler.config.crawldir import crawls_holding
 from crawler.frontier.keys import Keys, crawl_of
 
 logger = logging.getLogger(__name__)

@@ -43,7 +43,7 @@ key                         type    contents
                                     (frontier-wide counters)
 ``workers``                 zset    worker id -> last heartbeat (ms): written at each
                                     live-stats flush, removed when the worker closes
-                                    (crawler/livestats.py); on the first shard
+                                    (crawler/observe/livestats.py); on the first shard
 ``published``               hash    the settings the workers run with that shape what
                                     a viewer shows (``PUBLISHED``: host interval,
                                     in-flight limit, max wait, profile...), written at
@@ -55,7 +55,7 @@ key                         type    contents
                                     shard only (crawler/frontier/submit.py)
 ``submitted``               string  URLs submissions added, a counter: a worker that
                                     sees it move looks for due hosts at once
-``recrawl:lock``            string  the worker putting due URLs back (crawler/recrawl.py):
+``recrawl:lock``            string  the worker putting due URLs back (crawler/freshness/recrawl.py):
                                     its id, SET NX with an expiry, so that one worker
                                     at a time does a round; sharded: on the first shard
 ``acked:recent``            hash    second (mod 64) -> ``<second>:<pages>``: leases
@@ -65,7 +65,7 @@ key                         type    contents
 ``tally``                   hash    stats counter (``pages/fate/fetched``,
                                     ``downloader/response_status_count/200``...) -> its
                                     sum over the workers, each adding what it counted
-                                    since its last flush (crawler/livestats.py); on the
+                                    since its last flush (crawler/observe/livestats.py); on the
                                     first shard
 ``tally:<t>``               hash    fate -> pages the workers recorded in the 10-second
                                     bucket starting at ``t`` (UNIX seconds); expires 2 h
@@ -194,7 +194,7 @@ class Keys:
 
     def tally_bucket(self, t: float) -> str:
         """The live-stats bucket starting at ``t`` (UNIX seconds, a multiple of 10:
-        crawler/livestats.py ``bucket_of``)."""
+        crawler/observe/livestats.py ``bucket_of``)."""
         return f"{self.prefix}{NAMES['tally_bucket']}{int(t)}"
 
     def seen(self, generation: int, bucket: int) -> str:

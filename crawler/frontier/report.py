@@ -18,7 +18,7 @@ def numbers(frontier, max_wait: float, hosts: int = 10) -> dict:
     ``status`` (``crawl_state``, and what is deferred), ``slowed`` hosts, the ``hosts``
     busiest hosts (0: left out), the ``workers`` alive and the settings they ``published``
     (their host interval and max wait count, not the viewer's own settings)."""
-    from crawler.livestats import live_workers, read_published
+    from crawler.observe.livestats import live_workers, read_published
 
     published = read_published(frontier.redis, frontier.keys)
     if "host_interval" in published:

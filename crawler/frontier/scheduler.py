@@ -61,10 +61,10 @@ head of their hosts' queues), and reads the ``submitted`` counter, in one round 
 the counter moved (``scrapy submit`` added URLs) or it put some itself, it looks for due
 hosts at once instead of at its next idle poll.
 
-The recrawl (crawler/recrawl.py), when RECRAWL_CHECK_INTERVAL is set: every so often the
+The recrawl (crawler/freshness/recrawl.py), when RECRAWL_CHECK_INTERVAL is set: every so often the
 worker holding the crawl's recrawl lock puts the URLs the UrlStore says are due back.
 
-The fetch policy (crawler/fetchpolicy.py): the requests of each pop are looked up in the
+The fetch policy (crawler/freshness/policy.py): the requests of each pop are looked up in the
 UrlStore at once (one batch read); those fetched within FETCH_POLICY_MAX_AGE are not handed
 to the engine, and their leases are acknowledged.
 
@@ -88,7 +88,7 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import reactor, task
 
-from crawler.fetchpolicy import FetchPolicy
+from crawler.freshness.policy import FetchPolicy
 from crawler.frontier import codec, submit
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, crawler_frontier, outage_wait, refused
 from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, SEEN, Entry, Frontier
@@ -122,7 +122,9 @@ class FrontierScheduler:
         self.submit_interval = s.getfloat("FRONTIER_SUBMIT_INTERVAL")
         self.submit_batch = s.getint("FRONTIER_SUBMIT_BATCH")
         self.policy: FetchPolicy | None = None  # the fetch policy (from_crawler), None when off
-        self.recrawl = None  # due URLs put back every RECRAWL_CHECK_INTERVAL (crawler/recrawl.py), None when off
+        self.recrawl = (
+            None  # due URLs put back every RECRAWL_CHECK_INTERVAL (crawler/freshness/recrawl.py), None when off
+        )
         self.lease_max_hold = s.getfloat("FRONTIER_LEASE_MAX_HOLD")
         self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
         self.idle_seconds = s.getfloat("FRONTIER_IDLE_SECONDS")
@@ -170,7 +172,7 @@ class FrontierScheduler:
         scheduler.policy = FetchPolicy.from_crawler(crawler)
         s = crawler.settings
         if s.getfloat("RECRAWL_CHECK_INTERVAL") > 0 and s.getbool("URLSTORE_ENABLED"):
-            from crawler.recrawl import RecrawlTimer
+            from crawler.freshness.recrawl import RecrawlTimer
             from crawler.urlstore.store import crawler_urlstore
 
             scheduler.recrawl = RecrawlTimer(crawler, crawler_urlstore(crawler), scheduler.frontier)

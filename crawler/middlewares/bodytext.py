@@ -1,7 +1,7 @@
 """Scrapy's decompression and meta-refresh middlewares, kept from decoding whole pages
 in the reactor thread.
 
-A page's text is decoded once, in the page process (crawler/pagereader.py). Two of
+A page's text is decoded once, in the page process (crawler/page/reader.py). Two of
 Scrapy's own downloader middlewares decode it in the reactor besides, where every
 millisecond delays the hosts that are due (bench/throughput.py measured them at some
 15% of the reactor's time):

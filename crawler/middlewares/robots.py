@@ -68,7 +68,7 @@ from crawler.frontier.codec import LEASE_META
 from crawler.frontier.connection import crawler_frontier
 from crawler.frontier.frontier import DOWN, ROBOTS
 from crawler.middlewares.failures import DONT_BACK_OFF, HOST_DOWN_ERRORS, retry_after_seconds
-from crawler.robotstxt import FRESH, GIVEN_UP, STALE, UNREACHABLE, freshness, retry_delay
+from crawler.robots.rules import FRESH, GIVEN_UP, STALE, UNREACHABLE, freshness, retry_delay
 from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
@@ -314,7 +314,7 @@ class RobotsMiddleware:
 
     def _from_record(self, origin: str, record: dict, now: float) -> Rules | None:
         """Rules from the shared record, or None when robots.txt is to be fetched
-        (crawler/robotstxt.py; ROBOTS_CLAIM makes the same test)."""
+        (crawler/robots/rules.py; ROBOTS_CLAIM makes the same test)."""
         if not record:
             return None
         status = int(record.get(b"status", 0))

@@ -5,7 +5,7 @@ fetched it? The first pipeline.
   (digest -> the first URL seen with it). An exact copy gets ``duplicate_of`` (that URL,
   which becomes its canonical_url in the UrlStore); it is not archived again and its links
   are not followed again.
-- **Near copies:** pages whose main text is mostly the same (crawler/fingerprints.py:
+- **Near copies:** pages whose main text is mostly the same (crawler/contentseen/fingerprints.py:
   the words of the text without the site's frame, stop words left out, in a MinHash
   sketch). An LSH index in Redis proposes the pages that share a band of the sketch; a
   candidate is a near copy only if the two sketches give a resemblance (the share of
@@ -26,8 +26,8 @@ Buckets hold at most CONTENT_SEEN_BUCKET_SIZE entries each; a lookup compares at
 MAX_CANDIDATES indexed pages.
 
 The page's fingerprints (digest, main text, sketch) come with the Page when the broad
-spider read it (crawler/pagereader.py); any other page is read here, in a page worker
-process (crawler/pageworkers.py). A page that kills its worker is checked for exact
+spider read it (crawler/page/reader.py); any other page is read here, in a page worker
+process (crawler/page/workers.py). A page that kills its worker is checked for exact
 copies only (``contentseen/unreadable``).
 """
 
@@ -43,12 +43,18 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 
-from crawler.fingerprints import Fingerprints, body_digest, matches_for, page_fingerprints, resemblance_of_matches
+from crawler.contentseen.fingerprints import (
+    Fingerprints,
+    body_digest,
+    matches_for,
+    page_fingerprints,
+    resemblance_of_matches,
+)
 from crawler.frontier.connection import crawler_frontier
 from crawler.frontier.keys import NAMES
 from crawler.frontier.shards import ShardedFrontier
 from crawler.items import Page
-from crawler.pageworkers import PageWorkerCrashed, PageWorkers
+from crawler.page.workers import PageWorkerCrashed, PageWorkers
 
 logger = logging.getLogger(__name__)
 
@@ -432,7 +438,7 @@ class ContentSeenPipeline:
         body = item["body"]
         prints = _read_by_spider(item)
         if prints is None:
-            try:  # parsing and hashing in a page worker (crawler/pageworkers.py)
+            try:  # parsing and hashing in a page worker (crawler/page/workers.py)
                 prints = await maybe_deferred_to_future(self.workers.run(page_fingerprints, body, self.min_words))
             except PageWorkerCrashed:  # the page killed its worker: exact copies only
                 self.stats.inc_value("contentseen/unreadable")
@@ -490,7 +496,7 @@ class Seen(NamedTuple):
 
 
 def _read_by_spider(item) -> Fingerprints | None:
-    """The fingerprints the broad spider's reading of the page brought (crawler/pagereader.py)."""
+    """The fingerprints the broad spider's reading of the page brought (crawler/page/reader.py)."""
     reading = getattr(item, "_reading", None)
     return None if reading is None else reading.prints
 

@@ -1,4 +1,4 @@
-"""Metadata pipeline: a fetched HTML page's descriptive fields (crawler/metadata.py: title,
+"""Metadata pipeline: a fetched HTML page's descriptive fields (crawler/page/metadata.py: title,
 description, language, canonical, Open Graph, Twitter, times, JSON-LD and microdata
 products, recipes and articles) in ``item["metadata"]``, a flat ``dict[str, str]`` (the
 UrlStore's open metadata map: SQLite JSON, Cassandra ``map<text, text>``), and its
@@ -7,13 +7,13 @@ rel=canonical in ``item["canonical_url"]``.
 Only pages with an HTTP status 200-299 and an HTML body are read (``is_html``). Every
 other item passes through unchanged. Nothing raises out of the pipeline: each problem
 the extraction met is counted as ``metadata/errors/<kind>`` (the kinds in
-crawler/metadata.py), and two more: ``undeclared_field`` (the item class has no
+crawler/page/metadata.py), and two more: ``undeclared_field`` (the item class has no
 ``metadata`` / ``canonical_url`` field) and ``crashed`` (the page killed the page worker
 reading it: no metadata). ``metadata/pages`` counts pages read and ``metadata/fields``
 the fields they gave.
 
-The extraction runs in a page worker process (crawler/pageworkers.py, PAGE_PROCESSES):
-the broad spider's page reading (crawler/pagereader.py) brings it with the Page; for
+The extraction runs in a page worker process (crawler/page/workers.py, PAGE_PROCESSES):
+the broad spider's page reading (crawler/page/reader.py) brings it with the Page; for
 other spiders' items this pipeline has it done.
 """
 
@@ -25,14 +25,14 @@ from functools import partial
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 
-from crawler.metadata import (
+from crawler.page.metadata import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FIELD_LENGTH,
     DEFAULT_MAX_FIELDS,
     extract_metadata,
     is_html,
 )
-from crawler.pageworkers import PageWorkerCrashed, PageWorkers
+from crawler.page.workers import PageWorkerCrashed, PageWorkers
 from crawler.urls import url_options
 
 __all__ = ["MetadataPipeline", "extract_metadata", "is_html"]
@@ -77,10 +77,10 @@ class MetadataPipeline:
         page = self._html_page(item)
         if page is None:
             return item
-        reading = getattr(item, "_reading", None)  # the broad spider's (crawler/pagereader.py)
+        reading = getattr(item, "_reading", None)  # the broad spider's (crawler/page/reader.py)
         if reading is not None:
             return self._apply(item, page[1], reading.metadata, reading.problems)
-        # the extraction runs in a page worker (crawler/pageworkers.py); the item and the
+        # the extraction runs in a page worker (crawler/page/workers.py); the item and the
         # stats are touched here
         try:
             found = await maybe_deferred_to_future(self.workers.run(self._extract, *page))

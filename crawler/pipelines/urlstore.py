@@ -10,7 +10,7 @@ is readable at once; a page whose WARC record is still waiting for its batch
 the batch is stored (data before metadata): the page's lease waits for that too.
 
 Each record says when the URL is due again (``next_fetch_at``) and the interval it was
-given (``fetch_interval``), by the adaptive schedule (crawler/fetchschedule.py): a page
+given (``fetch_interval``), by the adaptive schedule (crawler/freshness/schedule.py): a page
 whose content digest changed since its last fetch comes back sooner, one that did not
 later, within RECRAWL_MIN_INTERVAL..RECRAWL_MAX_INTERVAL; a first fetch after
 RECRAWL_INTERVAL (or its sitemap's changefreq); 404/410 after RECRAWL_GONE_INTERVAL, a
@@ -18,7 +18,7 @@ redirect after RECRAWL_REDIRECT_INTERVAL, a failure (5xx, DNS, timeout, connecti
 robots-disallowed) after RECRAWL_RETRY_INTERVAL; never for an address the network guard
 refused (RECRAWL_INTERVAL 0: no due time after an answer). What the schedule compares
 with (the previous interval, digest and fetch time) comes with a recrawl's request
-(``codec.RECRAWL_META``, put by crawler/recrawl.py); the answer's ETag and Last-Modified
+(``codec.RECRAWL_META``, put by crawler/freshness/recrawl.py); the answer's ETag and Last-Modified
 are kept for the next conditional request.
 
 A 304 Not Modified to a recrawl's conditional request keeps the stored record as it is
@@ -42,7 +42,7 @@ from twisted.internet import task
 from twisted.internet.defer import Deferred
 
 from crawler.exceptions import StoreUnavailable
-from crawler.fetchschedule import Bounds, Schedule, outcome, schedule
+from crawler.freshness.schedule import Bounds, Schedule, outcome, schedule
 from crawler.items import Page, storing
 from crawler.urlstore.store import ArchivePointer, FetchRecord, crawler_urlstore
 

@@ -14,7 +14,7 @@ Endpoints, all GET unless said (CRAWL: a crawl name; errors are JSON ``{"error",
 /api/crawls/CRAWL/inlinks?url=U      links to it, paged by a cursor (``after``, ``limit``)
 POST /api/crawls/CRAWL/lookup        ``{"urls": [...]}``: up to SERVE_BATCH_MAX records
 /api/crawls/CRAWL/frontier           ``scrapy frontier stats --json``
-/api/crawls/CRAWL/activity           the workers' live numbers (crawler/livestats.py)
+/api/crawls/CRAWL/activity           the workers' live numbers (crawler/observe/livestats.py)
 /                                    the dashboard (static/dashboard.html), /static/ its files
 
 Blocking reads (the UrlStore, the archive, Redis) run on a pool of threads for each
@@ -172,7 +172,7 @@ class Server:
         at, names = self._known
         if time.monotonic() - at < KNOWN_FOR:
             return names
-        from crawler.crawldir import crawls_holding
+        from crawler.config.crawldir import crawls_holding
         from crawler.frontier.connection import known_crawls
         from crawler.urlstore.sqlite import SQLITE_FILE
 
@@ -395,7 +395,7 @@ async def activity(request: web.Request) -> web.Response:
 
 
 def _activity(frontier, minutes: int) -> dict:
-    from crawler.livestats import activity
+    from crawler.observe.livestats import activity
 
     # (with shards: the first's client and keys, where the workers publish)
     return activity(frontier.redis, frontier.keys, time.time(), minutes)

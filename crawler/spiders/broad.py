@@ -10,7 +10,7 @@ Arguments (``-a``), each also a setting:
     (``crawl`` and ``profile`` are the crawl command's: crawler/commands/crawl.py)
 
 Reading a page: a 2xx HTML page is read once, in a page worker process
-(crawler/pageworkers.py), by crawler/pagereader.py: one decode and one parse give its
+(crawler/page/workers.py), by crawler/page/reader.py: one decode and one parse give its
 links, and what the content-seen and metadata pipelines need (they take it from the
 Page, and read the page themselves only for items of other spiders). The CPU time of
 each stage is counted in the stats (``pagereader/ms/<stage>``, ``pagereader/pages``).
@@ -54,9 +54,9 @@ from twisted.internet import threads
 from crawler.exceptions import RobotsDisallowed
 from crawler.frontier.codec import RECRAWL_META
 from crawler.items import Page
-from crawler.metadata import is_html
-from crawler.pagereader import STAGES, Reading, read_page
-from crawler.pageworkers import PageWorkerCrashed, PageWorkers
+from crawler.page.metadata import is_html
+from crawler.page.reader import STAGES, Reading, read_page
+from crawler.page.workers import PageWorkerCrashed, PageWorkers
 from crawler.urls import InvalidURL, normalize_url, url_host, url_options
 
 logger = logging.getLogger(__name__)
@@ -165,7 +165,7 @@ class BroadSpider(scrapy.Spider):
         scheduler does; None, or why the seeds were not all added."""
         from crawler.frontier.connection import Patient, crawler_frontier
         from crawler.middlewares.netguard import GUARD_REFUSED, guard_hint, seed_refusal
-        from crawler.seeds import Every, SeedFileError, ingest
+        from crawler.seeds.files import Every, SeedFileError, ingest
 
         s = self.settings
         patient = Patient(self._seeding_stop, "seed ingestion")
@@ -282,7 +282,7 @@ class BroadSpider(scrapy.Spider):
             elif self.in_scope(url):
                 self.crawler.stats.inc_value("sitemap/urls")
                 hints = {k: str(entry[k]).strip() for k in ("changefreq", "lastmod") if entry.get(k)}
-                # the hints reach the page's schedule (crawler/fetchschedule.py) through its Page
+                # the hints reach the page's schedule (crawler/freshness/schedule.py) through its Page
                 yield scrapy.Request(url, errback=self.errback, meta={SITEMAP_HINTS_META: hints} if hints else {})
 
     def _page(self, request, response) -> Page:
@@ -337,7 +337,7 @@ class BroadSpider(scrapy.Spider):
 def extracted_links(response, extractor, url_options: dict) -> tuple[list[dict], bool, int]:
     """A text response's links as Scrapy's link extractor gives them, normalized, the first
     of equal URLs kept: (links, whether meta robots says nofollow, links refused as
-    invalid). What crawler/pagereader.py gives for HTML, from its own parse."""
+    invalid). What crawler/page/reader.py gives for HTML, from its own parse."""
     robots = ",".join(response.xpath("//meta[translate(@name,'ROBTS','robts')='robots']/@content").getall())
     if {"nofollow", "none"} & {t.strip() for t in robots.lower().split(",")}:
         return [], True, 0

@@ -61,6 +61,7 @@ from cassandra.concurrent import execute_concurrent
 from cassandra.policies import RetryPolicy
 from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, BoundStatement
 
+from crawler.config.validation import CQL_NAME, DATACENTER_NAME
 from crawler.urlstore.store import (
     DUE_FIELDS,
     ArchivePointer,
@@ -72,7 +73,6 @@ from crawler.urlstore.store import (
     unsigned64,
     url_in_host,
 )
-from crawler.validation import CQL_NAME, DATACENTER_NAME
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS urls (
     archive_offset INTEGER,
     archive_length INTEGER,
     outlinks       TEXT,               -- JSON list of {"url", "text", "nofollow"}
-    fetch_interval REAL,               -- seconds: the adaptive schedule's interval (crawler/fetchschedule.py)
+    fetch_interval REAL,               -- seconds: the adaptive schedule's interval (crawler/freshness/schedule.py)
     etag           TEXT,               -- the answer's ETag: a refetch sends If-None-Match
     last_modified  TEXT                -- the answer's Last-Modified: a refetch sends If-Modified-Since
 );

@@ -22,7 +22,7 @@ body was seen before (its canonical_url names the first copy). A near copy's fat
 Writes return a ``concurrent.futures.Future`` (the page's lease is acknowledged once its
 writes are done); reads are plain calls (the ``scrapy urlstore`` command, and
 ``last_fetched``, which the workers' fetch policy asks before each batch of URLs is
-fetched: crawler/fetchpolicy.py).
+fetched: crawler/freshness/policy.py).
 URLs are normalized on the way in, and ``get`` follows canonical_url (never
 near_duplicate_of: a near copy is a page of its own).
 """
@@ -73,7 +73,7 @@ class FetchRecord:
     archive: ArchivePointer | None = None
     outlinks: list[dict] = field(default_factory=list)  # {"url", "text", "nofollow"}
     next_fetch_at: float | None = None
-    fetch_interval: float | None = None  # seconds: the adaptive schedule's (crawler/fetchschedule.py)
+    fetch_interval: float | None = None  # seconds: the adaptive schedule's (crawler/freshness/schedule.py)
     etag: str | None = None  # the answer's ETag and Last-Modified, sent back on a refetch
     last_modified: str | None = None
 

@@ -1,4 +1,4 @@
-"""A page process: the other end of crawler/pageworkers.py, running one call at a time.
+"""A page process: the other end of crawler/page/workers.py, running one call at a time.
 
 Its worker starts it as ``python -c`` with the worker's ``sys.path`` and sends it calls on
 its standard input; it answers on its standard output, which it first moves aside
@@ -14,9 +14,9 @@ closed it, or died) the process exits.
 It ignores SIGINT and SIGTERM (a terminal's Ctrl-C and a service manager's stop reach the
 whole process group: the worker stops its page processes itself, once the pages they read
 are handled) and runs ``nice`` levels below its worker. It imports only what the calls
-it receives need (crawler/pagereader.py: lxml, numpy, extruct, w3lib; no Scrapy, no
+it receives need (crawler/page/reader.py: lxml, numpy, extruct, w3lib; no Scrapy, no
 Twisted), and after each call hands the memory that call freed back to the system
-(crawler/memory.py): one large page would otherwise hold the process at its size for the
+(crawler/page/memory.py): one large page would otherwise hold the process at its size for the
 rest of the crawl.
 """
 
@@ -28,7 +28,7 @@ import signal
 import struct
 import sys
 
-from crawler.memory import configure, trim
+from crawler.page.memory import configure, trim
 
 HEADER = struct.Struct(">QI")  # the length of the pickle that follows, and how many buffers come after it
 LENGTH = struct.Struct(">Q")  # the length of a buffer that follows
@@ -61,7 +61,7 @@ def warm_up() -> None:
     (extruct too, which the page reader imports at the first page with structured data)."""
     import extruct  # noqa: F401
 
-    import crawler.pagereader  # noqa: F401
+    import crawler.page.reader  # noqa: F401
 
 
 def read_message(stream) -> tuple[bytes, list[bytes]] | None:

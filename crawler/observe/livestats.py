@@ -43,7 +43,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
-from crawler.extensions import worker_fate
+from crawler.extensions.summary import worker_fate
 from crawler.frontier.connection import crawler_frontier, outage_wait
 from crawler.frontier.keys import Keys
 from crawler.items import Page

@@ -1,9 +1,8 @@
-"""Frontier progress in the log, and the frontier's numbers in the crawl stats; the
-garbage collector's full passes kept short and rare."""
+"""Frontier progress in the log, the frontier's numbers in the crawl stats, and the
+closing summary (pages by fate, what the crawl left and why)."""
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 
@@ -11,11 +10,10 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
-from crawler.fetchpolicy import SKIPPED
+from crawler.freshness.policy import SKIPPED
 from crawler.frontier.frontier import FINISHED
 from crawler.frontier.report import count, deferred_lines, status_line
 from crawler.items import Page
-from crawler.memory import TRIM_EVERY, configure, trim
 from crawler.pipelines.urlstore import page_fate
 
 logger = logging.getLogger(__name__)
@@ -163,40 +161,3 @@ class FrontierStats:
         if outlook["state"] != FINISHED:
             lines.append("Run the same command again to resume (what is deferred is fetched once due).")
         return "\n".join(lines)
-
-
-class GarbageCollection:
-    """Keeps the garbage collector's full passes, which stop the reactor (and delay every
-    host due meanwhile), short and rare. When the engine has started, the objects built so
-    far (modules, classes, settings, the crawl's components: some 120,000) move to the
-    permanent generation (``gc.freeze``), so that a full pass walks only the objects of the
-    pages in progress; and a full pass comes after FULL_EVERY passes of the middle
-    generation instead of Python's 10. In a one-worker crawl (bench/throughput.py) full
-    passes took 120-240 ms every 6 s before; 40-90 ms, none in 25 s, after. Every
-    TRIM_EVERY seconds the C heap's free memory goes back to the system, and malloc is
-    set for the crawl before its threads start (crawler/memory.py)."""
-
-    FULL_EVERY = 100
-
-    def __init__(self):
-        self._trimmer: task.LoopingCall | None = None
-
-    @classmethod
-    def from_crawler(cls, crawler):
-        configure()
-        ext = cls()
-        crawler.signals.connect(ext.engine_started, signal=signals.engine_started)
-        crawler.signals.connect(ext.engine_stopped, signal=signals.engine_stopped)
-        return ext
-
-    def engine_started(self) -> None:
-        gc.collect()
-        gc.freeze()
-        young, middle, _ = gc.get_threshold()
-        gc.set_threshold(young, middle, self.FULL_EVERY)
-        self._trimmer = task.LoopingCall(trim)
-        self._trimmer.start(TRIM_EVERY, now=False)
-
-    def engine_stopped(self) -> None:
-        if self._trimmer is not None and self._trimmer.running:
-            self._trimmer.stop()

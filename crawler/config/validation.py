@@ -199,10 +199,10 @@ def _readable(path: str) -> bool:
 
 @dataclass(frozen=True)
 class Ports:
-    """Empty or 0 (off), a port, a range ``LOW-HIGH`` or ``auto`` (crawler/metrics.py)."""
+    """Empty or 0 (off), a port, a range ``LOW-HIGH`` or ``auto`` (crawler/observe/metrics.py)."""
 
     def problem(self, settings, name: str) -> str | None:
-        from crawler.metrics import metrics_ports
+        from crawler.observe.metrics import metrics_ports
 
         try:
             metrics_ports(settings.get(name))

@@ -14,9 +14,9 @@ everything the crawl wants of the page (no Scrapy engine, no I/O).
   text stripped and cut to 200 characters, and whether ``rel`` says nofollow. A page whose
   ``<meta name=robots>`` says nofollow or none has no links (``nofollow_page``);
   ``invalid_links`` counts the URLs normalize_url refused.
-- **metadata** and **problems**: what ``crawler.metadata.extract_metadata``
+- **metadata** and **problems**: what ``crawler.page.metadata.extract_metadata``
   gives (its steps ``decode_html``, ``parse_html`` and ``metadata_from_tree``).
-- **prints**: what ``crawler.fingerprints.page_fingerprints`` gives: the SHA-1 of the
+- **prints**: what ``crawler.contentseen.fingerprints.page_fingerprints`` gives: the SHA-1 of the
   whole body, and the main text's word count, sketch, band keys and SimHash. The main text
   is read last, since reading it changes the tree.
 - **timings**: CPU seconds of the reading thread by stage: ``decode``, ``parse``,
@@ -78,8 +78,8 @@ from w3lib.encoding import html_body_declared_encoding, http_content_type_encodi
 from w3lib.html import HTML5_WHITESPACE, get_base_url
 from w3lib.url import safe_url_string
 
-from crawler import fingerprints as fp
-from crawler.metadata import (
+from crawler.contentseen import fingerprints as fp
+from crawler.page.metadata import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FIELD_LENGTH,
     DEFAULT_MAX_FIELDS,

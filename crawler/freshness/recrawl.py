@@ -1,6 +1,6 @@
 """Due URLs back into the frontier: the UrlStore's ``due`` query, then ``put``.
 
-A URL whose ``next_fetch_at`` has passed (crawler/fetchschedule.py set it) is put back
+A URL whose ``next_fetch_at`` has passed (crawler/freshness/schedule.py set it) is put back
 into the frontier as a recrawl (``codec.encode_recrawl``): past URL-seen
 (``dont_filter``) and the fetch policy, carrying what its schedule compares with (its
 interval, content digest and fetch time) and its stored ETag and Last-Modified, which

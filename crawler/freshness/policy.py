@@ -12,13 +12,13 @@ crawl stats and logged at debug level:
 ``fetchpolicy/forced``          fetched whatever its age: a submission with ``--force``
                                 (``codec.FORCE_META``)
 ``fetchpolicy/recrawl``         fetched whatever its age: a due URL put back by the
-                                recrawl (``codec.RECRAWL_META``; crawler/recrawl.py)
+                                recrawl (``codec.RECRAWL_META``; crawler/freshness/recrawl.py)
 ``fetchpolicy/lookup_failed``   the UrlStore did not answer: fetched (the policy saves
                                 work; it never loses a page)
 
 The two rules agree: the policy stops a URL found again (a link, a seed, a submission)
 from being fetched before its age; the recrawl puts a URL back when its own schedule
-says it is due (``next_fetch_at``, crawler/fetchschedule.py), which may be sooner than
+says it is due (``next_fetch_at``, crawler/freshness/schedule.py), which may be sooner than
 FETCH_POLICY_MAX_AGE for a page that changes often, so its requests pass.
 
 Follow-ups (a redirect's next hop, a retry) are not looked up again: their URL's fetch is

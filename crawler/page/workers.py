@@ -3,7 +3,7 @@ and metadata pipelines (parsing, links, fingerprints, metadata extraction).
 
 Reading a page is pure computation, a few milliseconds of it for a 100 KB page, and
 most of it holds the GIL: in the crawling process it would compete with the reactor,
-which then downloads less. PAGE_PROCESSES page processes (crawler/pageprocess.py) take
+which then downloads less. PAGE_PROCESSES page processes (crawler/page/process.py) take
 that work, and one ``scrapy crawl`` uses more than one core. With PAGE_PROCESSES = 0 the
 work runs in the reactor's thread pool instead.
 
@@ -47,13 +47,13 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 from twisted.internet.defer import Deferred, DeferredList
 
-from crawler.pageprocess import read_message, warm_up, write_message
+from crawler.page.process import read_message, warm_up, write_message
 
 logger = logging.getLogger(__name__)
 
 OUT_OF_BAND = 64 * 1024  # bytes: an argument this large goes to the page process without a copy
 STOP_WAIT = 5.0  # seconds a page process has to exit once its input is closed, before it is killed
-_START = "import sys; sys.path[:] = {path!r}; from crawler.pageprocess import main; main({nice})"
+_START = "import sys; sys.path[:] = {path!r}; from crawler.page.process import main; main({nice})"
 
 
 class PageWorkerCrashed(Exception):

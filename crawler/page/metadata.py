@@ -55,7 +55,7 @@ invalid or over-long canonical URL), ``internal`` (a bug: an unexpected exceptio
 
 :func:`extract_metadata` is the whole extraction, for the pipeline, tests and benchmarks.
 Its steps are public for a reader that shares one parse among several uses
-(crawler/pagereader.py): :func:`decode_html`, :func:`parse_html`, then
+(crawler/page/reader.py): :func:`decode_html`, :func:`parse_html`, then
 :func:`metadata_from_tree`.
 """
 

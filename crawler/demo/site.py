@@ -82,7 +82,7 @@ can see which requests are in flight. ``on_hit`` (a callable) is also given each
 once answered. ``delay`` (seconds, settable while running) makes every page and redirect
 answer that much later. ``port``: the port every host listens on (default 0: a free one).
 
-From a shell, ``python -m crawler.demosite [--hosts 4] [--pages 25] [--port 8000]`` serves
+From a shell, ``python -m crawler.demo.site [--hosts 4] [--pages 25] [--port 8000]`` serves
 the site ``scrapy demo`` crawls (framed pages) until Ctrl-C or SIGTERM, for crawls of
 your own (``NETWORK_GUARD_ALLOW=127.0.0.0/8``: the crawler refuses loopback otherwise). It
 prints the seed URL, then a line per request answered: ``HH:MM:SS HOST GET PATH STATUS``
@@ -737,10 +737,10 @@ def serve_site(hosts: int = 4, pages: int = 25, delay: float = 0.0, **options):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m crawler.demosite``: serve the demo site until Ctrl-C or SIGTERM (see the
+    """``python -m crawler.demo.site``: serve the demo site until Ctrl-C or SIGTERM (see the
     module's docstring)."""
     parser = argparse.ArgumentParser(
-        prog="python -m crawler.demosite", description="Serve the generated demo site on loopback."
+        prog="python -m crawler.demo.site", description="Serve the generated demo site on loopback."
     )
     parser.add_argument("--hosts", type=int, default=4, help="hosts, on 127.0.0.2 and up (default 4)")
     parser.add_argument("--pages", type=int, default=25, help="pages per host (default 25)")
