@@ -154,7 +154,7 @@ from crawler.pipelines.contentseen import ContentSeenPipeline  # noqa: E402
 from crawler.pipelines.links import FollowLinksPipeline  # noqa: E402
 from crawler.pipelines.urlstore import fetch_record  # noqa: E402
 from crawler.spiders.broad import BroadSpider  # noqa: E402
-from crawler.urlstore.store import urlstore_from_settings  # noqa: E402
+from crawler.urlstore.backends import urlstore_from_settings  # noqa: E402
 from tests.harness import RedisServer, clean_env, crawl_command, free_port, log_tail, wait4  # noqa: E402
 
 try:  # being written: may be missing or broken

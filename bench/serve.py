@@ -98,8 +98,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from crawler.urls import normalize_url  # noqa: E402
+from crawler.urlstore.record import signed64  # noqa: E402
 from crawler.urlstore.sqlite import SCHEMA, SQLITE_FILE, SqliteUrlStore  # noqa: E402
-from crawler.urlstore.store import signed64  # noqa: E402
 from tests.harness import clean_env  # noqa: E402
 
 TARGET_P50, TARGET_P99 = 0.005, 0.050  # seconds

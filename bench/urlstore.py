@@ -98,7 +98,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import serve  # noqa: E402  (bench/serve.py)
 
-from crawler.urlstore.store import ArchivePointer, FetchRecord  # noqa: E402
+from crawler.urlstore.record import ArchivePointer, FetchRecord  # noqa: E402
 
 PARTS = ("writes", "lookups", "scan", "serve")
 CACHE = Path.home() / ".cache" / "crawler-bench"
@@ -135,7 +135,7 @@ def open_store(backend: str, node_settings: dict | None = None, path: Path | Non
     """A store as the crawl opens it: Cassandra from settings (``node_settings``), or SQLite
     at ``path`` (SqliteReader when ``readonly``)."""
     from crawler.urls import url_options
-    from crawler.urlstore.store import urlstore_from_settings
+    from crawler.urlstore.backends import urlstore_from_settings
 
     if backend == "cassandra":
         return urlstore_from_settings(project_settings(**node_settings), readonly=readonly)

@@ -36,7 +36,7 @@ class Page(scrapy.Item):
     resemblance = scrapy.Field()  # share of the main text's words in common with near_duplicate_of
     canonical_url = scrapy.Field()  # rel=canonical (metadata pipeline), normalized
     metadata = scrapy.Field()  # {name: text} (metadata pipeline)
-    recrawl = scrapy.Field()  # a recrawl's stored state (codec.RECRAWL_META); absent on a first fetch
+    recrawl = scrapy.Field()  # a recrawl's stored state (meta.RECRAWL); absent on a first fetch
     sitemap = scrapy.Field()  # {"changefreq", "lastmod"} its sitemap gave; absent when not from one
 
 

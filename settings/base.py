@@ -235,15 +235,15 @@ SCRAPER_SLOT_MAX_ACTIVE_SIZE = 32 * 2**20
 # ... which stops new requests only: the downloads under way finish whatever their size.
 # Big bodies (BODY_BUDGET_MIN_SIZE or more, by Content-Length) are bounded here: a big
 # page's body is read only once the big bodies the worker holds leave room for it (the
-# first always goes in), waiting at most BODY_BUDGET_MAX_WAIT seconds (crawler/page/budget.py;
+# first always goes in), waiting at most BODY_BUDGET_MAX_WAIT seconds (crawler/download/budget.py;
 # 0 bytes: no bound). A loopback crawl of eight hosts of 10 MB pages: eleven held at once
 # and the worker at 232 MB without, two and 153 MB with 24 MB (and done in 18 s, not 22)
 BODY_BUDGET_BYTES = 24 * 2**20
 BODY_BUDGET_MIN_SIZE = 2**20
 BODY_BUDGET_MAX_WAIT = 30.0
 DOWNLOAD_HANDLERS = {
-    "http": "crawler.page.budget.BudgetedDownloadHandler",
-    "https": "crawler.page.budget.BudgetedDownloadHandler",
+    "http": "crawler.download.handler.BudgetedDownloadHandler",
+    "https": "crawler.download.handler.BudgetedDownloadHandler",
 }
 
 # --- the UrlStore (crawler/urlstore/) ---------------------------------------------------

@@ -6,6 +6,7 @@ import pytest
 import scrapy
 from scrapy import Request
 
+from crawler import meta
 from crawler.frontier import codec
 
 
@@ -39,7 +40,7 @@ def test_seed_payload_is_the_url():
 def test_plain_link_is_compact():
     req = Request(
         "http://a.example/x?q=1",
-        meta={"depth": 3, codec.LEASE_META: "42"},
+        meta={"depth": 3, meta.LEASE: "42"},
         headers={"Referer": "http://a.example/"},
         errback=SPIDER.errback,
     )
@@ -57,7 +58,7 @@ def test_other_requests_are_stored_whole_without_the_lease():
         method="POST",
         body=b"a=1",
         callback=SPIDER.other,
-        meta={"depth": 1, "redirect_urls": ["http://a.example/old"], codec.LEASE_META: "7"},
+        meta={"depth": 1, "redirect_urls": ["http://a.example/old"], meta.LEASE: "7"},
         dont_filter=True,
         priority=5,
     )
@@ -81,11 +82,11 @@ def test_a_forced_submission_stays_compact_and_forced():
     payload = codec.encode_url(url, force=True)
     back = codec.decode(payload, SPIDER)
     assert not payload.startswith(codec.WHOLE) and len(payload) < 40
-    assert back.url == url and back.meta == {"depth": 0, codec.FORCE_META: True}
+    assert back.url == url and back.meta == {"depth": 0, meta.FORCE: True}
     assert back.dont_filter and back.errback == SPIDER.errback
     # a redirect or retry of it (enqueued again) keeps the flag, and the plain form
     assert codec.encode(back, SPIDER) == payload
-    assert not codec.decode(codec.encode_url(url), SPIDER).meta.get(codec.FORCE_META)
+    assert not codec.decode(codec.encode_url(url), SPIDER).meta.get(meta.FORCE)
 
 
 def test_bytes_and_header_maps_survive_json():

@@ -240,8 +240,8 @@ def follow_crawl(
 def test_a_finished_crawl_whose_redis_is_gone_shows_its_stores_pages(tmp_path):
     """No frontier at all (its Redis gone), a UrlStore holding the crawl: the dashboard
     shows the store's pages, not dashes, and says where they come from."""
+    from crawler.urlstore.record import FetchRecord
     from crawler.urlstore.sqlite import SqliteUrlStore
-    from crawler.urlstore.store import FetchRecord
 
     crawl_dir, name = tmp_path / "crawl", "gone"
     store = SqliteUrlStore(str(crawl_dir / name / "urlstore.sqlite"))

@@ -10,8 +10,8 @@ from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
+from crawler import meta
 from crawler.exceptions import StoreUnavailable
-from crawler.frontier.codec import LEASE_META
 from crawler.items import Page
 from crawler.middlewares.lease import LeaseMiddleware
 from crawler.signals import page_handled, page_not_stored
@@ -29,7 +29,7 @@ def _run(items, failure=None):
     crawler.signals.connect(
         lambda request, **kw: sent.append(("not_stored", request.url)), signal=page_not_stored, weak=False
     )
-    request = Request("http://a.example/", meta={LEASE_META: b"1\x1f1\x1fa.example\x1fhttp://a.example/"})
+    request = Request("http://a.example/", meta={meta.LEASE: b"1\x1f1\x1fa.example\x1fhttp://a.example/"})
     response = HtmlResponse("http://a.example/", body=b"<html></html>", request=request)
 
     async def output():
@@ -68,7 +68,7 @@ def test_a_page_dropped_because_the_store_could_not_take_it_gives_its_lease_back
     sent = []
     crawler.signals.connect(lambda request, **kw: sent.append("not_stored"), signal=page_not_stored, weak=False)
     crawler.signals.connect(lambda request, **kw: sent.append("handled"), signal=page_handled, weak=False)
-    request = Request("http://a.example/", meta={LEASE_META: b"1\x1f1\x1fa.example\x1fhttp://a.example/"})
+    request = Request("http://a.example/", meta={meta.LEASE: b"1\x1f1\x1fa.example\x1fhttp://a.example/"})
     response = HtmlResponse("http://a.example/", body=b"<html></html>", request=request)
 
     async def output():

@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 from scrapy import Request
 
+from crawler import meta
 from crawler.freshness.policy import RECRAWL, SKIPPED, FetchPolicy
 from crawler.freshness.recrawl import Recrawl, take_lock
 from crawler.frontier import codec
 from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
+from crawler.urlstore.record import ArchivePointer, FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
-from crawler.urlstore.store import ArchivePointer, FetchRecord
 from tests.harness import clean_env, launch_worker, loopback_settings, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,11 +44,11 @@ def test_a_recrawl_payload_carries_its_state_and_conditional_headers():
     info = {"interval": 80.0, "digest": "sha1:ab", "fetched_at": 1.5, "etag": '"v1"', "last_modified": "Mon, x"}
     payload = codec.encode_recrawl("http://a.example/p", info)
     request = codec.decode(payload, None)
-    assert request.dont_filter and request.meta[codec.RECRAWL_META] == info
+    assert request.dont_filter and request.meta[meta.RECRAWL] == info
     assert request.headers[b"If-None-Match"] == b'"v1"' and request.headers[b"If-Modified-Since"] == b"Mon, x"
     assert not payload.startswith(codec.WHOLE) and codec.encode(request, None) == payload  # a retry keeps it
     bare = codec.decode(codec.encode_recrawl("http://a.example/q", {"interval": 5.0}), None)
-    assert b"If-None-Match" not in bare.headers and bare.meta[codec.RECRAWL_META] == {"interval": 5.0}
+    assert b"If-None-Match" not in bare.headers and bare.meta[meta.RECRAWL] == {"interval": 5.0}
 
 
 def test_the_fetch_policy_lets_a_due_recrawl_through(tmp_path):
@@ -99,7 +100,7 @@ def test_a_round_puts_due_urls_past_url_seen_once_and_holds_them(tmp_path, redis
         assert report.read == 3 and report.added == 3 and seen[-1] == 3  # due by now: 0, 1, 2
         got = [codec.decode(payload, None) for payload in _drain(frontier)]
         assert sorted(r.url for r in got) == sorted(urls[:3])
-        assert all(r.meta[codec.RECRAWL_META]["interval"] == 50.0 and r.headers[b"If-None-Match"] for r in got)
+        assert all(r.meta[meta.RECRAWL]["interval"] == 50.0 and r.headers[b"If-None-Match"] for r in got)
         # held: the next round does not put them again; the host filter and ahead apply
         assert recrawl.round(now=now).read == 0
         assert store.get(urls[0])["next_fetch_at"] == pytest.approx(now + 3600)

@@ -16,10 +16,10 @@ from redis import Redis
 from scrapy.utils.test import get_crawler
 
 from crawler.demo.site import serve_site
-from crawler.frontier.connection import crawler_frontier
 from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.middlewares.robots import RobotsMiddleware, product_token
+from crawler.services import services
 from tests.conftest import project_settings
 from tests.harness import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
 
@@ -142,7 +142,7 @@ def test_the_parsed_rules_a_worker_keeps_are_bounded_in_bytes(redis_url, crawl_n
         settings_dict=project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name, ROBOTSTXT_CACHE_BYTES=2**21)
     )
     mw = RobotsMiddleware.from_crawler(crawler)
-    keys, client = crawler_frontier(crawler).keys, Redis.from_url(redis_url)
+    keys, client = services(crawler).frontier.keys, Redis.from_url(redis_url)
     large = "User-agent: *\n" + "".join(f"Disallow: /private/{i}/*?session={i}\n" for i in range(1500))
     small = DISALLOW_P2
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
-from crawler.frontier.codec import DUE_META, LEASE_META
+from crawler import meta
 from crawler.frontier.scheduler import PUSH_CHUNK, FrontierScheduler
 from crawler.spiders.broad import BroadSpider
 from tests.conftest import project_settings
@@ -34,7 +34,7 @@ def test_a_pages_links_go_in_one_call_before_its_ack(redis_url, crawl_name):
     try:
         assert scheduler.enqueue_request(Request("http://seed.example/"))
         page = scheduler.next_request()  # sends the seed, then leases it
-        assert calls == [1] and page.url == "http://seed.example/" and page.meta[LEASE_META]
+        assert calls == [1] and page.url == "http://seed.example/" and page.meta[meta.LEASE]
         links = [f"http://h{i % 7}.example/p{i}" for i in range(60)] + ["http://h1.example/p1"]  # one twice
         assert all(scheduler.enqueue_request(Request(url, meta={"depth": 1})) for url in links)
         assert frontier.stats()["queued"] == 0  # nothing sent yet: they wait for the end of the turn
@@ -62,7 +62,7 @@ def test_links_offered_as_urls_are_leased_as_plain_requests(redis_url, crawl_nam
         assert sorted(r.url for r in got) == ["http://l.example/a", "https://m.example/b"]
         for r in got:
             assert r.meta["depth"] == 2 and r.headers[b"Referer"] == b"http://seed.example/"
-            assert r.errback == spider.errback and r.callback is None and r.meta[LEASE_META]
+            assert r.errback == spider.errback and r.callback is None and r.meta[meta.LEASE]
             scheduler.ack(r)
     finally:
         scheduler.close("finished")
@@ -97,7 +97,7 @@ def test_a_landing_rides_on_the_pop_that_leases_its_hosts_next_url(redis_url, cr
         second = scheduler.next_request()
         assert second.url == "http://h.example/2" and len(pops) == 2
         # it leaves at its host's turn, which the rate limiter waits for
-        assert abs(second.meta[DUE_META] / 1000 - (ended + 0.4)) < 0.005
+        assert abs(second.meta[meta.DUE] / 1000 - (ended + 0.4)) < 0.005
         scheduler.ack(first)
         scheduler.ack(second)
     finally:

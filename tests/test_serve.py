@@ -18,8 +18,8 @@ from redis import Redis
 
 from crawler.demo.site import serve_site
 from crawler.frontier.keys import Keys
+from crawler.urlstore.record import FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
-from crawler.urlstore.store import FetchRecord
 from tests.harness import ServeProcess, clean_env, crawl_command, free_port, log_tail, loopback_settings
 
 ROOT = Path(__file__).resolve().parents[1]

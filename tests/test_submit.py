@@ -13,14 +13,15 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from crawler import meta
 from crawler.demo.site import serve_site
 from crawler.freshness.policy import FORCED, LOOKUP_FAILED, SKIPPED, FetchPolicy
 from crawler.frontier import codec, submit
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.keys import Keys
 from crawler.frontier.shards import ShardedFrontier
+from crawler.urlstore.record import ArchivePointer, FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
-from crawler.urlstore.store import ArchivePointer, FetchRecord
 from tests.harness import clean_env, free_port, launch_worker, loopback_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +78,7 @@ def test_a_submission_goes_ahead_of_everything_its_host_has_queued(redis_client,
     assert status == "added"
     leases, _ = f.get(1)
     request = codec.decode(leases[0].payload, None)
-    assert request.url == url and request.meta[codec.FORCE_META] and request.dont_filter
+    assert request.url == url and request.meta[meta.FORCE] and request.dont_filter
 
 
 def test_the_submission_list_lives_on_the_first_shard(redis_client, crawl_name):

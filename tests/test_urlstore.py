@@ -10,8 +10,8 @@ import time
 import pytest
 
 from crawler.urlstore.cassandra import schema_statements
+from crawler.urlstore.record import ArchivePointer, FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
-from crawler.urlstore.store import ArchivePointer, FetchRecord
 
 T = 1_700_000_000.5
 

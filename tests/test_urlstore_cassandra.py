@@ -26,7 +26,7 @@ from crawler.urlstore.cassandra import (
     consistency_levels,
     schema_statements,
 )
-from crawler.urlstore.store import ArchivePointer, FetchRecord
+from crawler.urlstore.record import ArchivePointer, FetchRecord
 from tests.conftest import cassandra_hosts, cassandra_port, project_settings
 from tests.harness import cells_read, free_port
 

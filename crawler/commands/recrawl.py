@@ -34,8 +34,8 @@ from crawler.freshness.recrawl import Recrawl
 from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
 from crawler.seeds.files import Every
+from crawler.urlstore.backends import urlstore_from_settings
 from crawler.urlstore.sqlite import SQLITE_FILE
-from crawler.urlstore.store import urlstore_from_settings
 
 
 class Command(ScrapyCommand):

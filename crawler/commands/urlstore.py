@@ -26,8 +26,8 @@ from scrapy.exceptions import UsageError
 from crawler.config.crawldir import crawls_holding
 from crawler.config.validation import exit_if_invalid
 from crawler.urls import InvalidURL, normalize_url, url_options
+from crawler.urlstore.backends import urlstore_from_settings
 from crawler.urlstore.sqlite import SQLITE_FILE, sqlite_path
-from crawler.urlstore.store import urlstore_from_settings
 
 
 class Command(ScrapyCommand):

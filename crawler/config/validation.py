@@ -197,13 +197,34 @@ def _readable(path: str) -> bool:
     return os.access(path, os.R_OK) and os.path.isfile(path)
 
 
+def metrics_ports(value) -> list[int] | None:
+    """The ports METRICS_PORT names, to try in turn: None (off: empty, None or 0), [0]
+    (``auto``: any free port), [port], or the ports of a range ``LOW-HIGH`` (or a
+    ``[LOW, HIGH]`` list, as Scrapy's TELNETCONSOLE_PORT). Raises ValueError."""
+    if value is None or value == "" or value == 0 or value == "0":
+        return None
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return [0]
+    if isinstance(value, list | tuple):
+        if len(value) != 2:
+            raise ValueError(value)
+        low, high = (int(v) for v in value)
+    elif isinstance(value, str) and "-" in value.strip()[1:]:
+        low, high = (int(v) for v in value.split("-", 1))
+    else:
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(value)
+        low = high = int(value)
+    if not 1 <= low <= high <= 65535:
+        raise ValueError(value)
+    return list(range(low, high + 1))
+
+
 @dataclass(frozen=True)
 class Ports:
     """Empty or 0 (off), a port, a range ``LOW-HIGH`` or ``auto`` (crawler/observe/metrics.py)."""
 
     def problem(self, settings, name: str) -> str | None:
-        from crawler.observe.metrics import metrics_ports
-
         try:
             metrics_ports(settings.get(name))
         except (TypeError, ValueError):

@@ -14,23 +14,13 @@ from crawler.freshness.policy import SKIPPED
 from crawler.frontier.frontier import FINISHED
 from crawler.frontier.report import count, deferred_lines, status_line
 from crawler.items import Page
-from crawler.pipelines.urlstore import page_fate
+from crawler.services import services
+from crawler.urlstore.record import worker_fate
 
 logger = logging.getLogger(__name__)
 
 FATE = "pages/fate/"  # the stats of this worker's pages by fate
 NOT_ERRORS = {"fetched", "duplicate", "robots_disallowed"}  # fates that are no failure
-
-
-def worker_fate(page) -> str:
-    """The fate a worker counts a Page under (``pages/fate/<fate>``): its UrlStore fate,
-    but ``server_error`` for a 5xx kept after its last try and ``not_modified`` for a 304."""
-    fate = page_fate(page)
-    if fate == "fetched" and page.get("status", 0) >= 500:
-        return "server_error"
-    if fate == "fetched" and page.get("status") == 304:
-        return "not_modified"  # a recrawl's conditional request: the stored page is still the page
-    return fate
 
 
 class FrontierStats:
@@ -62,7 +52,8 @@ class FrontierStats:
         return ext
 
     def _frontier(self):
-        return getattr(self.crawler.engine._slot.scheduler, "frontier", None)
+        found = services(self.crawler)
+        return found.frontier if found.frontier_scheduled else None
 
     def spider_opened(self, spider):
         self.task = task.LoopingCall(self.log)

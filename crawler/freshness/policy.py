@@ -10,9 +10,9 @@ crawl stats and logged at debug level:
 
 ``fetchpolicy/skipped_recent``  not fetched: fetched within FETCH_POLICY_MAX_AGE
 ``fetchpolicy/forced``          fetched whatever its age: a submission with ``--force``
-                                (``codec.FORCE_META``)
+                                (``meta.FORCE``)
 ``fetchpolicy/recrawl``         fetched whatever its age: a due URL put back by the
-                                recrawl (``codec.RECRAWL_META``; crawler/freshness/recrawl.py)
+                                recrawl (``meta.RECRAWL``; crawler/freshness/recrawl.py)
 ``fetchpolicy/lookup_failed``   the UrlStore did not answer: fetched (the policy saves
                                 work; it never loses a page)
 
@@ -32,14 +32,14 @@ from __future__ import annotations
 import logging
 import time
 
-from crawler.frontier.codec import FORCE_META, RECRAWL_META
-from crawler.middlewares.failures import ATTEMPT_META
+from crawler import meta
+from crawler.services import services
 
 logger = logging.getLogger(__name__)
 
 SKIPPED, FORCED, LOOKUP_FAILED = "fetchpolicy/skipped_recent", "fetchpolicy/forced", "fetchpolicy/lookup_failed"
 RECRAWL = "fetchpolicy/recrawl"
-_FOLLOW_UP_META = ("redirect_urls", ATTEMPT_META, "backoff_retries")
+_FOLLOW_UP_META = ("redirect_urls", meta.ATTEMPT, "backoff_retries")
 WARN_EVERY = 60.0  # seconds between two warnings about a failed lookup
 
 
@@ -58,22 +58,20 @@ class FetchPolicy:
         max_age = s.getfloat("FETCH_POLICY_MAX_AGE")
         if max_age <= 0 or not s.getbool("URLSTORE_ENABLED"):
             return None
-        from crawler.urlstore.store import crawler_urlstore
-
-        return cls(crawler_urlstore(crawler), max_age, crawler.stats, s.getbool("ARCHIVE_ENABLED"))
+        return cls(services(crawler).urlstore, max_age, crawler.stats, s.getbool("ARCHIVE_ENABLED"))
 
     def skip(self, requests, now: float | None = None) -> set[int]:
         """The positions in ``requests`` of those not to fetch (fetched within max_age)."""
         asked: dict[int, str] = {}
         for i, request in enumerate(requests):
-            meta = request.meta
-            if meta.get(FORCE_META):
+            info = request.meta
+            if info.get(meta.FORCE):
                 self._inc(FORCED)
                 logger.debug("Fetch policy: %s forced", request.url)
-            elif RECRAWL_META in meta:
+            elif meta.RECRAWL in info:
                 self._inc(RECRAWL)
                 logger.debug("Fetch policy: %s due for a recrawl", request.url)
-            elif not any(key in meta for key in _FOLLOW_UP_META):
+            elif not any(key in info for key in _FOLLOW_UP_META):
                 asked[i] = request.url
         if not asked:
             return set()

@@ -2,7 +2,7 @@
 
 The UrlStore pipeline (crawler/pipelines/urlstore.py) asks ``schedule`` after every
 fetch; what it needs comes with the page (the previous interval and digest carried by a
-recrawl request, crawler/frontier/codec.py ``RECRAWL_META``).
+recrawl request, crawler/frontier/codec.py ``meta.RECRAWL``).
 
 A page that answered (2xx) adapts its interval to how often it changes:
 

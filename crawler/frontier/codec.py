@@ -3,8 +3,8 @@
 Most requests of a broad crawl are plain: GET, no body, the spider's default callback
 and errback, and nothing in ``meta`` but the depth. They are stored compactly as
 ``url`` or ``url \\x1f depth \\x1f referer`` (a few dozen bytes), and a forced request
-(``FORCE_META``: a submission's ``--force``, which passes URL-seen and the fetch policy)
-as ``url \\x1f depth \\x1f referer \\x1f F``, and a recrawl (``RECRAWL_META``: a due URL put
+(``meta.FORCE``: a submission's ``--force``, which passes URL-seen and the fetch policy)
+as ``url \\x1f depth \\x1f referer \\x1f F``, and a recrawl (``meta.RECRAWL``: a due URL put
 back by crawler/freshness/recrawl.py, past URL-seen and the fetch policy, with what its schedule and
 its conditional request need) as ``url \\x1f depth \\x1f referer \\x1f R \\x1f {json}``: the
 request is rebuilt with If-None-Match / If-Modified-Since from the stored ETag and
@@ -25,14 +25,11 @@ import json
 from scrapy import Request
 from scrapy.utils.request import request_from_dict
 
+from crawler import meta
+
 SEP = "\x1f"
-LEASE_META = "frontier_lease"
-NOT_BEFORE_META = "frontier_not_before"  # ms: a follow-up waits until then (a URL's retry)
-DUE_META = "frontier_due"  # ms: when a leased request's host is due (it may not leave before)
-FORCE_META = "force_fetch"  # fetched whatever URL-seen and the fetch policy say (scrapy submit --force)
 # a recrawl: {"interval", "digest", "etag", "last_modified", "fetched_at"} of the stored record
-RECRAWL_META = "recrawl"
-_PLAIN_META = {"depth", LEASE_META, DUE_META, FORCE_META, RECRAWL_META}
+_PLAIN_META = {meta.DEPTH, meta.LEASE, meta.DUE, meta.FORCE, meta.RECRAWL}
 _CONDITIONAL = {b"If-None-Match", b"If-Modified-Since"}
 WHOLE = b"J"  # a request stored whole, as JSON
 REQUEST_CLASSES = ("scrapy.", "crawler.")  # where a whole request's class (_class) may come from
@@ -87,20 +84,20 @@ def _is_plain(request: Request, spider) -> bool:
         and not request.cookies
         and not request.cb_kwargs
         and not request.flags
-        and request.dont_filter == bool(request.meta.get(FORCE_META) or RECRAWL_META in request.meta)
+        and request.dont_filter == bool(request.meta.get(meta.FORCE) or meta.RECRAWL in request.meta)
         and request.encoding == "utf-8"
         and set(request.meta) <= _PLAIN_META
-        and set(request.headers) <= ({b"Referer"} | (_CONDITIONAL if RECRAWL_META in request.meta else set()))
+        and set(request.headers) <= ({b"Referer"} | (_CONDITIONAL if meta.RECRAWL in request.meta else set()))
         and request.url.startswith("http")  # (what decode takes for a plain payload)
     )
 
 
 def encode(request: Request, spider) -> bytes:
     if _is_plain(request, spider):
-        depth = request.meta.get("depth", 0)
+        depth = request.meta.get(meta.DEPTH, 0)
         referer = request.headers.get(b"Referer")
-        forced = bool(request.meta.get(FORCE_META))
-        recrawl = request.meta.get(RECRAWL_META)
+        forced = bool(request.meta.get(meta.FORCE))
+        recrawl = request.meta.get(meta.RECRAWL)
         if not depth and not referer and not forced and recrawl is None:
             return request.url.encode()
         fields = [request.url, str(depth), (referer or b"").decode("latin-1")]
@@ -110,7 +107,7 @@ def encode(request: Request, spider) -> bytes:
             fields.append("F")
         return SEP.join(fields).encode()
     data = request.to_dict(spider=spider)
-    data["meta"] = {k: v for k, v in data["meta"].items() if k not in (LEASE_META, NOT_BEFORE_META, DUE_META)}
+    data["meta"] = {k: v for k, v in data["meta"].items() if k not in (meta.LEASE, meta.NOT_BEFORE, meta.DUE)}
     for key, value in data["meta"].items():
         try:
             _tagged(value)
@@ -134,22 +131,22 @@ def decode(payload: bytes, spider) -> Request:
     if payload[:1] == b"P" or not payload.startswith(b"http"):
         raise UndecodablePayload(f"not a payload of this crawler: {payload[:40]!r}")
     url, _, rest = payload.decode().partition(SEP)
-    meta, headers = {}, {}
+    info, headers = {}, {}
     forced = False
     if rest:
         depth, _, referer = rest.partition(SEP)
         referer, _, flags = referer.partition(SEP)
         flags, _, data = flags.partition(SEP)
-        meta["depth"] = int(depth)
+        info[meta.DEPTH] = int(depth)
         if referer:
             headers["Referer"] = referer
         if flags == "F":
-            meta[FORCE_META] = forced = True
+            info[meta.FORCE] = forced = True
         elif flags == "R":
-            meta[RECRAWL_META] = info = json.loads(data)
-            headers.update(conditional_headers(info))
+            info[meta.RECRAWL] = recrawl = json.loads(data)
+            headers.update(conditional_headers(recrawl))
             forced = True
-    return Request(url, meta=meta, headers=headers, errback=_default_errback(spider), dont_filter=forced)
+    return Request(url, meta=info, headers=headers, errback=_default_errback(spider), dont_filter=forced)
 
 
 def conditional_headers(info: dict) -> dict[str, str]:
@@ -165,7 +162,7 @@ def conditional_headers(info: dict) -> dict[str, str]:
 
 def encode_link(url: str, depth: int, referer: str) -> bytes:
     """The payload of a followed link (a normalized http(s) URL): what ``encode`` gives
-    for ``Request(url, meta={"depth": depth}, headers={"Referer": referer})``, without
+    for ``Request(url, meta={meta.DEPTH: depth}, headers={"Referer": referer})``, without
     building the request."""
     if not url.startswith("http"):
         raise ValueError(f"not a normalized http(s) URL: {url!r}")
@@ -173,7 +170,7 @@ def encode_link(url: str, depth: int, referer: str) -> bytes:
 
 
 def encode_recrawl(url: str, info: dict) -> bytes:
-    """The payload of a due URL put back for a recrawl (``info``: RECRAWL_META's fields):
+    """The payload of a due URL put back for a recrawl (``info``: meta.RECRAWL's fields):
     what ``encode`` gives for ``decode``'s request."""
     return SEP.join((url, "0", "", "R", json.dumps(info, separators=(",", ":")))).encode()
 
@@ -181,5 +178,5 @@ def encode_recrawl(url: str, info: dict) -> bytes:
 def encode_url(url: str, force: bool = False) -> bytes:
     """The payload of a seed or submitted URL (depth 0, no referer); ``force``: fetched
     whatever URL-seen and the fetch policy say (what ``encode`` gives for
-    ``Request(url, dont_filter=True, meta={FORCE_META: True})``)."""
+    ``Request(url, dont_filter=True, meta={meta.FORCE: True})``)."""
     return SEP.join((url, "0", "", "F")).encode() if force else url.encode()

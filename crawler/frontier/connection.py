@@ -164,17 +164,6 @@ def frontier_from_settings(settings):
     return load_object(settings.get("FRONTIER_CLASS")).from_settings(settings, redis_from_settings(settings))
 
 
-def crawler_frontier(crawler):
-    """The crawler's frontier: one per crawler, built by the first component that asks
-    (scheduler, robots.txt, failures, rate limiter, content seen, seed ingestion), so
-    that a worker has one Redis client, one connection pool, and its scripts loaded
-    once."""
-    frontier = getattr(crawler, "_frontier", None)
-    if frontier is None:
-        frontier = crawler._frontier = frontier_from_settings(crawler.settings)
-    return frontier
-
-
 def outage_wait(down_for: float) -> float:
     """Seconds to wait before trying Redis again after it has been unreachable for
     ``down_for`` seconds: half the outage so far, from 0.5 s to 30 s (the scheduler and

@@ -20,7 +20,7 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     next call (a leased host counts as in flight, so prefetching never sends two
     requests to one host, nor one before its time). A host due within
     FRONTIER_LOOKAHEAD is handed out already, its request carrying the due time
-    (``DUE_META``), and the rate limiter holds it until then: when the host is due, its
+    (``meta.DUE``), and the rate limiter holds it until then: when the host is due, its
     request has been popped, decoded and through the middlewares, and only has to leave.
     When it returns None, it arranges for the engine to be woken when the next host
     is due, less the lookahead (at most FRONTIER_POLL_INTERVAL later), so a crawl of
@@ -88,11 +88,14 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import reactor, task
 
+from crawler import meta
 from crawler.freshness.policy import FetchPolicy
+from crawler.freshness.recrawl import RecrawlTimer
 from crawler.frontier import codec, submit
-from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, crawler_frontier, outage_wait, refused
+from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, outage_wait, refused
 from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, SEEN, Entry, Frontier
 from crawler.frontier.report import when
+from crawler.services import services
 from crawler.signals import frontier_waiting, page_handled, page_not_stored
 from crawler.urls import InvalidURL, normalize_url, url_options
 
@@ -104,6 +107,8 @@ QUIET_AFTER = 5.0  # seconds: nothing due this soon and nothing downloading: ope
 
 
 class FrontierScheduler:
+    uses_frontier = True  # (services(crawler).frontier_scheduled)
+
     def __init__(self, crawler, frontier: Frontier):
         self.crawler = crawler
         self.frontier = frontier
@@ -168,14 +173,11 @@ class FrontierScheduler:
 
     @classmethod
     def from_crawler(cls, crawler):
-        scheduler = cls(crawler, crawler_frontier(crawler))
+        scheduler = cls(crawler, services(crawler).frontier)
         scheduler.policy = FetchPolicy.from_crawler(crawler)
         s = crawler.settings
         if s.getfloat("RECRAWL_CHECK_INTERVAL") > 0 and s.getbool("URLSTORE_ENABLED"):
-            from crawler.freshness.recrawl import RecrawlTimer
-            from crawler.urlstore.store import crawler_urlstore
-
-            scheduler.recrawl = RecrawlTimer(crawler, crawler_urlstore(crawler), scheduler.frontier)
+            scheduler.recrawl = RecrawlTimer(crawler, services(crawler).urlstore, scheduler.frontier)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.ack, signal=page_handled)
         crawler.signals.connect(scheduler.give_back, signal=page_not_stored)
@@ -264,7 +266,7 @@ class FrontierScheduler:
         return self._next_due is not None and self._next_due <= time.time() + self.max_wait
 
     def enqueue_request(self, request) -> bool:
-        lease = request.meta.get(codec.LEASE_META, "")
+        lease = request.meta.get(meta.LEASE, "")
         try:
             url = normalize_url(request.url, **self.url_options)
         except InvalidURL:
@@ -272,7 +274,7 @@ class FrontierScheduler:
             if lease:
                 self.ack(request)
             return False
-        not_before = request.meta.pop(codec.NOT_BEFORE_META, 0)
+        not_before = request.meta.pop(meta.NOT_BEFORE, 0)
         try:
             payload = codec.encode(request, self.spider)
         except codec.UnencodableRequest as exc:
@@ -285,7 +287,7 @@ class FrontierScheduler:
             url=url,
             payload=payload,
             priority=request.priority,
-            depth=request.meta.get("depth", 0),
+            depth=request.meta.get(meta.DEPTH, 0),
             dont_filter=request.dont_filter,
             follow_up=bool(lease),
             replaces_lease=lease,
@@ -422,10 +424,10 @@ class FrontierScheduler:
                 self._acks.append(lease.id)
                 self._schedule_flush()
                 continue
-            request.meta[codec.LEASE_META] = lease.id
+            request.meta[meta.LEASE] = lease.id
             self._unread.add(lease.id)
             if lease.due > now * 1000:
-                request.meta[codec.DUE_META] = lease.due
+                request.meta[meta.DUE] = lease.due
             self._held[lease.id] = (now, lease.interval / 1000)
             self._buffer.append(request)
         if leases:
@@ -498,7 +500,7 @@ class FrontierScheduler:
         unread (its lease may still wait for its archive batch)."""
         request = getattr(response, "request", None)
         if request is not None:
-            self._done_reading(request.meta.get(codec.LEASE_META))
+            self._done_reading(request.meta.get(meta.LEASE))
 
     def _forget(self, lease) -> None:
         """The lease is no longer this worker's to renew or give back (acknowledged, given
@@ -515,7 +517,7 @@ class FrontierScheduler:
 
     def ack(self, request, **kwargs) -> None:
         """The page of this request has been handled: release its lease for good."""
-        lease = request.meta.get(codec.LEASE_META)
+        lease = request.meta.get(meta.LEASE)
         if not lease:
             return
         self._forget(lease)
@@ -532,7 +534,7 @@ class FrontierScheduler:
         """The page of this request could not be stored: its URL goes back to its queue
         now (handed out again at its host's next turn), not at the lease's expiry, and
         the worker holds (``_store_down``)."""
-        lease = request.meta.get(codec.LEASE_META)
+        lease = request.meta.get(meta.LEASE)
         if not lease:
             return
         self._forget(lease)
@@ -571,14 +573,14 @@ class FrontierScheduler:
 
     def _downloaded(self, response, request, **kwargs) -> None:
         # an HTTP answer that is not a failure (5xx, 429, 408): the host is well (landed)
-        lease = request.meta.get(codec.LEASE_META)
+        lease = request.meta.get(meta.LEASE)
         if lease and response.status < 500 and response.status not in self.failure_codes:
             self._answered.add(lease)
 
     def landed(self, request, **kwargs) -> None:
         """The download of this request ended: its host may take another request (and
         gets back some of its rate if it was slowed and answered)."""
-        lease = request.meta.get(codec.LEASE_META)
+        lease = request.meta.get(meta.LEASE)
         answered = lease in self._answered
         if answered:
             self._answered.discard(lease)

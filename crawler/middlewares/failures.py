@@ -51,15 +51,13 @@ from twisted.internet import defer
 from twisted.internet.error import ConnectError, ConnectionDone, ConnectionLost, DNSLookupError, TimeoutError
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
-from crawler.frontier.codec import LEASE_META, NOT_BEFORE_META
-from crawler.frontier.connection import crawler_frontier
+from crawler import meta
 from crawler.frontier.frontier import DOWN, THROTTLED, now_ms
+from crawler.services import services
 
 logger = logging.getLogger(__name__)
 
 JITTER = 0.25  # a delay is stretched by up to this fraction, at random
-DONT_BACK_OFF = "dont_back_off"  # meta: the sender judges this request's failures itself
-ATTEMPT_META = "fetch_attempt"  # meta: which try of the URL this request is (1 = first)
 
 # the host is unreachable: nothing of it can be fetched now
 HOST_DOWN_ERRORS = (DownloadConnectionRefusedError, CannotResolveHostError, ConnectError, DNSLookupError)
@@ -126,12 +124,12 @@ class FailureMiddleware:
     def from_crawler(cls, crawler):
         if not crawler.settings.getbool("HOST_BACKOFF_ENABLED"):
             raise NotConfigured
-        return cls(crawler, crawler_frontier(crawler))
+        return cls(crawler, services(crawler).frontier)
 
     # -- answers -----------------------------------------------------------------------
 
     def process_response(self, request, response, spider=None):
-        if request.meta.get(DONT_BACK_OFF):
+        if request.meta.get(meta.DONT_BACK_OFF):
             return response
         status = response.status
         retry_after = retry_after_seconds(response.headers.get(b"Retry-After"))
@@ -142,7 +140,7 @@ class FailureMiddleware:
         return response
 
     def process_exception(self, request, exception, spider=None):
-        if request.meta.get(DONT_BACK_OFF) or isinstance(exception, IgnoreRequest):
+        if request.meta.get(meta.DONT_BACK_OFF) or isinstance(exception, IgnoreRequest):
             return None
         if isinstance(exception, HOST_DOWN_ERRORS):
             return self._failed(request, DOWN, type(exception).__name__, None)
@@ -154,7 +152,7 @@ class FailureMiddleware:
 
     def _throttled(self, request, response, retry_after: float):
         """429 or Retry-After: every worker leaves the host alone for a while."""
-        retries = request.meta.get("backoff_retries", 0)
+        retries = request.meta.get(meta.BACKOFF_RETRIES, 0)
         if retries >= self.max_backoffs:
             self.stats.inc_value("backoff/gave_up")
             return response
@@ -179,16 +177,16 @@ class FailureMiddleware:
             delay,
         )
         retry = request.replace(dont_filter=True)
-        retry.meta["backoff_retries"] = retries + 1
+        retry.meta[meta.BACKOFF_RETRIES] = retries + 1
         return retry
 
     def _failed(self, request, kind: str, why: str, response):
         """A 5xx or a timeout (kind 'url'), or the host unreachable (kind 'down'): judge
         the host, then retry the URL on its own schedule or keep the failure."""
         host = self.frontier.politeness_key(request.url)
-        attempt = request.meta.get(ATTEMPT_META, 1)
+        attempt = request.meta.get(meta.ATTEMPT, 1)
         self.stats.inc_value(f"retry/reason/{why}")
-        if request.meta.get(LEASE_META):
+        if request.meta.get(meta.LEASE):
             self._judge_host(host, kind, request.url, why)
         if attempt >= self.attempts:
             self.stats.inc_value("retry/gave_up")
@@ -203,8 +201,8 @@ class FailureMiddleware:
             *(request.url, why, attempt, self.attempts, delay),
         )
         retry = request.replace(dont_filter=True)
-        retry.meta[ATTEMPT_META] = attempt + 1
-        retry.meta[NOT_BEFORE_META] = now_ms() + int(delay * 1000)
+        retry.meta[meta.ATTEMPT] = attempt + 1
+        retry.meta[meta.NOT_BEFORE] = now_ms() + int(delay * 1000)
         return retry
 
     def _judge_host(self, host: str, kind: str, url: str, why: str) -> None:

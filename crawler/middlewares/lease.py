@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from scrapy import Request, signals
 
+from crawler import meta
 from crawler.exceptions import StoreUnavailable
-from crawler.frontier.codec import LEASE_META
 from crawler.items import storing
 from crawler.signals import page_handled, page_not_stored
 
@@ -47,7 +47,7 @@ class LeaseMiddleware:
 
     async def process_spider_output(self, response, result):
         request = response.request
-        lease = request.meta.get(LEASE_META) if request is not None else None
+        lease = request.meta.get(meta.LEASE) if request is not None else None
         if not lease:
             async for out in result:
                 yield out
@@ -69,7 +69,7 @@ class LeaseMiddleware:
 
     def _item_done(self, item, response=None, failure=None, exception=None, **kwargs):
         request = getattr(response, "request", None)
-        lease = request.meta.get(LEASE_META) if request is not None else None
+        lease = request.meta.get(meta.LEASE) if request is not None else None
         # dropped with StoreUnavailable (item_dropped's exception), or failed with it
         stored = not isinstance(exception, StoreUnavailable) and (
             failure is None or not failure.check(StoreUnavailable)

@@ -16,7 +16,7 @@ dropped nor counted as an error). Requests the frontier did not hand out (robots
 slot. Every request to a host counts: robots.txt, redirect hops and retries included.
 
 The frontier hands a host out when it is due, or up to FRONTIER_LOOKAHEAD before, with
-its due time (``DUE_META``): the limiter holds such a request until then, so that it
+its due time (``meta.DUE``): the limiter holds such a request until then, so that it
 leaves the moment its host is due, already popped and through the other middlewares.
 The limiter is also the final guard for everything else that reaches a host (robots.txt
 fetches, several workers' retries, clocks).
@@ -35,9 +35,9 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import reactor, task
 
-from crawler.frontier.codec import DUE_META, LEASE_META
-from crawler.frontier.connection import crawler_frontier
+from crawler import meta
 from crawler.frontier.frontier import now_ms
+from crawler.services import services
 
 logger = logging.getLogger(__name__)
 
@@ -55,14 +55,14 @@ class RateLimiterMiddleware:
             raise NotConfigured
         return cls(
             crawler.stats,
-            crawler_frontier(crawler),
+            services(crawler).frontier,
             s.getfloat("RATE_LIMITER_MAX_WAIT"),
         )
 
     async def process_request(self, request, spider=None):
         host = self.frontier.politeness_key(request.url)
-        from_frontier = bool(request.meta.get(LEASE_META))
-        due = request.meta.pop(DUE_META, 0)  # handed out ahead of its host's turn (FRONTIER_LOOKAHEAD)
+        from_frontier = bool(request.meta.get(meta.LEASE))
+        due = request.meta.pop(meta.DUE, 0)  # handed out ahead of its host's turn (FRONTIER_LOOKAHEAD)
         now = now_ms()
         try:
             slot = self.frontier.slot(host, self.max_wait if from_frontier else 1e9, now=now, not_before=due)
@@ -100,7 +100,7 @@ class RateLimiterMiddleware:
     def _ended(self, request) -> None:
         """A request the frontier does not track (robots.txt, its redirect hops) ended:
         the host's next request counts from now. A leased one's end is its landing."""
-        if request.meta.get(LEASE_META):
+        if request.meta.get(meta.LEASE):
             return
         try:
             self.frontier.end(self.frontier.politeness_key(request.url))

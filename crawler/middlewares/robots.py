@@ -63,17 +63,16 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import task
 from twisted.internet.defer import Deferred
 
+from crawler import meta
 from crawler.exceptions import AddressRefused, RobotsDisallowed
-from crawler.frontier.codec import LEASE_META
-from crawler.frontier.connection import crawler_frontier
 from crawler.frontier.frontier import DOWN, ROBOTS
-from crawler.middlewares.failures import DONT_BACK_OFF, HOST_DOWN_ERRORS, retry_after_seconds
+from crawler.middlewares.failures import HOST_DOWN_ERRORS, retry_after_seconds
 from crawler.robots.rules import FRESH, GIVEN_UP, STALE, UNREACHABLE, freshness, retry_delay
+from crawler.services import services
 from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
 
-ROBOTS_META = "robots_txt"  # marks the robots.txt requests themselves
 CLAIM_USE, CLAIM_FETCH = 0, 1  # ROBOTS_CLAIM states (2: another worker fetches)
 KEEP = object()  # _share: leave the host's interval as it is
 ROBOTS_PRIORITY = 1000
@@ -177,15 +176,15 @@ class RobotsMiddleware:
     def from_crawler(cls, crawler):
         if not crawler.settings.getbool("ROBOTSTXT_OBEY"):
             raise NotConfigured
-        mw = cls(crawler, crawler_frontier(crawler))
+        mw = cls(crawler, services(crawler).frontier)
         crawler.signals.connect(mw._bytes_received, signal=signals.bytes_received)
         return mw
 
     # -- the check -----------------------------------------------------------------
 
     async def process_request(self, request, spider=None):
-        meta = request.meta
-        if meta.get(ROBOTS_META) or meta.get("dont_obey_robotstxt"):
+        info = request.meta
+        if info.get(meta.ROBOTS) or info.get(meta.DONT_OBEY_ROBOTSTXT):
             return None
         url = urlparse_cached(request)
         if url.scheme not in ("http", "https"):
@@ -203,7 +202,7 @@ class RobotsMiddleware:
         """robots.txt is unreachable: nothing is fetched from the host until it is tried
         again; the request goes back to the frontier, due then."""
         self.stats.inc_value("robotstxt/deferred")
-        if not request.meta.get(LEASE_META):
+        if not request.meta.get(meta.LEASE):
             raise IgnoreRequest(f"robots.txt of {rules.origin} unreachable; try again later")
         host = self.frontier.politeness_key(request.url)
         try:
@@ -366,7 +365,7 @@ class RobotsMiddleware:
             priority=ROBOTS_PRIORITY,
             dont_filter=True,
             callback=NO_CALLBACK,
-            meta={ROBOTS_META: True, DONT_BACK_OFF: True, "dont_retry": True},
+            meta={meta.ROBOTS: True, meta.DONT_BACK_OFF: True, meta.DONT_RETRY: True},
         )
         now = time.time()
         try:
@@ -466,14 +465,14 @@ class RobotsMiddleware:
                 continue
             self.stats.inc_value("robotstxt/sitemaps")
             self.crawler.engine.crawl(
-                Request(url, callback=callback, errback=getattr(spider, "errback", None), meta={"sitemap": True})
+                Request(url, callback=callback, errback=getattr(spider, "errback", None), meta={meta.SITEMAP: True})
             )
 
     def _bytes_received(self, data, request, spider=None):
         # RFC 9309: parse at least the first 500 KiB; stop the download there
-        if request.meta.get(ROBOTS_META):
-            received = request.meta.get("robots_bytes", 0) + len(data)
-            request.meta["robots_bytes"] = received
+        if request.meta.get(meta.ROBOTS):
+            received = request.meta.get(meta.ROBOTS_BYTES, 0) + len(data)
+            request.meta[meta.ROBOTS_BYTES] = received
             if received > self.max_bytes:
                 raise StopDownload(fail=False)
 

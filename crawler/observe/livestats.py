@@ -43,10 +43,11 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
-from crawler.extensions.summary import worker_fate
-from crawler.frontier.connection import crawler_frontier, outage_wait
+from crawler.frontier.connection import outage_wait
 from crawler.frontier.keys import Keys
 from crawler.items import Page
+from crawler.services import services
+from crawler.urlstore.record import worker_fate
 
 logger = logging.getLogger(__name__)
 
@@ -271,7 +272,7 @@ class LiveStats:
         recent = list(self._recent)
         try:
             if self._target is None:
-                frontier = crawler_frontier(self.crawler)
+                frontier = services(self.crawler).frontier
                 self._target = (frontier.redis, frontier.keys)
             client, keys = self._target
             p = client.pipeline(transaction=False)

@@ -38,7 +38,9 @@ from dataclasses import dataclass
 from scrapy import signals
 from scrapy.downloadermiddlewares.stats import get_header_size, get_status_size
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.misc import load_object
+
+from crawler.config.validation import metrics_ports
+from crawler.services import services
 
 logger = logging.getLogger(__name__)
 
@@ -176,29 +178,6 @@ FRONTIER_GAUGES = {
         "Seconds since the oldest lease was taken or renewed",
     ),
 }
-
-
-def metrics_ports(value) -> list[int] | None:
-    """The ports METRICS_PORT names, to try in turn: None (off: empty, None or 0), [0]
-    (``auto``: any free port), [port], or the ports of a range ``LOW-HIGH`` (or a
-    ``[LOW, HIGH]`` list, as Scrapy's TELNETCONSOLE_PORT). Raises ValueError."""
-    if value is None or value == "" or value == 0 or value == "0":
-        return None
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return [0]
-    if isinstance(value, list | tuple):
-        if len(value) != 2:
-            raise ValueError(value)
-        low, high = (int(v) for v in value)
-    elif isinstance(value, str) and "-" in value.strip()[1:]:
-        low, high = (int(v) for v in value.split("-", 1))
-    else:
-        if isinstance(value, float) and not value.is_integer():
-            raise ValueError(value)
-        low = high = int(value)
-    if not 1 <= low <= high <= 65535:
-        raise ValueError(value)
-    return list(range(low, high + 1))
 
 
 def worker_id() -> str:
@@ -357,13 +336,10 @@ class Metrics:
     def spider_opened(self, spider):
         from prometheus_client import CollectorRegistry, ProcessCollector
 
-        from crawler.frontier.connection import crawler_frontier
-        from crawler.frontier.scheduler import FrontierScheduler
-
         snapshot = None
-        if issubclass(load_object(self.crawler.settings["SCHEDULER"]), FrontierScheduler):
+        if services(self.crawler).frontier_scheduled:
             # the crawler's frontier (built by the scheduler already): its client and pool
-            frontier = crawler_frontier(self.crawler)
+            frontier = services(self.crawler).frontier
             snapshot = FrontierSnapshot(frontier, self.frontier_every, self.frontier_timeout)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(CrawlCollector(self.crawler.stats, self.labels, snapshot))

@@ -42,7 +42,6 @@ import subprocess
 import sys
 import threading
 
-from scrapy import signals
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import threads
 from twisted.internet.defer import Deferred, DeferredList
@@ -67,17 +66,6 @@ class PageWorkers:
         self._calls: queue.SimpleQueue = queue.SimpleQueue()  # (fn, args, Deferred); None: a feeder stops
         self._feeders: list[_Feeder] = []
         self._warming: list[Deferred] = []
-
-    @classmethod
-    def from_crawler(cls, crawler) -> PageWorkers:
-        """The crawler's page workers (one set, shared by every pipeline that asks)."""
-        workers = getattr(crawler, "_page_workers", None)
-        if workers is None:
-            s = crawler.settings
-            workers = crawler._page_workers = cls(s.getint("PAGE_PROCESSES"), s.getint("PAGE_PROCESS_NICE"))
-            workers.start()  # while the rest of the crawler is built
-            crawler.signals.connect(workers.close, signal=signals.engine_stopped)
-        return workers
 
     def run(self, fn, *args) -> Deferred:
         """``fn(*args)`` in a page process (or a thread, with no processes); a Deferred

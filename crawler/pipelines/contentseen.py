@@ -50,11 +50,11 @@ from crawler.contentseen.fingerprints import (
     page_fingerprints,
     resemblance_of_matches,
 )
-from crawler.frontier.connection import crawler_frontier
 from crawler.frontier.keys import NAMES
 from crawler.frontier.shards import ShardedFrontier
 from crawler.items import Page
-from crawler.page.workers import PageWorkerCrashed, PageWorkers
+from crawler.page.workers import PageWorkerCrashed
+from crawler.services import services
 
 logger = logging.getLogger(__name__)
 
@@ -414,7 +414,7 @@ class ContentSeenPipeline:
             self.index = ContentIndex(frontier.redis, frontier.keys, need, bucket_size)
         self.redis, self.keys = frontier.redis, frontier.keys  # (the first shard's, when sharded)
         self.min_words = min_words
-        self.workers = PageWorkers.from_crawler(crawler)
+        self.workers = services(crawler).page_workers
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -423,7 +423,7 @@ class ContentSeenPipeline:
             raise NotConfigured
         return cls(
             crawler,
-            crawler_frontier(crawler),
+            services(crawler).frontier,
             s.getfloat("CONTENT_SEEN_RESEMBLANCE"),
             s.getint("CONTENT_SEEN_BUCKET_SIZE"),
             s.getint("CONTENT_SEEN_MIN_WORDS"),

@@ -15,6 +15,7 @@ import inspect
 
 from scrapy import Request
 
+from crawler import meta
 from crawler.items import Page
 
 
@@ -66,5 +67,5 @@ class FollowLinksPipeline:
             enqueue_links(urls, depth, referer)
             return item
         for url in urls:
-            engine.crawl(Request(url, errback=errback, headers={"Referer": referer}, meta={"depth": depth}))
+            engine.crawl(Request(url, errback=errback, headers={"Referer": referer}, meta={meta.DEPTH: depth}))
         return item

@@ -32,7 +32,8 @@ from crawler.page.metadata import (
     extract_metadata,
     is_html,
 )
-from crawler.page.workers import PageWorkerCrashed, PageWorkers
+from crawler.page.workers import PageWorkerCrashed
+from crawler.services import services
 from crawler.urls import url_options
 
 __all__ = ["MetadataPipeline", "extract_metadata", "is_html"]
@@ -46,7 +47,7 @@ logger = logging.getLogger(__name__)
 class MetadataPipeline:
     def __init__(self, crawler, max_field_length: int, max_fields: int, max_bytes: int, url_opts: dict):
         self.stats = crawler.stats
-        self.workers = PageWorkers.from_crawler(crawler)
+        self.workers = services(crawler).page_workers
         # picklable (a module-level function), for the page workers
         self._extract = partial(
             extract_metadata,

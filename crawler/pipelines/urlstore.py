@@ -18,7 +18,7 @@ redirect after RECRAWL_REDIRECT_INTERVAL, a failure (5xx, DNS, timeout, connecti
 robots-disallowed) after RECRAWL_RETRY_INTERVAL; never for an address the network guard
 refused (RECRAWL_INTERVAL 0: no due time after an answer). What the schedule compares
 with (the previous interval, digest and fetch time) comes with a recrawl's request
-(``codec.RECRAWL_META``, put by crawler/freshness/recrawl.py); the answer's ETag and Last-Modified
+(``meta.RECRAWL``, put by crawler/freshness/recrawl.py); the answer's ETag and Last-Modified
 are kept for the next conditional request.
 
 A 304 Not Modified to a recrawl's conditional request keeps the stored record as it is
@@ -35,7 +35,6 @@ import logging
 import time
 from datetime import UTC, datetime
 
-from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import task
@@ -44,44 +43,12 @@ from twisted.internet.defer import Deferred
 from crawler.exceptions import StoreUnavailable
 from crawler.freshness.schedule import Bounds, Schedule, outcome, schedule
 from crawler.items import Page, storing
-from crawler.urlstore.store import ArchivePointer, FetchRecord, crawler_urlstore
+from crawler.services import services
+from crawler.urlstore.record import ArchivePointer, FetchRecord, page_fate
 
 logger = logging.getLogger(__name__)
 
 CLOSE_MARGIN = 10.0  # seconds past WORKER_STOP_TIMEOUT a closing worker waits for pointer writes
-
-# error class name (Page.error starts with it) -> fate
-_FATES = {
-    "AddressRefused": "refused",
-    "RobotsDisallowed": "robots_disallowed",
-    "DNSLookupError": "dns_error",
-    "RefusedResolution": "refused",
-    "TimeoutError": "timeout",
-    "TCPTimedOutError": "timeout",
-    "UserTimeoutError": "timeout",
-    "ConnectionRefusedError": "connection_error",
-    "ConnectError": "connection_error",
-    "ConnectionLost": "connection_error",
-    "ConnectionDone": "connection_error",
-    "ResponseNeverReceived": "connection_error",
-    "ResponseFailed": "connection_error",
-    "DownloadFailedError": "connection_error",
-    "DownloadConnectionRefusedError": "connection_error",
-    "ResponseDataLossError": "connection_error",
-    "CannotResolveHostError": "dns_error",
-    "DownloadTimeoutError": "timeout",
-}
-
-
-def page_fate(page) -> str:
-    """What became of a Page's URL: ``fetched``, ``duplicate``, ``robots_disallowed``,
-    ``refused``, ``dns_error``, ``timeout``, ``connection_error`` or ``error``."""
-    status = page.get("status")
-    if status == "robots_disallowed":
-        return "robots_disallowed"
-    if isinstance(status, int):
-        return "duplicate" if page.get("duplicate_of") else "fetched"
-    return _FATES.get((page.get("error") or "").split(":", 1)[0].strip(), "error")
 
 
 def _header(headers: dict, name: str) -> str | None:
@@ -214,12 +181,8 @@ class UrlStorePipeline:
     def from_crawler(cls, crawler):
         if not crawler.settings.getbool("URLSTORE_ENABLED"):
             raise NotConfigured
-        pipeline = cls(crawler, crawler_urlstore(crawler))
-        crawler.signals.connect(pipeline._closed, signal=signals.spider_closed)
+        pipeline = cls(crawler, services(crawler).urlstore)
         return pipeline
-
-    def _closed(self, spider=None, reason=None):
-        self.store.close()
 
     async def close_spider(self, spider=None):
         """Wait for the archive pointers still to be written (their batches are being

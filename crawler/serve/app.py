@@ -94,7 +94,7 @@ class Crawl:
 
     def store(self):
         if self._store is None:
-            from crawler.urlstore.store import urlstore_from_settings
+            from crawler.urlstore.backends import urlstore_from_settings
 
             self._store = urlstore_from_settings(self.settings, readonly=True)
         return self._store

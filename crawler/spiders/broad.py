@@ -26,7 +26,7 @@ robots.txt): a sitemap index queues its sitemaps, a sitemap its page URLs (in sc
 most SITEMAP_MAX_URLS each, with their ``changefreq`` and ``lastmod`` for the page's
 recrawl schedule); gzipped sitemaps are read too. A sitemap is not a Page.
 
-A recrawl (a due URL put back, ``codec.RECRAWL_META``) is sent with If-None-Match /
+A recrawl (a due URL put back, ``meta.RECRAWL``) is sent with If-None-Match /
 If-Modified-Since; its Page carries the stored state (``recrawl``) and a 304 answer is a
 Page like any other, which the UrlStore pipeline records as unchanged.
 
@@ -51,18 +51,18 @@ from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 from twisted.internet import threads
 
+from crawler import meta
 from crawler.exceptions import RobotsDisallowed
-from crawler.frontier.codec import RECRAWL_META
 from crawler.items import Page
 from crawler.page.metadata import is_html
 from crawler.page.reader import STAGES, Reading, read_page
-from crawler.page.workers import PageWorkerCrashed, PageWorkers
+from crawler.page.workers import PageWorkerCrashed
+from crawler.services import services
 from crawler.urls import InvalidURL, normalize_url, url_host, url_options
 
 logger = logging.getLogger(__name__)
 
 SEEDS_FAILED = "seeds_failed"  # close reason: the seeds could not all be added
-SITEMAP_HINTS_META = "sitemap_hints"  # {"changefreq", "lastmod"} of a URL listed in a sitemap
 
 
 def split_arg(value) -> list[str]:
@@ -123,7 +123,7 @@ class BroadSpider(scrapy.Spider):
         spider.link_extractor = LinkExtractor(
             deny_extensions=IGNORED_EXTENSIONS, canonicalize=False, unique=True, tags=("a", "area")
         )
-        spider.page_workers = PageWorkers.from_crawler(crawler)
+        spider.page_workers = services(crawler).page_workers
         # the crawl starts once the page processes are up (the engine awaits the handler)
         crawler.signals.connect(spider.page_workers.ready, signal=signals.spider_opened)
         spider.read = partial(  # picklable: it goes to the page workers
@@ -163,14 +163,14 @@ class BroadSpider(scrapy.Spider):
     def _ingest_seeds(self) -> str | None:
         """Ingest the seed files (in a thread), waiting out a Redis outage as the
         scheduler does; None, or why the seeds were not all added."""
-        from crawler.frontier.connection import Patient, crawler_frontier
+        from crawler.frontier.connection import Patient
         from crawler.middlewares.netguard import GUARD_REFUSED, guard_hint, seed_refusal
         from crawler.seeds.files import Every, SeedFileError, ingest
 
         s = self.settings
         patient = Patient(self._seeding_stop, "seed ingestion")
         try:
-            frontier = crawler_frontier(self.crawler)
+            frontier = services(self.crawler).frontier
             report = ingest(
                 _PatientFrontier(frontier, patient),
                 self.seed_files,
@@ -278,16 +278,16 @@ class BroadSpider(scrapy.Spider):
                 self.crawler.stats.inc_value("sitemap/invalid_urls")
                 continue
             if index:
-                yield scrapy.Request(url, callback=self.parse_sitemap, errback=self.errback, meta={"sitemap": True})
+                yield scrapy.Request(url, callback=self.parse_sitemap, errback=self.errback, meta={meta.SITEMAP: True})
             elif self.in_scope(url):
                 self.crawler.stats.inc_value("sitemap/urls")
                 hints = {k: str(entry[k]).strip() for k in ("changefreq", "lastmod") if entry.get(k)}
                 # the hints reach the page's schedule (crawler/freshness/schedule.py) through its Page
-                yield scrapy.Request(url, errback=self.errback, meta={SITEMAP_HINTS_META: hints} if hints else {})
+                yield scrapy.Request(url, errback=self.errback, meta={meta.SITEMAP_HINTS: hints} if hints else {})
 
     def _page(self, request, response) -> Page:
-        meta = request.meta
-        chain = list(meta.get("redirect_urls", []))
+        info = request.meta
+        chain = list(info.get(meta.REDIRECT_URLS, []))
         referer = request.headers.get(b"Referer")
         page = Page(
             url=chain[0] if chain else request.url,
@@ -297,17 +297,17 @@ class BroadSpider(scrapy.Spider):
             error=None,
             headers={},
             body=b"",
-            fetch_latency=meta.get("download_latency"),
-            depth=meta.get("depth", 0),
+            fetch_latency=info.get(meta.DOWNLOAD_LATENCY),
+            depth=info.get(meta.DEPTH, 0),
             referrer=referer.decode("latin-1") if referer else None,
             fetched_at=time.time(),
             method=request.method,
             request_headers=_headers(request.headers),
         )
-        if RECRAWL_META in meta:
-            page["recrawl"] = meta[RECRAWL_META]
-        if meta.get(SITEMAP_HINTS_META):
-            page["sitemap"] = meta[SITEMAP_HINTS_META]
+        if meta.RECRAWL in info:
+            page["recrawl"] = info[meta.RECRAWL]
+        if info.get(meta.SITEMAP_HINTS):
+            page["sitemap"] = info[meta.SITEMAP_HINTS]
         if response is not None:
             page["headers"] = _headers(response.headers)
             page["body"] = response.body

@@ -62,17 +62,17 @@ from cassandra.policies import RetryPolicy
 from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, BoundStatement
 
 from crawler.config.validation import CQL_NAME, DATACENTER_NAME
-from crawler.urlstore.store import (
+from crawler.urlstore.record import (
     DUE_FIELDS,
     ArchivePointer,
     FetchRecord,
-    UrlStore,
     answered,
     inlink_bucket,
     signed64,
     unsigned64,
     url_in_host,
 )
+from crawler.urlstore.store import UrlStore
 
 logger = logging.getLogger(__name__)
 

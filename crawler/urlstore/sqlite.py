@@ -21,16 +21,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 
-from crawler.urlstore.store import (
+from crawler.urlstore.record import (
     DUE_FIELDS,
     ArchivePointer,
     FetchRecord,
-    UrlStore,
     answered,
     inlink_bucket,
     signed64,
     unsigned64,
 )
+from crawler.urlstore.store import UrlStore
 
 logger = logging.getLogger(__name__)
 

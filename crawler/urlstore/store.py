@@ -29,74 +29,10 @@ near_duplicate_of: a near copy is a page of its own).
 
 from __future__ import annotations
 
-import zlib
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
 
 from crawler.urls import InvalidURL, normalize_url
-
-FATES = (
-    "fetched",
-    "duplicate",
-    "robots_disallowed",
-    "refused",
-    "dns_error",
-    "timeout",
-    "connection_error",
-    "error",
-)
-MAX_CANONICAL_HOPS = 3
-
-
-@dataclass
-class ArchivePointer:
-    key: str  # object key (S3) or file path relative to the archive root (local)
-    offset: int  # of the WARC response record in the (gzipped) object
-    length: int  # compressed length of that record
-
-
-@dataclass
-class FetchRecord:
-    url: str  # the requested URL (normalized)
-    fate: str  # one of FATES
-    fetched_at: float  # UNIX time
-    status: int | None = None  # HTTP status (None when nothing was answered)
-    error: str | None = None
-    final_url: str | None = None
-    redirect_chain: list[str] = field(default_factory=list)
-    canonical_url: str | None = None  # rel=canonical, or the first page of an exact copy
-    near_duplicate_of: str | None = None  # the page whose main text this one nearly repeats
-    resemblance: float | None = None  # share of main-text words in common with near_duplicate_of
-    content_digest: str | None = None
-    simhash: int | None = None  # 64-bit, unsigned
-    metadata: dict[str, str] = field(default_factory=dict)
-    archive: ArchivePointer | None = None
-    outlinks: list[dict] = field(default_factory=list)  # {"url", "text", "nofollow"}
-    next_fetch_at: float | None = None
-    fetch_interval: float | None = None  # seconds: the adaptive schedule's (crawler/freshness/schedule.py)
-    etag: str | None = None  # the answer's ETag and Last-Modified, sent back on a refetch
-    last_modified: str | None = None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def inlink_bucket(source_url: str, buckets: int) -> int:
-    """The inlink partition of a link from ``source_url`` (stable across processes)."""
-    return zlib.crc32(source_url.encode()) % buckets
-
-
-def signed64(value: int | None) -> int | None:
-    """A 64-bit unsigned simhash as a signed 64-bit integer (what both stores keep)."""
-    if value is None:
-        return None
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def unsigned64(value: int | None) -> int | None:
-    if value is None:
-        return None
-    return value + (1 << 64) if value < 0 else value
+from crawler.urlstore.record import MAX_CANONICAL_HOPS, ArchivePointer, FetchRecord
 
 
 class UrlStore:
@@ -257,51 +193,3 @@ class UrlStore:
 
     def close(self) -> None:
         """Wait for pending writes and release connections."""
-
-
-def urlstore_from_settings(settings, readonly: bool = False) -> UrlStore:
-    """The crawl's UrlStore: URLSTORE_BACKEND "sqlite" (default) or "cassandra".
-    ``readonly``: for a reader (``scrapy serve``) that creates and changes nothing: an
-    SQLite file opened read-only (it must exist), reads on the calling thread; a Cassandra
-    keyspace whose schema is left as it is."""
-    from crawler.urls import url_options
-
-    backend = settings.get("URLSTORE_BACKEND").lower()
-    if backend == "sqlite":
-        from crawler.urlstore.sqlite import SqliteReader, SqliteUrlStore
-
-        return (SqliteReader if readonly else SqliteUrlStore).from_settings(settings, url_options(settings))
-    if backend == "cassandra":
-        from crawler.urlstore.cassandra import CassandraUrlStore
-
-        if readonly:
-            settings = settings.copy()
-            settings.set("CASSANDRA_APPLY_SCHEMA", False)
-        return CassandraUrlStore.from_settings(settings, url_options(settings))
-    raise ValueError(f"URLSTORE_BACKEND must be 'sqlite' or 'cassandra', not {backend!r}")
-
-
-DUE_FIELDS = ("url", "next_fetch_at", "fetched_at", "fetch_interval", "content_digest", "etag", "last_modified")
-
-
-def url_in_host(url: str, host: str) -> bool:
-    """Whether a normalized URL is of ``host`` (a name, with its port when not the default)."""
-    rest = url.split("://", 1)[-1]
-    return rest.split("/", 1)[0].lower() == host.lower()
-
-
-def answered(fate: str | None, status: int | None, archive_key: str | None = None, archived: bool = False) -> bool:
-    """Whether a stored fate and status are a fetch with an answer, and (``archived``)
-    its page stored in the archive, or an exact copy (``last_fetched``)."""
-    if fate not in ("fetched", "duplicate") or status is None or status >= 500:
-        return False
-    return not archived or fate == "duplicate" or bool(archive_key)
-
-
-def crawler_urlstore(crawler) -> UrlStore:
-    """The crawler's UrlStore: one per crawler, opened by the first component that asks
-    (the UrlStore pipeline, the fetch policy), closed by the UrlStore pipeline."""
-    store = getattr(crawler, "_urlstore", None)
-    if store is None:
-        store = crawler._urlstore = urlstore_from_settings(crawler.settings)
-    return store

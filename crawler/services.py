@@ -1,0 +1,101 @@
+"""The shared services of one crawler, reached one way: ``services(crawler)``.
+
+A worker has one frontier (one Redis client and pool, its scripts loaded once), one
+UrlStore, one set of page worker processes and one body budget, whichever components ask
+for them (scheduler, middlewares, pipelines, extensions, the spider's seeding). Each is
+opened by the first component that asks, and this object closes what it opened, once
+and in one place: at ``engine_stopped``, after every component's own closing (the
+scheduler's last acknowledgements, the pipelines' last writes, the extensions' closing
+summary) is done.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from scrapy import signals
+from scrapy.utils.misc import load_object
+
+from crawler.download.budget import BodyBudget
+from crawler.frontier.connection import frontier_from_settings
+from crawler.page.workers import PageWorkers
+from crawler.urlstore.backends import urlstore_from_settings
+
+logger = logging.getLogger(__name__)
+
+_ATTRIBUTE = "_crawler_services"  # where a crawler keeps its Services
+
+
+def services(crawler) -> Services:
+    """The crawler's services (made at the first call)."""
+    found = getattr(crawler, _ATTRIBUTE, None)
+    if found is None:
+        found = Services(crawler)
+        setattr(crawler, _ATTRIBUTE, found)
+    return found
+
+
+class Services:
+    def __init__(self, crawler):
+        self.crawler = crawler
+        self._frontier = None
+        self._urlstore = None
+        self._page_workers: PageWorkers | None = None
+        self._body_budget: BodyBudget | None = None
+        crawler.signals.connect(self.close, signal=signals.engine_stopped)
+
+    @property
+    def frontier_scheduled(self) -> bool:
+        """Whether the crawler's scheduler (SCHEDULER) is the frontier's: a class that says
+        ``uses_frontier`` (crawler/frontier/scheduler.py's)."""
+        return bool(getattr(load_object(self.crawler.settings["SCHEDULER"]), "uses_frontier", False))
+
+    @property
+    def frontier(self):
+        """The crawl's frontier (Frontier, or ShardedFrontier over REDIS_URLS or a cluster)."""
+        if self._frontier is None:
+            self._frontier = frontier_from_settings(self.crawler.settings)
+        return self._frontier
+
+    @property
+    def urlstore(self):
+        """The crawl's UrlStore (URLSTORE_BACKEND)."""
+        if self._urlstore is None:
+            self._urlstore = urlstore_from_settings(self.crawler.settings)
+        return self._urlstore
+
+    @property
+    def page_workers(self) -> PageWorkers:
+        """The page worker processes (PAGE_PROCESSES), started at the first ask: while the
+        rest of the crawler is built, not at the first page."""
+        if self._page_workers is None:
+            s = self.crawler.settings
+            self._page_workers = PageWorkers(s.getint("PAGE_PROCESSES"), s.getint("PAGE_PROCESS_NICE"))
+            self._page_workers.start()
+        return self._page_workers
+
+    @property
+    def body_budget(self) -> BodyBudget:
+        """The bytes of big bodies held at once (BODY_BUDGET_BYTES), shared by the download handlers."""
+        if self._body_budget is None:
+            s = self.crawler.settings
+            self._body_budget = BodyBudget(
+                s.getint("BODY_BUDGET_BYTES"),
+                s.getint("BODY_BUDGET_MIN_SIZE"),
+                s.getfloat("BODY_BUDGET_MAX_WAIT"),
+                self.crawler.stats,
+            )
+            self.crawler.signals.connect(self._body_budget.response_received, signal=signals.response_received)
+        return self._body_budget
+
+    def close(self) -> None:
+        """Close what was opened: the page processes, then the UrlStore (its pending
+        writes waited for), then the frontier's connections."""
+        if self._page_workers is not None:
+            self._page_workers.close()
+        if self._urlstore is not None:
+            self._urlstore.close()
+        if self._frontier is not None:
+            close = getattr(self._frontier, "close", None)
+            if close is not None:
+                close()

@@ -1,0 +1,37 @@
+"""Opening the crawl's UrlStore: the backend URLSTORE_BACKEND names (SQLite, the
+embedded default; Cassandra, across machines)."""
+
+from __future__ import annotations
+
+from crawler.urls import url_options
+from crawler.urlstore.sqlite import SqliteReader, SqliteUrlStore
+from crawler.urlstore.store import UrlStore
+
+
+def urlstore_from_settings(settings, readonly: bool = False) -> UrlStore:
+    """The crawl's UrlStore: URLSTORE_BACKEND "sqlite" (default) or "cassandra".
+    ``readonly``: for a reader (``scrapy serve``) that creates and changes nothing: an
+    SQLite file opened read-only (it must exist), reads on the calling thread; a Cassandra
+    keyspace whose schema is left as it is."""
+    backend = settings.get("URLSTORE_BACKEND").lower()
+    if backend == "sqlite":
+        return (SqliteReader if readonly else SqliteUrlStore).from_settings(settings, url_options(settings))
+    if backend == "cassandra":
+        # imported here, not above: the driver's cassandra.cluster installs Twisted's default
+        # reactor when imported, which must come after Scrapy has installed its own
+        from crawler.urlstore.cassandra import CassandraUrlStore
+
+        if readonly:
+            settings = settings.copy()
+            settings.set("CASSANDRA_APPLY_SCHEMA", False)
+        return CassandraUrlStore.from_settings(settings, url_options(settings))
+    raise ValueError(f"URLSTORE_BACKEND must be 'sqlite' or 'cassandra', not {backend!r}")
+
+
+def crawler_urlstore(crawler) -> UrlStore:
+    """The crawler's UrlStore: one per crawler, opened by the first component that asks
+    (the UrlStore pipeline, the fetch policy), closed by the UrlStore pipeline."""
+    store = getattr(crawler, "_urlstore", None)
+    if store is None:
+        store = crawler._urlstore = urlstore_from_settings(crawler.settings)
+    return store

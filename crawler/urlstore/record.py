@@ -1,0 +1,144 @@
+"""A UrlStore record, the one place its fields and fates are spelled: ``FetchRecord``
+(the columns of both backends come from it: ``FIELDS``; tests/test_urlstore.py checks
+schema.sql and schema.cql against it), the archive pointer, the fates, and the few
+pure rules on them (a Page's fate, the inlink partition, the simhash's sign).
+
+Every URL's fate is recorded, not only successes (``fate``): ``fetched`` (any HTTP
+answer), ``robots_disallowed``, ``refused`` (network guard), ``dns_error``, ``timeout``,
+``connection_error``, ``error`` (anything else), and ``duplicate`` for a page whose
+body was seen before (its canonical_url names the first copy). A near copy's fate is
+``fetched``: it was read and archived like any page.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import asdict, dataclass, field, fields
+
+FATES = (
+    "fetched",
+    "duplicate",
+    "robots_disallowed",
+    "refused",
+    "dns_error",
+    "timeout",
+    "connection_error",
+    "error",
+)
+MAX_CANONICAL_HOPS = 3
+
+
+@dataclass
+class ArchivePointer:
+    key: str  # object key (S3) or file path relative to the archive root (local)
+    offset: int  # of the WARC response record in the (gzipped) object
+    length: int  # compressed length of that record
+
+
+@dataclass
+class FetchRecord:
+    url: str  # the requested URL (normalized)
+    fate: str  # one of FATES
+    fetched_at: float  # UNIX time
+    status: int | None = None  # HTTP status (None when nothing was answered)
+    error: str | None = None
+    final_url: str | None = None
+    redirect_chain: list[str] = field(default_factory=list)
+    canonical_url: str | None = None  # rel=canonical, or the first page of an exact copy
+    near_duplicate_of: str | None = None  # the page whose main text this one nearly repeats
+    resemblance: float | None = None  # share of main-text words in common with near_duplicate_of
+    content_digest: str | None = None
+    simhash: int | None = None  # 64-bit, unsigned
+    metadata: dict[str, str] = field(default_factory=dict)
+    archive: ArchivePointer | None = None
+    outlinks: list[dict] = field(default_factory=list)  # {"url", "text", "nofollow"}
+    next_fetch_at: float | None = None
+    fetch_interval: float | None = None  # seconds: the adaptive schedule's (crawler/freshness/schedule.py)
+    etag: str | None = None  # the answer's ETag and Last-Modified, sent back on a refetch
+    last_modified: str | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def inlink_bucket(source_url: str, buckets: int) -> int:
+    """The inlink partition of a link from ``source_url`` (stable across processes)."""
+    return zlib.crc32(source_url.encode()) % buckets
+
+
+def signed64(value: int | None) -> int | None:
+    """A 64-bit unsigned simhash as a signed 64-bit integer (what both stores keep)."""
+    if value is None:
+        return None
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def unsigned64(value: int | None) -> int | None:
+    if value is None:
+        return None
+    return value + (1 << 64) if value < 0 else value
+
+
+DUE_FIELDS = ("url", "next_fetch_at", "fetched_at", "fetch_interval", "content_digest", "etag", "last_modified")
+
+
+def url_in_host(url: str, host: str) -> bool:
+    """Whether a normalized URL is of ``host`` (a name, with its port when not the default)."""
+    rest = url.split("://", 1)[-1]
+    return rest.split("/", 1)[0].lower() == host.lower()
+
+
+def answered(fate: str | None, status: int | None, archive_key: str | None = None, archived: bool = False) -> bool:
+    """Whether a stored fate and status are a fetch with an answer, and (``archived``)
+    its page stored in the archive, or an exact copy (``last_fetched``)."""
+    if fate not in ("fetched", "duplicate") or status is None or status >= 500:
+        return False
+    return not archived or fate == "duplicate" or bool(archive_key)
+
+
+# error class name (Page.error starts with it) -> fate
+_FATES = {
+    "AddressRefused": "refused",
+    "RobotsDisallowed": "robots_disallowed",
+    "DNSLookupError": "dns_error",
+    "RefusedResolution": "refused",
+    "TimeoutError": "timeout",
+    "TCPTimedOutError": "timeout",
+    "UserTimeoutError": "timeout",
+    "ConnectionRefusedError": "connection_error",
+    "ConnectError": "connection_error",
+    "ConnectionLost": "connection_error",
+    "ConnectionDone": "connection_error",
+    "ResponseNeverReceived": "connection_error",
+    "ResponseFailed": "connection_error",
+    "DownloadFailedError": "connection_error",
+    "DownloadConnectionRefusedError": "connection_error",
+    "ResponseDataLossError": "connection_error",
+    "CannotResolveHostError": "dns_error",
+    "DownloadTimeoutError": "timeout",
+}
+
+
+def page_fate(page) -> str:
+    """What became of a Page's URL: ``fetched``, ``duplicate``, ``robots_disallowed``,
+    ``refused``, ``dns_error``, ``timeout``, ``connection_error`` or ``error``."""
+    status = page.get("status")
+    if status == "robots_disallowed":
+        return "robots_disallowed"
+    if isinstance(status, int):
+        return "duplicate" if page.get("duplicate_of") else "fetched"
+    return _FATES.get((page.get("error") or "").split(":", 1)[0].strip(), "error")
+
+
+def worker_fate(page) -> str:
+    """The fate a worker counts a Page under (``pages/fate/<fate>``): its UrlStore fate,
+    but ``server_error`` for a 5xx kept after its last try and ``not_modified`` for a 304."""
+    fate = page_fate(page)
+    if fate == "fetched" and page.get("status", 0) >= 500:
+        return "server_error"
+    if fate == "fetched" and page.get("status") == 304:
+        return "not_modified"  # a recrawl's conditional request: the stored page is still the page
+    return fate
+
+
+FIELDS = tuple(f.name for f in fields(FetchRecord))  # (archive: archive_key, archive_offset, archive_length in a row)
