@@ -16,8 +16,8 @@ import logging
 from scrapy import signals
 from scrapy.utils.misc import load_object
 
-from crawler.download.budget import BodyBudget
 from crawler.frontier.connection import frontier_from_settings
+from crawler.page.budget import BodyBudget
 from crawler.page.workers import PageWorkers
 from crawler.urlstore.backends import urlstore_from_settings
 
@@ -47,7 +47,7 @@ class Services:
     @property
     def frontier_scheduled(self) -> bool:
         """Whether the crawler's scheduler (SCHEDULER) is the frontier's: a class that says
-        ``uses_frontier`` (crawler/frontier/scheduler.py's)."""
+        ``uses_frontier`` (crawler/scheduler/scheduler.py's)."""
         return bool(getattr(load_object(self.crawler.settings["SCHEDULER"]), "uses_frontier", False))
 
     @property

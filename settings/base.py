@@ -52,7 +52,7 @@ REDIS_CLUSTER_SHARDS = 16
 REDIS_PARAMS = {}
 
 # --- the frontier (crawler/frontier/) ------------------------------------------------
-SCHEDULER = "crawler.frontier.scheduler.FrontierScheduler"
+SCHEDULER = "crawler.scheduler.scheduler.FrontierScheduler"
 FRONTIER_CLASS = "crawler.frontier.frontier.Frontier"  # built with from_settings(settings, redis)
 FRONTIER_PRIORITY_LEVELS = 3  # front queues; level weights 4:2:1 for 3 levels
 FRONTIER_HOST_INTERVAL = 1.0  # seconds between two fetches handed out for one host
@@ -235,15 +235,15 @@ SCRAPER_SLOT_MAX_ACTIVE_SIZE = 32 * 2**20
 # ... which stops new requests only: the downloads under way finish whatever their size.
 # Big bodies (BODY_BUDGET_MIN_SIZE or more, by Content-Length) are bounded here: a big
 # page's body is read only once the big bodies the worker holds leave room for it (the
-# first always goes in), waiting at most BODY_BUDGET_MAX_WAIT seconds (crawler/download/budget.py;
+# first always goes in), waiting at most BODY_BUDGET_MAX_WAIT seconds (crawler/page/budget.py;
 # 0 bytes: no bound). A loopback crawl of eight hosts of 10 MB pages: eleven held at once
 # and the worker at 232 MB without, two and 153 MB with 24 MB (and done in 18 s, not 22)
 BODY_BUDGET_BYTES = 24 * 2**20
 BODY_BUDGET_MIN_SIZE = 2**20
 BODY_BUDGET_MAX_WAIT = 30.0
 DOWNLOAD_HANDLERS = {
-    "http": "crawler.download.handler.BudgetedDownloadHandler",
-    "https": "crawler.download.handler.BudgetedDownloadHandler",
+    "http": "crawler.handlers.budgeted.BudgetedDownloadHandler",
+    "https": "crawler.handlers.budgeted.BudgetedDownloadHandler",
 }
 
 # --- the UrlStore (crawler/urlstore/) ---------------------------------------------------
@@ -357,8 +357,8 @@ SPIDER_MIDDLEWARES = {
 }
 EXTENSIONS = {
     "crawler.extensions.summary.FrontierStats": 500,
-    "crawler.observe.metrics.Metrics": 510,
-    "crawler.observe.livestats.LiveStats": 520,
+    "crawler.extensions.metrics.Metrics": 510,
+    "crawler.extensions.livestats.LiveStats": 520,
     "crawler.extensions.memory.GarbageCollection": 900,
     # not even imported (REMOTE_CONTROL_ENABLED is off): its module imports aiohttp, 7.7 MB
     # of a worker's memory; to turn it on, set it here again with REMOTE_CONTROL_ENABLED

@@ -1,4 +1,4 @@
-"""Back-pressure on big bodies (crawler/download/budget.py): the budget on plain values, and a
+"""Back-pressure on big bodies (crawler/page/budget.py): the budget on plain values, and a
 real worker crawling a loopback site of 8 MB pages whose resident memory stays bounded."""
 
 import gc
@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from twisted.internet import task
 from twisted.internet.defer import CancelledError
 
-from crawler.download.budget import BodyBudget
+from crawler.page.budget import BodyBudget
 from tests.harness import RedisServer, clean_env, seed_file
 
 MB = 2**20

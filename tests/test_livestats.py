@@ -18,13 +18,13 @@ from scrapy.utils.test import get_crawler
 
 from crawler.config.validation import problems
 from crawler.demo.site import serve_site
+from crawler.extensions.livestats import LiveStats
 from crawler.frontier.keys import Keys
 from crawler.items import Page
 from crawler.observe.livestats import (
     BUCKET_TTL,
     MAX_MINUTES,
     RECENT,
-    LiveStats,
     activity,
     bucket_of,
     buckets,
@@ -285,7 +285,7 @@ def test_a_redis_outage_loses_nothing_and_says_so_once(tmp_path, crawl_name, cap
         clock.t = T0 + 10
         scraped(crawler, *pages_of_every_fate(2))
         crawler.stats.inc_value("downloader/response_status_count/200", 4)
-        with caplog.at_level(logging.DEBUG, logger="crawler.observe.livestats"):
+        with caplog.at_level(logging.DEBUG, logger="crawler.extensions.livestats"):
             assert not ext.flush()
             clock.t = T0 + 20
             scraped(crawler, Page(url="http://a.example/during", status=200, metadata={"title": "During"}))

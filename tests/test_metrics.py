@@ -18,8 +18,9 @@ from scrapy.utils.test import get_crawler
 
 from crawler.config.validation import metrics_ports
 from crawler.demo.site import serve_site
+from crawler.extensions.metrics import Metrics
 from crawler.frontier.frontier import Entry, Frontier
-from crawler.observe.metrics import Metrics, worker_id
+from crawler.observe.metrics import worker_id
 from crawler.spiders.broad import BroadSpider
 from tests.conftest import project_settings
 from tests.harness import RedisServer, clean_env, free_port, launch_worker, loopback_settings

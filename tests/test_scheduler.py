@@ -9,7 +9,7 @@ from scrapy import Request
 from scrapy.utils.test import get_crawler
 
 from crawler import meta
-from crawler.frontier.scheduler import PUSH_CHUNK, FrontierScheduler
+from crawler.scheduler.scheduler import PUSH_CHUNK, FrontierScheduler
 from crawler.spiders.broad import BroadSpider
 from tests.conftest import project_settings
 
@@ -209,7 +209,7 @@ def test_a_page_not_stored_holds_the_worker_until_one_is_stored_again(redis_url,
     """A store that does not take a page (page_not_stored): its lease goes back, and the
     worker leases no more for half the outage so far (0.5 s at first, at most 30 s),
     rather than fetching pages only to drop them; the first page stored ends the hold."""
-    from crawler.frontier import scheduler as scheduler_module
+    from crawler.scheduler import scheduler as scheduler_module
     from crawler.signals import page_not_stored
 
     crawler, _, scheduler = open_scheduler(

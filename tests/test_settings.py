@@ -28,7 +28,7 @@ def scrapy_setting(name, project=None, **env):
 
 def test_local_profile_is_the_default_and_closes_when_idle():
     assert scrapy_setting("FRONTIER_CLOSE_WHEN_IDLE") == "True"
-    assert scrapy_setting("SCHEDULER") == "crawler.frontier.scheduler.FrontierScheduler"
+    assert scrapy_setting("SCHEDULER") == "crawler.scheduler.scheduler.FrontierScheduler"
 
 
 def test_distributed_profile_waits_for_work_and_reads_the_environment():

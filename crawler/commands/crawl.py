@@ -31,11 +31,13 @@ from typing import NoReturn
 from scrapy.commands.crawl import Command as ScrapyCrawl
 from twisted.internet.defer import Deferred
 
+from crawler.archive.storage import storage_from_settings
 from crawler.config.validation import problems
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED
 from crawler.pipelines.archive import ARCHIVE_REFUSED
 from crawler.seeds.files import SeedFileError, check_readable
 from crawler.spiders.broad import SEEDS_FAILED, split_arg
+from crawler.urlstore.sqlite import sqlite_path
 
 logger = logging.getLogger(__name__)
 
@@ -119,12 +121,8 @@ def machine_local_stores(settings) -> list[str]:
     in a local directory (workers on other machines do not share them)."""
     found = []
     if settings.getbool("URLSTORE_ENABLED") and settings.get("URLSTORE_BACKEND").lower() == "sqlite":
-        from crawler.urlstore.sqlite import sqlite_path
-
         found.append(f"the UrlStore is SQLite ({sqlite_path(settings)})")
     if settings.getbool("ARCHIVE_ENABLED") and not settings.get("ARCHIVE_S3_BUCKET"):
-        from crawler.archive.storage import storage_from_settings
-
         found.append(f"the archive is a local {storage_from_settings(settings).describe()}")
     return found
 

@@ -18,7 +18,7 @@ from scrapy.commands import ScrapyCommand
 from crawler.config.validation import exit_if_invalid
 from crawler.demo.site import serve_site
 from crawler.frontier.connection import frontier_from_settings
-from crawler.frontier.report import count
+from crawler.observe.report import count
 
 
 class Command(ScrapyCommand):

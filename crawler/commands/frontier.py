@@ -22,8 +22,9 @@ from scrapy.exceptions import UsageError
 from crawler.config.validation import exit_if_invalid
 from crawler.frontier.connection import crawl_exists, frontier_from_settings, known_crawls, uses_embedded
 from crawler.frontier.frontier import REASONS
-from crawler.frontier.report import count as plural
-from crawler.frontier.report import deferred_lines, numbers, status_line, when
+from crawler.observe.report import count as plural
+from crawler.observe.report import deferred_lines, numbers, status_line, when
+from crawler.urlstore.sqlite import sqlite_path
 
 
 class Command(ScrapyCommand):
@@ -99,8 +100,6 @@ class Command(ScrapyCommand):
 
 def store_files(settings) -> list[str]:
     """The files of the crawl's SQLite UrlStore that exist (none for Cassandra)."""
-    from crawler.urlstore.sqlite import sqlite_path
-
     if settings.get("URLSTORE_BACKEND").lower() != "sqlite":
         return []
     path = sqlite_path(settings)

@@ -23,7 +23,11 @@ import sys
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from crawler.commands.frontier import no_such_crawl
+from crawler.config.crawldir import crawls_holding
 from crawler.config.validation import exit_if_invalid
+from crawler.frontier.connection import crawl_exists
+from crawler.urlstore.sqlite import SQLITE_FILE
 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
@@ -60,6 +64,7 @@ class Command(ScrapyCommand):
     def run(self, args, opts):
         if args:
             raise UsageError(f"unexpected arguments: {' '.join(args)} (serve takes options only)")
+        # imported when serving, not when the module is: aiohttp adds 0.2 s to every scrapy command's start
         from aiohttp import web
         from scrapy.utils.log import configure_logging
 
@@ -138,11 +143,6 @@ def warn_unknown_crawl(settings) -> None:
     """One line naming the crawls there are when CRAWL_NAME has neither a UrlStore file
     nor a frontier yet (a mistyped --crawl, or a dashboard opened before its crawl
     starts: it is served as soon as it does); nothing when Redis does not answer."""
-    from crawler.commands.frontier import no_such_crawl
-    from crawler.config.crawldir import crawls_holding
-    from crawler.frontier.connection import crawl_exists
-    from crawler.urlstore.sqlite import SQLITE_FILE
-
     stores = crawls_holding(settings, SQLITE_FILE) if settings.get("URLSTORE_BACKEND").lower() == "sqlite" else []
     if settings.get("CRAWL_NAME") in stores:
         return

@@ -33,8 +33,8 @@ from crawler.commands.seed import _close, _reason, _where
 from crawler.config.validation import exit_if_invalid
 from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
-from crawler.frontier.report import count
 from crawler.frontier.submit import Submission, submit
+from crawler.observe.report import count
 from crawler.seeds.files import STDIN
 from crawler.urls import url_options
 

@@ -18,15 +18,17 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import UTC, datetime
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from crawler.archive.storage import storage_from_settings
+from crawler.archive.warc import read_record
 from crawler.config.crawldir import crawls_holding
 from crawler.config.validation import exit_if_invalid
 from crawler.urls import InvalidURL, normalize_url, url_options
 from crawler.urlstore.backends import urlstore_from_settings
+from crawler.urlstore.record import with_iso_times
 from crawler.urlstore.sqlite import SQLITE_FILE, sqlite_path
 
 
@@ -93,9 +95,6 @@ class Command(ScrapyCommand):
             store.close()
 
     def _content(self, store, url: str) -> None:
-        from crawler.archive.storage import storage_from_settings
-        from crawler.archive.warc import read_record
-
         record = store.get(url)
         if record is None:
             return self._fail(f"urlstore: {url} is not in the store")
@@ -114,15 +113,3 @@ class Command(ScrapyCommand):
     def _fail(self, message: str) -> None:
         print(message, file=sys.stderr)
         self.exitcode = 1
-
-
-TIME_FIELDS = ("fetched_at", "next_fetch_at")
-
-
-def with_iso_times(record: dict) -> dict:
-    """The record with its times (UNIX seconds in the stores) as ISO 8601, UTC."""
-    out = dict(record)
-    for name in TIME_FIELDS:
-        if isinstance(out.get(name), int | float):
-            out[name] = datetime.fromtimestamp(out[name], UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return out

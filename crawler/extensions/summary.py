@@ -12,8 +12,8 @@ from twisted.internet import task
 
 from crawler.freshness.policy import SKIPPED
 from crawler.frontier.frontier import FINISHED
-from crawler.frontier.report import count, deferred_lines, status_line
 from crawler.items import Page
+from crawler.observe.report import count, deferred_lines, status_line
 from crawler.services import services
 from crawler.urlstore.record import worker_fate
 

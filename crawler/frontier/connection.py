@@ -22,6 +22,7 @@ from scrapy_redis.connection import get_redis_from_settings
 
 from crawler.config.crawldir import crawls_holding
 from crawler.frontier.keys import Keys, crawl_of
+from crawler.frontier.shards import ShardedFrontier
 
 logger = logging.getLogger(__name__)
 
@@ -153,8 +154,6 @@ def frontier_from_settings(settings):
     """A frontier (FRONTIER_CLASS) on the crawl's Redis, for a command outside a crawl;
     inside one, components share the crawler's (``crawler_frontier``)."""
     from scrapy.utils.misc import load_object
-
-    from crawler.frontier.shards import ShardedFrontier
 
     shards = settings.getlist("REDIS_URLS")
     if settings.get("REDIS_CLUSTER_URL"):

@@ -41,7 +41,16 @@ from importlib import resources
 from aiohttp import web
 from scrapy.settings import Settings
 
+from crawler.archive.storage import storage_from_settings
+from crawler.archive.warc import read_response
+from crawler.config.crawldir import crawls_holding
+from crawler.frontier.connection import crawl_exists, frontier_from_settings, known_crawls
+from crawler.observe import livestats
+from crawler.observe.report import numbers
 from crawler.urls import InvalidURL, normalize_url, url_options
+from crawler.urlstore.backends import urlstore_from_settings
+from crawler.urlstore.record import with_iso_times
+from crawler.urlstore.sqlite import SQLITE_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -94,23 +103,17 @@ class Crawl:
 
     def store(self):
         if self._store is None:
-            from crawler.urlstore.backends import urlstore_from_settings
-
             self._store = urlstore_from_settings(self.settings, readonly=True)
         return self._store
 
     def storage(self):
         if self._storage is None:
-            from crawler.archive.storage import storage_from_settings
-
             self._storage = storage_from_settings(self.settings)
         return self._storage
 
     def read_frontier(self, read, *args):
         """``read(frontier, *args)`` on the crawl's frontier, or None when the crawl has none
         (creating nothing)."""
-        from crawler.frontier.connection import crawl_exists, frontier_from_settings
-
         if not crawl_exists(self.settings):
             return None
         if self._frontier is None:
@@ -172,10 +175,6 @@ class Server:
         at, names = self._known
         if time.monotonic() - at < KNOWN_FOR:
             return names
-        from crawler.config.crawldir import crawls_holding
-        from crawler.frontier.connection import known_crawls
-        from crawler.urlstore.sqlite import SQLITE_FILE
-
         found = set()
         if self.settings.get("URLSTORE_BACKEND").lower() == "sqlite":
             found.update(crawls_holding(self.settings, SQLITE_FILE))
@@ -240,7 +239,6 @@ def int_param(request: web.Request, name: str, default: int, low: int, high: int
 
 
 def record_json(record: dict) -> dict:
-    from crawler.commands.urlstore import with_iso_times
 
     return with_iso_times(record)
 
@@ -290,8 +288,6 @@ async def content(request: web.Request) -> web.Response:
 
 
 def _read_body(crawl: Crawl, pointer: dict) -> tuple[str | None, bytes]:
-    from crawler.archive.warc import read_response
-
     data = crawl.storage().get_range(pointer["key"], pointer["offset"], pointer["length"])
     return read_response(data)
 
@@ -372,8 +368,6 @@ async def store_totals(request: web.Request) -> web.Response:
 
 
 async def frontier(request: web.Request) -> web.Response:
-    from crawler.frontier.report import numbers
-
     server = request.app[SERVER]
     crawl = await server.crawl(request)
     hosts = int_param(request, "hosts", 10, 0, 100)
@@ -395,10 +389,8 @@ async def activity(request: web.Request) -> web.Response:
 
 
 def _activity(frontier, minutes: int) -> dict:
-    from crawler.observe.livestats import activity
-
     # (with shards: the first's client and keys, where the workers publish)
-    return activity(frontier.redis, frontier.keys, time.time(), minutes)
+    return livestats.activity(frontier.redis, frontier.keys, time.time(), minutes)
 
 
 async def dashboard(request: web.Request) -> web.Response:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
 
 FATES = (
     "fetched",
@@ -142,3 +143,15 @@ def worker_fate(page) -> str:
 
 
 FIELDS = tuple(f.name for f in fields(FetchRecord))  # (archive: archive_key, archive_offset, archive_length in a row)
+
+
+TIME_FIELDS = ("fetched_at", "next_fetch_at")
+
+
+def with_iso_times(record: dict) -> dict:
+    """The record with its times (UNIX seconds in the stores) as ISO 8601, UTC."""
+    out = dict(record)
+    for name in TIME_FIELDS:
+        if isinstance(out.get(name), int | float):
+            out[name] = datetime.fromtimestamp(out[name], UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return out

@@ -1,5 +1,5 @@
 """Scrapy's HTTP/1.1 download handler, with the one step between a response's headers
-and its body made to wait for the crawler's BodyBudget (crawler/download/budget.py):
+and its body made to wait for the crawler's BodyBudget (crawler/page/budget.py):
 ``_cb_bodyready`` of Scrapy's agent, a private class of Scrapy 2.14 and later. With a
 Scrapy that lacks it, downloads are not budgeted, and the worker says so once."""
 
@@ -13,7 +13,7 @@ from twisted.internet.defer import CancelledError, maybeDeferred
 from twisted.web.iweb import UNKNOWN_LENGTH
 
 from crawler import meta
-from crawler.download.budget import BodyBudget, Charge
+from crawler.page.budget import BodyBudget, Charge
 from crawler.services import services
 
 logger = logging.getLogger(__name__)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from crawler.frontier.frontier import FINISHED, REASONS, RUNNING
+from crawler.observe.livestats import live_workers, read_published
 
 _ORDER = ("robots", "down", "throttled", "retry", "interval")
 IDLE, STOPPED = "idle", "stopped"  # (a viewer's states beside the frontier's own)
@@ -18,8 +19,6 @@ def numbers(frontier, max_wait: float, hosts: int = 10) -> dict:
     ``status`` (``crawl_state``, and what is deferred), ``slowed`` hosts, the ``hosts``
     busiest hosts (0: left out), the ``workers`` alive and the settings they ``published``
     (their host interval and max wait count, not the viewer's own settings)."""
-    from crawler.observe.livestats import live_workers, read_published
-
     published = read_published(frontier.redis, frontier.keys)
     if "host_interval" in published:
         frontier.host_interval_ms = int(published["host_interval"] * 1000)

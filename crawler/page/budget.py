@@ -21,7 +21,7 @@ scraper is done with it: every item it produced left the pipelines); a body whos
 was not announced (chunked), or one that grew when decompressed, is counted once it is
 there. Stats: ``bodybudget/waited`` (pages that waited), ``bodybudget/wait_ms``.
 
-The download handler that asks it (crawler/download/handler.py) is Scrapy's HTTP/1.1
+The download handler that asks it (crawler/handlers/budgeted.py) is Scrapy's HTTP/1.1
 handler with the one step between a response's headers and its body made to wait.
 """
 

@@ -94,7 +94,7 @@ from crawler.freshness.recrawl import RecrawlTimer
 from crawler.frontier import codec, submit
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, outage_wait, refused
 from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, SEEN, Entry, Frontier
-from crawler.frontier.report import when
+from crawler.observe.report import when
 from crawler.services import services
 from crawler.signals import frontier_waiting, page_handled, page_not_stored
 from crawler.urls import InvalidURL, normalize_url, url_options
