@@ -4,6 +4,7 @@ drops a keyspace of its own); without it skipped, or failed in CI (tests/conftes
 What only the Cassandra backend does is tested in tests/test_urlstore_cassandra.py."""
 
 import os
+import re
 import sqlite3
 import time
 
@@ -567,3 +568,40 @@ def test_sqlite_due_pages_through_its_index_without_sorting(tmp_path):
         assert "urls_due" in plan and "TEMP B-TREE" not in plan, plan
     finally:
         store.close()
+
+
+def _table_columns(schema: str, table: str) -> dict[str, str]:
+    """Column -> type of one CREATE TABLE in a schema file (comments dropped)."""
+    text = re.sub(r"--[^\n]*", "", schema)
+    body = re.search(
+        rf"CREATE TABLE IF NOT EXISTS (?:\{{keyspace\}}\.)?{table} \((.*?)\)\s*(?:WITH|WITHOUT|;)", text, re.S
+    )
+    columns, depth, part = {}, 0, ""
+    for ch in body.group(1) + ",":
+        depth += ch in "<(" and 1 or 0
+        depth -= ch in ">)" and 1 or 0
+        if ch == "," and depth == 0:
+            words = part.split()
+            if words and words[0] != "PRIMARY":
+                columns[words[0]] = (
+                    " ".join(words[1:]).replace(" PRIMARY KEY", "").replace(" NOT NULL DEFAULT '{}'", "")
+                )
+            part = ""
+        else:
+            part += ch
+    return columns
+
+
+def test_both_schemas_make_the_columns_the_record_names():
+    from importlib import resources
+
+    from crawler.urlstore import record
+
+    sql = _table_columns(resources.files("crawler.urlstore").joinpath("schema.sql").read_text(), "urls")
+    cql = _table_columns(resources.files("crawler.urlstore").joinpath("schema.cql").read_text(), "urls")
+    assert list(sql) == list(cql) == ["url", *record.COLUMN_NAMES]
+    assert [sql[name] for name in record.COLUMN_NAMES] == [c[1] for c in record.COLUMNS]
+    assert [cql[name] for name in record.COLUMN_NAMES] == [c[2] for c in record.COLUMNS]
+    # every field of a record is a column (its archive pointer three of them), and back
+    stored = {f for f in record.FIELDS if f != "archive"} | set(record.ARCHIVE_COLUMNS)
+    assert stored == set(("url", *record.COLUMN_NAMES))

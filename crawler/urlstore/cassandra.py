@@ -63,6 +63,7 @@ from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, BoundStateme
 
 from crawler.config.validation import CQL_NAME, DATACENTER_NAME
 from crawler.urlstore.record import (
+    ARCHIVE_COLUMNS,
     DUE_FIELDS,
     ArchivePointer,
     FetchRecord,
@@ -72,6 +73,7 @@ from crawler.urlstore.record import (
     unsigned64,
     url_in_host,
 )
+from crawler.urlstore.record import COLUMNS as RECORD_COLUMNS
 from crawler.urlstore.store import UrlStore
 
 logger = logging.getLogger(__name__)
@@ -81,30 +83,9 @@ SCHEMA = resources.files("crawler.urlstore").joinpath("schema.cql")
 # them: a fetch's record writes them all, in this order, and every read maps them back.
 # A table made before the lists were frozen keeps them as they were and works alike (a
 # list binds the same either way), with a tombstone per list per write: no migration.
-COLUMNS = {
-    "canonical_url": "text",
-    "near_duplicate_of": "text",
-    "resemblance": "float",
-    "status": "int",
-    "fate": "text",
-    "fetched_at": "timestamp",
-    "error": "text",
-    "next_fetch_at": "timestamp",
-    "final_url": "text",
-    "redirect_chain": "frozen<list<text>>",
-    "content_digest": "text",
-    "simhash": "bigint",
-    "metadata": "map<text, text>",
-    "archive_key": "text",
-    "archive_offset": "bigint",
-    "archive_length": "bigint",
-    "outlinks": "frozen<list<frozen<tuple<text, text, boolean>>>>",
-    "fetch_interval": "double",
-    "etag": "text",
-    "last_modified": "text",
-}
+COLUMNS = {name: cql for name, _, cql, _ in RECORD_COLUMNS}
 # columns schema.cql gained after its first version: added to an existing table at start
-ADDED_COLUMNS = ("near_duplicate_of", "resemblance", "fetch_interval", "etag", "last_modified")
+ADDED_COLUMNS = tuple(name for name, _, _, added in RECORD_COLUMNS if added)
 # the types bound as big-endian bytes through CQL's blobAs<Type>(?), where b"" is the
 # type's empty value (a timestamp: milliseconds since 1970)
 _PACKED = {"int": ">i", "bigint": ">q", "float": ">f", "double": ">d", "timestamp": ">q"}
@@ -121,7 +102,7 @@ WARN_EVERY = 30.0  # seconds between two warning lines of one kind of write fail
 RECONNECT_MAX = 10.0  # seconds between two tries of a node that went down, at most
 
 ROW = tuple(COLUMNS)
-ARCHIVE = ("archive_key", "archive_offset", "archive_length")
+ARCHIVE = ARCHIVE_COLUMNS
 METADATA = ("metadata",)
 # reschedule: the due time, and when given the fetch time and the interval
 RESCHEDULES = [

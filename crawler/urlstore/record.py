@@ -142,7 +142,36 @@ def worker_fate(page) -> str:
     return fate
 
 
-FIELDS = tuple(f.name for f in fields(FetchRecord))  # (archive: archive_key, archive_offset, archive_length in a row)
+FIELDS = tuple(f.name for f in fields(FetchRecord))
+
+# The urls table's columns after its key (url), in the order both backends write and read
+# them: (name, SQLite type, CQL type, added after the first version: added to an older
+# store at open). A record's archive pointer is three columns. schema.sql and schema.cql
+# make the same columns (tests/test_urlstore.py checks them against this table).
+COLUMNS = (
+    ("canonical_url", "TEXT", "text", False),
+    ("near_duplicate_of", "TEXT", "text", True),
+    ("resemblance", "REAL", "float", True),
+    ("status", "INTEGER", "int", False),
+    ("fate", "TEXT", "text", False),
+    ("fetched_at", "REAL", "timestamp", False),
+    ("error", "TEXT", "text", False),
+    ("next_fetch_at", "REAL", "timestamp", False),
+    ("final_url", "TEXT", "text", False),
+    ("redirect_chain", "TEXT", "frozen<list<text>>", False),  # SQLite: JSON
+    ("content_digest", "TEXT", "text", False),
+    ("simhash", "INTEGER", "bigint", False),  # 64 bits, stored signed
+    ("metadata", "TEXT", "map<text, text>", False),  # SQLite: JSON object
+    ("archive_key", "TEXT", "text", False),
+    ("archive_offset", "INTEGER", "bigint", False),
+    ("archive_length", "INTEGER", "bigint", False),
+    ("outlinks", "TEXT", "frozen<list<frozen<tuple<text, text, boolean>>>>", False),  # SQLite: JSON
+    ("fetch_interval", "REAL", "double", True),
+    ("etag", "TEXT", "text", True),
+    ("last_modified", "TEXT", "text", True),
+)
+COLUMN_NAMES = tuple(c[0] for c in COLUMNS)
+ARCHIVE_COLUMNS = ("archive_key", "archive_offset", "archive_length")
 
 
 TIME_FIELDS = ("fetched_at", "next_fetch_at")

@@ -22,6 +22,8 @@ from importlib import resources
 from pathlib import Path
 
 from crawler.urlstore.record import (
+    COLUMN_NAMES,
+    COLUMNS,
     DUE_FIELDS,
     ArchivePointer,
     FetchRecord,
@@ -40,30 +42,16 @@ OPEN_TIMEOUT = 30.0  # seconds to wait for another worker's lock (opening; writi
 CACHE_BYTES = 16 * 2**20  # the writer's page cache (URLSTORE_SQLITE_CACHE_BYTES; SQLite's default: 2 MiB)
 CHECKPOINT_PAGES = 10_000  # WAL pages (4 KiB) between automatic checkpoints (its default: 1,000)
 # columns schema.sql gained after its first version: added to an existing store at open
-ADDED_COLUMNS = {
-    "near_duplicate_of": "TEXT",
-    "resemblance": "REAL",
-    "fetch_interval": "REAL",
-    "etag": "TEXT",
-    "last_modified": "TEXT",
-}
-
-_UPSERT = """
-INSERT INTO urls (url, canonical_url, near_duplicate_of, resemblance, status, fate, fetched_at, error,
-                  next_fetch_at, final_url, redirect_chain, content_digest, simhash, metadata, archive_key,
-                  archive_offset, archive_length, outlinks, fetch_interval, etag, last_modified)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (url) DO UPDATE SET
-    canonical_url = excluded.canonical_url, near_duplicate_of = excluded.near_duplicate_of,
-    resemblance = excluded.resemblance, status = excluded.status, fate = excluded.fate,
-    fetched_at = excluded.fetched_at, error = excluded.error, next_fetch_at = excluded.next_fetch_at,
-    final_url = excluded.final_url, redirect_chain = excluded.redirect_chain,
-    content_digest = excluded.content_digest, simhash = excluded.simhash,
-    metadata = json_patch(urls.metadata, excluded.metadata),
-    archive_key = excluded.archive_key, archive_offset = excluded.archive_offset,
-    archive_length = excluded.archive_length, outlinks = excluded.outlinks,
-    fetch_interval = excluded.fetch_interval, etag = excluded.etag, last_modified = excluded.last_modified
-"""
+ADDED_COLUMNS = {name: sqlite for name, sqlite, _, added in COLUMNS if added}
+_COLUMNS = ", ".join(("url", *COLUMN_NAMES))
+# a fetch's record replaces the row, but its metadata is merged into the stored fields
+_UPSERT = (
+    f"INSERT INTO urls ({_COLUMNS}) VALUES ({', '.join('?' * (1 + len(COLUMN_NAMES)))}) ON CONFLICT (url) DO UPDATE SET "
+    + ", ".join(
+        "metadata = json_patch(urls.metadata, excluded.metadata)" if name == "metadata" else f"{name} = excluded.{name}"
+        for name in COLUMN_NAMES
+    )
+)
 _METADATA = """
 INSERT INTO urls (url, metadata) VALUES (?, ?)
 ON CONFLICT (url) DO UPDATE SET metadata = json_patch(urls.metadata, excluded.metadata)
@@ -72,11 +60,6 @@ _ARCHIVE = "UPDATE urls SET archive_key = ?, archive_offset = ?, archive_length 
 _INLINK = """
 INSERT OR REPLACE INTO inlinks (target_url, bucket, source_url, anchor_text, nofollow) VALUES (?, ?, ?, ?, ?)
 """
-_COLUMNS = (
-    "url, canonical_url, near_duplicate_of, resemblance, status, fate, fetched_at, error, next_fetch_at, final_url, redirect_chain, "
-    "content_digest, simhash, metadata, archive_key, archive_offset, archive_length, outlinks, fetch_interval, "
-    "etag, last_modified"
-)
 _RESCHEDULE = """
 UPDATE urls SET next_fetch_at = ?, fetched_at = coalesce(?, fetched_at), fetch_interval = coalesce(?, fetch_interval)
 WHERE url = ?
@@ -286,7 +269,7 @@ class SqliteUrlStore(UrlStore):
         row = self._db.execute(f"SELECT {_COLUMNS} FROM urls WHERE url = ?", (url,)).fetchone()
         if row is None:
             return None
-        record = dict(zip([c.strip() for c in _COLUMNS.split(",")], row, strict=True))
+        record = dict(zip(("url", *COLUMN_NAMES), row, strict=True))
         for name in ("redirect_chain", "outlinks"):
             record[name] = json.loads(record[name]) if record[name] else []
         record["metadata"] = json.loads(record["metadata"] or "{}")
