@@ -227,6 +227,14 @@ class Frontier:
         """The frontier ``host`` lives on (this one; see shards.py)."""
         return self
 
+    def content_shard(self, name: str) -> int:
+        """The shard holding a content-seen record (the only one: see shards.py)."""
+        return 0
+
+    def on_shard(self, s: int, call):
+        """``call()`` on shard ``s`` (the only one: see shards.py)."""
+        return call()
+
     def politeness_key(self, url: str) -> str:
         """The key ``url``'s politeness is kept under (FRONTIER_POLITENESS_KEY: its host
         or its registered domain): every component asks here."""

@@ -93,7 +93,8 @@ from crawler.freshness.policy import FetchPolicy
 from crawler.freshness.recrawl import RecrawlTimer
 from crawler.frontier import codec, submit
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, outage_wait, refused
-from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, SEEN, Entry, Frontier
+from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, SEEN, Entry
+from crawler.frontier.verbs import FrontierVerbs
 from crawler.observe.report import when
 from crawler.services import services
 from crawler.signals import frontier_waiting, page_handled, page_not_stored
@@ -109,7 +110,7 @@ QUIET_AFTER = 5.0  # seconds: nothing due this soon and nothing downloading: ope
 class FrontierScheduler:
     uses_frontier = True  # (services(crawler).frontier_scheduled)
 
-    def __init__(self, crawler, frontier: Frontier):
+    def __init__(self, crawler, frontier: FrontierVerbs):
         self.crawler = crawler
         self.frontier = frontier
         self.stats = crawler.stats
