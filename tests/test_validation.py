@@ -10,7 +10,8 @@ import pytest
 from scrapy.settings import Settings
 
 import settings.base
-from crawler.config.validation import RULES, problems
+from crawler.config.settings import RULES
+from crawler.config.validation import problems
 from tests.conftest import project_settings
 from tests.harness import clean_env
 

@@ -26,9 +26,6 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 
 from crawler.page.metadata import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_FIELD_LENGTH,
-    DEFAULT_MAX_FIELDS,
     extract_metadata,
     is_html,
 )
@@ -61,13 +58,13 @@ class MetadataPipeline:
     @classmethod
     def from_crawler(cls, crawler):
         s = crawler.settings
-        if not s.getbool("METADATA_ENABLED", True):
+        if not s.getbool("METADATA_ENABLED"):
             raise NotConfigured
         return cls(
             crawler,
-            s.getint("METADATA_MAX_FIELD_LENGTH", DEFAULT_MAX_FIELD_LENGTH),
-            s.getint("METADATA_MAX_FIELDS", DEFAULT_MAX_FIELDS),
-            s.getint("METADATA_MAX_BYTES", DEFAULT_MAX_BYTES),
+            s.getint("METADATA_MAX_FIELD_LENGTH"),
+            s.getint("METADATA_MAX_FIELDS"),
+            s.getint("METADATA_MAX_BYTES"),
             url_options(s),
         )
 

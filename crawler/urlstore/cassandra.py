@@ -61,7 +61,7 @@ from cassandra.concurrent import execute_concurrent
 from cassandra.policies import RetryPolicy
 from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, BoundStatement
 
-from crawler.config.validation import CQL_NAME, DATACENTER_NAME
+from crawler.config.rules import CQL_NAME, DATACENTER_NAME
 from crawler.urlstore.record import (
     ARCHIVE_COLUMNS,
     DUE_FIELDS,
