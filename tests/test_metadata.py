@@ -11,6 +11,7 @@ from scrapy.utils.test import get_crawler
 
 from crawler.items import Page
 from crawler.pipelines.metadata import MetadataPipeline, extract_metadata, is_html
+from tests.conftest import project_settings
 
 URL = "https://shop.example.com/dir/page.html"
 HTML = {"Content-Type": ["text/html; charset=utf-8"]}
@@ -487,7 +488,7 @@ def page(status=200, body=b"", headers=None, item_class=MetaPage, **extra):
 
 
 def pipeline(**settings):
-    crawler = get_crawler(settings_dict=settings)
+    crawler = get_crawler(settings_dict=project_settings(**settings))
     return MetadataPipeline.from_crawler(crawler), crawler.stats
 
 

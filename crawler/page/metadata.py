@@ -72,6 +72,7 @@ import lxml.etree
 import lxml.html
 from w3lib.encoding import html_body_declared_encoding, read_bom, resolve_encoding, to_unicode
 
+from crawler.items import header
 from crawler.urls import InvalidURL, normalize_url
 
 logger = logging.getLogger(__name__)
@@ -244,7 +245,7 @@ def _extract(root, page, url, headers, fields, problems, url_opts) -> None:
     meta = head.meta
     fields.add("title", head.title)
     fields.add("description", meta.get("description"))
-    language = head.lang or head.content_language or _header(headers, "content-language")
+    language = head.lang or head.content_language or (header(headers, "content-language") or "")
     fields.add("language", language)
     if label is None and head.meta_charset and "charset" not in problems:
         if len(head.meta_charset) > 64 or resolve_encoding(head.meta_charset) is None:
@@ -272,32 +273,13 @@ def _extract(root, page, url, headers, fields, problems, url_opts) -> None:
             fields.add(key, value)
 
 
-def _header(headers, name: str) -> str:
-    """The last value of header ``name`` (case-insensitive), as text ("" if absent)."""
-    value = None
-    try:
-        for key, values in headers.items():
-            if isinstance(key, bytes):
-                key = key.decode("latin-1")
-            if isinstance(key, str) and key.lower() == name:
-                if isinstance(values, (list, tuple)):
-                    value = values[-1] if values else None
-                else:
-                    value = values
-    except (AttributeError, TypeError):
-        return ""
-    if isinstance(value, bytes):
-        value = value.decode("latin-1")
-    return value if isinstance(value, str) else ""
-
-
 # -- decoding and parsing ------------------------------------------------------------------
 
 
 def is_html(headers, body) -> bool:
     """Whether a response is HTML: its Content-Type says so, or it has none and ``body``
     starts like an HTML document."""
-    content_type = _header(headers, "content-type").split(";", 1)[0].strip().lower()
+    content_type = (header(headers, "content-type") or "").split(";", 1)[0].strip().lower()
     if content_type:
         return content_type in _HTML_TYPES
     if not isinstance(body, (bytes, bytearray)) or not body:
@@ -324,7 +306,7 @@ def decode_html(body, headers, problems: list, max_bytes: int = DEFAULT_MAX_BYTE
     """The first ``max_bytes`` of ``body`` as text: byte order mark, else the Content-Type
     header's charset, else the meta charset, else UTF-8 if valid, else windows-1252.
     Problems met (``truncated``, ``charset``) are added to ``problems``."""
-    content_type = _header(headers, "content-type")
+    content_type = header(headers, "content-type") or ""
     if isinstance(body, str):
         body = body.encode("utf-8", "surrogatepass")
     elif not isinstance(body, (bytes, bytearray, memoryview)):

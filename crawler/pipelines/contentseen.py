@@ -52,7 +52,7 @@ from crawler.contentseen.fingerprints import (
 )
 from crawler.frontier.keys import NAMES
 from crawler.frontier.shards import ShardedFrontier
-from crawler.items import Page
+from crawler.items import Page, header
 from crawler.page.workers import PageWorkerCrashed
 from crawler.services import services
 
@@ -505,5 +505,5 @@ def _is_html_page(item) -> bool:
     status = item.get("status")
     if not isinstance(status, int) or not 200 <= status < 300 or not item.get("body"):
         return False
-    ctype = ",".join((item.get("headers") or {}).get("Content-Type", [])).encode().lower()
+    ctype = (header(item.get("headers"), "Content-Type") or "").encode().lower()
     return any(t in ctype for t in _HTML_TYPES) if ctype else item["body"].lstrip()[:1] == b"<"

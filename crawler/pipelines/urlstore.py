@@ -42,20 +42,13 @@ from twisted.internet.defer import Deferred
 
 from crawler.exceptions import StoreUnavailable
 from crawler.freshness.schedule import Bounds, Schedule, outcome, schedule
-from crawler.items import Page, storing
+from crawler.items import Page, header, storing
 from crawler.services import services
 from crawler.urlstore.record import ArchivePointer, FetchRecord, page_fate
 
 logger = logging.getLogger(__name__)
 
 CLOSE_MARGIN = 10.0  # seconds past WORKER_STOP_TIMEOUT a closing worker waits for pointer writes
-
-
-def _header(headers: dict, name: str) -> str | None:
-    for key, values in (headers or {}).items():
-        if key.lower() == name.lower() and values:
-            return values[0] if isinstance(values, list) else values
-    return None
 
 
 def _http_date(value: str | None) -> float | None:
@@ -95,7 +88,7 @@ def page_schedule(page, bounds: Bounds) -> Schedule:
     info = page.get("recrawl") or {}
     hints = page.get("sitemap") or {}
     headers = page.get("headers") or {}
-    modified = _http_date(_header(headers, "Last-Modified") or info.get("last_modified"))
+    modified = _http_date(header(headers, "Last-Modified") or info.get("last_modified"))
     if modified is None:
         modified = _w3c_date(hints.get("lastmod"))
     return schedule(
@@ -162,8 +155,8 @@ def fetch_record(page, recrawl: float = 0, retry: float = 0, bounds: Bounds | No
         outlinks=list(page.get("outlinks") or []),
         next_fetch_at=next_fetch_at,
         fetch_interval=interval,
-        etag=_header(headers, "ETag"),
-        last_modified=_header(headers, "Last-Modified"),
+        etag=header(headers, "ETag"),
+        last_modified=header(headers, "Last-Modified"),
     )
 
 
