@@ -23,8 +23,12 @@ a running crawl (``RecrawlTimer``, started by the scheduler when RECRAWL_CHECK_I
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from dataclasses import dataclass, field
+
+from twisted.internet import task, threads
 
 from crawler.frontier import codec
 from crawler.frontier.frontier import ADDED, Entry
@@ -132,9 +136,6 @@ class RecrawlTimer:
     """The periodic round of a running crawl (in a thread of the reactor's pool)."""
 
     def __init__(self, crawler, store, frontier):
-        import os
-        import socket
-
         s = crawler.settings
         self.stats = crawler.stats
         self.interval = s.getfloat("RECRAWL_CHECK_INTERVAL")
@@ -146,8 +147,6 @@ class RecrawlTimer:
         self._running = False
 
     def start(self) -> None:
-        from twisted.internet import task
-
         self._loop = task.LoopingCall(self._tick)
         self._loop.start(self.interval, now=True)
 
@@ -156,8 +155,6 @@ class RecrawlTimer:
             self._loop.stop()
 
     def _tick(self) -> None:
-        from twisted.internet import threads
-
         if self._running:
             return
         self._running = True
@@ -166,7 +163,10 @@ class RecrawlTimer:
 
     def run_once(self) -> RecrawlReport | None:
         """One round if this worker takes the lock (None when another worker holds it)."""
-        if not take_lock(self.frontier, self.owner, self.interval):
+        # held for two intervals, renewed at each: the owner keeps it from one round to
+        # the next, late ticks included, and another worker takes over two intervals after
+        # it stops
+        if not take_lock(self.frontier, self.owner, 2 * self.interval):
             return None
         return self.recrawl.round(self.batch)
 
