@@ -4,7 +4,7 @@ its rule (crawler/config/rules.py) and what it does. Everything else comes from 
 - the defaults (settings/base.py takes ``defaults()``; the profiles change only what
   differs: settings/local.py, settings/distributed.py);
 - the checks every command makes before it starts (``RULES``, crawler/config/validation.py);
-- the settings tables of the README (``main`` rows) and of docs/SETTINGS.md (every row):
+- the settings tables of the README (``README_SETTINGS``) and of docs/SETTINGS.md (every row):
   ``python -m crawler.config.settings --write`` rewrites both, and a test fails when
   either is not what this table gives.
 
@@ -60,11 +60,10 @@ class Setting:
     rule: object  # crawler/config/rules.py: problem(settings, name) -> None or what it takes
     doc: str  # what it does, one line
     env: str = ""  # an environment variable that gives the default when set
-    main: bool = False  # listed in the README (every setting is in docs/SETTINGS.md)
 
 
-def S(name, default, rule, doc, env="", main=False) -> Setting:  # noqa: N802 (a row of the table)
-    return Setting(name, default, rule, doc, env, main)
+def S(name, default, rule, doc, env="") -> Setting:  # noqa: N802 (a row of the table)
+    return Setting(name, default, rule, doc, env)
 
 
 def project_crawl_dir() -> str:
@@ -91,7 +90,6 @@ TABLE: tuple[Setting, ...] = (
         "crawler/0.1 (+https://example.invalid/crawler)",
         TEXT,
         "the crawler's honest identity; the robots.txt token is its first word",
-        main=True,
     ),
     S("TELNETCONSOLE_ENABLED", False, Flag(), "Scrapy's telnet console (runs arbitrary code): off unless turned on"),
     S(
@@ -113,7 +111,6 @@ TABLE: tuple[Setting, ...] = (
         CRAWL,
         "several crawls share one Redis without touching each other's keys",
         env="CRAWL_NAME",
-        main=True,
     ),
     S(
         "CRAWL_DIR",
@@ -128,7 +125,6 @@ TABLE: tuple[Setting, ...] = (
         Url(("redis", "rediss", "unix")),
         "the shared frontier; empty: embedded Redis under `CRAWL_DIR`",
         env="REDIS_URL",
-        main=True,
     ),
     S(
         "REDIS_URLS",
@@ -136,7 +132,6 @@ TABLE: tuple[Setting, ...] = (
         UrlList(("redis", "rediss", "unix")),
         "several Redis servers, comma separated: the hosts are spread over them (Several workers, below)",
         env="REDIS_URLS",
-        main=True,
     ),
     S(
         "REDIS_CLUSTER_URL",
@@ -144,7 +139,6 @@ TABLE: tuple[Setting, ...] = (
         Url(("redis", "rediss")),
         "a node of a Redis Cluster: the crawl's `REDIS_CLUSTER_SHARDS` (16) shards spread over its masters",
         env="REDIS_CLUSTER_URL",
-        main=True,
     ),
     S(
         "REDIS_CLUSTER_SHARDS",
@@ -171,36 +165,31 @@ TABLE: tuple[Setting, ...] = (
         3,
         Number(1, 16, integer=True),
         "front queues; a higher level is served more often, none starves",
-        main=True,
     ),
-    S("FRONTIER_HOST_INTERVAL", 1.0, SECONDS, "seconds between two fetches of one host, across all workers", main=True),
+    S("FRONTIER_HOST_INTERVAL", 1.0, SECONDS, "seconds between two fetches of one host, across all workers"),
     S(
         "FRONTIER_HOST_INTERVALS_FILE",
         "",
         ReadableFile(),
         'Operator overrides (crawler/frontier/intervals.py): lines "HOST SECONDS" or "HOST Nqps"; an entry covers the host and its subdomains, and comes before robots.txt Crawl-delay.',
-        main=True,
     ),
     S(
         "FRONTIER_POLITENESS_KEY",
         "host",
         Choice(("host", "domain")),
         "the host with its port when that is not the scheme's default (`127.0.0.1:8080`): interval, in-flight limit, back-offs and down state are kept per key, so a closed port leaves the host's other ports alone; or `domain`: one per registered domain, whatever the port",
-        main=True,
     ),
     S(
         "FRONTIER_HOST_MAX_IN_FLIGHT",
         1,
         COUNT,
         "downloads in flight at once per host, across all workers (0: no limit)",
-        main=True,
     ),
     S(
         "FRONTIER_LEASE_SECONDS",
         60.0,
         POSITIVE_SECONDS,
         "a dead worker's URLs are handed out again after this",
-        main=True,
     ),
     S("FRONTIER_LEASE_MAX_HOLD", 900.0, POSITIVE_SECONDS, "a worker stops renewing a lease older than this"),
     S("FRONTIER_LEASE_MAX_ATTEMPTS", 3, AT_LEAST_ONE, "leases of one URL that may expire before it is abandoned"),
@@ -209,28 +198,24 @@ TABLE: tuple[Setting, ...] = (
         100_000,
         COUNT,
         "URLs a worker remembers having pushed (seen for good), counted as seen without a round trip (0: off)",
-        main=True,
     ),
     S(
         "FRONTIER_PREFETCH",
         2,
         AT_LEAST_ONE,
         "due hosts leased per pop; the extra requests wait in the worker for the engine (their hosts count as in flight)",
-        main=True,
     ),
     S(
         "FRONTIER_MAX_UNREAD",
         100,
         AT_LEAST_ONE,
         "pages a worker holds downloaded but not yet through its pipelines; it leases no more meanwhile (bounds refetches after a crash, and memory)",
-        main=True,
     ),
     S(
         "FRONTIER_LOOKAHEAD",
         0.02,
         SECONDS,
         "seconds: a host due this soon is handed out already, and its request held by the rate limiter until the host is due (0 when `RATE_LIMITER_ENABLED` is off)",
-        main=True,
     ),
     S("FRONTIER_REFILL_BATCH", 100, AT_LEAST_ONE, "front-queue entries moved to back queues per pop, at most"),
     S("FRONTIER_POLL_INTERVAL", 1.0, POSITIVE_SECONDS, "seconds between polls when no host is due"),
@@ -239,45 +224,39 @@ TABLE: tuple[Setting, ...] = (
         0.1,
         SECONDS,
         "seconds between a worker's looks at the crawl's submission list (0: never)",
-        main=True,
     ),
     S(
         "FRONTIER_SUBMIT_BATCH",
         100,
         AT_LEAST_ONE,
         "submitted URLs a worker takes from the submission list at a time",
-        main=True,
     ),
     S(
         "FRONTIER_SEEN_CAPACITY",
         1_000_000,
         AT_LEAST_ONE,
         "URLs the crawl expects: the first URL-seen generation takes these",
-        main=True,
     ),
     S(
         "FRONTIER_SEEN_ERROR_RATE",
         1e-6,
         Number(1e-8, 0.5),
         "overall false-positive bound of the URL-seen filter, however far it grows",
-        main=True,
     ),
     S(
         "FRONTIER_SEEN_GROWTH",
         4,
         Number(2, 16, integer=True),
         "each URL-seen generation takes this many times the last one's URLs",
-        main=True,
     ),
     S(
         "FRONTIER_MAX_URL_LENGTH",
         2048,
         COUNT,
         "trap guard: characters of a URL (0: off; refusals counted as frontier/trap/<name>)",
-        main=True,
     ),
-    S("FRONTIER_MAX_DEPTH", 20, COUNT, "trap guard: links from the seed (0: off)", main=True),
-    S("FRONTIER_MAX_PAGES_PER_HOST", 100_000, COUNT, "trap guard: URLs admitted per host (0: off)", main=True),
+    S("FRONTIER_MAX_DEPTH", 20, COUNT, "trap guard: links from the seed (0: off)"),
+    S("FRONTIER_MAX_PAGES_PER_HOST", 100_000, COUNT, "trap guard: URLs admitted per host (0: off)"),
     S("FRONTIER_MAX_REPEATED_SEGMENTS", 3, COUNT, "trap guard: times one path segment may repeat (0: off)"),
     S("FRONTIER_MAX_QUERY_PARAMS", 24, COUNT, "trap guard: query parameters of a URL (0: off)"),
     S("FRONTIER_MAX_QUERY_LENGTH", 1024, COUNT, "trap guard: characters of a query (0: off)"),
@@ -287,29 +266,25 @@ TABLE: tuple[Setting, ...] = (
         True,
         Flag(),
         "a worker closes when nothing is leased and nothing is due within FRONTIER_MAX_WAIT, for FRONTIER_IDLE_SECONDS (distributed: waits for work)",
-        main=True,
     ),
     S(
         "FRONTIER_MAX_WAIT",
         60.0,
         SECONDS,
         "seconds: an idle worker closes only when nothing is due within this (FRONTIER_CLOSE_WHEN_IDLE)",
-        main=True,
     ),
     S(
         "FRONTIER_IDLE_SECONDS",
         2.0,
         SECONDS,
         "seconds an idle worker waits before it closes (FRONTIER_CLOSE_WHEN_IDLE)",
-        main=True,
     ),
-    S("FRONTIER_STATS_INTERVAL", 30.0, SECONDS, "the periodic line of each worker (below)", main=True),
+    S("FRONTIER_STATS_INTERVAL", 30.0, SECONDS, "the periodic line of each worker (below)"),
     S(
         "LIVE_STATS_INTERVAL",
         2.0,
         Number(0, 10, unit="seconds"),
         "how often each worker publishes its live numbers to the crawl's Redis (below; 0: off, at most 10)",
-        main=True,
     ),
     # --- Prometheus metrics (crawler/observe/metrics.py) ---
     S(
@@ -317,21 +292,18 @@ TABLE: tuple[Setting, ...] = (
         None,
         Ports(),
         'a port, a range "9410-9419" (the first free one) or "auto" (any free port); None/0: off',
-        main=True,
     ),
     S(
         "METRICS_ADDRESS",
         "127.0.0.1",
         Address(),
         'the address the endpoint listens on ("0.0.0.0": every interface)',
-        main=True,
     ),
     S(
         "METRICS_FRONTIER_INTERVAL",
         5.0,
         SECONDS,
         "seconds the frontier's numbers are reused between scrapes",
-        main=True,
     ),
     S(
         "METRICS_FRONTIER_TIMEOUT",
@@ -363,11 +335,11 @@ TABLE: tuple[Setting, ...] = (
     S("SERVE_BATCH_MAX", 100, AT_LEAST_ONE, "URLs in one lookup"),
     S("SERVE_ACCESS_LOG", False, Flag(), "a log line per request"),
     # --- URL normalization (crawler/urls.py) ---
-    S("URL_STRIP_PARAMS", [], TEXTS, "empty: the built-in list of tracking and session parameters", main=True),
-    S("URL_SORT_QUERY", True, Flag(), "normalization: sort a URL's query parameters", main=True),
+    S("URL_STRIP_PARAMS", [], TEXTS, "empty: the built-in list of tracking and session parameters"),
+    S("URL_SORT_QUERY", True, Flag(), "normalization: sort a URL's query parameters"),
     # --- the broad-crawl spider ---
-    S("CRAWL_ALLOWED_DOMAINS", [], TEXTS, "scope: these domains and their subdomains (empty: any)", main=True),
-    S("CRAWL_ALLOWED_PREFIXES", [], TEXTS, "scope: URLs starting with one of these (empty: any)", main=True),
+    S("CRAWL_ALLOWED_DOMAINS", [], TEXTS, "scope: these domains and their subdomains (empty: any)"),
+    S("CRAWL_ALLOWED_PREFIXES", [], TEXTS, "scope: URLs starting with one of these (empty: any)"),
     S(
         "CRAWL_FOLLOW_LINKS",
         True,
@@ -380,7 +352,6 @@ TABLE: tuple[Setting, ...] = (
         5.0,
         SECONDS,
         "a progress line of seed ingestion every this many seconds (`scrapy seed` to a log or a pipe, `-a seeds=` in the worker's log; 0: none)",
-        main=True,
     ),
     S("SITEMAP_MAX_URLS", 50_000, COUNT, "URLs read from one sitemap (the sitemaps.org limit)"),
     # --- Scrapy's own knobs, tuned for a broad crawl ---
@@ -427,14 +398,12 @@ TABLE: tuple[Setting, ...] = (
         1,
         Number(0, 64, integer=True),
         "processes that read pages (links, fingerprints, metadata: one parse each), beside the crawling process (0: threads of it)",
-        main=True,
     ),
     S(
         "PAGE_PROCESS_NICE",
         10,
         Number(0, 19, integer=True),
         "their CPU priority below the crawling process's, whose delays are every due host's delays",
-        main=True,
     ),
     S("DNSCACHE_ENABLED", True, Flag(), "Scrapy's DNS cache"),
     S("FEED_EXPORT_ENCODING", "utf-8", TEXT, "encoding of `-o` feeds"),
@@ -445,7 +414,7 @@ TABLE: tuple[Setting, ...] = (
         Flag(),
         "Never connect to private, loopback, link-local, multicast or reserved addresses (the cloud metadata address 169.254.169.254 included) unless a network is listed here.",
     ),
-    S("NETWORK_GUARD_ALLOW", [], Networks(), 'e.g. ["10.1.0.0/16", "127.0.0.0/8"]', main=True),
+    S("NETWORK_GUARD_ALLOW", [], Networks(), 'e.g. ["10.1.0.0/16", "127.0.0.0/8"]'),
     S(
         "TWISTED_DNS_RESOLVER",
         "crawler.middlewares.netguard.GuardedResolver",
@@ -465,9 +434,9 @@ TABLE: tuple[Setting, ...] = (
         STATUSES,
         "429 (or any 5xx with Retry-After): every worker leaves the host alone for a while",
     ),
-    S("HOST_BACKOFF_MIN", 30.0, SECONDS, "seconds, doubled at each back-off in a row (with jitter)", main=True),
-    S("HOST_BACKOFF_MAX", 3600.0, SECONDS, "seconds, also the cap on Retry-After", main=True),
-    S("HOST_BACKOFF_QUIET", 600.0, SECONDS, "seconds without a back-off after which the doubling restarts", main=True),
+    S("HOST_BACKOFF_MIN", 30.0, SECONDS, "seconds, doubled at each back-off in a row (with jitter)"),
+    S("HOST_BACKOFF_MAX", 3600.0, SECONDS, "seconds, also the cap on Retry-After"),
+    S("HOST_BACKOFF_QUIET", 600.0, SECONDS, "seconds without a back-off after which the doubling restarts"),
     S("HOST_BACKOFF_MAX_RETRIES", 5, COUNT, "back-offs of one page before its answer is kept"),
     S(
         "URL_RETRY_HTTP_CODES",
@@ -475,30 +444,27 @@ TABLE: tuple[Setting, ...] = (
         STATUSES,
         "a 5xx or a timeout of one URL: that URL is tried again later, on its own schedule",
     ),
-    S("URL_RETRY_ATTEMPTS", 3, AT_LEAST_ONE, "tries of one URL in all; the last failure is recorded", main=True),
-    S("URL_RETRY_DELAY", 15.0, SECONDS, "seconds before the second try, doubling (with jitter)", main=True),
-    S("URL_RETRY_DELAY_MAX", 3600.0, SECONDS, "seconds: the longest wait before a URL's next try", main=True),
+    S("URL_RETRY_ATTEMPTS", 3, AT_LEAST_ONE, "tries of one URL in all; the last failure is recorded"),
+    S("URL_RETRY_DELAY", 15.0, SECONDS, "seconds before the second try, doubling (with jitter)"),
+    S("URL_RETRY_DELAY_MAX", 3600.0, SECONDS, "seconds: the longest wait before a URL's next try"),
     S(
         "HOST_SLOWDOWN_FACTOR",
         2.0,
         Number(1),
         "... and its host is slowed (interval x factor, at most x max) until it answers again",
-        main=True,
     ),
-    S("HOST_SLOWDOWN_MAX", 8.0, Number(1), "a failing host's interval is multiplied by at most this", main=True),
+    S("HOST_SLOWDOWN_MAX", 8.0, Number(1), "a failing host's interval is multiplied by at most this"),
     S(
         "HOST_SLOWDOWN_RECOVERY",
         0.25,
         Number(0, 1, above=True),
         "of its base rate each answer gives a slowed host back",
-        main=True,
     ),
     S(
         "HOST_DOWN_AFTER",
         3,
         AT_LEAST_ONE,
         "distinct URLs failing in a row (no answer between) that make a host down",
-        main=True,
     ),
     S("FAILURE_LOG_PERIOD", 60.0, SECONDS, "seconds: one log line per host and decision at most"),
     # --- per-host rate limiter (crawler/middlewares/ratelimit.py) ---
@@ -513,7 +479,6 @@ TABLE: tuple[Setting, ...] = (
         1.0,
         SECONDS,
         "every request to a host, from any worker, takes a slot one interval after the last; a request waits this long at most, else goes back to the frontier",
-        main=True,
     ),
     # --- content seen (crawler/pipelines/contentseen.py) ---
     S("CONTENT_SEEN_ENABLED", True, Flag(), "the content-seen pipeline: exact and near copies"),
@@ -522,14 +487,12 @@ TABLE: tuple[Setting, ...] = (
         0.9,
         Number(0, 1, above=True),
         "share of its main text's words a near copy has in common with the page it resembles",
-        main=True,
     ),
     S(
         "CONTENT_SEEN_MIN_WORDS",
         100,
         COUNT,
         "words of main text (stop words aside) a page needs to be checked for near copies; shorter pages: exact copies only",
-        main=True,
     ),
     S("CONTENT_SEEN_BUCKET_SIZE", 4096, AT_LEAST_ONE, "entries per LSH bucket (8 bytes each; 65,536 buckets)"),
     S("CONTENT_SEEN_FOLLOW_NEAR_DUPLICATES", True, Flag(), "follow the links of a near copy (an exact copy's: never)"),
@@ -541,26 +504,24 @@ TABLE: tuple[Setting, ...] = (
     # --- the raw-page archive (crawler/pipelines/archive.py, crawler/archive/) ---
     S("ARCHIVE_ENABLED", True, Flag(), "the archive pipeline: raw pages as WARC records"),
     S("ARCHIVE_DIR", "", PATH, "local WARC directory; empty: CRAWL_DIR/CRAWL_NAME/warc"),
-    S("ARCHIVE_S3_BUCKET", "", TEXT, "set: archive to S3 instead (credentials: the standard AWS chain)", main=True),
+    S("ARCHIVE_S3_BUCKET", "", TEXT, "set: archive to S3 instead (credentials: the standard AWS chain)"),
     S(
         "ARCHIVE_S3_ENDPOINT_URL",
         "",
         Url(("http", "https")),
         "an S3-compatible store (MinIO, Ceph...); empty: AWS",
-        main=True,
     ),
     S("ARCHIVE_S3_REGION", "", TEXT, "the S3 bucket's region (empty: the AWS chain's)"),
-    S("ARCHIVE_PREFIX", "", TEXT, "in object keys, after their hash part: <hash>/<prefix><crawl>/...", main=True),
-    S("ARCHIVE_MAX_BYTES", 64 * 2**20, AT_LEAST_ONE, "a WARC batch is stored when it reaches this size...", main=True),
+    S("ARCHIVE_PREFIX", "", TEXT, "in object keys, after their hash part: <hash>/<prefix><crawl>/..."),
+    S("ARCHIVE_MAX_BYTES", 64 * 2**20, AT_LEAST_ONE, "a WARC batch is stored when it reaches this size..."),
     S(
         "ARCHIVE_MAX_SECONDS",
         5.0,
         POSITIVE_SECONDS,
         "... or this age; its pages' leases wait for it. Shorter: fewer pages fetched again when a worker dies, more objects (bench/rework.py, 3 workers, one killed, FRONTIER_MAX_UNREAD 400: 10 s 428 pages fetched twice and 2.0 objects per 1,000 pages, 5 s 308 and 3.2)",
-        main=True,
     ),
-    S("ARCHIVE_GZIP_LEVEL", 6, Number(0, 9, integer=True), "gzip level of each WARC record", main=True),
-    S("WORKER_STOP_TIMEOUT", 30.0, SECONDS, "how long a closing worker waits for its archive uploads", main=True),
+    S("ARCHIVE_GZIP_LEVEL", 6, Number(0, 9, integer=True), "gzip level of each WARC record"),
+    S("WORKER_STOP_TIMEOUT", 30.0, SECONDS, "how long a closing worker waits for its archive uploads"),
     S("ARCHIVE_RETRY_MIN", 1.0, POSITIVE_SECONDS, "seconds before a failed upload is tried again, doubling"),
     S("ARCHIVE_RETRY_MAX", 60.0, POSITIVE_SECONDS, "seconds: the longest wait before a failed upload is tried again"),
     S(
@@ -598,7 +559,6 @@ TABLE: tuple[Setting, ...] = (
         "sqlite",
         Choice(("sqlite", "cassandra")),
         "or `cassandra` (`CASSANDRA_HOSTS`, `_PORT`, `_KEYSPACE`, `_USERNAME`, `_PASSWORD`, TLS below; `crawler/urlstore/schema.cql` is applied at start)",
-        main=True,
     ),
     S("URLSTORE_SQLITE_PATH", "", PATH, "empty: CRAWL_DIR/CRAWL_NAME/urlstore.sqlite"),
     S(
@@ -619,40 +579,35 @@ TABLE: tuple[Setting, ...] = (
         7 * 86400,
         SECONDS,
         "a fetched page's next fetch is due this many seconds later (0: none)",
-        main=True,
     ),
     S(
         "RECRAWL_RETRY_INTERVAL",
         86400,
         SECONDS,
         "... a failure's (5xx, DNS, timeout, robots-disallowed); refused: none",
-        main=True,
     ),
     S(
         "RECRAWL_MIN_INTERVAL",
         3600,
         POSITIVE_SECONDS,
         "The adaptive schedule (crawler/freshness/schedule.py, Nutch's AdaptiveFetchSchedule): a page's interval starts at RECRAWL_INTERVAL (or its sitemap changefreq), shrinks by DEC_RATE when its content changed, grows by INC_RATE when not (a 304 too), within MIN..MAX",
-        main=True,
     ),
     S(
         "RECRAWL_MAX_INTERVAL",
         90 * 86400,
         POSITIVE_SECONDS,
         "seconds: the longest interval the adaptive schedule gives",
-        main=True,
     ),
-    S("RECRAWL_INC_RATE", 0.4, Number(0, 10), "an unchanged page's interval grows by this share", main=True),
+    S("RECRAWL_INC_RATE", 0.4, Number(0, 10), "an unchanged page's interval grows by this share"),
     S("RECRAWL_DEC_RATE", 0.2, Number(0, 0.99), "a changed page's interval shrinks by this share"),
     S("RECRAWL_SYNC_DELTA_RATE", 0.3, Number(0, 1), "moves the next fetch toward Last-Modified's rhythm (0: off)"),
-    S("RECRAWL_GONE_INTERVAL", 30 * 86400, SECONDS, "after a 404 or 410", main=True),
+    S("RECRAWL_GONE_INTERVAL", 30 * 86400, SECONDS, "after a 404 or 410"),
     S("RECRAWL_REDIRECT_INTERVAL", 7 * 86400, SECONDS, "after a redirect"),
     S(
         "RECRAWL_CHECK_INTERVAL",
         0,
         SECONDS,
         "seconds between a worker's rounds of putting due URLs back (one worker at a time; 0: never)",
-        main=True,
     ),
     S("RECRAWL_BATCH", 10_000, AT_LEAST_ONE, "due URLs put back per round"),
     S("RECRAWL_HOLD", 86400, SECONDS, "seconds a due URL put back is not put back again (its refetch is pending)"),
@@ -662,30 +617,26 @@ TABLE: tuple[Setting, ...] = (
         7 * 86400,
         SECONDS,
         "a URL the UrlStore says was fetched (with an answer) more recently is not fetched again unless submitted with `--force` (0: off)",
-        main=True,
     ),
-    S("CASSANDRA_HOSTS", [], TEXTS, "contact points", env="CASSANDRA_HOSTS", main=True),
+    S("CASSANDRA_HOSTS", [], TEXTS, "contact points", env="CASSANDRA_HOSTS"),
     S("CASSANDRA_PORT", 9042, Number(1, 65535, integer=True), "the nodes' CQL port"),
     S(
         "CASSANDRA_KEYSPACE",
         "crawler",
         Pattern(CQL_NAME, "a CQL name: letters, digits and _, starting with a letter, at most 48 characters"),
         "letters, digits and _, starting with a letter, at most 48",
-        main=True,
     ),
     S(
         "CASSANDRA_REPLICATION_FACTOR",
         1,
         AT_LEAST_ONE,
         "The keyspace schema.cql creates (one that exists is left as it is): this many replicas, with SimpleStrategy, or with NetworkTopologyStrategy in CASSANDRA_DATACENTER",
-        main=True,
     ),
     S(
         "CASSANDRA_DATACENTER",
         "",
         Pattern(f"|{DATACENTER_NAME}", "empty (SimpleStrategy) or a datacenter name: letters, digits, _, . and -"),
         'the local datacenter, whose replicas take the requests; "": the contact points\'',
-        main=True,
     ),
     S("CASSANDRA_APPLY_SCHEMA", True, Flag(), "apply crawler/urlstore/schema.cql at start (idempotent)"),
     S("CASSANDRA_USERNAME", "", TEXT, "credentials, when the cluster asks for them", env="CASSANDRA_USERNAME"),
@@ -705,22 +656,19 @@ TABLE: tuple[Setting, ...] = (
         "",
         Choice(CONSISTENCY_LEVELS, upper=True, empty=True),
         '"": LOCAL_QUORUM with a replication factor of 3 or more, else LOCAL_ONE',
-        main=True,
     ),
-    S("CASSANDRA_READ_CONSISTENCY", "", Choice(CONSISTENCY_LEVELS, upper=True, empty=True), '"": LOCAL_ONE', main=True),
+    S("CASSANDRA_READ_CONSISTENCY", "", Choice(CONSISTENCY_LEVELS, upper=True, empty=True), '"": LOCAL_ONE'),
     S(
         "CASSANDRA_REQUEST_TIMEOUT",
         10.0,
         POSITIVE_SECONDS,
         "seconds a statement waits for its answer, its retries included; then it fails",
-        main=True,
     ),
     S(
         "CASSANDRA_CONNECT_TIMEOUT",
         60.0,
         POSITIVE_SECONDS,
         "seconds a worker keeps trying to reach the cluster at start; then it does not start",
-        main=True,
     ),
     S(
         "CASSANDRA_PROTOCOL_VERSION",
@@ -736,15 +684,14 @@ TABLE: tuple[Setting, ...] = (
         "per statement: a timeout at the replicas (retried on the same node), too few replicas alive or a connection error (on the next node)",
     ),
     # --- robots.txt (crawler/middlewares/robots.py) ---
-    S("ROBOTSTXT_OBEY", True, Flag(), "robots.txt, fetched once per site for all workers (RFC 9309)", main=True),
-    S("ROBOTSTXT_USER_AGENT", "", TEXT, 'product token matched in robots.txt; empty: USER_AGENT up to "/"', main=True),
-    S("ROBOTSTXT_CACHE_SECONDS", 86400.0, SECONDS, "lifetime of a fetched robots.txt", main=True),
+    S("ROBOTSTXT_OBEY", True, Flag(), "robots.txt, fetched once per site for all workers (RFC 9309)"),
+    S("ROBOTSTXT_USER_AGENT", "", TEXT, 'product token matched in robots.txt; empty: USER_AGENT up to "/"'),
+    S("ROBOTSTXT_CACHE_SECONDS", 86400.0, SECONDS, "lifetime of a fetched robots.txt"),
     S(
         "ROBOTSTXT_STALE_SECONDS",
         7 * 86400.0,
         SECONDS,
         "a copy past its lifetime serves while the site is unreachable",
-        main=True,
     ),
     S("ROBOTSTXT_MAX_BYTES", 500 * 1024, AT_LEAST_ONE, "parsed at most; the download stops there"),
     S(
@@ -752,14 +699,12 @@ TABLE: tuple[Setting, ...] = (
         60.0,
         POSITIVE_SECONDS,
         "seconds before an unreachable robots.txt is tried again, doubling",
-        main=True,
     ),
     S(
         "ROBOTSTXT_RETRY_MAX",
         6 * 3600.0,
         POSITIVE_SECONDS,
         "seconds: the longest wait before an unreachable robots.txt is tried again",
-        main=True,
     ),
     S(
         "ROBOTSTXT_UNREACHABLE_ALLOW_AFTER",
@@ -773,8 +718,8 @@ TABLE: tuple[Setting, ...] = (
         POSITIVE_SECONDS,
         "a worker's claim on a fetch, renewed while it lasts, expires after this when it died",
     ),
-    S("ROBOTSTXT_MAX_CRAWL_DELAY", 30.0, SECONDS, "Crawl-delay is capped at this many seconds", main=True),
-    S("ROBOTSTXT_SITEMAPS", True, Flag(), "queue the `Sitemap:` URLs of robots.txt (indexes and `.gz` too)", main=True),
+    S("ROBOTSTXT_MAX_CRAWL_DELAY", 30.0, SECONDS, "Crawl-delay is capped at this many seconds"),
+    S("ROBOTSTXT_SITEMAPS", True, Flag(), "queue the `Sitemap:` URLs of robots.txt (indexes and `.gz` too)"),
     S("ROBOTSTXT_MAX_SITEMAPS", 20, COUNT, "per robots.txt"),
     S("ROBOTSTXT_CACHE_ENTRIES", 10_000, AT_LEAST_ONE, "parsed robots.txt kept in each worker's memory"),
     S(
@@ -843,6 +788,16 @@ TABLE: tuple[Setting, ...] = (
 )
 
 BY_NAME = {s.name: s for s in TABLE}
+# the settings the README lists, in the table's order (docs/SETTINGS.md lists them all)
+README_SETTINGS = (
+    "CRAWL_NAME", "CRAWL_DIR", "REDIS_URL", "REDIS_URLS", "REDIS_CLUSTER_URL", "USER_AGENT",
+    "FRONTIER_PRIORITY_LEVELS", "FRONTIER_HOST_INTERVAL", "FRONTIER_HOST_INTERVALS_FILE", "FRONTIER_POLITENESS_KEY",
+    "FRONTIER_HOST_MAX_IN_FLIGHT", "FRONTIER_MAX_DEPTH", "FRONTIER_MAX_PAGES_PER_HOST", "FRONTIER_CLOSE_WHEN_IDLE",
+    "LIVE_STATS_INTERVAL", "METRICS_PORT", "SERVE_TOKEN", "CRAWL_ALLOWED_DOMAINS", "CRAWL_ALLOWED_PREFIXES",
+    "PAGE_PROCESSES", "NETWORK_GUARD_ALLOW", "CONTENT_SEEN_RESEMBLANCE", "ARCHIVE_DIR", "ARCHIVE_S3_BUCKET",
+    "ARCHIVE_S3_ENDPOINT_URL", "WORKER_STOP_TIMEOUT", "URLSTORE_BACKEND", "RECRAWL_INTERVAL", "RECRAWL_CHECK_INTERVAL",
+    "FETCH_POLICY_MAX_AGE", "CASSANDRA_HOSTS", "CASSANDRA_KEYSPACE", "ROBOTSTXT_OBEY",
+)  # fmt: skip
 RULES = {s.name: s.rule for s in TABLE}
 
 
@@ -894,7 +849,7 @@ def markdown(rows) -> str:
 
 def tables() -> dict[Path, str]:
     """The README's and docs/SETTINGS.md's settings tables, between their markers."""
-    return {README: markdown(s for s in TABLE if s.main), SETTINGS_DOC: markdown(TABLE)}
+    return {README: markdown(s for s in TABLE if s.name in README_SETTINGS), SETTINGS_DOC: markdown(TABLE)}
 
 
 def current(path: Path) -> str | None:
