@@ -18,7 +18,8 @@ from scrapy.utils.test import get_crawler
 from crawler.demo.site import serve_site
 from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
-from crawler.middlewares.robots import RobotsMiddleware, product_token
+from crawler.middlewares.robots import RobotsMiddleware
+from crawler.robots.parsed import product_token
 from crawler.services import services
 from tests.conftest import project_settings
 from tests.harness import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file

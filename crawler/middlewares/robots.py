@@ -51,10 +51,8 @@ import time
 import uuid
 import zlib
 from collections import OrderedDict
-from dataclasses import dataclass, field
 
 import redis
-from protego import Protego
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
 from scrapy.http.request import NO_CALLBACK
@@ -67,76 +65,17 @@ from crawler import meta
 from crawler.exceptions import AddressRefused, RobotsDisallowed
 from crawler.frontier.frontier import DOWN, ROBOTS
 from crawler.middlewares.failures import HOST_DOWN_ERRORS, retry_after_seconds
-from crawler.robots.rules import FRESH, GIVEN_UP, STALE, UNREACHABLE, freshness, retry_delay
+from crawler.robots.parsed import Rules, Unparsable, parse_rules, product_token, record_state
+from crawler.robots.rules import FRESH, GIVEN_UP, STALE, UNREACHABLE, retry_delay
+from crawler.robots.shared import CLAIM_FETCH, CLAIM_USE, KEEP, SharedRobots
 from crawler.services import services
 from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
 
-CLAIM_USE, CLAIM_FETCH = 0, 1  # ROBOTS_CLAIM states (2: another worker fetches)
-KEEP = object()  # _share: leave the host's interval as it is
 ROBOTS_PRIORITY = 1000
 POLL_SECONDS = 0.2  # how often a worker waiting for another's fetch looks again
 HOST_DOWN_NAMES = {cls.__name__ for cls in HOST_DOWN_ERRORS}
-
-# ROBOTS_CLAIM: read a site's shared robots.txt record and, when it has to be fetched,
-# claim the fetch. KEYS[1] the record (robots:<origin>), KEYS[2] its lock; ARGV[1] now
-# (ms), ARGV[2] lifetime (ms), ARGV[3] the caller's token, ARGV[4] lock time (ms).
-# Returns {state, record as HGETALL gives it}: state 0 = use the record (fetched less
-# than a lifetime ago, or its last fetch failed and the next try is not due), 1 = the
-# caller holds the lock and fetches, 2 = another worker is fetching (look again later).
-ROBOTS_CLAIM = r"""
-local rec = redis.call('HGETALL', KEYS[1])
-local f = {}
-for i = 1, #rec, 2 do f[rec[i]] = rec[i + 1] end
-local now = tonumber(ARGV[1])
-if tonumber(f['status'] or '0') > 0 and tonumber(f['fetched'] or '0') + tonumber(ARGV[2]) > now then
-    return {0, rec}
-end
-if tonumber(f['retry'] or '0') > now then return {0, rec} end
-if redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then return {1, rec} end
-return {2, rec}
-"""
-
-# RENEW: KEYS[1] a lock, ARGV[1] the token that took it, ARGV[2] lifetime (ms): the lock
-# lives that much longer if it is still that token's. Returns 1 or 0.
-RENEW = r"""
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-
-# UNLOCK: KEYS[1] a lock, ARGV[1] the token that took it: deleted only if still that
-# token's (a lock that expired and was taken by another worker stays). Returns 1 or 0.
-UNLOCK = r"""
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-
-RULES_BYTES_PER_CHAR = 24  # Protego's parsed rules per character of robots.txt (measured: 23-25)
-RULES_BYTES_MIN = 512  # a Rules without a parser, or an empty file
-
-
-@dataclass
-class Rules:
-    """What one origin's robots.txt says, as used in this process."""
-
-    origin: str
-    valid_until: float  # time.time() after which it is looked up again
-    parser: Protego | None = None  # None: everything allowed (or unreachable)
-    unreachable: bool = False  # 5xx, 429 or network error, and no usable copy
-    retry_at: float = 0.0  # when robots.txt is tried again (unreachable)
-    down: bool = False  # unreachable because the host is (connection refused, DNS)
-    sitemaps: list = field(default_factory=list)
-    size: int = RULES_BYTES_MIN  # bytes the rules take in memory, about (RULES_BYTES_PER_CHAR)
-
-    def allowed(self, url: str, token: str) -> bool:
-        return self.parser is None or self.parser.can_fetch(url, token)
-
-
-def product_token(settings) -> str:
-    token = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
-    return token.split("/", 1)[0].split()[0]
 
 
 class RobotsMiddleware:
@@ -145,7 +84,6 @@ class RobotsMiddleware:
         self.crawler = crawler
         self.stats = crawler.stats
         self.frontier = frontier
-        self.redis = frontier.redis  # the scripts' first client; each site's calls go to its host's shard
         self.token = product_token(s)
         self.lifetime = s.getfloat("ROBOTSTXT_CACHE_SECONDS")
         self.stale = s.getfloat("ROBOTSTXT_STALE_SECONDS")
@@ -166,9 +104,7 @@ class RobotsMiddleware:
             "maximum": max(s.getfloat("HOST_BACKOFF_MAX"), self.retry_max),
             "quiet": s.getfloat("HOST_BACKOFF_QUIET"),
         }
-        self._claim = self.redis.register_script(ROBOTS_CLAIM)
-        self._unlock = self.redis.register_script(UNLOCK)
-        self._renew = self.redis.register_script(RENEW)
+        self.shared = SharedRobots(frontier, lifetime=self.lifetime, stale=self.stale, lock_seconds=self.lock_seconds)
         self._cache: OrderedDict[str, Rules] = OrderedDict()
         self._loading: dict[str, list[Deferred]] = {}
 
@@ -254,41 +190,26 @@ class RobotsMiddleware:
             self._cache_size -= self._cache.popitem(last=False)[1].size
         self.stats.set_value("robotstxt/cache_bytes", self._cache_size)
 
-    def _shard(self, origin: str):
-        """The frontier (shard) of the site's host: its Redis and its keys hold the site's
-        robots.txt record (with REDIS_URLS or a cluster; else the crawl's one frontier)."""
-        return self.frontier.shard_for(self.frontier.politeness_key(origin + "/"))
-
-    def _redis_for(self, origin: str):
-        return self._shard(origin).redis
-
     async def _load(self, origin: str) -> Rules:
-        key, lock = self._shard(origin).keys.robots(origin), self._shard(origin).keys.robots_lock(origin)
-        client = self._redis_for(origin)
         token = uuid.uuid4().hex
         while True:
             now = time.time()
             try:
-                state, flat = self._claim(
-                    keys=[key, lock],
-                    args=[int(now * 1000), int(self.lifetime * 1000), token, int(self.lock_seconds * 1000)],
-                    client=client,
-                )
+                state, record = self.shared.claim(origin, token, now)
             except redis.RedisError as exc:
                 logger.warning("Redis unavailable for robots.txt of %s (%s); fetching it here", origin, exc)
                 return await self._fetch(origin, {}, None)
-            record = dict(zip(flat[::2], flat[1::2], strict=True))
             if state == CLAIM_USE:
                 return self._from_record(origin, record, now) or Rules(origin, now + POLL_SECONDS)
             if state == CLAIM_FETCH:
                 # the claim is short and renewed while the fetch lasts, so that the
                 # others take over soon when this worker dies
-                renewer = task.LoopingCall(self._renew_claim, origin, token)
+                renewer = task.LoopingCall(self.shared.renew, origin, token)
                 renewer.start(self.lock_seconds / 3, now=False)
                 try:
                     return await self._fetch(origin, record, token)
                 except BaseException:
-                    self._release(origin, token)
+                    self.shared.release(origin, token)
                     raise
                 finally:
                     if renewer.running:
@@ -296,38 +217,11 @@ class RobotsMiddleware:
             self.stats.inc_value("robotstxt/waited_for_other_worker")
             await _sleep(POLL_SECONDS)
 
-    def _renew_claim(self, origin: str, token: str) -> None:
-        lock = self._shard(origin).keys.robots_lock(origin)
-        try:
-            self._renew(keys=[lock], args=[token, int(self.lock_seconds * 1000)], client=self._redis_for(origin))
-        except redis.RedisError:
-            pass  # it expires, and another worker fetches
-
-    def _release(self, origin: str, token: str) -> None:
-        try:
-            self._unlock(
-                keys=[self._shard(origin).keys.robots_lock(origin)], args=[token], client=self._redis_for(origin)
-            )
-        except redis.RedisError:
-            pass  # it expires
-
     def _from_record(self, origin: str, record: dict, now: float) -> Rules | None:
         """Rules from the shared record, or None when robots.txt is to be fetched
         (crawler/robots/rules.py; ROBOTS_CLAIM makes the same test)."""
-        if not record:
-            return None
-        status = int(record.get(b"status", 0))
-        fetched = int(record.get(b"fetched", 0)) / 1000
-        state, until = freshness(
-            now,
-            status=status,
-            fetched=fetched,
-            retry_at=int(record.get(b"retry", 0)) / 1000,
-            since=int(record.get(b"since", 0)) / 1000,
-            lifetime=self.lifetime,
-            stale=self.stale,
-            allow_after=self.allow_after,
-        )
+        state, until = record_state(record, now, lifetime=self.lifetime, stale=self.stale, allow_after=self.allow_after)
+        status = int(record.get(b"status", 0)) if record else 0
         if state == FRESH:
             self.stats.inc_value("robotstxt/shared")
             return self._parse(origin, status, record.get(b"body", b""), until)
@@ -343,17 +237,12 @@ class RobotsMiddleware:
         return None
 
     def _parse(self, origin: str, status: int, stored: bytes, valid_until: float) -> Rules:
-        if not 200 <= status < 300:
-            return Rules(origin, valid_until)  # unavailable: everything allowed
         try:
-            text = zlib.decompress(stored).decode("utf-8", errors="replace").lstrip("\ufeff")
-            parser = Protego.parse(text)
-        except Exception as exc:  # garbage: RFC 9309 parsers keep what they can; we allow
+            return parse_rules(origin, status, stored, valid_until)
+        except Unparsable as exc:
             self.stats.inc_value("robotstxt/unparsable")
             logger.warning("robots.txt of %s could not be parsed (%s); everything allowed", origin, exc)
             return Rules(origin, valid_until)
-        size = RULES_BYTES_MIN + RULES_BYTES_PER_CHAR * len(text)
-        return Rules(origin, valid_until, parser=parser, sitemaps=list(parser.sitemaps), size=size)
 
     # -- fetching ------------------------------------------------------------------------
 
@@ -373,7 +262,7 @@ class RobotsMiddleware:
         except AddressRefused:
             # the guard refuses the host's pages as well, and records each of them
             if token:
-                self._release(origin, token)
+                self.shared.release(origin, token)
             return Rules(origin, now + self.lifetime)
         except IgnoreRequest as exc:
             if "redirect" in str(exc):  # more redirects than allowed: unavailable
@@ -428,24 +317,12 @@ class RobotsMiddleware:
         return self._from_record(origin, record, now) or Rules(origin, retry_at, unreachable=True, retry_at=retry_at)
 
     def _share(self, origin: str, host: str, fields: dict, drop: tuple, interval, token: str | None) -> None:
-        """The site's record and the host's interval (unless KEEP) in one transaction; then
-        the host's next slot counted from now (the fetch just ended), and the claim
-        released (scripts are not run inside a transaction: a Redis Cluster refuses that)."""
+        """The record for the other workers (crawler/robots/shared.py); nothing when Redis
+        was away at the claim (``token`` None)."""
         if token is None:
             return
-        key = self._shard(origin).keys.robots(origin)
-        client = self._redis_for(origin)
         try:
-            p = client.pipeline(transaction=True)
-            p.hset(key, mapping=fields)
-            if drop:
-                p.hdel(key, *drop)
-            p.expire(key, int(self.lifetime + self.stale) + 1)
-            if interval is not KEEP:
-                self.frontier.set_delay(host, interval, client=p)
-            p.execute()
-            self.frontier.end(host)
-            self._unlock(keys=[self._shard(origin).keys.robots_lock(origin)], args=[token], client=client)
+            self.shared.share(origin, host, fields, drop, interval, token)
         except redis.RedisError as exc:
             logger.warning("Could not share robots.txt of %s (%s); the other workers fetch it too", origin, exc)
 

@@ -1,7 +1,7 @@
 """robots.txt freshness (RFC 9309 §2.4), without I/O: what a worker does with the shared
 copy of a site's robots.txt at a given time, and when a failed fetch is tried again.
-The robots middleware (crawler/middlewares/robots.py) does the fetching and the sharing,
-and its ROBOTS_CLAIM script makes the same "fetch or not" test in Redis.
+The robots middleware (crawler/middlewares/robots.py) does the fetching, crawler/robots/shared.py
+the sharing, and its ROBOTS_CLAIM script makes the same "fetch or not" test in Redis.
 
 A copy is **fresh** for ``lifetime`` seconds after its fetch (ROBOTSTXT_CACHE_SECONDS).
 When a fetch fails (5xx, 429, network error), nothing is fetched from the site until
