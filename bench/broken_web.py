@@ -2,8 +2,8 @@
 workers, default settings. Prints how it ended, what it left and why, how polite it was
 by the site's own arrival log, and its speed against the polite limit of the same run.
 
-    python bench/broken_web.py                 # 200 hosts, 3 workers (a few minutes)
-    python bench/broken_web.py --hosts 60 --workers 2
+    python -m bench.broken_web                 # 200 hosts, 3 workers (a few minutes)
+    python -m bench.broken_web --hosts 60 --workers 2
 
 The site (crawler/demo/site.py) has HOSTS hosts of PAGES pages. Broken ones, by host index:
 a tenth answer 500 or 503 for robots.txt; a fifth have one page answering a plain 503 for
@@ -43,11 +43,10 @@ from collections import defaultdict
 from itertools import pairwise
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from crawler.demo.site import Site
+from tests.harness import RedisServer, read_pages
 
-from crawler.demo.site import Site  # noqa: E402
-from tests.harness import RedisServer, read_pages  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 INTERVAL = 0.25
 SITE_DELAY = 0.02

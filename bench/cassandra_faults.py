@@ -3,9 +3,9 @@ hosts into a three-node Cassandra cluster (the UrlStore); one node is SIGKILLed 
 and started again a minute later, then all three are stopped for 30 s. At the end every
 page the site answered 200 must have its row, with its archive pointer.
 
-    python bench/cassandra_faults.py                        # 10-16 minutes on 2 shared cores
-    python bench/cassandra_faults.py --outage-signal term   # scenario 2 by SIGTERM
-    python bench/cassandra_faults.py --hosts 40 --pages 100 --interval 2 --s1-at 0.05 \
+    python -m bench.cassandra_faults                        # 10-16 minutes on 2 shared cores
+    python -m bench.cassandra_faults --outage-signal term   # scenario 2 by SIGTERM
+    python -m bench.cassandra_faults --hosts 40 --pages 100 --interval 2 --s1-at 0.05 \
         --node-down 20 --settle 5 --s2-at 0.3 --outage 20   # a smaller crawl, some 8 minutes
 
 Needs what scripts/cassandra.py needs (Java 11 or 17; Cassandra 5.0, downloaded once by
@@ -79,18 +79,17 @@ from collections import Counter, defaultdict
 from itertools import pairwise
 from pathlib import Path
 
+import redis
+
+from crawler.archive.storage import LocalStorage
+from crawler.archive.warc import read_record
+from crawler.demo.site import Site
+from crawler.frontier.frontier import Frontier
+from crawler.frontier.keys import Keys
+from crawler.urls import normalize_url
+from tests.harness import RedisServer, clean_env, launch_worker, loopback_settings, read_pages, seed_file
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import redis  # noqa: E402
-
-from crawler.archive.storage import LocalStorage  # noqa: E402
-from crawler.archive.warc import read_record  # noqa: E402
-from crawler.demo.site import Site  # noqa: E402
-from crawler.frontier.frontier import Frontier  # noqa: E402
-from crawler.frontier.keys import Keys  # noqa: E402
-from crawler.urls import normalize_url  # noqa: E402
-from tests.harness import RedisServer, clean_env, launch_worker, loopback_settings, read_pages, seed_file  # noqa: E402
 
 SCRIPT = ROOT / "scripts" / "cassandra.py"
 NODES = (1, 2, 3)

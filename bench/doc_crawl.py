@@ -3,8 +3,8 @@
 Setup (Debian's documentation packages: HTML that no one here wrote):
 
     apt-get install -y python3-doc nodejs-doc rust-doc
-    python bench/doc_crawl.py                          # 2 workers, 90 s
-    python bench/doc_crawl.py --workers 3 --seconds 60 --interval 0.1
+    python -m bench.doc_crawl                          # 2 workers, 90 s
+    python -m bench.doc_crawl --workers 3 --seconds 60 --interval 0.1
 
 The sites, each on its own loopback address and one shared port (those installed):
 the Python docs (127.0.0.2), the Node.js API (127.0.0.3), and from rust-doc the book,
@@ -56,15 +56,14 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from crawler.contentseen import fingerprints as fp  # noqa: E402
-from tests.harness import (  # noqa: E402
+from crawler.contentseen import fingerprints as fp
+from tests.harness import (
     RedisServer,
     clean_env,
     read_pages,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 RUST = "/usr/share/doc/rust-doc/html"
 # name, address, directory served, path prefix crawled (the scope), seed path

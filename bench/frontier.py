@@ -3,9 +3,10 @@
 Both sides run in this one process, single-threaded, against the same Redis, on the
 same pre-built Scrapy requests (``https://www.site<h>.com/articles/...`` with ``depth``
 meta and a ``Referer`` header, as links extracted by a spider reach the scheduler).
-URLs are generated in normal form, so no normalizer runs on our side; scrapy-redis
-still computes its request fingerprint (which canonicalizes the URL), as it does in a
-real crawl.
+Both sides do the work a crawl does per request: ours normalizes the URL (``normalize_url``,
+as the scheduler's ``enqueue_request`` does) and scrapy-redis computes its request
+fingerprint (which canonicalizes the URL); the URLs are generated in normal form, so
+neither changes them.
 
 Ours (crawler.frontier.frontier.Frontier, host interval 1 s, leases on):
   push     per request: ``codec.encode`` + ``Frontier.push`` (one round trip each, as
@@ -65,12 +66,12 @@ pybloom-live's ScalableBloomFilter (initial capacity C, error 1e-6, growth 2, in
 process) given the same URLs, its bit arrays' bytes per URL. Bounded by ``--seen-seconds``
 (300): the rows stop at the last point reached.
 
-    python bench/frontier.py                  # N=100,000 over N hosts
-    python bench/frontier.py --quick          # N=20,000
-    python bench/frontier.py --only shards    # the sharded rows alone (no --redis-url needed)
-    python bench/frontier.py --only memory    # the URL-seen growth rows alone
-    python bench/frontier.py --n 50000 --hosts 50000 --redis-url redis://host:6379/1
-    python bench/frontier.py --quick --profile    # + cProfile of our client side
+    python -m bench.frontier                  # N=100,000 over N hosts
+    python -m bench.frontier --quick          # N=20,000
+    python -m bench.frontier --only shards    # the sharded rows alone (no --redis-url needed)
+    python -m bench.frontier --only memory    # the URL-seen growth rows alone
+    python -m bench.frontier --n 50000 --hosts 50000 --redis-url redis://host:6379/1
+    python -m bench.frontier --quick --profile    # + cProfile of our client side
 
 It exits 0 whatever the PASS/FAIL lines say: it is a report.
 """
@@ -97,11 +98,10 @@ from scrapy import Request, Spider
 from scrapy_redis.dupefilter import RFPDupeFilter
 from scrapy_redis.queue import PriorityQueue
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench import shards as shards_bench  # noqa: E402
-from crawler.frontier import codec  # noqa: E402
-from crawler.frontier.frontier import Entry, Frontier  # noqa: E402
+from bench import shards as shards_bench
+from crawler.frontier import codec
+from crawler.frontier.frontier import Entry, Frontier
+from crawler.urls import normalize_url
 
 PUSH_BATCH = 1000
 CHUNK = 500  # requests per alternating chunk in head-to-head phases
@@ -136,10 +136,6 @@ def make_requests(n: int, hosts: int) -> list[Request]:
 
 
 def check_normal_form(requests: list[Request]) -> str:
-    try:
-        from crawler.urls import normalize_url
-    except Exception:  # the project's normalizer is optional here
-        return "normalizer not importable; URLs generated in normal form"
     sample = requests[:: max(1, len(requests) // 200)]
     same = sum(normalize_url(r.url) == r.url for r in sample)
     return f"{same}/{len(sample)} sampled URLs unchanged by normalize_url"
@@ -247,8 +243,10 @@ def new_frontier(r, run_id: str, tag: str, capacity: int, interval: float, creat
 
 
 def entry_of(request: Request, spider) -> Entry:
+    """What the scheduler's enqueue_request makes of a request: its URL normalized (as
+    scrapy-redis canonicalizes it for its fingerprint), its payload encoded."""
     return Entry(
-        url=request.url,
+        url=normalize_url(request.url),
         payload=codec.encode(request, spider),
         priority=request.priority,
         depth=request.meta.get("depth", 0),

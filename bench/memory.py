@@ -3,9 +3,9 @@
 Setup (the sites of bench/doc_crawl.py: Debian's documentation trees on 127.0.0.2..):
 
     apt-get install -y python3-doc nodejs-doc rust-doc
-    python bench/memory.py                     # ten minutes, interval 0.05 s
-    python bench/memory.py --seconds 120 --every 5
-    python bench/memory.py --seconds 150 --set PAGE_PROCESSES=2
+    python -m bench.memory                     # ten minutes, interval 0.05 s
+    python -m bench.memory --seconds 120 --every 5
+    python -m bench.memory --seconds 150 --set PAGE_PROCESSES=2
 
 The sites hold some 3,900 pages, a minute and a half of crawling, so each is also served
 as --mirrors copies (12: enough pages for more than ten minutes), on 127.0.K.x for copy K
@@ -43,10 +43,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.doc_crawl import (  # noqa: E402
+from bench.doc_crawl import (
     KILL_AFTER,
     DocHandler,
     DocServer,
@@ -56,7 +53,9 @@ from bench.doc_crawl import (  # noqa: E402
     stop_sites,
     wait_or_kill,
 )
-from tests.harness import RedisServer, clean_env  # noqa: E402
+from tests.harness import RedisServer, clean_env
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TARGET_MB = 300
 

@@ -3,11 +3,11 @@
 Setup (Debian's documentation packages: HTML that no one here wrote):
 
     apt-get install -y python3-doc nodejs-doc rust-doc
-    python bench/near_duplicates.py                 # 3,000 pages, 1,500 near copies
-    python bench/near_duplicates.py --pages 1000 --copies 500 --seed 2
-    python bench/near_duplicates.py --reader         # fingerprints from crawler.page.reader
-    python bench/near_duplicates.py --servers 3      # the index spread over 3 redis-servers (REDIS_URLS)
-    python bench/near_duplicates.py --cluster        # ... over a 3-master Redis Cluster (16 shards)
+    python -m bench.near_duplicates                 # 3,000 pages, 1,500 near copies
+    python -m bench.near_duplicates --pages 1000 --copies 500 --seed 2
+    python -m bench.near_duplicates --reader         # fingerprints from crawler.page.reader
+    python -m bench.near_duplicates --servers 3      # the index spread over 3 redis-servers (REDIS_URLS)
+    python -m bench.near_duplicates --cluster        # ... over a 3-master Redis Cluster (16 shards)
 
 The corpus:
 
@@ -49,7 +49,6 @@ import argparse
 import collections
 import os
 import random
-import sys
 import tempfile
 import time
 import uuid
@@ -59,11 +58,9 @@ import lxml.etree
 import lxml.html
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from crawler.contentseen import fingerprints as fp  # noqa: E402
-from crawler.page.reader import read_page  # noqa: E402
-from tests.harness import RedisServer, start_cluster  # noqa: E402
+from crawler.contentseen import fingerprints as fp
+from crawler.page.reader import read_page
+from tests.harness import RedisServer, start_cluster
 
 SOURCES = {  # package -> folder of its HTML
     "python3-doc": "/usr/share/doc/python3.11/html",

@@ -4,8 +4,8 @@ reads it replaces, on real HTML.
 Setup (Debian's documentation packages: HTML that no one here wrote):
 
     apt-get install -y python3-doc nodejs-doc rust-doc
-    python bench/page_reading.py                    # 3,000 pages, about a minute
-    python bench/page_reading.py --pages 1000 --seed 2
+    python -m bench.page_reading                    # 3,000 pages, about a minute
+    python -m bench.page_reading --pages 1000 --seed 2
 
 The pages: every HTML file of python3-doc and nodejs-doc and a random sample of rust-doc's
 (the sites of bench/doc_crawl.py), up to ``--pages``, each under the URL doc_crawl.py
@@ -32,19 +32,16 @@ import argparse
 import pickle
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.doc_crawl import available_sites  # noqa: E402
-from crawler.contentseen.fingerprints import page_fingerprints  # noqa: E402
-from crawler.page import reader as pagereader  # noqa: E402
-from crawler.page.reader import STAGES, read_page  # noqa: E402
-from crawler.pipelines.metadata import extract_metadata  # noqa: E402
-from crawler.spiders.broad import extracted_links  # noqa: E402
-from crawler.urls import DEFAULT_STRIP_PARAMS  # noqa: E402
+from bench.doc_crawl import available_sites
+from crawler.contentseen.fingerprints import page_fingerprints
+from crawler.page import reader as pagereader
+from crawler.page.reader import STAGES, read_page
+from crawler.pipelines.metadata import extract_metadata
+from crawler.spiders.broad import extracted_links
+from crawler.urls import DEFAULT_STRIP_PARAMS
 
 HEADERS = {"Content-Type": ["text/html"]}  # what bench/doc_crawl.py's server sends
 URL_OPTIONS = {"strip_params": DEFAULT_STRIP_PARAMS, "sort_query": True}  # the defaults

@@ -52,7 +52,7 @@ with every pipeline on versus off, in one run.
    copies ("exact" when an item gets ``duplicate_of``, "near" when it gets
    ``near_duplicate_of``). Near-duplicate quality (precision and recall on real HTML), the
    cost of the check with its lookup against a filled index (and its target) and the
-   index's Redis memory are measured by ``python bench/near_duplicates.py``, not here.
+   index's Redis memory are measured by ``python -m bench.near_duplicates``, not here.
 
 2. S3 PUTs. A SeaweedFS S3 server of the run's own (scripts/s3server.py on 127.0.0.1,
    killed at the end; built once from the Go module proxy, about 9 minutes on 2 cores) and
@@ -103,10 +103,10 @@ with every pipeline on versus off, in one run.
    (CPUs other processes kept busy, /proc/stat) and steal, WARC objects per 1,000 pages
    (the age bound at 1 s), and the pipelines' counters from the worker's log.
 
-    python bench/pipelines.py            # 200 pages x 3 passes, S3 one full batch, 120 hosts x 5 pages, 3 rounds
-    python bench/pipelines.py --quick    # 100 pages x 2 passes, 500 S3 pages, 60 hosts x 5 pages, 1 round
-    python bench/pipelines.py --profile  # + one more pass under cProfile: top functions of each stage
-    python bench/pipelines.py --skip-crawl --skip-s3   # part 1 only
+    python -m bench.pipelines            # 200 pages x 3 passes, S3 one full batch, 120 hosts x 5 pages, 3 rounds
+    python -m bench.pipelines --quick    # 100 pages x 2 passes, 500 S3 pages, 60 hosts x 5 pages, 1 round
+    python -m bench.pipelines --profile  # + one more pass under cProfile: top functions of each stage
+    python -m bench.pipelines --skip-crawl --skip-s3   # part 1 only
 
 Nothing leaves 127.0.0.0/8 (no link of the corpus is ever fetched; the site links only
 itself). It exits 0 whatever the PASS/FAIL lines say: it is a report.
@@ -137,28 +137,27 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
+
+import crawler.contentseen.fingerprints as fingerprints_module
+from crawler.archive.storage import S3Storage
+from crawler.archive.warc import WarcBatch, object_key
+from crawler.contentseen.fingerprints import main_text, parse, word_bag, word_hashes
+from crawler.demo.site import Site, serve_site
+from crawler.items import Page
+from crawler.pipelines.archive import _raw_page
+from crawler.pipelines.contentseen import ContentSeenPipeline
+from crawler.pipelines.links import FollowLinksPipeline
+from crawler.pipelines.urlstore import fetch_record
+from crawler.spiders.broad import BroadSpider
+from crawler.urlstore.backends import urlstore_from_settings
+from tests.harness import RedisServer, clean_env, crawl_command, free_port, log_tail, wait4
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from scrapy.http import HtmlResponse  # noqa: E402
-from scrapy.utils.test import get_crawler  # noqa: E402
-
-import crawler.contentseen.fingerprints as fingerprints_module  # noqa: E402
-from crawler.archive.storage import S3Storage  # noqa: E402
-from crawler.archive.warc import WarcBatch, object_key  # noqa: E402
-from crawler.contentseen.fingerprints import main_text, parse, word_bag, word_hashes  # noqa: E402
-from crawler.demo.site import Site, serve_site  # noqa: E402
-from crawler.items import Page  # noqa: E402
-from crawler.pipelines.archive import _raw_page  # noqa: E402
-from crawler.pipelines.contentseen import ContentSeenPipeline  # noqa: E402
-from crawler.pipelines.links import FollowLinksPipeline  # noqa: E402
-from crawler.pipelines.urlstore import fetch_record  # noqa: E402
-from crawler.spiders.broad import BroadSpider  # noqa: E402
-from crawler.urlstore.backends import urlstore_from_settings  # noqa: E402
-from tests.harness import RedisServer, clean_env, crawl_command, free_port, log_tail, wait4  # noqa: E402
 
 try:  # being written: may be missing or broken
-    from crawler.pipelines.metadata import MetadataPipeline  # noqa: E402
+    from crawler.pipelines.metadata import MetadataPipeline
 
     METADATA_NOTE = ""
 except Exception as exc:  # noqa: BLE001 - anything that stops the import
@@ -1227,7 +1226,7 @@ def report_stages(corpus: list[CorpusPage], passes: list[PassResult]) -> None:
     )
     print(
         "  near-duplicate quality (precision, recall on real HTML), lookup cost against a filled index and "
-        "index memory: python bench/near_duplicates.py"
+        "index memory: python -m bench.near_duplicates"
     )
     if METADATA_NOTE:
         print(f"  {METADATA_NOTE}")
@@ -1314,7 +1313,7 @@ def report_targets(s3: dict | None, crawl: dict | None, runs, args) -> None:
     print()
     print("targets")
     print(
-        "  near-copy check with its lookup, ms per 100 KB page, and near-duplicate quality: python bench/near_duplicates.py"
+        "  near-copy check with its lookup, ms per 100 KB page, and near-duplicate quality: python -m bench.near_duplicates"
     )
     if s3 is not None:
         print(

@@ -55,10 +55,10 @@ make the per-host robots.txt cost weigh more than in a real crawl: the ratio is
 pessimistic on that count. If files under crawler/ or settings/ change while it runs, a
 WARNING says so.
 
-    python bench/politeness.py              # 150 hosts x 10 pages: 2 timed rounds + 2 monitored runs
-    python bench/politeness.py --quick      # 80 hosts x 8 pages: 1 timed round + 2 monitored runs
-    python bench/politeness.py --rounds 3 --hosts 200 --pages 20 --keep-logs
-    python bench/politeness.py --no-monitor # pages/s only
+    python -m bench.politeness              # 150 hosts x 10 pages: 2 timed rounds + 2 monitored runs
+    python -m bench.politeness --quick      # 80 hosts x 8 pages: 1 timed round + 2 monitored runs
+    python -m bench.politeness --rounds 3 --hosts 200 --pages 20 --keep-logs
+    python -m bench.politeness --no-monitor # pages/s only
 
 Nothing leaves 127.0.0.0/8. It exits 0 whatever the PASS/FAIL lines say: it is a report.
 """
@@ -84,12 +84,11 @@ from pathlib import Path
 
 import redis
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from crawler.demo.site import serve_site
+from crawler.frontier import scripts
+from tests.harness import RedisServer, clean_env, crawl_command, log_tail, wait4
 
-from crawler.demo.site import serve_site  # noqa: E402
-from crawler.frontier import scripts  # noqa: E402
-from tests.harness import RedisServer, clean_env, crawl_command, log_tail, wait4  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TARGET = 0.9
 PAUSE = 0.5  # seconds without a page request at the site that count as a pause

@@ -1,8 +1,8 @@
 """Real-time submission: the time from submitting a URL to its page's record (fetched, with
 its title) being readable in the UrlStore, with workers running.
 
-    python bench/realtime.py                          # 2 workers, 20 URLs/s for 60 s
-    python bench/realtime.py --rate 40 --seconds 30 --workers 1
+    python -m bench.realtime                          # 2 workers, 20 URLs/s for 60 s
+    python -m bench.realtime --rate 40 --seconds 30 --workers 1
 
 A loopback site (crawler/demo/site.py) of --hosts hosts whose pages answer after --delay s
 (robots.txt at once); a throwaway redis-server; --workers ``scrapy crawl broad`` workers
@@ -33,24 +33,18 @@ import threading
 import time
 from pathlib import Path
 
+from scrapy.settings import Settings
+
+from crawler.demo.site import serve_site
+from crawler.frontier import submit
+from crawler.frontier.connection import frontier_from_settings
+from crawler.urls import url_options
+from tests.harness import RedisServer, clean_env, launch_worker, loopback_settings, percentile, wait4
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from scrapy.settings import Settings  # noqa: E402
-
-from crawler.demo.site import serve_site  # noqa: E402
-from crawler.frontier import submit  # noqa: E402
-from crawler.frontier.connection import frontier_from_settings  # noqa: E402
-from crawler.urls import url_options  # noqa: E402
-from tests.harness import RedisServer, clean_env, launch_worker, loopback_settings, wait4  # noqa: E402
 
 TARGET_P50, TARGET_P99 = 0.5, 2.0
 POLL = 0.01  # seconds between the reader's looks at the UrlStore
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
 
 
 class Reader(threading.Thread):

@@ -2,8 +2,8 @@
 twice after one of three workers is SIGKILLed, and WARC objects (S3 PUTs) per 1,000
 pages, for several ARCHIVE_MAX_SECONDS.
 
-    python bench/rework.py                         # 30, 10, 5 and 2 s; kill at 20 s
-    python bench/rework.py --ages 30,5 --kill-at 15
+    python -m bench.rework                         # 30, 10, 5 and 2 s; kill at 20 s
+    python -m bench.rework --ages 30,5 --kill-at 15
 
 A page's lease is acknowledged once its WARC batch is stored (data before metadata), so a
 worker that dies loses its downloads in flight and the pages of its open batch: the
@@ -26,22 +26,20 @@ import argparse
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.doc_crawl import wait_or_kill  # noqa: E402
-from crawler.demo.site import serve_site  # noqa: E402
-from tests.harness import (  # noqa: E402
+from bench.doc_crawl import wait_or_kill
+from crawler.demo.site import serve_site
+from tests.harness import (
     RedisServer,
     clean_env,
     crawl_command,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 WORKERS = 3
 INTERVAL = 0.25

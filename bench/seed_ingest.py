@@ -8,11 +8,11 @@ It is ingested into a fresh crawl (``bench-seed-<random>``) with the project's
 default frontier settings, the rate is printed, and every key of that crawl is
 deleted at the end (``Frontier.clear()``), also on errors or Ctrl-C.
 
-    python bench/seed_ingest.py                       # 1,000,000 lines
-    python bench/seed_ingest.py --lines 200000 --batch 1000
-    python bench/seed_ingest.py --gz                  # the same file gzipped
-    python bench/seed_ingest.py --profile             # + cProfile of the client side
-    python bench/seed_ingest.py -s FRONTIER_SEEN_ERROR_RATE=1e-4   # any project setting
+    python -m bench.seed_ingest                       # 1,000,000 lines
+    python -m bench.seed_ingest --lines 200000 --batch 1000
+    python -m bench.seed_ingest --gz                  # the same file gzipped
+    python -m bench.seed_ingest --profile             # + cProfile of the client side
+    python -m bench.seed_ingest -s FRONTIER_SEEN_ERROR_RATE=1e-4   # any project setting
 
 "Redis s" is server-side time of the push script (EVALSHA) from INFO commandstats
 deltas; approximate if other clients use the same Redis. Target: 20,000 URLs/s.
@@ -35,12 +35,10 @@ import uuid
 import redis
 from scrapy.settings import Settings
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from crawler.frontier.codec import encode_url  # noqa: E402
-from crawler.frontier.frontier import Entry, Frontier, politeness_key  # noqa: E402
-from crawler.seeds.files import SeedLine, ingest, read_seeds  # noqa: E402
-from crawler.urls import InvalidURL, normalize_url  # noqa: E402
+from crawler.frontier.codec import encode_url
+from crawler.frontier.frontier import Entry, Frontier, politeness_key
+from crawler.seeds.files import SeedLine, ingest, read_seeds
+from crawler.urls import InvalidURL, normalize_url
 
 TARGET = 20_000
 WORDS = ["news", "article", "blog", "products", "item", "category", "page", "docs", "about", "2024", "en", "wiki"]

@@ -2,12 +2,12 @@
 answers from a UrlStore of a million records within the latency target, and how many URLs
 a second the batch look-up answers; from SQLite, from Cassandra, or both in one run.
 
-    python bench/serve.py                                  # 1,000,000 records, steps of 10 s
-    python bench/serve.py --records 100000 --step-seconds 5
-    python bench/serve.py --rates 500,1000,2000 --batch-rates 5,10,20 --clients 2
-    python bench/serve.py --url http://127.0.0.1:6810      # a server already running on that store
-    python bench/serve.py --set SERVE_PROCESSES=2           # two server processes on one port
-    python bench/serve.py --backends sqlite,cassandra       # the same records from both backends
+    python -m bench.serve                                  # 1,000,000 records, steps of 10 s
+    python -m bench.serve --records 100000 --step-seconds 5
+    python -m bench.serve --rates 500,1000,2000 --batch-rates 5,10,20 --clients 2
+    python -m bench.serve --url http://127.0.0.1:6810      # a server already running on that store
+    python -m bench.serve --set SERVE_PROCESSES=2           # two server processes on one port
+    python -m bench.serve --backends sqlite,cassandra       # the same records from both backends
 
 The store: --records records generated straight into the SQLite file (schema.sql, the rows
 laid out as SqliteUrlStore writes them: JSON columns, signed simhash, normalized URLs),
@@ -94,13 +94,12 @@ from email.utils import formatdate
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from crawler.urls import normalize_url
+from crawler.urlstore.record import signed64
+from crawler.urlstore.sqlite import SCHEMA, SQLITE_FILE, SqliteUrlStore
+from tests.harness import clean_env, percentile
 
-from crawler.urls import normalize_url  # noqa: E402
-from crawler.urlstore.record import signed64  # noqa: E402
-from crawler.urlstore.sqlite import SCHEMA, SQLITE_FILE, SqliteUrlStore  # noqa: E402
-from tests.harness import clean_env  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TARGET_P50, TARGET_P99 = 0.005, 0.050  # seconds
 TARGET_FAILED = 0.01  # share of errors and timeouts a step may have
@@ -1125,11 +1124,6 @@ def client_main(
     finally:
         loop.run_until_complete(session.close())
         loop.close()
-
-
-def percentile(values, q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(int(q * len(ordered)), len(ordered) - 1)] if ordered else float("nan")
 
 
 @dataclass

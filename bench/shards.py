@@ -13,27 +13,25 @@ sharding divides), and the servers' memory per URL after the puts. On a 2-core m
 the clients and the servers share the cores, so the rates show the cost of sharding more
 than its gain; the busiest server's CPU per URL is what bounds a crawl on bigger machines.
 
-    python bench/shards.py                      # 200,000 URLs of 2,000 hosts, 2 clients
-    python bench/shards.py --urls 50000 --clients 1
+    python -m bench.shards                      # 200,000 URLs of 2,000 hosts, 2 clients
+    python -m bench.shards --urls 50000 --clients 1
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import redis
+
+from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.shards import ShardedFrontier, server_name
+from tests.harness import RedisServer, start_cluster
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import redis  # noqa: E402
-
-from crawler.frontier.frontier import Entry, Frontier  # noqa: E402
-from crawler.frontier.shards import ShardedFrontier, server_name  # noqa: E402
-from tests.harness import RedisServer, start_cluster  # noqa: E402
 
 NAME = "bench-shards"
 BATCH = 500

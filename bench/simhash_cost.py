@@ -24,6 +24,7 @@ import time
 from simhash import Simhash
 
 from crawler.contentseen import fingerprints
+from tests.harness import percentile
 
 DOCS = "/usr/share/doc/python3-doc/html/library/*.html"
 BUDGET_MS = 0.3
@@ -51,10 +52,6 @@ def cpu_ms(fn, bags) -> list[float]:
     return times
 
 
-def quantile(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=400)
@@ -77,9 +74,9 @@ def main() -> int:
         ("simhash package, MD5 of each", package_simhash_md5),
     ):
         times = cpu_ms(fn, bags)
-        verdict = "within" if quantile(times, 0.5) <= BUDGET_MS else "over"
+        verdict = "within" if percentile(times, 0.5) <= BUDGET_MS else "over"
         print(
-            f"  {label:30s} p50 {quantile(times, 0.5):6.3f} ms  p90 {quantile(times, 0.9):6.3f} ms  "
+            f"  {label:30s} p50 {percentile(times, 0.5):6.3f} ms  p90 {percentile(times, 0.9):6.3f} ms  "
             f"({verdict} the {BUDGET_MS} ms budget)"
         )
     same = sum(fingerprints.simhash(b) == package_simhash(b) for b in bags)

@@ -3,9 +3,9 @@
 Setup (the sites of bench/doc_crawl.py: Debian's documentation trees on 127.0.0.2..):
 
     apt-get install -y python3-doc nodejs-doc rust-doc
-    python bench/throughput.py                         # 45 s a run, interval 0.05 s
-    python bench/throughput.py --seconds 30 --interval 0.1
-    python bench/throughput.py --runs 2 --set FRONTIER_MAX_UNREAD=100
+    python -m bench.throughput                         # 45 s a run, interval 0.05 s
+    python -m bench.throughput --seconds 30 --interval 0.1
+    python -m bench.throughput --runs 2 --set FRONTIER_MAX_UNREAD=100
 
 Sixteen runs, one after another on the same sites, each bounded by CLOSESPIDER_TIMEOUT
 (--seconds) and killed if it has not ended --seconds + 60 s after its start:
@@ -49,7 +49,8 @@ Each run of this crawler has its own throwaway redis-server and crawl directory.
 Figures, from the sites' own request log (arrival, end, host, path, status of every
 request): pages answered 200 (robots.txt left out), pages/s between the first and the last
 200 answer, CPU seconds of the run's processes (getrusage(RUSAGE_CHILDREN) deltas: page
-processes included once reaped, redis-server not) and CPU ms per page; for this crawler's
+processes included once reaped) and of its redis-server (where URL-seen, content seen and
+scheduling run), and CPU ms per page; for this crawler's
 runs the host-cycle gap (for consecutive requests to one host: start of the next minus end
 of the previous minus the interval; p50/p90/p99 in ms, and the gaps below -10 ms, which
 break the interval); the polite limit (sum over the hosts of 1 / (interval + the host's mean
@@ -73,18 +74,17 @@ from collections import Counter, defaultdict
 from functools import partial
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.doc_crawl import (  # noqa: E402
+from bench.doc_crawl import (
     KILL_AFTER,
     DocServer,
     Site,
     error_lines,
     run_commands,
 )
-from bench.memory import MirrorHandler, mirrored_sites  # noqa: E402
-from tests.harness import RedisServer, clean_env  # noqa: E402
+from bench.memory import MirrorHandler, mirrored_sites
+from tests.harness import RedisServer, clean_env, percentile
+
+ROOT = Path(__file__).resolve().parents[1]
 
 BIG_SITES = ("python", "rust-std", "rust-unstable-book")  # a thousand pages and more each: busy to the end of a run
 STAGE_RE = re.compile(r"'pagereader/ms/(\w+)': ([\d.]+)")
@@ -241,13 +241,6 @@ def run_crawler(
 # -- the figures ---------------------------------------------------------------------------
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
-
-
 class Run:
     def __init__(self, name: str, crawler: bool, interval: float = 0.0, sites: list[Site] = ()):
         self.name, self.crawler, self.interval = name, crawler, interval
@@ -364,7 +357,7 @@ def report(runs: list[Run], sites: list[Site]) -> None:
     )
     for run in runs:
         pages = run.pages
-        cpu = sum(run.cpu)
+        cpu = sum(run.cpu) + run.redis_cpu  # every process of the run, its redis-server included
         unique = len({(r[2], r[3]) for r in pages})
         per_page = 1000 * cpu / len(pages) if pages else float("nan")
         line = (
@@ -384,7 +377,7 @@ def report(runs: list[Run], sites: list[Site]) -> None:
         print(line)
     print(
         "(200s: answers 200 but robots.txt; pages/s between the first and last 200 answer; CPU: user + system"
-        " of the run's processes, redis-server left out; /polite: pages/s against the polite limit of the run's"
+        " of the run's processes, its redis-server included (URL-seen, content seen and scheduling run there); /polite: pages/s against the polite limit of the run's"
         " hosts; /busy: requests against what the polite limit allows while each host was being crawled, its"
         " first request to its last; held: times a worker leased nothing because FRONTIER_MAX_UNREAD pages"
         " were still being read, i.e. the worker was bound by its CPU, not by politeness)"

@@ -1,9 +1,9 @@
 """The Cassandra UrlStore measured on a live node of the run's own, beside the SQLite one.
 
-    python bench/urlstore.py                       # every part, 1,000,000-row tables, a 60 s crawl
-    python bench/urlstore.py --only writes --seconds 30
-    python bench/urlstore.py --only lookups,scan --rows 100000
-    python bench/urlstore.py --only serve --step-seconds 5
+    python -m bench.urlstore                       # every part, 1,000,000-row tables, a 60 s crawl
+    python -m bench.urlstore --only writes --seconds 30
+    python -m bench.urlstore --only lookups,scan --rows 100000
+    python -m bench.urlstore --only serve --step-seconds 5
 
 Needs what scripts/cassandra.py needs (Java 11 or 17; Cassandra 5.0, downloaded once by
 Maven) and, for the writes, Debian's documentation packages (python3-doc nodejs-doc
@@ -92,13 +92,11 @@ import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bench import serve
+from crawler.urlstore.record import ArchivePointer, FetchRecord
+from tests.harness import percentile
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import serve  # noqa: E402  (bench/serve.py)
-
-from crawler.urlstore.record import ArchivePointer, FetchRecord  # noqa: E402
 
 PARTS = ("writes", "lookups", "scan", "serve")
 CACHE = Path.home() / ".cache" / "crawler-bench"
@@ -113,11 +111,6 @@ READY_TIMEOUT = 120.0  # seconds for a write process to connect and prepare its 
 WRITE_TIMEOUT = 900.0  # seconds a write test may take
 WARM_SECONDS = 60.0  # of writes to the node before the write tests (its JIT compiler; and a third more one by one)
 WARM_LOOKUPS = 20.0  # seconds of each kind of look-up before they are timed
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(int(q * len(ordered)), len(ordered) - 1)] if ordered else float("nan")
 
 
 def project_settings(**overrides):
@@ -851,7 +844,7 @@ def main() -> int:
     signal.signal(signal.SIGALRM, overdue)
     signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))
     signal.alarm(int(args.limit))
-    command = "python bench/urlstore.py " + shlex.join(sys.argv[1:])
+    command = "python -m bench.urlstore " + shlex.join(sys.argv[1:])
     print(f"$ {command}")
     print(
         f"{time.strftime('%Y-%m-%d %H:%M:%S')}, {os.cpu_count()} cores, load average "

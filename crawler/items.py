@@ -5,17 +5,6 @@ from __future__ import annotations
 import base64
 
 import scrapy
-from scrapy.http.headers import Headers
-
-
-def header(headers, name: str) -> str | None:
-    """The value of header ``name`` in a Page's headers ({name: [values]}, any case), as
-    Scrapy's Headers gives it (the last of several); None when it is not there."""
-    try:
-        value = Headers(headers or {}, encoding="latin-1").get(name)
-    except (AttributeError, TypeError, ValueError):
-        return None
-    return None if value is None else value.decode("latin-1")
 
 
 def _b64(body):

@@ -105,6 +105,13 @@ def crawl_command(
     return cmd
 
 
+def percentile(values, q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values`` by nearest rank (NaN for none): the one the
+    tests and benchmarks report."""
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)] if ordered else float("nan")
+
+
 def seed_file(directory: Path, urls) -> Path:
     """A seeds file (one URL a line) in ``directory``."""
     path = Path(directory) / "seeds.txt"

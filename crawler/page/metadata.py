@@ -72,7 +72,7 @@ import lxml.etree
 import lxml.html
 from w3lib.encoding import html_body_declared_encoding, read_bom, resolve_encoding, to_unicode
 
-from crawler.items import header
+from crawler.page.headers import header
 from crawler.urls import InvalidURL, normalize_url
 
 logger = logging.getLogger(__name__)

@@ -52,7 +52,8 @@ from crawler.contentseen.fingerprints import (
 )
 from crawler.frontier.keys import NAMES
 from crawler.frontier.shards import ShardedFrontier
-from crawler.items import Page, header
+from crawler.items import Page
+from crawler.page.headers import header
 from crawler.page.workers import PageWorkerCrashed
 from crawler.services import services
 

@@ -42,7 +42,8 @@ from twisted.internet.defer import Deferred
 
 from crawler.exceptions import StoreUnavailable
 from crawler.freshness.schedule import Bounds, Schedule, outcome, schedule
-from crawler.items import Page, header, storing
+from crawler.items import Page, storing
+from crawler.page.headers import header
 from crawler.services import services
 from crawler.urlstore.record import ArchivePointer, FetchRecord, page_fate
 
