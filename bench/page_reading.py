@@ -37,7 +37,7 @@ from pathlib import Path
 
 from bench.doc_crawl import available_sites
 from crawler.contentseen.fingerprints import page_fingerprints
-from crawler.page import reader as pagereader
+from crawler.page import links as pagelinks
 from crawler.page.reader import STAGES, read_page
 from crawler.pipelines.metadata import extract_metadata
 from crawler.spiders.broad import extracted_links
@@ -112,11 +112,11 @@ def main() -> None:
         new["call"] += seconds
         for stage in STAGES:
             new[stage] += reading.timings[stage]
-        saved, pagereader._KNOWN = pagereader._KNOWN, {}
+        saved, pagelinks._KNOWN = pagelinks._KNOWN, {}
         try:
             cold = read_page(body, url, HEADERS, url_options=URL_OPTIONS, min_words=MIN_WORDS)
         finally:
-            pagereader._KNOWN = saved
+            pagelinks._KNOWN = saved
         new["links, nothing known"] += cold.timings["links"]
 
         if (reading.links, reading.nofollow_page, reading.invalid_links) != links or cold.links != links[0]:

@@ -36,7 +36,8 @@ import redis
 from scrapy.settings import Settings
 
 from crawler.frontier.codec import encode_url
-from crawler.frontier.frontier import Entry, Frontier, politeness_key
+from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.hosts import politeness_key
 from crawler.seeds.files import SeedLine, ingest, read_seeds
 from crawler.urls import InvalidURL, normalize_url
 

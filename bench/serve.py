@@ -743,7 +743,8 @@ def copy_to_keyspace(session, store: Path, keyspace: str) -> tuple[int, int]:
     progress line every PROGRESS_EVERY seconds: (records, inlinks)."""
     from cassandra.concurrent import execute_concurrent
 
-    from crawler.urlstore.cassandra import COLUMNS, CassandraUrlStore, schema_statements
+    from crawler.urlstore.cassandra import CassandraUrlStore
+    from crawler.urlstore.cassandra_cluster import COLUMNS, schema_statements
 
     for statement in schema_statements(keyspace):
         session.execute(statement, timeout=120)

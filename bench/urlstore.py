@@ -416,7 +416,7 @@ def run_writes(args, crawl: CrawlResult, node: serve.CassandraNode, work: Path) 
     cluster = node.cluster()
     try:
         session = cluster.connect()
-        from crawler.urlstore.cassandra import schema_statements
+        from crawler.urlstore.cassandra_cluster import schema_statements
 
         session.execute(f"DROP KEYSPACE IF EXISTS {WRITES_KEYSPACE}", timeout=300)
         for statement in schema_statements(WRITES_KEYSPACE):

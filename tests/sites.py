@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 
 from crawler.frontier import codec
-from crawler.frontier.frontier import Frontier, now_ms
+from crawler.frontier.frontier import Frontier
+from crawler.frontier.words import now_ms
 
 # -- worker-side instrumentation --------------------------------------------------------
 

@@ -25,7 +25,8 @@ from cryptography.x509.oid import NameOID
 from scrapy.settings import Settings
 
 from crawler.config.validation import problems
-from crawler.urlstore.cassandra import CassandraUrlStore, tls_context
+from crawler.urlstore.cassandra import CassandraUrlStore
+from crawler.urlstore.cassandra_cluster import tls_context
 from tests.conftest import project_settings
 
 

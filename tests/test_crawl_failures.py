@@ -47,9 +47,11 @@ from pathlib import Path
 
 import pytest
 
-from crawler.demo.site import FORBIDDEN_PATHS, REDIRECT_FROM, REDIRECT_TO, Site
-from crawler.frontier.frontier import REASONS, THROTTLED, WAITING, Frontier
+from crawler.demo.plan import FORBIDDEN_PATHS, REDIRECT_FROM, REDIRECT_TO
+from crawler.demo.site import Site
+from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import SEP, Keys
+from crawler.frontier.words import REASONS, THROTTLED, WAITING
 from crawler.urls import authority_host
 from tests.harness import Worker, clean_env, launch_worker, read_pages
 

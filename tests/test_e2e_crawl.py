@@ -27,7 +27,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from crawler.demo.site import FORBIDDEN_PATHS, META_PAGE, NOFOLLOW_TARGET, Site, serve_site
+from crawler.demo.plan import FORBIDDEN_PATHS, META_PAGE, NOFOLLOW_TARGET
+from crawler.demo.site import Site, serve_site
 from crawler.frontier.frontier import Frontier
 from tests.harness import Worker, clean_env, launch_worker
 from tests.sites import read_pop_log

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from crawler.frontier.frontier import DOWN, FINISHED, RETRY, ROBOTS, RUNNING, THROTTLED, WAITING, Entry, Frontier
+from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.words import DOWN, FINISHED, RETRY, ROBOTS, RUNNING, THROTTLED, WAITING
 from crawler.middlewares.failures import retry_after_seconds, retry_delay
 from crawler.observe.report import count, status_line
 from tests.harness import clean_env, crawl_command, read_pages

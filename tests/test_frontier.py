@@ -4,10 +4,12 @@ import threading
 
 import pytest
 
-from crawler.frontier.frontier import FINISHED, Entry, Frontier, now_ms, politeness_key
+from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.hosts import politeness_key
 from crawler.frontier.intervals import HostIntervals
 from crawler.frontier.keys import NAMES
 from crawler.frontier.traps import TrapGuard
+from crawler.frontier.words import FINISHED, now_ms
 from crawler.urls import authority_host
 
 T0 = 1_700_000_000_000  # a fixed "now" in ms: the frontier takes time from its caller

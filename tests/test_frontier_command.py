@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from crawler.commands.frontier import watch
-from crawler.frontier.frontier import Entry, Frontier, now_ms
+from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.shards import ShardedFrontier
+from crawler.frontier.words import now_ms
 from tests.harness import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,9 @@ from scrapy.http import HtmlResponse
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 
 from crawler.contentseen.fingerprints import page_fingerprints
+from crawler.demo import plan as demoplan
 from crawler.demo import site as demosite
+from crawler.page import links as pagelinks
 from crawler.page import reader as pagereader
 from crawler.page.metadata import extract_metadata
 from crawler.page.reader import STAGES, Reading, read_page
@@ -48,15 +50,15 @@ def assert_like_old(body: bytes, url: str, headers: dict = HTML, url_options: di
 
 def test_the_reader_ignores_the_extensions_scrapy_ignores():
     # the reader keeps its own copy (a page process imports no Scrapy): it must not drift
-    assert pagereader.IGNORED_EXTENSIONS == IGNORED_EXTENSIONS
+    assert pagelinks.IGNORED_EXTENSIONS == IGNORED_EXTENSIONS
 
 
 @pytest.fixture(autouse=True)
 def nothing_known():
     """Each test starts with no link results shared from earlier pages."""
-    pagereader._KNOWN.clear()
+    pagelinks._KNOWN.clear()
     yield
-    pagereader._KNOWN.clear()
+    pagelinks._KNOWN.clear()
 
 
 # -- links, metadata and fingerprints as the separate reads gave them ---------------------
@@ -69,7 +71,7 @@ def demo_pages():
         site = demosite.Site(hosts=3, pages=12, **options)
         site.port = 8081
         for host in range(site.n_hosts):
-            paths = [*site.page_paths(), *site.sitemap_paths(), *demosite.ARTICLES]
+            paths = [*site.page_paths(), *site.sitemap_paths(), *demoplan.ARTICLES]
             for path in paths:
                 page = site.page(host, path)
                 if page is not None:
@@ -84,7 +86,7 @@ def test_demo_site_pages_read_as_before():
         reading = assert_like_old(body, url)
         assert reading.prints == page_fingerprints(body, 100)
     nofollow = [url for url, body in pages if read_page(body, url, HTML).nofollow_page]
-    assert nofollow and all(url.endswith(demosite.META_PAGE) for url in nofollow)
+    assert nofollow and all(url.endswith(demoplan.META_PAGE) for url in nofollow)
     framed = [read_page(body, url, HTML).prints for url, body in pages if "-copy" in url]
     assert framed and all(prints.sketch is not None for prints in framed)
 
@@ -93,7 +95,7 @@ def test_demo_site_pages_read_as_before_with_links_known():
     """A second reading of the same pages takes most links from what the first one found."""
     pages = demo_pages()
     first = [read_page(body, url, HTML) for url, body in pages]
-    assert pagereader._KNOWN
+    assert pagelinks._KNOWN
     second = [read_page(body, url, HTML) for url, body in pages]
     assert [r.links for r in second] == [r.links for r in first]
     for url, body in pages[:20]:
@@ -101,10 +103,10 @@ def test_demo_site_pages_read_as_before_with_links_known():
 
 
 def test_links_known_are_dropped_when_full(monkeypatch):
-    monkeypatch.setattr(pagereader, "KNOWN_LINKS", 5)
+    monkeypatch.setattr(pagelinks, "KNOWN_LINKS", 5)
     for url, body in demo_pages()[:15]:
         assert_like_old(body, url)
-        assert len(pagereader._KNOWN) <= 5
+        assert len(pagelinks._KNOWN) <= 5
 
 
 CRAFTED = {
@@ -368,7 +370,7 @@ _HREF = st.builds(
 def test_random_hrefs_from_pages_of_one_site(hrefs, base):
     """The same hrefs on pages at other places of a site (links known from one page serve
     the next): each page's links are the reference's."""
-    pagereader._KNOWN.clear()
+    pagelinks._KNOWN.clear()
     head = f'<base href="{html.escape(base)}">' if base else ""
     body = ("<html><head>" + head + "</head><body>").encode()
     body += "".join(f'<a href="{html.escape(h)}">{i}</a>' for i, h in enumerate(hrefs)).encode()
@@ -484,8 +486,8 @@ def test_plain_links_are_joined_as_urljoin_and_safe_url_string_join_them(
     link extractor's filter give."""
     base = f"{scheme}://{host}{port}{base_path}{base_tail}"
     url = f"{scheme}://{host}{port}/page.html"
-    links = pagereader._PageLinks(base, url, encoding, DEFAULT_OPTIONS)
+    links = pagelinks._PageLinks(base, url, encoding, DEFAULT_OPTIONS)
     if links.plain:
         got = links.plain_link(href)
         if got is not None:
-            assert got == pagereader._follow_slowly(href, base, url, encoding)
+            assert got == pagelinks._follow_slowly(href, base, url, encoding)

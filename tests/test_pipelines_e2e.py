@@ -9,7 +9,8 @@ from pathlib import Path
 
 from crawler.archive.storage import S3Storage
 from crawler.archive.warc import read_record
-from crawler.demo.site import ARTICLES, serve_site
+from crawler.demo.plan import ARTICLES
+from crawler.demo.site import serve_site
 from crawler.urlstore.sqlite import SqliteUrlStore
 from tests.conftest import new_s3_server, s3_archive_settings
 from tests.harness import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file

@@ -22,8 +22,9 @@ from scrapy.settings import Settings
 from crawler.config.validation import problems
 from crawler.demo.site import serve_site
 from crawler.frontier.connection import frontier_from_settings
-from crawler.frontier.frontier import FINISHED, Entry, Frontier
+from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.keys import Keys
+from crawler.frontier.words import FINISHED
 from tests.conftest import project_settings, require_service
 from tests.harness import (
     ROOT,

@@ -9,7 +9,8 @@ from scrapy import Request
 from scrapy.utils.test import get_crawler
 
 from crawler import meta
-from crawler.scheduler.scheduler import PUSH_CHUNK, FrontierScheduler
+from crawler.scheduler.admission import PUSH_CHUNK
+from crawler.scheduler.scheduler import FrontierScheduler
 from crawler.spiders.broad import BroadSpider
 from tests.conftest import project_settings
 

@@ -28,7 +28,8 @@ import pytest
 import redis
 
 from crawler.demo.site import serve_site
-from crawler.frontier.frontier import FINISHED, Frontier
+from crawler.frontier.frontier import Frontier
+from crawler.frontier.words import FINISHED
 from tests.harness import ROOT, clean_env, free_port, log_tail, seed_file
 
 HOST_INTERVAL = 0.3

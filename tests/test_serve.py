@@ -292,7 +292,8 @@ def _state(pid: int) -> str:
 def test_the_cassandra_backend_serves_the_same_api(tmp_path, redis_url, cassandra_session, cassandra_keyspace):
     """Both UrlStore backends serve the API: the same records, links and lookups from a
     Cassandra keyspace (on the cluster CASSANDRA_HOSTS names: tests/conftest.py)."""
-    from crawler.urlstore.cassandra import CassandraUrlStore, schema_statements
+    from crawler.urlstore.cassandra import CassandraUrlStore
+    from crawler.urlstore.cassandra_cluster import schema_statements
     from tests.conftest import cassandra_hosts, cassandra_port
 
     for statement in schema_statements(cassandra_keyspace):

@@ -14,8 +14,9 @@ from collections import Counter, defaultdict
 import pytest
 import redis
 
-from crawler.frontier.frontier import FINISHED, Entry, Frontier
+from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.shards import DOWN_WAIT_MIN, HashRing, ShardedFrontier, _lease_host, server_name
+from crawler.frontier.words import FINISHED
 from tests.harness import RedisServer
 from tests.test_frontier import drain_concurrently
 

@@ -16,9 +16,10 @@ from scrapy.settings import Settings
 
 from crawler.demo.site import serve_site
 from crawler.frontier.connection import frontier_from_settings
-from crawler.frontier.frontier import FINISHED, Frontier
+from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.frontier.shards import ShardedFrontier, server_name
+from crawler.frontier.words import FINISHED
 from tests.conftest import project_settings
 from tests.harness import ROOT, RedisServer, clean_env, launch_worker, loopback_settings, seed_file, start_cluster
 

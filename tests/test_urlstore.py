@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from crawler.urlstore.cassandra import schema_statements
+from crawler.urlstore.cassandra_cluster import schema_statements
 from crawler.urlstore.record import ArchivePointer, FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
 

@@ -18,14 +18,9 @@ from cassandra.query import SimpleStatement
 from scrapy.settings import Settings
 
 import crawler.urlstore.cassandra as backend
-from crawler.urlstore.cassandra import (
-    COLUMNS,
-    SCAN_PAGES,
-    CassandraUrlStore,
-    IdempotentRetries,
-    consistency_levels,
-    schema_statements,
-)
+import crawler.urlstore.cassandra_cluster as cluster
+from crawler.urlstore.cassandra import SCAN_PAGES, CassandraUrlStore, IdempotentRetries, consistency_levels
+from crawler.urlstore.cassandra_cluster import COLUMNS, schema_statements
 from crawler.urlstore.record import ArchivePointer, FetchRecord
 from tests.conftest import cassandra_hosts, cassandra_port, project_settings
 from tests.harness import cells_read, free_port
@@ -231,7 +226,7 @@ def test_an_old_table_gains_the_new_columns_and_keeps_working(cassandra_session,
         table = cassandra_session.cluster.metadata
         cassandra_session.cluster.refresh_table_metadata(ks, "urls")
         columns = table.keyspaces[ks].tables["urls"].columns
-        assert set(backend.ADDED_COLUMNS) <= set(columns)
+        assert set(cluster.ADDED_COLUMNS) <= set(columns)
         assert columns["redirect_chain"].cql_type == "list<text>"  # left as it was
         old = stores[0].get("http://o.example/")
         assert old["fate"] == "fetched" and old["etag"] is None and old["redirect_chain"] == []
@@ -262,7 +257,7 @@ def test_workers_making_a_new_keyspace_at_once_make_one_schema(cassandra_session
                 "SELECT table_name, id FROM system_schema.tables WHERE keyspace_name = %s", (ks,)
             )
         }
-        assert ids == {"urls": backend.table_id(ks, "urls"), "inlinks": backend.table_id(ks, "inlinks")}
+        assert ids == {"urls": cluster.table_id(ks, "urls"), "inlinks": cluster.table_id(ks, "inlinks")}
         stores[0].record_fetch(_fetched("http://k.example/")).result(30)
         assert stores[2].get("http://k.example/")["fate"] == "fetched"
     finally:
@@ -274,10 +269,10 @@ def test_a_worker_waits_for_a_cluster_that_is_starting(cassandra_keyspace, caplo
     """No node answers yet (nothing listens on the port): the worker tries again, one
     warning line a try, for CASSANDRA_CONNECT_TIMEOUT seconds; then it does not start."""
     started = time.monotonic()
-    with pytest.raises(NoHostAvailable), caplog.at_level("WARNING", logger=backend.__name__):
+    with pytest.raises(NoHostAvailable), caplog.at_level("WARNING", logger=cluster.__name__):
         CassandraUrlStore.from_settings(_settings(cassandra_keyspace, free_port(), CASSANDRA_CONNECT_TIMEOUT=4), {})
     waited = time.monotonic() - started
-    lines = [r.getMessage() for r in caplog.records if r.name == backend.__name__]
+    lines = [r.getMessage() for r in caplog.records if r.name == cluster.__name__]
     assert 3 <= waited < 30 and len(lines) == 2, (waited, lines)  # tried at 0, 1 and 3 s
     assert lines[0].startswith("Cassandra not reachable at 127.0.0.1:") and "trying again in 1 s" in lines[0]
 
@@ -572,8 +567,8 @@ def test_writes_fail_while_the_cluster_is_away_and_go_through_once_it_is_back(ca
 
 def test_the_drivers_reconnect_warnings_are_one_line_per_node_per_period(monkeypatch):
     clock = [1000.0]
-    monkeypatch.setattr(backend.time, "monotonic", lambda: clock[0])
-    held = backend.ReconnectWarnings()
+    monkeypatch.setattr(cluster.time, "monotonic", lambda: clock[0])
+    held = cluster.ReconnectWarnings()
 
     def record(node: str) -> logging.LogRecord:
         msg = "Error attempting to reconnect to %s, scheduling retry in %s seconds: %s"
@@ -582,7 +577,7 @@ def test_the_drivers_reconnect_warnings_are_one_line_per_node_per_period(monkeyp
     assert held.filter(record("127.0.0.2:9042"))
     assert [held.filter(record("127.0.0.2:9042")) for _ in range(5)] == [False] * 5
     assert held.filter(record("127.0.0.3:9042"))  # another node: its own line
-    clock[0] += backend.WARN_EVERY
+    clock[0] += cluster.WARN_EVERY
     again = record("127.0.0.2:9042")
     assert held.filter(again) and again.getMessage().endswith("(5 such lines of this node held back in the last 30 s)")
     other = logging.LogRecord(

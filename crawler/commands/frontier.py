@@ -21,7 +21,7 @@ from scrapy.exceptions import UsageError
 
 from crawler.config.validation import exit_if_invalid
 from crawler.frontier.connection import crawl_exists, frontier_from_settings, known_crawls, uses_embedded
-from crawler.frontier.frontier import REASONS
+from crawler.frontier.words import REASONS
 from crawler.observe.report import count as plural
 from crawler.observe.report import deferred_lines, numbers, status_line, when
 from crawler.urlstore.sqlite import sqlite_path

@@ -11,7 +11,7 @@ from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
 from crawler.freshness.policy import SKIPPED
-from crawler.frontier.frontier import FINISHED
+from crawler.frontier.words import FINISHED
 from crawler.items import Page
 from crawler.observe.report import count, deferred_lines, status_line
 from crawler.services import services

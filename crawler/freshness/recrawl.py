@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from twisted.internet import task, threads
 
 from crawler.frontier import codec
-from crawler.frontier.frontier import ADDED, Entry
+from crawler.frontier.frontier import Entry
+from crawler.frontier.words import ADDED
 
 logger = logging.getLogger(__name__)
 

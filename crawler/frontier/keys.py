@@ -97,6 +97,7 @@ key                         type    contents
 from __future__ import annotations
 
 SEP = "\x1f"
+EPOCH = "epoch"  # field of the counters hash: when the crawl's keys were created (see Frontier.epoch)
 
 
 # Each key's name after the crawl's prefix, spelled here only: Python reads them through

@@ -28,8 +28,9 @@ from urllib.parse import urlsplit
 
 import redis
 
-from crawler.frontier.frontier import FINISHED, RUNNING, WAITING, Entry, Frontier, Lease
+from crawler.frontier.frontier import Entry, Frontier, Lease
 from crawler.frontier.keys import SEP, SHARD
+from crawler.frontier.words import FINISHED, RUNNING, WAITING
 from crawler.urls import InvalidURL
 
 logger = logging.getLogger(__name__)

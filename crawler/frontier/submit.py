@@ -32,7 +32,8 @@ import json
 from dataclasses import dataclass
 
 from crawler.frontier import codec
-from crawler.frontier.frontier import ADDED, Entry
+from crawler.frontier.frontier import Entry
+from crawler.frontier.words import ADDED
 from crawler.urls import InvalidURL, normalize_url
 
 INVALID = "invalid"

@@ -52,7 +52,7 @@ from twisted.internet.error import ConnectError, ConnectionDone, ConnectionLost,
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
 from crawler import meta
-from crawler.frontier.frontier import DOWN, THROTTLED, now_ms
+from crawler.frontier.words import DOWN, THROTTLED, now_ms
 from crawler.services import services
 
 logger = logging.getLogger(__name__)

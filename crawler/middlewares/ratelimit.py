@@ -36,7 +36,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import reactor, task
 
 from crawler import meta
-from crawler.frontier.frontier import now_ms
+from crawler.frontier.words import now_ms
 from crawler.services import services
 
 logger = logging.getLogger(__name__)

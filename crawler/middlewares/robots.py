@@ -63,7 +63,7 @@ from twisted.internet.defer import Deferred
 
 from crawler import meta
 from crawler.exceptions import AddressRefused, RobotsDisallowed
-from crawler.frontier.frontier import DOWN, ROBOTS
+from crawler.frontier.words import DOWN, ROBOTS
 from crawler.middlewares.failures import HOST_DOWN_ERRORS, retry_after_seconds
 from crawler.robots.parsed import Rules, Unparsable, parse_rules, product_token, record_state
 from crawler.robots.rules import FRESH, GIVEN_UP, STALE, UNREACHABLE, retry_delay

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from crawler.frontier.frontier import FINISHED, REASONS, RUNNING
+from crawler.frontier.words import FINISHED, REASONS, RUNNING
 from crawler.observe.livestats import live_workers, read_published
 
 _ORDER = ("robots", "down", "throttled", "retry", "interval")

@@ -25,10 +25,8 @@ from functools import partial
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 
-from crawler.page.metadata import (
-    extract_metadata,
-    is_html,
-)
+from crawler.page.decode import is_html
+from crawler.page.metadata import extract_metadata
 from crawler.page.workers import PageWorkerCrashed
 from crawler.services import services
 from crawler.urls import url_options

@@ -35,31 +35,8 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     the frontier for the next run, which resumes it once due. The distributed profile
     keeps waiting.
 
-Store outages: a page a store did not take (``page_not_stored``: the UrlStore or the
-archive refused its write after their retries) gives its lease back, and the worker
-leases no more for a while (half the outage so far, from 0.5 s to 30 s), then tries
-again; the first page stored ends the hold.
-
-Redis outages: a failed pop is retried with back-off (half the outage so far, from 0.5 s
-to 30 s) and the worker stays open; pushes and acks that fail wait in an in-process outbox and are
-delivered in order once Redis answers again (a page's links before its ack), so nothing
-the worker learned is lost while it lives; a worker killed during an outage loses only
-unacknowledged work, which its expired leases bring back.
-
-Acknowledgements travel with the worker's next pop (one round trip for both), or
-after ACK_DELAY when no pop comes. A landing (a leased request left the downloader,
-with a response or a failure) carries the time the download ended, and its host is due
-again exactly its interval after that (FRONTIER_HOST_MAX_IN_FLIGHT: it may take its
-next request while the page itself is still being handled). The landing rides on the
-next pop, and at the latest on a pop sent when the host is due, less the lookahead:
-that pop leases the host's next URL as it lands (one round trip for both, where an
-immediate landing would cost one more per page).
-
-Submissions (crawler/frontier/submit.py): every FRONTIER_SUBMIT_INTERVAL the worker takes
-up to FRONTIER_SUBMIT_BATCH URLs from the crawl's submission list and puts them (to the
-head of their hosts' queues), and reads the ``submitted`` counter, in one round trip; when
-the counter moved (``scrapy submit`` added URLs) or it put some itself, it looks for due
-hosts at once instead of at its next idle poll.
+Its parts: what it offers the frontier and the submissions it takes (admission.py), the
+leases it holds, acknowledges, lands and renews (leases.py), Redis outages (outages.py).
 
 The recrawl (crawler/freshness/recrawl.py), when RECRAWL_CHECK_INTERVAL is set: every so often the
 worker holding the crawl's recrawl lock puts the URLs the UrlStore says are due back.
@@ -67,17 +44,10 @@ worker holding the crawl's recrawl lock puts the URLs the UrlStore says are due 
 The fetch policy (crawler/freshness/policy.py): the requests of each pop are looked up in the
 UrlStore at once (one batch read); those fetched within FETCH_POLICY_MAX_AGE are not handed
 to the engine, and their leases are acknowledged.
-
-Leases: popped URLs are leased to this worker; the worker renews the leases it holds
-every FRONTIER_LEASE_SECONDS / 3 until they are acknowledged (``ack``, called when the
-page and everything it produced has been handled) or FRONTIER_LEASE_MAX_HOLD passes.
-A worker that dies stops renewing; its leases expire and their URLs are handed out
-again. On a clean close, leases not yet acknowledged are given back at once.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 from collections import deque
@@ -85,29 +55,30 @@ from collections import deque
 import redis
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
-from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import reactor, task
 
 from crawler import meta
 from crawler.freshness.policy import FetchPolicy
 from crawler.freshness.recrawl import RecrawlTimer
-from crawler.frontier import codec, submit
-from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, outage_wait, refused
-from crawler.frontier.frontier import ADDED, FINISHED, RUNNING, SEEN, Entry
+from crawler.frontier import codec
+from crawler.frontier.connection import refused
+from crawler.frontier.frontier import Entry
 from crawler.frontier.verbs import FrontierVerbs
+from crawler.frontier.words import FINISHED, RUNNING
 from crawler.observe.report import when
+from crawler.scheduler.admission import Admission
+from crawler.scheduler.leases import LeaseKeeping
+from crawler.scheduler.outages import RedisOutages
 from crawler.services import services
 from crawler.signals import frontier_waiting, page_handled, page_not_stored
 from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
 
-ACK_DELAY = 0.25  # seconds an acknowledgement may wait for a pop to carry it
-PUSH_CHUNK = 256  # entries a PUSH call takes (Redis runs a call of 256 links in some 5 ms)
 QUIET_AFTER = 5.0  # seconds: nothing due this soon and nothing downloading: open batches are stored
 
 
-class FrontierScheduler:
+class FrontierScheduler(RedisOutages, LeaseKeeping, Admission):
     uses_frontier = True  # (services(crawler).frontier_scheduled)
 
     def __init__(self, crawler, frontier: FrontierVerbs):
@@ -312,72 +283,6 @@ class FrontierScheduler:
             entries.append(Entry(url=url, payload=codec.encode_link(url, depth, referer), depth=depth))
         self._offer(entries)
 
-    def _offer(self, entries: list[Entry]) -> None:
-        """Queue entries for the push sent at the end of this reactor turn (or for the
-        outbox while Redis is away)."""
-        if self._outbox:
-            for entry in entries:
-                self._defer(("push", entry))
-            return
-        self._pushes.extend(entries)
-        self._push_later()
-
-    def _push_later(self) -> None:
-        if self._push_call is None or not self._push_call.active():
-            self._push_call = reactor.callLater(0, self._flush_pushes, False)
-
-    def _flush_pushes(self, everything: bool = True) -> None:
-        """Send the pushes waiting, PUSH_CHUNK entries a call; unless ``everything``, one
-        call now and the rest in the next reactor turns, so that a page of thousands of
-        links does not hold up the reactor (and the hosts due) for tens of ms."""
-        while self._pushes:
-            entries, self._pushes = self._pushes[:PUSH_CHUNK], self._pushes[PUSH_CHUNK:]
-            self._push(entries)
-            if self._pushes and not everything:
-                self._push_later()
-                return
-
-    def _push(self, entries: list[Entry]) -> None:
-        """Push entries in one call. URLs this worker has pushed before are seen for good
-        (the URL-seen filter never forgets): they are counted as seen here and not sent
-        again (a site's menu links, on every page)."""
-        known = self._known
-        fresh = [e for e in entries if e.url not in known or e.dont_filter or e.follow_up]
-        if len(fresh) < len(entries):
-            self._inc("frontier/seen", len(entries) - len(fresh))
-        entries = fresh
-        if not entries:
-            return
-        if self._outbox:
-            for entry in entries:
-                self._defer(("push", entry))
-            return
-        try:
-            statuses = self.frontier.put(entries)
-        except redis.RedisError as exc:  # pushes are idempotent: send them all again later
-            self._redis_down(exc)
-            for entry in entries:
-                self._defer(("push", entry))
-            return
-        for entry, status in zip(entries, statuses, strict=True):
-            self._count_push(status)
-            if status in (ADDED, SEEN) and not entry.dont_filter and self.known_max > 0:
-                known[entry.url] = None
-        if ADDED in statuses and self._next_poll:
-            # a host whose queue was empty may be due now (or at its landing's interval):
-            # look again at once rather than at the next poll
-            self._next_poll = 0.0
-            self._wake_engine_in(0)
-        if len(known) > self.known_max:  # forget the older half
-            for url in list(itertools.islice(known, len(known) // 2)):
-                del known[url]
-
-    def _count_push(self, status: str) -> None:
-        if status == ADDED:
-            self._inc("frontier/enqueued")
-        else:
-            self._inc(f"frontier/{status.replace(':', '/')}")
-
     def next_request(self):
         if len(self._unread) >= self.max_unread and not self._buffer:
             # pages read more slowly than they come: lease no more until some are read
@@ -451,303 +356,9 @@ class FrontierScheduler:
 
     # -- submissions ---------------------------------------------------------------------
 
-    def _take_submissions(self) -> None:
-        """Take what programs pushed onto the submission list and put it, and look for
-        due hosts at once when ``scrapy submit`` added URLs since the last look."""
-        if self._outbox or self._closing_for is not None:
-            return
-        try:
-            values, counter = submit.take(self.frontier, self.submit_batch)
-        except redis.RedisError as exc:  # the pops notice the outage too; look again next time
-            self._redis_down(exc)
-            return
-        moved = self._submitted is not None and counter != self._submitted
-        self._submitted = counter
-        entries = []
-        for value in values:
-            try:
-                entries.append(submit.entry(submit.parse(value), self.url_options))
-            except (ValueError, InvalidURL):
-                self._inc("submit/invalid")
-        if entries:
-            self._inc("submit/taken", len(entries))
-            self._offer(entries)
-            self._flush_pushes()  # now: what was taken is in the frontier before anything else
-        if moved and self._next_poll:
-            self._next_poll = 0.0
-            self._wake_engine_in(0)
-
     # -- leases ------------------------------------------------------------------------
 
-    def _decoded(self, leases) -> tuple[list, list]:
-        """The leases whose payload is a request of this crawler, and those requests; any
-        other payload (written into Redis by something else) is acknowledged unread:
-        counted, one error line, never run."""
-        kept, requests = [], []
-        for lease in leases:
-            try:
-                requests.append(codec.decode(lease.payload, self.spider))
-            except codec.UndecodablePayload as exc:
-                self._inc("frontier/undecodable")
-                logger.error("Queued payload dropped unread: %s", exc)
-                self._acks.append(lease.id)
-                self._schedule_flush()
-                continue
-            kept.append(lease)
-        return kept, requests
-
-    def _read(self, item=None, response=None, **kwargs) -> None:
-        """An item of a leased page left the item pipelines: the page no longer counts as
-        unread (its lease may still wait for its archive batch)."""
-        request = getattr(response, "request", None)
-        if request is not None:
-            self._done_reading(request.meta.get(meta.LEASE))
-
-    def _forget(self, lease) -> None:
-        """The lease is no longer this worker's to renew or give back (acknowledged, given
-        back, taken over by a follow-up, or lost track of); its page is no longer unread."""
-        self._held.pop(lease, None)
-        self._done_reading(lease)
-
-    def _done_reading(self, lease) -> None:
-        if lease in self._unread:
-            self._unread.discard(lease)
-            if self._capped and len(self._unread) < self.max_unread:
-                self._capped = False
-                self._wake_engine_in(0)
-
-    def ack(self, request, **kwargs) -> None:
-        """The page of this request has been handled: release its lease for good."""
-        lease = request.meta.get(meta.LEASE)
-        if not lease:
-            return
-        self._forget(lease)
-        if self._store_down_since is not None:
-            self._store_up()
-        self._flush_pushes()  # the page's links before its ack
-        if self._outbox:
-            self._defer(("ack", lease))
-            return
-        self._acks.append(lease)
-        self._schedule_flush()
-
-    def give_back(self, request, **kwargs) -> None:
-        """The page of this request could not be stored: its URL goes back to its queue
-        now (handed out again at its host's next turn), not at the lease's expiry, and
-        the worker holds (``_store_down``)."""
-        lease = request.meta.get(meta.LEASE)
-        if not lease:
-            return
-        self._forget(lease)
-        self._inc("frontier/lease/given_back")
-        self._store_down()
-        try:
-            self.frontier.give_back([lease])
-        except redis.RedisError as exc:  # then it expires and comes back all the same
-            self._redis_down(exc)
-
-    def _store_down(self) -> None:
-        """A store (the UrlStore, the archive) did not take a page: lease no more for a
-        while, as during a Redis outage (half the outage so far, from 0.5 s to 30 s), so
-        that pages are not fetched only to be dropped; the pages the worker holds go on.
-        The first page stored again ends the hold (``_store_up``)."""
-        now = time.time()
-        if self._store_down_since is None:
-            self._store_down_since = now
-        wait = outage_wait(now - self._store_down_since)
-        if self._hold_until <= now:
-            logger.warning(
-                "Pages not stored for %.0f s (a store did not take them; their leases are given back): "
-                "this worker leases no more for %.1f s",
-                now - self._store_down_since,
-                wait,
-            )
-            self._inc("frontier/store_holds")
-        self._hold_until = max(self._hold_until, now + wait)
-
-    def _store_up(self) -> None:
-        logger.info("Pages stored again after %.0f s", time.time() - self._store_down_since)
-        self._store_down_since = None
-        if self._hold_until > time.time():
-            self._hold_until = 0.0
-            self._wake_engine_in(0)
-
-    def _downloaded(self, response, request, **kwargs) -> None:
-        # an HTTP answer that is not a failure (5xx, 429, 408): the host is well (landed)
-        lease = request.meta.get(meta.LEASE)
-        if lease and response.status < 500 and response.status not in self.failure_codes:
-            self._answered.add(lease)
-
-    def landed(self, request, **kwargs) -> None:
-        """The download of this request ended: its host may take another request (and
-        gets back some of its rate if it was slowed and answered)."""
-        lease = request.meta.get(meta.LEASE)
-        answered = lease in self._answered
-        if answered:
-            self._answered.discard(lease)
-        if lease and lease in self._held and (self.frontier.max_in_flight or answered):
-            # the host's next turn counts from now, the end of the download, not from
-            # when the landing reaches the frontier
-            ended = time.time()
-            self._landed.append((b"+" + lease if answered else lease, int(ended * 1000)))
-            # the host is due again one interval from now: the frontier must know by then
-            # (less the lookahead, so that the pop that carries the landing can lease the
-            # host's next URL too); any pop before carries it
-            self._land_by(ended + self._held[lease][1] - self.lookahead)
-
-    def _land_by(self, at: float) -> None:
-        call = self._land_call
-        if call is not None and call.active():
-            if self._land_at <= at:
-                return
-            call.cancel()
-        self._land_at = at
-        self._land_call = reactor.callLater(max(at - time.time(), 0), self._land)
-
-    def _land(self) -> None:
-        if not self._landed or self._outbox:
-            return
-        if len(self._unread) >= self.max_unread:  # no room for more pages: the landing alone
-            self._flush_acks()
-            return
-        self._pop(max(self.prefetch - len(self._buffer), 0), time.time())
-        if self._buffer:
-            self._wake_engine_in(0)
-
-    def _schedule_flush(self) -> None:
-        if self._ack_call is None or not self._ack_call.active():
-            self._ack_call = reactor.callLater(ACK_DELAY, self._flush_acks)
-
-    def _flush_acks(self) -> None:
-        self._flush_pushes()
-        acks, self._acks = self._acks, []
-        landed, self._landed = self._landed, []
-        if not acks and not landed:
-            return
-        if self._outbox:  # a landing not delivered is harmless: the lease's ack lands it
-            for lease in acks:
-                self._defer(("ack", lease))
-            return
-        try:
-            self._inc("frontier/acked", self.frontier.ack(*acks, landed=landed))
-        except redis.RedisError as exc:
-            self._redis_down(exc)
-            for lease in acks:
-                self._defer(("ack", lease))
-
     # -- Redis outages ---------------------------------------------------------------------
-
-    def _frontier_there(self) -> bool:
-        """Whether the crawl's keys are still the ones this worker opened on; when they
-        vanished (a Redis restarted without persistence, the crawl cleared), say so loudly
-        and close: what was queued, seen and leased is gone, and is no finished crawl."""
-        epoch = self.frontier.epoch(create=self._epoch is None)
-        if self._epoch is None:
-            self._epoch = epoch
-        if epoch == self._epoch:
-            return True
-        self._close_for(
-            FRONTIER_LOST,
-            "The frontier of crawl %r vanished from Redis (restarted without persistence, or the crawl was "
-            "cleared): its queues, URL-seen filter and leases are gone. This worker stops; %d pages it holds "
-            "cannot be acknowledged. Seed the crawl again, or restore Redis from its persistence.",
-            self.frontier.keys.crawl_name,
-            len(self._held),
-        )
-        return False
-
-    def _refused(self, exc) -> None:
-        """Redis refused the credentials or TLS: a setting to fix, not an outage to wait out."""
-        self._close_for(
-            REDIS_REFUSED,
-            "Redis refused this worker (%s: %s): check the password, or the TLS CA file, in REDIS_URL or "
-            "REDIS_PARAMS; closing",
-            type(exc).__name__,
-            exc,
-        )
-
-    def _close_for(self, reason: str, message: str, *args) -> None:
-        """Log why (once) and close the worker with ``reason`` (an exit code 1 reason)."""
-        if self._closing_for is not None:
-            return
-        self._closing_for = reason
-        logger.error(message, *args)
-        self.crawler.stats.set_value("frontier/error", reason)
-        deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
-
-    def _redis_down(self, exc) -> None:
-        # The wait between retries grows with the length of the outage (half of it,
-        # from 0.5 s to 30 s), however many calls fail meanwhile.
-        if refused(exc):
-            self._refused(exc)
-        now = time.time()
-        if self._down_since is None:
-            self._down_since = now
-        self._backoff = outage_wait(now - self._down_since)
-        self._inc("frontier/redis_errors")
-        if now >= self._next_warning:
-            self._next_warning = now + self._backoff
-            logger.warning(
-                "Redis unreachable for %.0f s (%s: %s); %d operations waiting, retrying in %.1f s",
-                now - self._down_since,
-                type(exc).__name__,
-                exc,
-                len(self._outbox),
-                self._backoff,
-            )
-
-    def _redis_up(self) -> None:
-        if self._down_since is None:
-            return
-        logger.info("Redis reachable again after %.0f s", time.time() - self._down_since)
-        self._down_since = None
-        self._backoff = self._next_warning = self._next_poll = 0.0
-        self._wake_engine_in(0)
-
-    def _defer(self, op) -> None:
-        self._outbox.append(op)
-        self._inc("frontier/deferred")
-        if self._retry_call is None or not self._retry_call.active():
-            self._retry_call = reactor.callLater(max(self._backoff, 0.5), self._retry)
-
-    def _retry(self) -> None:
-        if not self._drain():
-            self._retry_call = reactor.callLater(self._backoff, self._retry)
-
-    def _drain(self) -> bool:
-        """Deliver waiting pushes and acks in order. True when the outbox is empty."""
-        while self._outbox:
-            kind, value = self._outbox[0]
-            try:
-                if kind == "push":
-                    self._count_push(self.frontier.put([value])[0])
-                elif self.frontier.ack(value):
-                    self._inc("frontier/acked")
-            except redis.RedisError as exc:
-                self._redis_down(exc)
-                return False
-            self._outbox.popleft()
-        self._redis_up()
-        return True
-
-    def _renew(self):
-        try:
-            if not self._frontier_there():
-                return
-        except redis.RedisError as exc:
-            self._redis_down(exc)
-            return
-        if not self._held:
-            return
-        cutoff = time.time() - self.lease_max_hold
-        for lease, (since, _) in list(self._held.items()):
-            if since < cutoff:  # lost track of it: let it expire and be retried
-                self._forget(lease)
-                self._inc("frontier/lease/given_up")
-        try:
-            self.frontier.renew(list(self._held))
-        except redis.RedisError as exc:  # the next renewal comes well before expiry
-            self._redis_down(exc)
 
     # -- idling ------------------------------------------------------------------------
 

@@ -70,7 +70,8 @@ from dataclasses import dataclass, field
 from typing import IO, NamedTuple
 
 from crawler.frontier.codec import encode_url
-from crawler.frontier.frontier import ADDED, SEEN, Entry
+from crawler.frontier.frontier import Entry
+from crawler.frontier.words import ADDED, SEEN
 from crawler.urls import DEFAULT_STRIP_PARAMS, InvalidURL, normalize_url
 
 __all__ = [

@@ -54,7 +54,7 @@ from twisted.internet import threads
 from crawler import meta
 from crawler.exceptions import RobotsDisallowed
 from crawler.items import Page
-from crawler.page.metadata import is_html
+from crawler.page.decode import is_html
 from crawler.page.reader import STAGES, Reading, read_page
 from crawler.page.workers import PageWorkerCrashed
 from crawler.services import services

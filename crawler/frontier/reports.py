@@ -1,0 +1,225 @@
+"""The frontier's numbers (a mixin of Frontier: one Redis's, or one shard's): what is
+queued, leased and seen (``stats``), whether the crawl is finished, running or waiting
+and until when (``outlook``), why hosts wait (``deferred``), the busiest hosts
+(``busiest``) and the slowed ones (``slowed``). Read-only; ``now`` from the caller where
+time matters."""
+
+from __future__ import annotations
+
+from crawler.frontier.keys import EPOCH, SEP
+from crawler.frontier.words import FINISHED, INTERVAL, RETRY, RUNNING, WAITING, now_ms
+from crawler.frontier.words import text as _str
+
+RECENT_SECONDS = 60  # stats()["acked_last_minute"]: leases acknowledged in the last this many seconds
+
+
+class FrontierReports:
+    def stats(self) -> dict:
+        k = self.keys
+        now = now_ms()
+        p = self.redis.pipeline(transaction=False)
+        p.hgetall(k.counters)
+        p.zcard(k.ready)
+        p.zcount(k.ready, "-inf", now)
+        p.zcard(k.leases)
+        p.hlen(k.hnext)
+        p.hgetall(k.seen_meta)
+        p.scard(k.flying)
+        p.hlen(k.hflight)
+        p.zcard(k.delayed)
+        p.hlen(k.hslow)
+        p.zrangebyscore(k.leases, "(0", "+inf", start=0, num=1, withscores=True)  # the oldest held
+        p.zcount(k.leases, 0, 0)  # given back, queued again at the next pop
+        p.hgetall(k.acked_recent)
+        for level in range(self.levels):
+            p.llen(k.front(level))
+        p.hkeys(k.hflight)
+        res = p.execute()
+        flying_hosts = [_str(h) for h in res[-1]]
+        res = res[:-1]
+        # hosts downloading now are out of the ready heap until their download ends: those
+        # with URLs left count among the hosts with URLs queued
+        busy = self.redis.pipeline(transaction=False)
+        for host in flying_hosts:
+            busy.llen(k.back(host))
+        busy_with_queue = sum(1 for n in busy.execute() if n) if flying_hosts else 0
+        counters = {_str(a): int(b) for a, b in res[0].items() if _str(a) != EPOCH}
+        meta = {_str(a): int(b) for a, b in res[5].items()}
+        gen = meta.get("gen", 1)
+        oldest = res[10]
+        front = res[13:]
+        return {
+            "queued": counters.get("queued", 0),
+            "front_queued": sum(front),
+            "front_by_level": front,
+            "hosts_queued": res[1],
+            "hosts_with_urls": res[1] + busy_with_queue,  # ready, or downloading with URLs left
+            "hosts_due": res[2],
+            "hosts_seen": res[4],
+            "leased": res[3],
+            "in_flight": res[6],  # leases whose downloads have not ended
+            "hosts_in_flight": res[7],
+            "retries_delayed": res[8],  # URLs waiting for their own retry time
+            "hosts_slowed": res[9],  # hosts whose interval failures have stretched
+            # seconds since the lease that expires first was taken or last renewed (its
+            # expiry less the lease time); None when no lease is held
+            "oldest_lease_age": (now - int(oldest[0][1]) + self.lease_ms) / 1000 if oldest else None,
+            "lease_seconds": self.lease_ms / 1000,
+            "given_back": res[11],
+            "acked_last_minute": recent_count(res[12], now),
+            "pushed": counters.get("pushed", 0),
+            # every URL pushed or requeued after an expired lease is queued or was popped
+            "popped": counters.get("pushed", 0) + counters.get("expired", 0) - counters.get("queued", 0),
+            # every lease ends acknowledged, expired (and requeued), abandoned, or is held
+            "acked": counters.get("pushed", 0) - counters.get("queued", 0) - res[3] - counters.get("abandoned", 0),
+            "expired": counters.get("expired", 0),
+            "abandoned": counters.get("abandoned", 0),
+            "seen": self.layout.report([meta.get(f"n:{i}", 0) for i in range(gen)]),
+        }
+
+    def outlook(self, max_wait: float, now: int | None = None) -> dict:
+        """Where the crawl stands (one round trip): ``state`` is ``finished`` (nothing
+        queued, nothing leased), ``running`` (leases held, or a URL due within
+        ``max_wait`` seconds) or ``waiting`` (URLs queued, none due within ``max_wait``:
+        ``next_due`` (ms) says when the first is). Leases given back count as queued."""
+        k = self.keys
+        now = now_ms() if now is None else now
+        horizon = now + int(max_wait * 1000)
+        p = self.redis.pipeline(transaction=False)
+        p.hget(k.counters, "queued")
+        p.zcount(k.leases, "(0", "+inf")
+        p.zcount(k.leases, 0, 0)  # given back by their workers: queued again at the next pop
+        p.zrange(k.ready, 0, 0, withscores=True)
+        p.zrange(k.delayed, 0, 0, withscores=True)
+        for level in range(self.levels):
+            p.llen(k.front(level))
+        queued, leased, returned, ready, delayed, *front = p.execute()
+        queued = int(queued or 0) + returned
+        firsts = [int(score) for entries in (ready, delayed) for _, score in entries[:1]]
+        next_due = min(firsts) if firsts else None
+        if sum(front) or returned:
+            next_due = now
+        if queued <= 0 and not leased:
+            state = FINISHED
+        elif leased or (next_due is not None and next_due <= horizon):
+            state = RUNNING
+        else:
+            state = WAITING
+        return {"state": state, "queued": queued, "leased": leased, "next_due": next_due}
+
+    def deferred(self, max_wait: float = 0.0, now: int | None = None, limit: int = 10_000) -> dict:
+        """The URLs not due within ``max_wait`` seconds, by reason (REASONS): reason ->
+        {"hosts", "urls", "due" (ms, the earliest), "examples" (a few hosts)}. Looks
+        at ``limit`` hosts and ``limit`` delayed retries at most."""
+        k = self.keys
+        now = now_ms() if now is None else now
+        horizon = now + int(max_wait * 1000)
+        hosts = self.redis.zrangebyscore(k.ready, f"({horizon}", "+inf", start=0, num=limit, withscores=True)
+        retries = self.redis.zrangebyscore(k.delayed, f"({horizon}", "+inf", start=0, num=limit, withscores=True)
+        out: dict[str, dict] = {}
+
+        def add(reason, host, urls, due):
+            r = out.setdefault(reason, {"hosts": set(), "urls": 0, "due": due, "examples": []})
+            if host not in r["hosts"] and len(r["examples"]) < 3:
+                r["examples"].append(host)
+            r["hosts"].add(host)
+            r["urls"] += urls
+            r["due"] = min(r["due"], due)
+
+        if hosts:
+            p = self.redis.pipeline(transaction=False)
+            p.hmget(k.hback, [h for h, _ in hosts])
+            for h, _ in hosts:
+                p.llen(k.back(_str(h)))
+            backs, *lengths = p.execute()
+            for (h, score), back, length in zip(hosts, backs, lengths):
+                reason = INTERVAL
+                if back:
+                    fields = _str(back).split(":")
+                    if len(fields) > 3 and int(fields[2]) > now:
+                        reason = fields[3]
+                add(reason, _str(h), length, int(score))
+        for member, score in retries:
+            add(RETRY, _str(member.split(SEP.encode(), 2)[1]), 1, int(score))
+        for r in out.values():
+            r["hosts"] = len(r["hosts"])
+        return out
+
+    def busiest(self, n: int = 10, limit: int = 10_000, now: int | None = None) -> dict:
+        """The ``n`` hosts with the most URLs in their back queues, most first (URLs still
+        in the front queues are not sorted into hosts yet). Looks at ``limit`` hosts at
+        most: the first of the ready heap (earliest due) and those at their in-flight
+        limit (out of the heap while they download). Returns {"hosts": [{"host",
+        "queued", "interval" (s, slow-down included), "slowed" (factor), "in_flight",
+        "backoff" (None, or {"reason", "until" (ms), "level"} while it lasts),
+        "next_due" (ms; None: when one of its downloads lands)}], "looked_at",
+        "complete" (every host with a queue was looked at)}."""
+        k = self.keys
+        now = now_ms() if now is None else now
+        p = self.redis.pipeline(transaction=False)
+        p.zrange(k.ready, 0, limit - 1, withscores=True)
+        p.zcard(k.ready)
+        ready, in_heap = p.execute()
+        due = {_str(h): int(score) for h, score in ready}
+        cursor, flying = self.redis.hscan(k.hflight, 0, count=limit)
+        others = [h for h in map(_str, flying) if h not in due]
+        candidates = list(due) + others[: max(limit - len(due), 0)]
+        complete = len(due) >= in_heap and not cursor and len(candidates) == len(due) + len(others)
+        if not candidates:
+            return {"hosts": [], "looked_at": 0, "complete": complete}
+        p = self.redis.pipeline(transaction=False)
+        for host in candidates:
+            p.llen(k.back(host))
+        lengths = p.execute()
+        top = sorted(((q, h) for h, q in zip(candidates, lengths, strict=True) if q), key=lambda qh: (-qh[0], qh[1]))[
+            :n
+        ]
+        hosts = [h for _, h in top]
+        out = []
+        if hosts:
+            p = self.redis.pipeline(transaction=False)
+            for key in (k.hdelay, k.hslow, k.hback, k.hnext, k.hflight):
+                p.hmget(key, hosts)
+            delays, slows, backs, nexts, flights = p.execute()
+            for i, (q, host) in enumerate(top):
+                factor = float(slows[i]) if slows[i] else 1.0
+                interval = int(delays[i]) if delays[i] is not None else self.host_interval_ms
+                backoff = None
+                if backs[i]:
+                    fields = _str(backs[i]).split(":")
+                    if len(fields) > 3 and int(fields[2]) > now:
+                        backoff = {"reason": fields[3], "until": int(fields[2]), "level": int(fields[0])}
+                nxt = due.get(host)
+                if nxt is None and not flights[i]:  # (not in the heap, nothing in flight: its hnext time)
+                    nxt = int(nexts[i] or now)
+                out.append(
+                    {
+                        "host": host,
+                        "queued": q,
+                        "interval": interval * factor / 1000,
+                        "slowed": factor,
+                        "in_flight": int(flights[i] or 0),
+                        "backoff": backoff,
+                        "next_due": nxt,
+                    }
+                )
+        return {"hosts": out, "looked_at": len(candidates), "complete": complete}
+
+    def slowed(self, limit: int = 5) -> list[tuple[str, float]]:
+        """Up to ``limit`` hosts slowed down by failures, slowest first: (host, factor)."""
+        _, found = self.redis.hscan(self.keys.hslow, 0, count=1000)
+        hosts = [(_str(h), float(f)) for h, f in found.items()]
+        return sorted(hosts, key=lambda hf: -hf[1])[:limit]
+
+
+def recent_count(buckets: dict, now: int, seconds: int = RECENT_SECONDS) -> int:
+    """The leases acknowledged in the last ``seconds`` (at most 63) before ``now`` (ms),
+    from the ``acked:recent`` hash (second mod 64 -> ``<second>:<count>``; see
+    scripts._SETTLE): the fields of the seconds in (now - seconds, now]."""
+    second = now // 1000
+    total = 0
+    for value in buckets.values():
+        at, _, count = _str(value).partition(":")
+        if second - seconds < int(at) <= second:
+            total += int(count)
+    return total

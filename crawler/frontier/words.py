@@ -1,0 +1,26 @@
+"""The frontier's words: what became of a URL offered (``put``), why a host waits, and
+where a crawl stands. Every module that speaks of them imports them from here."""
+
+import time
+
+ADDED, SEEN, HOST_FULL = "added", "seen", "host_full"
+# why a host waits (hback reasons, and RETRY for URLs in the delayed set)
+THROTTLED, ROBOTS, DOWN, RETRY, INTERVAL = "throttled", "robots", "down", "retry", "interval"
+REASONS = {
+    ROBOTS: "robots.txt unreachable",
+    DOWN: "host down",
+    THROTTLED: "asked to wait (429 / Retry-After)",
+    RETRY: "URL retry pending",
+    INTERVAL: "host interval",
+}
+FINISHED, RUNNING, WAITING = "finished", "running", "waiting"
+
+
+def now_ms() -> int:
+    """The time in ms since the epoch: what every frontier verb takes as ``now``."""
+    return int(time.time() * 1000)
+
+
+def text(value) -> str:
+    """A Redis reply (bytes) as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)

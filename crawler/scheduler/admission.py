@@ -1,0 +1,117 @@
+"""What a worker offers the frontier, for the scheduler (a mixin of FrontierScheduler): the
+requests of one reactor turn sent together (a page's 100 links: one PUSH call, not 100),
+counted by what became of them; and the submissions (crawler/frontier/submit.py) it takes
+every FRONTIER_SUBMIT_INTERVAL, up to FRONTIER_SUBMIT_BATCH at a time, to the head of their
+hosts' queues, looking for due hosts at once when ``scrapy submit`` added URLs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+import redis
+from twisted.internet import reactor
+
+from crawler.frontier import submit
+from crawler.frontier.frontier import Entry
+from crawler.frontier.words import ADDED, SEEN
+from crawler.urls import InvalidURL
+
+logger = logging.getLogger(__name__)
+
+PUSH_CHUNK = 256  # entries a PUSH call takes (Redis runs a call of 256 links in some 5 ms)
+
+
+class Admission:
+    def _offer(self, entries: list[Entry]) -> None:
+        """Queue entries for the push sent at the end of this reactor turn (or for the
+        outbox while Redis is away)."""
+        if self._outbox:
+            for entry in entries:
+                self._defer(("push", entry))
+            return
+        self._pushes.extend(entries)
+        self._push_later()
+
+    def _push_later(self) -> None:
+        if self._push_call is None or not self._push_call.active():
+            self._push_call = reactor.callLater(0, self._flush_pushes, False)
+
+    def _flush_pushes(self, everything: bool = True) -> None:
+        """Send the pushes waiting, PUSH_CHUNK entries a call; unless ``everything``, one
+        call now and the rest in the next reactor turns, so that a page of thousands of
+        links does not hold up the reactor (and the hosts due) for tens of ms."""
+        while self._pushes:
+            entries, self._pushes = self._pushes[:PUSH_CHUNK], self._pushes[PUSH_CHUNK:]
+            self._push(entries)
+            if self._pushes and not everything:
+                self._push_later()
+                return
+
+    def _push(self, entries: list[Entry]) -> None:
+        """Push entries in one call. URLs this worker has pushed before are seen for good
+        (the URL-seen filter never forgets): they are counted as seen here and not sent
+        again (a site's menu links, on every page)."""
+        known = self._known
+        fresh = [e for e in entries if e.url not in known or e.dont_filter or e.follow_up]
+        if len(fresh) < len(entries):
+            self._inc("frontier/seen", len(entries) - len(fresh))
+        entries = fresh
+        if not entries:
+            return
+        if self._outbox:
+            for entry in entries:
+                self._defer(("push", entry))
+            return
+        try:
+            statuses = self.frontier.put(entries)
+        except redis.RedisError as exc:  # pushes are idempotent: send them all again later
+            self._redis_down(exc)
+            for entry in entries:
+                self._defer(("push", entry))
+            return
+        for entry, status in zip(entries, statuses, strict=True):
+            self._count_push(status)
+            if status in (ADDED, SEEN) and not entry.dont_filter and self.known_max > 0:
+                known[entry.url] = None
+        if ADDED in statuses and self._next_poll:
+            # a host whose queue was empty may be due now (or at its landing's interval):
+            # look again at once rather than at the next poll
+            self._next_poll = 0.0
+            self._wake_engine_in(0)
+        if len(known) > self.known_max:  # forget the older half
+            for url in list(itertools.islice(known, len(known) // 2)):
+                del known[url]
+
+    def _count_push(self, status: str) -> None:
+        if status == ADDED:
+            self._inc("frontier/enqueued")
+        else:
+            self._inc(f"frontier/{status.replace(':', '/')}")
+
+    def _take_submissions(self) -> None:
+        """Take what programs pushed onto the submission list and put it, and look for
+        due hosts at once when ``scrapy submit`` added URLs since the last look."""
+        if self._outbox or self._closing_for is not None:
+            return
+        try:
+            values, counter = submit.take(self.frontier, self.submit_batch)
+        except redis.RedisError as exc:  # the pops notice the outage too; look again next time
+            self._redis_down(exc)
+            return
+        moved = self._submitted is not None and counter != self._submitted
+        self._submitted = counter
+        entries = []
+        for value in values:
+            try:
+                entries.append(submit.entry(submit.parse(value), self.url_options))
+            except (ValueError, InvalidURL):
+                self._inc("submit/invalid")
+        if entries:
+            self._inc("submit/taken", len(entries))
+            self._offer(entries)
+            self._flush_pushes()  # now: what was taken is in the frontier before anything else
+        if moved and self._next_poll:
+            self._next_poll = 0.0
+            self._wake_engine_in(0)
