@@ -38,7 +38,8 @@ from scrapy.settings import Settings
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.hosts import politeness_key
-from crawler.seeds.files import SeedLine, ingest, read_seeds
+from crawler.seeds.files import SeedLine, read_seeds
+from crawler.seeds.ingest import ingest
 from crawler.urls import InvalidURL, normalize_url
 
 TARGET = 20_000

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from crawler.frontier.frontier import Frontier
-from crawler.seeds.files import ingest
+from crawler.seeds.ingest import ingest
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -33,7 +33,7 @@ from crawler.config.validation import exit_if_invalid
 from crawler.freshness.recrawl import Recrawl
 from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
-from crawler.seeds.files import Every
+from crawler.seeds.ingest import Every
 from crawler.urlstore.backends import urlstore_from_settings
 from crawler.urlstore.sqlite import SQLITE_FILE
 

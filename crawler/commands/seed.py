@@ -31,7 +31,8 @@ from scrapy.exceptions import UsageError
 from crawler.config.validation import exit_if_invalid
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.keys import Keys
-from crawler.seeds.files import STDIN, Every, IngestReport, SeedFileError, check_readable, ingest
+from crawler.seeds.files import STDIN, SeedFileError, check_readable
+from crawler.seeds.ingest import Every, IngestReport, ingest
 from crawler.urls import url_options
 
 

@@ -61,29 +61,17 @@ import gzip
 import os
 import re
 import sys
-import time
 import zlib
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
 from typing import IO, NamedTuple
-
-from crawler.frontier.codec import encode_url
-from crawler.frontier.frontier import Entry
-from crawler.frontier.words import ADDED, SEEN
-from crawler.urls import DEFAULT_STRIP_PARAMS, InvalidURL, normalize_url
 
 __all__ = [
     "MAX_LINE_BYTES",
     "BadLine",
-    "Every",
     "InputPosition",
-    "IngestReport",
     "SeedFileError",
     "SeedLine",
     "check_readable",
-    "ingest",
     "read_seeds",
 ]
 
@@ -126,7 +114,7 @@ class SeedFileError(OSError):
         super().__init__(f"cannot read seed file {path}: {reason}")
         self.path = path
         self.reason = reason
-        self.report: IngestReport | None = None
+        self.report = None  # the IngestReport so far (crawler/seeds/ingest.py)
 
     def __str__(self) -> str:
         return self.args[0]
@@ -310,214 +298,3 @@ def _short(text: str, chars: int = _REASON_CHARS) -> str:
 
 
 # -- ingesting -------------------------------------------------------------------------
-
-
-@dataclass
-class IngestReport:
-    added: int = 0
-    seen: int = 0
-    invalid: int = 0
-    refused: int = 0
-    lines: int = 0
-    #: the first MAX_INVALID_EXAMPLES invalid lines: ("source:lineno", reason)
-    invalid_examples: list[tuple[str, str]] = field(default_factory=list)
-    #: refusals by frontier status ("trap:url_length", "host_full" ...)
-    refused_by: Counter = field(default_factory=Counter)
-    elapsed: float = 0.0  # seconds
-    bytes_read: int = 0  # of the input as stored (see InputPosition)
-    bytes_total: int | None = None  # None: unknown (standard input)
-
-    @property
-    def rate(self) -> float:
-        """Lines per second."""
-        return self.lines / self.elapsed if self.elapsed > 0 else 0.0
-
-    @property
-    def fraction(self) -> float | None:
-        """The share of the input read (None when its size is unknown)."""
-        if not self.bytes_total:
-            return None
-        return min(self.bytes_read / self.bytes_total, 1.0)
-
-    @property
-    def eta(self) -> float | None:
-        """Seconds left at the rate so far (None when the input's size is unknown)."""
-        fraction = self.fraction
-        if fraction is None or not fraction or self.elapsed <= 0:
-            return None
-        return self.elapsed * (1 - fraction) / fraction
-
-    def progress_text(self) -> str:
-        """One line of progress: ``120,000 lines read, 118,500 added, 24,000 lines/s,
-        35% of 12.1 MB, about 9 s left`` (without size and ETA when the size is unknown)."""
-        text = f"{self.lines:,} lines read, {self.added:,} added, {self.rate:,.0f} lines/s"
-        if self.fraction is not None:
-            text += f", {100 * self.fraction:.0f}% of {_megabytes(self.bytes_total)}, about {_duration(self.eta)} left"
-        return text
-
-    def add_invalid(self, source: str, lineno: int, reason: str) -> None:
-        self.invalid += 1
-        if len(self.invalid_examples) < MAX_INVALID_EXAMPLES:
-            self.invalid_examples.append((f"{source}:{lineno}", _clip(reason)))
-
-    def summary(self) -> str:
-        """One line, e.g. ``added 980, already seen 15, invalid 5 (first at
-        seeds.txt:3, seeds.txt:9), refused 0, 1000 lines in 0.8 s (1250 lines/s)``."""
-        invalid = f"invalid {self.invalid}"
-        if self.invalid_examples:
-            invalid += " (first at " + ", ".join(where for where, _ in self.invalid_examples[:3]) + ")"
-        refused = f"refused {self.refused}"
-        if self.refused_by:
-            refused += " (" + ", ".join(f"{k} {v}" for k, v in self.refused_by.most_common()) + ")"
-        return (
-            f"added {self.added}, already seen {self.seen}, {invalid}, {refused}, "
-            f"{self.lines} lines in {self.elapsed:.1f} s ({self.rate:.0f} lines/s)"
-        )
-
-
-def _megabytes(n: int | None) -> str:
-    return f"{(n or 0) / 1e6:.1f} MB"
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    seconds = round(seconds)
-    if seconds < 90:
-        return f"{seconds} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-class Every:
-    """A ``progress`` function for ``ingest``: hands the running report to ``emit`` at
-    most every ``interval`` seconds (the first one ``interval`` seconds after the start;
-    0: never)."""
-
-    def __init__(self, emit: Callable[[IngestReport], object], interval: float):
-        self.emit = emit
-        self.interval = interval
-        self._next = time.monotonic() + interval
-
-    def __call__(self, report: IngestReport) -> None:
-        now = time.monotonic()
-        if self.interval > 0 and now >= self._next:
-            self._next = now + self.interval
-            self.emit(report)
-
-
-def _clip(reason: str) -> str:
-    return reason if len(reason) <= _REASON_CHARS else reason[: _REASON_CHARS - 3] + "..."
-
-
-def ingest(
-    frontier,
-    paths: PathArg | Iterable[PathArg],
-    *,
-    batch_size: int = 2000,
-    strip_params: Iterable[str] | None = None,
-    sort_query: bool = True,
-    progress: Callable[[IngestReport], object] | None = None,
-    refuse: Callable[[str], str | None] | None = None,
-) -> IngestReport:
-    """Read, normalize and push the seeds of ``paths`` into ``frontier``.
-
-    ``refuse(url)``: a status (counted as refused, e.g. ``network_guard``) for a URL no
-    fetch would take, or None.
-
-    ``strip_params=None`` strips the normalizer's built-in list of tracking and
-    session parameters (``()`` keeps every parameter); ``sort_query`` as in
-    ``normalize_url``. Entries are pushed ``batch_size`` at a time at depth 0.
-    ``progress(report)`` is called after each batch is pushed, with the running
-    report (``lines`` counts lines read so far, ``bytes_read`` the input read). Raises ``SeedFileError`` (see the
-    module docstring) and lets Redis errors through.
-    """
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    paths = _as_paths(paths)
-    check_readable(paths)
-    strip = DEFAULT_STRIP_PARAMS if strip_params is None else tuple(strip_params)
-    position = InputPosition(paths)
-    report = IngestReport(bytes_total=position.total)
-    started = time.perf_counter()
-    prepare, send = frontier.prepare, frontier.send  # prepared here, sent by the pool
-    pending: tuple[Future, list[tuple[str, int]]] | None = None
-
-    def collect() -> None:
-        # wait for the batch in flight and count its statuses
-        nonlocal pending
-        if pending is None:
-            return
-        future, where = pending
-        pending = None
-        statuses = future.result()
-        _count(report, statuses, where)
-        report.elapsed = time.perf_counter() - started
-        report.bytes_read = position.read()
-        if progress is not None:
-            progress(report)
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="seed-push") as pool:
-        entries: list[Entry] = []
-        where: list[tuple[str, int]] = []
-        try:
-            for item in read_seeds(paths, position):
-                report.lines += 1
-                if type(item) is BadLine:
-                    report.add_invalid(*item)
-                    continue
-                try:
-                    url = normalize_url(item.url, strip_params=strip, sort_query=sort_query)
-                except InvalidURL as exc:
-                    report.add_invalid(item.source, item.lineno, str(exc))
-                    continue
-                refusal = refuse(url) if refuse is not None else None
-                if refusal:
-                    report.refused += 1
-                    report.refused_by[refusal] += 1
-                    continue
-                entries.append(Entry(url=url, payload=encode_url(url), priority=item.priority, depth=0))
-                where.append((item.source, item.lineno))
-                if len(entries) >= batch_size:
-                    prepared = prepare(entries)  # while the previous batch is being sent
-                    collect()
-                    pending = (pool.submit(send, prepared), where)
-                    entries, where = [], []
-            collect()
-            if entries:
-                pending = (pool.submit(send, prepare(entries)), where)
-                collect()
-        except SeedFileError as exc:
-            try:  # push what was read before the error
-                collect()
-                if entries:
-                    pending = (pool.submit(send, prepare(entries)), where)
-                    collect()
-            finally:
-                report.elapsed = time.perf_counter() - started
-                exc.report = report
-            raise
-        finally:
-            if pending is not None:  # an error: let the batch in flight finish first
-                pending[0].cancel()
-                pending[0].exception()
-    report.elapsed = time.perf_counter() - started
-    report.bytes_read = position.read()
-    return report
-
-
-def _count(report: IngestReport, statuses: list[str], where: list[tuple[str, int]]) -> None:
-    counts = Counter(statuses)
-    report.added += counts.pop(ADDED, 0)
-    report.seen += counts.pop(SEEN, 0)
-    if not counts:
-        return
-    for status, n in counts.items():
-        if status == "invalid":  # the frontier found no usable host
-            for (source, lineno), s in zip(where, statuses):
-                if s == status:
-                    report.add_invalid(source, lineno, "refused by the frontier: no usable host")
-        else:  # "trap:<name>", "host_full", or anything new
-            report.refused += n
-            report.refused_by[status] += n

@@ -165,7 +165,8 @@ class BroadSpider(scrapy.Spider):
         scheduler does; None, or why the seeds were not all added."""
         from crawler.frontier.connection import Patient
         from crawler.middlewares.netguard import GUARD_REFUSED, guard_hint, seed_refusal
-        from crawler.seeds.files import Every, SeedFileError, ingest
+        from crawler.seeds.files import SeedFileError
+        from crawler.seeds.ingest import Every, ingest
 
         s = self.settings
         patient = Patient(self._seeding_stop, "seed ingestion")
