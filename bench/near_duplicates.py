@@ -226,7 +226,7 @@ def fill_index(pipeline, client, pages: int, seed: int) -> float:
     so that lookups and memory are measured on an index of a realistic size; the seconds
     it took. On one Redis the checks are pipelined 1,000 a call; a sharded index checks
     them one by one (a check calls several shards)."""
-    from crawler.pipelines.contentseen import ShardedContentIndex
+    from crawler.contentseen.index import ShardedContentIndex
 
     rng = np.random.default_rng(seed)
     sharded = isinstance(pipeline.index, ShardedContentIndex)
