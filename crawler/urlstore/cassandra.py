@@ -95,6 +95,7 @@ MIN_TOKEN = -(2**63)  # Murmur3Partitioner's smallest token
 INLINK_BATCH_BYTES = 4096
 INLINK_ROW_BYTES = 48
 READ_KEYS = 25  # URLs one read asks for at most (WHERE url IN ...), all of one replica set: a read
+# of 100 keys took 60 ms on one coordinator, four of 25 side by side 15 ms
 
 ROW = tuple(COLUMNS)
 ARCHIVE = ARCHIVE_COLUMNS
