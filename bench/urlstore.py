@@ -137,7 +137,7 @@ def open_store(backend: str, node_settings: dict | None = None, path: Path | Non
         return OneByOne.from_settings(settings, url_options(settings))
     settings = project_settings(URLSTORE_SQLITE_PATH=str(path))
     if readonly:
-        from crawler.urlstore.sqlite import SqliteReader
+        from crawler.urlstore.sqlite_reader import SqliteReader
 
         return SqliteReader(str(path), url_options(settings))
     return urlstore_from_settings(settings)

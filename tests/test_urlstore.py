@@ -500,7 +500,7 @@ def test_a_reader_reads_beside_the_writer_and_changes_nothing(tmp_path):
     committed, from several threads, and refuses to write."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from crawler.urlstore.sqlite import SqliteReader
+    from crawler.urlstore.sqlite_reader import SqliteReader
 
     path = str(tmp_path / "urlstore.sqlite")
     with pytest.raises(FileNotFoundError):

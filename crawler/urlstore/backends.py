@@ -4,7 +4,8 @@ embedded default; Cassandra, across machines)."""
 from __future__ import annotations
 
 from crawler.urls import url_options
-from crawler.urlstore.sqlite import SqliteReader, SqliteUrlStore
+from crawler.urlstore.sqlite import SqliteUrlStore
+from crawler.urlstore.sqlite_reader import SqliteReader
 from crawler.urlstore.store import UrlStore
 
 
