@@ -135,7 +135,7 @@ class ArchiveReadBack:
     def __init__(self, crawl_dir: Path, name: str, endpoint: str, bucket: str):
         from scrapy.settings import Settings
 
-        from crawler.serve.app import Crawl
+        from crawler.serve.server import Crawl
         from crawler.urlstore.sqlite import sqlite_path
         from tests.conftest import project_settings
 

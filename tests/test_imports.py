@@ -16,7 +16,7 @@ LATE = {
         "crawler.seeds.ingest",
     },
     "crawler.commands.seed": {"crawler.middlewares.netguard"},  # it installs a reactor when imported
-    "crawler.commands.serve": {"crawler.serve.app"},  # aiohttp: 0.2 s at every command's start
+    "crawler.commands.serve": {"crawler.serve.app", "crawler.serve.server"},  # aiohttp: 0.2 s at every command's start
     "crawler.urlstore.backends": {"crawler.urlstore.cassandra"},  # the driver installs a reactor
     "crawler.page.process": {"crawler.page.reader"},  # a page process's warm-up call, before its first page
 }

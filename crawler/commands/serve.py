@@ -68,7 +68,8 @@ class Command(ScrapyCommand):
         from aiohttp import web
         from scrapy.utils.log import configure_logging
 
-        from crawler.serve.app import is_loopback, make_app
+        from crawler.serve.app import make_app
+        from crawler.serve.server import is_loopback
 
         host, port = self.settings.get("SERVE_HOST"), self.settings.getint("SERVE_PORT")
         token = self.settings.get("SERVE_TOKEN")

@@ -30,212 +30,24 @@ without one the server listens on a loopback address only (the command refuses a
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
-import json
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 
 from aiohttp import web
 from scrapy.settings import Settings
 
-from crawler.archive.storage import storage_from_settings
 from crawler.archive.warc import read_response
-from crawler.config.crawldir import crawls_holding
-from crawler.frontier.connection import crawl_exists, frontier_from_settings, known_crawls
 from crawler.observe import livestats
 from crawler.observe.report import numbers
-from crawler.urls import InvalidURL, normalize_url, url_options
-from crawler.urlstore.backends import urlstore_from_settings
+from crawler.serve.server import Crawl, Server, Unavailable, _dumps, error, int_param
+from crawler.urls import InvalidURL, normalize_url
 from crawler.urlstore.record import with_iso_times
-from crawler.urlstore.sqlite import SQLITE_FILE
 
 logger = logging.getLogger(__name__)
 
 STATIC = resources.files("crawler.serve").joinpath("static")
 MAX_LINKS_PAGE = 1000  # links per page of outlinks / inlinks at most
-KNOWN_FOR = 5.0  # seconds the list of known crawls is reused
-
-
-class Unavailable(Exception):
-    """A store, an archive or Redis did not answer within SERVE_TIMEOUT."""
-
-
-def error(status: int, message: str, **headers) -> web.HTTPException:
-    """An HTTP error with a JSON body ``{"error", "status"}``."""
-    cls = web.HTTPException
-    for c in (
-        web.HTTPBadRequest,
-        web.HTTPUnauthorized,
-        web.HTTPNotFound,
-        web.HTTPRequestEntityTooLarge,
-        web.HTTPServiceUnavailable,
-    ):
-        if c.status_code == status:
-            cls = c
-            break
-    body = json.dumps({"error": message, "status": status})
-    if cls is web.HTTPRequestEntityTooLarge:
-        exc = cls(max_size=0, actual_size=0, text=body, content_type="application/json", headers=headers)
-    else:
-        exc = cls(text=body, content_type="application/json", headers=headers)
-    return exc
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-class Crawl:
-    """One crawl's readers, opened at first use: its UrlStore, its archive, its frontier."""
-
-    def __init__(self, settings: Settings):
-        self.settings = settings
-        self.name = settings.get("CRAWL_NAME")
-        self._store = self._storage = self._frontier = None
-
-    def store(self):
-        if self._store is None:
-            self._store = urlstore_from_settings(self.settings, readonly=True)
-        return self._store
-
-    def storage(self):
-        if self._storage is None:
-            self._storage = storage_from_settings(self.settings)
-        return self._storage
-
-    def read_frontier(self, read, *args):
-        """``read(frontier, *args)`` on the crawl's frontier, or None when the crawl has none
-        (creating nothing)."""
-        if not crawl_exists(self.settings):
-            return None
-        if self._frontier is None:
-            self._frontier = frontier_from_settings(self.settings)
-        return read(self._frontier, *args)
-
-    def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-
-
-class Server:
-    """The application's state: the settings, the thread pool, the crawls."""
-
-    def __init__(self, settings: Settings):
-        self.settings = settings
-        self.timeout = settings.getfloat("SERVE_TIMEOUT")
-        self.retry_after = str(max(1, round(self.timeout)))
-        self.batch_max = settings.getint("SERVE_BATCH_MAX")
-        self.token = settings.get("SERVE_TOKEN") or ""
-        self.url_options = url_options(settings)
-        # a pool per dependency: reads of an archive or a Redis that hangs (their clients
-        # retry for a while) do not hold up the UrlStore's
-        self.pools = {
-            "The UrlStore": ThreadPoolExecutor(settings.getint("SERVE_THREADS"), thread_name_prefix="serve-store"),
-            "The archive": ThreadPoolExecutor(2, thread_name_prefix="serve-archive"),
-            "Redis": ThreadPoolExecutor(2, thread_name_prefix="serve-redis"),
-        }
-        self.crawls: dict[str, Crawl] = {}
-        self._known: tuple[float, list[str]] = (0.0, [])
-
-    async def blocking(self, what: str, fn, *args):
-        """``fn(*args)`` on the pool of ``what`` (the UrlStore, the archive, Redis), within
-        SERVE_TIMEOUT; Unavailable if it fails or takes longer (the thread finishes on its
-        own)."""
-        loop = asyncio.get_running_loop()
-        pool = self.pools.get(what, self.pools["Redis"])
-        try:
-            async with asyncio.timeout(self.timeout):  # (no task of its own, as wait_for makes)
-                return await loop.run_in_executor(pool, fn, *args)
-        except TimeoutError:
-            logger.warning("%s did not answer within %.1f s", what, self.timeout)
-            raise Unavailable(f"{what} did not answer within {self.timeout:g} s") from None
-        except FileNotFoundError as exc:  # a crawl with a frontier but no UrlStore yet
-            raise error(404, str(exc)) from None
-        except (ValueError, TypeError, KeyError, LookupError):
-            raise
-        except Exception as exc:
-            logger.warning("%s is unavailable: %s: %s", what, type(exc).__name__, exc)
-            raise Unavailable(f"{what} is unavailable ({type(exc).__name__})") from None
-
-    def settings_for(self, name: str) -> Settings:
-        s = self.settings.copy()
-        s.set("CRAWL_NAME", name, priority="cmdline")
-        return s
-
-    def known_crawls(self) -> list[str]:
-        """Crawls with a UrlStore file or a frontier (reused for KNOWN_FOR seconds)."""
-        at, names = self._known
-        if time.monotonic() - at < KNOWN_FOR:
-            return names
-        found = set()
-        if self.settings.get("URLSTORE_BACKEND").lower() == "sqlite":
-            found.update(crawls_holding(self.settings, SQLITE_FILE))
-        try:
-            found.update(known_crawls(self.settings))
-        except Exception as exc:  # Redis away: the stores still answer
-            logger.warning("The crawls in Redis are unknown for now: %s: %s", type(exc).__name__, exc)
-        names = sorted(found)
-        self._known = (time.monotonic(), names)
-        return names
-
-    async def crawl(self, request: web.Request) -> Crawl:
-        name = request.match_info["crawl"]
-        crawl = self.crawls.get(name)
-        if crawl is not None:
-            return crawl
-        known = await self.blocking("The list of crawls", self.known_crawls)
-        if name not in known:
-            self._known = (0.0, [])  # (a crawl that starts later is seen at once)
-            known = await self.blocking("The list of crawls", self.known_crawls)
-        if name not in known:
-            there = ", ".join(known) if known else "none yet"
-            raise error(404, f"no crawl {name!r} (crawls: {there})")
-        crawl = self.crawls[name] = Crawl(self.settings_for(name))
-        return crawl
-
-    def url_param(self, request: web.Request) -> str:
-        url = request.query.get("url", "")
-        if not url:
-            raise error(400, "give the URL: ?url=...")
-        if not request.query.get("raw"):
-            self.check_url(url)
-        return url
-
-    def check_url(self, url: str) -> None:
-        try:
-            normalize_url(url, **self.url_options)
-        except InvalidURL as exc:
-            raise error(400, f"{url!r} is not a valid URL ({exc})") from None
-
-    def close(self) -> None:
-        for crawl in self.crawls.values():
-            try:
-                crawl.close()
-            except Exception:
-                pass
-        for pool in self.pools.values():
-            pool.shutdown(wait=False, cancel_futures=True)
-
-
-def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise error(400, f"{name} must be a whole number from {low} to {high}") from None
-    if not low <= value <= high:
-        raise error(400, f"{name} must be a whole number from {low} to {high}")
-    return value
 
 
 def record_json(record: dict) -> dict:
@@ -395,10 +207,6 @@ def _activity(frontier, minutes: int) -> dict:
 
 async def dashboard(request: web.Request) -> web.Response:
     return web.Response(body=STATIC.joinpath("dashboard.html").read_bytes(), content_type="text/html")
-
-
-def _dumps(obj) -> str:
-    return json.dumps(obj, default=str)
 
 
 # -- the application ---------------------------------------------------------------------
