@@ -45,16 +45,14 @@
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import UTC
 
 from cassandra import ConsistencyLevel
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.concurrent import execute_concurrent
-from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, BoundStatement
+from cassandra.query import BatchStatement, BatchType
 
 from crawler.urlstore.cassandra_cluster import (
     COLUMNS,
@@ -69,127 +67,39 @@ from crawler.urlstore.cassandra_cluster import (
     schema_statements,
     tls_context,
 )
+from crawler.urlstore.cassandra_reads import CassandraReads
+from crawler.urlstore.cassandra_rows import (
+    _FETCHED,
+    _INLINK,
+    _INLINKS,
+    _INLINKS_AFTER,
+    ARCHIVE,
+    METADATA,
+    RESCHEDULES,
+    ROW,
+    _bound,
+    _select,
+    _update,
+)
 from crawler.urlstore.record import (
-    ARCHIVE_COLUMNS,
     DUE_FIELDS,
     ArchivePointer,
     FetchRecord,
-    answered,
     inlink_bucket,
     signed64,
-    unsigned64,
-    url_in_host,
 )
 from crawler.urlstore.store import UrlStore
 
 logger = logging.getLogger(__name__)
 
-# the types bound as big-endian bytes through CQL's blobAs<Type>(?), where b"" is the
-# type's empty value (a timestamp: milliseconds since 1970)
-_PACKED = {"int": ">i", "bigint": ">q", "float": ">f", "double": ">d", "timestamp": ">q"}
 
-SCAN_PAGES = 4  # pages of ``limit`` rows one ``due`` call reads at most (a token-range scan)
-MIN_TOKEN = -(2**63)  # Murmur3Partitioner's smallest token
 # the values of one batch of inlinks at most, with INLINK_ROW_BYTES a row for its cells:
 # under the server's batch_size_warn_threshold (5 KiB), which counts their cells too
 INLINK_BATCH_BYTES = 4096
 INLINK_ROW_BYTES = 48
-READ_KEYS = 25  # URLs one read asks for at most (WHERE url IN ...), all of one replica set: a read
-# of 100 keys took 60 ms on one coordinator, four of 25 side by side 15 ms
-
-ROW = tuple(COLUMNS)
-ARCHIVE = ARCHIVE_COLUMNS
-METADATA = ("metadata",)
-# reschedule: the due time, and when given the fetch time and the interval
-RESCHEDULES = [
-    ("next_fetch_at", *more) for more in ((), ("fetched_at",), ("fetch_interval",), ("fetched_at", "fetch_interval"))
-]
-_FETCHED = ("url", "fate", "status", "fetched_at", "archive_key")  # last_fetched's columns
-_INLINK = "INSERT INTO {ks}.inlinks (target_url, bucket, source_url, anchor_text, nofollow) VALUES (?, ?, ?, ?, ?)"
-_INLINKS = "SELECT source_url, anchor_text, nofollow FROM {ks}.inlinks WHERE target_url = ? AND bucket = ? LIMIT ?"
-_INLINKS_AFTER = (
-    "SELECT source_url, anchor_text, nofollow FROM {ks}.inlinks WHERE target_url = ? AND bucket = ? "
-    "AND source_url > ? LIMIT ?"
-)
 
 
-def _update(columns: tuple[str, ...]) -> str:
-    """The UPDATE (an upsert) that sets ``columns`` of a URL's row, bound with
-    ``_bound`` values and the URL last."""
-    sets = []
-    for column in columns:
-        kind = COLUMNS[column]
-        if kind.startswith("map"):
-            sets.append(f"{column} = {column} + ?")
-        elif kind in _PACKED:
-            sets.append(f"{column} = blobAs{kind.capitalize()}(?)")
-        else:
-            sets.append(f"{column} = ?")
-    return f"UPDATE {{ks}}.urls SET {', '.join(sets)} WHERE url = ?"
-
-
-def _select(columns: tuple[str, ...], where: str = "url = ?") -> str:
-    return f"SELECT {', '.join(columns)} FROM {{ks}}.urls WHERE {where}"
-
-
-def _bound(column: str, value):
-    """``value`` of ``column`` as its ``_update`` statement takes it. None is an empty
-    value, never a null: '' for text, b"" for the types of _PACKED (else their
-    big-endian bytes). A map without fields is UNSET (the stored map left as it is)."""
-    kind = COLUMNS[column]
-    if kind == "text":
-        return "" if value is None else value
-    if kind in _PACKED:
-        if value is None:
-            return b""
-        return struct.pack(_PACKED[kind], round(value * 1000) if kind == "timestamp" else value)
-    if kind.startswith("map"):
-        return dict(value) if value else UNSET_VALUE
-    return value
-
-
-def _read(row) -> dict:
-    """A row read from the urls table (any of its columns) as a dict: an empty value is
-    None (text as much as numbers), a time is UNIX seconds."""
-    out = {}
-    for column, value in zip(row._fields, row, strict=True):
-        kind = COLUMNS.get(column, "text")  # url (or token(url), a number)
-        if kind == "text" and value == "":
-            value = None
-        elif kind == "timestamp":
-            value = _seconds(value)
-        out[column] = value
-    return out
-
-
-def _record(row) -> dict:
-    """A urls row as ``get`` gives it (UrlStore's record)."""
-    record = _read(row)
-    record["redirect_chain"] = list(record["redirect_chain"] or [])
-    record["simhash"] = unsigned64(record["simhash"])
-    record["metadata"] = dict(record["metadata"] or {})
-    key, offset, length = (record.pop(c) for c in ARCHIVE)
-    record["archive"] = {"key": key, "offset": offset, "length": length} if key else None
-    record["outlinks"] = [{"url": u, "text": t, "nofollow": bool(n)} for u, t, n in record["outlinks"] or []]
-    return record
-
-
-def _seconds(value) -> float | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.timestamp()
-
-
-class _Routed(BoundStatement):
-    """A bound read whose routing key is given: the driver computes none for ``WHERE url
-    IN ?``, and token-aware routing needs one to send the read to the URLs' replicas."""
-
-    routing_key = None  # (a plain attribute in place of BoundStatement's property)
-
-
-class CassandraUrlStore(UrlStore):
+class CassandraUrlStore(CassandraReads, UrlStore):
     """The store on a driver ``session`` (its cluster's default execution profile gives
     the routing; ``from_settings`` makes it token-aware in the local datacenter), in
     ``keyspace``, whose schema must exist. ``cluster``: shut down by ``close``."""
@@ -484,99 +394,6 @@ class CassandraUrlStore(UrlStore):
         )
 
     # -- reads -------------------------------------------------------------------------
-
-    def _row(self, url: str) -> dict | None:
-        row = self.session.execute(self._select_stmt, (url,), execution_profile=self.reads).one()
-        return None if row is None else _record(row)
-
-    def _rows(self, urls: list[str]) -> dict[str, dict]:
-        """Every URL's row, read at once (``_read_keys``)."""
-        return {row.url: _record(row) for row in self._read_keys(self._select_in_stmt, urls)}
-
-    def _read_keys(self, statement, urls: list[str]) -> list:
-        """The rows of ``urls`` by ``statement`` (``... WHERE url IN ?``): one read of at
-        most READ_KEYS URLs per replica set, each sent to those replicas (the token map:
-        no coordinator fans out to other nodes), all at once."""
-        reads = []
-        key = lambda url: self._select_stmt.bind((url,)).routing_key  # noqa: E731
-        for group in self._replica_groups(urls, key).values():
-            for start in range(0, len(group), READ_KEYS):
-                chunk = group[start : start + READ_KEYS]
-                bound = _Routed(statement).bind((chunk,))
-                bound.routing_key = key(chunk[0])  # to its replicas
-                reads.append((bound, None))
-        return [row for result in self._read_all(reads) for row in result]
-
-    def _read_all(self, statements: list[tuple]) -> list:
-        """The result of each (statement, parameters), all sent at once (at most
-        max_in_flight at a time); the first error is raised."""
-        results = execute_concurrent(
-            self.session, statements, concurrency=self.max_in_flight, execution_profile=self.reads
-        )
-        return [r.result_or_exc for r in results]
-
-    def due(
-        self,
-        before: float,
-        limit: int = 1000,
-        after: tuple | None = None,
-        host: str | None = None,
-        fetched_before: float | None = None,
-    ) -> tuple[list[dict], tuple | None]:
-        """A bounded token-range scan of the urls table (no index on next_fetch_at): at most
-        SCAN_PAGES pages of ``limit`` rows per call, filtered here, until ``limit`` rows
-        are found; a page may come back empty with a cursor (more to scan). Every due URL is found once per full pass, at
-        the cost of reading the whole table over the pass."""
-        token = after[0] if after else MIN_TOKEN
-        out: list[dict] = []
-        for _ in range(SCAN_PAGES):
-            rows = list(self.session.execute(self._scan_stmt, (token, limit), execution_profile=self.reads))
-            for row in rows:
-                token = row[0]
-                found = _read(row)
-                if fetched_before is None:
-                    if found["next_fetch_at"] is None or found["next_fetch_at"] > before:
-                        continue
-                elif found["fetched_at"] is None or found["fetched_at"] > fetched_before:
-                    continue
-                if host and not url_in_host(found["url"], host):
-                    continue
-                out.append({name: found[name] for name in DUE_FIELDS})
-                if len(out) == limit:  # the rest of this page is read again by the next call
-                    return out, (token,)
-            if len(rows) < limit:
-                return out, None
-        return out, (token,)
-
-    def last_fetched(self, urls: list[str], archived: bool = False) -> dict[str, float]:
-        """The URLs' rows read at once (``_read_keys``): one round trip's wait."""
-        given: dict[str, list[str]] = {}  # normalized -> the URLs asked
-        for u in urls:
-            given.setdefault(self.normalize(u), []).append(u)
-        out = {}
-        for row in self._read_keys(self._fetched_in_stmt, list(given)):
-            found = _read(row)
-            if (
-                answered(found["fate"], found["status"], found["archive_key"], archived)
-                and found["fetched_at"] is not None
-            ):
-                out.update(dict.fromkeys(given[found["url"]], found["fetched_at"]))
-        return out
-
-    def _inlinks(self, url: str, limit: int, after: str | None = None) -> list[dict]:
-        # each bucket is ordered by source URL: the first ``limit`` after the cursor of
-        # every bucket, read at once, merged
-        if after is None:
-            reads = [(self._inlinks_stmt, (url, bucket, limit)) for bucket in range(self.inlink_buckets)]
-        else:
-            reads = [(self._inlinks_after_stmt, (url, bucket, after, limit)) for bucket in range(self.inlink_buckets)]
-        out = [
-            {"url": r.source_url, "text": r.anchor_text, "nofollow": bool(r.nofollow)}
-            for rows in self._read_all(reads)
-            for r in rows
-        ]
-        out.sort(key=lambda link: link["url"])
-        return out[:limit]
 
     def close(self) -> None:
         """Wait for the writes made so far, then shut the cluster down (when the store

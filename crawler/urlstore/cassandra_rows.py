@@ -1,0 +1,129 @@
+"""The Cassandra UrlStore's statements and rows: the CQL of its writes and reads, a value
+bound as the column's empty value rather than a null (no tombstones), a row read back
+as the record's fields (crawler/urlstore/cassandra.py and cassandra_reads.py use them).
+"""
+
+from __future__ import annotations
+
+import struct
+from datetime import UTC
+
+from cassandra.query import UNSET_VALUE, BoundStatement
+
+from crawler.urlstore.cassandra_cluster import (
+    COLUMNS,
+)
+from crawler.urlstore.record import (
+    ARCHIVE_COLUMNS,
+    unsigned64,
+)
+
+# the types bound as big-endian bytes through CQL's blobAs<Type>(?), where b"" is the
+# type's empty value (a timestamp: milliseconds since 1970)
+_PACKED = {"int": ">i", "bigint": ">q", "float": ">f", "double": ">d", "timestamp": ">q"}
+
+
+ROW = tuple(COLUMNS)
+
+
+ARCHIVE = ARCHIVE_COLUMNS
+
+
+METADATA = ("metadata",)
+
+
+# reschedule: the due time, and when given the fetch time and the interval
+RESCHEDULES = [
+    ("next_fetch_at", *more) for more in ((), ("fetched_at",), ("fetch_interval",), ("fetched_at", "fetch_interval"))
+]
+
+
+_FETCHED = ("url", "fate", "status", "fetched_at", "archive_key")  # last_fetched's columns
+
+
+_INLINK = "INSERT INTO {ks}.inlinks (target_url, bucket, source_url, anchor_text, nofollow) VALUES (?, ?, ?, ?, ?)"
+
+
+_INLINKS = "SELECT source_url, anchor_text, nofollow FROM {ks}.inlinks WHERE target_url = ? AND bucket = ? LIMIT ?"
+
+
+_INLINKS_AFTER = (
+    "SELECT source_url, anchor_text, nofollow FROM {ks}.inlinks WHERE target_url = ? AND bucket = ? "
+    "AND source_url > ? LIMIT ?"
+)
+
+
+def _update(columns: tuple[str, ...]) -> str:
+    """The UPDATE (an upsert) that sets ``columns`` of a URL's row, bound with
+    ``_bound`` values and the URL last."""
+    sets = []
+    for column in columns:
+        kind = COLUMNS[column]
+        if kind.startswith("map"):
+            sets.append(f"{column} = {column} + ?")
+        elif kind in _PACKED:
+            sets.append(f"{column} = blobAs{kind.capitalize()}(?)")
+        else:
+            sets.append(f"{column} = ?")
+    return f"UPDATE {{ks}}.urls SET {', '.join(sets)} WHERE url = ?"
+
+
+def _select(columns: tuple[str, ...], where: str = "url = ?") -> str:
+    return f"SELECT {', '.join(columns)} FROM {{ks}}.urls WHERE {where}"
+
+
+def _bound(column: str, value):
+    """``value`` of ``column`` as its ``_update`` statement takes it. None is an empty
+    value, never a null: '' for text, b"" for the types of _PACKED (else their
+    big-endian bytes). A map without fields is UNSET (the stored map left as it is)."""
+    kind = COLUMNS[column]
+    if kind == "text":
+        return "" if value is None else value
+    if kind in _PACKED:
+        if value is None:
+            return b""
+        return struct.pack(_PACKED[kind], round(value * 1000) if kind == "timestamp" else value)
+    if kind.startswith("map"):
+        return dict(value) if value else UNSET_VALUE
+    return value
+
+
+def _read(row) -> dict:
+    """A row read from the urls table (any of its columns) as a dict: an empty value is
+    None (text as much as numbers), a time is UNIX seconds."""
+    out = {}
+    for column, value in zip(row._fields, row, strict=True):
+        kind = COLUMNS.get(column, "text")  # url (or token(url), a number)
+        if kind == "text" and value == "":
+            value = None
+        elif kind == "timestamp":
+            value = _seconds(value)
+        out[column] = value
+    return out
+
+
+def _record(row) -> dict:
+    """A urls row as ``get`` gives it (UrlStore's record)."""
+    record = _read(row)
+    record["redirect_chain"] = list(record["redirect_chain"] or [])
+    record["simhash"] = unsigned64(record["simhash"])
+    record["metadata"] = dict(record["metadata"] or {})
+    key, offset, length = (record.pop(c) for c in ARCHIVE)
+    record["archive"] = {"key": key, "offset": offset, "length": length} if key else None
+    record["outlinks"] = [{"url": u, "text": t, "nofollow": bool(n)} for u, t, n in record["outlinks"] or []]
+    return record
+
+
+def _seconds(value) -> float | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
+
+
+class _Routed(BoundStatement):
+    """A bound read whose routing key is given: the driver computes none for ``WHERE url
+    IN ?``, and token-aware routing needs one to send the read to the URLs' replicas."""
+
+    routing_key = None  # (a plain attribute in place of BoundStatement's property)
