@@ -36,7 +36,8 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     keeps waiting.
 
 Its parts: what it offers the frontier and the submissions it takes (admission.py), the
-leases it holds, acknowledges, lands and renews (leases.py), Redis outages (outages.py).
+leases it holds, acknowledges, lands and renews (leases.py), Redis outages (outages.py),
+when it wakes the engine and when it stops (idle.py).
 
 The recrawl (crawler/freshness/recrawl.py), when RECRAWL_CHECK_INTERVAL is set: every so often the
 worker holding the crawl's recrawl lock puts the URLs the UrlStore says are due back.
@@ -54,8 +55,7 @@ from collections import deque
 
 import redis
 from scrapy import signals
-from scrapy.exceptions import DontCloseSpider
-from twisted.internet import reactor, task
+from twisted.internet import task
 
 from crawler import meta
 from crawler.freshness.policy import FetchPolicy
@@ -64,9 +64,8 @@ from crawler.frontier import codec
 from crawler.frontier.connection import refused
 from crawler.frontier.frontier import Entry
 from crawler.frontier.verbs import FrontierVerbs
-from crawler.frontier.words import FINISHED, RUNNING
-from crawler.observe.report import when
 from crawler.scheduler.admission import Admission
+from crawler.scheduler.idle import Idling
 from crawler.scheduler.leases import LeaseKeeping
 from crawler.scheduler.outages import RedisOutages
 from crawler.services import services
@@ -78,7 +77,7 @@ logger = logging.getLogger(__name__)
 QUIET_AFTER = 5.0  # seconds: nothing due this soon and nothing downloading: open batches are stored
 
 
-class FrontierScheduler(RedisOutages, LeaseKeeping, Admission):
+class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
     uses_frontier = True  # (services(crawler).frontier_scheduled)
 
     def __init__(self, crawler, frontier: FrontierVerbs):
@@ -361,63 +360,6 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission):
     # -- Redis outages ---------------------------------------------------------------------
 
     # -- idling ------------------------------------------------------------------------
-
-    def _wake_engine_in(self, seconds: float) -> None:
-        """Have the engine ask for a request ``seconds`` from now (or sooner, if a
-        wake-up is already due sooner)."""
-        at = time.time() + seconds
-        if self._wakeup is not None and self._wakeup.active():
-            if self._wake_at <= at:
-                return
-            self._wakeup.cancel()
-        self._wake_at = at
-        self._wakeup = reactor.callLater(seconds, self._wake_engine)
-
-    def _wake_engine(self):
-        # The engine asks the scheduler again after each download and on a 5 s heartbeat;
-        # when a host becomes due sooner than that, ask it to look now.
-        slot = getattr(self.crawler.engine, "_slot", None)
-        if slot is not None:
-            slot.nextcall.schedule()
-
-    def _spider_idle(self, spider):
-        if not self.close_when_idle:
-            raise DontCloseSpider
-        self._flush_acks()
-        try:
-            outlook = self.frontier.outlook(self.max_wait)
-        except redis.RedisError as exc:  # pause, do not close, while Redis is away
-            self._redis_down(exc)
-            raise DontCloseSpider from None
-        now = time.time()
-        if outlook["state"] == RUNNING or self._buffer or self._outbox or self._pushes:
-            self._idle_since = None
-            if outlook["next_due"] is not None:  # something is due soon: look for it then
-                self._next_due = outlook["next_due"] / 1000
-                self._next_poll = 0.0
-                self._wake_engine_in(max(self._next_due - now, 0.0))
-            raise DontCloseSpider
-        if self._idle_since is None:
-            self._idle_since = now
-        if now - self._idle_since < self.idle_seconds:
-            self._wake_engine_in(self._idle_since + self.idle_seconds - now)
-            raise DontCloseSpider
-        if outlook["state"] == FINISHED:
-            try:
-                if not self._frontier_there():  # vanished, not finished
-                    raise DontCloseSpider
-            except redis.RedisError as exc:
-                self._redis_down(exc)
-                raise DontCloseSpider from None
-            logger.info("Frontier empty: closing")
-        else:
-            logger.info(
-                "Nothing due within %.0f s (%d URLs queued, the first due at %s): closing; "
-                "run the same command again to resume",
-                self.max_wait,
-                outlook["queued"],
-                when(outlook["next_due"]),
-            )
 
     # -- helpers -------------------------------------------------------------------------
 

@@ -1,0 +1,80 @@
+"""When a worker wakes its engine and when it stops (a mixin of FrontierScheduler): the engine
+is woken when the next host is due, less the lookahead (at most FRONTIER_POLL_INTERVAL
+later), so that a crawl of few hosts does not wait for the engine's 5-second heartbeat;
+and at ``spider_idle`` the local profile (FRONTIER_CLOSE_WHEN_IDLE) closes the worker once
+nothing is leased by any worker and nothing is due within FRONTIER_MAX_WAIT, for
+FRONTIER_IDLE_SECONDS, saying what it leaves; the distributed profile keeps waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+from scrapy.exceptions import DontCloseSpider
+from twisted.internet import reactor
+
+from crawler.frontier.words import FINISHED, RUNNING
+from crawler.observe.report import when
+
+logger = logging.getLogger(__name__)
+
+
+class Idling:
+    def _wake_engine_in(self, seconds: float) -> None:
+        """Have the engine ask for a request ``seconds`` from now (or sooner, if a
+        wake-up is already due sooner)."""
+        at = time.time() + seconds
+        if self._wakeup is not None and self._wakeup.active():
+            if self._wake_at <= at:
+                return
+            self._wakeup.cancel()
+        self._wake_at = at
+        self._wakeup = reactor.callLater(seconds, self._wake_engine)
+
+    def _wake_engine(self):
+        # The engine asks the scheduler again after each download and on a 5 s heartbeat;
+        # when a host becomes due sooner than that, ask it to look now.
+        slot = getattr(self.crawler.engine, "_slot", None)
+        if slot is not None:
+            slot.nextcall.schedule()
+
+    def _spider_idle(self, spider):
+        if not self.close_when_idle:
+            raise DontCloseSpider
+        self._flush_acks()
+        try:
+            outlook = self.frontier.outlook(self.max_wait)
+        except redis.RedisError as exc:  # pause, do not close, while Redis is away
+            self._redis_down(exc)
+            raise DontCloseSpider from None
+        now = time.time()
+        if outlook["state"] == RUNNING or self._buffer or self._outbox or self._pushes:
+            self._idle_since = None
+            if outlook["next_due"] is not None:  # something is due soon: look for it then
+                self._next_due = outlook["next_due"] / 1000
+                self._next_poll = 0.0
+                self._wake_engine_in(max(self._next_due - now, 0.0))
+            raise DontCloseSpider
+        if self._idle_since is None:
+            self._idle_since = now
+        if now - self._idle_since < self.idle_seconds:
+            self._wake_engine_in(self._idle_since + self.idle_seconds - now)
+            raise DontCloseSpider
+        if outlook["state"] == FINISHED:
+            try:
+                if not self._frontier_there():  # vanished, not finished
+                    raise DontCloseSpider
+            except redis.RedisError as exc:
+                self._redis_down(exc)
+                raise DontCloseSpider from None
+            logger.info("Frontier empty: closing")
+        else:
+            logger.info(
+                "Nothing due within %.0f s (%d URLs queued, the first due at %s): closing; "
+                "run the same command again to resume",
+                self.max_wait,
+                outlook["queued"],
+                when(outlook["next_due"]),
+            )
