@@ -19,6 +19,7 @@ from scrapy.settings import Settings
 
 import crawler.urlstore.cassandra as backend
 import crawler.urlstore.cassandra_cluster as cluster
+import crawler.urlstore.cassandra_reads as reading
 from crawler.urlstore.cassandra import CassandraUrlStore
 from crawler.urlstore.cassandra_cluster import COLUMNS, IdempotentRetries, consistency_levels, schema_statements
 from crawler.urlstore.cassandra_reads import SCAN_PAGES
@@ -412,7 +413,7 @@ def test_last_fetched_and_get_many_read_their_urls_together_at_the_read_level(
         reads = requests.of("SELECT url, fate, status, fetched_at, archive_key")
         assert len(reads) == len(requests.sent) == 1  # one read of the 11 URLs (the two spellings of /3: one)
         assert {level for _, level in reads} == {ConsistencyLevel.ONE}
-        monkeypatch.setattr(reads, "READ_KEYS", 4)  # a read asks for 4 URLs at most
+        monkeypatch.setattr(reading, "READ_KEYS", 4)  # a read asks for 4 URLs at most
         with Requests(cassandra_session) as requests:
             records = reads_one.get_many(asked)
         assert len(requests.of("WHERE url IN")) == 3  # 11 distinct URLs
