@@ -39,8 +39,8 @@ Its parts: what it offers the frontier and the submissions it takes (admission.p
 leases it holds, acknowledges, lands and renews (leases.py), Redis outages (outages.py),
 when it wakes the engine and when it stops (idle.py).
 
-The recrawl (crawler/freshness/recrawl.py), when RECRAWL_CHECK_INTERVAL is set: every so often the
-worker holding the crawl's recrawl lock puts the URLs the UrlStore says are due back.
+The recrawl's rounds in a running crawl are an extension of their own
+(crawler/extensions/recrawl.py).
 
 The fetch policy (crawler/freshness/policy.py): the requests of each pop are looked up in the
 UrlStore at once (one batch read); those fetched within FETCH_POLICY_MAX_AGE are not handed
@@ -59,7 +59,6 @@ from twisted.internet import task
 
 from crawler import meta
 from crawler.freshness.policy import FetchPolicy
-from crawler.freshness.recrawl import RecrawlTimer
 from crawler.frontier import codec
 from crawler.frontier.connection import refused
 from crawler.frontier.frontier import Entry
@@ -98,9 +97,6 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
         self.submit_interval = s.getfloat("FRONTIER_SUBMIT_INTERVAL")
         self.submit_batch = s.getint("FRONTIER_SUBMIT_BATCH")
         self.policy: FetchPolicy | None = None  # the fetch policy (from_crawler), None when off
-        self.recrawl = (
-            None  # due URLs put back every RECRAWL_CHECK_INTERVAL (crawler/freshness/recrawl.py), None when off
-        )
         self.lease_max_hold = s.getfloat("FRONTIER_LEASE_MAX_HOLD")
         self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
         self.idle_seconds = s.getfloat("FRONTIER_IDLE_SECONDS")
@@ -146,9 +142,6 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
     def from_crawler(cls, crawler):
         scheduler = cls(crawler, services(crawler).frontier)
         scheduler.policy = FetchPolicy.from_crawler(crawler)
-        s = crawler.settings
-        if s.getfloat("RECRAWL_CHECK_INTERVAL") > 0 and s.getbool("URLSTORE_ENABLED"):
-            scheduler.recrawl = RecrawlTimer(crawler, services(crawler).urlstore, scheduler.frontier)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.ack, signal=page_handled)
         crawler.signals.connect(scheduler.give_back, signal=page_not_stored)
@@ -178,8 +171,6 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
         self._renewer.start(max(self.frontier.lease_ms / 3000, 0.05), now=False)
         if self.submit_interval > 0:
             self._submissions.start(self.submit_interval, now=False)
-        if self.recrawl is not None:
-            self.recrawl.start()
         try:
             self._epoch = self.frontier.epoch(create=True)
             stats = self.frontier.stats()
@@ -202,8 +193,6 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
         for loop in (self._renewer, self._submissions):
             if loop.running:
                 loop.stop()
-        if self.recrawl is not None:
-            self.recrawl.stop()
         for call in (self._wakeup, self._retry_call, self._ack_call, self._push_call, self._land_call):
             if call is not None and call.active():
                 call.cancel()
