@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -193,10 +194,16 @@ def test_url_host_invalid(url: str) -> None:
         url_host(url)
 
 
-def test_docstring_examples() -> None:
-    result = doctest.testmod(urls, optionflags=doctest.ELLIPSIS)
+def test_the_rules_examples() -> None:
+    # the rules and their examples: docs/URL_NORMALIZATION.md (and any left in the module)
+    result = doctest.testfile(
+        str(Path(__file__).resolve().parents[1] / "docs" / "URL_NORMALIZATION.md"),
+        module_relative=False,
+        optionflags=doctest.ELLIPSIS,
+    )
     assert result.attempted > 10
     assert result.failed == 0
+    assert doctest.testmod(urls, optionflags=doctest.ELLIPSIS).failed == 0
 
 
 # --------------------------------------------------------------------------
