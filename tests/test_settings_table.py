@@ -4,6 +4,7 @@ the code reads no setting that is not in it (nor one of Scrapy's), with no defau
 its own."""
 
 import ast
+import importlib
 from pathlib import Path
 
 from scrapy.settings import Settings, default_settings
@@ -59,6 +60,12 @@ def test_the_code_reads_only_settings_of_the_table_or_scrapys():
         if name not in table.BY_NAME and name not in SCRAPY and name not in SCRAPY_REDIS_SETTINGS
     )
     assert not unknown, f"settings read but not in the table: {unknown}"
+
+
+def test_the_profiles_set_only_settings_of_the_table():
+    for module in ("settings.base", "settings.local", "settings.distributed"):
+        names = {n for n in dir(importlib.import_module(module)) if n.isupper()}
+        assert names <= set(table.BY_NAME), f"{module} sets {sorted(names - set(table.BY_NAME))} outside the table"
 
 
 def test_every_setting_of_the_table_is_read_or_is_scrapys():

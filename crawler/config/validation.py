@@ -18,10 +18,9 @@ default, rule and meaning are one row of the settings table (crawler/config/sett
 from __future__ import annotations
 
 import difflib
-import importlib
 import sys
 
-from crawler.config.settings import RULES
+from crawler.config.settings import BY_NAME, RULES
 
 # settings no longer read, and what replaced them: a value given for one is refused, not ignored
 RETIRED = {"CASSANDRA_REPLICATION": "CASSANDRA_REPLICATION_FACTOR and CASSANDRA_DATACENTER"}
@@ -44,7 +43,6 @@ SCRAPY_REDIS_SETTINGS = (
     "SCHEDULER_DUPEFILTER_KEY", "SCHEDULER_FLUSH_ON_START", "SCHEDULER_IDLE_BEFORE_CLOSE", "SCHEDULER_PERSIST",
     "SCHEDULER_QUEUE_CLASS", "SCHEDULER_QUEUE_KEY", "SCHEDULER_SERIALIZER", "STATS_KEY",
 )  # fmt: skip
-PROFILE_MODULES = ("settings.base", "settings.local", "settings.distributed")
 CLOSE_ENOUGH = 0.85  # difflib's ratio from which an unknown name is taken for a misspelling
 
 
@@ -54,9 +52,7 @@ def known_settings() -> tuple[frozenset, frozenset]:
     from scrapy.settings import default_settings
 
     scrapy = {n for n in dir(default_settings) if n.isupper()}
-    project = set()
-    for module in PROFILE_MODULES:
-        project |= {n for n in dir(importlib.import_module(module)) if n.isupper()}
+    project = set(BY_NAME)  # the settings table: every profile sets only its names (tests/test_settings_table.py)
     prefixes = {n.split("_")[0] for n in project} - {n.split("_")[0] for n in scrapy}
     return frozenset(scrapy | project | set(SCRAPY_REDIS_SETTINGS) | set(RETIRED)), frozenset(prefixes)
 
