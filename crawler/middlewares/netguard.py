@@ -30,6 +30,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import defer, reactor
 from twisted.internet.error import DNSLookupError
 
+from crawler import meta
 from crawler.exceptions import AddressRefused
 
 logger = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ class NetworkGuardMiddleware:
             reason = self.policy.refusal(host)
             if reason:
                 raise AddressRefused(f"network guard: {host} is a {reason} address ({allow_hint(host)})")
-        elif not request.meta.get("proxy"):  # through a proxy, the name is the proxy's
+        elif not request.meta.get(meta.PROXY):  # through a proxy, the name is the proxy's
             # Resolve now, through the guarded resolver: a refused name is recorded here
             # as a refusal; the connection then gets the same (cached) answer, and the
             # resolver refuses again should it resolve differently by then.

@@ -27,12 +27,3 @@ def urlstore_from_settings(settings, readonly: bool = False) -> UrlStore:
             settings.set("CASSANDRA_APPLY_SCHEMA", False)
         return CassandraUrlStore.from_settings(settings, url_options(settings))
     raise ValueError(f"URLSTORE_BACKEND must be 'sqlite' or 'cassandra', not {backend!r}")
-
-
-def crawler_urlstore(crawler) -> UrlStore:
-    """The crawler's UrlStore: one per crawler, opened by the first component that asks
-    (the UrlStore pipeline, the fetch policy), closed by the UrlStore pipeline."""
-    store = getattr(crawler, "_urlstore", None)
-    if store is None:
-        store = crawler._urlstore = urlstore_from_settings(crawler.settings)
-    return store
