@@ -108,14 +108,18 @@ def encode(request: Request, spider) -> bytes:
         return SEP.join(fields).encode()
     data = request.to_dict(spider=spider)
     data["meta"] = {k: v for k, v in data["meta"].items() if k not in (meta.LEASE, meta.NOT_BEFORE, meta.DUE)}
-    for key, value in data["meta"].items():
-        try:
-            _tagged(value)
-        except TypeError as exc:
-            raise UnencodableRequest(
-                f"meta[{key!r}] of {request.url} cannot be stored in the frontier: {exc}"
-            ) from None
-    return WHOLE + json.dumps(_tagged(data), separators=(",", ":")).encode()
+    try:
+        tagged = _tagged(data)
+    except TypeError:  # name the meta key that holds it (the rest of to_dict() is JSON's)
+        for key, value in data["meta"].items():
+            try:
+                _tagged(value)
+            except TypeError as exc:
+                raise UnencodableRequest(
+                    f"meta[{key!r}] of {request.url} cannot be stored in the frontier: {exc}"
+                ) from None
+        raise
+    return WHOLE + json.dumps(tagged, separators=(",", ":")).encode()
 
 
 def decode(payload: bytes, spider) -> Request:
