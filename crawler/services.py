@@ -3,8 +3,8 @@
 A worker has one frontier (one Redis client and pool, its scripts loaded once), one
 UrlStore, one set of page worker processes and one body budget, whichever components ask
 for them (scheduler, middlewares, pipelines, extensions, the spider's seeding). Each is
-opened by the first component that asks, and this object closes what it opened, once
-and in one place: at ``engine_stopped``, after every component's own closing (the
+opened by the first component that asks, and this object closes what has to be closed,
+once and in one place: at ``engine_stopped``, after every component's own closing (the
 scheduler's last acknowledgements, the pipelines' last writes, the extensions' closing
 summary) is done.
 """
@@ -90,12 +90,9 @@ class Services:
 
     def close(self) -> None:
         """Close what was opened: the page processes, then the UrlStore (its pending
-        writes waited for), then the frontier's connections."""
+        writes waited for). The frontier holds nothing to close but its Redis clients'
+        pools, which go with the process."""
         if self._page_workers is not None:
             self._page_workers.close()
         if self._urlstore is not None:
             self._urlstore.close()
-        if self._frontier is not None:
-            close = getattr(self._frontier, "close", None)
-            if close is not None:
-                close()
