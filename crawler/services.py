@@ -42,13 +42,17 @@ class Services:
         self._urlstore = None
         self._page_workers: PageWorkers | None = None
         self._body_budget: BodyBudget | None = None
+        self._frontier_scheduled: bool | None = None
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
 
     @property
     def frontier_scheduled(self) -> bool:
         """Whether the crawler's scheduler (SCHEDULER) is the frontier's: a class that says
         ``uses_frontier`` (crawler/scheduler/scheduler.py's)."""
-        return bool(getattr(load_object(self.crawler.settings["SCHEDULER"]), "uses_frontier", False))
+        if self._frontier_scheduled is None:
+            scheduler = load_object(self.crawler.settings["SCHEDULER"])
+            self._frontier_scheduled = bool(getattr(scheduler, "uses_frontier", False))
+        return self._frontier_scheduled
 
     @property
     def frontier(self):

@@ -5,8 +5,8 @@ a private redis-server (append-only file, fsync always) that the test starts on 
 port of 127.0.0.1. Once the site has answered some pages, the test stops that server
 (SIGTERM: Redis shuts down cleanly, its data is in the AOF), keeps it down for
 OUTAGE_SECONDS while the worker keeps running, then starts a new redis-server on the
-same port and directory, which loads the AOF. The scheduler's outage handling (see
-crawler/scheduler/scheduler.py, "Redis outages") must carry the worker through: it
+same port and directory, which loads the AOF. The scheduler's outage handling (its
+outbox, crawler/scheduler/outages.py) must carry the worker through: it
 waits, delivers what it learned while Redis was away, and finishes the crawl by itself.
 
 Never touches any other Redis (the shared one on 6379 included). Every process the test

@@ -12,16 +12,23 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import redis
+from scrapy.utils.test import get_crawler
 
 from crawler import meta
 from crawler.demo.site import serve_site
+from crawler.extensions.submissions import Submissions
 from crawler.freshness.policy import FORCED, LOOKUP_FAILED, SKIPPED, FetchPolicy
 from crawler.frontier import codec, submit
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.keys import Keys
 from crawler.frontier.shards import ShardedFrontier
+from crawler.services import services
+from crawler.signals import frontier_grew
+from crawler.spiders.broad import BroadSpider
 from crawler.urlstore.record import ArchivePointer, FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
+from tests.conftest import project_settings
 from tests.harness import clean_env, free_port, launch_worker, loopback_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -292,3 +299,42 @@ def _wait_for(condition, timeout: float, worker) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout} s\n{worker.tail()}")
         time.sleep(0.1)
+
+
+# -- the submissions extension ----------------------------------------------------------------------
+
+
+def test_submissions_taken_while_redis_fails_are_put_at_the_next_look(redis_url, crawl_name, redis_client):
+    """The extension takes the list's values, puts them, and tells the scheduler the frontier
+    grew; a put that fails (Redis away: the one fault injected, on the frontier's put) keeps
+    what was taken, and the next look puts it."""
+    crawler = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name))
+    ext = Submissions.from_crawler(crawler)
+    grew = []
+    crawler.signals.connect(lambda: grew.append(1), signal=frontier_grew, weak=False)
+    frontier = services(crawler).frontier
+    keys = frontier.keys
+    redis_client.rpush(keys.submit, "http://sub.example/a", "not a url", json.dumps({"url": "http://sub.example/b"}))
+    put = frontier.put
+    failures = [redis.ConnectionError("injected")]
+
+    def failing_put(entries, **kw):
+        if failures:
+            raise failures.pop()
+        return put(entries, **kw)
+
+    frontier.put = failing_put
+    ext.look()
+    assert frontier.stats()["queued"] == 0 and len(ext.pending) == 2 and not grew
+    assert redis_client.llen(keys.submit) == 0  # taken
+    ext.look()
+    assert frontier.stats()["queued"] == 2 and ext.pending == [] and grew == [1]
+    stats = crawler.stats
+    assert stats.get_value("submit/taken") == 2 and stats.get_value("submit/invalid") == 1
+    assert stats.get_value("frontier/enqueued") == 2
+    ext.look()  # nothing new: no word to the scheduler
+    assert grew == [1]
+    added = submit.submit(frontier, [submit.Submission("http://sub.example/c")], {})
+    assert added == [("http://sub.example/c", "added")]
+    ext.look()  # `scrapy submit` moved the counter: the scheduler looks at once
+    assert grew == [1, 1]

@@ -778,13 +778,14 @@ TABLE: tuple[Setting, ...] = (
             "crawler.extensions.metrics.Metrics": 510,
             "crawler.extensions.livestats.LiveStats": 520,
             "crawler.extensions.recrawl.RecrawlRounds": 530,
+            "crawler.extensions.submissions.Submissions": 540,
             "crawler.extensions.memory.GarbageCollection": 900,
             # not even imported (REMOTE_CONTROL_ENABLED is off): its module imports aiohttp, 7.7 MB
             # of a worker's memory; to turn it on, set it here again with REMOTE_CONTROL_ENABLED
             "scrapy.extensions.remote_control.RemoteControl": None,
         },
         COMPONENTS,
-        "the crawl's summary and progress, metrics, live stats, the recrawl's rounds, garbage collection; Scrapy's remote control not even imported",
+        "the crawl's summary and progress, metrics, live stats, the recrawl's rounds, submissions taken from the list, garbage collection; Scrapy's remote control not even imported",
     ),
 )
 

@@ -16,6 +16,12 @@ REASONS = {
 FINISHED, RUNNING, WAITING = "finished", "running", "waiting"
 
 
+def put_stat(status: str) -> str:
+    """The stats key counting a put's status: ``frontier/enqueued`` for an added URL,
+    ``frontier/seen``, ``frontier/trap/<name>``, ``frontier/host_full`` for the others."""
+    return "frontier/enqueued" if status == ADDED else "frontier/" + status.replace(":", "/")
+
+
 def now_ms() -> int:
     """The time in ms since the epoch: what every frontier verb takes as ``now``."""
     return int(time.time() * 1000)

@@ -1,8 +1,6 @@
 """What a worker offers the frontier, for the scheduler (a mixin of FrontierScheduler): the
 requests of one reactor turn sent together (a page's 100 links: one PUSH call, not 100),
-counted by what became of them; and the submissions (crawler/frontier/submit.py) it takes
-every FRONTIER_SUBMIT_INTERVAL, up to FRONTIER_SUBMIT_BATCH at a time, to the head of their
-hosts' queues, looking for due hosts at once when ``scrapy submit`` added URLs.
+counted by what became of them; while Redis is away they wait in the outbox.
 """
 
 from __future__ import annotations
@@ -13,10 +11,9 @@ import logging
 import redis
 from twisted.internet import reactor
 
-from crawler.frontier import submit
 from crawler.frontier.frontier import Entry
-from crawler.frontier.words import ADDED, SEEN
-from crawler.urls import InvalidURL
+from crawler.frontier.words import ADDED, SEEN, put_stat
+from crawler.scheduler.outages import PUSH
 
 logger = logging.getLogger(__name__)
 
@@ -27,9 +24,9 @@ class Admission:
     def _offer(self, entries: list[Entry]) -> None:
         """Queue entries for the push sent at the end of this reactor turn (or for the
         outbox while Redis is away)."""
-        if self._outbox:
+        if self.outbox:
             for entry in entries:
-                self._defer(("push", entry))
+                self.outbox.defer(PUSH, entry)
             return
         self._pushes.extend(entries)
         self._push_later()
@@ -60,19 +57,19 @@ class Admission:
         entries = fresh
         if not entries:
             return
-        if self._outbox:
+        if self.outbox:
             for entry in entries:
-                self._defer(("push", entry))
+                self.outbox.defer(PUSH, entry)
             return
         try:
             statuses = self.frontier.put(entries)
         except redis.RedisError as exc:  # pushes are idempotent: send them all again later
-            self._redis_down(exc)
+            self.outbox.redis_down(exc)
             for entry in entries:
-                self._defer(("push", entry))
+                self.outbox.defer(PUSH, entry)
             return
         for entry, status in zip(entries, statuses, strict=True):
-            self._count_push(status)
+            self._inc(put_stat(status))
             if status in (ADDED, SEEN) and not entry.dont_filter and self.known_max > 0:
                 known[entry.url] = None
         if ADDED in statuses and self._next_poll:
@@ -83,35 +80,3 @@ class Admission:
         if len(known) > self.known_max:  # forget the older half
             for url in list(itertools.islice(known, len(known) // 2)):
                 del known[url]
-
-    def _count_push(self, status: str) -> None:
-        if status == ADDED:
-            self._inc("frontier/enqueued")
-        else:
-            self._inc(f"frontier/{status.replace(':', '/')}")
-
-    def _take_submissions(self) -> None:
-        """Take what programs pushed onto the submission list and put it, and look for
-        due hosts at once when ``scrapy submit`` added URLs since the last look."""
-        if self._outbox or self._closing_for is not None:
-            return
-        try:
-            values, counter = submit.take(self.frontier, self.submit_batch)
-        except redis.RedisError as exc:  # the pops notice the outage too; look again next time
-            self._redis_down(exc)
-            return
-        moved = self._submitted is not None and counter != self._submitted
-        self._submitted = counter
-        entries = []
-        for value in values:
-            try:
-                entries.append(submit.entry(submit.parse(value), self.url_options))
-            except (ValueError, InvalidURL):
-                self._inc("submit/invalid")
-        if entries:
-            self._inc("submit/taken", len(entries))
-            self._offer(entries)
-            self._flush_pushes()  # now: what was taken is in the frontier before anything else
-        if moved and self._next_poll:
-            self._next_poll = 0.0
-            self._wake_engine_in(0)

@@ -3,7 +3,9 @@ is woken when the next host is due, less the lookahead (at most FRONTIER_POLL_IN
 later), so that a crawl of few hosts does not wait for the engine's 5-second heartbeat;
 and at ``spider_idle`` the local profile (FRONTIER_CLOSE_WHEN_IDLE) closes the worker once
 nothing is leased by any worker and nothing is due within FRONTIER_MAX_WAIT, for
-FRONTIER_IDLE_SECONDS, saying what it leaves; the distributed profile keeps waiting.
+FRONTIER_IDLE_SECONDS, saying what it leaves; the distributed profile keeps waiting. A
+Redis that refuses the worker's credentials, or whose crawl keys vanished (another epoch),
+closes the worker with an error.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import time
 
 import redis
 from scrapy.exceptions import DontCloseSpider
+from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import reactor
 
+from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED
 from crawler.frontier.words import FINISHED, RUNNING
 from crawler.observe.report import when
 
@@ -47,10 +51,10 @@ class Idling:
         try:
             outlook = self.frontier.outlook(self.max_wait)
         except redis.RedisError as exc:  # pause, do not close, while Redis is away
-            self._redis_down(exc)
+            self.outbox.redis_down(exc)
             raise DontCloseSpider from None
         now = time.time()
-        if outlook["state"] == RUNNING or self._buffer or self._outbox or self._pushes:
+        if outlook["state"] == RUNNING or self._buffer or self.outbox or self._pushes:
             self._idle_since = None
             if outlook["next_due"] is not None:  # something is due soon: look for it then
                 self._next_due = outlook["next_due"] / 1000
@@ -67,7 +71,7 @@ class Idling:
                 if not self._frontier_there():  # vanished, not finished
                     raise DontCloseSpider
             except redis.RedisError as exc:
-                self._redis_down(exc)
+                self.outbox.redis_down(exc)
                 raise DontCloseSpider from None
             logger.info("Frontier empty: closing")
         else:
@@ -78,3 +82,41 @@ class Idling:
                 outlook["queued"],
                 when(outlook["next_due"]),
             )
+
+    def _frontier_there(self) -> bool:
+        """Whether the crawl's keys are still the ones this worker opened on; when they
+        vanished (a Redis restarted without persistence, the crawl cleared), say so loudly
+        and close: what was queued, seen and leased is gone, and is no finished crawl."""
+        epoch = self.frontier.epoch(create=self._epoch is None)
+        if self._epoch is None:
+            self._epoch = epoch
+        if epoch == self._epoch:
+            return True
+        self._close_for(
+            FRONTIER_LOST,
+            "The frontier of crawl %r vanished from Redis (restarted without persistence, or the crawl was "
+            "cleared): its queues, URL-seen filter and leases are gone. This worker stops; %d pages it holds "
+            "cannot be acknowledged. Seed the crawl again, or restore Redis from its persistence.",
+            self.frontier.keys.crawl_name,
+            len(self._held),
+        )
+        return False
+
+    def _refused(self, exc) -> None:
+        """Redis refused the credentials or TLS: a setting to fix, not an outage to wait out."""
+        self._close_for(
+            REDIS_REFUSED,
+            "Redis refused this worker (%s: %s): check the password, or the TLS CA file, in REDIS_URL or "
+            "REDIS_PARAMS; closing",
+            type(exc).__name__,
+            exc,
+        )
+
+    def _close_for(self, reason: str, message: str, *args) -> None:
+        """Log why (once) and close the worker with ``reason`` (an exit code 1 reason)."""
+        if self._closing_for is not None:
+            return
+        self._closing_for = reason
+        logger.error(message, *args)
+        self.crawler.stats.set_value("frontier/error", reason)
+        deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))

@@ -28,6 +28,7 @@ from twisted.internet import reactor
 from crawler import meta
 from crawler.frontier import codec
 from crawler.frontier.connection import outage_wait
+from crawler.scheduler.outages import ACK
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +82,8 @@ class LeaseKeeping:
         if self._store_down_since is not None:
             self._store_up()
         self._flush_pushes()  # the page's links before its ack
-        if self._outbox:
-            self._defer(("ack", lease))
+        if self.outbox:
+            self.outbox.defer(ACK, lease)
             return
         self._acks.append(lease)
         self._schedule_flush()
@@ -100,7 +101,7 @@ class LeaseKeeping:
         try:
             self.frontier.give_back([lease])
         except redis.RedisError as exc:  # then it expires and comes back all the same
-            self._redis_down(exc)
+            self.outbox.redis_down(exc)
 
     def _store_down(self) -> None:
         """A store (the UrlStore, the archive) did not take a page: lease no more for a
@@ -161,7 +162,7 @@ class LeaseKeeping:
         self._land_call = reactor.callLater(max(at - time.time(), 0), self._land)
 
     def _land(self) -> None:
-        if not self._landed or self._outbox:
+        if not self._landed or self.outbox:
             return
         if len(self._unread) >= self.max_unread:  # no room for more pages: the landing alone
             self._flush_acks()
@@ -180,23 +181,23 @@ class LeaseKeeping:
         landed, self._landed = self._landed, []
         if not acks and not landed:
             return
-        if self._outbox:  # a landing not delivered is harmless: the lease's ack lands it
+        if self.outbox:  # a landing not delivered is harmless: the lease's ack lands it
             for lease in acks:
-                self._defer(("ack", lease))
+                self.outbox.defer(ACK, lease)
             return
         try:
             self._inc("frontier/acked", self.frontier.ack(*acks, landed=landed))
         except redis.RedisError as exc:
-            self._redis_down(exc)
+            self.outbox.redis_down(exc)
             for lease in acks:
-                self._defer(("ack", lease))
+                self.outbox.defer(ACK, lease)
 
     def _renew(self):
         try:
             if not self._frontier_there():
                 return
         except redis.RedisError as exc:
-            self._redis_down(exc)
+            self.outbox.redis_down(exc)
             return
         if not self._held:
             return
@@ -208,4 +209,4 @@ class LeaseKeeping:
         try:
             self.frontier.renew(list(self._held))
         except redis.RedisError as exc:  # the next renewal comes well before expiry
-            self._redis_down(exc)
+            self.outbox.redis_down(exc)

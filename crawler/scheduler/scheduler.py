@@ -35,12 +35,15 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     the frontier for the next run, which resumes it once due. The distributed profile
     keeps waiting.
 
-Its parts: what it offers the frontier and the submissions it takes (admission.py), the
-leases it holds, acknowledges, lands and renews (leases.py), Redis outages (outages.py),
-when it wakes the engine and when it stops (idle.py).
+Its parts: what it offers the frontier (admission.py), the leases it holds, acknowledges,
+lands and renews (leases.py), when it wakes the engine and when it stops (idle.py): three
+mixins over the one state of a worker's frontier calls, since they share its round trips
+(acks and landings ride on the pop, a page's links go before its ack); and an object of
+its own, the outbox of calls that wait while Redis is away (outages.py).
 
-The recrawl's rounds in a running crawl are an extension of their own
-(crawler/extensions/recrawl.py).
+The submissions (crawler/extensions/submissions.py) and the recrawl's rounds
+(crawler/extensions/recrawl.py) in a running crawl are extensions of their own; the first
+sends ``frontier_grew`` when it added URLs, and the scheduler looks for due hosts then.
 
 The fetch policy (crawler/freshness/policy.py): the requests of each pop are looked up in the
 UrlStore at once (one batch read); those fetched within FETCH_POLICY_MAX_AGE are not handed
@@ -51,7 +54,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 
 import redis
 from scrapy import signals
@@ -66,9 +68,9 @@ from crawler.frontier.verbs import FrontierVerbs
 from crawler.scheduler.admission import Admission
 from crawler.scheduler.idle import Idling
 from crawler.scheduler.leases import LeaseKeeping
-from crawler.scheduler.outages import RedisOutages
+from crawler.scheduler.outages import Outbox
 from crawler.services import services
-from crawler.signals import frontier_waiting, page_handled, page_not_stored
+from crawler.signals import frontier_grew, frontier_waiting, page_handled, page_not_stored
 from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
@@ -76,7 +78,7 @@ logger = logging.getLogger(__name__)
 QUIET_AFTER = 5.0  # seconds: nothing due this soon and nothing downloading: open batches are stored
 
 
-class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
+class FrontierScheduler(LeaseKeeping, Admission, Idling):
     uses_frontier = True  # (services(crawler).frontier_scheduled)
 
     def __init__(self, crawler, frontier: FrontierVerbs):
@@ -94,8 +96,6 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
         self.known_max = s.getint("FRONTIER_SEEN_CACHE")
         self._known: dict[str, None] = {}  # URLs pushed and found added or seen (insertion order)
         self.poll_interval = s.getfloat("FRONTIER_POLL_INTERVAL")
-        self.submit_interval = s.getfloat("FRONTIER_SUBMIT_INTERVAL")
-        self.submit_batch = s.getint("FRONTIER_SUBMIT_BATCH")
         self.policy: FetchPolicy | None = None  # the fetch policy (from_crawler), None when off
         self.lease_max_hold = s.getfloat("FRONTIER_LEASE_MAX_HOLD")
         self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
@@ -114,11 +114,9 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
         self._next_due: float | None = 0.0  # when the last pop said the next URL is due (s; None: nothing queued)
         self._answered: set[bytes] = set()  # leases whose hosts answered (see landed)
         self._renewer = task.LoopingCall(self._renew)
-        self._submissions = task.LoopingCall(self._take_submissions)
-        self._submitted: int | None = None  # the submitted counter as last read
-        # While Redis is unreachable, pushes and acks wait here, in order (a page's links
-        # are pushed before its lease is acknowledged), and are retried with back-off.
-        self._outbox: deque = deque()
+        # While Redis is unreachable, pushes and acks wait in the outbox, in order (a page's
+        # links are pushed before its lease is acknowledged), and are retried with back-off.
+        self.outbox = Outbox(frontier, self.stats, on_up=self._redis_back, on_refused=self._refused)
         # Pushes of this reactor turn, sent together; always before the next ack or pop.
         self._pushes: list[Entry] = []
         self._push_call = None
@@ -128,13 +126,9 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
         self._ack_call = None
         self._land_call = None
         self._land_at = 0.0  # when _land_call fires
-        self._backoff = 0.0
-        self._down_since: float | None = None
         # pages given back because a store did not take them: lease no more until then
         self._store_down_since: float | None = None
         self._hold_until = 0.0
-        self._next_warning = 0.0
-        self._retry_call = None
         self._closing_for: str | None = None  # the close reason, once this worker must stop
         self._epoch: int | None = None  # the crawl's epoch as this worker first saw it (Frontier.epoch)
 
@@ -147,6 +141,7 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
         crawler.signals.connect(scheduler.give_back, signal=page_not_stored)
         crawler.signals.connect(scheduler.landed, signal=signals.request_left_downloader)
         crawler.signals.connect(scheduler._downloaded, signal=signals.response_downloaded)
+        crawler.signals.connect(scheduler.look_now, signal=frontier_grew)
         for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
             crawler.signals.connect(scheduler._read, signal=signal)
         return scheduler
@@ -169,8 +164,6 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
                 self.max_wait,
             )
         self._renewer.start(max(self.frontier.lease_ms / 3000, 0.05), now=False)
-        if self.submit_interval > 0:
-            self._submissions.start(self.submit_interval, now=False)
         try:
             self._epoch = self.frontier.epoch(create=True)
             stats = self.frontier.stats()
@@ -190,18 +183,18 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
         )
 
     def close(self, reason):
-        for loop in (self._renewer, self._submissions):
-            if loop.running:
-                loop.stop()
-        for call in (self._wakeup, self._retry_call, self._ack_call, self._push_call, self._land_call):
+        if self._renewer.running:
+            self._renewer.stop()
+        self.outbox.stop()
+        for call in (self._wakeup, self._ack_call, self._push_call, self._land_call):
             if call is not None and call.active():
                 call.cancel()
         self._flush_acks()  # pushes first
-        if self._outbox and not self._drain():
+        if self.outbox and not self.outbox.drain():
             logger.error(
                 "Redis unreachable at close: %d pushes/acks not delivered; their pages' leases "
                 "expire and the pages are fetched again",
-                len(self._outbox),
+                len(self.outbox),
             )
         # Pages handled were acknowledged already; what is still held (buffered, or cut
         # off mid-download by the close) goes back to the frontier now, not at expiry.
@@ -219,7 +212,7 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
     # -- engine interface --------------------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        if self._buffer or self._outbox or self._pushes or self._down_since is not None:
+        if self._buffer or self.outbox or self._pushes or self.outbox.down_since is not None:
             return True
         # what the last pop saw (pops come at least every FRONTIER_POLL_INTERVAL);
         # _spider_idle looks again before anything is closed
@@ -303,12 +296,12 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
         except redis.RedisError as exc:
             self._acks[:0] = acks  # acks and landings are idempotent: send them again later
             self._landed[:0] = landed
-            self._redis_down(exc)
-            self._next_poll = now + self._backoff
-            self._wake_engine_in(self._backoff)
+            self.outbox.redis_down(exc)
+            self._next_poll = now + self.outbox.backoff
+            self._wake_engine_in(self.outbox.backoff)
             return
-        if self._down_since is not None and not self._outbox:
-            self._redis_up()
+        if self.outbox.down_since is not None and not self.outbox:
+            self.outbox.redis_up()
         if self.frontier.last_acked:
             self._inc("frontier/acked", self.frontier.last_acked)
         leases, requests = self._decoded(leases)
@@ -342,13 +335,17 @@ class FrontierScheduler(RedisOutages, LeaseKeeping, Admission, Idling):
         self._next_poll = now + wait
         self._wake_engine_in(wait)
 
-    # -- submissions ---------------------------------------------------------------------
+    def look_now(self) -> None:
+        """URLs were added to the frontier by another part of the worker (submissions) or
+        by ``scrapy submit``: look for due hosts at once rather than at the next poll."""
+        if self._next_poll:
+            self._next_poll = 0.0
+            self._wake_engine_in(0)
 
-    # -- leases ------------------------------------------------------------------------
-
-    # -- Redis outages ---------------------------------------------------------------------
-
-    # -- idling ------------------------------------------------------------------------
+    def _redis_back(self) -> None:
+        """Redis answers again: look for due hosts at once."""
+        self._next_poll = 0.0
+        self._wake_engine_in(0)
 
     # -- helpers -------------------------------------------------------------------------
 

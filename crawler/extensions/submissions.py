@@ -1,0 +1,106 @@
+"""Submissions in a running crawl (an extension): every FRONTIER_SUBMIT_INTERVAL a worker
+takes up to FRONTIER_SUBMIT_BATCH values from the crawl's submission list and puts them
+into the frontier (crawler/frontier/submit.py: each to the head of its host's queue, or
+through the front queues with a priority). They are counted as the scheduler counts its
+pushes (``frontier/enqueued``, ``frontier/seen``, ...), and under ``submit/taken`` and
+``submit/invalid``. When it added a URL, or ``scrapy submit`` moved the crawl's
+``submitted`` counter since its last look, it sends ``frontier_grew``, and the scheduler
+looks for due hosts at once, not at its next poll.
+
+While Redis is away a put that failed keeps its entries here and is tried again at each
+look (a worker killed meanwhile loses them, as the list's contract says: at most once);
+the scheduler notices and reports the outage itself. Off with FRONTIER_SUBMIT_INTERVAL 0,
+or with another scheduler than the frontier's.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from twisted.internet import task
+
+from crawler.frontier import submit
+from crawler.frontier.frontier import Entry
+from crawler.frontier.words import ADDED, put_stat
+from crawler.services import services
+from crawler.signals import frontier_grew
+from crawler.urls import InvalidURL, url_options
+
+logger = logging.getLogger(__name__)
+
+
+class Submissions:
+    def __init__(self, crawler, interval: float, batch: int):
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.interval = interval
+        self.batch = batch
+        self.url_options = url_options(crawler.settings)
+        self.pending: list[Entry] = []  # taken, not yet put (Redis away)
+        self.counter: int | None = None  # the submitted counter as last read
+        self.loop = task.LoopingCall(self.look)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        s = crawler.settings
+        interval = s.getfloat("FRONTIER_SUBMIT_INTERVAL")
+        if interval <= 0 or not services(crawler).frontier_scheduled:
+            raise NotConfigured
+        ext = cls(crawler, interval, s.getint("FRONTIER_SUBMIT_BATCH"))
+        crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        return ext
+
+    def spider_opened(self, spider=None):
+        self.loop.start(self.interval, now=False)
+
+    def spider_closed(self, spider=None, reason=None):
+        if self.loop.running:
+            self.loop.stop()
+        if self.pending:
+            logger.error(
+                "Closing with %d submitted URLs taken from the submission list and not put (Redis away): "
+                "submit them again",
+                len(self.pending),
+            )
+
+    def look(self) -> None:
+        """Put what waits here, then take from the list and put that; tell the scheduler
+        when the frontier grew."""
+        frontier = services(self.crawler).frontier
+        try:
+            grew = self.put(frontier, self.pending)
+            self.pending = []
+            values, counter = submit.take(frontier, self.batch)
+        except redis.RedisError as exc:
+            logger.debug("Submission list not read: %s", exc)
+            return
+        moved = self.counter is not None and counter != self.counter
+        self.counter = counter
+        entries = []
+        for value in values:
+            try:
+                entries.append(submit.entry(submit.parse(value), self.url_options))
+            except (ValueError, InvalidURL):
+                self.stats.inc_value("submit/invalid")
+        if entries:
+            self.stats.inc_value("submit/taken", len(entries))
+            try:
+                grew = self.put(frontier, entries) or grew
+            except redis.RedisError as exc:
+                self.pending = entries
+                logger.warning("%d submitted URLs not put yet (%s); tried again at the next look", len(entries), exc)
+        if grew or moved:
+            self.crawler.signals.send_catch_log(frontier_grew)
+
+    def put(self, frontier, entries: list[Entry]) -> bool:
+        """Put entries into the frontier, counting what became of each; whether any was added."""
+        if not entries:
+            return False
+        statuses = frontier.put(entries)
+        for status in statuses:
+            self.stats.inc_value(put_stat(status))
+        return ADDED in statuses
