@@ -32,6 +32,7 @@ class Page(scrapy.Item):
     content_digest = scrapy.Field()  # "sha1:<hex>" of the body (content-seen pipeline)
     simhash = scrapy.Field()  # 64-bit SimHash of the main text's words
     duplicate_of = scrapy.Field()  # URL of the first page with the same body (an exact copy)
+    duplicate_fetched_at = scrapy.Field()  # UNIX time that first page was fetched (when known)
     near_duplicate_of = scrapy.Field()  # URL of the indexed page whose main text this one nearly repeats
     resemblance = scrapy.Field()  # share of the main text's words in common with near_duplicate_of
     canonical_url = scrapy.Field()  # rel=canonical (metadata pipeline), normalized

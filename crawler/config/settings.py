@@ -521,6 +521,12 @@ TABLE: tuple[Setting, ...] = (
         "... or this age; its pages' leases wait for it. Shorter: fewer pages fetched again when a worker dies, more objects (bench/rework.py, 3 workers, one killed, FRONTIER_MAX_UNREAD 400: 10 s 428 pages fetched twice and 2.0 objects per 1,000 pages, 5 s 308 and 3.2)",
     ),
     S("ARCHIVE_GZIP_LEVEL", 6, Number(0, 9, integer=True), "gzip level of each WARC record"),
+    S(
+        "ARCHIVE_OPERATOR",
+        "",
+        TEXT,
+        "who runs the crawl (a name, an e-mail or a URL), in each WARC file's warcinfo record",
+    ),
     S("WORKER_STOP_TIMEOUT", 30.0, SECONDS, "how long a closing worker waits for its archive uploads"),
     S("ARCHIVE_RETRY_MIN", 1.0, POSITIVE_SECONDS, "seconds before a failed upload is tried again, doubling"),
     S("ARCHIVE_RETRY_MAX", 60.0, POSITIVE_SECONDS, "seconds: the longest wait before a failed upload is tried again"),

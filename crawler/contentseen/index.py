@@ -27,8 +27,10 @@ MAX_CANDIDATES = 64  # indexed pages compared per lookup, at most
 # and a page number). ARGV[1] body digest, ARGV[2] URL, ARGV[3] the page's sketch ('' for
 # none: exact copies only), ARGV[4] the fewest agreeing sketch bytes of a near copy,
 # ARGV[5] bucket capacity (entries), ARGV[6] the band tags (4 bytes per band, in band
-# order), ARGV[7] the most candidates compared.
-# Returns {1, first URL} for an exact copy; else the page is recorded (its digest, its
+# order), ARGV[7] the most candidates compared, ARGV[8] the page's capture (URL .. ' ' ..
+# its fetch time in ms), what the digest hash keeps.
+# Returns {1, first capture} for an exact copy (the capture of the first URL seen with
+# the digest: ``URL ms``, or the URL alone as kept by older versions); else the page is recorded (its digest, its
 # sketch and, in every bucket not yet full, its entries) and the script returns {2, URL,
 # agreeing bytes} for a near copy (the indexed page whose sketch agrees most, if enough)
 # or {0} for new content. A near copy is indexed too, so that a later copy of it finds
@@ -43,8 +45,8 @@ MAX_CANDIDATES = 64  # indexed pages compared per lookup, at most
 # matches at entry boundaries.
 CONTENT_SEEN = r"""
 local first = redis.call('HGET', KEYS[1], ARGV[1])
-if first and first ~= ARGV[2] then return {1, first} end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if first and first ~= ARGV[2] and string.sub(first, 1, #ARGV[2] + 1) ~= ARGV[2] .. ' ' then return {1, first} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[8])
 local sketch = ARGV[3]
 if sketch == '' then return {0} end
 local need, cap, tags, limit = tonumber(ARGV[4]), 8 * tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
@@ -114,9 +116,9 @@ return {0}
 # (``cdigest``), KEYS[2..] the page's LSH buckets that live on this shard (``ndidx:``), in
 # band order. ARGV[1] the body digest ('' when it lives on another shard), ARGV[2] URL,
 # ARGV[3] the band tags of KEYS[2..] (4 bytes each, in KEYS order), ARGV[4] the most
-# page numbers returned.
-# Returns {first URL} for an exact copy (the digest is here, first seen under another URL:
-# nothing else is read); else the digest, if given, is recorded for this URL and the
+# page numbers returned, ARGV[5] the page's capture (as CONTENT_SEEN's ARGV[8]).
+# Returns {first capture} for an exact copy (the digest is here, first seen under another
+# URL: nothing else is read); else the digest, if given, is recorded for this capture and the
 # script returns {'', then for each bucket in KEYS order: its length (bytes), the page
 # numbers of its entries with the band's tag (4 bytes each, concatenated; distinct over
 # the call, at most ARGV[4] in all, scanned as in CONTENT_SEEN)}.
@@ -124,8 +126,8 @@ return {0}
 CONTENT_LOOKUP = r"""
 if ARGV[1] ~= '' then
     local first = redis.call('HGET', KEYS[1], ARGV[1])
-    if first and first ~= ARGV[2] then return {first} end
-    redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+    if first and first ~= ARGV[2] and string.sub(first, 1, #ARGV[2] + 1) ~= ARGV[2] .. ' ' then return {first} end
+    redis.call('HSET', KEYS[1], ARGV[1], ARGV[5])
 end
 local tags, limit = ARGV[3], tonumber(ARGV[4])
 local out, seen, found = {''}, {}, 0
@@ -182,7 +184,15 @@ return {id, #room}
 """
 
 
-Verdict = tuple[str, str, float] | None  # ("exact" | "near", URL, resemblance), None: new content
+# ("exact" | "near", URL, resemblance, the first capture's fetch time in ms (exact copies;
+# None when unknown)), None: new content
+Verdict = tuple[str, str, float, int | None] | None
+
+
+def exact(first: bytes) -> Verdict:
+    """The verdict of an exact copy from the digest hash's value (``URL ms`` or a URL)."""
+    url, _, ms = first.decode().partition(" ")
+    return "exact", url, 1.0, int(ms) if ms.isdigit() else None
 
 
 class ContentIndex:
@@ -193,7 +203,7 @@ class ContentIndex:
         self.need, self.bucket_size = need, bucket_size
         self._script = redis_client.register_script(CONTENT_SEEN)
 
-    def check(self, prints: Fingerprints, url: str, client=None) -> Verdict:
+    def check(self, prints: Fingerprints, url: str, client=None, fetched_ms: int = 0) -> Verdict:
         """See ``ContentSeenPipeline.check``. With ``client`` (a pipeline), the call is
         only queued there and None returned."""
         if prints.sketch is None:
@@ -202,14 +212,14 @@ class ContentIndex:
             buckets = [self.keys.near_bucket(key) for key in prints.bands]
             sketch, tags = prints.sketch, _tags(prints.bands)
         keys = [self.keys.content_digests, self.keys.near_pages, self.keys.near_seq, *buckets]
-        args = [prints.digest, url, sketch, self.need, self.bucket_size, tags, MAX_CANDIDATES]
+        args = [prints.digest, url, sketch, self.need, self.bucket_size, tags, MAX_CANDIDATES, f"{url} {fetched_ms}"]
         out = self._script(keys=keys, args=args, client=client)
         if client is not None:
             return None
         if out[0] == 1:
-            return "exact", out[1].decode(), 1.0
+            return exact(out[1])
         if out[0] == 2:
-            return "near", out[1].decode(), resemblance_of_matches(int(out[2]))
+            return "near", out[1].decode(), resemblance_of_matches(int(out[2])), None
         return None
 
 
@@ -265,23 +275,24 @@ class ShardedContentIndex:
     def page_shard(self, number: bytes) -> int:
         return self.frontier.content_shard(f"{NAMES['near_pages']}:{int.from_bytes(number, 'big')}")
 
-    def check(self, prints: Fingerprints, url: str, client=None) -> Verdict:
+    def check(self, prints: Fingerprints, url: str, client=None, fetched_ms: int = 0) -> Verdict:
         """See ``ContentSeenPipeline.check`` (no pipeline: a check calls several shards)."""
         if client is not None:
             raise TypeError("a sharded content-seen check cannot be queued on a pipeline")
         home = self.digest_shard(prints.digest)
+        capture = f"{url} {fetched_ms}"
         if prints.sketch is None:
-            first = self._lookup(home, prints.digest, url, [])[0]
-            return ("exact", first.decode(), 1.0) if first else None
+            first = self._lookup(home, prints.digest, url, [], capture)[0]
+            return exact(first) if first else None
         bands: dict[int, list[int]] = {}  # shard -> the bands whose buckets it holds
         for b, key in enumerate(prints.bands):
             bands.setdefault(self.bucket_shard(key), []).append(b)
         lengths, found = [0] * len(prints.bands), [b""] * len(prints.bands)
         for s in [home, *(s for s in bands if s != home)]:
             mine = bands.get(s, [])
-            out = self._lookup(s, prints.digest if s == home else "", url, [prints.bands[b] for b in mine])
+            out = self._lookup(s, prints.digest if s == home else "", url, [prints.bands[b] for b in mine], capture)
             if out[0]:
-                return "exact", out[0].decode(), 1.0
+                return exact(out[0])
             for k, b in enumerate(mine):
                 lengths[b], found[b] = int(out[1 + 2 * k]), out[2 + 2 * k]
         # the candidates in band order, distinct, at most MAX_CANDIDATES (as CONTENT_SEEN
@@ -290,12 +301,12 @@ class ShardedContentIndex:
         own, best = near_verdict(self._candidates(numbers[:MAX_CANDIDATES], prints.sketch), url, self.need)
         if own is None and any(n < 8 * self.bucket_size for n in lengths):
             self._index(prints, url, bands)
-        return None if best is None else ("near", best[1], resemblance_of_matches(best[0]))
+        return None if best is None else ("near", best[1], resemblance_of_matches(best[0]), None)
 
-    def _lookup(self, s: int, digest: str, url: str, band_keys: list[int]) -> list:
+    def _lookup(self, s: int, digest: str, url: str, band_keys: list[int], capture: str) -> list:
         shard = self.frontier.shards[s]
         keys = [shard.keys.content_digests, *(shard.keys.near_bucket(k) for k in band_keys)]
-        args = [digest, url, _tags(band_keys), MAX_CANDIDATES]
+        args = [digest, url, _tags(band_keys), MAX_CANDIDATES, capture]
         return self.frontier.on_shard(s, lambda: self._lookup_script(keys=keys, args=args, client=shard.redis))
 
     def _candidates(self, numbers: list[bytes], sketch: bytes) -> list[tuple[int, int, str]]:

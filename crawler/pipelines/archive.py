@@ -19,8 +19,13 @@ lost (each retry is counted: ``archive/retries``). A store that refuses the uplo
 reason no retry mends (wrong credentials, no such bucket: StorageRefused) closes the
 worker with ``archive_refused`` (exit code 1) and one error line: its waiting pages go
 back to the frontier and its spool files stay for the next run. A page without a response (a failed
-fetch), a 304 Not Modified (a recrawl's page unchanged: its earlier record stands) or an
-exact duplicate of a page seen before is not archived.
+fetch) leaves no record. An exact copy of a page seen before and a 304 Not Modified to a
+recrawl leave a revisit record (warc.py) instead of their body: the copy's archive
+pointer names its revisit record (and its UrlStore record's canonical_url the original),
+while a 304 keeps the UrlStore's pointer on the stored capture it refers to. Each batch
+opens with a warcinfo record (ARCHIVE_OPERATOR, the robots policy, the user agent) and
+is stored with its CDXJ index beside it (the WARC's key, ``.cdxj``); a leftover spool
+file's index is built again from its records (cdxj-indexer).
 
 A batch is also stored at once when no more pages are coming soon
 (``frontier_waiting``: a small crawl does not wait ARCHIVE_MAX_SECONDS for its last
@@ -49,7 +54,9 @@ import os
 import socket
 import threading
 import time
+from importlib.metadata import version
 
+import scrapy
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet import task, threads
@@ -57,8 +64,21 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
+from crawler import __version__
+from crawler.archive.cdxj import index_warc
 from crawler.archive.storage import StorageRefused, StorageStopped, storage_from_settings
-from crawler.archive.warc import RawPage, WarcBatch, object_key, recover
+from crawler.archive.warc import (
+    IDENTICAL_PAYLOAD,
+    NOT_MODIFIED,
+    RawPage,
+    Refers,
+    WarcBatch,
+    index_key,
+    object_key,
+    payload_digest,
+    recover,
+    write_index,
+)
 from crawler.exceptions import StoreUnavailable
 from crawler.items import set_storing
 from crawler.signals import frontier_waiting
@@ -94,6 +114,7 @@ class ArchivePipeline:
         self._refused: str | None = None  # why the store refused an upload: none is tried again
         self._seen_running = False  # the engine runs only once every component has opened
         self._watch = task.LoopingCall(self._watch_close)
+        self.info = warcinfo(crawler.settings)  # the fields of each batch's warcinfo record
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -201,9 +222,14 @@ class ArchivePipeline:
         if self._refused:
             raise StorageRefused(self._refused)
         kept = recover(path)
+        index = index_key(path)
         if kept:
+            write_index(index, index_warc(path, key))
             self.storage.put(key, path, stop=self._stop)
+            self.storage.put(index_key(key), index, stop=self._stop)
         os.remove(path)
+        if os.path.exists(index):
+            os.remove(index)
         self.stats.inc_value("archive/recovered_records", kept)
 
     def _leftover_stored(self, result, d: Deferred, path: str):
@@ -217,8 +243,8 @@ class ArchivePipeline:
 
     async def process_item(self, item, spider=None):
         status = item.get("status")
-        if status is None or not isinstance(status, int) or status == 304 or item.get("duplicate_of"):
-            return item  # no answer, nothing new (a 304: the page archived before stands), or a copy
+        if status is None or not isinstance(status, int):
+            return item  # no answer: no record
         if self.batch is None:
             self._open_batch()
         batch = self.batch
@@ -233,9 +259,10 @@ class ArchivePipeline:
             if batch is self.batch:  # nothing more after a torn record (close trims it)
                 self._close_batch()
             raise
-        item["archive"] = {"key": batch.key, "offset": offset, "length": length}
+        if status != 304:  # (a 304's UrlStore pointer stays on the capture it refers to)
+            item["archive"] = {"key": batch.key, "offset": offset, "length": length}
         set_storing(item, waiter)  # the lease waits for the batch; the item moves on
-        self.stats.inc_value("archive/records")
+        self.stats.inc_value("archive/revisits" if status == 304 or item.get("duplicate_of") else "archive/records")
         if batch is self.batch and batch.size >= self.max_bytes:
             self._close_batch()
         return item
@@ -250,7 +277,7 @@ class ArchivePipeline:
 
         self.seq += 1
         key = object_key(self.crawl, self.worker, self.seq, self.prefix)
-        self.batch = WarcBatch(os.path.join(self.spool_dir, key), key, self.level)
+        self.batch = WarcBatch(os.path.join(self.spool_dir, key), key, self.level, self.info)
         self._waiters[key] = []
         self._timer = reactor.callLater(self.max_seconds, self._close_batch)
 
@@ -272,7 +299,9 @@ class ArchivePipeline:
             raise StorageRefused(self._refused)
         size = os.path.getsize(batch.path)
         self.storage.put(batch.key, batch.path, stop=self._stop)  # retries until it succeeds, or stops
+        self.storage.put(index_key(batch.key), batch.index_path, stop=self._stop)  # its index, after it
         os.remove(batch.path)
+        os.remove(batch.index_path)
         return size
 
     def _stored(self, result, batch: WarcBatch, d: Deferred):
@@ -364,8 +393,47 @@ def _worker_alive(spool_name: str) -> bool:
     return True
 
 
+def warcinfo(settings) -> dict:
+    """The fields of a batch's warcinfo record."""
+    return {
+        "software": f"crawler/{__version__} (Scrapy {scrapy.__version__}, warcio {version('warcio')})",
+        "format": "WARC File Format 1.1",
+        "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
+        "isPartOf": settings.get("CRAWL_NAME"),
+        "operator": settings.get("ARCHIVE_OPERATOR"),
+        "robots": "obey" if settings.getbool("ROBOTSTXT_OBEY") else "ignore",
+        "http-header-user-agent": settings.get("USER_AGENT"),
+        "hostname": socket.gethostname(),
+    }
+
+
+def _digest(value) -> str | None:
+    """A stored content digest (``sha1:<hex>``) as a WARC payload digest; None if it is not one."""
+    try:
+        return payload_digest(value) if value else None
+    except ValueError:
+        return None
+
+
+def _refers(item) -> Refers | None:
+    """The capture a revisit record of this page stands for; None: a response record."""
+    if item.get("duplicate_of"):
+        return Refers(
+            IDENTICAL_PAYLOAD,
+            item["duplicate_of"],
+            item.get("duplicate_fetched_at"),
+            _digest(item.get("content_digest")),
+        )
+    if item["status"] == 304:
+        stored = item.get("recrawl") or {}
+        url = item.get("final_url") or item["url"]
+        return Refers(NOT_MODIFIED, url, stored.get("fetched_at"), _digest(stored.get("digest")))
+    return None
+
+
 def _raw_page(item) -> RawPage:
     status = item["status"]
+    refers = _refers(item)
     try:
         reason = http.HTTPStatus(status).phrase
     except ValueError:
@@ -378,9 +446,12 @@ def _raw_page(item) -> RawPage:
         reason=reason,
         protocol=item.get("protocol") or "HTTP/1.1",
         headers=headers,
-        body=item.get("body") or b"",
+        body=b"" if refers is not None else item.get("body") or b"",
         method=item.get("method") or "GET",
         request_headers=request_headers,
         ip_address=item.get("ip_address"),
         fetched_at=item.get("fetched_at"),
+        outlinks=[link["url"] for link in item.get("outlinks") or ()],
+        fetch_ms=None if item.get("fetch_latency") is None else int(item["fetch_latency"] * 1000),
+        refers=refers,
     )

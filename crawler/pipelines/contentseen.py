@@ -103,7 +103,8 @@ class ContentSeenPipeline:
                 self.stats.inc_value("contentseen/unreadable")
                 prints = Fingerprints(body_digest(body), 0, None, None, None)
         # the Redis round trips wait in a thread; the item and the stats are touched here
-        seen = await maybe_deferred_to_future(threads.deferToThread(self.examine, prints, item["url"]))
+        fetched_ms = int((item.get("fetched_at") or 0) * 1000)
+        seen = await maybe_deferred_to_future(threads.deferToThread(self.examine, prints, item["url"], fetched_ms))
         return self._mark(item, seen)
 
     def process_now(self, item):
@@ -111,21 +112,22 @@ class ContentSeenPipeline:
         if not isinstance(item, Page) or not _is_html_page(item):
             return item
         prints = _read_by_spider(item) or page_fingerprints(item["body"], self.min_words)
-        return self._mark(item, self.examine(prints, item["url"]))
+        return self._mark(item, self.examine(prints, item["url"], int((item.get("fetched_at") or 0) * 1000)))
 
-    def examine(self, prints: Fingerprints, url: str) -> Seen:
+    def examine(self, prints: Fingerprints, url: str, fetched_ms: int = 0) -> Seen:
         """The verdict on a page's fingerprints (no stats, no item: safe in any thread)."""
         try:
-            verdict = self.check(prints, url)
+            verdict = self.check(prints, url, fetched_ms=fetched_ms)
         except (redis.RedisError, RedisClusterException) as exc:
             return Seen(prints, None, exc)
         return Seen(prints, verdict)
 
-    def check(self, prints: Fingerprints, url: str, client=None) -> Verdict:
-        """("exact", first URL, 1.0) or ("near", URL, resemblance) for a copy, None for
-        new content (now recorded). Raises redis.RedisError. With ``client`` (a
-        pipeline; one Redis only), the call is only queued there and None returned."""
-        return self.index.check(prints, url, client)
+    def check(self, prints: Fingerprints, url: str, client=None, fetched_ms: int = 0) -> Verdict:
+        """("exact", first URL, 1.0, its fetch time in ms or None) or ("near", URL,
+        resemblance, None) for a copy, None for new content (now recorded, as fetched at
+        ``fetched_ms``). Raises redis.RedisError. With ``client`` (a pipeline; one Redis
+        only), the call is only queued there and None returned."""
+        return self.index.check(prints, url, client, fetched_ms)
 
     def _mark(self, item, seen: Seen):
         item["content_digest"] = f"sha1:{seen.prints.digest}"
@@ -137,10 +139,12 @@ class ContentSeenPipeline:
             self.stats.inc_value("contentseen/new")
         elif seen.verdict[0] == "exact":
             item["duplicate_of"] = seen.verdict[1]
+            if seen.verdict[3]:
+                item["duplicate_fetched_at"] = seen.verdict[3] / 1000
             self.stats.inc_value("contentseen/exact")
             logger.debug("%s is a copy of %s", item["url"], seen.verdict[1])
         else:
-            _, first, similar = seen.verdict
+            _, first, similar, _ = seen.verdict
             item["near_duplicate_of"] = first
             item["resemblance"] = round(similar, 3)
             self.stats.inc_value("contentseen/near")
