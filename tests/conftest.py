@@ -58,7 +58,7 @@ def project_settings(**overrides) -> dict:
 
 # -- services a test needs: skipped on a user's machine without them, failed in CI ---------
 
-SERVICES = ("cassandra", "s3", "chromium", "redis-tls", "redis-cli")
+SERVICES = ("cassandra", "s3", "chromium", "redis-tls", "redis-cli", "pywb")
 OPTED_OUT = "CRAWLER_TESTS_WITHOUT"  # e.g. "chromium,redis-tls": CI skips those as a user's machine does
 
 

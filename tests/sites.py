@@ -1,5 +1,6 @@
-"""Worker-side instrumentation for the end-to-end tests (the site they crawl is
-crawler/demo/site.py).
+"""Sites and worker-side instrumentation for the end-to-end tests (the site most of them
+crawl is crawler/demo/site.py; ``ChangingSite`` is one whose pages change, with ETags and
+304s, for the recrawl's tests).
 
 ``RecordingFrontier`` (for the workers, ``-s FRONTIER_CLASS=tests.sites.RecordingFrontier
 -s E2E_POP_LOG=FILE``) is the crawl's own Frontier that also appends every hand-out to
@@ -13,6 +14,10 @@ between that time and the request reaching the site.
 from __future__ import annotations
 
 import json
+import threading
+import time
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from crawler.frontier import codec
 from crawler.frontier.frontier import Frontier
@@ -65,3 +70,75 @@ def read_pop_log(path) -> list[tuple[float, str]]:
     except FileNotFoundError:
         pass
     return out
+
+
+# -- a loopback site whose pages change on a schedule ------------------------------------------
+
+
+class ChangingSite:
+    """``/change/N`` pages change whenever the test says (``change()``); ``/static/N`` never
+    do. Every page answers ETag and Last-Modified, and 304 to a matching If-None-Match (or
+    an If-Modified-Since not older than Last-Modified when no ETag is sent). ``log``: (path,
+    status) of every request."""
+
+    def __init__(self, changing: int = 2, static: int = 2):
+        self.version = 1
+        self.changed_at = time.time() - 60
+        self.started = time.time() - 3600
+        self.paths = [f"/change/{i}" for i in range(changing)] + [f"/static/{i}" for i in range(static)]
+        self.log: list[tuple[str, int]] = []
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path not in site.paths:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    site.log.append((self.path, 404))
+                    return
+                static = self.path.startswith("/static/")
+                version = 0 if static else site.version
+                etag = f'"{self.path}-{version}"'
+                modified = formatdate(site.started if static else site.changed_at, usegmt=True)
+                if self.headers.get("If-None-Match") == etag:
+                    self.send_response(304)
+                    self.send_header("ETag", etag)
+                    self.end_headers()
+                    site.log.append((self.path, 304))
+                    return
+                words = " ".join(f"{self.path.strip('/')}-word{i}-v{version}" for i in range(80))
+                body = f"<html><head><title>{self.path}</title></head><body><p>{words}</p></body></html>".encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("ETag", etag)
+                self.send_header("Last-Modified", modified)
+                self.end_headers()
+                self.wfile.write(body)
+                site.log.append((self.path, 200))
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def change(self) -> None:
+        self.version += 1
+        self.changed_at = time.time()
+
+    def fetches(self, path: str, status: int | None = None) -> int:
+        return sum(1 for p, s in self.log if p == path and (status is None or s == status))
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()

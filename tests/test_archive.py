@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from crawler.archive.storage import LocalStorage, S3Storage, StorageRefused
-from crawler.archive.warc import RawPage, WarcBatch, object_key, read_record, recover
+from crawler.archive.warc import RawPage, WarcBatch, index_key, object_key, read_record, recover
 from crawler.demo.site import serve_site
 from tests.conftest import new_s3_server, s3_archive_settings
 from tests.harness import (
@@ -146,8 +146,10 @@ class ArchiveReadBack:
         for listing in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
             for obj in listing.get("Contents", []):
                 self.objects[obj["Key"]] = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
-        # every record of every object: key -> offset -> (length, WARC-Type, WARC-Target-URI)
-        self.records = {key: _records(data) for key, data in self.objects.items()}
+        # every record of every WARC: key -> offset -> (length, WARC-Type, WARC-Target-URI);
+        # each WARC is stored with its CDXJ index, and nothing else is
+        self.records = {key: _records(data) for key, data in self.objects.items() if key.endswith(".warc.gz")}
+        assert {index_key(key) for key in self.records} | set(self.records) == set(self.objects), sorted(self.objects)
         con = sqlite3.connect(f"file:{sqlite_path(self.crawl.settings)}?mode=ro", uri=True)
         try:
             urls = [url for (url,) in con.execute("SELECT url FROM urls")]
@@ -159,8 +161,9 @@ class ArchiveReadBack:
     def pointed(self) -> dict[str, tuple[dict, bytes]]:
         """url -> (its row, the body its pointer reads back) for every row with an archive
         pointer; asserts that none dangles: its object is in the bucket, its range is exactly
-        one response record of that object, of the row's final URL, and a ranged GET of it
-        returns those bytes."""
+        one response record of that object (a revisit record for an exact copy), of the
+        row's final URL, and a ranged GET of it returns those bytes (an exact copy's, its
+        original's)."""
         from crawler.serve.app import _read_body
 
         out = {}
@@ -171,7 +174,8 @@ class ArchiveReadBack:
             key, offset, length = pointer["key"], pointer["offset"], pointer["length"]
             assert key in self.objects, f"{url}: its pointer names {key}, which is not in the bucket"
             record = self.records[key].get(offset)
-            assert record == (length, "response", row["final_url"] or url), (url, pointer, record)
+            kind = "revisit" if row["fate"] == "duplicate" else "response"
+            assert record == (length, kind, row["final_url"] or url), (url, pointer, record)
             ranged = self.crawl.storage().get_range(key, offset, length)
             assert ranged == self.objects[key][offset : offset + length], url
             out[url] = (row, _read_body(self.crawl, pointer)[1])

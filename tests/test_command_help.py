@@ -14,7 +14,7 @@ from scrapy.utils.misc import load_object
 from tests.harness import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = ("crawl", "demo", "frontier", "recrawl", "seed", "serve", "submit", "urlstore")
+COMMANDS = ("archive", "crawl", "demo", "frontier", "recrawl", "seed", "serve", "submit", "urlstore")
 
 
 def _option_strings(command: ScrapyCommand) -> set[str]:

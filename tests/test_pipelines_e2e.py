@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 from crawler.archive.storage import S3Storage
-from crawler.archive.warc import read_record
+from crawler.archive.warc import read_payload, read_record
 from crawler.demo.plan import ARTICLES
 from crawler.demo.site import serve_site
 from crawler.urlstore.sqlite import SqliteUrlStore
@@ -102,7 +102,13 @@ def _crawl_through_a_crash(server, bucket: str, tmp_path: Path, redis_url: str) 
         for row in duplicates:
             same = first if row["content_digest"] == first["content_digest"] else near
             assert row["content_digest"] == same["content_digest"]
-            assert row["canonical_url"] == same["url"] and row["archive"] is None
+            assert row["canonical_url"] == same["url"]
+            # its pointer names its revisit record, which reads back as the original's bytes
+            headers, _ = read_record(storage.get_range(**_pointer(row)))
+            assert headers["WARC-Type"] == "revisit" and headers["WARC-Refers-To-Target-URI"] == same["url"]
+            assert read_payload(storage.get_range, row["archive"], lambda u: store.get(u)["archive"]) == read_payload(
+                storage.get_range, same["archive"], None
+            )
             assert store.get(row["url"])["url"] == same["url"]  # get follows canonical_url
 
         # outlinks and inlinks agree

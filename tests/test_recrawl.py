@@ -6,11 +6,8 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -25,6 +22,7 @@ from crawler.frontier.keys import Keys
 from crawler.urlstore.record import ArchivePointer, FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
 from tests.harness import clean_env, launch_worker, loopback_settings, seed_file
+from tests.sites import ChangingSite
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,78 +137,6 @@ def test_one_worker_at_a_time_holds_the_recrawl_lock(redis_client, crawl_name):
     assert take_lock(F, "w2", 5)
 
 
-# -- a loopback site whose pages change on a schedule ------------------------------------------
-
-
-class ChangingSite:
-    """``/change/N`` pages change whenever the test says (``change()``); ``/static/N`` never
-    do. Every page answers ETag and Last-Modified, and 304 to a matching If-None-Match (or
-    an If-Modified-Since not older than Last-Modified when no ETag is sent). ``log``: (path,
-    status) of every request."""
-
-    def __init__(self, changing: int = 2, static: int = 2):
-        self.version = 1
-        self.changed_at = time.time() - 60
-        self.started = time.time() - 3600
-        self.paths = [f"/change/{i}" for i in range(changing)] + [f"/static/{i}" for i in range(static)]
-        self.log: list[tuple[str, int]] = []
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                if self.path not in site.paths:
-                    self.send_response(404)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    site.log.append((self.path, 404))
-                    return
-                static = self.path.startswith("/static/")
-                version = 0 if static else site.version
-                etag = f'"{self.path}-{version}"'
-                modified = formatdate(site.started if static else site.changed_at, usegmt=True)
-                if self.headers.get("If-None-Match") == etag:
-                    self.send_response(304)
-                    self.send_header("ETag", etag)
-                    self.end_headers()
-                    site.log.append((self.path, 304))
-                    return
-                words = " ".join(f"{self.path.strip('/')}-word{i}-v{version}" for i in range(80))
-                body = f"<html><head><title>{self.path}</title></head><body><p>{words}</p></body></html>".encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("ETag", etag)
-                self.send_header("Last-Modified", modified)
-                self.end_headers()
-                self.wfile.write(body)
-                site.log.append((self.path, 200))
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def change(self) -> None:
-        self.version += 1
-        self.changed_at = time.time()
-
-    def fetches(self, path: str, status: int | None = None) -> int:
-        return sum(1 for p, s in self.log if p == path and (status is None or s == status))
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def _recrawl(redis_url, name, settings, *args) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "scrapy", "recrawl", "--crawl", name, *args]
     for key, value in settings.items():
@@ -234,12 +160,13 @@ def _stat(text: str, name: str) -> int:
     return int(found[-1]) if found else 0
 
 
-def test_changing_pages_are_refetched_more_often_and_304s_cost_no_archive_write(tmp_path, redis_url, redis_client):
+def test_changing_pages_are_refetched_more_often_and_304s_are_archived_as_revisits(tmp_path, redis_url, redis_client):
     """Four workers in turn, with `scrapy recrawl` before each of the last three: the
     changing pages' intervals shrink (100 -> 80 -> 64 -> 51.2 s) and the static ones' grow
     (100 -> 140 -> 196 s), so the second round (pages due within 100 s) refetches only
     the changing ones; the static ones answer 304 to their conditional requests, counted,
-    their records and archive pointers kept, and nothing archived for them."""
+    their records and archive pointers kept (on the capture with the payload), and only a
+    revisit record archived for them."""
     name = f"test-{uuid.uuid4().hex[:12]}"
     store_path = tmp_path / "crawl" / name / "urlstore.sqlite"
     schedule = {
@@ -301,7 +228,9 @@ def test_changing_pages_are_refetched_more_often_and_304s_cost_no_archive_write(
         assert "this worker recorded 4 pages: 2 fetched" in texts["w1"], texts["w1"][-3000:]
         assert ", 2 not modified (304)" in texts["w1"] and "not modified" not in texts["w2"]
         for label in ("w1", "w2", "w3"):
-            assert _stat(texts[label], "archive/records") == 2  # the changing pages only
+            revisits = 2 if label != "w2" else 0  # the static pages' 304s
+            assert _stat(texts[label], "archive/records") == 2 + revisits
+            assert _stat(texts[label], "archive/revisits") == revisits
             assert _stat(texts[label], "recrawl/changed") == 2
             assert _stat(texts[label], "fetchpolicy/recrawl") == (4 if label != "w2" else 2)
     finally:

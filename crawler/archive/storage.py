@@ -12,9 +12,12 @@ Both verbs are blocking; the archive pipeline calls them from a thread.
                     An answer no retry mends (REFUSED_CODES: wrong credentials, no such
                     bucket, access denied) raises StorageRefused at once
 ``get_range(key, offset, length)``  the bytes of one record (a ranged GET)
+``get(key)``        a whole object (an index)
+``download(key, path)``  a whole object into a local file (a WARC)
+``keys()``          every key stored, in no order (``scrapy archive``)
 
 Nothing is listed or read back while crawling (Secor's rule): keys are computed, never
-discovered.
+discovered; only ``scrapy archive`` lists.
 """
 
 from __future__ import annotations
@@ -71,6 +74,23 @@ class LocalStorage:
         with open(os.path.join(self.root, key), "rb") as f:
             f.seek(offset)
             return f.read(length)
+
+    def get(self, key: str) -> bytes:
+        with open(os.path.join(self.root, key), "rb") as f:
+            return f.read()
+
+    def download(self, key: str, path: str) -> None:
+        shutil.copyfile(os.path.join(self.root, key), path)
+
+    def local_path(self, key: str) -> str:
+        """Where the object is on disk (no copy needed)."""
+        return os.path.join(self.root, key)
+
+    def keys(self):
+        for dirpath, _, files in os.walk(self.root):
+            for name in files:
+                if not name.endswith(".part"):
+                    yield os.path.relpath(os.path.join(dirpath, name), self.root).replace(os.sep, "/")
 
 
 class S3Storage:
@@ -140,6 +160,20 @@ class S3Storage:
     def get_range(self, key: str, offset: int, length: int) -> bytes:
         response = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={offset}-{offset + length - 1}")
         return response["Body"].read()
+
+    def get(self, key: str) -> bytes:
+        return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+
+    def download(self, key: str, path: str) -> None:
+        self.client.download_file(self.bucket, key, path)
+
+    def local_path(self, key: str) -> None:
+        return None  # (downloaded first)
+
+    def keys(self):
+        for listing in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
+            for obj in listing.get("Contents", []):
+                yield obj["Key"]
 
 
 def storage_from_settings(settings):

@@ -13,8 +13,9 @@ when the page brought nothing new to store:
   headers as the block, ``WARC-Truncated: length`` (the payload is the original's),
   ``WARC-Payload-Digest``, and ``WARC-Refers-To-Target-URI``/``-Date`` naming the
   original capture;
-- a 304 to a recrawl's conditional request (``server-not-modified``): the 304's headers
-  as the block, referring to the stored capture of the same URL.
+- a 304 to a recrawl's conditional request (``server-not-modified``): an empty block,
+  referring to the stored capture of the same URL, whose headers and payload replay tools
+  then serve (a block of the 304's headers would be replayed as a 304).
 
 Each record is its own gzip member, so a record can be read back alone with a ranged
 read of (offset, length). The batch keeps the CDXJ line of each capture (cdxj.py) as it
@@ -95,7 +96,7 @@ class RawPage:
     reason: str
     protocol: str  # "HTTP/1.1"
     headers: list[tuple[str, str]]  # response headers, in order
-    body: bytes
+    body: bytes  # (a revisit record holds its length, not the body)
     method: str = "GET"
     request_headers: list[tuple[str, str]] | None = None
     ip_address: str | None = None
@@ -157,12 +158,13 @@ class WarcBatch:
         length = self._write(response)
         digest = response.rec_headers.get_header("WARC-Payload-Digest")
         mime = cdxj.REVISIT_MIME if page.refers is not None else cdxj.mime_of(http.get_header("Content-Type"))
+        empty = page.refers is not None and page.refers.profile == NOT_MODIFIED  # (no HTTP headers)
         self.index.append(
             cdxj.line(
                 page.url,
                 date,
                 mime=mime,
-                status=str(page.status),
+                status=None if empty else str(page.status),
                 digest=digest,
                 length=length,
                 offset=offset,
@@ -211,8 +213,11 @@ class WarcBatch:
             headers["WARC-Refers-To-Date"] = warc_date(refers.date)
         if refers.digest:
             headers["WARC-Payload-Digest"] = refers.digest
-        if refers.profile == IDENTICAL_PAYLOAD:
-            headers["WARC-Truncated"] = "length"  # the payload is the original's
+        if refers.profile == NOT_MODIFIED:
+            # an empty block: replay serves the stored capture's headers with its payload (a
+            # block of the 304's headers would be replayed as a 304)
+            return self._writer.create_warc_record(page.url, "revisit", warc_headers_dict=headers)
+        headers["WARC-Truncated"] = "length"  # the payload is the original's
         return self._writer.create_warc_record(page.url, "revisit", http_headers=http, warc_headers_dict=headers)
 
     def _write(self, record) -> int:
@@ -295,10 +300,20 @@ def read_record(data: bytes) -> tuple[dict, bytes]:
     return dict(record.rec_headers.headers), record.content_stream().read()
 
 
-def read_response(data: bytes) -> tuple[str | None, bytes]:
-    """The HTTP Content-Type (as the site sent it, None when it sent none) and the body of
-    one gzipped response record."""
+def read_payload(get_range, pointer: dict, pointer_of) -> tuple[str | None, bytes]:
+    """The HTTP Content-Type and the body of the capture at ``pointer`` (``key``,
+    ``offset``, ``length``), read with ``get_range(key, offset, length)``; a revisit
+    record is followed once to the capture it refers to (``pointer_of(url)``: the archive
+    pointer of that URL's stored record). LookupError when that capture is not stored."""
+    data = get_range(pointer["key"], pointer["offset"], pointer["length"])
     record = next(iter(ArchiveIterator(io.BytesIO(data))))
+    if record.rec_type == "revisit":
+        target = record.rec_headers.get_header("WARC-Refers-To-Target-URI")
+        original = pointer_of(target) if target else None
+        if not original or original == pointer:
+            raise LookupError(f"the capture {target} that this revisit record refers to is not stored")
+        data = get_range(original["key"], original["offset"], original["length"])
+        record = next(iter(ArchiveIterator(io.BytesIO(data))))
     content_type = record.http_headers.get_header("Content-Type") if record.http_headers else None
     return content_type, record.content_stream().read()
 

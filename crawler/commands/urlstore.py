@@ -23,7 +23,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler.archive.storage import storage_from_settings
-from crawler.archive.warc import read_record
+from crawler.archive.warc import read_payload
 from crawler.config.crawldir import crawls_holding
 from crawler.config.validation import exit_if_invalid
 from crawler.urls import InvalidURL, normalize_url, url_options
@@ -103,8 +103,7 @@ class Command(ScrapyCommand):
             return self._fail(f"urlstore: {record['url']} has no archived body (fate: {record.get('fate')})")
         storage = storage_from_settings(self.settings)
         try:
-            data = storage.get_range(pointer["key"], pointer["offset"], pointer["length"])
-            _, body = read_record(data)
+            _, body = read_payload(storage.get_range, pointer, lambda u: (store.get(u) or {}).get("archive"))
         except Exception as exc:
             return self._fail(f"urlstore: could not read {pointer['key']} from {storage.describe()}: {exc}")
         sys.stdout.buffer.write(body)

@@ -83,7 +83,7 @@ TABLE: tuple[Setting, ...] = (
         "COMMANDS_MODULE",
         "crawler.commands",
         MODULE,
-        "the project's commands (seed, frontier, submit, recrawl, urlstore, serve, demo)",
+        "the project's commands (seed, frontier, submit, recrawl, urlstore, archive, serve, demo)",
     ),
     S(
         "USER_AGENT",

@@ -262,7 +262,9 @@ class ArchivePipeline:
         if status != 304:  # (a 304's UrlStore pointer stays on the capture it refers to)
             item["archive"] = {"key": batch.key, "offset": offset, "length": length}
         set_storing(item, waiter)  # the lease waits for the batch; the item moves on
-        self.stats.inc_value("archive/revisits" if status == 304 or item.get("duplicate_of") else "archive/records")
+        self.stats.inc_value("archive/records")
+        if status == 304 or item.get("duplicate_of"):
+            self.stats.inc_value("archive/revisits")
         if batch is self.batch and batch.size >= self.max_bytes:
             self._close_batch()
         return item
@@ -446,7 +448,7 @@ def _raw_page(item) -> RawPage:
         reason=reason,
         protocol=item.get("protocol") or "HTTP/1.1",
         headers=headers,
-        body=b"" if refers is not None else item.get("body") or b"",
+        body=item.get("body") or b"",  # (a revisit record keeps its length only)
         method=item.get("method") or "GET",
         request_headers=request_headers,
         ip_address=item.get("ip_address"),

@@ -37,7 +37,7 @@ from importlib import resources
 from aiohttp import web
 from scrapy.settings import Settings
 
-from crawler.archive.warc import read_response
+from crawler.archive.warc import read_payload
 from crawler.observe import livestats
 from crawler.observe.report import numbers
 from crawler.serve.server import Crawl, Server, Unavailable, _dumps, error, int_param
@@ -100,8 +100,13 @@ async def content(request: web.Request) -> web.Response:
 
 
 def _read_body(crawl: Crawl, pointer: dict) -> tuple[str | None, bytes]:
-    data = crawl.storage().get_range(pointer["key"], pointer["offset"], pointer["length"])
-    return read_response(data)
+    def pointer_of(url: str) -> dict | None:
+        return (crawl.store().get(url) or {}).get("archive")
+
+    try:
+        return read_payload(crawl.storage().get_range, pointer, pointer_of)
+    except LookupError as exc:
+        raise error(404, str(exc)) from None
 
 
 async def outlinks(request: web.Request) -> web.Response:

@@ -1,0 +1,159 @@
+"""Benchmark: what the web archive's records cost. The archive's CPU per page and bytes per
+page before and after (warcinfo, metadata and revisit records, and the CDXJ index written
+as it goes), in one run, on real pages with planted exact copies.
+
+The corpus: ``--pages`` HTML pages of Debian's documentation packages (bench/page_reading.py's
+sample: ``apt-get install -y python3-doc nodejs-doc rust-doc``), each with its links read
+as the spider reads them; then ``--copies`` (a share) of them again under another URL, at
+random places in the stream, as exact copies (what content seen marks ``duplicate_of``).
+
+"Before" is the archive's ``warc.py`` as it was at ``--before`` (a commit, read with
+``git show``, loaded as a module of its own): a response and a request record per page,
+exact copies skipped. "After" is today's: a warcinfo record per file, per page a response
+(a revisit record for a copy) with its request and a metadata record (outlinks, fetch
+time), and each batch's index written at its close. Both write every page into batches of
+``ARCHIVE_MAX_BYTES`` in a temporary directory, as the pipeline's writer thread does
+(``WarcBatch.add``, then ``close``), after ``_raw_page`` builds the record's input; CPU is
+``time.thread_time()`` of this thread, the median of ``--passes`` passes, in turn (ABAB).
+Printed: CPU ms per page (all pages, copies included), bytes per page, the ratio after /
+before (goal: CPU at most 1.10), and the revisits' share of the bytes written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from scrapy.settings import Settings
+
+from bench.page_reading import URL_OPTIONS, load_pages
+from crawler.archive import warc
+from crawler.page.reader import read_page
+from crawler.pipelines.archive import _raw_page, warcinfo
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_BYTES = 64 * 2**20  # ARCHIVE_MAX_BYTES
+HEADERS = {"Content-Type": ["text/html"], "Server": ["nginx"], "Date": ["Thu, 26 Nov 2026 09:00:00 GMT"]}
+
+
+def old_warc(commit: str):
+    """crawler/archive/warc.py as it was at ``commit``, as a module of its own."""
+    source = subprocess.run(
+        ["git", "show", f"{commit}:crawler/archive/warc.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    path = Path(tempfile.mkdtemp(prefix="bench-warc-")) / "warc_before.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("warc_before", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def corpus(pages: int, copies: float, seed: int) -> list[dict]:
+    """Page items as the archive pipeline gets them; copies carry duplicate_of."""
+    rng = random.Random(seed)
+    items = []
+    now = time.time()
+    for n, (url, body) in enumerate(load_pages(pages, rng)):
+        reading = read_page(body, url, HEADERS, fingerprints=False, metadata=False, url_options=URL_OPTIONS)
+        items.append(
+            {
+                "url": url,
+                "status": 200,
+                "headers": HEADERS,
+                "body": body,
+                "request_headers": {"User-Agent": ["crawler/0.1"]},
+                "fetched_at": now + n * 0.01,
+                "fetch_latency": 0.012,
+                "outlinks": reading.links,
+                "content_digest": "sha1:" + hashlib.sha1(body).hexdigest(),
+            }
+        )
+    for original in rng.sample(items, int(len(items) * copies)):
+        copy = {**original, "url": original["url"].replace("http://", "http://mirror."), "fetched_at": now + 99}
+        copy["duplicate_of"] = original["url"]
+        copy["duplicate_fetched_at"] = original["fetched_at"]
+        items.insert(rng.randrange(len(items) + 1), copy)
+    return items
+
+
+def run(module, items: list[dict], after: bool) -> dict:
+    """Write every page as the pipeline's writer does; CPU and bytes."""
+    info = warcinfo(Settings({"CRAWL_NAME": "bench", "USER_AGENT": "crawler/0.1"})) if after else None
+    with tempfile.TemporaryDirectory(prefix="bench-archive-") as tmp:
+        batch, seq, written, revisit_bytes = None, 0, 0, 0
+        t0 = time.thread_time()
+        for item in items:
+            if not after and item.get("duplicate_of"):
+                continue  # (before: exact copies were not archived)
+            if batch is None:
+                seq += 1
+                key = f"ab/bench/w-{seq:06d}.warc.gz"
+                kwargs = {"info": info} if after else {}
+                batch = module.WarcBatch(os.path.join(tmp, key), key, 6, **kwargs)
+            raw = _raw_page(item)
+            if not after:
+                raw = module.RawPage(**{k: getattr(raw, k) for k in module.RawPage.__dataclass_fields__})
+            size = batch.size
+            batch.add(raw)
+            if item.get("duplicate_of"):
+                revisit_bytes += batch.size - size
+            if batch.size >= MAX_BYTES:
+                batch.close()
+                written += batch.size
+                batch = None
+        if batch is not None:
+            batch.close()
+            written += batch.size
+        cpu = time.thread_time() - t0
+    return {"cpu": cpu, "bytes": written, "revisit_bytes": revisit_bytes}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.archive_records", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pages", type=int, default=3000, help="pages of the corpus (before copies)")
+    parser.add_argument("--copies", type=float, default=0.10, help="share of the pages planted again as exact copies")
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--before", default="24d464d", help="the commit whose warc.py is 'before'")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    try:
+        before = old_warc(args.before)
+    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
+        print(f"cannot read crawler/archive/warc.py at {args.before} with git: {exc}", file=sys.stderr)
+        return 1
+    items = corpus(args.pages, args.copies, args.seed)
+    if not items:
+        print("no documentation pages: apt-get install -y python3-doc nodejs-doc rust-doc", file=sys.stderr)
+        return 1
+    n = len(items)
+    copies = sum(1 for i in items if i.get("duplicate_of"))
+    print(f"{n} pages ({copies} exact copies), {sum(len(i['body']) for i in items) / n / 1024:.1f} KB a page")
+    results: dict[str, list[dict]] = {"before": [], "after": []}
+    for _ in range(args.passes):
+        results["before"].append(run(before, items, after=False))
+        results["after"].append(run(warc, items, after=True))
+    figures = {}
+    for label, runs in results.items():
+        cpu = statistics.median(r["cpu"] for r in runs) / n * 1000
+        size = statistics.median(r["bytes"] for r in runs) / n
+        figures[label] = (cpu, size)
+        print(f"{label:7s} {cpu:.3f} ms CPU a page, {size / 1024:.2f} KB a page (all {n} pages)")
+    (cpu_b, size_b), (cpu_a, size_a) = figures["before"], figures["after"]
+    share = statistics.median(r["revisit_bytes"] / r["bytes"] for r in results["after"])
+    print(f"after / before: CPU {cpu_a / cpu_b:.3f} (goal <= 1.10), bytes {size_a / size_b:.3f}")
+    print(f"revisit records: {share:.2%} of the bytes written, for {copies / n:.1%} of the pages")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
