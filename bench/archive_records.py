@@ -54,6 +54,7 @@ def old_warc(commit: str):
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("warc_before", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (its dataclasses look their module up)
     spec.loader.exec_module(module)
     return module
 

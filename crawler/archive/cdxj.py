@@ -20,12 +20,11 @@ import heapq
 import io
 import json
 import re
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import surt
-from cdxj_indexer.main import CDXJIndexer
-from warcio.timeutils import iso_date_to_timestamp
 
 REVISIT_MIME = "warc/revisit"
 _MIME_END = re.compile(r"[;\s]")
@@ -46,9 +45,15 @@ def mime_of(content_type: str | None) -> str | None:
     return _MIME_END.split(content_type, 1)[0].strip() or None
 
 
+def timestamp(ms: int) -> str:
+    """The 14-digit timestamp of a capture fetched at ``ms`` (what warcio reads from its
+    WARC-Date: the second, UTC)."""
+    return time.strftime("%Y%m%d%H%M%S", time.gmtime(ms // 1000))
+
+
 def line(
     url: str,
-    warc_date: str,
+    stamp: str,
     *,
     mime: str | None,
     status: str | None,
@@ -57,11 +62,11 @@ def line(
     offset: int,
     filename: str,
 ) -> str:
-    """One index line (without its newline)."""
+    """One index line (without its newline); ``stamp``: ``timestamp``'s 14 digits."""
     fields = {"url": url, "mime": mime, "status": status, "digest": digest}
     fields = {k: v for k, v in fields.items() if v is not None}
     fields.update(length=str(length), offset=str(offset), filename=filename)
-    return f"{url_key(url)} {iso_date_to_timestamp(warc_date)} {json.dumps(fields)}"
+    return f"{url_key(url)} {stamp} {json.dumps(fields)}"
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,8 @@ def closest(captures: list[Capture], timestamp: str | None) -> Capture | None:
 def index_warc(path: str, filename: str) -> list[str]:
     """The sorted index lines of the WARC file at ``path``, by cdxj-indexer, each naming
     the file ``filename`` (its key in the archive)."""
+    from cdxj_indexer.main import CDXJIndexer  # (6 MB a worker would hold for a rare call)
+
     out = io.StringIO()
     CDXJIndexer(out, [path], sort=True, filename=filename).process_all()
     return out.getvalue().splitlines()

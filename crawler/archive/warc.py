@@ -104,6 +104,7 @@ class RawPage:
     outlinks: list[str] | None = None  # the page's links (the metadata record)
     fetch_ms: int | None = None  # the download's time (the metadata record)
     refers: Refers | None = None  # a revisit: the capture it stands for
+    payload_digest: str | None = None  # the body's, when known (payload_digest())
 
 
 class WarcBatch:
@@ -135,7 +136,8 @@ class WarcBatch:
     def add(self, page: RawPage) -> tuple[int, int]:
         """Append the page's capture (response, or revisit when ``page.refers``), request
         and metadata records; (offset, length) of the capture in the file."""
-        date = warc_date(page.fetched_at)
+        ms = _ms(page.fetched_at)
+        date = warc_date(ms / 1000)
         warc_headers = {"WARC-Date": date}
         if page.ip_address:
             warc_headers["WARC-IP-Address"] = page.ip_address
@@ -144,6 +146,8 @@ class WarcBatch:
             headers.append(("Content-Length", str(len(page.body))))
         http = StatusAndHeaders(f"{page.status} {page.reason}".strip(), headers, protocol=page.protocol)
         if page.refers is None:
+            if page.payload_digest:  # known (content seen's): not computed again
+                warc_headers["WARC-Payload-Digest"] = page.payload_digest
             response = self._writer.create_warc_record(
                 page.url,
                 "response",
@@ -162,7 +166,7 @@ class WarcBatch:
         self.index.append(
             cdxj.line(
                 page.url,
-                date,
+                cdxj.timestamp(ms),
                 mime=mime,
                 status=None if empty else str(page.status),
                 digest=digest,
@@ -171,7 +175,9 @@ class WarcBatch:
                 filename=self.key,
             )
         )
-        concurrent = {**warc_headers, "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")}
+        concurrent = {"WARC-Date": date, "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")}
+        if page.ip_address:
+            concurrent["WARC-IP-Address"] = page.ip_address
         path = _request_target(page.url)
         request_headers = list(page.request_headers or [])
         if not any(k.lower() == "host" for k, _ in request_headers):
@@ -330,9 +336,12 @@ def write_index(path: str, lines: list[str]) -> None:
 
 def warc_date(when: float | None) -> str:
     """A WARC/1.1 date: UTC, to the millisecond."""
-    when = time.time() if when is None else when
-    ms = int(round(when * 1000))
+    ms = _ms(when)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+
+
+def _ms(when: float | None) -> int:
+    return int(round((time.time() if when is None else when) * 1000))
 
 
 def _request_target(url: str) -> str:

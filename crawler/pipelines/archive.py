@@ -456,4 +456,5 @@ def _raw_page(item) -> RawPage:
         outlinks=[link["url"] for link in item.get("outlinks") or ()],
         fetch_ms=None if item.get("fetch_latency") is None else int(item["fetch_latency"] * 1000),
         refers=refers,
+        payload_digest=_digest(item.get("content_digest")) if refers is None else None,
     )
