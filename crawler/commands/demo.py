@@ -15,6 +15,7 @@ from collections import Counter
 
 from scrapy.commands import ScrapyCommand
 
+from crawler.archive.warc import WARC_SUFFIX
 from crawler.config.validation import exit_if_invalid
 from crawler.demo.site import serve_site
 from crawler.frontier.connection import frontier_from_settings
@@ -119,7 +120,9 @@ class Command(ScrapyCommand):
             f"see `scrapy frontier --crawl {frontier.keys.crawl_name}`"
         )
         crawl_dir = os.path.join(self.settings.get("CRAWL_DIR"), frontier.keys.crawl_name)
-        warcs = [name for _, _, files in os.walk(os.path.join(crawl_dir, "warc")) for name in files]
+        warcs = [
+            n for _, _, files in os.walk(os.path.join(crawl_dir, "warc")) for n in files if n.endswith(WARC_SUFFIX)
+        ]
         print(
             f"stored: UrlStore {os.path.join(crawl_dir, 'urlstore.sqlite')}, {count(len(warcs), 'WARC file')} under "
             f"{os.path.join(crawl_dir, 'warc')}; try `scrapy urlstore get {seed} --crawl {frontier.keys.crawl_name}`"
