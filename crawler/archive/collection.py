@@ -47,12 +47,19 @@ class Collection:
         self.storage = storage
         self.crawl = crawl
         self.marker = f"/{prefix}{crawl}/"  # in each of the crawl's keys (object_key)
+        self._keys: list[str] | None = None
+
+    def _crawl_keys(self) -> list[str]:
+        """The crawl's keys in the store (listed once: a bucket may hold many crawls)."""
+        if self._keys is None:
+            self._keys = [k for k in self.storage.keys() if self.marker in k]
+        return self._keys
 
     def warc_keys(self) -> list[str]:
-        return sorted(k for k in self.storage.keys() if k.endswith(WARC_SUFFIX) and self.marker in k)
+        return sorted(k for k in self._crawl_keys() if k.endswith(WARC_SUFFIX))
 
     def index_keys(self) -> set[str]:
-        return {k for k in self.storage.keys() if k.endswith(INDEX_SUFFIX) and self.marker in k}
+        return {k for k in self._crawl_keys() if k.endswith(INDEX_SUFFIX)}
 
     def index_of(self, key: str, rebuild: bool = False, stored: set[str] | None = None) -> list[str]:
         """The sorted index lines of the WARC ``key`` (``stored``: the index keys there are,

@@ -7,15 +7,19 @@ pushes (``frontier/enqueued``, ``frontier/seen``, ...), and under ``submit/taken
 ``submitted`` counter since its last look, it sends ``frontier_grew``, and the scheduler
 looks for due hosts at once, not at its next poll.
 
-While Redis is away a put that failed keeps its entries here and is tried again at each
-look (a worker killed meanwhile loses them, as the list's contract says: at most once);
-the scheduler notices and reports the outage itself. Off with FRONTIER_SUBMIT_INTERVAL 0,
+While Redis is away a put that failed keeps its entries here and is tried again at the
+next look (a worker killed meanwhile loses them, as the list's contract says: at most
+once); after a failure the looks wait as the scheduler's calls do (half the outage so far,
+from 0.5 s to 30 s), and on a sharded frontier they go through its down-shard guard, so
+that a server that refuses costs no seconds of retries in the reactor each time; the
+scheduler notices and reports the outage itself. Off with FRONTIER_SUBMIT_INTERVAL 0,
 or with another scheduler than the frontier's.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 import redis
 from scrapy import signals
@@ -23,6 +27,7 @@ from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
 from crawler.frontier import submit
+from crawler.frontier.connection import outage_wait
 from crawler.frontier.frontier import Entry
 from crawler.frontier.words import ADDED, put_stat
 from crawler.services import services
@@ -41,6 +46,8 @@ class Submissions:
         self.url_options = url_options(crawler.settings)
         self.pending: list[Entry] = []  # taken, not yet put (Redis away)
         self.counter: int | None = None  # the submitted counter as last read
+        self.down_since: float | None = None  # the first failure of the outage, if any
+        self.next_look = 0.0  # (time.monotonic) no look before then
         self.loop = task.LoopingCall(self.look)
 
     @classmethod
@@ -70,14 +77,20 @@ class Submissions:
     def look(self) -> None:
         """Put what waits here, then take from the list and put that; tell the scheduler
         when the frontier grew."""
+        now = time.monotonic()
+        if now < self.next_look:
+            return
         frontier = services(self.crawler).frontier
         try:
             grew = self.put(frontier, self.pending)
             self.pending = []
-            values, counter = submit.take(frontier, self.batch)
+            values, counter = _on_list_shard(frontier, lambda: submit.take(frontier, self.batch))
         except redis.RedisError as exc:
+            self.down_since = self.down_since or now
+            self.next_look = now + outage_wait(now - self.down_since)
             logger.debug("Submission list not read: %s", exc)
             return
+        self.down_since = None
         moved = self.counter is not None and counter != self.counter
         self.counter = counter
         entries = []
@@ -92,6 +105,8 @@ class Submissions:
                 grew = self.put(frontier, entries) or grew
             except redis.RedisError as exc:
                 self.pending = entries
+                self.down_since = now
+                self.next_look = now + outage_wait(0)
                 logger.warning("%d submitted URLs not put yet (%s); tried again at the next look", len(entries), exc)
         if grew or moved:
             self.crawler.signals.send_catch_log(frontier_grew)
@@ -104,3 +119,10 @@ class Submissions:
         for status in statuses:
             self.stats.inc_value(put_stat(status))
         return ADDED in statuses
+
+
+def _on_list_shard(frontier, call):
+    """``call()`` on the server holding the submission list: the first shard, through the
+    sharded frontier's down-shard guard when there is one."""
+    on_shard = getattr(frontier, "on_shard", None)
+    return on_shard(0, call) if on_shard is not None else call()
