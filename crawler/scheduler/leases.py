@@ -162,7 +162,10 @@ class LeaseKeeping:
         self._land_call = reactor.callLater(max(at - time.time(), 0), self._land)
 
     def _land(self) -> None:
-        if not self._landed or self.outbox:
+        # (while the outbox holds pushes and acks, a pop still carries the landings: a host's
+        # next turn needs its landing, not its page's links, and the pop of a sharded
+        # frontier goes on with the servers that answer)
+        if not self._landed:
             return
         if len(self._unread) >= self.max_unread:  # no room for more pages: the landing alone
             self._flush_acks()
@@ -181,14 +184,16 @@ class LeaseKeeping:
         landed, self._landed = self._landed, []
         if not acks and not landed:
             return
-        if self.outbox:  # a landing not delivered is harmless: the lease's ack lands it
+        if self.outbox:  # the acks wait their turn; the landings ride on the next pop
             for lease in acks:
                 self.outbox.defer(ACK, lease)
+            self._landed[:0] = landed
             return
         try:
             self._inc("frontier/acked", self.frontier.ack(*acks, landed=landed))
-        except redis.RedisError as exc:
+        except redis.RedisError as exc:  # (landings are idempotent: they ride on the next pop)
             self.outbox.redis_down(exc)
+            self._landed[:0] = landed
             for lease in acks:
                 self.outbox.defer(ACK, lease)
 
