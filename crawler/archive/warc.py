@@ -146,15 +146,14 @@ class WarcBatch:
             headers.append(("Content-Length", str(len(page.body))))
         http = StatusAndHeaders(f"{page.status} {page.reason}".strip(), headers, protocol=page.protocol)
         if page.refers is None:
-            if page.payload_digest:  # known (content seen's): not computed again
-                warc_headers["WARC-Payload-Digest"] = page.payload_digest
+            known = {"WARC-Payload-Digest": page.payload_digest} if page.payload_digest else {}  # (not computed again)
             response = self._writer.create_warc_record(
                 page.url,
                 "response",
                 payload=io.BytesIO(page.body),
                 length=len(page.body),
                 http_headers=http,
-                warc_headers_dict=warc_headers,
+                warc_headers_dict={**warc_headers, **known},
             )
         else:
             response = self._revisit(page, http, warc_headers)
@@ -175,9 +174,7 @@ class WarcBatch:
                 filename=self.key,
             )
         )
-        concurrent = {"WARC-Date": date, "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")}
-        if page.ip_address:
-            concurrent["WARC-IP-Address"] = page.ip_address
+        concurrent = {**warc_headers, "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")}
         path = _request_target(page.url)
         request_headers = list(page.request_headers or [])
         if not any(k.lower() == "host" for k, _ in request_headers):

@@ -189,6 +189,11 @@ return {id, #room}
 Verdict = tuple[str, str, float, int | None] | None
 
 
+def capture(url: str, fetched_ms: int) -> str:
+    """What the digest hash keeps of a page: its URL and fetch time (``exact`` reads it)."""
+    return f"{url} {fetched_ms}"
+
+
 def exact(first: bytes) -> Verdict:
     """The verdict of an exact copy from the digest hash's value (``URL ms`` or a URL)."""
     url, _, ms = first.decode().partition(" ")
@@ -212,7 +217,7 @@ class ContentIndex:
             buckets = [self.keys.near_bucket(key) for key in prints.bands]
             sketch, tags = prints.sketch, _tags(prints.bands)
         keys = [self.keys.content_digests, self.keys.near_pages, self.keys.near_seq, *buckets]
-        args = [prints.digest, url, sketch, self.need, self.bucket_size, tags, MAX_CANDIDATES, f"{url} {fetched_ms}"]
+        args = [prints.digest, url, sketch, self.need, self.bucket_size, tags, MAX_CANDIDATES, capture(url, fetched_ms)]
         out = self._script(keys=keys, args=args, client=client)
         if client is not None:
             return None
@@ -280,9 +285,9 @@ class ShardedContentIndex:
         if client is not None:
             raise TypeError("a sharded content-seen check cannot be queued on a pipeline")
         home = self.digest_shard(prints.digest)
-        capture = f"{url} {fetched_ms}"
+        mine_at = capture(url, fetched_ms)
         if prints.sketch is None:
-            first = self._lookup(home, prints.digest, url, [], capture)[0]
+            first = self._lookup(home, prints.digest, url, [], mine_at)[0]
             return exact(first) if first else None
         bands: dict[int, list[int]] = {}  # shard -> the bands whose buckets it holds
         for b, key in enumerate(prints.bands):
@@ -290,7 +295,7 @@ class ShardedContentIndex:
         lengths, found = [0] * len(prints.bands), [b""] * len(prints.bands)
         for s in [home, *(s for s in bands if s != home)]:
             mine = bands.get(s, [])
-            out = self._lookup(s, prints.digest if s == home else "", url, [prints.bands[b] for b in mine], capture)
+            out = self._lookup(s, prints.digest if s == home else "", url, [prints.bands[b] for b in mine], mine_at)
             if out[0]:
                 return exact(out[0])
             for k, b in enumerate(mine):
@@ -303,10 +308,10 @@ class ShardedContentIndex:
             self._index(prints, url, bands)
         return None if best is None else ("near", best[1], resemblance_of_matches(best[0]), None)
 
-    def _lookup(self, s: int, digest: str, url: str, band_keys: list[int], capture: str) -> list:
+    def _lookup(self, s: int, digest: str, url: str, band_keys: list[int], at: str) -> list:
         shard = self.frontier.shards[s]
         keys = [shard.keys.content_digests, *(shard.keys.near_bucket(k) for k in band_keys)]
-        args = [digest, url, _tags(band_keys), MAX_CANDIDATES, capture]
+        args = [digest, url, _tags(band_keys), MAX_CANDIDATES, at]
         return self.frontier.on_shard(s, lambda: self._lookup_script(keys=keys, args=args, client=shard.redis))
 
     def _candidates(self, numbers: list[bytes], sketch: bytes) -> list[tuple[int, int, str]]:

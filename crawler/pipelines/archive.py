@@ -251,7 +251,8 @@ class ArchivePipeline:
         waiter: Deferred = Deferred()
         self._waiters[batch.key].append(waiter)
         try:
-            offset, length = await maybe_deferred_to_future(self._in_writer(batch.add, _raw_page(item)))
+            raw = _raw_page(item)
+            offset, length = await maybe_deferred_to_future(self._in_writer(batch.add, raw))
         except Exception:  # the spool file could not be written: the page is not acknowledged
             waiters = self._waiters.get(batch.key, [])
             if waiter in waiters:
@@ -263,7 +264,7 @@ class ArchivePipeline:
             item["archive"] = {"key": batch.key, "offset": offset, "length": length}
         set_storing(item, waiter)  # the lease waits for the batch; the item moves on
         self.stats.inc_value("archive/records")
-        if status == 304 or item.get("duplicate_of"):
+        if raw.refers is not None:
             self.stats.inc_value("archive/revisits")
         if batch is self.batch and batch.size >= self.max_bytes:
             self._close_batch()
