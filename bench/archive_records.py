@@ -149,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         size = statistics.median(r["bytes"] for r in runs) / n
         figures[label] = (cpu, size)
         print(f"{label:7s} {cpu:.3f} ms CPU a page, {size / 1024:.2f} KB a page (all {n} pages)")
+    pairs = [a["cpu"] / b["cpu"] for b, a in zip(results["before"], results["after"], strict=True)]
+    print("each pass, after / before: " + " ".join(f"{r:.3f}" for r in pairs))
     (cpu_b, size_b), (cpu_a, size_a) = figures["before"], figures["after"]
     share = statistics.median(r["revisit_bytes"] / r["bytes"] for r in results["after"])
     print(f"after / before: CPU {cpu_a / cpu_b:.3f} (goal <= 1.10), bytes {size_a / size_b:.3f}")

@@ -75,7 +75,7 @@ def test_a_batch_is_standard_warc_and_each_record_reads_alone(tmp_path):
 
 def test_a_big_body_is_compressed_as_it_is_written(tmp_path):
     """A 12 MB body: its record reads back whole between two others, and writing it holds
-    no copy of the record (it is compressed 16 KB at a time into the spool file)."""
+    no copy of the record (it is compressed 64 KB at a time into the spool file)."""
     import random
     import tracemalloc
 

@@ -26,7 +26,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.timeutils import iso_date_to_timestamp
 
 from crawler.archive import cdxj
-from crawler.archive.warc import INDEX_SUFFIX, WARC_SUFFIX, index_key, write_index
+from crawler.archive.warc import INDEX_SUFFIX, WARC_SUFFIX, index_key
 
 Progress = Callable[[int, int], None]
 
@@ -73,9 +73,8 @@ class Collection:
             if path is None:
                 path = os.path.join(tmp, "file" + WARC_SUFFIX)
                 self.storage.download(key, path)
-            lines = cdxj.index_warc(path, key)
             index = os.path.join(tmp, "index" + INDEX_SUFFIX)
-            write_index(index, lines)
+            lines = cdxj.rebuild(path, key, index)
             self.storage.put(ikey, index)
         return lines
 

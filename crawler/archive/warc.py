@@ -1,4 +1,4 @@
-"""WARC/1.1 files of raw pages, batched (warcio).
+"""WARC/1.1 files of raw pages, batched.
 
 A ``WarcBatch`` is one ``.warc.gz`` being filled in a local spool file. It opens with a
 ``warcinfo`` record (the software, the format, the crawl, its operator and robots policy,
@@ -23,9 +23,15 @@ writes it, from what it knows (offset, length, digest); closed (by size or age),
 writes them sorted beside the spool file (``index_path``), and both are stored
 (storage.py), the WARC under its key and the index under ``index_key(key)``.
 
-Members are compressed here at ``level`` (ARCHIVE_GZIP_LEVEL, 6 as gzip's default), not
-by warcio, whose writer always uses level 9: on HTML that costs about 40% more CPU than
-6 for under 1% smaller files, and compression is most of what archiving a page costs.
+Every header of a record is known here (its digests too: the payload's from content
+seen), so a record is written as it is (``_write``): its WARC headers and the HTTP headers
+formatted by warcio's ``StatusAndHeaders``, compressed at ``level`` (ARCHIVE_GZIP_LEVEL, 6
+as gzip's default; warcio's writer always uses 9, about 40% more CPU on HTML for under 1%
+smaller files) in one member, a body 64 KB at a time. warcio's writer would look each
+header up and replace it again, and compute the digests again: about 40 us a record, as
+much as compressing a request record (``bench/archive_records.py``, docs/BENCHMARKS.md).
+warcio reads them back (``recover``, ``read_payload``), and the tests hold every file to
+``warcio check`` and every index to cdxj-indexer's.
 
 Keys are deterministic and begin with a hash-derived part, so that objects spread over
 the key space (no long common prefix: S3 partitions by prefix)::
@@ -43,12 +49,13 @@ import hashlib
 import io
 import os
 import time
+import uuid
 import zlib
 from dataclasses import dataclass
 
 from warcio.archiveiterator import ArchiveIterator
+from warcio.recordbuilder import RecordBuilder
 from warcio.statusandheaders import StatusAndHeaders
-from warcio.warcwriter import WARCWriter
 
 from crawler.archive import cdxj
 
@@ -121,10 +128,10 @@ class WarcBatch:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self._file = open(path, "ab")  # noqa: SIM115 - open for the batch's life
         self.size = self._file.tell()  # bytes written so far
-        self._member = _Member(self._file, level)  # each record compressed as warcio writes it
-        self._writer = WARCWriter(self._member, gzip=False, warc_version=WARC_VERSION)
         if self.size == 0 and info is not None:
-            self._write(self._writer.create_warcinfo_record(os.path.basename(key), info))
+            block = "".join(f"{name}: {value}\r\n" for name, value in info.items() if value).encode("utf-8")
+            fields = [("WARC-Date", warc_date(None)), ("WARC-Filename", os.path.basename(key))]
+            self._write("warcinfo", _record_id(), None, fields, None, body=block)
 
     @property
     def index_path(self) -> str:
@@ -137,29 +144,29 @@ class WarcBatch:
         """Append the page's capture (response, or revisit when ``page.refers``), request
         and metadata records; (offset, length) of the capture in the file."""
         ms = _ms(page.fetched_at)
-        date = warc_date(ms / 1000)
-        warc_headers = {"WARC-Date": date}
+        fields = [("WARC-Date", warc_date(ms / 1000))]
         if page.ip_address:
-            warc_headers["WARC-IP-Address"] = page.ip_address
+            fields.append(("WARC-IP-Address", page.ip_address))
         headers = [(k, v) for k, v in page.headers if k.lower() not in _DROPPED_HEADERS]
         if page.refers is None or page.refers.profile == IDENTICAL_PAYLOAD:
             headers.append(("Content-Length", str(len(page.body))))
         http = StatusAndHeaders(f"{page.status} {page.reason}".strip(), headers, protocol=page.protocol)
-        if page.refers is None:
-            known = {"WARC-Payload-Digest": page.payload_digest} if page.payload_digest else {}  # (not computed again)
-            response = self._writer.create_warc_record(
-                page.url,
-                "response",
-                payload=io.BytesIO(page.body),
-                length=len(page.body),
-                http_headers=http,
-                warc_headers_dict={**warc_headers, **known},
-            )
-        else:
-            response = self._revisit(page, http, warc_headers)
+        http.compute_headers_buffer()  # (warcio's: ASCII, a value that is not %-encoded)
+        capture = _record_id()
         offset = self.size
-        length = self._write(response)
-        digest = response.rec_headers.get_header("WARC-Payload-Digest")
+        if page.refers is None:
+            payload = page.payload_digest or _digest(page.body)  # (known: not computed again)
+            length = self._write("response", capture, page.url, fields, payload, http.headers_buff, page.body)
+        else:
+            payload = page.refers.digest
+            length = self._write(
+                "revisit",
+                capture,
+                page.url,
+                self._revisit(page.refers, fields),
+                payload,
+                b"" if page.refers.profile == NOT_MODIFIED else http.headers_buff,
+            )
         mime = cdxj.REVISIT_MIME if page.refers is not None else cdxj.mime_of(http.get_header("Content-Type"))
         empty = page.refers is not None and page.refers.profile == NOT_MODIFIED  # (no HTTP headers)
         self.index.append(
@@ -168,66 +175,61 @@ class WarcBatch:
                 cdxj.timestamp(ms),
                 mime=mime,
                 status=None if empty else str(page.status),
-                digest=digest,
+                digest=payload,
                 length=length,
                 offset=offset,
                 filename=self.key,
             )
         )
-        concurrent = {**warc_headers, "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")}
-        path = _request_target(page.url)
+        fields.append(("WARC-Concurrent-To", capture))
         request_headers = list(page.request_headers or [])
         if not any(k.lower() == "host" for k, _ in request_headers):
             request_headers.insert(0, ("Host", page.url.split("://", 1)[1].split("/", 1)[0]))
-        request = self._writer.create_warc_record(
-            page.url,
-            "request",
-            payload=io.BytesIO(b""),
-            length=0,
-            http_headers=StatusAndHeaders(
-                f"{page.method} {path} {page.protocol}", request_headers, is_http_request=True
-            ),
-            warc_headers_dict=concurrent,
+        request = StatusAndHeaders(
+            f"{page.method} {_request_target(page.url)} {page.protocol}", request_headers, is_http_request=True
         )
-        self._write(request)
-        fields = [f"outlink: {url}" for url in page.outlinks or ()]
+        request.compute_headers_buffer()
+        self._write("request", _record_id(), page.url, fields, _EMPTY, request.headers_buff)
+        lines = [f"outlink: {url}" for url in page.outlinks or ()]
         if page.fetch_ms is not None:
-            fields.append(f"fetchTimeMs: {page.fetch_ms}")
-        if fields:
-            block = ("\r\n".join(fields) + "\r\n").encode("utf-8")
-            metadata = self._writer.create_warc_record(
-                page.url,
-                "metadata",
-                payload=io.BytesIO(block),
-                length=len(block),
-                warc_content_type="application/warc-fields",
-                warc_headers_dict=concurrent,
-            )
-            self._write(metadata)
+            lines.append(f"fetchTimeMs: {page.fetch_ms}")
+        if lines:
+            block = ("\r\n".join(lines) + "\r\n").encode("utf-8")
+            # (a list of links: at level 1 in half the CPU of level 6, some 10% larger)
+            self._write("metadata", _record_id(), page.url, fields, _digest(block), body=block, level=1)
         self.records += 1
         return offset, length
 
-    def _revisit(self, page: RawPage, http: StatusAndHeaders, warc_headers: dict):
-        """The revisit record of a capture that stands for ``page.refers``."""
-        refers = page.refers
-        headers = {**warc_headers, "WARC-Profile": refers.profile}
-        headers["WARC-Refers-To-Target-URI"] = refers.uri
+    @staticmethod
+    def _revisit(refers: Refers, fields: list) -> list:
+        """The WARC fields of a revisit record that stands for ``refers``. Its block: the
+        HTTP headers, the payload being the original's (``WARC-Truncated: length``); or for
+        a 304 an empty block, so that replay serves the stored capture's headers with its
+        payload (a block of the 304's headers would be replayed as a 304)."""
+        fields = [*fields, ("WARC-Profile", refers.profile), ("WARC-Refers-To-Target-URI", refers.uri)]
         if refers.date is not None:
-            headers["WARC-Refers-To-Date"] = warc_date(refers.date)
-        if refers.digest:
-            headers["WARC-Payload-Digest"] = refers.digest
-        if refers.profile == NOT_MODIFIED:
-            # an empty block: replay serves the stored capture's headers with its payload (a
-            # block of the 304's headers would be replayed as a 304)
-            return self._writer.create_warc_record(page.url, "revisit", warc_headers_dict=headers)
-        headers["WARC-Truncated"] = "length"  # the payload is the original's
-        return self._writer.create_warc_record(page.url, "revisit", http_headers=http, warc_headers_dict=headers)
+            fields.append(("WARC-Refers-To-Date", warc_date(refers.date)))
+        if refers.profile == IDENTICAL_PAYLOAD:
+            fields.append(("WARC-Truncated", "length"))
+        return fields
 
-    def _write(self, record) -> int:
-        """Append ``record`` as one gzip member; its compressed length."""
-        self._member.start()
-        self._writer.write_record(record)
-        length = self._member.finish()
+    def _write(self, kind, record_id, url, fields, payload, head=b"", body=b"", level=None) -> int:
+        """Append a record as one gzip member; its compressed length. Its block: ``head``
+        (the HTTP headers) then ``body`` (a response's payload); ``payload``: its payload
+        digest (None: none). The headers are all known here: warcio's writer would build,
+        look up and replace each again, more than compressing a request record costs."""
+        headers = [("WARC-Type", kind), ("WARC-Record-ID", record_id)]
+        if url is not None:
+            headers.append(("WARC-Target-URI", url))
+        headers += fields
+        if payload is not None:
+            headers.append(("WARC-Payload-Digest", payload))
+        headers.append(("WARC-Block-Digest", _digest(head, body)))
+        headers.append(("Content-Type", RecordBuilder.WARC_RECORDS[kind]))
+        headers.append(("Content-Length", str(len(head) + len(body))))
+        warc = StatusAndHeaders("", headers, protocol=f"WARC/{WARC_VERSION}").to_bytes()
+        level = self.level if level is None else min(level, self.level)
+        length = _write_member(self._file, level, (warc, head, body, b"\r\n\r\n"))
         self.size += length
         return length
 
@@ -241,40 +243,32 @@ class WarcBatch:
                 self._file.truncate(self.size)
             os.fsync(self._file.fileno())
             self._file.close()
-            write_index(self.index_path, sorted(self.index))
+            cdxj.write_index(self.index_path, sorted(self.index))
 
 
-class _Member:
-    """Where warcio writes a record: compressed as it comes (warcio writes a body in 16 KB
-    pieces) into one gzip member of the file, so that neither the uncompressed record nor
-    the whole member is ever in memory (a 10 MB page was 10 MB and its member more)."""
+_PIECE = 1 << 16  # a body is compressed 64 KB at a time: its member is never whole in memory
 
-    def __init__(self, file, level: int):
-        self.file = file
-        self.level = level
-        self.length = 0
-        self._compressor = None
 
-    def start(self) -> None:
-        self._compressor = zlib.compressobj(self.level, zlib.DEFLATED, zlib.MAX_WBITS + 16)
-        self.length = 0
-
-    def write(self, data) -> None:
-        out = self._compressor.compress(data)
-        if out:
-            self.file.write(out)
-            self.length += len(out)
-
-    def flush(self) -> None:  # warcio's, after each record: the member ends in finish
-        pass
-
-    def finish(self) -> int:
-        """End the member; its compressed length."""
-        out = self._compressor.flush()
-        self.file.write(out)
-        self.length += len(out)
-        self._compressor = None
-        return self.length
+def _write_member(file, level: int, parts: tuple[bytes, ...]) -> int:
+    """Write ``parts`` to ``file`` as one gzip member at ``level``; its length. The
+    compressor's window is no larger than the record (which then compresses to the same
+    bytes): one of the full 32 KB window takes some 256 KB, which the C library gives back
+    to the system when it is freed and must fault in again for the next member, about 60 us
+    a record, more than compressing a request record costs."""
+    size = sum(len(p) for p in parts)
+    wbits = min(zlib.MAX_WBITS, max(9, (size - 1).bit_length()))
+    memory = min(zlib.DEF_MEM_LEVEL, wbits - 6)  # (its hash table and block buffer likewise)
+    compressor = zlib.compressobj(level, zlib.DEFLATED, wbits + 16, memory)
+    length = 0
+    for part in parts:
+        view = memoryview(part)
+        for start in range(0, len(view), _PIECE):
+            out = compressor.compress(view[start : start + _PIECE])
+            file.write(out)
+            length += len(out)
+    out = compressor.flush()
+    file.write(out)
+    return length + len(out)
 
 
 def recover(path: str) -> int:
@@ -321,20 +315,25 @@ def read_payload(get_range, pointer: dict, pointer_of) -> tuple[str | None, byte
     return content_type, record.content_stream().read()
 
 
-def write_index(path: str, lines: list[str]) -> None:
-    """Write index lines to ``path`` (through a temporary file, fsynced)."""
-    tmp = path + ".part"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(text + "\n" for text in lines)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def warc_date(when: float | None) -> str:
     """A WARC/1.1 date: UTC, to the millisecond."""
     ms = _ms(when)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+
+
+def _digest(*parts: bytes) -> str:
+    """The WARC digest (``sha1:`` and base32) of the bytes ``parts`` make."""
+    sha1 = hashlib.sha1()
+    for part in parts:
+        sha1.update(part)
+    return "sha1:" + base64.b32encode(sha1.digest()).decode("ascii")
+
+
+_EMPTY = _digest()  # an empty block's or payload's
+
+
+def _record_id() -> str:
+    return f"<urn:uuid:{uuid.uuid4()}>"
 
 
 def _ms(when: float | None) -> int:

@@ -520,7 +520,12 @@ TABLE: tuple[Setting, ...] = (
         POSITIVE_SECONDS,
         "... or this age; its pages' leases wait for it. Shorter: fewer pages fetched again when a worker dies, more objects (bench/rework.py, 3 workers, one killed, FRONTIER_MAX_UNREAD 400: 10 s 428 pages fetched twice and 2.0 objects per 1,000 pages, 5 s 308 and 3.2)",
     ),
-    S("ARCHIVE_GZIP_LEVEL", 6, Number(0, 9, integer=True), "gzip level of each WARC record"),
+    S(
+        "ARCHIVE_GZIP_LEVEL",
+        6,
+        Number(0, 9, integer=True),
+        "gzip level of each WARC record (a metadata record, a list of links: 1 at most)",
+    ),
     S(
         "ARCHIVE_OPERATOR",
         "",

@@ -65,7 +65,7 @@ from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from crawler import __version__
-from crawler.archive.cdxj import index_warc
+from crawler.archive import cdxj
 from crawler.archive.storage import StorageRefused, StorageStopped, storage_from_settings
 from crawler.archive.warc import (
     IDENTICAL_PAYLOAD,
@@ -77,7 +77,6 @@ from crawler.archive.warc import (
     object_key,
     payload_digest,
     recover,
-    write_index,
 )
 from crawler.exceptions import StoreUnavailable
 from crawler.items import set_storing
@@ -224,7 +223,7 @@ class ArchivePipeline:
         kept = recover(path)
         index = index_key(path)
         if kept:
-            write_index(index, index_warc(path, key))
+            cdxj.rebuild(path, key, index)
             self.storage.put(key, path, stop=self._stop)
             self.storage.put(index_key(key), index, stop=self._stop)
         os.remove(path)
