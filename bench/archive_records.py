@@ -14,7 +14,9 @@ exact copies skipped. "After" is today's: a warcinfo record per file, per page a
 time), and each batch's index written at its close. Both write every page into batches of
 ``ARCHIVE_MAX_BYTES`` in a temporary directory, as the pipeline's writer thread does
 (``WarcBatch.add``, then ``close``), after ``_raw_page`` builds the record's input; CPU is
-``time.thread_time()`` of this thread, the median of ``--passes`` passes, in turn (ABAB).
+``time.thread_time()`` of this thread. The two write in step, page by page (each page's
+CPU counted to its version: the machine's drift, large on a shared virtual machine, falls
+on both alike); the median of ``--passes`` passes.
 Printed: CPU ms per page (all pages, copies included), bytes per page, the ratio after /
 before (goal: CPU at most 1.10), and the revisits' share of the bytes written.
 """
@@ -87,36 +89,54 @@ def corpus(pages: int, copies: float, seed: int) -> list[dict]:
     return items
 
 
-def run(module, items: list[dict], after: bool) -> dict:
-    """Write every page as the pipeline's writer does; CPU and bytes."""
-    info = warcinfo(Settings({"CRAWL_NAME": "bench", "USER_AGENT": "crawler/0.1"})) if after else None
-    with tempfile.TemporaryDirectory(prefix="bench-archive-") as tmp:
-        batch, seq, written, revisit_bytes = None, 0, 0, 0
+class Writer:
+    """One version's batches, as the pipeline's writer thread fills them."""
+
+    def __init__(self, module, tmp: str, label: str, info: dict | None):
+        self.module, self.tmp, self.label, self.info = module, tmp, label, info
+        self.batch, self.seq = None, 0
+        self.cpu, self.written, self.revisit_bytes = 0.0, 0, 0
+
+    def add(self, item: dict) -> None:
         t0 = time.thread_time()
+        if self.batch is None:
+            self.seq += 1
+            key = f"ab/bench/{self.label}-{self.seq:06d}.warc.gz"
+            kwargs = {"info": self.info} if self.info is not None else {}
+            self.batch = self.module.WarcBatch(os.path.join(self.tmp, key), key, 6, **kwargs)
+        raw = _raw_page(item)
+        if self.info is None:  # (before: its own RawPage, without today's fields)
+            raw = self.module.RawPage(**{k: getattr(raw, k) for k in self.module.RawPage.__dataclass_fields__})
+        size = self.batch.size
+        self.batch.add(raw)
+        if self.batch.size >= MAX_BYTES:
+            self.close()
+        self.cpu += time.thread_time() - t0
+        if item.get("duplicate_of") and self.batch is not None:
+            self.revisit_bytes += self.batch.size - size
+
+    def close(self) -> None:
+        if self.batch is not None:
+            self.batch.close()
+            self.written += self.batch.size
+            self.batch = None
+
+
+def run(before, items: list[dict]) -> dict[str, Writer]:
+    """Every page written by both versions in step, page by page (each page's CPU counted
+    to its version), so that both see the same machine at the same moments."""
+    info = warcinfo(Settings({"CRAWL_NAME": "bench", "USER_AGENT": "crawler/0.1"}))
+    with tempfile.TemporaryDirectory(prefix="bench-archive-") as tmp:
+        writers = {"before": Writer(before, tmp, "before", None), "after": Writer(warc, tmp, "after", info)}
         for item in items:
-            if not after and item.get("duplicate_of"):
-                continue  # (before: exact copies were not archived)
-            if batch is None:
-                seq += 1
-                key = f"ab/bench/w-{seq:06d}.warc.gz"
-                kwargs = {"info": info} if after else {}
-                batch = module.WarcBatch(os.path.join(tmp, key), key, 6, **kwargs)
-            raw = _raw_page(item)
-            if not after:
-                raw = module.RawPage(**{k: getattr(raw, k) for k in module.RawPage.__dataclass_fields__})
-            size = batch.size
-            batch.add(raw)
-            if item.get("duplicate_of"):
-                revisit_bytes += batch.size - size
-            if batch.size >= MAX_BYTES:
-                batch.close()
-                written += batch.size
-                batch = None
-        if batch is not None:
-            batch.close()
-            written += batch.size
-        cpu = time.thread_time() - t0
-    return {"cpu": cpu, "bytes": written, "revisit_bytes": revisit_bytes}
+            if not item.get("duplicate_of"):  # (before: exact copies were not archived)
+                writers["before"].add(item)
+            writers["after"].add(item)
+        for writer in writers.values():
+            t0 = time.thread_time()
+            writer.close()
+            writer.cpu += time.thread_time() - t0
+    return writers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,20 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     n = len(items)
     copies = sum(1 for i in items if i.get("duplicate_of"))
     print(f"{n} pages ({copies} exact copies), {sum(len(i['body']) for i in items) / n / 1024:.1f} KB a page")
-    results: dict[str, list[dict]] = {"before": [], "after": []}
-    for _ in range(args.passes):
-        results["before"].append(run(before, items, after=False))
-        results["after"].append(run(warc, items, after=True))
+    passes = [run(before, items) for _ in range(args.passes)]
     figures = {}
-    for label, runs in results.items():
-        cpu = statistics.median(r["cpu"] for r in runs) / n * 1000
-        size = statistics.median(r["bytes"] for r in runs) / n
+    for label in ("before", "after"):
+        cpu = statistics.median(p[label].cpu for p in passes) / n * 1000
+        size = statistics.median(p[label].written for p in passes) / n
         figures[label] = (cpu, size)
         print(f"{label:7s} {cpu:.3f} ms CPU a page, {size / 1024:.2f} KB a page (all {n} pages)")
-    pairs = [a["cpu"] / b["cpu"] for b, a in zip(results["before"], results["after"], strict=True)]
+    pairs = [p["after"].cpu / p["before"].cpu for p in passes]
     print("each pass, after / before: " + " ".join(f"{r:.3f}" for r in pairs))
     (cpu_b, size_b), (cpu_a, size_a) = figures["before"], figures["after"]
-    share = statistics.median(r["revisit_bytes"] / r["bytes"] for r in results["after"])
+    share = statistics.median(p["after"].revisit_bytes / p["after"].written for p in passes)
     print(f"after / before: CPU {cpu_a / cpu_b:.3f} (goal <= 1.10), bytes {size_a / size_b:.3f}")
     print(f"revisit records: {share:.2%} of the bytes written, for {copies / n:.1%} of the pages")
     return 0

@@ -3,14 +3,17 @@ first; a response with its request and a metadata record (outlinks, fetch time);
 copy and a 304 as revisit records naming the capture they stand for; and the batch's own
 CDXJ index, line for line what cdxj-indexer makes of the same file."""
 
+import base64
 import hashlib
 import subprocess
 import sys
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from warcio.archiveiterator import ArchiveIterator
 
-from crawler.archive import cdxj
+from crawler.archive import cdxj, warc
 from crawler.archive.warc import (
     IDENTICAL_PAYLOAD,
     NOT_MODIFIED,
@@ -122,3 +125,10 @@ def test_the_batch_index_is_what_cdxj_indexer_makes_of_the_file(tmp_path):
     assert captures[0].fields["mime"] == "text/html" and captures[0].fields["status"] == "200"
     assert captures[1].fields["mime"] == "warc/revisit" and "status" not in captures[1].fields
     assert cdxj.closest(captures, "2023111422") == captures[0] and cdxj.closest(captures, None) == captures[1]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(min_size=20, max_size=20))
+def test_a_digest_is_base32_as_the_standard_library_writes_it(raw):
+    assert warc._base32(raw) == base64.b32encode(raw).decode("ascii")
+    assert warc.payload_digest(raw.hex()) == "sha1:" + base64.b32encode(raw).decode("ascii")

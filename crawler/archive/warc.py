@@ -44,7 +44,6 @@ that died to its last complete record, so it can be stored on restart.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import io
 import os
@@ -80,8 +79,7 @@ def index_key(key: str) -> str:
 
 def payload_digest(hex_sha1: str) -> str:
     """A SHA-1 in hex (``sha1:`` optional) as a WARC payload digest: ``sha1:`` and base32."""
-    raw = bytes.fromhex(hex_sha1.removeprefix("sha1:"))
-    return "sha1:" + base64.b32encode(raw).decode("ascii")
+    return "sha1:" + _base32(bytes.fromhex(hex_sha1.removeprefix("sha1:")))
 
 
 @dataclass
@@ -189,13 +187,14 @@ class WarcBatch:
             f"{page.method} {_request_target(page.url)} {page.protocol}", request_headers, is_http_request=True
         )
         request.compute_headers_buffer()
-        self._write("request", _record_id(), page.url, fields, _EMPTY, request.headers_buff)
+        self._write("request", _record_id(), page.url, fields, _EMPTY, request.headers_buff, level=1)
         lines = [f"outlink: {url}" for url in page.outlinks or ()]
         if page.fetch_ms is not None:
             lines.append(f"fetchTimeMs: {page.fetch_ms}")
         if lines:
             block = ("\r\n".join(lines) + "\r\n").encode("utf-8")
-            # (a list of links: at level 1 in half the CPU of level 6, some 10% larger)
+            # (a list of links: at level 1 in half the CPU of level 6, some 10% larger; and
+            # the request's few headers likewise)
             self._write("metadata", _record_id(), page.url, fields, _digest(block), body=block, level=1)
         self.records += 1
         return offset, length
@@ -326,7 +325,17 @@ def _digest(*parts: bytes) -> str:
     sha1 = hashlib.sha1()
     for part in parts:
         sha1.update(part)
-    return "sha1:" + base64.b32encode(sha1.digest()).decode("ascii")
+    return "sha1:" + _base32(sha1.digest())
+
+
+_PAIRS = [a + b for a in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567" for b in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"]
+
+
+def _base32(sha1: bytes) -> str:
+    """``base64.b32encode`` of a 20-byte digest, ten bits a step (twice as fast: four
+    digests a page)."""
+    n = int.from_bytes(sha1, "big")
+    return "".join([_PAIRS[(n >> shift) & 1023] for shift in range(150, -1, -10)])
 
 
 _EMPTY = _digest()  # an empty block's or payload's

@@ -524,7 +524,7 @@ TABLE: tuple[Setting, ...] = (
         "ARCHIVE_GZIP_LEVEL",
         6,
         Number(0, 9, integer=True),
-        "gzip level of each WARC record (a metadata record, a list of links: 1 at most)",
+        "gzip level of each WARC record (request and metadata records: 1 at most)",
     ),
     S(
         "ARCHIVE_OPERATOR",
