@@ -20,9 +20,10 @@ from crawler.demo.site import serve_site
 from crawler.extensions.submissions import Submissions
 from crawler.freshness.policy import FORCED, LOOKUP_FAILED, SKIPPED, FetchPolicy
 from crawler.frontier import codec, submit
-from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.frontier import PROMOTED_DAYS, Entry, Frontier
 from crawler.frontier.keys import Keys
 from crawler.frontier.shards import ShardedFrontier
+from crawler.frontier.words import now_ms
 from crawler.services import services
 from crawler.signals import frontier_grew
 from crawler.spiders.broad import BroadSpider
@@ -73,10 +74,13 @@ def test_a_submission_goes_ahead_of_everything_its_host_has_queued(redis_client,
         {},
     )
     assert got[0] == ("http://busy.example/news", "added")
-    assert got[1] == ("http://busy.example/0", "seen")
+    assert got[1] == ("http://busy.example/0", "promoted")  # queued already: to the head
     assert got[2] == ("not a url", "invalid")
     assert got[3][1].startswith("trap:")
-    assert int(redis_client.get(f.keys.submitted)) == 1
+    assert int(redis_client.get(f.keys.submitted)) == 2
+    leases, _ = f.get(1)
+    assert [codec.decode(lease.payload, None).url for lease in leases] == ["http://busy.example/0"]
+    f.ack(leases[0].id)
     leases, _ = f.get(1)
     assert [codec.decode(lease.payload, None).url for lease in leases] == ["http://busy.example/news"]
     f.ack(leases[0].id)
@@ -86,6 +90,57 @@ def test_a_submission_goes_ahead_of_everything_its_host_has_queued(redis_client,
     leases, _ = f.get(1)
     request = codec.decode(leases[0].payload, None)
     assert request.url == url and request.meta[meta.FORCE] and request.dont_filter
+
+
+def _drain(f: Frontier, now: int | None) -> list[str]:
+    """Every URL the frontier hands out, acknowledged as it comes (host interval 0)."""
+    out = []
+    while True:
+        leases, _ = f.get(10, now=now)
+        if not leases:
+            return out
+        out += [codec.decode(lease.payload, None).url for lease in leases]
+        f.ack(*(lease.id for lease in leases), now=now)
+
+
+def test_a_queued_url_submitted_jumps_its_hosts_queue_and_is_fetched_once(redis_client, crawl_name):
+    """A URL queued deep in a busy host's back queue, one still in a front queue and one
+    in flight, submitted: the first two are handed out at their hosts' next turn and never
+    again (the copy left behind is dropped when it comes up), the third stays seen; what
+    the UrlStore says was fetched recently stays seen; a promotion is forgotten after
+    PROMOTED_DAYS."""
+    f = Frontier(redis_client, crawl_name, host_interval=0)
+    now = now_ms()
+    busy = [f"http://busy.example/{i}" for i in range(50)]
+    f.put([Entry(url=u, payload=u.encode(), follow_up=True) for u in busy], now=now)  # its back queue
+    front = [f"http://front.example/{i}" for i in range(20)]
+    f.put([Entry(url=u, payload=u.encode()) for u in front], now=now)  # a front queue
+    [flying] = f.get(1, now=now)[0]
+    assert codec.decode(flying.payload, None).url == busy[-1]  # (follow-ups go to the head)
+    got = submit.submit(
+        f,
+        [submit.Submission(u) for u in (busy[3], front[15], busy[-1], busy[10])],
+        {},
+        fetched=lambda urls: {busy[10]} & set(urls),  # fetched within the policy's age
+    )
+    assert [s for _, s in got] == ["promoted", "promoted", "seen", "seen"]
+    assert f.redis.zcard(f.keys.promoted) == 2
+    # a second submission of a promoted URL not yet handed out adds no third copy
+    assert submit.submit(f, [submit.Submission(busy[3])], {}) == [(busy[3], "promoted")]
+    f.ack(flying.id)
+    first = f.get(2)[0]
+    assert {codec.decode(lease.payload, None).url for lease in first} == {busy[3], front[15]}
+    f.ack(*(lease.id for lease in first))
+    rest = _drain(f, None)
+    assert sorted(rest + [busy[-1], busy[3], front[15]]) == sorted(busy + front)  # each once
+    assert f.stats()["queued"] == 0 and f.redis.zcard(f.keys.promoted) == 0
+    # a promoted URL that was queued nowhere (fetched by another worker meanwhile): its entry
+    # is forgotten PROMOTED_DAYS later, at the next promotion
+    f.promote([Entry(url=busy[0], payload=busy[0].encode())], now=now)
+    assert _drain(f, None) == [busy[0]] and f.redis.zcard(f.keys.promoted) == 1
+    later = now_ms() + PROMOTED_DAYS * 86_400_000 + 1000
+    f.promote([Entry(url=busy[1], payload=busy[1].encode())], now=later)
+    assert f.redis.zrange(f.keys.promoted, 0, -1) == [busy[1].encode()]
 
 
 def test_the_submission_list_lives_on_the_first_shard(redis_client, crawl_name):
@@ -106,6 +161,28 @@ def test_the_submission_list_lives_on_the_first_shard(redis_client, crawl_name):
             "http://c.example/",
         ]
         assert submit.take(sharded, 10) == ([], 2)
+    finally:
+        sharded.clear()
+
+
+def test_a_sharded_frontier_promotes_each_url_on_its_hosts_shard(redis_client, crawl_name):
+    shards = [Frontier(redis_client, crawl_name, host_interval=0, shard=k) for k in range(2)]
+    sharded = ShardedFrontier(shards, ["r1", "r2"])
+    try:
+        hosts = ["a.example", "c.example"]  # one on each shard (above)
+        urls = [f"http://{h}/{i}" for h in hosts for i in range(5)]
+        sharded.put([Entry(url=u, payload=u.encode()) for u in urls])
+        got = submit.submit(sharded, [submit.Submission(f"http://{h}/4") for h in hosts], {})
+        assert [s for _, s in got] == ["promoted", "promoted"]
+        assert [redis_client.zcard(s.keys.promoted) for s in shards] == [1, 1]
+        first = sharded.get(2)[0]
+        assert sorted(codec.decode(lease.payload, None).url for lease in first) == [f"http://{h}/4" for h in hosts]
+        sharded.ack(*(lease.id for lease in first))
+        rest = []
+        while leases := sharded.get(10)[0]:
+            rest += [codec.decode(lease.payload, None).url for lease in leases]
+            sharded.ack(*(lease.id for lease in leases))
+        assert sorted(rest) == sorted(u for u in urls if not u.endswith("/4"))
     finally:
         sharded.clear()
 
@@ -196,13 +273,13 @@ def test_submit_says_what_became_of_each_url(redis_url, redis_client, crawl_name
     assert out.stdout.splitlines() == [
         "added http://a.example/x",
         "invalid ftp://a.example/",
-        "seen http://a.example/x",
+        "promoted http://a.example/x",  # queued: not fetched yet
         "added http://b.example/",
-        "4 URLs submitted: 2 added, 1 invalid, 1 seen",
+        "4 URLs submitted: 2 added, 1 invalid, 1 promoted",
     ]
     forced = _submit_command(redis_url, crawl_name, "--force", "http://b.example/")
     assert forced.stdout.splitlines()[0] == "added http://b.example/"
-    assert int(redis_client.get(Keys(crawl_name).submitted)) == 3
+    assert int(redis_client.get(Keys(crawl_name).submitted)) == 4
     assert _submit_command(redis_url, crawl_name).returncode == 2  # no URL
 
 
@@ -277,11 +354,62 @@ def test_a_running_worker_fetches_submissions_and_keeps_the_policy(tmp_path, red
             redis_client.delete(*leftover)
 
 
+def test_a_url_queued_deep_in_a_busy_hosts_queue_is_fetched_at_its_next_turn(tmp_path, redis_url, redis_client):
+    """A worker crawling one host at 0.3 s an interval, its 60 pages seeded (a queue of 18
+    s): `scrapy submit` of the last page and of one already fetched says `promoted` and
+    `seen`; the site is asked for the last page within a few turns of the submission, not
+    at the end, and for every page once."""
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    keys = Keys(name)
+    store_path = tmp_path / "urlstore.sqlite"
+    try:
+        with serve_site(hosts=2, pages=60) as site:  # (one crawled)
+            urls = [site.url(0, f"/p{i}.html") for i in range(60)]
+            seeds = tmp_path / "seeds.txt"
+            seeds.write_text("\n".join(urls) + "\n")
+            settings = loopback_settings(
+                name,
+                tmp_path / "worker.log",
+                REDIS_URL=redis_url,
+                URLSTORE_SQLITE_PATH=store_path,
+                FRONTIER_HOST_INTERVAL=0.3,
+                CRAWL_FOLLOW_LINKS=False,
+            )
+            worker = launch_worker(tmp_path, "worker", seeds, settings, {**clean_env(), "REDIS_URL": redis_url})
+            try:
+                _wait_for(lambda: len(_fetched_urls(store_path)) >= 5, 60, worker)
+                done = sorted(_fetched_urls(store_path))[0]
+                asked = time.monotonic()
+                out = _submit_command(redis_url, name, "-s", f"URLSTORE_SQLITE_PATH={store_path}", urls[-1], done)
+                assert out.stdout.splitlines()[:2] == [f"promoted {urls[-1]}", f"seen {done}"], out.stdout + out.stderr
+                _wait_for(lambda: _key(urls[-1]) in {h.key for h in site.page_hits()}, 30, worker)
+                [hit] = [h for h in site.page_hits() if h.key == _key(urls[-1])]
+                code = worker.wait(120)
+            finally:
+                if worker.proc.poll() is None:
+                    worker.proc.send_signal(signal.SIGINT)
+                    worker.wait(60)
+            hits = [h.key for h in site.page_hits()]
+        assert code == 0, worker.tail()
+        assert sorted(hits) == sorted(_key(u) for u in urls)  # every page once, the promoted one too
+        assert hit.start - asked < 5.0  # (its turn in the queue: some 15 s later)
+        assert hits.index(_key(urls[-1])) < 40
+    finally:
+        leftover = list(redis_client.scan_iter(match=keys.pattern(), count=1000))
+        if leftover:
+            redis_client.delete(*leftover)
+
+
 def _fetched_urls(path: Path) -> set[str]:
-    """The URLs the UrlStore records as fetched since the test began (read as any program would)."""
-    db = sqlite3.connect(path, timeout=30)
+    """The URLs the UrlStore records as fetched since the test began (read as any program
+    would; none before the worker made the store)."""
+    if not path.exists():
+        return set()
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
     try:
         return {url for (url,) in db.execute("SELECT url FROM urls WHERE fate = 'fetched' AND metadata LIKE '%title%'")}
+    except sqlite3.OperationalError:  # (its tables not made yet)
+        return set()
     finally:
         db.close()
 

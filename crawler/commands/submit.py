@@ -12,8 +12,10 @@ limit apply; ``--force`` passes URL-seen and the workers' fetch policy
 Standard input is read a line at a time and each line submitted at once (blank lines and
 ``#`` comments skipped).
 
-Output: one line per URL on stdout, ``added URL``, ``seen URL`` (already in the crawl),
-``invalid URL``, ``trap:<guard> URL`` or ``host_full URL``; then a summary line.
+Output: one line per URL on stdout, ``added URL``, ``promoted URL`` (queued already: moved
+to the head of its host's queue), ``seen URL`` (fetched within FETCH_POLICY_MAX_AGE by the
+UrlStore, or being fetched), ``invalid URL``, ``trap:<guard> URL`` or ``host_full URL``;
+then a summary line.
 Exit status: 0 when every URL was submitted (whatever became of it); 1 when Redis is
 unreachable, with a one-line message on stderr; 2 for an invalid setting, no URL, or a
 crawl that does not exist (named with the crawls there are: submit adds to a crawl, it
@@ -31,12 +33,14 @@ from scrapy.exceptions import UsageError
 from crawler.commands.frontier import no_such_crawl
 from crawler.commands.seed import _close, _reason, _where
 from crawler.config.validation import exit_if_invalid
+from crawler.freshness.policy import FetchPolicy
 from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
 from crawler.frontier.submit import Submission, submit
 from crawler.observe.report import count
 from crawler.seeds.files import STDIN
 from crawler.urls import url_options
+from crawler.urlstore.backends import urlstore_from_settings
 
 
 class Command(ScrapyCommand):
@@ -54,8 +58,9 @@ class Command(ScrapyCommand):
         return (
             "Put URLs into the frontier of a crawl (CRAWL_NAME, or --crawl) ahead of everything queued: "
             "each is fetched at its host's next turn. - reads URLs from standard input, one a line, each "
-            "submitted as it is read. --force fetches a URL even if the crawl has seen it or fetched it "
-            "within FETCH_POLICY_MAX_AGE. Prints one line per URL (added, seen, invalid, trap:..., "
+            "submitted as it is read. A URL the crawl has queued already jumps to the head of its host's "
+            "queue (promoted). --force fetches a URL even if the crawl has seen it or fetched it "
+            "within FETCH_POLICY_MAX_AGE. Prints one line per URL (added, promoted, seen, invalid, trap:..., "
             "host_full) and a summary; exits 1 if Redis is unreachable."
         )
 
@@ -101,9 +106,11 @@ class Command(ScrapyCommand):
             return self._fail(f"submit: cannot connect to Redis ({_where(settings)}): {_reason(exc)}")
         options = url_options(settings)
         counts: dict[str, int] = {}
+        policy = _fetch_policy(settings)  # what was fetched: a seen URL not fetched is promoted
+        fetched = policy.recent if policy is not None else None
         try:
             for batch in _batches(args):
-                for url, status in submit(frontier, [Submission(u, opts.force) for u in batch], options):
+                for url, status in submit(frontier, [Submission(u, opts.force) for u in batch], options, fetched):
                     counts[status] = counts.get(status, 0) + 1
                     print(f"{status} {url}", flush=True)
         except RedisError as exc:
@@ -115,6 +122,8 @@ class Command(ScrapyCommand):
             return
         finally:
             _close(client)
+            if policy is not None:
+                policy.close()
         self._summary(counts)
 
     def _summary(self, counts: dict[str, int], note: str = "") -> None:
@@ -126,6 +135,19 @@ class Command(ScrapyCommand):
     def _fail(self, message: str) -> None:
         print(message, file=sys.stderr, flush=True)
         self.exitcode = 1
+
+
+def _fetch_policy(settings) -> FetchPolicy | None:
+    """The crawl's fetch policy over its UrlStore opened read-only; None when it is off or
+    the store cannot be read (no store yet: nothing known fetched)."""
+    max_age = settings.getfloat("FETCH_POLICY_MAX_AGE")
+    if max_age <= 0 or not settings.getbool("URLSTORE_ENABLED"):
+        return None
+    try:
+        store = urlstore_from_settings(settings, readonly=True)
+    except Exception:
+        return None
+    return FetchPolicy(store, max_age, None, settings.getbool("ARCHIVE_ENABLED"))
 
 
 def _batches(args: list[str]):

@@ -1,9 +1,12 @@
 """Submissions in a running crawl (an extension): every FRONTIER_SUBMIT_INTERVAL a worker
 takes up to FRONTIER_SUBMIT_BATCH values from the crawl's submission list and puts them
 into the frontier (crawler/frontier/submit.py: each to the head of its host's queue, or
-through the front queues with a priority). They are counted as the scheduler counts its
-pushes (``frontier/enqueued``, ``frontier/seen``, ...), and under ``submit/taken`` and
-``submit/invalid``. When it added a URL, or ``scrapy submit`` moved the crawl's
+through the front queues with a priority; one the crawl has queued already jumps to the
+head of its host's queue, unless the UrlStore says it was fetched within
+FETCH_POLICY_MAX_AGE). They are counted as the scheduler counts its pushes
+(``frontier/enqueued``, ``frontier/seen``, ``frontier/promoted``...), and under
+``submit/taken`` and ``submit/invalid``. When it added or promoted a URL, or
+``scrapy submit`` moved the crawl's
 ``submitted`` counter since its last look, it sends ``frontier_grew``, and the scheduler
 looks for due hosts at once, not at its next poll.
 
@@ -26,10 +29,11 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
+from crawler.freshness.policy import FetchPolicy
 from crawler.frontier import submit
 from crawler.frontier.connection import outage_wait
 from crawler.frontier.frontier import Entry
-from crawler.frontier.words import ADDED, put_stat
+from crawler.frontier.words import ADDED, PROMOTED, put_stat
 from crawler.services import services
 from crawler.signals import frontier_grew
 from crawler.urls import InvalidURL, url_options
@@ -49,6 +53,7 @@ class Submissions:
         self.down_since: float | None = None  # the first failure of the outage, if any
         self.next_look = 0.0  # (time.monotonic) no look before then
         self.loop = task.LoopingCall(self.look)
+        self._policy: list[FetchPolicy | None] = []  # the fetch policy, once asked for
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -112,13 +117,17 @@ class Submissions:
             self.crawler.signals.send_catch_log(frontier_grew)
 
     def put(self, frontier, entries: list[Entry]) -> bool:
-        """Put entries into the frontier, counting what became of each; whether any was added."""
+        """Put entries into the frontier (those queued already promoted), counting what
+        became of each; whether any was added or promoted."""
         if not entries:
             return False
-        statuses = frontier.put(entries)
+        if not self._policy:
+            self._policy.append(FetchPolicy.from_crawler(self.crawler))
+        policy = self._policy[0]
+        statuses = submit.put(frontier, entries, policy.recent if policy is not None else None)
         for status in statuses:
             self.stats.inc_value(put_stat(status))
-        return ADDED in statuses
+        return ADDED in statuses or PROMOTED in statuses
 
 
 def _on_list_shard(frontier, call):

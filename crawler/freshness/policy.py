@@ -60,6 +60,9 @@ class FetchPolicy:
             return None
         return cls(services(crawler).urlstore, max_age, crawler.stats, s.getbool("ARCHIVE_ENABLED"))
 
+    def close(self) -> None:
+        self.store.close()
+
     def skip(self, requests, now: float | None = None) -> set[int]:
         """The positions in ``requests`` of those not to fetch (fetched within max_age)."""
         asked: dict[int, str] = {}
@@ -93,6 +96,16 @@ class FetchPolicy:
                 self._inc(SKIPPED)
                 logger.debug("Fetch policy: %s not fetched: fetched %.0f s ago", url, now - at)
         return skipped
+
+    def recent(self, urls: list[str], now: float | None = None) -> set[str]:
+        """Those of ``urls`` fetched within max_age (none when the store does not answer):
+        a submission of one of the others, seen by the crawl, is still queued."""
+        try:
+            fetched = self.store.last_fetched(urls, archived=self.archived)
+        except Exception:
+            return set()
+        now = time.time() if now is None else now
+        return {url for url in urls if (at := fetched.get(url)) is not None and now - at < self.max_age}
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None:

@@ -5,6 +5,8 @@ The verbs, each one Redis round trip, named as URL Frontier's API names them:
 Work
 ``put(entries)``        admit URLs (trap guards, URL-seen, per-host limit, enqueue);
                         ``prepare`` (Python, no I/O) then ``send`` (Redis)
+``promote(entries)``    URLs queued already to the head of their hosts' queues
+                        (submissions that ``put`` found seen)
 ``get(n, ack=, landed=)``  lease up to n URLs from hosts that are due (acknowledging
                         and landing earlier leases in the same call)
 ``ack(*leases, landed=)``  the pages of these leases are handled: forget them (and the
@@ -42,12 +44,13 @@ from crawler.frontier.hosts import FrontierHosts, politeness_key
 from crawler.frontier.intervals import HostIntervals, intervals_from_file
 from crawler.frontier.keys import EPOCH, SEP, Keys
 from crawler.frontier.reports import FrontierReports
-from crawler.frontier.scripts import ACK, BACKOFF, END, FAIL, POP, PUSH, SLOT
+from crawler.frontier.scripts import ACK, BACKOFF, END, FAIL, POP, PROMOTE, PUSH, SLOT
 from crawler.frontier.traps import TrapGuard
 from crawler.frontier.urlseen import SeenLayout, url_hashes
 from crawler.frontier.words import (
     ADDED,
     HOST_FULL,
+    PROMOTED,
     SEEN,
     now_ms,
 )
@@ -56,6 +59,7 @@ from crawler.urls import InvalidURL
 logger = logging.getLogger(__name__)
 
 _STATUS = {1: ADDED, 0: SEEN, 2: HOST_FULL}
+PROMOTED_DAYS = 7  # a promotion whose second copy never came up is forgotten after this
 
 
 @dataclass
@@ -144,6 +148,7 @@ class Frontier(FrontierHosts, FrontierReports):
         self._slot = redis.register_script(SLOT)
         self._end = redis.register_script(END)
         self._fail = redis.register_script(FAIL)
+        self._promote = redis.register_script(PROMOTE)
         self._generation = 0  # URL-seen generations known to this client; read on first push
         self.last_acked = 0  # leases the last get() acknowledged
 
@@ -248,6 +253,18 @@ class Frontier(FrontierHosts, FrontierReports):
                 gen = self._generation = self._read_generation()
                 args = self._push_args(batch[done:], gen)
         return statuses  # type: ignore[return-value]
+
+    def promote(self, entries: list[Entry], now: int | None = None) -> list[str]:
+        """Move URLs that are queued (seen, neither fetched nor in flight: the caller asked
+        the UrlStore) to the head of their hosts' back queues, each fetched at its host's
+        next turn and once (scripts.PROMOTE); ``promoted``, or ``seen`` for a URL in
+        flight. One round trip."""
+        if not entries:
+            return []
+        now = now_ms() if now is None else now
+        args = [self.keys.prefix, now, now - PROMOTED_DAYS * 86_400_000, self.max_in_flight, self.host_interval_ms]
+        args += [self.politeness_key(e.url).encode() + SEP.encode() + e.payload for e in entries]
+        return [PROMOTED if r == 1 else SEEN for r in self._promote(keys=self._route, args=args)]
 
     def _push_args(self, batch, gen: int) -> list:
         gens = self.layout.generations(gen)

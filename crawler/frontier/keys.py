@@ -55,6 +55,12 @@ key                         type    contents
                                     shard only (crawler/frontier/submit.py)
 ``submitted``               string  URLs submissions added, a counter: a worker that
                                     sees it move looks for due hosts at once
+``promoted``                zset    URL -> time (ms) a submission put a copy of it at
+                                    the head of its host's back queue while it was
+                                    queued (PROMOTE); the time negated once one of its
+                                    two copies is handed out: the other is then
+                                    dropped when it comes up (POP); forgotten after
+                                    PROMOTED_DAYS
 ``recrawl:lock``            string  the worker putting due URLs back (crawler/freshness/recrawl.py):
                                     its id, SET NX with an expiry, so that one worker
                                     at a time does a round; sharded: on the first shard
@@ -123,6 +129,7 @@ NAMES = {
     "published": "published",
     "submit": "submit",
     "submitted": "submitted",
+    "promoted": "promoted",
     "recrawl_lock": "recrawl:lock",
     "acked_recent": "acked:recent",
     "tally": "tally",

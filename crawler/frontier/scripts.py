@@ -330,6 +330,9 @@ return out
 #      starved; at most ARGV[6] entries): an entry whose host has no back queue and is
 #      due (hnext <= now + lookahead) is handed out at once; any other entry joins its
 #      host's back queue, and a host new to the heap is due at its hnext time;
+#   a URL promoted by a submission (PROMOTE) is queued twice: the first of its copies to
+#   come up in steps 2 and 3 is handed out, the second is dropped (the host keeps its
+#   turn; counted out of 'queued');
 #   every URL handed out is leased until now + lease time and is in flight until it
 #   lands; it is due at max(now, its host's due time); its host's next time becomes
 #   that + its interval (hdelay or the default); a
@@ -395,6 +398,25 @@ end
 -- 2. hand out one URL from each of the first n due hosts
 local out = {-1, acked}
 local popped = 0
+-- a promoted URL (PROMOTE) is queued twice: the first copy to come up is handed out (its
+-- time in 'promoted' negated), the second is dropped
+local promoted = prefix .. K.promoted
+local any_promoted = redis.call('ZCARD', promoted) > 0
+local dropped = 0
+local function stale(payload)
+    if not any_promoted or string.byte(payload, 1) == 74 then return false end  -- 'J': never promoted
+    if string.byte(payload, 1) == 29 then payload = split(string.sub(payload, 2), 2)[2] end
+    local url = split(payload, 2)[1]
+    local at = redis.call('ZSCORE', promoted, url)
+    if not at then return false end
+    if tonumber(at) > 0 then
+        redis.call('ZADD', promoted, -now, url)
+        return false
+    end
+    redis.call('ZREM', promoted, url)
+    dropped = dropped + 1
+    return true
+end
 local function lease(host, payload, due, interval)
     local attempt = 1
     if string.byte(payload, 1) == 29 then
@@ -426,6 +448,7 @@ for i = 1, #due_hosts, 2 do
     local host, due = due_hosts[i], math.max(tonumber(due_hosts[i + 1]), now)
     local bq = prefix .. K.back .. host
     local payload = redis.call('LPOP', bq)
+    while payload and stale(payload) do payload = redis.call('LPOP', bq) end
     if payload then
         local nxt = hand_out(host, payload, due)
         if redis.call('LLEN', bq) > 0 and not at_limit(prefix, host) then
@@ -471,7 +494,9 @@ if popped < n then
             redis.call('RPUSH', bq, payload)
         else
             local nxt = tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0')
-            if nxt <= horizon and not at_limit(prefix, host) then
+            if stale(payload) then
+                -- (dropped: the host keeps its turn)
+            elseif nxt <= horizon and not at_limit(prefix, host) then
                 local due = math.max(nxt, now)
                 hand_out(host, payload, due)
             else
@@ -483,8 +508,8 @@ if popped < n then
     redis.call('HSET', counters, 'turn', turn % total)
     if popped < n and moved >= refill_max then out[1] = now end  -- front queues not done
 end
-if popped > 0 then
-    redis.call('HINCRBY', counters, 'queued', -popped)
+if popped + dropped > 0 then
+    redis.call('HINCRBY', counters, 'queued', -(popped + dropped))
 end
 if popped < n and out[1] < 0 then
     for _, key in ipairs({ready, delayed}) do
@@ -651,5 +676,61 @@ max_flight = tonumber(ARGV[3])
 default_interval = ARGV[4]
 recovery = tonumber(ARGV[5])
 return settle(ARGV[1], 6, tonumber(ARGV[2]))
+"""
+)
+
+
+# PROMOTE: move submitted URLs that are queued already to the head of their hosts' back
+# queues (a submission jumps the queue: crawler/frontier/submit.py).
+#
+# ARGV[1] key prefix   ARGV[2] now (ms)   ARGV[3] forget promotions older than this (ms)
+# ARGV[4] max requests in flight per host (0: no limit)   ARGV[5] default host interval (ms)
+# ARGV[6..] one value per URL: host SEP payload (the payload begins with the URL and SEP,
+#           or is the URL: codec.py's plain forms)
+# A queued URL sits in a front queue, a back queue or the delayed set, where finding it
+# would mean reading the queue; instead a copy of it goes to the head of its host's back
+# queue and the URL into 'promoted' (URL -> now): POP hands out whichever copy comes up
+# first and drops the other. A URL in flight (a lease holds it), or whose promoted copy was
+# handed out, is not promoted again; one promoted and not yet handed out is at the head of
+# its queue already.
+# Returns one status per URL: 1 promoted, 0 not (in flight).
+# Promotions older than ARGV[3] are forgotten (a URL promoted when it was queued nowhere:
+# a page whose record the caller did not find, fetched by another worker meanwhile).
+PROMOTE = (
+    _K
+    + _HELPERS
+    + r"""
+local prefix = ARGV[1]
+local now = tonumber(ARGV[2])
+local promoted = prefix .. K.promoted
+max_flight = tonumber(ARGV[4])
+default_interval = ARGV[5]
+local horizon = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', promoted, '(' .. -horizon, '(' .. horizon)
+local flying = {}
+for _, member in ipairs(redis.call('ZRANGE', prefix .. K.leases, 0, -1)) do
+    local payload = split(member, 4)[4]
+    flying[split(payload, 2)[1]] = true
+end
+local out, added = {}, 0
+for i = 6, #ARGV do
+    local parts = split(ARGV[i], 2)
+    local host, payload = parts[1], parts[2]
+    local url = split(payload, 2)[1]
+    local at = redis.call('ZSCORE', promoted, url)
+    if flying[url] or (at and tonumber(at) < 0) then  -- in flight, or just handed out
+        out[#out + 1] = 0
+    elseif at then  -- promoted already, at the head of its queue
+        out[#out + 1] = 1
+    else
+        redis.call('ZADD', promoted, now, url)
+        redis.call('LPUSH', prefix .. K.back .. host, payload)
+        make_ready(prefix, host, now)
+        added = added + 1
+        out[#out + 1] = 1
+    end
+end
+if added > 0 then redis.call('HINCRBY', prefix .. K.counters, 'queued', added) end
+return out
 """
 )

@@ -163,6 +163,18 @@ class ShardedFrontier:
             self.ack(*prepared.moved, now=now)
         return prepared.statuses
 
+    def promote(self, entries: list[Entry], now: int | None = None) -> list[str]:
+        out: list[str | None] = [None] * len(entries)
+        groups: dict[int, list[int]] = {}
+        for i, e in enumerate(entries):
+            groups.setdefault(self.ring.index(self.politeness_key(e.url)), []).append(i)
+        for s, indexes in groups.items():
+            part = [entries[i] for i in indexes]
+            statuses = self._on(s, lambda s=s, part=part: self.shards[s].promote(part, now))
+            for i, status in zip(indexes, statuses, strict=True):
+                out[i] = status
+        return out  # type: ignore[return-value]
+
     # -- hand out -------------------------------------------------------------------
 
     def get(self, n: int = 1, now: int | None = None, ack=(), landed=(), lookahead: int = 0):

@@ -8,7 +8,10 @@ URL, politeness too):
 ``submit(frontier, urls, force=)``
     ``scrapy submit`` (and any Python program of the project): normalizes each URL,
     puts it through ``Frontier.put`` and says what became of it (``added``, ``seen``,
-    ``invalid``, ``trap:<name>``, ``host_full``). Then it moves the ``submitted``
+    ``invalid``, ``trap:<name>``, ``host_full``). A URL the crawl has seen but not
+    fetched (within FETCH_POLICY_MAX_AGE, by the UrlStore) nor leased is still queued,
+    perhaps hours away in a busy host's queue: it jumps to the head of its host's queue
+    (``Frontier.promote``, ``promoted``), and is fetched once. Then it moves the ``submitted``
     counter, which every worker reads every FRONTIER_SUBMIT_INTERVAL: a worker that
     sees it move looks for due hosts at once instead of at its next idle poll.
 
@@ -29,11 +32,12 @@ The submission list (``crawl:{NAME}:submit``, keys.py), for programs in any lang
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from crawler.frontier import codec
 from crawler.frontier.frontier import Entry
-from crawler.frontier.words import ADDED
+from crawler.frontier.words import ADDED, PROMOTED, SEEN
 from crawler.urls import InvalidURL, normalize_url
 
 INVALID = "invalid"
@@ -81,9 +85,15 @@ def entry(submission: Submission, url_options: dict) -> Entry:
     )
 
 
-def submit(frontier, submissions: list[Submission], url_options: dict) -> list[tuple[str, str]]:
+def submit(
+    frontier, submissions: list[Submission], url_options: dict, fetched: Callable | None = None
+) -> list[tuple[str, str]]:
     """Put submissions into the frontier: (normalized URL or the URL as given, status) for
-    each, in order; moves the ``submitted`` counter when any was added."""
+    each, in order; moves the ``submitted`` counter when any was added or promoted.
+
+    A submission (without a priority) that the crawl has seen is promoted when it is still
+    queued: ``fetched(urls)`` names those of ``urls`` fetched within the fetch policy's
+    age (the UrlStore; None: none known), which stay ``seen``, as does one in flight."""
     out: list[tuple[str, str] | None] = [None] * len(submissions)
     entries, where = [], []
     for i, submission in enumerate(submissions):
@@ -95,13 +105,26 @@ def submit(frontier, submissions: list[Submission], url_options: dict) -> list[t
         entries.append(e)
         where.append(i)
     if entries:
-        statuses = frontier.put(entries)
+        statuses = put(frontier, entries, fetched)
         for i, e, status in zip(where, entries, statuses, strict=True):
             out[i] = (e.url, status)
-        added = statuses.count(ADDED)
-        if added:
-            frontier.redis.incrby(frontier.keys.submitted, added)
+        moved = statuses.count(ADDED) + statuses.count(PROMOTED)
+        if moved:
+            frontier.redis.incrby(frontier.keys.submitted, moved)
     return out  # type: ignore[return-value]
+
+
+def put(frontier, entries: list[Entry], fetched: Callable | None = None) -> list[str]:
+    """``frontier.put(entries)``, then the urgent entries found seen promoted when they
+    are still queued (see ``submit``); one status per entry."""
+    statuses = frontier.put(entries)
+    seen = [i for i, (e, status) in enumerate(zip(entries, statuses, strict=True)) if status == SEEN and e.urgent]
+    recent = fetched([entries[i].url for i in seen]) if seen and fetched is not None else set()
+    queued = [i for i in seen if entries[i].url not in recent]
+    if queued:
+        for i, status in zip(queued, frontier.promote([entries[i] for i in queued]), strict=True):
+            statuses[i] = status
+    return statuses
 
 
 def take(frontier, n: int) -> tuple[list[bytes], int]:

@@ -3,7 +3,7 @@ where a crawl stands. Every module that speaks of them imports them from here.""
 
 import time
 
-ADDED, SEEN, HOST_FULL = "added", "seen", "host_full"
+ADDED, SEEN, HOST_FULL, PROMOTED = "added", "seen", "host_full", "promoted"
 # why a host waits (hback reasons, and RETRY for URLs in the delayed set)
 THROTTLED, ROBOTS, DOWN, RETRY, INTERVAL = "throttled", "robots", "down", "retry", "interval"
 REASONS = {
