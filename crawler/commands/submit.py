@@ -40,7 +40,6 @@ from crawler.frontier.submit import Submission, submit
 from crawler.observe.report import count
 from crawler.seeds.files import STDIN
 from crawler.urls import url_options
-from crawler.urlstore.backends import urlstore_from_settings
 
 
 class Command(ScrapyCommand):
@@ -106,7 +105,7 @@ class Command(ScrapyCommand):
             return self._fail(f"submit: cannot connect to Redis ({_where(settings)}): {_reason(exc)}")
         options = url_options(settings)
         counts: dict[str, int] = {}
-        policy = _fetch_policy(settings)  # what was fetched: a seen URL not fetched is promoted
+        policy = FetchPolicy.reader(settings)  # what was fetched: a seen URL not fetched is promoted
         fetched = policy.recent if policy is not None else None
         try:
             for batch in _batches(args):
@@ -135,19 +134,6 @@ class Command(ScrapyCommand):
     def _fail(self, message: str) -> None:
         print(message, file=sys.stderr, flush=True)
         self.exitcode = 1
-
-
-def _fetch_policy(settings) -> FetchPolicy | None:
-    """The crawl's fetch policy over its UrlStore opened read-only; None when it is off or
-    the store cannot be read (no store yet: nothing known fetched)."""
-    max_age = settings.getfloat("FETCH_POLICY_MAX_AGE")
-    if max_age <= 0 or not settings.getbool("URLSTORE_ENABLED"):
-        return None
-    try:
-        store = urlstore_from_settings(settings, readonly=True)
-    except Exception:
-        return None
-    return FetchPolicy(store, max_age, None, settings.getbool("ARCHIVE_ENABLED"))
 
 
 def _batches(args: list[str]):

@@ -34,6 +34,7 @@ import time
 
 from crawler import meta
 from crawler.services import services
+from crawler.urlstore.backends import urlstore_from_settings
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,20 @@ class FetchPolicy:
         if max_age <= 0 or not s.getbool("URLSTORE_ENABLED"):
             return None
         return cls(services(crawler).urlstore, max_age, crawler.stats, s.getbool("ARCHIVE_ENABLED"))
+
+    @classmethod
+    def reader(cls, settings) -> FetchPolicy | None:
+        """The crawl's policy over its UrlStore opened read-only, for a program beside the
+        workers (``scrapy submit``); None when it is off or the store cannot be read (no
+        store yet: nothing known fetched). ``close`` it."""
+        max_age = settings.getfloat("FETCH_POLICY_MAX_AGE")
+        if max_age <= 0 or not settings.getbool("URLSTORE_ENABLED"):
+            return None
+        try:
+            store = urlstore_from_settings(settings, readonly=True)
+        except Exception:
+            return None
+        return cls(store, max_age, None, settings.getbool("ARCHIVE_ENABLED"))
 
     def close(self) -> None:
         self.store.close()
