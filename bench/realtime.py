@@ -18,7 +18,8 @@ the UrlStore read as the command reads it), the three kinds in turn:
 - ``new URL, busy host``: a page of a seeded host that was not seeded (to the head of the
   host's queue: its next turn);
 - ``queued deep``: a seeded page from the last quarter of its host's queue, not fetched
-  yet (promoted: to the head of the host's queue; without promotion it waits its turn).
+  yet (promoted: to the head of the host's queue; with ``--no-promotion``, put as before
+  promotion, it waits its turn: drained at --drain s).
 
 A reader thread polls the SQLite file every 10 ms, as any program reading the UrlStore
 would. Bounded: the workers are stopped --drain s after the last submission, the crawl
@@ -128,6 +129,9 @@ def main() -> int:
     parser.add_argument("--delay", type=float, default=0.02, help="seconds a page takes to answer")
     parser.add_argument("--drain", type=float, default=15.0, help="seconds to wait for the last records")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--no-promotion", action="store_true", help="put URLs as before promotion: one queued already waits its turn"
+    )
     args = parser.parse_args()
 
     count = int(args.rate * args.seconds)
@@ -208,9 +212,12 @@ def main() -> int:
                     time.sleep(wait)
                 at = time.time()
                 reader.expect(url, at)
-                [(_, status)] = submit.submit(
-                    frontier, [submit.Submission(url)], options, policy.recent if policy else None
-                )
+                if args.no_promotion:
+                    [status] = frontier.put([submit.entry(submit.Submission(url), options)])
+                    frontier.redis.incr(frontier.keys.submitted)
+                else:
+                    fetched = policy.recent if policy else None
+                    [(_, status)] = submit.submit(frontier, [submit.Submission(url)], options, fetched)
                 submitted[url] = (kind, at, status)
             deadline = time.monotonic() + args.drain
             while reader.pending and time.monotonic() < deadline:
