@@ -121,6 +121,7 @@ def _settings(port: int, **tls) -> Settings:
             CASSANDRA_HOSTS="127.0.0.1",
             CASSANDRA_PORT=port,
             CASSANDRA_TLS=True,
+            CASSANDRA_CONNECT_TIMEOUT=3,  # (the listener answers no CQL: each dial fails after it)
             **tls,
         )
     )
