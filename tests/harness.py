@@ -105,6 +105,18 @@ def crawl_command(
     return cmd
 
 
+def drain(frontier) -> list[bytes]:
+    """Lease and acknowledge everything a frontier hands out now (one URL of a host at a
+    time, each acknowledged as it comes): the payloads, in order."""
+    out = []
+    while True:
+        leases, _ = frontier.get(10)
+        if not leases:
+            return out
+        out += [lease.payload for lease in leases]
+        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases])
+
+
 def percentile(values, q: float) -> float:
     """The ``q`` quantile (0..1) of ``values`` by nearest rank (NaN for none): the one the
     tests and benchmarks report."""

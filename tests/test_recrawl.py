@@ -21,7 +21,7 @@ from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.urlstore.record import ArchivePointer, FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
-from tests.harness import clean_env, launch_worker, loopback_settings, seed_file
+from tests.harness import clean_env, drain, launch_worker, loopback_settings, seed_file
 from tests.sites import ChangingSite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def test_a_round_puts_due_urls_past_url_seen_once_and_holds_them(tmp_path, redis
     try:
         urls = [f"http://r{i % 2}.example/{i}" for i in range(6)]
         frontier.put([codec_entry(u) for u in urls])  # seen by the crawl already
-        _drain(frontier)  # fetched and acknowledged
+        drain(frontier)  # fetched and acknowledged
         for i, url in enumerate(urls):
             store.record_fetch(
                 FetchRecord(
@@ -96,7 +96,7 @@ def test_a_round_puts_due_urls_past_url_seen_once_and_holds_them(tmp_path, redis
         seen = []
         report = recrawl.round(now=now, progress=lambda r: seen.append(r.read))
         assert report.read == 3 and report.added == 3 and seen[-1] == 3  # due by now: 0, 1, 2
-        got = [codec.decode(payload, None) for payload in _drain(frontier)]
+        got = [codec.decode(payload, None) for payload in drain(frontier)]
         assert sorted(r.url for r in got) == sorted(urls[:3])
         assert all(r.meta[meta.RECRAWL]["interval"] == 50.0 and r.headers[b"If-None-Match"] for r in got)
         # held: the next round does not put them again; the host filter and ahead apply
@@ -106,17 +106,6 @@ def test_a_round_puts_due_urls_past_url_seen_once_and_holds_them(tmp_path, redis
         assert report.read == 2  # 3 and 5 (1 is held)
     finally:
         store.close()
-
-
-def _drain(frontier) -> list[bytes]:
-    """Lease and acknowledge everything queued (one URL of a host at a time): the payloads."""
-    out = []
-    while True:
-        leases, _ = frontier.get(10)
-        if not leases:
-            return out
-        out += [lease.payload for lease in leases]
-        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases])
 
 
 def codec_entry(url):

@@ -30,7 +30,7 @@ from crawler.spiders.broad import BroadSpider
 from crawler.urlstore.record import ArchivePointer, FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
 from tests.conftest import project_settings
-from tests.harness import clean_env, free_port, launch_worker, loopback_settings
+from tests.harness import clean_env, drain, free_port, launch_worker, loopback_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,15 +92,8 @@ def test_a_submission_goes_ahead_of_everything_its_host_has_queued(redis_client,
     assert request.url == url and request.meta[meta.FORCE] and request.dont_filter
 
 
-def _drain(f: Frontier, now: int | None) -> list[str]:
-    """Every URL the frontier hands out, acknowledged as it comes (host interval 0)."""
-    out = []
-    while True:
-        leases, _ = f.get(10, now=now)
-        if not leases:
-            return out
-        out += [codec.decode(lease.payload, None).url for lease in leases]
-        f.ack(*(lease.id for lease in leases), now=now)
+def _urls(payloads: list[bytes]) -> list[str]:
+    return [codec.decode(payload, None).url for payload in payloads]
 
 
 def test_a_queued_url_submitted_jumps_its_hosts_queue_and_is_fetched_once(redis_client, crawl_name):
@@ -131,13 +124,13 @@ def test_a_queued_url_submitted_jumps_its_hosts_queue_and_is_fetched_once(redis_
     first = f.get(2)[0]
     assert {codec.decode(lease.payload, None).url for lease in first} == {busy[3], front[15]}
     f.ack(*(lease.id for lease in first))
-    rest = _drain(f, None)
+    rest = _urls(drain(f))
     assert sorted(rest + [busy[-1], busy[3], front[15]]) == sorted(busy + front)  # each once
     assert f.stats()["queued"] == 0 and f.redis.zcard(f.keys.promoted) == 0
     # a promoted URL that was queued nowhere (fetched by another worker meanwhile): its entry
     # is forgotten PROMOTED_DAYS later, at the next promotion
     f.promote([Entry(url=busy[0], payload=busy[0].encode())], now=now)
-    assert _drain(f, None) == [busy[0]] and f.redis.zcard(f.keys.promoted) == 1
+    assert _urls(drain(f)) == [busy[0]] and f.redis.zcard(f.keys.promoted) == 1
     later = now_ms() + PROMOTED_DAYS * 86_400_000 + 1000
     f.promote([Entry(url=busy[1], payload=busy[1].encode())], now=later)
     assert f.redis.zrange(f.keys.promoted, 0, -1) == [busy[1].encode()]
@@ -178,10 +171,7 @@ def test_a_sharded_frontier_promotes_each_url_on_its_hosts_shard(redis_client, c
         first = sharded.get(2)[0]
         assert sorted(codec.decode(lease.payload, None).url for lease in first) == [f"http://{h}/4" for h in hosts]
         sharded.ack(*(lease.id for lease in first))
-        rest = []
-        while leases := sharded.get(10)[0]:
-            rest += [codec.decode(lease.payload, None).url for lease in leases]
-            sharded.ack(*(lease.id for lease in leases))
+        rest = _urls(drain(sharded))
         assert sorted(rest) == sorted(u for u in urls if not u.endswith("/4"))
     finally:
         sharded.clear()

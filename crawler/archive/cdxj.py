@@ -33,10 +33,11 @@ _MIME_END = re.compile(r"[;\s]")
 
 def url_key(url: str) -> str:
     """The SURT key of a URL, as cdxj-indexer computes it with the ``surt`` package (the URL
-    itself when SURT cannot read it). A plain URL (http or https, a lowercase host name, a
-    port or none (a name or an IPv4 address as its four numbers), a path of letters, digits and ``._~/-``, no query, no fragment: most of
-    what a crawl captures) is keyed here in a few microseconds, by the rules ``surt`` applies
-    to it (tests/test_cdxj_keys.py holds the two equal); any other goes to ``surt`` (30 us)."""
+    itself when SURT cannot read it). A plain URL (http or https; a lowercase host name, or
+    an IPv4 address as its four numbers; a port or none; a path of letters, digits and
+    ``._~/-``; no query, no fragment: most of what a crawl captures) is keyed here in a few
+    microseconds, by the rules ``surt`` applies to it (tests/test_cdxj_keys.py holds the two
+    equal); any other goes to ``surt`` (30 us)."""
     key = _plain_key(url)
     if key is not None:
         return key

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import cached_property
 
 import redis
 from scrapy import signals
@@ -53,7 +54,6 @@ class Submissions:
         self.down_since: float | None = None  # the first failure of the outage, if any
         self.next_look = 0.0  # (time.monotonic) no look before then
         self.loop = task.LoopingCall(self.look)
-        self._policy: list[FetchPolicy | None] = []  # the fetch policy, once asked for
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -116,14 +116,17 @@ class Submissions:
         if grew or moved:
             self.crawler.signals.send_catch_log(frontier_grew)
 
+    @cached_property
+    def policy(self) -> FetchPolicy | None:
+        """The fetch policy (None: off), made at the first put (it opens the UrlStore)."""
+        return FetchPolicy.from_crawler(self.crawler)
+
     def put(self, frontier, entries: list[Entry]) -> bool:
         """Put entries into the frontier (those queued already promoted), counting what
         became of each; whether any was added or promoted."""
         if not entries:
             return False
-        if not self._policy:
-            self._policy.append(FetchPolicy.from_crawler(self.crawler))
-        policy = self._policy[0]
+        policy = self.policy
         statuses = submit.put(frontier, entries, policy.recent if policy is not None else None)
         for status in statuses:
             self.stats.inc_value(put_stat(status))

@@ -94,7 +94,7 @@ class FetchPolicy:
         if not asked:
             return set()
         try:
-            fetched = self.store.last_fetched(list(asked.values()), archived=self.archived)
+            young = self._young(list(asked.values()), now)
         except Exception as exc:  # the store is away: fetch, as without the policy
             self._inc(LOOKUP_FAILED, len(asked))
             now_m = time.monotonic()
@@ -102,25 +102,28 @@ class FetchPolicy:
                 self._next_warning = now_m + WARN_EVERY
                 logger.warning("Fetch policy: UrlStore lookup failed (%s: %s); fetching", type(exc).__name__, exc)
             return set()
-        now = time.time() if now is None else now
         skipped = set()
         for i, url in asked.items():
-            at = fetched.get(url)
-            if at is not None and now - at < self.max_age:
+            if url in young:
                 skipped.add(i)
                 self._inc(SKIPPED)
-                logger.debug("Fetch policy: %s not fetched: fetched %.0f s ago", url, now - at)
+                logger.debug("Fetch policy: %s not fetched: fetched %.0f s ago", url, young[url])
         return skipped
 
     def recent(self, urls: list[str], now: float | None = None) -> set[str]:
         """Those of ``urls`` fetched within max_age (none when the store does not answer):
         a submission of one of the others, seen by the crawl, is still queued."""
         try:
-            fetched = self.store.last_fetched(urls, archived=self.archived)
+            return set(self._young(urls, now))
         except Exception:
             return set()
+
+    def _young(self, urls: list[str], now: float | None) -> dict[str, float]:
+        """Those of ``urls`` fetched within max_age, with how long ago (seconds): one
+        UrlStore look-up; its error raised."""
+        fetched = self.store.last_fetched(urls, archived=self.archived)
         now = time.time() if now is None else now
-        return {url for url in urls if (at := fetched.get(url)) is not None and now - at < self.max_age}
+        return {url: now - at for url in urls if (at := fetched.get(url)) is not None and now - at < self.max_age}
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.stats is not None:
