@@ -99,7 +99,7 @@ def test_the_dashboard_follows_a_crawl_in_a_browser(tmp_path, redis_url, crawl_n
             crawl_name,
             tmp_path / "worker.log",
             CRAWL_DIR=crawl_dir,
-            FRONTIER_HOST_INTERVAL=0.3,
+            FRONTIER_HOST_INTERVAL=0.4,
             LIVE_STATS_INTERVAL=0.5,
             URL_RETRY_ATTEMPTS=1,
         )
@@ -112,7 +112,7 @@ def test_the_dashboard_follows_a_crawl_in_a_browser(tmp_path, redis_url, crawl_n
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
                 try:
-                    check_dashboard(browser, serve, worker, crawl_name, crawl_dir, artifacts)
+                    check_dashboard(browser, serve, worker, site, crawl_name, crawl_dir, artifacts)
                 finally:
                     browser.close()
         except BaseException:
@@ -127,12 +127,14 @@ def test_the_dashboard_follows_a_crawl_in_a_browser(tmp_path, redis_url, crawl_n
     print(f"dashboard test: {time.monotonic() - begun:.1f} s")
 
 
-def check_dashboard(browser, serve: ServeProcess, worker, crawl_name: str, crawl_dir: Path, artifacts: Path) -> None:
+def check_dashboard(
+    browser, serve: ServeProcess, worker, site, crawl_name: str, crawl_dir: Path, artifacts: Path
+) -> None:
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     problems: list[str] = []
     try:
-        follow_crawl(page, problems, serve, worker, crawl_name, crawl_dir, artifacts)
+        follow_crawl(page, problems, serve, worker, site, crawl_name, crawl_dir, artifacts)
     except BaseException:
         shot = artifacts / "dashboard-failed.png"
         try:
@@ -147,11 +149,12 @@ def check_dashboard(browser, serve: ServeProcess, worker, crawl_name: str, crawl
     bare.goto(f"{serve.base}/")
     bare.wait_for_selector("#message:not([hidden])", timeout=REFRESH_WAIT_MS)
     assert "#token=" in bare.text_content("#message")
+    assert bare.is_hidden("#steer")  # (no token: no pause and resume)
     context.close()
 
 
 def follow_crawl(
-    page, problems, serve: ServeProcess, worker, crawl_name: str, crawl_dir: Path, artifacts: Path
+    page, problems, serve: ServeProcess, worker, site, crawl_name: str, crawl_dir: Path, artifacts: Path
 ) -> None:
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     # (a request answered with an error status is logged by the browser: not a problem of the page)
@@ -167,6 +170,7 @@ def follow_crawl(
         "Number(document.getElementById('pages-total').dataset.value) > 0", timeout=REFRESH_WAIT_MS + 10_000
     )
     assert page.text_content("#crawl-name") == crawl_name
+    pause_and_resume(page, site)
     page.hover("#chart .u-over")  # the chart's time on the 24-hour clock, as every other time on the page
     shown = page.text_content("#chart .u-legend .u-series:first-child .u-value")
     assert re.fullmatch(r"\d\d:\d\d:\d\d", shown), shown
@@ -235,6 +239,25 @@ def follow_crawl(
     page.unroute("**/api/crawls/*/frontier")
     page.wait_for_selector("#message[hidden]", state="attached", timeout=REFRESH_WAIT_MS)
     assert not problems, problems
+
+
+def pause_and_resume(page, site) -> None:
+    """The page's pause button holds the crawl: the site is asked for nothing more once the
+    worker's pages in hand are done (by the site's own log), and resume goes on."""
+    assert page.is_visible("#pause") and page.is_enabled("#pause") and not page.is_enabled("#resume")
+    page.click("#pause")
+    page.wait_for_function("document.getElementById('state').textContent === 'paused'", timeout=REFRESH_WAIT_MS)
+    time.sleep(2.0)  # (requests handed out before the pause leave within their host's interval)
+    before = len(site.page_hits())
+    time.sleep(3.0)
+    assert len(site.page_hits()) == before  # nothing new while paused (0.4 s a host: 7 otherwise)
+    assert page.is_enabled("#resume")
+    page.click("#resume")
+    page.wait_for_function("document.getElementById('state').textContent !== 'paused'", timeout=REFRESH_WAIT_MS)
+    deadline = time.monotonic() + 10
+    while len(site.page_hits()) == before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(site.page_hits()) > before
 
 
 def test_a_finished_crawl_whose_redis_is_gone_shows_its_stores_pages(tmp_path):

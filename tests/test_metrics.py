@@ -84,7 +84,10 @@ def test_off_unless_a_port_is_set():
 def test_the_endpoint_serves_the_crawl_stats_and_the_frontier_and_closes_with_the_spider(
     redis_url, redis_client, crawl_name
 ):
-    Frontier(redis_client, crawl_name).put([Entry(url=f"http://h{i}.example/{i}", payload=b"x") for i in range(5)])
+    f = Frontier(redis_client, crawl_name)
+    f.put([Entry(url=f"http://h{i}.example/{i}", payload=b"x") for i in range(5)])
+    f.pause()
+    f.pause("h1.example")
     crawler = get_crawler(
         BroadSpider, project_settings(METRICS_PORT="auto", CRAWL_NAME=crawl_name, REDIS_URL=redis_url)
     )
@@ -118,6 +121,8 @@ def test_the_endpoint_serves_the_crawl_stats_and_the_frontier_and_closes_with_th
         assert value(s, "crawler_politeness_handed_back_total") == 0  # a family not counted yet reads 0
         assert value(s, "crawler_frontier_queued") == 5 and value(s, "crawler_frontier_leased") == 0
         assert value(s, "crawler_frontier_up") == 1
+        assert value(s, "crawler_frontier_paused") == 1 and value(s, "crawler_frontier_hosts_paused") == 1
+        assert value(s, "crawler_frontier_pages_handled") == 0
         assert value(s, "process_resident_memory_bytes") > 0
         stats.inc_value("downloader/response_status_count/200", 3)  # read at each scrape
         assert value(scrape(ext.url), "crawler_pages_fetched_total", status="200") == 10

@@ -247,9 +247,29 @@ def test_a_token_guards_the_api_and_another_address_needs_one(crawled, tmp_path)
         status, _, body = served.get("/api/crawls")
         assert status == 401 and "token" in json.loads(body)["error"]
         assert served.get("/api/crawls", token="wrong")[0] == 401
+        # the writes: pause and resume, the crawl or a host, with the token
+        served.token = TOKEN
+        base = f"/api/crawls/{name}"
+        host = crawled["site"].hosts[0]
+        assert served.json(f"{base}/pause", {})["paused"]["crawl"] is not None
+        numbers = served.json(f"{base}/frontier")  # (finished: nothing queued to hold, but held)
+        assert numbers["paused"]["crawl"] is not None and numbers["status"]["state"] == "finished"
+        assert served.json(f"{base}/pause", {})["changed"] is False
+        paused = served.json(f"{base}/pause", {"host": f"http://{host}/any"})
+        assert paused["changed"] and paused["host"] == host and host in paused["paused"]["hosts"]
+        assert served.json(f"{base}/pause", {"host": "not a host"}, expect=400)["error"]
+        assert served.json(f"{base}/pause", {"host": 5}, expect=400)["error"]
+        assert served.json(f"{base}/resume", {"host": host})["paused"]["hosts"] == {}
+        assert served.json(f"{base}/resume", {})["paused"] == {"crawl": None, "hosts": {}}
+        assert served.json(f"{base}/frontier")["paused"]["crawl"] is None
     finally:
         served.stop()
     assert TOKEN not in (tmp_path / "t.log").read_text()
+    # without a token the writes are refused, whatever the address
+    served = crawled["served"]
+    answer = served.json(f"/api/crawls/{name}/pause", {}, expect=403)
+    assert "SERVE_TOKEN" in answer["error"]
+    assert served.json(f"/api/crawls/{name}/frontier")["status"]["state"] == "finished"
     refused = subprocess.run(
         [sys.executable, "-m", "scrapy", "serve", "--host", "0.0.0.0", "--port", str(free_port())],
         cwd=ROOT,

@@ -7,6 +7,9 @@ scrapy frontier                 finished, running or waiting (until when, and wh
 scrapy frontier --hosts 20      with the 20 busiest hosts (0: none)
 scrapy frontier stats --json    the same as JSON
 scrapy frontier clear --yes     delete every key of the crawl (CRAWL_NAME)
+scrapy frontier pause           no worker is handed new work (what is in hand is finished
+                                and stored) until ``resume``; ``--host H``: that host only
+scrapy frontier resume          hand out work again (``--host H``: that host)
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from scrapy.exceptions import UsageError
 
 from crawler.config.validation import exit_if_invalid
 from crawler.frontier.connection import crawl_exists, frontier_from_settings, known_crawls, uses_embedded
+from crawler.frontier.steering import host_key
 from crawler.frontier.words import REASONS
 from crawler.observe.report import count as plural
 from crawler.observe.report import deferred_lines, numbers, status_line, when
@@ -32,7 +36,7 @@ class Command(ScrapyCommand):
     default_settings = {"LOG_ENABLED": False}
 
     def syntax(self):
-        return "[stats|clear] [options]"
+        return "[stats|clear|pause|resume] [options]"
 
     def short_desc(self):
         return "Show the frontier's numbers, or clear a crawl"
@@ -50,6 +54,9 @@ class Command(ScrapyCommand):
         )
         parser.add_argument("--count", type=int, default=0, help="with --watch: stop after this many lines")
         parser.add_argument(
+            "--host", metavar="H", help="with pause or resume: this host (a host name, host:port, or a URL of it)"
+        )
+        parser.add_argument(
             "--hosts", type=int, default=10, metavar="N", help="show the N busiest hosts (default 10; 0: none)"
         )
 
@@ -59,8 +66,10 @@ class Command(ScrapyCommand):
 
     def run(self, args, opts):
         action = args[0] if args else "stats"
-        if action not in ("stats", "clear") or len(args) > 1:
-            raise UsageError(f"unknown action {' '.join(args)!r}: expected stats (the default) or clear")
+        if action not in ("stats", "clear", "pause", "resume") or len(args) > 1:
+            raise UsageError(f"unknown action {' '.join(args)!r}: expected stats (the default), clear, pause or resume")
+        if opts.host is not None and action not in ("pause", "resume"):
+            raise UsageError("--host goes with pause or resume")
         if opts.crawl:
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
         if (opts.watch is not None and not opts.watch > 0) or opts.count < 0 or opts.hosts < 0:
@@ -82,6 +91,9 @@ class Command(ScrapyCommand):
                 self.exitcode = clear(self.settings, opts.yes, opts.store, store)
                 return
             frontier = frontier_from_settings(self.settings)
+            if action in ("pause", "resume"):
+                self.exitcode = hold(frontier, action, opts.host)
+                return
             if opts.watch:
                 watch(frontier, opts.watch, opts.count)
                 return
@@ -96,6 +108,30 @@ class Command(ScrapyCommand):
             print(json.dumps(stats, indent=2))
         else:
             print(format_stats(frontier.keys.crawl_name, stats, cluster=bool(self.settings.get("REDIS_CLUSTER_URL"))))
+
+
+def hold(frontier, verb: str, host: str | None) -> int:
+    """``frontier pause|resume [--host H]``: say what changed; the exit code (2: a host
+    that is no host)."""
+    if host is not None:
+        try:
+            host = host_key(frontier, host)
+        except ValueError as exc:
+            print(f"frontier: --host: {exc}", file=sys.stderr)
+            return 2
+    changed = getattr(frontier, verb)(host)
+    name = frontier.keys.crawl_name
+    what = f"host {host} of crawl {name!r}" if host else f"crawl {name!r}"
+    if not changed:
+        print(f"{what} was {'paused' if verb == 'pause' else 'not paused'} already")
+    elif verb == "pause":
+        print(
+            f"paused {what}: no worker is handed new work of it; what they hold is finished and stored "
+            f"(scrapy frontier resume{f' --host {host}' if host else ''} goes on)"
+        )
+    else:
+        print(f"resumed {what}")
+    return 0
 
 
 def store_files(settings) -> list[str]:
@@ -164,6 +200,7 @@ def format_stats(name: str, s: dict, cluster: bool = False) -> str:
             f"status           {status_line(status, status['deferred'], workers=s.get('workers'))}",
             *(f"                 {line}" for line in deferred_lines(status["deferred"])),
             f"workers          {workers_line(s.get('workers'), s.get('published') or {})}",
+            *steering_lines(s.get("paused"), s.get("budget")),
             f"queued           {s['queued']}  (front queues by level: {levels})",
             f"hosts            {s['hosts_with_urls']} with URLs queued: {s['hosts_queued']} ready ({s['hosts_due']} due now), "
             f"{s['hosts_in_flight']} downloading, {s['hosts_seen']} handed out so far",
@@ -183,6 +220,27 @@ def format_stats(name: str, s: dict, cluster: bool = False) -> str:
             *busiest_lines(s.get("busiest")),
         ]
     )
+
+
+def steering_lines(paused: dict | None, budget: dict | None) -> list[str]:
+    """What the operator holds (the crawl, hosts) and the page budget, when there is any."""
+    lines = []
+    if paused and (paused["crawl"] or paused["hosts"]):
+        hosts = sorted(paused["hosts"])
+        held = [f"the crawl since {when(paused['crawl'])}"] if paused["crawl"] else []
+        if hosts:
+            held.append(f"{plural(len(hosts), 'host')} ({', '.join(hosts[:5])}{', ...' if len(hosts) > 5 else ''})")
+        lines.append(f"paused           {' and '.join(held)}: scrapy frontier resume [--host H] goes on")
+    if budget and budget["max"]:
+        spent = (
+            "spent: nothing more is handed out"
+            if budget["spent"]
+            else f"{budget['max'] - budget['done'] - budget['leased']} left"
+        )
+        lines.append(
+            f"page budget      {budget['done']} handled + {budget['leased']} in hand of CRAWL_MAX_PAGES {budget['max']}; {spent}"
+        )
+    return lines
 
 
 def workers_line(workers: int | None, published: dict) -> str:

@@ -256,6 +256,12 @@ TABLE: tuple[Setting, ...] = (
         "trap guard: characters of a URL (0: off; refusals counted as frontier/trap/<name>)",
     ),
     S("FRONTIER_MAX_DEPTH", 20, COUNT, "trap guard: links from the seed (0: off)"),
+    S(
+        "CRAWL_MAX_PAGES",
+        0,
+        COUNT,
+        "the crawl's page budget, over all workers: once this many pages are handled (or in hand) nothing more is handed out and the workers end, saying so (0: none)",
+    ),
     S("FRONTIER_MAX_PAGES_PER_HOST", 100_000, COUNT, "trap guard: URLs admitted per host (0: off)"),
     S("FRONTIER_MAX_REPEATED_SEGMENTS", 3, COUNT, "trap guard: times one path segment may repeat (0: off)"),
     S("FRONTIER_MAX_QUERY_PARAMS", 24, COUNT, "trap guard: query parameters of a URL (0: off)"),
@@ -805,7 +811,7 @@ BY_NAME = {s.name: s for s in TABLE}
 README_SETTINGS = (
     "CRAWL_NAME", "CRAWL_DIR", "REDIS_URL", "REDIS_URLS", "REDIS_CLUSTER_URL", "USER_AGENT",
     "FRONTIER_PRIORITY_LEVELS", "FRONTIER_HOST_INTERVAL", "FRONTIER_HOST_INTERVALS_FILE", "FRONTIER_POLITENESS_KEY",
-    "FRONTIER_HOST_MAX_IN_FLIGHT", "FRONTIER_MAX_DEPTH", "FRONTIER_MAX_PAGES_PER_HOST", "FRONTIER_CLOSE_WHEN_IDLE",
+    "FRONTIER_HOST_MAX_IN_FLIGHT", "FRONTIER_MAX_DEPTH", "CRAWL_MAX_PAGES", "FRONTIER_MAX_PAGES_PER_HOST", "FRONTIER_CLOSE_WHEN_IDLE",
     "LIVE_STATS_INTERVAL", "METRICS_PORT", "SERVE_TOKEN", "CRAWL_ALLOWED_DOMAINS", "CRAWL_ALLOWED_PREFIXES",
     "PAGE_PROCESSES", "NETWORK_GUARD_ALLOW", "CONTENT_SEEN_RESEMBLANCE", "ARCHIVE_DIR", "ARCHIVE_S3_BUCKET",
     "ARCHIVE_S3_ENDPOINT_URL", "WORKER_STOP_TIMEOUT", "URLSTORE_BACKEND", "RECRAWL_INTERVAL", "RECRAWL_CHECK_INTERVAL",

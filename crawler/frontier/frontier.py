@@ -15,6 +15,11 @@ Work
                         crawl's identity, to notice its keys vanishing
 ``give_back(leases)``   a worker gives leases back unhandled: queued again now
 
+Steering (steering.py)
+``pause(host=None)``, ``resume(host=None)``  the operator holds the crawl, or a host:
+                        nothing new is handed out; ``paused()``: what is held
+``budget()``            the page budget (CRAWL_MAX_PAGES) and what is spent of it
+
 Hosts
 ``set_delay(host, seconds)``  a host's interval (robots.txt Crawl-delay; the operator's
                         overrides, intervals.py, come first)
@@ -44,7 +49,8 @@ from crawler.frontier.hosts import FrontierHosts, politeness_key
 from crawler.frontier.intervals import HostIntervals, intervals_from_file
 from crawler.frontier.keys import EPOCH, SEP, Keys
 from crawler.frontier.reports import FrontierReports
-from crawler.frontier.scripts import ACK, BACKOFF, END, FAIL, POP, PROMOTE, PUSH, SLOT
+from crawler.frontier.scripts import ACK, BACKOFF, END, FAIL, HOLD, POP, PROMOTE, PUSH, SLOT
+from crawler.frontier.steering import FrontierSteering
 from crawler.frontier.traps import TrapGuard
 from crawler.frontier.urlseen import SeenLayout, url_hashes
 from crawler.frontier.words import (
@@ -99,7 +105,7 @@ class Lease:
     interval: int = 0  # ms: its host is due again this long after its download ends
 
 
-class Frontier(FrontierHosts, FrontierReports):
+class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
     def __init__(
         self,
         redis,
@@ -117,6 +123,7 @@ class Frontier(FrontierHosts, FrontierReports):
         max_pages_per_host: int = 0,
         max_in_flight: int = 1,
         recovery: float = 0.25,
+        max_pages: int = 0,
         intervals: HostIntervals | None = None,
         traps: TrapGuard | None = None,
         shard: int | None = None,
@@ -139,6 +146,7 @@ class Frontier(FrontierHosts, FrontierReports):
         self.max_pages_per_host = max_pages_per_host
         self.max_in_flight = max_in_flight
         self.recovery = recovery
+        self.max_pages = max_pages
         self.intervals = intervals or HostIntervals()
         self.traps = traps or TrapGuard()
         self._push = redis.register_script(PUSH)
@@ -149,6 +157,7 @@ class Frontier(FrontierHosts, FrontierReports):
         self._end = redis.register_script(END)
         self._fail = redis.register_script(FAIL)
         self._promote = redis.register_script(PROMOTE)
+        self._hold = redis.register_script(HOLD)
         self._generation = 0  # URL-seen generations known to this client; read on first push
         self.last_acked = 0  # leases the last get() acknowledged
 
@@ -171,6 +180,7 @@ class Frontier(FrontierHosts, FrontierReports):
             max_pages_per_host=settings.getint("FRONTIER_MAX_PAGES_PER_HOST"),
             max_in_flight=settings.getint("FRONTIER_HOST_MAX_IN_FLIGHT"),
             recovery=settings.getfloat("HOST_SLOWDOWN_RECOVERY"),
+            max_pages=settings.getint("CRAWL_MAX_PAGES"),
             intervals=intervals_from_file(settings.get("FRONTIER_HOST_INTERVALS_FILE")),
             traps=TrapGuard.from_settings(settings),
             shard=shard,
@@ -326,6 +336,7 @@ class Frontier(FrontierHosts, FrontierReports):
                 self.max_in_flight,
                 self.recovery,
                 lookahead,
+                self.max_pages,
                 len(ack),
                 *ack,
                 *_landings(landed, now),

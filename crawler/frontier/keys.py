@@ -61,6 +61,11 @@ key                         type    contents
                                     two copies is handed out: the other is then
                                     dropped when it comes up (POP); forgotten after
                                     PROMOTED_DAYS
+``paused``                  string  time (ms) the operator paused the crawl: no POP hands
+                                    out work while it exists (``scrapy frontier pause``;
+                                    sharded: on every shard)
+``hpaused``                 hash    host -> time (ms) the operator paused it: out of the
+                                    ready heap (add_ready leaves it out) until resumed
 ``recrawl:lock``            string  the worker putting due URLs back (crawler/freshness/recrawl.py):
                                     its id, SET NX with an expiry, so that one worker
                                     at a time does a round; sharded: on the first shard
@@ -130,6 +135,8 @@ NAMES = {
     "submit": "submit",
     "submitted": "submitted",
     "promoted": "promoted",
+    "paused": "paused",
+    "hpaused": "hpaused",
     "recrawl_lock": "recrawl:lock",
     "acked_recent": "acked:recent",
     "tally": "tally",

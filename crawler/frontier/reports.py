@@ -7,7 +7,7 @@ time matters."""
 from __future__ import annotations
 
 from crawler.frontier.keys import EPOCH, SEP
-from crawler.frontier.words import FINISHED, INTERVAL, RETRY, RUNNING, WAITING, now_ms
+from crawler.frontier.words import FINISHED, INTERVAL, PAUSED, RETRY, RUNNING, WAITING, now_ms
 from crawler.frontier.words import text as _str
 
 RECENT_SECONDS = 60  # stats()["acked_last_minute"]: leases acknowledged in the last this many seconds
@@ -33,10 +33,13 @@ class FrontierReports:
         p.hgetall(k.acked_recent)
         for level in range(self.levels):
             p.llen(k.front(level))
+        p.exists(k.paused)
+        p.hlen(k.hpaused)
         p.hkeys(k.hflight)
         res = p.execute()
         flying_hosts = [_str(h) for h in res[-1]]
-        res = res[:-1]
+        paused, hosts_paused = res[-3:-1]
+        res = res[:-3]
         # hosts downloading now are out of the ready heap until their download ends: those
         # with URLs left count among the hosts with URLs queued
         busy = self.redis.pipeline(transaction=False)
@@ -74,6 +77,9 @@ class FrontierReports:
             "acked": counters.get("pushed", 0) - counters.get("queued", 0) - res[3] - counters.get("abandoned", 0),
             "expired": counters.get("expired", 0),
             "abandoned": counters.get("abandoned", 0),
+            "done": counters.get("done", 0),  # pages handled (acknowledged): what CRAWL_MAX_PAGES counts
+            "paused": paused,  # 1 while the operator has paused the crawl
+            "hosts_paused": hosts_paused,
             "seen": self.layout.report([meta.get(f"n:{i}", 0) for i in range(gen)]),
         }
 
@@ -81,7 +87,9 @@ class FrontierReports:
         """Where the crawl stands (one round trip): ``state`` is ``finished`` (nothing
         queued, nothing leased), ``running`` (leases held, or a URL due within
         ``max_wait`` seconds) or ``waiting`` (URLs queued, none due within ``max_wait``:
-        ``next_due`` (ms) says when the first is). Leases given back count as queued."""
+        ``next_due`` (ms) says when the first is) or ``paused`` (by the operator:
+        ``scrapy frontier pause``). A crawl whose page budget is spent (``budget_spent``)
+        is finished once nothing is leased. Leases given back count as queued."""
         k = self.keys
         now = now_ms() if now is None else now
         horizon = now + int(max_wait * 1000)
@@ -91,25 +99,39 @@ class FrontierReports:
         p.zcount(k.leases, 0, 0)  # given back by their workers: queued again at the next pop
         p.zrange(k.ready, 0, 0, withscores=True)
         p.zrange(k.delayed, 0, 0, withscores=True)
+        p.get(k.paused)
+        p.hget(k.counters, "done")
         for level in range(self.levels):
             p.llen(k.front(level))
-        queued, leased, returned, ready, delayed, *front = p.execute()
+        queued, leased, returned, ready, delayed, paused, done, *front = p.execute()
         queued = int(queued or 0) + returned
         firsts = [int(score) for entries in (ready, delayed) for _, score in entries[:1]]
         next_due = min(firsts) if firsts else None
         if sum(front) or returned:
             next_due = now
-        if queued <= 0 and not leased:
+        spent = bool(self.max_pages) and int(done or 0) + leased + returned >= self.max_pages
+        if (queued <= 0 or spent) and not leased:
             state = FINISHED
+        elif paused:
+            state = PAUSED
         elif leased or (next_due is not None and next_due <= horizon):
             state = RUNNING
         else:
             state = WAITING
-        return {"state": state, "queued": queued, "leased": leased, "next_due": next_due}
+        return {
+            "state": state,
+            "queued": queued,
+            "leased": leased,
+            "next_due": next_due,
+            "budget_spent": spent,
+            "max_pages": self.max_pages,
+            "paused_at": int(paused) if paused else None,
+        }
 
     def deferred(self, max_wait: float = 0.0, now: int | None = None, limit: int = 10_000) -> dict:
         """The URLs not due within ``max_wait`` seconds, by reason (REASONS): reason ->
-        {"hosts", "urls", "due" (ms, the earliest), "examples" (a few hosts)}. Looks
+        {"hosts", "urls", "due" (ms, the earliest; None for paused hosts: when resumed),
+        "examples" (a few hosts)}. Looks
         at ``limit`` hosts and ``limit`` delayed retries at most."""
         k = self.keys
         now = now_ms() if now is None else now
@@ -124,7 +146,7 @@ class FrontierReports:
                 r["examples"].append(host)
             r["hosts"].add(host)
             r["urls"] += urls
-            r["due"] = min(r["due"], due)
+            r["due"] = None if due is None else min(r["due"], due)
 
         if hosts:
             p = self.redis.pipeline(transaction=False)
@@ -141,6 +163,13 @@ class FrontierReports:
                 add(reason, _str(h), length, int(score))
         for member, score in retries:
             add(RETRY, _str(member.split(SEP.encode(), 2)[1]), 1, int(score))
+        paused = [_str(h) for h in self.redis.hkeys(k.hpaused)[:limit]]
+        if paused:
+            p = self.redis.pipeline(transaction=False)
+            for host in paused:
+                p.llen(k.back(host))
+            for host, length in zip(paused, p.execute(), strict=True):
+                add(PAUSED, host, length, None)
         for r in out.values():
             r["hosts"] = len(r["hosts"])
         return out

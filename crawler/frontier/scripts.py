@@ -47,10 +47,14 @@ local default_interval = '0'
 local function at_limit(prefix, host)
     return max_flight > 0 and tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') >= max_flight
 end
+-- a host the operator paused (hpaused) stays out of the ready heap until resumed (HOLD)
+local function held(prefix, host)
+    return redis.call('HEXISTS', prefix .. K.hpaused, host) == 1
+end
 -- put a host that is not in the ready heap into it, due no earlier than its hnext
--- time, unless it is at its in-flight limit
+-- time, unless it is at its in-flight limit or paused
 local function add_ready(prefix, host, now)
-    if at_limit(prefix, host) then return end
+    if at_limit(prefix, host) or held(prefix, host) then return end
     local nxt = tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0')
     if nxt < now then nxt = now end
     redis.call('ZADD', prefix .. K.ready, nxt, host)
@@ -109,7 +113,8 @@ end
 # lease, prefixed '+' when its host answered (an HTTP answer other than 5xx or 429).
 # The acknowledged leases still held are counted in the second ``now`` falls in
 # (``acked:recent``: field second mod 64, value ``<second>:<count>``, a field of an older
-# second started again), so that the last minute's pages are a read of 64 fields.
+# second started again), so that the last minute's pages are a read of 64 fields, and in
+# the counter ``done`` (pages handled: what CRAWL_MAX_PAGES counts, with the leases held).
 _SETTLE = r"""
 local function count_recent(prefix, now, n)
     local second = math.floor(now / 1000)
@@ -133,7 +138,10 @@ local function settle(prefix, first, now)
         acked = acked + redis.call('ZREM', prefix .. K.leases, ARGV[i])
         land(prefix, ARGV[i], now, false)
     end
-    if acked > 0 then count_recent(prefix, now, acked) end
+    if acked > 0 then
+        count_recent(prefix, now, acked)
+        redis.call('HINCRBY', prefix .. K.counters, 'done', acked)
+    end
     return acked
 end
 """
@@ -315,10 +323,15 @@ return out
 # ARGV[11] lookahead (ms): a host due within it is handed out now, with its due time, so
 #           that the worker has its request ready when the host is due (the caller makes
 #           it wait until then: the rate limiter)
-# ARGV[12..] acknowledgements and landings, as ACK takes them (see ACK), so that a
+# ARGV[12] the crawl's page budget (CRAWL_MAX_PAGES; 0: none): pages handled (``done``)
+#           plus leases held never exceed it
+# ARGV[13..] acknowledgements and landings, as ACK takes them (see ACK), so that a
 #           worker's acks ride on its next pop instead of costing a round trip each
 # Steps, all in one atomic call:
 #   0. acknowledge and land the given leases (as ACK does);
+#   while the crawl is paused (the key 'paused', HOLD) or its budget is spent, steps 2
+#   and 3 hand out nothing (and next_due is -1); a paused host is out of the ready heap
+#   (add_ready) and none of its front queue entries is handed out;
 #   1. expired leases (up to 100) go back to the head of their host's back queue, or are
 #      abandoned (counted) after max attempts; a lease whose expiry is 0 was given back
 #      by its worker (release) and does not count as an attempt; retries that are due
@@ -366,7 +379,7 @@ local leases = prefix .. K.leases
 local delayed = prefix .. K.delayed
 
 -- 0. acknowledgements and landings
-local acked = settle(prefix, 12, now)
+local acked = settle(prefix, 13, now)
 
 -- 1. expired leases
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
@@ -395,8 +408,18 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT'
     make_ready(prefix, parts[2], now)
 end
 
+-- the operator's pause, and the page budget
+local max_pages = tonumber(ARGV[12])
+if redis.call('EXISTS', prefix .. K.paused) == 1 then
+    n = 0
+elseif max_pages > 0 then
+    local used = tonumber(redis.call('HGET', counters, 'done') or '0') + redis.call('ZCARD', leases)
+    n = math.max(math.min(n, max_pages - used), 0)
+end
+
 -- 2. hand out one URL from each of the first n due hosts
 local out = {-1, acked}
+if n == 0 then return out end
 local popped = 0
 -- a promoted URL (PROMOTE) is queued twice: the first copy to come up is handed out (its
 -- time in 'promoted' negated), the second is dropped
@@ -496,7 +519,7 @@ if popped < n then
             local nxt = tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0')
             if stale(payload) then
                 -- (dropped: the host keeps its turn)
-            elseif nxt <= horizon and not at_limit(prefix, host) then
+            elseif nxt <= horizon and not at_limit(prefix, host) and not held(prefix, host) then
                 local due = math.max(nxt, now)
                 hand_out(host, payload, due)
             else
@@ -732,5 +755,40 @@ for i = 6, #ARGV do
 end
 if added > 0 then redis.call('HINCRBY', prefix .. K.counters, 'queued', added) end
 return out
+"""
+)
+
+
+# HOLD: the operator pauses or resumes the crawl, or one host (``scrapy frontier pause``).
+#
+# ARGV[1] key prefix   ARGV[2] now (ms)   ARGV[3] 'pause' or 'resume'
+# ARGV[4] a host (politeness key), or '' for the whole crawl
+# ARGV[5] max requests in flight per host (0: no limit)   ARGV[6] default host interval (ms)
+# The crawl paused: the key 'paused' holds the time, and POP hands out nothing while it
+# exists (acknowledgements, landings and expired leases go on). A host paused: 'hpaused'
+# holds it with the time, it leaves the ready heap, and add_ready keeps it out (every
+# script that would bring it back asks there); resumed, it rejoins the heap at its hnext
+# time when it has URLs queued. What was handed out before goes on: leases are renewed,
+# pages are stored and acknowledged.
+# Returns 1 if the state changed, 0 if it was so already.
+HOLD = (
+    _K
+    + _HELPERS
+    + r"""
+local prefix, now, verb, host = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+max_flight = tonumber(ARGV[5])
+default_interval = ARGV[6]
+if host == '' then
+    if verb == 'pause' then return redis.call('SETNX', prefix .. K.paused, now) end
+    return redis.call('DEL', prefix .. K.paused)
+end
+if verb == 'pause' then
+    if redis.call('HSETNX', prefix .. K.hpaused, host, now) == 0 then return 0 end
+    redis.call('ZREM', prefix .. K.ready, host)
+    return 1
+end
+if redis.call('HDEL', prefix .. K.hpaused, host) == 0 then return 0 end
+if redis.call('EXISTS', prefix .. K.back .. host) == 1 then make_ready(prefix, host, now) end
+return 1
 """
 )

@@ -30,7 +30,7 @@ import redis
 
 from crawler.frontier.frontier import Entry, Frontier, Lease
 from crawler.frontier.keys import SEP, SHARD
-from crawler.frontier.words import FINISHED, RUNNING, WAITING
+from crawler.frontier.words import FINISHED, PAUSED, RUNNING, WAITING
 from crawler.urls import InvalidURL
 
 logger = logging.getLogger(__name__)
@@ -89,6 +89,10 @@ class ShardedFrontier:
         self.redis, self.keys = first.redis, first.keys
         self.intervals, self.traps = first.intervals, first.traps
         self.max_in_flight, self.lease_ms = first.max_in_flight, first.lease_ms
+        # the page budget is the crawl's, not a shard's: get() spends it over them all
+        self.max_pages = first.max_pages
+        for shard in shards:
+            shard.max_pages = 0
         self.last_acked = 0
         self._turn = 0
         # per shard: acknowledgements and landings it could not take (it was down), sent
@@ -183,6 +187,9 @@ class ShardedFrontier:
         time, when fewer than ``n`` were handed out, is the earliest over the shards.
         A shard that is down is passed over (what it was sent is kept for its next call),
         so the crawl goes on with the others' hosts; when all are down the error is raised."""
+        if self.max_pages:  # (read before the pops: workers popping together may pass it by a pop each)
+            budget = self.budget()
+            n = max(min(n, self.max_pages - budget["done"] - budget["leased"]), 0)
         acks, lands = self._by_shard(ack), self._by_shard(landed)
         for s, (owed_acks, owed_lands) in self._owed.items():
             acks.setdefault(s, [])[:0] = owed_acks
@@ -271,6 +278,29 @@ class ShardedFrontier:
         epochs = tuple(shard.epoch(create) for shard in self.shards)
         return None if None in epochs else epochs
 
+    # -- steering: the crawl on every shard, a host on its own ---------------------------
+
+    def pause(self, host: str | None = None, now: int | None = None) -> bool:
+        if host:
+            return self._on_host(host, "pause", now)
+        return any(self._each([lambda shard=shard: shard.pause(None, now) for shard in self.shards]))
+
+    def resume(self, host: str | None = None, now: int | None = None) -> bool:
+        if host:
+            return self._on_host(host, "resume", now)
+        return any(self._each([lambda shard=shard: shard.resume(None, now) for shard in self.shards]))
+
+    def paused(self) -> dict:
+        parts = [shard.paused() for shard in self.shards]
+        crawl = [p["crawl"] for p in parts if p["crawl"]]
+        return {"crawl": min(crawl) if crawl else None, "hosts": {h: t for p in parts for h, t in p["hosts"].items()}}
+
+    def budget(self) -> dict:
+        parts = [shard.budget() for shard in self.shards]
+        done, leased = sum(p["done"] for p in parts), sum(p["leased"] for p in parts)
+        spent = bool(self.max_pages) and done + leased >= self.max_pages
+        return {"max": self.max_pages, "done": done, "leased": leased, "spent": spent}
+
     # -- politeness: the host's shard -------------------------------------------------
 
     def _on(self, s: int, call):
@@ -329,7 +359,7 @@ class ShardedFrontier:
             if name == "oldest_lease_age":
                 ages = [v for v in values if v is not None]
                 out[name] = max(ages) if ages else None
-            elif name == "lease_seconds":  # (a setting: the same on every shard)
+            elif name in ("lease_seconds", "paused"):  # (a setting; a pause is on every shard)
                 out[name] = value
             elif isinstance(value, int):
                 out[name] = sum(values)
@@ -350,12 +380,21 @@ class ShardedFrontier:
         parts = [shard.outlook(max_wait, now) for shard in self.shards]
         states = {p["state"] for p in parts}
         dues = [p["next_due"] for p in parts if p["next_due"] is not None]
-        state = RUNNING if RUNNING in states else WAITING if WAITING in states else FINISHED
+        leased = sum(p["leased"] for p in parts)
+        spent = self.budget()["spent"] if self.max_pages else False
+        if spent and not leased:
+            state = FINISHED
+        else:
+            state = next((s for s in (RUNNING, PAUSED, WAITING) if s in states), FINISHED)
+        paused = [p["paused_at"] for p in parts if p["paused_at"]]
         return {
             "state": state,
             "queued": sum(p["queued"] for p in parts),
-            "leased": sum(p["leased"] for p in parts),
+            "leased": leased,
             "next_due": min(dues) if dues else None,
+            "budget_spent": spent,
+            "max_pages": self.max_pages,
+            "paused_at": min(paused) if paused else None,
         }
 
     def deferred(self, max_wait: float = 0.0, now: int | None = None, limit: int = 10_000) -> dict:
@@ -365,7 +404,7 @@ class ShardedFrontier:
                 mine = out.setdefault(reason, {"hosts": 0, "urls": 0, "due": r["due"], "examples": []})
                 mine["hosts"] += r["hosts"]
                 mine["urls"] += r["urls"]
-                mine["due"] = min(mine["due"], r["due"])
+                mine["due"] = None if r["due"] is None else min(mine["due"], r["due"])
                 mine["examples"] = (mine["examples"] + r["examples"])[:3]
         return out
 

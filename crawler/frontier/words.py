@@ -6,14 +6,16 @@ import time
 ADDED, SEEN, HOST_FULL, PROMOTED = "added", "seen", "host_full", "promoted"
 # why a host waits (hback reasons, and RETRY for URLs in the delayed set)
 THROTTLED, ROBOTS, DOWN, RETRY, INTERVAL = "throttled", "robots", "down", "retry", "interval"
+PAUSED = "paused"  # a host the operator paused (a reason why it waits), or the whole crawl (a state)
 REASONS = {
     ROBOTS: "robots.txt unreachable",
     DOWN: "host down",
     THROTTLED: "asked to wait (429 / Retry-After)",
     RETRY: "URL retry pending",
     INTERVAL: "host interval",
+    PAUSED: "paused by the operator",
 }
-FINISHED, RUNNING, WAITING = "finished", "running", "waiting"
+FINISHED, RUNNING, WAITING = "finished", "running", "waiting"  # and PAUSED
 
 
 def put_stat(status: str) -> str:

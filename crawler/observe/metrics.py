@@ -166,6 +166,9 @@ FRONTIER_GAUGES = {
     "retries_delayed": ("crawler_frontier_retries_delayed", "URLs waiting for their own retry time"),
     "hosts_slowed": ("crawler_frontier_hosts_slowed", "Hosts whose interval failures have stretched"),
     "acked_last_minute": ("crawler_frontier_pages_last_minute", "Pages acknowledged in the last minute"),
+    "done": ("crawler_frontier_pages_handled", "Pages handled (acknowledged): what CRAWL_MAX_PAGES counts"),
+    "paused": ("crawler_frontier_paused", "1 while the operator has paused the crawl (scrapy frontier pause)"),
+    "hosts_paused": ("crawler_frontier_hosts_paused", "Hosts the operator has paused"),
     "oldest_lease_age": (
         "crawler_frontier_oldest_lease_age_seconds",
         "Seconds since the oldest lease was taken or renewed",

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import time
 
-from crawler.frontier.words import FINISHED, REASONS, RUNNING
+from crawler.frontier.words import FINISHED, PAUSED, REASONS, RUNNING
 from crawler.observe.livestats import live_workers, read_published
 
-_ORDER = ("robots", "down", "throttled", "retry", "interval")
+_ORDER = ("paused", "robots", "down", "throttled", "retry", "interval")
 IDLE, STOPPED = "idle", "stopped"  # (a viewer's states beside the frontier's own)
 
 
@@ -18,7 +18,8 @@ def numbers(frontier, max_wait: float, hosts: int = 10) -> dict:
     """The frontier's numbers as ``scrapy frontier stats --json`` prints them: its stats,
     ``status`` (``crawl_state``, and what is deferred), ``slowed`` hosts, the ``hosts``
     busiest hosts (0: left out), the ``workers`` alive and the settings they ``published``
-    (their host interval and max wait count, not the viewer's own settings)."""
+    (their host interval and max wait count, not the viewer's own settings), what the
+    operator ``paused`` (the crawl, hosts) and the page ``budget``."""
     published = read_published(frontier.redis, frontier.keys)
     if "host_interval" in published:
         frontier.host_interval_ms = int(published["host_interval"] * 1000)
@@ -34,6 +35,8 @@ def numbers(frontier, max_wait: float, hosts: int = 10) -> dict:
     stats["workers"] = workers
     stats["published"] = published
     stats["slowed"] = frontier.slowed()
+    stats["paused"] = frontier.paused()
+    stats["budget"] = frontier.budget()
     if hosts:
         stats["busiest"] = frontier.busiest(hosts)
     return stats
@@ -43,9 +46,12 @@ def crawl_state(outlook: dict, workers: int) -> str:
     """Where the crawl stands, from the frontier's outlook and the workers alive:
     ``finished`` (nothing queued or leased, no worker), ``idle`` (workers alive, nothing
     queued or leased: they wait for work), ``stopped`` (work left, no worker alive),
-    ``running`` or ``waiting`` (workers alive; nothing due within the max wait)."""
+    ``running`` or ``waiting`` (workers alive; nothing due within the max wait), or
+    ``paused`` (by the operator, whether workers are alive or not)."""
     if outlook["state"] == FINISHED:
-        return IDLE if workers else FINISHED
+        return IDLE if workers and not outlook.get("budget_spent") else FINISHED
+    if outlook["state"] == PAUSED:
+        return PAUSED
     if not workers:
         return STOPPED
     return outlook["state"]
@@ -71,8 +77,18 @@ def status_line(outlook: dict, deferred: dict, now: float | None = None, workers
     """One line: finished, idle, stopped, running, or waiting until when and why
     (``workers``: those alive, when known)."""
     alive = "" if workers is None else f"; {count(workers, 'worker')} alive"
+    if outlook["state"] == FINISHED and outlook.get("budget_spent"):
+        return (
+            f"finished: the page budget (CRAWL_MAX_PAGES = {outlook.get('max_pages')}) is spent; "
+            f"{count(outlook['queued'], 'URL')} left queued"
+        )
     if outlook["state"] == FINISHED:
         return "finished: nothing queued, nothing leased"
+    if outlook["state"] == PAUSED:
+        return (
+            f"paused by the operator since {when(outlook.get('paused_at'), now)}: {count(outlook['queued'], 'URL')} "
+            f"queued, {outlook['leased']} leased (being finished){alive}; scrapy frontier resume goes on"
+        )
     if outlook["state"] == IDLE:
         return f"idle: nothing queued, nothing leased{alive}, waiting for work"
     if outlook["state"] == STOPPED:
@@ -90,7 +106,8 @@ def deferred_lines(deferred: dict, now: float | None = None) -> list[str]:
     """One line per reason: hosts, URLs, the earliest due time, example hosts."""
     return [
         f"{REASONS.get(r, r)}: {count(deferred[r]['hosts'], 'host')}, {count(deferred[r]['urls'], 'URL')}, "
-        f"first due {when(deferred[r]['due'], now)} (e.g. {', '.join(deferred[r]['examples'])})"
+        + (f"first due {when(deferred[r]['due'], now)}" if deferred[r]["due"] is not None else "until resumed")
+        + f" (e.g. {', '.join(deferred[r]['examples'])})"
         for r in _ordered(deferred)
     ]
 

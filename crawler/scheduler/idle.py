@@ -19,7 +19,7 @@ from scrapy.utils.defer import deferred_from_coro
 from twisted.internet import reactor
 
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED
-from crawler.frontier.words import FINISHED, RUNNING
+from crawler.frontier.words import FINISHED, PAUSED, RUNNING
 from crawler.observe.report import when
 
 logger = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class Idling:
             slot.nextcall.schedule()
 
     def _spider_idle(self, spider):
-        if not self.close_when_idle:
+        if not self.close_when_idle and not self.frontier.max_pages:
             raise DontCloseSpider
         self._flush_acks()
         try:
@@ -54,6 +54,19 @@ class Idling:
             self.outbox.redis_down(exc)
             raise DontCloseSpider from None
         now = time.time()
+        if outlook["state"] == PAUSED:  # by the operator: wait for the resume, whatever the profile
+            if not self._paused_said:
+                logger.info("The crawl is paused (scrapy frontier pause): waiting for scrapy frontier resume")
+                self._paused_said = True
+            self._idle_since = None
+            self._wake_engine_in(self.poll_interval)
+            raise DontCloseSpider
+        if self._paused_said:
+            logger.info("The crawl is resumed")
+            self._paused_said = False
+        spent = outlook["state"] == FINISHED and outlook["budget_spent"]
+        if not self.close_when_idle and not spent:
+            raise DontCloseSpider
         if outlook["state"] == RUNNING or self._buffer or self.outbox or self._pushes:
             self._idle_since = None
             if outlook["next_due"] is not None:  # something is due soon: look for it then
@@ -73,7 +86,21 @@ class Idling:
             except redis.RedisError as exc:
                 self.outbox.redis_down(exc)
                 raise DontCloseSpider from None
-            logger.info("Frontier empty: closing")
+            if spent:
+                self.crawler.stats.set_value("frontier/budget_spent", outlook["max_pages"])
+                logger.info(
+                    "The page budget is spent (CRAWL_MAX_PAGES = %d): closing; %d URLs left queued",
+                    outlook["max_pages"],
+                    outlook["queued"],
+                )
+            else:
+                logger.info("Frontier empty: closing")
+        elif outlook["next_due"] is None:  # (queued, none in the heap: hosts the operator paused)
+            logger.info(
+                "Nothing due (%d URLs queued wait for paused hosts: scrapy frontier resume --host H): closing; "
+                "run the same command again to resume",
+                outlook["queued"],
+            )
         else:
             logger.info(
                 "Nothing due within %.0f s (%d URLs queued, the first due at %s): closing; "

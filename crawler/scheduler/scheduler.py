@@ -111,6 +111,7 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
         self._wakeup = None
         self._wake_at = 0.0  # when _wakeup fires
         self._idle_since: float | None = None
+        self._paused_said = False  # the worker said the crawl is paused (it says so once)
         self._next_due: float | None = 0.0  # when the last pop said the next URL is due (s; None: nothing queued)
         self._answered: set[bytes] = set()  # leases whose hosts answered (see landed)
         self._renewer = task.LoopingCall(self._renew)

@@ -15,6 +15,9 @@ Endpoints, all GET unless said (CRAWL: a crawl name; errors are JSON ``{"error",
 POST /api/crawls/CRAWL/lookup        ``{"urls": [...]}``: up to SERVE_BATCH_MAX records
 /api/crawls/CRAWL/frontier           ``scrapy frontier stats --json``
 /api/crawls/CRAWL/activity           the workers' live numbers (crawler/observe/livestats.py)
+POST /api/crawls/CRAWL/pause         ``scrapy frontier pause``: ``{"host": H}`` (optional) for
+                                     one host; the answer is the frontier's ``paused``
+POST /api/crawls/CRAWL/resume        ``scrapy frontier resume``, the same way
 /                                    the dashboard (static/dashboard.html), /static/ its files
 
 Blocking reads (the UrlStore, the archive, Redis) run on a pool of threads for each
@@ -25,7 +28,8 @@ SqliteReader (read-only, a connection per thread: nothing is created, no write w
 A crawl is known when it has a UrlStore (SQLite: its file under CRAWL_DIR) or a frontier
 (keys in Redis, or an embedded Redis's file); an unknown one is 404, naming the known.
 With SERVE_TOKEN set, every /api/ request carries ``Authorization: Bearer <token>``;
-without one the server listens on a loopback address only (the command refuses another).
+without one the server listens on a loopback address only (the command refuses another),
+and the write endpoints (pause, resume) answer 403: they need a token always.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from aiohttp import web
 from scrapy.settings import Settings
 
 from crawler.archive.warc import read_payload
+from crawler.frontier.steering import host_key
 from crawler.observe import livestats
 from crawler.observe.report import numbers
 from crawler.serve.server import Crawl, Server, Unavailable, _dumps, error, int_param
@@ -210,6 +215,40 @@ def _activity(frontier, minutes: int) -> dict:
     return livestats.activity(frontier.redis, frontier.keys, time.time(), minutes)
 
 
+async def hold(request: web.Request) -> web.Response:
+    """POST pause or resume: the crawl, or ``{"host": H}``; needs SERVE_TOKEN."""
+    server = request.app[SERVER]
+    if not server.token:
+        raise error(403, "pause and resume need a token: start scrapy serve with SERVE_TOKEN set")
+    crawl = await server.crawl(request)
+    verb = request.path.rstrip("/").rsplit("/", 1)[1]
+    host = None
+    if request.can_read_body:
+        try:
+            payload = await request.json()
+        except (ValueError, UnicodeDecodeError):
+            raise error(400, 'the body must be JSON: {"host": "example.com"} or nothing') from None
+        host = payload.get("host") if isinstance(payload, dict) else None
+        if host is not None and not isinstance(host, str):
+            raise error(400, 'give the host as text: {"host": "example.com"}')
+    found = await server.blocking("Redis", crawl.read_frontier, _hold, verb, host)
+    if found is None:
+        raise error(404, f"crawl {crawl.name!r} has no frontier")
+    if "error" in found:
+        raise error(400, found["error"])
+    return web.json_response(found)
+
+
+def _hold(frontier, verb: str, host: str | None) -> dict:
+    if host is not None:
+        try:
+            host = host_key(frontier, host)
+        except ValueError as exc:
+            return {"error": f"host: {exc}"}
+    changed = getattr(frontier, verb)(host)
+    return {"changed": changed, "host": host, "paused": frontier.paused()}
+
+
 async def dashboard(request: web.Request) -> web.Response:
     return web.Response(body=STATIC.joinpath("dashboard.html").read_bytes(), content_type="text/html")
 
@@ -252,6 +291,8 @@ def make_app(settings: Settings) -> web.Application:
             web.get(f"{base}/frontier", frontier),
             web.get(f"{base}/store", store_totals),
             web.get(f"{base}/activity", activity),
+            web.post(f"{base}/pause", hold),
+            web.post(f"{base}/resume", hold),
             web.static("/static", str(STATIC)),
         ]
     )

@@ -39,6 +39,7 @@ def error(status: int, message: str, **headers) -> web.HTTPException:
     for c in (
         web.HTTPBadRequest,
         web.HTTPUnauthorized,
+        web.HTTPForbidden,
         web.HTTPNotFound,
         web.HTTPRequestEntityTooLarge,
         web.HTTPServiceUnavailable,

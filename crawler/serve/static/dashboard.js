@@ -84,14 +84,19 @@
     return "crawls/" + encodeURIComponent(state.crawl) + "/" + what;
   }
 
-  async function api(path) {
+  async function api(path, method) {
     const headers = { Accept: "application/json" };
     if (state.token) headers.Authorization = "Bearer " + state.token;
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), REQUEST_TIMEOUT_MS);
     let response;
     try {
-      response = await fetch(apiUrl(path), { headers, cache: "no-store", signal: controller.signal });
+      response = await fetch(apiUrl(path), {
+        method: method || "GET",
+        headers,
+        cache: "no-store",
+        signal: controller.signal,
+      });
     } catch (e) {
       throw new ApiError(0, controller.signal.aborted ? "no answer within 10 s" : "server unreachable");
     } finally {
@@ -252,6 +257,12 @@
     const badge = $("state");
     badge.textContent = status.state || "–";
     badge.className = "badge " + (status.state || "");
+    const paused = (f.paused && Object.keys(f.paused.hosts || {})) || [];
+    badge.title = paused.length ? `paused hosts: ${paused.join(", ")}` : "frontier state";
+    // pause and resume: offered with a token (the server refuses them without one)
+    $("steer").hidden = !state.token;
+    $("pause").disabled = status.state === "paused";
+    $("resume").disabled = status.state !== "paused";
 
     const hosts = (f.busiest && f.busiest.hosts) || [];
     fill(
@@ -554,6 +565,16 @@
       e.preventDefault(); // shown here, with the token (a new tab's request would have none)
       openRecord(a.dataset.url, a.href);
     });
+    for (const verb of ["pause", "resume"]) {
+      $(verb).addEventListener("click", async () => {
+        try {
+          await api(crawlPath(verb), "POST");
+        } catch (err) {
+          showProblems([describe(verb, err)]);
+        }
+        refresh();
+      });
+    }
     $("record-close").addEventListener("click", () => {
       $("record").hidden = true;
     });

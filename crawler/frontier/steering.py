@@ -1,0 +1,69 @@
+"""The operator's hand on a running crawl (a mixin of Frontier): pause and resume the
+crawl or one host (scripts.HOLD), and the page budget (CRAWL_MAX_PAGES, which POP
+enforces). Every worker obeys at its next pop; what was handed out before goes on."""
+
+from __future__ import annotations
+
+from crawler.frontier.words import now_ms
+from crawler.frontier.words import text as _str
+from crawler.urls import InvalidURL, normalize_url
+
+
+def host_key(frontier, given: str) -> str:
+    """The politeness key an operator means by ``given``: a URL's, or a host name
+    (``host:port``) as written; ValueError, in words, for anything else."""
+    given = given.strip()
+    if "://" not in given:
+        if not given or any(c in given for c in " /\t\n\x1f?#@"):
+            raise ValueError(f"{given!r} is not a host name (example.com, 127.0.0.1:8080, or a URL of it)")
+        given = f"http://{given}/"
+    try:
+        return frontier.politeness_key(normalize_url(given))
+    except InvalidURL as exc:
+        raise ValueError(f"{given!r} is not a valid URL ({exc})") from None
+
+
+class FrontierSteering:
+    def pause(self, host: str | None = None, now: int | None = None) -> bool:
+        """Hold the crawl (``host`` None), or one host (a politeness key): no worker is
+        handed new work of it until ``resume``. False when it was paused already."""
+        return self._hold_call("pause", host, now)
+
+    def resume(self, host: str | None = None, now: int | None = None) -> bool:
+        """Let the crawl, or one host, be handed out again. False when it was not paused."""
+        return self._hold_call("resume", host, now)
+
+    def _hold_call(self, verb: str, host: str | None, now: int | None) -> bool:
+        args = [
+            self.keys.prefix,
+            now_ms() if now is None else now,
+            verb,
+            host or "",
+            self.max_in_flight,
+            self.host_interval_ms,
+        ]
+        return bool(self._hold(keys=self._route, args=args))
+
+    def paused(self) -> dict:
+        """What the operator holds: {"crawl": the time (ms) the crawl was paused, or None;
+        "hosts": {host: the time (ms) it was paused}}."""
+        p = self.redis.pipeline(transaction=False)
+        p.get(self.keys.paused)
+        p.hgetall(self.keys.hpaused)
+        crawl, hosts = p.execute()
+        return {"crawl": int(crawl) if crawl else None, "hosts": {_str(h): int(t) for h, t in hosts.items()}}
+
+    def budget(self) -> dict:
+        """The page budget: {"max" (CRAWL_MAX_PAGES; 0: none), "done" (pages handled),
+        "leased" (held now), "spent" (max reached: nothing more is handed out)}."""
+        p = self.redis.pipeline(transaction=False)
+        p.hget(self.keys.counters, "done")
+        p.zcard(self.keys.leases)
+        done, leased = p.execute()
+        done = int(done or 0)
+        return {
+            "max": self.max_pages,
+            "done": done,
+            "leased": leased,
+            "spent": bool(self.max_pages) and done + leased >= self.max_pages,
+        }

@@ -1,0 +1,156 @@
+"""The operator's hand on a running crawl: pause and resume (the crawl, or a host), and
+the page budget (CRAWL_MAX_PAGES), on one frontier and a sharded one."""
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from crawler.demo.site import serve_site
+from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.shards import ShardedFrontier
+from crawler.frontier.words import FINISHED, PAUSED, RUNNING, WAITING, now_ms
+from tests.harness import clean_env, drain, launch_worker, loopback_settings, seed_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _entries(hosts, per_host):
+    return [Entry(url=u, payload=u.encode()) for i in range(per_host) for h in hosts for u in [f"http://{h}/{i}"]]
+
+
+def test_a_paused_crawl_hands_out_nothing_yet_takes_acks_and_renewals(redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=0)
+    f.put(_entries(["a.example", "b.example", "c.example"], 2))
+    [held], _ = f.get(1)
+    assert f.pause() is True
+    assert f.pause() is False  # (paused already)
+    assert f.paused()["crawl"] is not None
+    expiry = redis_client.zscore(f.keys.leases, held.id)
+    f.renew([held.id], now=now_ms() + 5000)
+    assert redis_client.zscore(f.keys.leases, held.id) > expiry  # leases are still renewed
+    outlook = f.outlook(60)
+    assert outlook["state"] == PAUSED and outlook["leased"] == 1 and outlook["paused_at"]
+    leases, next_due = f.get(10, ack=[held.id], landed=[held.id])
+    assert leases == [] and next_due is None
+    assert f.last_acked == 1  # what was in hand is acknowledged while paused
+    assert f.outlook(60)["state"] == PAUSED  # (5 URLs queued, none handed out)
+    assert f.resume() is True and f.resume() is False
+    assert f.paused() == {"crawl": None, "hosts": {}}
+    assert len(drain(f)) == 5
+    assert f.outlook(60)["state"] == FINISHED
+
+
+def test_a_paused_host_waits_while_the_others_go_on(redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=1)
+    f.put(_entries(["a.example", "b.example"], 3)[:2])  # one URL of each
+    [first_a], _ = f.get(1)  # (a.example: the front queue's first)
+    assert first_a.payload == b"http://a.example/0"
+    assert f.pause("a.example") is True
+    f.put(_entries(["a.example", "b.example"], 3)[2:])  # more of both, while a is paused
+    got = drain(f)
+    assert got and all(p.startswith(b"http://b.example/") for p in got)
+    # what would bring a back into the heap leaves it out: its lease landing, its expiry
+    f.ack(landed=[first_a.id])
+    f.give_back([first_a.id])
+    assert drain(f) == []
+    deferred = f.deferred(0)
+    assert deferred[PAUSED]["urls"] == 3 and deferred[PAUSED]["hosts"] == 1 and deferred[PAUSED]["due"] is None
+    assert f.outlook(60)["state"] == WAITING
+    assert f.paused()["hosts"].keys() == {"a.example"}
+    assert f.resume("a.example") is True
+    assert sorted(drain(f)) == [b"http://a.example/0", b"http://a.example/1", b"http://a.example/2"]
+
+
+def test_the_page_budget_caps_what_is_handed_out_and_ends_the_crawl(redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=0, max_pages=5)
+    f.put(_entries([f"h{i}.example" for i in range(10)], 1))
+    leases, _ = f.get(10)
+    assert len(leases) == 5
+    assert f.get(10)[0] == []
+    f.ack(*[lease.id for lease in leases[:2]])
+    assert f.get(10)[0] == []  # 2 handled + 3 in hand: spent
+    assert f.outlook(60)["state"] == RUNNING
+    f.give_back([leases[2].id])  # a page given back unhandled frees its place
+    [again], _ = f.get(10)
+    assert again.payload == leases[2].payload
+    f.ack(*[lease.id for lease in leases[3:]], again.id)
+    assert f.budget() == {"max": 5, "done": 5, "leased": 0, "spent": True}
+    outlook = f.outlook(60)
+    assert outlook["state"] == FINISHED and outlook["budget_spent"] and outlook["queued"] == 5
+
+
+def test_a_sharded_crawl_pauses_on_every_shard_and_spends_one_budget(redis_client, crawl_name):
+    shards = [
+        Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=0, max_pages=6, shard=k) for k in range(2)
+    ]
+    f = ShardedFrontier(shards, ["r1", "r2"])
+    hosts = ["a.example", "c.example"]  # one on each shard
+    assert {f.ring.index(h) for h in hosts} == {0, 1}
+    f.put(_entries(hosts, 5))
+    assert f.pause() is True
+    assert all(shard.paused()["crawl"] for shard in shards)
+    assert f.get(10)[0] == [] and f.outlook(60)["state"] == PAUSED
+    assert f.resume() is True
+    assert f.pause("c.example") is True
+    assert f.paused()["hosts"].keys() == {"c.example"}
+    assert {p.split(b"/")[2] for p in drain(f)} == {b"a.example"}
+    assert f.resume("c.example") is True
+    got = drain(f)
+    assert len(got) == 1  # 5 of a.example and this one: the budget of 6, over both shards
+    assert f.budget()["done"] == 6 and f.budget()["spent"]
+    assert f.outlook(60)["state"] == FINISHED
+
+
+# -- through real workers ----------------------------------------------------------------------
+
+
+def _scrapy(redis_url, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", *args],
+        cwd=ROOT,
+        env={**clean_env(), "REDIS_URL": redis_url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_two_workers_spend_one_page_budget_and_leave_a_paused_host_alone(tmp_path, redis_url, redis_client, crawl_name):
+    """Four hosts seeded, one paused with `scrapy frontier pause --host`, two workers with
+    CRAWL_MAX_PAGES = 40 (the three others hold about 90 pages): between them the workers
+    handle exactly 40 pages, the paused host is never asked for a page (by the site's log),
+    and both end by themselves saying the budget is spent and what is left."""
+    with serve_site(hosts=4, pages=30) as site:
+        seeds = seed_file(tmp_path, [site.url(i, "/p0.html") for i in range(4)])
+        store = tmp_path / "urlstore.sqlite"
+        common = ("-s", f"CRAWL_NAME={crawl_name}", "-s", f"URLSTORE_SQLITE_PATH={store}")
+        common += ("-s", "NETWORK_GUARD_ALLOW=127.0.0.0/8")
+        seeded = _scrapy(redis_url, "seed", *common, str(seeds))
+        assert seeded.returncode == 0, seeded.stderr
+        held = f"{site.hosts[3]}:{site.port}"  # (its politeness key)
+        out = _scrapy(redis_url, "frontier", "pause", "--host", site.url(3, "/"), *common)
+        assert out.returncode == 0 and f"paused host {held}" in out.stdout, out.stdout + out.stderr
+        shown = _scrapy(redis_url, "frontier", *common)
+        assert f"1 host ({held})" in shown.stdout, shown.stdout
+        settings = loopback_settings(
+            crawl_name, tmp_path / "w.log", URLSTORE_SQLITE_PATH=store, CRAWL_MAX_PAGES=40, FRONTIER_HOST_INTERVAL=0.1
+        )
+        env = {**clean_env(), "REDIS_URL": redis_url}
+        workers = [
+            launch_worker(tmp_path, label, None, {**settings, "LOG_FILE": tmp_path / f"{label}.log"}, env)
+            for label in ("a", "b")
+        ]
+        codes = [w.wait(120) for w in workers]
+        hits = site.page_hits()
+    assert codes == [0, 0], [w.tail() for w in workers]
+    assert hits and not [h for h in hits if h.host == site.hosts[3]]
+    f = Frontier(redis_client, crawl_name)
+    assert f.budget()["done"] == 40 and f.budget()["leased"] == 0
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT COUNT(*) FROM urls").fetchone()[0] == 40
+    for w in workers:
+        text = w.text()
+        assert "The page budget is spent (CRAWL_MAX_PAGES = 40): closing" in text, w.tail()
+        assert "finished: the page budget (CRAWL_MAX_PAGES = 40) is spent" in text
+    assert f.paused()["hosts"].keys() == {held}
