@@ -236,7 +236,7 @@ def new_frontier(r, run_id: str, tag: str, capacity: int, interval: float, creat
         lease_seconds=600.0,  # no lease expires during the run
         seen_capacity=capacity,
         seen_error_rate=ERROR_RATE,
-        max_pages_per_host=0,
+        host_max_pages=0,
     )
     created.append(f)
     return f

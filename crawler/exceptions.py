@@ -13,6 +13,18 @@ class RobotsDisallowed(IgnoreRequest):
     """robots.txt disallows this URL for the crawler's user-agent token."""
 
 
+class HostDropped(IgnoreRequest):
+    """The operator dropped this URL's host (``scrapy frontier drop``): recorded, not fetched."""
+
+
+class HostGivenUp(IgnoreRequest):
+    """This URL's host was down (or its robots.txt unreachable) for HOST_GIVE_UP_AFTER."""
+
+
+class OverQuota(IgnoreRequest):
+    """This URL's host reached its page quota (FRONTIER_HOST_MAX_PAGES) before it came."""
+
+
 class StoreUnavailable(DropItem):
     """A store (the UrlStore) could not take a page's record after its retries: the
     page's lease is given back, so that the page is fetched and stored again later. A

@@ -55,6 +55,6 @@ def test_help_lists_the_commands_own_options_before_the_global_ones(name):
 def test_an_unknown_action_is_one_line_naming_what_was_wrong():
     out = _scrapy("frontier", "bogus")
     assert out.returncode == 2
-    assert "error: unknown action 'bogus': expected stats (the default), clear, pause or resume" in out.stderr, (
+    assert "error: unknown action 'bogus': expected stats (the default), clear, pause, resume or drop" in out.stderr, (
         out.stderr
     )

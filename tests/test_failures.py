@@ -189,7 +189,10 @@ def test_outlook_and_deferred_say_why_a_crawl_waits(frontier):
     frontier.put([retry], now=T0)
     assert frontier.outlook(60, now=T0 + 1000)["state"] == RUNNING  # c.example is due within 60 s
     outlook = frontier.outlook(5, now=T0 + 1000)
-    assert outlook == {"state": WAITING, "queued": 4, "leased": 0, "next_due": T0 + 10_000}
+    assert outlook == {
+        "state": WAITING, "queued": 4, "leased": 0, "next_due": T0 + 10_000,
+        "budget_spent": False, "max_pages": 0, "paused_at": None,
+    }  # fmt: skip
     assert frontier.outlook(5, now=T0 + 10_000)["state"] == RUNNING  # c.example is due again
     deferred = frontier.deferred(now=T0 + 1000)
     assert {r: (d["hosts"], d["urls"], d["due"]) for r, d in deferred.items()} == {

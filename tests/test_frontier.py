@@ -185,8 +185,8 @@ def test_trap_guards(make_frontier, url, depth, status):
     assert f.put([entry(url, depth=depth)])[0] == status
 
 
-def test_max_pages_per_host(make_frontier):
-    f = make_frontier(max_pages_per_host=3)
+def test_host_max_pages(make_frontier):
+    f = make_frontier(host_max_pages=3)
     statuses = f.put([entry(f"http://a.example/{i}") for i in range(5)] + [entry("http://b.example/")])
     assert statuses == ["added"] * 3 + ["host_full"] * 2 + ["added"]
 

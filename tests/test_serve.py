@@ -260,7 +260,7 @@ def test_a_token_guards_the_api_and_another_address_needs_one(crawled, tmp_path)
         assert served.json(f"{base}/pause", {"host": "not a host"}, expect=400)["error"]
         assert served.json(f"{base}/pause", {"host": 5}, expect=400)["error"]
         assert served.json(f"{base}/resume", {"host": host})["paused"]["hosts"] == {}
-        assert served.json(f"{base}/resume", {})["paused"] == {"crawl": None, "hosts": {}}
+        assert served.json(f"{base}/resume", {})["paused"] == {"crawl": None, "hosts": {}, "dropped": {}}
         assert served.json(f"{base}/frontier")["paused"]["crawl"] is None
     finally:
         served.stop()

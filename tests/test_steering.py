@@ -36,7 +36,7 @@ def test_a_paused_crawl_hands_out_nothing_yet_takes_acks_and_renewals(redis_clie
     assert f.last_acked == 1  # what was in hand is acknowledged while paused
     assert f.outlook(60)["state"] == PAUSED  # (5 URLs queued, none handed out)
     assert f.resume() is True and f.resume() is False
-    assert f.paused() == {"crawl": None, "hosts": {}}
+    assert f.paused() == {"crawl": None, "hosts": {}, "dropped": {}}
     assert len(drain(f)) == 5
     assert f.outlook(60)["state"] == FINISHED
 
@@ -102,6 +102,80 @@ def test_a_sharded_crawl_pauses_on_every_shard_and_spends_one_budget(redis_clien
     assert f.outlook(60)["state"] == FINISHED
 
 
+def _by_due(leases):
+    """(payloads handed out to be recorded, by code; payloads to fetch)."""
+    drops, fetch = {}, []
+    for lease in leases:
+        if lease.due < 0:
+            drops.setdefault(-lease.due, []).append(lease.payload)
+        else:
+            fetch.append(lease.payload)
+    return drops, fetch
+
+
+def _take_all(f, now=None):
+    out = []
+    while True:
+        leases, _ = f.get(10, now=now)
+        if not leases:
+            return out
+        out += leases
+        f.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=now)
+
+
+def test_a_dropped_hosts_urls_come_out_to_be_recorded_wherever_they_were_queued(redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=1)
+    urls = [f"http://a.example/{i}" for i in range(4)]
+    f.put([Entry(url=u, payload=u.encode()) for u in urls[:3]] + _entries(["b.example"], 2))
+    [first], _ = f.get(1)  # a.example/0 in flight; a/1 and a/2 sorted into its back queue by the refill below
+    f.get(0)
+    retry = Entry(url=urls[0], payload=urls[0].encode(), dont_filter=True, follow_up=True)
+    retry.replaces_lease, retry.not_before = first.id, now_ms() + 60_000
+    f.put([retry])  # its retry waits in the delayed set
+    assert f.drop("a.example") is True and f.drop("a.example") is False
+    f.put([Entry(url=urls[3], payload=urls[3].encode())])  # discovered after the drop: in a front queue
+    drops, fetch = _by_due(_take_all(f))
+    assert sorted(drops[1]) == sorted(u.encode() for u in urls)  # the back queue's, the retry, the late one
+    assert sorted(fetch) == [b"http://b.example/0", b"http://b.example/1"]
+    assert f.stats()["queued"] == 0 and f.outlook(60)["state"] == FINISHED
+    assert f.paused()["dropped"]["a.example"][1] == "operator"
+    assert f.resume("a.example") is True  # crawled again from its next URL
+    f.put([Entry(url="http://a.example/new", payload=b"http://a.example/new")])
+    assert _by_due(_take_all(f)) == ({}, [b"http://a.example/new"])
+
+
+def test_a_host_down_for_the_give_up_time_is_given_up_and_the_crawl_can_end(redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=0, give_up=10)
+    t0 = now_ms()
+    f.put(_entries(["down.example", "up.example"], 3), now=t0)
+    limits = {"minimum": 1, "maximum": 2, "quiet": 60}
+    assert f.fail("down.example", "down", "http://down.example/0", now=t0, **limits)[0]
+    assert f.fail("down.example", "down", "http://down.example/1", now=t0 + 9_000, **limits)[0]
+    assert f.paused()["dropped"] == {}  # 9 s down: not yet
+    assert f.fail("down.example", "down", "http://down.example/2", now=t0 + 10_000, **limits)[0]
+    assert f.paused()["dropped"] == {"down.example": [t0 + 10_000, "down"]}
+    drops, fetch = _by_due(_take_all(f, now=t0 + 20_000))
+    assert sorted(drops[2]) == [f"http://down.example/{i}".encode() for i in range(3)]
+    assert sorted(fetch) == [f"http://up.example/{i}".encode() for i in range(3)]
+    # an answer in between starts the count again
+    f.put([Entry(url="http://flaky.example/0", payload=b"x")], now=t0)
+    f.fail("flaky.example", "down", "http://flaky.example/0", now=t0, **limits)
+    [lease], _ = f.get(1, now=t0 + 30_000)
+    f.ack(lease.id, landed=[b"+" + lease.id], now=t0 + 30_000)  # it answered
+    f.fail("flaky.example", "down", "http://flaky.example/1", now=t0 + 35_000, **limits)
+    assert "flaky.example" not in f.paused()["dropped"]
+
+
+def test_urls_over_a_hosts_quota_come_out_to_be_recorded(redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=0, host_max_pages=2)
+    statuses = f.put(_entries(["q.example"], 4) + _entries(["r.example"], 1))
+    assert statuses == ["added", "added", "host_full", "host_full", "added"]
+    drops, fetch = _by_due(_take_all(f))
+    assert sorted(drops[3]) == [b"http://q.example/2", b"http://q.example/3"]
+    assert sorted(fetch) == [b"http://q.example/0", b"http://q.example/1", b"http://r.example/0"]
+    assert f.put(_entries(["q.example"], 4)) == ["seen"] * 4  # (refused URLs stay seen)
+
+
 # -- through real workers ----------------------------------------------------------------------
 
 
@@ -154,3 +228,55 @@ def test_two_workers_spend_one_page_budget_and_leave_a_paused_host_alone(tmp_pat
         assert "The page budget is spent (CRAWL_MAX_PAGES = 40): closing" in text, w.tail()
         assert "finished: the page budget (CRAWL_MAX_PAGES = 40) is spent" in text
     assert f.paused()["hosts"].keys() == {held}
+
+
+def test_a_worker_records_a_dropped_host_a_host_given_up_and_urls_over_quota(tmp_path, redis_url, crawl_name):
+    """Four hosts: one dropped with `scrapy frontier drop` before the crawl, one refusing
+    connections (given up after HOST_GIVE_UP_AFTER = 3 s), a page quota of 8 a host. The
+    worker ends by itself; the dropped host is never asked for a page (the site's log); the
+    UrlStore records the dropped host's, the given up host's and the URLs over quota with
+    their fates, and each host's pages fetched stay within its quota."""
+    with serve_site(hosts=4, pages=30, refuse={3}) as site:
+        seeds = seed_file(tmp_path, [site.url(i, "/p0.html") for i in range(4)])
+        store = tmp_path / "urlstore.sqlite"
+        common = ("-s", f"CRAWL_NAME={crawl_name}", "-s", f"URLSTORE_SQLITE_PATH={store}")
+        common += ("-s", "NETWORK_GUARD_ALLOW=127.0.0.0/8")
+        assert _scrapy(redis_url, "seed", *common, str(seeds)).returncode == 0
+        asked = _scrapy(redis_url, "frontier", "drop", "--host", site.url(2, "/"), *common)
+        assert asked.returncode == 2 and "--yes" in asked.stdout  # (a drop is confirmed)
+        dropped = _scrapy(redis_url, "frontier", "drop", "--host", site.url(2, "/"), "--yes", *common)
+        assert dropped.returncode == 0 and "dropped host" in dropped.stdout, dropped.stdout + dropped.stderr
+        settings = loopback_settings(
+            crawl_name,
+            tmp_path / "w.log",
+            URLSTORE_SQLITE_PATH=store,
+            FRONTIER_HOST_MAX_PAGES=8,
+            HOST_GIVE_UP_AFTER=3,
+            HOST_BACKOFF_MIN=1,
+            HOST_BACKOFF_MAX=2,
+            ROBOTSTXT_RETRY_MIN=1,
+            ROBOTSTXT_RETRY_MAX=2,
+            URL_RETRY_ATTEMPTS=6,
+            URL_RETRY_DELAY=1,
+        )
+        worker = launch_worker(tmp_path, "w", None, settings, {**clean_env(), "REDIS_URL": redis_url})
+        code = worker.wait(120)
+        hits = site.page_hits()
+    assert code == 0, worker.tail()
+    with sqlite3.connect(store) as db:
+        rows = db.execute("SELECT url, fate FROM urls").fetchall()
+    fates: dict[str, dict[str, int]] = {}
+    for url, fate in rows:
+        host = url.split("/")[2].split(":")[0]
+        fates.setdefault(host, {}).setdefault(fate, 0)
+        fates[host][fate] += 1
+    a, b, dropped_host, down = site.hosts
+    assert not [h for h in hits if h.host == dropped_host]
+    assert set(fates[dropped_host]) == {"dropped"}  # its seed, and its pages the others link to
+    assert set(fates[down]) == {"given_up"}, fates[down]
+    for host in (a, b):
+        assert fates[host].get("over_quota", 0) > 0, fates[host]
+        assert sum(n for fate, n in fates[host].items() if fate != "over_quota") <= 8, fates[host]
+    summary = worker.text()
+    said = f"dropped {fates[dropped_host]['dropped']}", f"given_up {fates[down]['given_up']}", "over_quota"
+    assert all(words in summary for words in said), worker.tail()

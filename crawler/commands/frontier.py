@@ -10,6 +10,8 @@ scrapy frontier clear --yes     delete every key of the crawl (CRAWL_NAME)
 scrapy frontier pause           no worker is handed new work (what is in hand is finished
                                 and stored) until ``resume``; ``--host H``: that host only
 scrapy frontier resume          hand out work again (``--host H``: that host)
+scrapy frontier drop --host H --yes  fetch nothing more of host H: its URLs are recorded as
+                                not fetched (fate dropped); ``resume --host H`` undoes it
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class Command(ScrapyCommand):
     default_settings = {"LOG_ENABLED": False}
 
     def syntax(self):
-        return "[stats|clear|pause|resume] [options]"
+        return "[stats|clear|pause|resume|drop] [options]"
 
     def short_desc(self):
         return "Show the frontier's numbers, or clear a crawl"
@@ -66,10 +68,14 @@ class Command(ScrapyCommand):
 
     def run(self, args, opts):
         action = args[0] if args else "stats"
-        if action not in ("stats", "clear", "pause", "resume") or len(args) > 1:
-            raise UsageError(f"unknown action {' '.join(args)!r}: expected stats (the default), clear, pause or resume")
-        if opts.host is not None and action not in ("pause", "resume"):
-            raise UsageError("--host goes with pause or resume")
+        if action not in ("stats", "clear", "pause", "resume", "drop") or len(args) > 1:
+            raise UsageError(
+                f"unknown action {' '.join(args)!r}: expected stats (the default), clear, pause, resume or drop"
+            )
+        if opts.host is not None and action not in ("pause", "resume", "drop"):
+            raise UsageError("--host goes with pause, resume or drop")
+        if action == "drop" and not opts.host:
+            raise UsageError("drop takes --host H")
         if opts.crawl:
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
         if (opts.watch is not None and not opts.watch > 0) or opts.count < 0 or opts.hosts < 0:
@@ -91,8 +97,8 @@ class Command(ScrapyCommand):
                 self.exitcode = clear(self.settings, opts.yes, opts.store, store)
                 return
             frontier = frontier_from_settings(self.settings)
-            if action in ("pause", "resume"):
-                self.exitcode = hold(frontier, action, opts.host)
+            if action in ("pause", "resume", "drop"):
+                self.exitcode = hold(frontier, action, opts.host, opts.yes)
                 return
             if opts.watch:
                 watch(frontier, opts.watch, opts.count)
@@ -110,19 +116,28 @@ class Command(ScrapyCommand):
             print(format_stats(frontier.keys.crawl_name, stats, cluster=bool(self.settings.get("REDIS_CLUSTER_URL"))))
 
 
-def hold(frontier, verb: str, host: str | None) -> int:
-    """``frontier pause|resume [--host H]``: say what changed; the exit code (2: a host
-    that is no host)."""
+def hold(frontier, verb: str, host: str | None, yes: bool = False) -> int:
+    """``frontier pause|resume [--host H]``, ``drop --host H --yes``: say what changed; the
+    exit code (2: a host that is no host, a drop not confirmed)."""
     if host is not None:
         try:
             host = host_key(frontier, host)
         except ValueError as exc:
             print(f"frontier: --host: {exc}", file=sys.stderr)
             return 2
-    changed = getattr(frontier, verb)(host)
     name = frontier.keys.crawl_name
     what = f"host {host} of crawl {name!r}" if host else f"crawl {name!r}"
-    if not changed:
+    if verb == "drop" and not yes:
+        print(f"drop records every URL queued of {what} as not fetched, and fetches none of it; add --yes")
+        return 2
+    changed = getattr(frontier, verb)(host)
+    if verb == "drop":
+        print(
+            f"dropped {what}: its URLs are recorded as not fetched (fate dropped) as workers take them"
+            if changed
+            else f"{what} was dropped (or given up) already"
+        )
+    elif not changed:
         print(f"{what} was {'paused' if verb == 'pause' else 'not paused'} already")
     elif verb == "pause":
         print(
@@ -231,6 +246,14 @@ def steering_lines(paused: dict | None, budget: dict | None) -> list[str]:
         if hosts:
             held.append(f"{plural(len(hosts), 'host')} ({', '.join(hosts[:5])}{', ...' if len(hosts) > 5 else ''})")
         lines.append(f"paused           {' and '.join(held)}: scrapy frontier resume [--host H] goes on")
+    dropped = (paused or {}).get("dropped") or {}
+    if dropped:
+        hosts = sorted(dropped)
+        given_up = sum(1 for _, reason in dropped.values() if reason == "down")
+        lines.append(
+            f"dropped          {plural(len(hosts), 'host')} ({', '.join(hosts[:5])}{', ...' if len(hosts) > 5 else ''}; "
+            f"{given_up} given up after HOST_GIVE_UP_AFTER down): their URLs are recorded, not fetched"
+        )
     if budget and budget["max"]:
         spent = (
             "spent: nothing more is handed out"

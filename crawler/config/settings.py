@@ -262,7 +262,12 @@ TABLE: tuple[Setting, ...] = (
         COUNT,
         "the crawl's page budget, over all workers: once this many pages are handled (or in hand) nothing more is handed out and the workers end, saying so (0: none)",
     ),
-    S("FRONTIER_MAX_PAGES_PER_HOST", 100_000, COUNT, "trap guard: URLs admitted per host (0: off)"),
+    S(
+        "FRONTIER_HOST_MAX_PAGES",
+        100_000,
+        COUNT,
+        "each host's page quota, over all workers: URLs admitted per host; the others are recorded as not fetched (fate over_quota; 0: none)",
+    ),
     S("FRONTIER_MAX_REPEATED_SEGMENTS", 3, COUNT, "trap guard: times one path segment may repeat (0: off)"),
     S("FRONTIER_MAX_QUERY_PARAMS", 24, COUNT, "trap guard: query parameters of a URL (0: off)"),
     S("FRONTIER_MAX_QUERY_LENGTH", 1024, COUNT, "trap guard: characters of a query (0: off)"),
@@ -471,6 +476,12 @@ TABLE: tuple[Setting, ...] = (
         3,
         AT_LEAST_ONE,
         "distinct URLs failing in a row (no answer between) that make a host down",
+    ),
+    S(
+        "HOST_GIVE_UP_AFTER",
+        86400.0,
+        SECONDS,
+        "seconds a host may stay down (or its robots.txt unreachable) since it last answered before it is given up: its URLs are recorded as not fetched (fate given_up) and the crawl can end (0: never)",
     ),
     S("FAILURE_LOG_PERIOD", 60.0, SECONDS, "seconds: one log line per host and decision at most"),
     # --- per-host rate limiter (crawler/middlewares/ratelimit.py) ---
@@ -750,6 +761,8 @@ TABLE: tuple[Setting, ...] = (
         {
             # Scrapy's own: per process, and a 5xx robots.txt would mean "allow all"
             "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+            # URLs handed out to be recorded, not fetched (a dropped host's, over a quota)
+            "crawler.middlewares.steering.NotFetchedMiddleware": 50,
             "crawler.middlewares.robots.RobotsMiddleware": 100,
             # Scrapy's retries come at once; failures.py retries later and judges the host
             "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
@@ -765,7 +778,7 @@ TABLE: tuple[Setting, ...] = (
             "crawler.middlewares.ratelimit.RateLimiterMiddleware": 950,
         },
         COMPONENTS,
-        "Scrapy's, with robots.txt, failures, meta refresh, compression, the network guard and the rate limiter the project's",
+        "Scrapy's, with URLs recorded and not fetched, robots.txt, failures, meta refresh, compression, the network guard and the rate limiter the project's",
     ),
     S(
         "ITEM_PIPELINES_BASE",
@@ -811,7 +824,7 @@ BY_NAME = {s.name: s for s in TABLE}
 README_SETTINGS = (
     "CRAWL_NAME", "CRAWL_DIR", "REDIS_URL", "REDIS_URLS", "REDIS_CLUSTER_URL", "USER_AGENT",
     "FRONTIER_PRIORITY_LEVELS", "FRONTIER_HOST_INTERVAL", "FRONTIER_HOST_INTERVALS_FILE", "FRONTIER_POLITENESS_KEY",
-    "FRONTIER_HOST_MAX_IN_FLIGHT", "FRONTIER_MAX_DEPTH", "CRAWL_MAX_PAGES", "FRONTIER_MAX_PAGES_PER_HOST", "FRONTIER_CLOSE_WHEN_IDLE",
+    "FRONTIER_HOST_MAX_IN_FLIGHT", "FRONTIER_MAX_DEPTH", "CRAWL_MAX_PAGES", "FRONTIER_HOST_MAX_PAGES", "FRONTIER_CLOSE_WHEN_IDLE",
     "LIVE_STATS_INTERVAL", "METRICS_PORT", "SERVE_TOKEN", "CRAWL_ALLOWED_DOMAINS", "CRAWL_ALLOWED_PREFIXES",
     "PAGE_PROCESSES", "NETWORK_GUARD_ALLOW", "CONTENT_SEEN_RESEMBLANCE", "ARCHIVE_DIR", "ARCHIVE_S3_BUCKET",
     "ARCHIVE_S3_ENDPOINT_URL", "WORKER_STOP_TIMEOUT", "URLSTORE_BACKEND", "RECRAWL_INTERVAL", "RECRAWL_CHECK_INTERVAL",

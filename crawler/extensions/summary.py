@@ -20,7 +20,14 @@ from crawler.urlstore.record import worker_fate
 logger = logging.getLogger(__name__)
 
 FATE = "pages/fate/"  # the stats of this worker's pages by fate
-NOT_ERRORS = {"fetched", "duplicate", "robots_disallowed"}  # fates that are no failure
+NOT_ERRORS = {
+    "fetched",
+    "duplicate",
+    "robots_disallowed",
+    "dropped",
+    "given_up",
+    "over_quota",
+}  # fates that are no failure
 
 
 class FrontierStats:

@@ -18,6 +18,8 @@ Work
 Steering (steering.py)
 ``pause(host=None)``, ``resume(host=None)``  the operator holds the crawl, or a host:
                         nothing new is handed out; ``paused()``: what is held
+``drop(host)``          a host's URLs are recorded as not fetched, not fetched (also
+                        when it is down for HOST_GIVE_UP_AFTER); ``resume`` undoes it
 ``budget()``            the page budget (CRAWL_MAX_PAGES) and what is spent of it
 
 Hosts
@@ -120,10 +122,11 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         seen_capacity: int = 1_000_000,
         seen_error_rate: float = 1e-6,
         seen_growth: int = 4,
-        max_pages_per_host: int = 0,
+        host_max_pages: int = 0,
         max_in_flight: int = 1,
         recovery: float = 0.25,
         max_pages: int = 0,
+        give_up: float = 0.0,
         intervals: HostIntervals | None = None,
         traps: TrapGuard | None = None,
         shard: int | None = None,
@@ -143,10 +146,11 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self.max_attempts = max_attempts
         self.refill_batch = refill_batch
         self.layout = SeenLayout(seen_capacity, seen_error_rate, seen_growth)
-        self.max_pages_per_host = max_pages_per_host
+        self.host_max_pages = host_max_pages
         self.max_in_flight = max_in_flight
         self.recovery = recovery
         self.max_pages = max_pages
+        self.give_up_ms = int(give_up * 1000)  # a host down this long is given up (0: never)
         self.intervals = intervals or HostIntervals()
         self.traps = traps or TrapGuard()
         self._push = redis.register_script(PUSH)
@@ -177,10 +181,11 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             seen_capacity=settings.getint("FRONTIER_SEEN_CAPACITY") // max(shares, 1),
             seen_error_rate=settings.getfloat("FRONTIER_SEEN_ERROR_RATE"),
             seen_growth=settings.getint("FRONTIER_SEEN_GROWTH"),
-            max_pages_per_host=settings.getint("FRONTIER_MAX_PAGES_PER_HOST"),
+            host_max_pages=settings.getint("FRONTIER_HOST_MAX_PAGES"),
             max_in_flight=settings.getint("FRONTIER_HOST_MAX_IN_FLIGHT"),
             recovery=settings.getfloat("HOST_SLOWDOWN_RECOVERY"),
             max_pages=settings.getint("CRAWL_MAX_PAGES"),
+            give_up=settings.getfloat("HOST_GIVE_UP_AFTER"),
             intervals=intervals_from_file(settings.get("FRONTIER_HOST_INTERVALS_FILE")),
             traps=TrapGuard.from_settings(settings),
             shard=shard,
@@ -283,7 +288,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             gen,
             gens[-1].capacity,
             ",".join(str(g.buckets) for g in gens),
-            self.max_pages_per_host,
+            self.host_max_pages,
             0,  # now: set when sent
             len(batch),
             self.max_in_flight,

@@ -102,7 +102,9 @@ class FrontierHosts:
         """A fetch from ``host`` failed: ``kind`` 'url' (a 5xx or a timeout of ``url``)
         slows the host down by ``factor`` (at most ``max_factor``); 'down' (connection
         refused, DNS), or ``down_after`` distinct URLs failing in a row, backs it off
-        (scripts.FAIL). Returns (down, back-off seconds, slow-down factor)."""
+        (scripts.FAIL). A host down (or its robots.txt unreachable) for
+        HOST_GIVE_UP_AFTER since it last answered is given up: its URLs are recorded as not
+        fetched. Returns (down, back-off seconds, slow-down factor)."""
         state, delay, f = self._fail(
             keys=self._route,
             args=[
@@ -119,6 +121,7 @@ class FrontierHosts:
                 int(quiet * 1000),
                 jitter,
                 self.host_interval_ms,
+                self.give_up_ms,
             ],
         )
         return bool(state), int(delay) / 1000, int(f) / 1000
@@ -151,6 +154,7 @@ class FrontierHosts:
                 int(retry_after * 1000),
                 jitter,
                 reason,
+                self.give_up_ms,
             ],
         )
         return int(ms) / 1000

@@ -66,6 +66,16 @@ key                         type    contents
                                     sharded: on every shard)
 ``hpaused``                 hash    host -> time (ms) the operator paused it: out of the
                                     ready heap (add_ready leaves it out) until resumed
+``hdropped``                hash    host -> ``<ms>:<reason>`` (reason ``operator``:
+                                    ``scrapy frontier drop``; ``down``: down for
+                                    HOST_GIVE_UP_AFTER): its URLs are not fetched but
+                                    recorded as not fetched, through ``drops``
+``hdown``                   hash    host -> time (ms) of its first back-off (down, robots.txt
+                                    unreachable) since it last answered
+``drops``                   list    ``<code>\x1f<host>\x1f<payload>``: URLs to be recorded as
+                                    not fetched (code 1 dropped by the operator, 2 host
+                                    given up, 3 over its host's page quota); POP hands
+                                    them out first, due -code, and no request leaves
 ``recrawl:lock``            string  the worker putting due URLs back (crawler/freshness/recrawl.py):
                                     its id, SET NX with an expiry, so that one worker
                                     at a time does a round; sharded: on the first shard
@@ -137,6 +147,9 @@ NAMES = {
     "promoted": "promoted",
     "paused": "paused",
     "hpaused": "hpaused",
+    "hdropped": "hdropped",
+    "hdown": "hdown",
+    "drops": "drops",
     "recrawl_lock": "recrawl:lock",
     "acked_recent": "acked:recent",
     "tally": "tally",

@@ -47,9 +47,41 @@ local default_interval = '0'
 local function at_limit(prefix, host)
     return max_flight > 0 and tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') >= max_flight
 end
--- a host the operator paused (hpaused) stays out of the ready heap until resumed (HOLD)
+-- URLs to be recorded as not fetched: 'drops' holds code SEP host SEP payload (code 1: the
+-- host dropped by the operator, 2: given up, down too long, 3: over its host's page quota)
+local DROP_CODES = {operator = 1, down = 2}
+local function to_drops(prefix, entries)
+    for i = 1, #entries, 1000 do
+        redis.call('RPUSH', prefix .. K.drops, unpack(entries, i, math.min(i + 999, #entries)))
+    end
+end
+-- a dropped host's back queue and delayed retries move to 'drops' (a requeued entry loses
+-- its attempt count)
+local function drop_queued(prefix, host, code)
+    local bq = prefix .. K.back .. host
+    local moved = {}
+    for _, e in ipairs(redis.call('LRANGE', bq, 0, -1)) do
+        if string.byte(e, 1) == 29 then e = split(string.sub(e, 2), 2)[2] end
+        moved[#moved + 1] = code .. SEP .. host .. SEP .. e
+    end
+    redis.call('DEL', bq)
+    for _, m in ipairs(redis.call('ZRANGE', prefix .. K.delayed, 0, -1)) do
+        local parts = split(m, 3)  -- seq, host, payload
+        if parts[2] == host then
+            redis.call('ZREM', prefix .. K.delayed, m)
+            moved[#moved + 1] = code .. SEP .. host .. SEP .. parts[3]
+        end
+    end
+    to_drops(prefix, moved)
+end
+-- a host the operator paused (hpaused) stays out of the ready heap until resumed (HOLD); so
+-- does a dropped one (hdropped), whose URLs go to 'drops' whenever they would make it ready
 local function held(prefix, host)
-    return redis.call('HEXISTS', prefix .. K.hpaused, host) == 1
+    if redis.call('HEXISTS', prefix .. K.hpaused, host) == 1 then return true end
+    local dropped = redis.call('HGET', prefix .. K.hdropped, host)
+    if not dropped then return false end
+    drop_queued(prefix, host, DROP_CODES[string.match(dropped, ':(%a+)$')] or 1)
+    return true
 end
 -- put a host that is not in the ready heap into it, due no earlier than its hnext
 -- time, unless it is at its in-flight limit or paused
@@ -75,6 +107,7 @@ end
 local recovery = 0.25
 local function recover(prefix, host)
     redis.call('HDEL', prefix .. K.hfail, host)
+    redis.call('HDEL', prefix .. K.hdown, host)
     local f = redis.call('HGET', prefix .. K.hslow, host)
     if f then
         f = 1 / (1 / tonumber(f) + recovery)
@@ -150,8 +183,21 @@ end
 # ``level:time:until:reason`` (ms) of its last back-off; the level doubles the delay
 # until a quiet period passes; the host may not be handed out before ``until``: its
 # hnext time and, if it is in the ready heap, its score move there (never earlier).
+# A host backed off as down or for its robots.txt keeps the time of its first such back-off
+# since it last answered (hdown); once that is ``give_up`` ms (HOST_GIVE_UP_AFTER; each
+# script sets it, 0: never) ago, the host is given up: dropped (hdropped, reason 'down'),
+# its URLs to 'drops', to be recorded as not fetched.
 _BACK_OFF = r"""
+local give_up = 0
 local function back_off(prefix, host, now, lo, hi, quiet, retry_after, jitter, reason)
+    if reason == 'down' or reason == 'robots' then
+        redis.call('HSETNX', prefix .. K.hdown, host, now)
+        local since = tonumber(redis.call('HGET', prefix .. K.hdown, host))
+        if give_up > 0 and now - since >= give_up and redis.call('HSETNX', prefix .. K.hdropped, host, now .. ':down') == 1 then
+            redis.call('ZREM', prefix .. K.ready, host)
+            drop_queued(prefix, host, 2)
+        end
+    end
     local state = redis.call('HGET', prefix .. K.hback, host)
     local level = 0
     if state then
@@ -205,7 +251,8 @@ end
 # (~30% unused on average), SET allocates what the string needs.
 # Returns: -1 if G is not the current generation (caller reloads and retries; nothing
 #          was changed), else one status per entry processed: 1 added, 0 already seen,
-#          2 refused (host reached max URLs; the URL stays marked as seen). A replaced
+#          2 over its host's quota (the URL stays marked as seen, and goes to 'drops', to
+#          be recorded as not fetched: POP hands it out first, due -3). A replaced
 #          lease is released in every case. When an entry fills generation G-1, the
 #          script starts generation G and stops there: fewer statuses than entries means
 #          "reload the generation and send the rest".
@@ -280,7 +327,10 @@ for e = 1, n do
         land(prefix, member, now, false)
     end
     local due = flags ~= 'f' and string.match(flags, 'd(%d+)')
-    if status == 1 then
+    if status == 2 then
+        redis.call('RPUSH', prefix .. K.drops, '3' .. SEP .. tail)
+        added = added + 1
+    elseif status == 1 then
         if due then
             local seq = redis.call('INCR', prefix .. K.lease_seq)
             redis.call('ZADD', prefix .. K.delayed, due, seq .. SEP .. tail)
@@ -330,8 +380,11 @@ return out
 # Steps, all in one atomic call:
 #   0. acknowledge and land the given leases (as ACK does);
 #   while the crawl is paused (the key 'paused', HOLD) or its budget is spent, steps 2
-#   and 3 hand out nothing (and next_due is -1); a paused host is out of the ready heap
-#   (add_ready) and none of its front queue entries is handed out;
+#   and 3 hand out nothing (and next_due is -1); a paused or dropped host is out of the
+#   ready heap (add_ready) and none of its front queue entries is handed out;
+#   2a. URLs to be recorded as not fetched ('drops': a dropped host's, a quota's) are handed
+#      out first, at most n, each due -code (1 dropped, 2 given up, 3 over quota): the
+#      worker records them without a request;
 #   1. expired leases (up to 100) go back to the head of their host's back queue, or are
 #      abandoned (counted) after max attempts; a lease whose expiry is 0 was given back
 #      by its worker (release) and does not count as an attempt; retries that are due
@@ -466,7 +519,14 @@ local function hand_out(host, payload, due)
     lease(host, payload, due, interval)
     return due + interval
 end
-local due_hosts = redis.call('ZRANGEBYSCORE', ready, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, n)
+for _, d in ipairs(redis.call('LPOP', prefix .. K.drops, n) or {}) do
+    local parts = split(d, 3)  -- code, host, payload
+    lease(parts[2], parts[3], -tonumber(parts[1]), 0)
+end
+local due_hosts = {}
+if popped < n then
+    due_hosts = redis.call('ZRANGEBYSCORE', ready, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, n - popped)
+end
 for i = 1, #due_hosts, 2 do
     local host, due = due_hosts[i], math.max(tonumber(due_hosts[i + 1]), now)
     local bq = prefix .. K.back .. host
@@ -549,13 +609,16 @@ return out
 # down ('down', see FAIL). ARGV[1] key prefix, ARGV[2] host, ARGV[3] now (ms), ARGV[4]
 # minimum back-off (ms), ARGV[5] maximum (ms), ARGV[6] quiet period (ms) after which the
 # host's back-off level is forgiven, ARGV[7] Retry-After (ms, 0: none), ARGV[8] jitter
-# factor (>= 1), ARGV[9] reason. The delay is Retry-After if given (capped at the
-# maximum), else minimum * 2^level times the jitter, capped (see _BACK_OFF).
+# factor (>= 1), ARGV[9] reason, ARGV[10] give up after (ms, HOST_GIVE_UP_AFTER; 0:
+# never). The delay is Retry-After if given (capped at the maximum), else minimum *
+# 2^level times the jitter, capped (see _BACK_OFF).
 # Returns the delay (ms).
 BACKOFF = (
     _K
+    + _HELPERS
     + _BACK_OFF
     + r"""
+give_up = tonumber(ARGV[10])
 return back_off(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
     tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9])
 """
@@ -568,7 +631,7 @@ return back_off(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber
 # distinct tags), ARGV[6] slow-down factor per failure (x2), ARGV[7] largest factor,
 # ARGV[8] distinct URLs failing in a row (no answer between) that make the host down (0: never),
 # ARGV[9] minimum back-off (ms), ARGV[10] maximum, ARGV[11] quiet period, ARGV[12] jitter,
-# ARGV[13] default host interval (ms).
+# ARGV[13] default host interval (ms), ARGV[14] give up after (ms; see _BACK_OFF).
 # A 'url' failure multiplies the host's slow-down factor (hslow; its interval is
 # multiplied by it, for every worker, until answers bring it back: see recover) and the
 # host's next hand-out moves to now + the slowed interval. hfail keeps the tags of the
@@ -584,6 +647,7 @@ FAIL = (
 local prefix, host, now, kind, tag = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local down_after = tonumber(ARGV[8])
 default_interval = ARGV[13]
+give_up = tonumber(ARGV[14])
 local f = tonumber(redis.call('HGET', prefix .. K.hslow, host) or '1')
 if kind == 'url' then
     f = math.min(f * tonumber(ARGV[6]), tonumber(ARGV[7]))
@@ -759,9 +823,10 @@ return out
 )
 
 
-# HOLD: the operator pauses or resumes the crawl, or one host (``scrapy frontier pause``).
+# HOLD: the operator pauses or resumes the crawl, or one host (``scrapy frontier pause``),
+# or drops a host (``scrapy frontier drop``).
 #
-# ARGV[1] key prefix   ARGV[2] now (ms)   ARGV[3] 'pause' or 'resume'
+# ARGV[1] key prefix   ARGV[2] now (ms)   ARGV[3] 'pause', 'resume' or 'drop' (a host only)
 # ARGV[4] a host (politeness key), or '' for the whole crawl
 # ARGV[5] max requests in flight per host (0: no limit)   ARGV[6] default host interval (ms)
 # The crawl paused: the key 'paused' holds the time, and POP hands out nothing while it
@@ -769,7 +834,10 @@ return out
 # holds it with the time, it leaves the ready heap, and add_ready keeps it out (every
 # script that would bring it back asks there); resumed, it rejoins the heap at its hnext
 # time when it has URLs queued. What was handed out before goes on: leases are renewed,
-# pages are stored and acknowledged.
+# pages are stored and acknowledged. A host dropped: 'hdropped' holds it (``<ms>:operator``),
+# it leaves the heap (and the paused ones), and its back queue and delayed retries go to
+# 'drops' (as every URL of it that comes up later: see held), to be recorded as not fetched;
+# resumed, a dropped (or given up) host is crawled again from its next URL.
 # Returns 1 if the state changed, 0 if it was so already.
 HOLD = (
     _K
@@ -782,12 +850,21 @@ if host == '' then
     if verb == 'pause' then return redis.call('SETNX', prefix .. K.paused, now) end
     return redis.call('DEL', prefix .. K.paused)
 end
+if verb == 'drop' then
+    if redis.call('HSETNX', prefix .. K.hdropped, host, now .. ':operator') == 0 then return 0 end
+    redis.call('HDEL', prefix .. K.hpaused, host)
+    redis.call('ZREM', prefix .. K.ready, host)
+    drop_queued(prefix, host, 1)
+    return 1
+end
 if verb == 'pause' then
     if redis.call('HSETNX', prefix .. K.hpaused, host, now) == 0 then return 0 end
     redis.call('ZREM', prefix .. K.ready, host)
     return 1
 end
-if redis.call('HDEL', prefix .. K.hpaused, host) == 0 then return 0 end
+local resumed = redis.call('HDEL', prefix .. K.hpaused, host) + redis.call('HDEL', prefix .. K.hdropped, host)
+if resumed == 0 then return 0 end
+redis.call('HDEL', prefix .. K.hdown, host)
 if redis.call('EXISTS', prefix .. K.back .. host) == 1 then make_ready(prefix, host, now) end
 return 1
 """

@@ -89,6 +89,7 @@ class ShardedFrontier:
         self.redis, self.keys = first.redis, first.keys
         self.intervals, self.traps = first.intervals, first.traps
         self.max_in_flight, self.lease_ms = first.max_in_flight, first.lease_ms
+        self.give_up_ms = first.give_up_ms
         # the page budget is the crawl's, not a shard's: get() spends it over them all
         self.max_pages = first.max_pages
         for shard in shards:
@@ -290,10 +291,17 @@ class ShardedFrontier:
             return self._on_host(host, "resume", now)
         return any(self._each([lambda shard=shard: shard.resume(None, now) for shard in self.shards]))
 
+    def drop(self, host: str, now: int | None = None) -> bool:
+        return self._on_host(host, "drop", now)
+
     def paused(self) -> dict:
         parts = [shard.paused() for shard in self.shards]
         crawl = [p["crawl"] for p in parts if p["crawl"]]
-        return {"crawl": min(crawl) if crawl else None, "hosts": {h: t for p in parts for h, t in p["hosts"].items()}}
+        return {
+            "crawl": min(crawl) if crawl else None,
+            "hosts": {h: t for p in parts for h, t in p["hosts"].items()},
+            "dropped": {h: v for p in parts for h, v in p["dropped"].items()},
+        }
 
     def budget(self) -> dict:
         parts = [shard.budget() for shard in self.shards]

@@ -1,5 +1,5 @@
 """The operator's hand on a running crawl (a mixin of Frontier): pause and resume the
-crawl or one host (scripts.HOLD), and the page budget (CRAWL_MAX_PAGES, which POP
+crawl or one host, drop a host (scripts.HOLD), and the page budget (CRAWL_MAX_PAGES, which POP
 enforces). Every worker obeys at its next pop; what was handed out before goes on."""
 
 from __future__ import annotations
@@ -30,8 +30,15 @@ class FrontierSteering:
         return self._hold_call("pause", host, now)
 
     def resume(self, host: str | None = None, now: int | None = None) -> bool:
-        """Let the crawl, or one host, be handed out again. False when it was not paused."""
+        """Let the crawl, or one host (paused, dropped or given up), be handed out again.
+        False when it was not held."""
         return self._hold_call("resume", host, now)
+
+    def drop(self, host: str, now: int | None = None) -> bool:
+        """Fetch nothing more of ``host``: its URLs queued, and any that come up later, are
+        handed out to be recorded as not fetched (fate ``dropped``) without a request.
+        False when it was dropped (or given up) already."""
+        return self._hold_call("drop", host, now)
 
     def _hold_call(self, verb: str, host: str | None, now: int | None) -> bool:
         args = [
@@ -46,12 +53,18 @@ class FrontierSteering:
 
     def paused(self) -> dict:
         """What the operator holds: {"crawl": the time (ms) the crawl was paused, or None;
-        "hosts": {host: the time (ms) it was paused}}."""
+        "hosts": {host: the time (ms) it was paused}; "dropped": {host: [the time (ms),
+        the reason: ``operator`` or ``down`` (given up)]}}."""
         p = self.redis.pipeline(transaction=False)
         p.get(self.keys.paused)
         p.hgetall(self.keys.hpaused)
-        crawl, hosts = p.execute()
-        return {"crawl": int(crawl) if crawl else None, "hosts": {_str(h): int(t) for h, t in hosts.items()}}
+        p.hgetall(self.keys.hdropped)
+        crawl, hosts, dropped = p.execute()
+        return {
+            "crawl": int(crawl) if crawl else None,
+            "hosts": {_str(h): int(t) for h, t in hosts.items()},
+            "dropped": {_str(h): [int(_str(v).split(":")[0]), _str(v).split(":")[1]] for h, v in dropped.items()},
+        }
 
     def budget(self) -> dict:
         """The page budget: {"max" (CRAWL_MAX_PAGES; 0: none), "done" (pages handled),

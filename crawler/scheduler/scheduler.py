@@ -313,6 +313,8 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
                 self._schedule_flush()
                 continue
             request.meta[meta.LEASE] = lease.id
+            if lease.due < 0:  # to be recorded as not fetched (steering.py): no request leaves
+                request.meta[meta.NOT_FETCHED] = -lease.due
             self._unread.add(lease.id)
             if lease.due > now * 1000:
                 request.meta[meta.DUE] = lease.due

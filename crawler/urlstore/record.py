@@ -5,7 +5,9 @@ pure rules on them (a Page's fate, the inlink partition, the simhash's sign).
 
 Every URL's fate is recorded, not only successes (``fate``): ``fetched`` (any HTTP
 answer), ``robots_disallowed``, ``refused`` (network guard), ``dns_error``, ``timeout``,
-``connection_error``, ``error`` (anything else), and ``duplicate`` for a page whose
+``connection_error``, ``error`` (anything else), not fetched: ``dropped`` (its host dropped
+by the operator), ``given_up`` (its host down too long), ``over_quota`` (its host's page
+quota reached), and ``duplicate`` for a page whose
 body was seen before (its canonical_url names the first copy). A near copy's fate is
 ``fetched``: it was read and archived like any page.
 """
@@ -25,6 +27,9 @@ FATES = (
     "timeout",
     "connection_error",
     "error",
+    "dropped",
+    "given_up",
+    "over_quota",
 )
 MAX_CANONICAL_HOPS = 3
 
@@ -117,12 +122,16 @@ _FATES = {
     "ResponseDataLossError": "connection_error",
     "CannotResolveHostError": "dns_error",
     "DownloadTimeoutError": "timeout",
+    "HostDropped": "dropped",
+    "HostGivenUp": "given_up",
+    "OverQuota": "over_quota",
 }
 
 
 def page_fate(page) -> str:
     """What became of a Page's URL: ``fetched``, ``duplicate``, ``robots_disallowed``,
-    ``refused``, ``dns_error``, ``timeout``, ``connection_error`` or ``error``."""
+    ``refused``, ``dns_error``, ``timeout``, ``connection_error``, ``dropped``,
+    ``given_up``, ``over_quota`` or ``error``."""
     status = page.get("status")
     if status == "robots_disallowed":
         return "robots_disallowed"
