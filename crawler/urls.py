@@ -21,6 +21,7 @@ import string
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
+import surt
 from w3lib.url import parse_url, safe_url_string
 
 __all__ = ["DEFAULT_STRIP_PARAMS", "InvalidURL", "normalize_url", "url_host"]
@@ -361,3 +362,55 @@ def url_host(url: str) -> str:
     if not host:
         raise InvalidURL(f"no host in URL: {_short(url)}")
     return host
+
+
+# -- SURT keys (the CDXJ index's, and the crawl rules' surt prefixes) -------------------
+
+
+def url_key(url: str) -> str:
+    """The SURT key of a URL, as cdxj-indexer computes it with the ``surt`` package (the URL
+    itself when SURT cannot read it). A plain URL (http or https; a lowercase host name, or
+    an IPv4 address as its four numbers; a port or none; a path of letters, digits and
+    ``._~/-``; no query, no fragment: most of what a crawl captures) is keyed here in a few
+    microseconds, by the rules ``surt`` applies to it (tests/test_cdxj_keys.py holds the two
+    equal); any other goes to ``surt`` (30 us)."""
+    key = _plain_key(url)
+    if key is not None:
+        return key
+    try:
+        return surt.surt(url)
+    except Exception:  # (cdxj-indexer's rule)
+        return url
+
+
+_PLAIN = re.compile(r"(https?)://([a-z0-9-]+(?:\.[a-z0-9-]+)*)(?::([1-9][0-9]{0,4}))?(/[A-Za-z0-9._~/-]*)?")
+_WWW = re.compile(r"www\d*\.")
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_ADDRESS = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")  # (surt keeps it as it is, reversed)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _plain_key(url: str) -> str | None:
+    match = _PLAIN.fullmatch(url)
+    if match is None:
+        return None
+    scheme, host, port, path = match.groups()
+    if host.rsplit(".", 1)[-1].isdigit() and not _ADDRESS.fullmatch(host):  # (surt resolves it)
+        return None
+    if host in ("http", "https"):  # (a scheme twice: surt drops one)
+        return None
+    if path and ("//" in path or "/." in path):  # dot segments and empty ones are resolved
+        return None
+    www = _WWW.match(host)
+    if www is not None:
+        host = host[www.end() :]
+    if port is not None:
+        if int(port) > 65535:
+            return None
+        if int(port) == _DEFAULT_PORTS[scheme]:
+            port = None
+    path = (path or "/").lower()
+    if len(path) > 1 and path.endswith("/"):
+        path = path[:-1]
+    reversed_host = ",".join(reversed(host.split(".")))
+    return f"{reversed_host}:{port}){path}" if port else f"{reversed_host}){path}"

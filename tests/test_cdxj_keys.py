@@ -1,4 +1,4 @@
-"""The CDXJ index's SURT keys (crawler/archive/cdxj.py ``url_key``) against the ``surt``
+"""The CDXJ index's SURT keys (crawler/urls.py ``url_key``, the CDXJ index's) against the ``surt``
 package, which cdxj-indexer and pywb key by: a plain URL keyed without it must get the key
 ``surt`` gives, for every URL; the others go to ``surt`` itself."""
 

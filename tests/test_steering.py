@@ -1,16 +1,19 @@
 """The operator's hand on a running crawl: pause and resume (the crawl, or a host), and
 the page budget (CRAWL_MAX_PAGES), on one frontier and a sharded one."""
 
+import re
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from crawler.config.scope import RulesWatch
 from crawler.demo.site import serve_site
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.shards import ShardedFrontier
 from crawler.frontier.words import FINISHED, PAUSED, RUNNING, WAITING, now_ms
-from tests.harness import clean_env, drain, launch_worker, loopback_settings, seed_file
+from tests.harness import clean_env, crawl_command, drain, launch_worker, loopback_settings, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -176,6 +179,41 @@ def test_urls_over_a_hosts_quota_come_out_to_be_recorded(redis_client, crawl_nam
     assert f.put(_entries(["q.example"], 4)) == ["seen"] * 4  # (refused URLs stay seen)
 
 
+def test_the_crawl_rules_decide_every_entry_and_set_each_hosts_own_limits(redis_client, crawl_name, tmp_path):
+    path = tmp_path / "rules.txt"
+    path.write_text(
+        "reject regex \\.pdf$\n"
+        "accept host  keep.example\n"
+        "accept host  two.example\n"
+        "reject all   # nothing else\n"
+        "host keep.example max_pages=2 priority=5\n"
+        "host two.example  in_flight=2 interval=0.5\n"
+    )
+    clock = [0.0]
+    rules = RulesWatch(str(path), every=5, clock=lambda: clock[0])
+    f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=1, priority_levels=3, rules=rules)
+    urls = ["http://keep.example/a.pdf", "http://other.example/", *[f"http://keep.example/{i}" for i in range(3)]]
+    urls += [f"http://two.example/{i}" for i in range(3)]
+    statuses = f.put([Entry(url=u, payload=u.encode()) for u in urls])
+    assert statuses[:5] == ["rejected", "rejected", "added", "added", "host_full"]
+    assert f.put([Entry(url="http://other.example/", payload=b"x")]) == ["rejected"]  # (never marked seen)
+    assert [f.level(0), f.level(5)] == [1, 0]
+    assert redis_client.llen(f.keys.front(0)) == 2  # keep.example's, at its priority's level
+    assert f.interval_override("two.example") == 0.5 and f.interval_override("keep.example") is None
+    leases, _ = f.get(10)
+    held = sorted(lease.payload for lease in leases if lease.due >= 0)
+    # one of keep.example's in flight (the default limit), two of two.example's (its own)
+    assert held == [b"http://keep.example/0", b"http://two.example/0", b"http://two.example/1"]
+    # the file changes: seen within CRAWL_RULES_CHECK_INTERVAL, an invalid one is refused
+    path.write_text("reject host two.example\n")
+    assert f.put([Entry(url="http://two.example/new", payload=b"x")]) == ["added"]  # (not looked at yet)
+    clock[0] = 6.0
+    assert f.put([Entry(url="http://two.example/newer", payload=b"x")]) == ["rejected"]
+    path.write_text("reject nothing\n")
+    clock[0] = 12.0
+    assert f.put([Entry(url="http://two.example/newest", payload=b"x")]) == ["rejected"]  # the rules before
+
+
 # -- through real workers ----------------------------------------------------------------------
 
 
@@ -280,3 +318,64 @@ def test_a_worker_records_a_dropped_host_a_host_given_up_and_urls_over_quota(tmp
     summary = worker.text()
     said = f"dropped {fates[dropped_host]['dropped']}", f"given_up {fates[down]['given_up']}", "over_quota"
     assert all(words in summary for words in said), worker.tail()
+
+
+def test_a_worker_follows_the_crawl_rules_and_reads_them_again_when_they_change(
+    tmp_path, redis_url, redis_client, crawl_name
+):
+    """A rules file rejecting /p1x pages everywhere, slowing one host to 0.4 s and giving
+    another a quota of 6 pages: by the site's own log no /p1x page is asked for, the slowed
+    host's requests are 0.4 s apart, the other's pages past its quota are recorded as
+    over_quota. Then the file changes while the worker runs: a submitted URL the new rules
+    reject is not fetched, where one submitted before the change was. A file with mistakes
+    stops the worker at its start with each mistake's line."""
+    with serve_site(hosts=3, pages=40) as site:
+        rules = tmp_path / "rules.txt"
+        slow, capped = f"{site.hosts[1]}:{site.port}", f"{site.hosts[2]}:{site.port}"
+        rules.write_text(f"reject regex /p1\\d\\.html$\nhost {slow} interval=0.4\nhost {capped} max_pages=6\n")
+        store = tmp_path / "urlstore.sqlite"
+        settings = loopback_settings(
+            crawl_name,
+            tmp_path / "w.log",
+            URLSTORE_SQLITE_PATH=store,
+            CRAWL_RULES=rules,
+            CRAWL_RULES_CHECK_INTERVAL=0.5,
+        )
+        env = {**clean_env(), "REDIS_URL": redis_url}
+        bad = tmp_path / "bad.txt"
+        bad.write_text("accept host example.com\nreject  nothing\nhost example.com speed=3\n")
+        refused = subprocess.run(
+            crawl_command(tmp_path / "bad.jsonl", None, {**settings, "CRAWL_RULES": bad}),
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert refused.returncode == 2, refused.stderr
+        assert f"{bad}:2:" in refused.stderr and f"{bad}:3:" in refused.stderr, refused.stderr
+        seeds = seed_file(tmp_path, [site.url(i, "/p0.html") for i in range(3)])
+        worker = launch_worker(tmp_path, "w", seeds, settings, env)
+        submit_key = Frontier(redis_client, crawl_name).keys.submit
+        before, after = site.url(0, "/extra-before.html"), site.url(0, "/extra-after.html")
+        try:
+            deadline = time.monotonic() + 30
+            while len(site.page_hits()) < 10 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            redis_client.rpush(submit_key, before)
+            rules.write_text(rules.read_text() + "reject regex /extra-after\\.html$\n")
+            time.sleep(1.5)  # (three looks at the file)
+            redis_client.rpush(submit_key, after)
+            code = worker.wait(120)
+        finally:
+            worker.kill()
+        hits = site.page_hits()
+    assert code == 0, worker.tail()
+    paths = [h.path for h in hits]
+    assert not [p for p in paths if re.fullmatch(r"/p1\d\.html", p)]
+    assert "/extra-before.html" in paths and "/extra-after.html" not in paths
+    assert "Crawl rules reloaded" in worker.text()
+    starts = sorted(h.start for h in hits if h.host == site.hosts[1])
+    assert len(starts) > 5 and min(b - a for a, b in zip(starts, starts[1:])) >= 0.38
+    with sqlite3.connect(store) as db:
+        capped_fates = dict(
+            db.execute("SELECT fate, COUNT(*) FROM urls WHERE url LIKE ? GROUP BY fate", (f"%//{capped}/%",))
+        )
+    assert capped_fates.get("over_quota", 0) > 0, capped_fates
+    assert sum(n for fate, n in capped_fates.items() if fate != "over_quota") <= 6, capped_fates

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
+from crawler.config.scope import CrawlRules, RulesError
+
 CONSISTENCY_LEVELS = (
     "ANY",
     "ONE",
@@ -159,6 +161,20 @@ class ReadableFile:
         if not path or _readable(path):
             return None
         return "expected empty or a readable file"
+
+
+class CrawlRulesFile:
+    """A crawl rules file (crawler/config/scope.py) that reads without a problem ('': none)."""
+
+    def problem(self, settings, name: str) -> str | None:
+        path = settings.get(name)
+        if not path:
+            return None
+        try:
+            CrawlRules.from_file(str(path))
+        except RulesError as exc:
+            return f"expected a crawl rules file (crawler/config/scope.py); its problems:\n{exc}"
+        return None
 
 
 TLS_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile")  # redis-py's TLS files (URL query, REDIS_PARAMS)

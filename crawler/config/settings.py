@@ -38,6 +38,7 @@ from crawler.config.rules import (
     TEXTS,
     Address,
     Choice,
+    CrawlRulesFile,
     Dotted,
     Flag,
     Networks,
@@ -167,6 +168,18 @@ TABLE: tuple[Setting, ...] = (
         "front queues; a higher level is served more often, none starves",
     ),
     S("FRONTIER_HOST_INTERVAL", 1.0, SECONDS, "seconds between two fetches of one host, across all workers"),
+    S(
+        "CRAWL_RULES",
+        "",
+        CrawlRulesFile(),
+        "The crawl's rules file (crawler/config/scope.py): ordered accept/reject rules by host, SURT prefix, URL prefix or regex, applied to every URL entering the frontier, and per-host overrides (interval, in_flight, max_pages, priority); checked at start, read again when it changes ('': none).",
+    ),
+    S(
+        "CRAWL_RULES_CHECK_INTERVAL",
+        5.0,
+        POSITIVE_SECONDS,
+        "seconds between two looks at CRAWL_RULES for a change, in each worker",
+    ),
     S(
         "FRONTIER_HOST_INTERVALS_FILE",
         "",

@@ -47,6 +47,7 @@ import logging
 import random
 from dataclasses import dataclass
 
+from crawler.config.scope import EMPTY, RulesWatch
 from crawler.frontier.hosts import FrontierHosts, politeness_key
 from crawler.frontier.intervals import HostIntervals, intervals_from_file
 from crawler.frontier.keys import EPOCH, SEP, Keys
@@ -59,6 +60,7 @@ from crawler.frontier.words import (
     ADDED,
     HOST_FULL,
     PROMOTED,
+    REJECTED,
     SEEN,
     now_ms,
 )
@@ -129,6 +131,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         give_up: float = 0.0,
         intervals: HostIntervals | None = None,
         traps: TrapGuard | None = None,
+        rules: RulesWatch | None = None,
         shard: int | None = None,
     ):
         if priority_levels < 1:
@@ -153,6 +156,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self.give_up_ms = int(give_up * 1000)  # a host down this long is given up (0: never)
         self.intervals = intervals or HostIntervals()
         self.traps = traps or TrapGuard()
+        self.rules = rules  # the crawl rules (CRAWL_RULES), read again when the file changes
         self._push = redis.register_script(PUSH)
         self._pop = redis.register_script(POP)
         self._ack = redis.register_script(ACK)
@@ -188,6 +192,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             give_up=settings.getfloat("HOST_GIVE_UP_AFTER"),
             intervals=intervals_from_file(settings.get("FRONTIER_HOST_INTERVALS_FILE")),
             traps=TrapGuard.from_settings(settings),
+            rules=rules_from_settings(settings),
             shard=shard,
         )
 
@@ -217,7 +222,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
 
     def put(self, entries: list[Entry], now: int | None = None) -> list[str]:
         """Admit entries; one status per entry: ``added``, ``seen``, ``host_full``,
-        ``invalid`` or ``trap:<name>``. Entries refused in Python still release the
+        ``invalid``, ``rejected`` (by the crawl rules) or ``trap:<name>``. Entries refused in Python still release the
         lease they replace."""
         return self.send(self.prepare(entries), now)
 
@@ -228,21 +233,24 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         statuses: list[str | None] = [None] * len(entries)
         batch: list[tuple[int, Entry, str]] = []
         release: list[str] = []
+        rules = self.rules.current() if self.rules is not None else EMPTY
         for i, e in enumerate(entries):
             trap = None if e.follow_up else self.traps.check(e.url, e.depth)
             try:
                 host = self.politeness_key(e.url)
             except InvalidURL:
                 trap, host = "invalid", ""
+            if not trap and not e.follow_up and not rules.empty and not rules.decide(e.url).accepted:
+                trap = REJECTED
             if trap:
-                statuses[i] = trap if trap == "invalid" else f"trap:{trap}"
+                statuses[i] = trap if trap in ("invalid", REJECTED) else f"trap:{trap}"
                 if e.replaces_lease:
                     release.append(e.replaces_lease)
             else:
                 batch.append((i, e, host))
         if not self._generation:
             self._generation = self._read_generation()
-        args = self._push_args(batch, self._generation) if batch else []
+        args = self._push_args(batch, self._generation, rules) if batch else []
         return Prepared(statuses, batch, release, self._generation, args)
 
     def send(self, prepared: Prepared, now: int | None = None) -> list[str]:
@@ -266,7 +274,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
                 done += len(result)
             if done < len(batch):  # a filter filled up, or the generation was stale
                 gen = self._generation = self._read_generation()
-                args = self._push_args(batch[done:], gen)
+                args = self._push_args(batch[done:], gen, self.rules.current() if self.rules is not None else EMPTY)
         return statuses  # type: ignore[return-value]
 
     def promote(self, entries: list[Entry], now: int | None = None) -> list[str]:
@@ -281,7 +289,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         args += [self.politeness_key(e.url).encode() + SEP.encode() + e.payload for e in entries]
         return [PROMOTED if r == 1 else SEEN for r in self._promote(keys=self._route, args=args)]
 
-    def _push_args(self, batch, gen: int) -> list:
+    def _push_args(self, batch, gen: int, rules=EMPTY) -> list:
         gens = self.layout.generations(gen)
         args: list = [
             self.keys.prefix,
@@ -300,12 +308,21 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up or e.urgent else "")
             if e.not_before and e.follow_up:
                 flags += f"d{int(e.not_before)}"
+            priority = e.priority
+            if not rules.empty:  # the host's entry in the crawl rules
+                own = rules.overrides(host)
+                if own.max_pages is not None:
+                    flags += f"q{own.max_pages}"
+                if own.in_flight is not None:
+                    flags += f"m{own.in_flight}"
+                if own.priority is not None and not priority:
+                    priority = own.priority
             hashes = "" if e.dont_filter else "{} {}".format(*url_hashes(e.url))
             lease = ""
             if e.replaces_lease:
                 leases.append(e.replaces_lease)
                 lease = len(leases)
-            head = f"{flags}{SEP}{level(e.priority)}{SEP}{lease}{SEP}{hashes}{SEP}{host}{SEP}"
+            head = f"{flags}{SEP}{level(priority)}{SEP}{lease}{SEP}{hashes}{SEP}{host}{SEP}"
             args.append(head.encode() + e.payload)
         return args + leases
 
@@ -413,6 +430,12 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             deleted += self.redis.delete(*batch)
         self._generation = 0
         return deleted
+
+
+def rules_from_settings(settings) -> RulesWatch | None:
+    """The crawl rules of CRAWL_RULES, watched for changes (None: no file)."""
+    path = settings.get("CRAWL_RULES")
+    return RulesWatch(str(path), settings.getfloat("CRAWL_RULES_CHECK_INTERVAL")) if path else None
 
 
 def _landings(landed, now: int) -> list:

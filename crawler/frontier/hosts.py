@@ -60,7 +60,7 @@ class FrontierHosts:
         """The time (ms) a request to ``host`` may leave, at least its interval after
         the previous one and no sooner than ``not_before`` (ms): taken when it is at most
         ``max_wait`` seconds away, else the host is pushed back to it (scripts.SLOT)."""
-        override = self.intervals.lookup(host)
+        override = self.interval_override(host)
         args = [
             self.keys.prefix,
             host,
@@ -71,6 +71,15 @@ class FrontierHosts:
             int(not_before),
         ]
         return int(self._slot(keys=self._route, args=args))
+
+    def interval_override(self, host: str) -> float | None:
+        """The operator's interval for ``host`` (seconds): its crawl rules' entry, else
+        FRONTIER_HOST_INTERVALS_FILE's, else None."""
+        if self.rules is not None:
+            seconds = self.rules.current().overrides(host).interval
+            if seconds is not None:
+                return seconds
+        return self.intervals.lookup(host)
 
     def end(self, host: str, now: int | None = None, client=None) -> None:
         """A response from ``host`` to a request the frontier did not hand out

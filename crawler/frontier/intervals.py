@@ -19,18 +19,10 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 
+from crawler.config.scope import parse_interval
 from crawler.urls import authority_host
 
 logger = logging.getLogger(__name__)
-
-
-def parse_interval(value: str) -> float:
-    """Seconds of ``"2"``, ``"0.5"`` or ``"5qps"``; ValueError when not one of those."""
-    value = value.strip().lower()
-    seconds = 1.0 / float(value[:-3]) if value.endswith("qps") else float(value)
-    if not seconds >= 0 or seconds == float("inf"):
-        raise ValueError(f"not an interval: {value!r}")
-    return seconds
 
 
 class HostIntervals:

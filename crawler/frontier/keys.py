@@ -70,6 +70,8 @@ key                         type    contents
                                     ``scrapy frontier drop``; ``down``: down for
                                     HOST_GIVE_UP_AFTER): its URLs are not fetched but
                                     recorded as not fetched, through ``drops``
+``hlimit``                  hash    host -> its in-flight limit, from the crawl rules
+                                    ``in_flight`` (written as its URLs are admitted)
 ``hdown``                   hash    host -> time (ms) of its first back-off (down, robots.txt
                                     unreachable) since it last answered
 ``drops``                   list    ``<code>\x1f<host>\x1f<payload>``: URLs to be recorded as
@@ -149,6 +151,7 @@ NAMES = {
     "hpaused": "hpaused",
     "hdropped": "hdropped",
     "hdown": "hdown",
+    "hlimit": "hlimit",
     "drops": "drops",
     "recrawl_lock": "recrawl:lock",
     "acked_recent": "acked:recent",

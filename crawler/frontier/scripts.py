@@ -42,10 +42,16 @@ end
 -- out of the ready heap until one of them lands, and is due again its interval after
 -- that landing (as in Nutch and Heritrix: politeness counts from the end of a download).
 -- Each script sets max_flight and default_interval (ms) first.
+-- A host's own limit (hlimit: the crawl rules' in_flight) replaces max_flight when there is any.
 local max_flight = 0
 local default_interval = '0'
+local host_limits = nil  -- whether hlimit exists (looked up once per call)
 local function at_limit(prefix, host)
-    return max_flight > 0 and tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') >= max_flight
+    if max_flight <= 0 then return false end
+    local limit = max_flight
+    if host_limits == nil then host_limits = redis.call('EXISTS', prefix .. K.hlimit) == 1 end
+    if host_limits then limit = tonumber(redis.call('HGET', prefix .. K.hlimit, host) or max_flight) end
+    return tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') >= limit
 end
 -- URLs to be recorded as not fetched: 'drops' holds code SEP host SEP payload (code 1: the
 -- host dropped by the operator, 2: given up, down too long, 3: over its host's page quota)
@@ -232,7 +238,10 @@ end
 #          flags   'f' = check and update URL-seen; 'b' = straight into the host's back
 #                  queue at its head (follow-ups: retries, redirects); 'd<ms>' = not
 #                  before that time: into the delayed set (a URL's own retry), from
-#                  which POP moves it to the head of its back queue once due
+#                  which POP moves it to the head of its back queue once due;
+#                  'q<n>' = the host's quota is n in place of ARGV[5] (the crawl rules'
+#                  max_pages); 'm<n>' = the host's in-flight limit is n (hlimit: the
+#                  crawl rules' in_flight)
 #          level   front queue level (0 = highest)
 #          lease   i if the entry replaces lease ARGV[9 + n + i] (leases follow the
 #                  entries), or ''; the replaced lease ends (its download lands); a
@@ -314,7 +323,10 @@ for e = 1, n do
             redis.call('SET', key, (s or '') .. fp)
             count = count + 1
             if count >= cap then full = true end
-            if maxhost > 0 and redis.call('HINCRBY', prefix .. K.hpages, host, '1') > maxhost then
+            local quota = maxhost
+            local q = flags ~= 'f' and string.match(flags, 'q(%d+)')
+            if q then quota = tonumber(q) end
+            if quota > 0 and redis.call('HINCRBY', prefix .. K.hpages, host, '1') > quota then
                 status = 2
             end
         end
@@ -327,6 +339,11 @@ for e = 1, n do
         land(prefix, member, now, false)
     end
     local due = flags ~= 'f' and string.match(flags, 'd(%d+)')
+    local limit = flags ~= 'f' and string.match(flags, 'm(%d+)')
+    if limit and redis.call('HGET', prefix .. K.hlimit, host) ~= limit then
+        redis.call('HSET', prefix .. K.hlimit, host, limit)
+        host_limits = true
+    end
     if status == 2 then
         redis.call('RPUSH', prefix .. K.drops, '3' .. SEP .. tail)
         added = added + 1
@@ -493,7 +510,7 @@ local function stale(payload)
     dropped = dropped + 1
     return true
 end
-local function lease(host, payload, due, interval)
+local function lease(host, payload, due, interval, untracked)
     local attempt = 1
     if string.byte(payload, 1) == 29 then
         local parts = split(string.sub(payload, 2), 2)
@@ -503,7 +520,7 @@ local function lease(host, payload, due, interval)
     local seq = redis.call('INCR', prefix .. K.lease_seq)
     local member = seq .. SEP .. attempt .. SEP .. host .. SEP .. payload
     redis.call('ZADD', leases, now + lease_ms, member)
-    if max_flight > 0 then
+    if max_flight > 0 and not untracked then
         redis.call('SADD', prefix .. K.flying, seq)
         redis.call('HINCRBY', prefix .. K.hflight, host, '1')
     end
@@ -521,7 +538,7 @@ local function hand_out(host, payload, due)
 end
 for _, d in ipairs(redis.call('LPOP', prefix .. K.drops, n) or {}) do
     local parts = split(d, 3)  -- code, host, payload
-    lease(parts[2], parts[3], -tonumber(parts[1]), 0)
+    lease(parts[2], parts[3], -tonumber(parts[1]), 0, true)  -- (no download: not in flight)
 end
 local due_hosts = {}
 if popped < n then

@@ -87,7 +87,7 @@ class ShardedFrontier:
         first = shards[0]
         # what belongs to the crawl as a whole, and the settings every shard shares
         self.redis, self.keys = first.redis, first.keys
-        self.intervals, self.traps = first.intervals, first.traps
+        self.intervals, self.traps, self.rules = first.intervals, first.traps, first.rules
         self.max_in_flight, self.lease_ms = first.max_in_flight, first.lease_ms
         self.give_up_ms = first.give_up_ms
         # the page budget is the crawl's, not a shard's: get() spends it over them all
@@ -353,6 +353,9 @@ class ShardedFrontier:
 
     def block_until(self, host: str, **kwargs) -> float:
         return self._on_host(host, "block_until", **kwargs)
+
+    def interval_override(self, host: str) -> float | None:
+        return self.shards[0].interval_override(host)  # (the same rules on every shard)
 
     def set_delay(self, host: str, seconds: float | None, client=None) -> None:
         self._on_host(host, "set_delay", seconds, client)

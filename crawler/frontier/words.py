@@ -4,6 +4,7 @@ where a crawl stands. Every module that speaks of them imports them from here.""
 import time
 
 ADDED, SEEN, HOST_FULL, PROMOTED = "added", "seen", "host_full", "promoted"
+REJECTED = "rejected"  # by the crawl rules (CRAWL_RULES)
 # why a host waits (hback reasons, and RETRY for URLs in the delayed set)
 THROTTLED, ROBOTS, DOWN, RETRY, INTERVAL = "throttled", "robots", "down", "retry", "interval"
 PAUSED = "paused"  # a host the operator paused (a reason why it waits), or the whole crawl (a state)
@@ -20,7 +21,8 @@ FINISHED, RUNNING, WAITING = "finished", "running", "waiting"  # and PAUSED
 
 def put_stat(status: str) -> str:
     """The stats key counting a put's status: ``frontier/enqueued`` for an added URL,
-    ``frontier/seen``, ``frontier/trap/<name>``, ``frontier/host_full`` for the others."""
+    ``frontier/seen``, ``frontier/trap/<name>``, ``frontier/host_full``,
+    ``frontier/rejected`` for the others."""
     return "frontier/enqueued" if status == ADDED else "frontier/" + status.replace(":", "/")
 
 

@@ -286,7 +286,7 @@ class RobotsMiddleware:
         logger.debug("robots.txt of %s: HTTP %d, %d bytes", origin, status, len(body))
         host = self.frontier.politeness_key(origin + "/")
         interval = KEEP
-        if self.frontier.intervals.lookup(host) is None:  # an operator override comes first
+        if self.frontier.interval_override(host) is None:  # an operator override comes first
             delay = rules.parser.crawl_delay(self.token) if rules.parser is not None else None
             interval = min(float(delay), self.max_crawl_delay) if delay else None
             if delay:
