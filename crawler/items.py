@@ -21,6 +21,7 @@ class Page(scrapy.Item):
     body = scrapy.Field(serializer=_b64)  # raw bytes (base64 in feed exports)
     fetch_latency = scrapy.Field()  # seconds, from request sent to response received
     depth = scrapy.Field()
+    importance = scrapy.Field()  # FRONTIER_ORDER importance: the cash its links share (none otherwise)
     referrer = scrapy.Field()
     outlinks = scrapy.Field()  # [{"url", "text", "nofollow"}], normalized, in page order
     fetched_at = scrapy.Field()  # UNIX time

@@ -9,6 +9,7 @@ after its Scrapy meaning). Payloads in the frontier keep a few of them (``codec`
 LEASE = "frontier_lease"  # the frontier lease this request fetches under (bytes id)
 NOT_BEFORE = "frontier_not_before"  # ms: a follow-up waits until then (a URL's retry)
 NOT_FETCHED = "frontier_not_fetched"  # 1 host dropped, 2 host given up, 3 over quota: recorded, not fetched
+IMPORTANCE = "frontier_importance"  # FRONTIER_ORDER importance: the page's cash, shared among its links
 DUE = "frontier_due"  # ms: when a leased request's host is due (it may not leave before)
 FORCE = "force_fetch"  # fetched whatever URL-seen and the fetch policy say (scrapy submit --force)
 RECRAWL = "recrawl"  # a recrawl: {"interval", "digest", "etag", "last_modified", "fetched_at"} of its record

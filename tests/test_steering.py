@@ -10,7 +10,9 @@ from pathlib import Path
 
 from crawler.config.scope import RulesWatch
 from crawler.demo.site import serve_site
+from crawler.frontier import codec
 from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.keys import SEP
 from crawler.frontier.shards import ShardedFrontier
 from crawler.frontier.words import FINISHED, PAUSED, RUNNING, WAITING, now_ms
 from tests.harness import clean_env, crawl_command, drain, launch_worker, loopback_settings, seed_file
@@ -379,3 +381,57 @@ def test_a_worker_follows_the_crawl_rules_and_reads_them_again_when_they_change(
         )
     assert capped_fates.get("over_quota", 0) > 0, capped_fates
     assert sum(n for fate, n in capped_fates.items() if fate != "over_quota") <= 6, capped_fates
+
+
+# -- FRONTIER_ORDER importance (OPIC) ------------------------------------------------------------
+
+
+def test_importance_hands_out_each_hosts_most_important_url_first(redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=0, order="importance")
+    link = codec.encode_link
+    f.put([Entry(url="http://h.example/", payload=b"http://h.example/")])  # a seed: cash 1
+    [seed], _ = f.get(1)
+    assert seed.cash == 1.0
+    found = [f"http://h.example/{i}" for i in range(4)]
+    f.put([Entry(url=u, payload=link(u, 1, "http://h.example/"), depth=1, cash=0.25) for u in found])
+    f.ack(seed.id)
+    # another page links to 2 and 3 again: they gain its share (a seen URL still queued)
+    assert f.put([Entry(url=u, payload=link(u, 2, "http://x/"), cash=0.5) for u in found[2:]]) == ["seen"] * 2
+    f.put([Entry(url="http://h.example/new", payload=b"http://h.example/new", cash=0.3)])
+    # a worker that sent a URL before sends only its share (credit): 0.3 more for /new
+    assert f.credit([("http://h.example/new", 0.3), ("http://h.example/", 5.0), ("http://else.example/", 1)]) == 1
+    f.put([Entry(url="http://h.example/first", payload=b"http://h.example/first", urgent=True)])  # a submission
+    f.put([Entry(url="http://h.example/seed2", payload=b"http://h.example/seed2", priority=1, cash=0.01)])
+    assert f.stats()["queued"] == 7 and f.queue_lengths(["h.example"]) == [7]
+    order, cash = [], {}
+    while True:
+        leases, _ = f.get(1)
+        if not leases:
+            break
+        order.append(leases[0].payload.split(SEP.encode())[0].decode())
+        cash[order[-1]] = leases[0].cash
+        f.ack(leases[0].id)
+    assert (
+        order
+        == [
+            "http://h.example/first",  # the submission: its host's back queue
+            "http://h.example/seed2",  # a higher priority level
+            "http://h.example/2",  # 0.75 (its payload, depth 1, kept from its first entry)
+            "http://h.example/3",
+            "http://h.example/new",  # 0.6 (and not the seed: handed out, it gains nothing)
+            "http://h.example/0",  # 0.25
+            "http://h.example/1",
+            "http://h.example/",  # (the seed, handed out above: not again)
+        ][:7]
+    )
+    assert cash["http://h.example/2"] == 0.75 and cash["http://h.example/first"] == 0
+    assert redis_client.hlen(f.keys.ranked_payloads) == 0 and f.stats()["queued"] == 0
+
+
+def test_a_dropped_hosts_ranked_urls_are_recorded_too(redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=0, order="importance")
+    f.put(_entries(["r.example"], 3))
+    f.drop("r.example")
+    drops, fetch = _by_due(_take_all(f))
+    assert sorted(drops[1]) == [f"http://r.example/{i}".encode() for i in range(3)] and not fetch
+    assert redis_client.hlen(f.keys.ranked_payloads) == 0

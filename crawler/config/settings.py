@@ -270,6 +270,12 @@ TABLE: tuple[Setting, ...] = (
     ),
     S("FRONTIER_MAX_DEPTH", 20, COUNT, "trap guard: links from the seed (0: off)"),
     S(
+        "FRONTIER_ORDER",
+        "fifo",
+        Choice(("fifo", "importance")),
+        "the order of each host's new URLs: fifo (as found) or importance (OPIC: each page shares its importance among its links, seeds start with 1; the most important first, seed priorities and submissions still first)",
+    ),
+    S(
         "CRAWL_MAX_PAGES",
         0,
         COUNT,

@@ -29,7 +29,7 @@ from crawler import meta
 
 SEP = "\x1f"
 # a recrawl: {"interval", "digest", "etag", "last_modified", "fetched_at"} of the stored record
-_PLAIN_META = {meta.DEPTH, meta.LEASE, meta.DUE, meta.FORCE, meta.RECRAWL}
+_PLAIN_META = {meta.DEPTH, meta.LEASE, meta.DUE, meta.FORCE, meta.RECRAWL, meta.IMPORTANCE, meta.NOT_FETCHED}
 _CONDITIONAL = {b"If-None-Match", b"If-Modified-Since"}
 WHOLE = b"J"  # a request stored whole, as JSON
 REQUEST_CLASSES = ("scrapy.", "crawler.")  # where a whole request's class (_class) may come from
@@ -107,7 +107,11 @@ def encode(request: Request, spider) -> bytes:
             fields.append("F")
         return SEP.join(fields).encode()
     data = request.to_dict(spider=spider)
-    data["meta"] = {k: v for k, v in data["meta"].items() if k not in (meta.LEASE, meta.NOT_BEFORE, meta.DUE)}
+    data["meta"] = {
+        k: v
+        for k, v in data["meta"].items()
+        if k not in (meta.LEASE, meta.NOT_BEFORE, meta.DUE, meta.IMPORTANCE, meta.NOT_FETCHED)
+    }
     try:
         tagged = _tagged(data)
     except TypeError:  # name the meta key that holds it (the rest of to_dict() is JSON's)

@@ -7,6 +7,7 @@ Work
                         ``prepare`` (Python, no I/O) then ``send`` (Redis)
 ``promote(entries)``    URLs queued already to the head of their hosts' queues
                         (submissions that ``put`` found seen)
+``credit(credits)``     FRONTIER_ORDER importance: URLs linked again gain importance
 ``get(n, ack=, landed=)``  lease up to n URLs from hosts that are due (acknowledging
                         and landing earlier leases in the same call)
 ``ack(*leases, landed=)``  the pages of these leases are handled: forget them (and the
@@ -52,7 +53,7 @@ from crawler.frontier.hosts import FrontierHosts, politeness_key
 from crawler.frontier.intervals import HostIntervals, intervals_from_file
 from crawler.frontier.keys import EPOCH, SEP, Keys
 from crawler.frontier.reports import FrontierReports
-from crawler.frontier.scripts import ACK, BACKOFF, END, FAIL, HOLD, POP, PROMOTE, PUSH, SLOT
+from crawler.frontier.scripts import ACK, BACKOFF, CREDIT, END, FAIL, HOLD, POP, PROMOTE, PUSH, SLOT
 from crawler.frontier.steering import FrontierSteering
 from crawler.frontier.traps import TrapGuard
 from crawler.frontier.urlseen import SeenLayout, url_hashes
@@ -85,6 +86,7 @@ class Entry:
     replaces_lease: bytes = b""  # lease released when this entry is admitted
     not_before: int = 0  # ms; a follow-up waits in the delayed set until then (a URL's retry)
     urgent: bool = False  # to the head of its host's back queue, past the front queues (submissions)
+    cash: float = 1.0  # FRONTIER_ORDER importance: the importance it brings (a seed's 1; a link's share)
 
 
 @dataclass
@@ -107,6 +109,7 @@ class Lease:
     payload: bytes
     due: int = 0  # ms: when its request may leave (the host's turn; see scripts.POP)
     interval: int = 0  # ms: its host is due again this long after its download ends
+    cash: float = 0.0  # FRONTIER_ORDER importance: the page's importance, to share among its links
 
 
 class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
@@ -129,6 +132,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         recovery: float = 0.25,
         max_pages: int = 0,
         give_up: float = 0.0,
+        order: str = "fifo",
         intervals: HostIntervals | None = None,
         traps: TrapGuard | None = None,
         rules: RulesWatch | None = None,
@@ -154,6 +158,9 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self.recovery = recovery
         self.max_pages = max_pages
         self.give_up_ms = int(give_up * 1000)  # a host down this long is given up (0: never)
+        if order not in ("fifo", "importance"):
+            raise ValueError("FRONTIER_ORDER is fifo or importance")
+        self.ranked = order == "importance"  # new URLs in their hosts' ranked queues (OPIC)
         self.intervals = intervals or HostIntervals()
         self.traps = traps or TrapGuard()
         self.rules = rules  # the crawl rules (CRAWL_RULES), read again when the file changes
@@ -166,6 +173,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self._fail = redis.register_script(FAIL)
         self._promote = redis.register_script(PROMOTE)
         self._hold = redis.register_script(HOLD)
+        self._credit = redis.register_script(CREDIT)
         self._generation = 0  # URL-seen generations known to this client; read on first push
         self.last_acked = 0  # leases the last get() acknowledged
 
@@ -190,6 +198,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             recovery=settings.getfloat("HOST_SLOWDOWN_RECOVERY"),
             max_pages=settings.getint("CRAWL_MAX_PAGES"),
             give_up=settings.getfloat("HOST_GIVE_UP_AFTER"),
+            order=settings.get("FRONTIER_ORDER"),
             intervals=intervals_from_file(settings.get("FRONTIER_HOST_INTERVALS_FILE")),
             traps=TrapGuard.from_settings(settings),
             rules=rules_from_settings(settings),
@@ -289,6 +298,19 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         args += [self.politeness_key(e.url).encode() + SEP.encode() + e.payload for e in entries]
         return [PROMOTED if r == 1 else SEEN for r in self._promote(keys=self._route, args=args)]
 
+    def credit(self, credits: list[tuple[str, float]]) -> int:
+        """FRONTIER_ORDER importance: URLs linked again, (URL, cash) each, gain that share of
+        importance where they wait (scripts.CREDIT). Returns how many were waiting."""
+        if not credits:
+            return 0
+        args = [self.keys.prefix]
+        for url, cash in credits:
+            try:
+                args.append(f"{self.politeness_key(url)}{SEP}{url}{SEP}{cash:.9g}")
+            except InvalidURL:
+                continue
+        return int(self._credit(keys=self._route, args=args)) if len(args) > 1 else 0
+
     def _push_args(self, batch, gen: int, rules=EMPTY) -> list:
         gens = self.layout.generations(gen)
         args: list = [
@@ -308,6 +330,8 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up or e.urgent else "")
             if e.not_before and e.follow_up:
                 flags += f"d{int(e.not_before)}"
+            elif self.ranked and not e.urgent and not e.follow_up:
+                flags += f"rc{e.cash:.9g}"
             priority = e.priority
             if not rules.empty:  # the host's entry in the crawl rules
                 own = rules.overrides(host)
@@ -367,8 +391,8 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         next_due = int(out[0])
         self.last_acked = int(out[1])
         leases = [
-            Lease(lease, lease.split(SEP.encode(), 3)[3], int(due), int(interval))
-            for due, interval, lease in zip(out[2::3], out[3::3], out[4::3], strict=True)
+            Lease(lease, lease.split(SEP.encode(), 3)[3], int(due), int(interval), float(cash))
+            for due, interval, cash, lease in zip(out[2::4], out[3::4], out[4::4], out[5::4], strict=True)
         ]
         return leases, (None if next_due < 0 else next_due)
 

@@ -11,6 +11,11 @@ key                         type    contents
 ``fq:<level>``              list    front queue of one priority level; entries are
                                     ``<host>\\x1f<payload>``, FIFO
 ``bq:<host>``               list    back queue of one politeness key (host); payloads
+``rq:<host>``                zset    FRONTIER_ORDER importance: the host's new URLs, URL ->
+                                    level x 1e9 - its importance (OPIC cash), lowest
+                                    first; handed out after its back queue's
+``rqpay``                   hash    URL -> its payload for ``rq:`` (without the URL when it
+                                    begins with it: '' is the URL alone)
 ``ready``                   zset    ready-host heap: host -> time (ms) it may next be
                                     fetched; a host is here iff its back queue is not
                                     empty and it is below its in-flight limit
@@ -160,8 +165,10 @@ NAMES = {
     "content_digests": "cdigest",
     "near_seq": "ndseq",
     "near_pages": "ndpage",
+    "ranked_payloads": "rqpay",
     "front": "fq:",
     "back": "bq:",
+    "ranked": "rq:",
     "seen": "seen:",
     "robots": "robots:",
     "robots_lock": "robots:lock:",
@@ -212,6 +219,9 @@ class Keys:
 
     def back(self, host: str) -> str:
         return f"{self.prefix}{NAMES['back']}{host}"
+
+    def ranked(self, host: str) -> str:
+        return f"{self.prefix}{NAMES['ranked']}{host}"
 
     def robots(self, origin: str) -> str:
         return f"{self.prefix}{NAMES['robots']}{origin}"

@@ -42,10 +42,7 @@ class FrontierReports:
         res = res[:-3]
         # hosts downloading now are out of the ready heap until their download ends: those
         # with URLs left count among the hosts with URLs queued
-        busy = self.redis.pipeline(transaction=False)
-        for host in flying_hosts:
-            busy.llen(k.back(host))
-        busy_with_queue = sum(1 for n in busy.execute() if n) if flying_hosts else 0
+        busy_with_queue = sum(1 for n in self.queue_lengths(flying_hosts) if n)
         counters = {_str(a): int(b) for a, b in res[0].items() if _str(a) != EPOCH}
         meta = {_str(a): int(b) for a, b in res[5].items()}
         gen = meta.get("gen", 1)
@@ -149,11 +146,8 @@ class FrontierReports:
             r["due"] = None if due is None else min(r["due"], due)
 
         if hosts:
-            p = self.redis.pipeline(transaction=False)
-            p.hmget(k.hback, [h for h, _ in hosts])
-            for h, _ in hosts:
-                p.llen(k.back(_str(h)))
-            backs, *lengths = p.execute()
+            backs = self.redis.hmget(k.hback, [h for h, _ in hosts])
+            lengths = self.queue_lengths([_str(h) for h, _ in hosts])
             for (h, score), back, length in zip(hosts, backs, lengths):
                 reason = INTERVAL
                 if back:
@@ -164,12 +158,8 @@ class FrontierReports:
         for member, score in retries:
             add(RETRY, _str(member.split(SEP.encode(), 2)[1]), 1, int(score))
         paused = [_str(h) for h in self.redis.hkeys(k.hpaused)[:limit]]
-        if paused:
-            p = self.redis.pipeline(transaction=False)
-            for host in paused:
-                p.llen(k.back(host))
-            for host, length in zip(paused, p.execute(), strict=True):
-                add(PAUSED, host, length, None)
+        for host, length in zip(paused, self.queue_lengths(paused), strict=True):
+            add(PAUSED, host, length, None)
         for r in out.values():
             r["hosts"] = len(r["hosts"])
         return out
@@ -196,10 +186,7 @@ class FrontierReports:
         complete = len(due) >= in_heap and not cursor and len(candidates) == len(due) + len(others)
         if not candidates:
             return {"hosts": [], "looked_at": 0, "complete": complete}
-        p = self.redis.pipeline(transaction=False)
-        for host in candidates:
-            p.llen(k.back(host))
-        lengths = p.execute()
+        lengths = self.queue_lengths(candidates)
         top = sorted(((q, h) for h, q in zip(candidates, lengths, strict=True) if q), key=lambda qh: (-qh[0], qh[1]))[
             :n
         ]
@@ -233,6 +220,18 @@ class FrontierReports:
                     }
                 )
         return {"hosts": out, "looked_at": len(candidates), "complete": complete}
+
+    def queue_lengths(self, hosts: list[str]) -> list[int]:
+        """The URLs each host has queued: its back queue's and its ranked queue's (one round
+        trip)."""
+        if not hosts:
+            return []
+        p = self.redis.pipeline(transaction=False)
+        for host in hosts:
+            p.llen(self.keys.back(host))
+            p.zcard(self.keys.ranked(host))
+        n = p.execute()
+        return [a + b for a, b in zip(n[::2], n[1::2], strict=True)]
 
     def slowed(self, limit: int = 5) -> list[tuple[str, float]]:
         """Up to ``limit`` hosts slowed down by failures, slowest first: (host, factor)."""

@@ -53,6 +53,29 @@ local function at_limit(prefix, host)
     if host_limits then limit = tonumber(redis.call('HGET', prefix .. K.hlimit, host) or max_flight) end
     return tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') >= limit
 end
+-- FRONTIER_ORDER importance: a host's new URLs wait in its ranked queue (rq:<host>, a zset:
+-- URL -> level x RANK - cash, lowest first: a higher priority level first, then the most
+-- cash, OPIC's importance), their payloads in 'rqpay' (URL -> the payload without the URL
+-- when it begins with it). Its back queue (follow-ups, retries, submissions) comes first.
+local RANK = 1e9
+local function has_queue(prefix, host)
+    return redis.call('EXISTS', prefix .. K.back .. host, prefix .. K.ranked .. host) > 0
+end
+local function ranked_payload(prefix, url)
+    local rest = redis.call('HGET', prefix .. K.ranked_payloads, url) or ''
+    redis.call('HDEL', prefix .. K.ranked_payloads, url)
+    if rest == '' then return url end
+    if string.byte(rest, 1) == 31 then return url .. rest end
+    return rest
+end
+-- the host's most important URL (its payload and cash), or nil
+local function take_ranked(prefix, host)
+    local top = redis.call('ZPOPMIN', prefix .. K.ranked .. host)
+    if #top == 0 then return nil end
+    local cash = math.fmod(-tonumber(top[2]), RANK)
+    if cash < 0 then cash = cash + RANK end
+    return ranked_payload(prefix, top[1]), cash
+end
 -- URLs to be recorded as not fetched: 'drops' holds code SEP host SEP payload (code 1: the
 -- host dropped by the operator, 2: given up, down too long, 3: over its host's page quota)
 local DROP_CODES = {operator = 1, down = 2}
@@ -71,6 +94,10 @@ local function drop_queued(prefix, host, code)
         moved[#moved + 1] = code .. SEP .. host .. SEP .. e
     end
     redis.call('DEL', bq)
+    for _, url in ipairs(redis.call('ZRANGE', prefix .. K.ranked .. host, 0, -1)) do
+        moved[#moved + 1] = code .. SEP .. host .. SEP .. ranked_payload(prefix, url)
+    end
+    redis.call('DEL', prefix .. K.ranked .. host)
     for _, m in ipairs(redis.call('ZRANGE', prefix .. K.delayed, 0, -1)) do
         local parts = split(m, 3)  -- seq, host, payload
         if parts[2] == host then
@@ -141,7 +168,7 @@ local function land(prefix, member, now, ok)
     if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < nxt then
         redis.call('HSET', prefix .. K.hnext, host, nxt)
     end
-    if redis.call('EXISTS', prefix .. K.back .. host) == 1 then make_ready(prefix, host, now) end
+    if has_queue(prefix, host) then make_ready(prefix, host, now) end
 end
 """
 
@@ -241,7 +268,10 @@ end
 #                  which POP moves it to the head of its back queue once due;
 #                  'q<n>' = the host's quota is n in place of ARGV[5] (the crawl rules'
 #                  max_pages); 'm<n>' = the host's in-flight limit is n (hlimit: the
-#                  crawl rules' in_flight)
+#                  crawl rules' in_flight); 'r' = FRONTIER_ORDER importance: a new URL
+#                  goes to its host's ranked queue, and 'c<cash>' is the importance it
+#                  brings (OPIC: its share of the cash of the page that links to it; a URL
+#                  seen and still in its ranked queue gains it)
 #          level   front queue level (0 = highest)
 #          lease   i if the entry replaces lease ARGV[9 + n + i] (leases follow the
 #                  entries), or ''; the replaced lease ends (its download lands); a
@@ -319,6 +349,13 @@ for e = 1, n do
                 break
             end
         end
+        if status == 0 and string.find(flags, 'r', 1, true) and string.byte(tail, cut + 1) ~= 74 then
+            local cash = tonumber(string.match(flags, 'c([%d%.e%-%+]+)') or '0')
+            if cash > 0 then
+                local url = split(string.sub(tail, cut + 1), 2)[1]
+                redis.call('ZADD', prefix .. K.ranked .. host, 'XX', 'INCR', -cash, url)
+            end
+        end
         if status == 1 then  -- key and s: the bucket of generation G-1
             redis.call('SET', key, (s or '') .. fp)
             count = count + 1
@@ -353,6 +390,17 @@ for e = 1, n do
             redis.call('ZADD', prefix .. K.delayed, due, seq .. SEP .. tail)
         elseif flags ~= 'f' and string.find(flags, 'b', 1, true) then
             redis.call('LPUSH', prefix .. K.back .. host, string.sub(tail, cut + 1))
+            make_ready(prefix, host, now)
+        elseif flags ~= 'f' and string.find(flags, 'r', 1, true) then
+            local payload = string.sub(tail, cut + 1)
+            local url, rest = payload, payload
+            if string.byte(payload, 1) ~= 74 then  -- 'J': kept whole, keyed by its own text
+                url = split(payload, 2)[1]
+                rest = string.sub(payload, #url + 1)
+            end
+            local cash = tonumber(string.match(flags, 'c([%d%.e%-%+]+)') or '0')
+            redis.call('ZADD', prefix .. K.ranked .. host, tonumber(level) * RANK - cash, url)
+            redis.call('HSET', prefix .. K.ranked_payloads, url, rest)
             make_ready(prefix, host, now)
         else
             local q = front[level]
@@ -421,9 +469,10 @@ return out
 #   that + its interval (hdelay or the default); a
 #   host whose back queue is empty, or that reached its in-flight limit, leaves the
 #   heap but keeps its hnext time (the landing of one of its leases brings it back).
-# Returns {next_due, acked, due1, interval1, lease1, due2, ...} (a lease ends with its
-# payload; its due time, ms, is when its request may leave; its host's interval, ms,
-# is how long after its download ends the host is due again); when
+# Returns {next_due, acked, due1, interval1, cash1, lease1, due2, ...} (a lease ends with
+# its payload; its due time, ms, is when its request may leave; its host's interval, ms,
+# is how long after its download ends the host is due again; its cash, the importance it
+# carries, OPIC's, to share among its links: 0 but from a ranked queue); when
 # fewer than n URLs were handed out, next_due is the earliest time (ms) any host in the
 # heap or any delayed retry is due (now when the refill stopped at its limit with front
 # queue entries left; -1: nothing is queued but in front queues, i.e. nothing at all);
@@ -510,7 +559,7 @@ local function stale(payload)
     dropped = dropped + 1
     return true
 end
-local function lease(host, payload, due, interval, untracked)
+local function lease(host, payload, due, interval, untracked, cash)
     local attempt = 1
     if string.byte(payload, 1) == 29 then
         local parts = split(string.sub(payload, 2), 2)
@@ -526,14 +575,15 @@ local function lease(host, payload, due, interval, untracked)
     end
     out[#out + 1] = due
     out[#out + 1] = interval
+    out[#out + 1] = string.format('%.9g', cash or 0)
     out[#out + 1] = member
     popped = popped + 1
 end
 -- lease the host's next URL, due at `due`; the host's next time is one interval later
-local function hand_out(host, payload, due)
+local function hand_out(host, payload, due, cash)
     local interval = interval_of(prefix, host)
     redis.call('HSET', prefix .. K.hnext, host, due + interval)
-    lease(host, payload, due, interval)
+    lease(host, payload, due, interval, false, cash)
     return due + interval
 end
 for _, d in ipairs(redis.call('LPOP', prefix .. K.drops, n) or {}) do
@@ -549,9 +599,14 @@ for i = 1, #due_hosts, 2 do
     local bq = prefix .. K.back .. host
     local payload = redis.call('LPOP', bq)
     while payload and stale(payload) do payload = redis.call('LPOP', bq) end
+    local cash = 0
+    if not payload then
+        payload, cash = take_ranked(prefix, host)
+        while payload and stale(payload) do payload, cash = take_ranked(prefix, host) end
+    end
     if payload then
-        local nxt = hand_out(host, payload, due)
-        if redis.call('LLEN', bq) > 0 and not at_limit(prefix, host) then
+        local nxt = hand_out(host, payload, due, cash)
+        if has_queue(prefix, host) and not at_limit(prefix, host) then
             redis.call('ZADD', ready, nxt, host)
         else
             redis.call('ZREM', ready, host)
@@ -590,7 +645,7 @@ if popped < n then
         local parts = split(entry, 2)
         local host, payload = parts[1], parts[2]
         local bq = prefix .. K.back .. host
-        if redis.call('EXISTS', bq) == 1 then  -- in the heap already, or at its limit
+        if has_queue(prefix, host) then  -- in the heap already, or at its limit
             redis.call('RPUSH', bq, payload)
         else
             local nxt = tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0')
@@ -598,7 +653,7 @@ if popped < n then
                 -- (dropped: the host keeps its turn)
             elseif nxt <= horizon and not at_limit(prefix, host) and not held(prefix, host) then
                 local due = math.max(nxt, now)
-                hand_out(host, payload, due)
+                hand_out(host, payload, due, 0)
             else
                 redis.call('RPUSH', bq, payload)
                 add_ready(prefix, host, now)
@@ -882,7 +937,28 @@ end
 local resumed = redis.call('HDEL', prefix .. K.hpaused, host) + redis.call('HDEL', prefix .. K.hdropped, host)
 if resumed == 0 then return 0 end
 redis.call('HDEL', prefix .. K.hdown, host)
-if redis.call('EXISTS', prefix .. K.back .. host) == 1 then make_ready(prefix, host, now) end
+if has_queue(prefix, host) then make_ready(prefix, host, now) end
 return 1
+"""
+)
+
+
+# CREDIT: FRONTIER_ORDER importance: URLs linked again by a fetched page, each gaining its share
+# of the page's importance (OPIC) where it waits in its host's ranked queue (a URL no longer
+# there, handed out or never ranked, gains nothing). ARGV[1] key prefix, ARGV[2..] one value a
+# URL: host SEP URL SEP cash. Returns how many were waiting.
+CREDIT = (
+    _K
+    + _HELPERS
+    + r"""
+local prefix = ARGV[1]
+local waiting = 0
+for i = 2, #ARGV do
+    local parts = split(ARGV[i], 3)
+    if redis.call('ZADD', prefix .. K.ranked .. parts[1], 'XX', 'INCR', -tonumber(parts[3]), parts[2]) then
+        waiting = waiting + 1
+    end
+end
+return waiting
 """
 )

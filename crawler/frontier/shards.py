@@ -89,7 +89,7 @@ class ShardedFrontier:
         self.redis, self.keys = first.redis, first.keys
         self.intervals, self.traps, self.rules = first.intervals, first.traps, first.rules
         self.max_in_flight, self.lease_ms = first.max_in_flight, first.lease_ms
-        self.give_up_ms = first.give_up_ms
+        self.give_up_ms, self.ranked = first.give_up_ms, first.ranked
         # the page budget is the crawl's, not a shard's: get() spends it over them all
         self.max_pages = first.max_pages
         for shard in shards:
@@ -179,6 +179,15 @@ class ShardedFrontier:
             for i, status in zip(indexes, statuses, strict=True):
                 out[i] = status
         return out  # type: ignore[return-value]
+
+    def credit(self, credits: list[tuple[str, float]]) -> int:
+        groups: dict[int, list] = {}
+        for url, cash in credits:
+            try:
+                groups.setdefault(self.ring.index(self.politeness_key(url)), []).append((url, cash))
+            except InvalidURL:
+                continue
+        return sum(self._on(s, lambda s=s, part=part: self.shards[s].credit(part)) for s, part in groups.items())
 
     # -- hand out -------------------------------------------------------------------
 

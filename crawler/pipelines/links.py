@@ -64,7 +64,7 @@ class FollowLinksPipeline:
         engine = self.crawler.engine
         enqueue_links = getattr(engine.scheduler, "enqueue_links", None)
         if enqueue_links is not None:
-            enqueue_links(urls, depth, referer)
+            enqueue_links(urls, depth, referer, item.get("importance") or 0.0)
             return item
         for url in urls:
             engine.crawl(Request(url, errback=errback, headers={"Referer": referer}, meta={meta.DEPTH: depth}))

@@ -252,18 +252,30 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
         self._offer([entry])
         return True
 
-    def enqueue_links(self, urls: list[str], depth: int, referer: str) -> None:
+    def enqueue_links(self, urls: list[str], depth: int, referer: str, cash: float = 0.0) -> None:
         """Offer a page's followed links: normalized http(s) URLs, each what
         ``enqueue_request`` would push for a plain request of the spider's default
         callback at ``depth`` with ``referer``, without building a Request for each (a
-        page's hundreds of links cost most of a worker's time that way)."""
-        entries = []
+        page's hundreds of links cost most of a worker's time that way). ``cash``: the
+        page's importance (FRONTIER_ORDER importance), shared equally among them."""
+        share = cash / len(urls) if urls else 0.0
+        entries, credits = [], []
+        known = self._known if share > 0 and self.frontier.ranked else ()
         for url in urls:
             if not url.startswith(("http://", "https://")):
                 self._inc("frontier/invalid")
                 continue
-            entries.append(Entry(url=url, payload=codec.encode_link(url, depth, referer), depth=depth))
+            if url in known:  # sent before: only its share of importance goes (credit)
+                credits.append((url, share))
+                continue
+            entries.append(Entry(url=url, payload=codec.encode_link(url, depth, referer), depth=depth, cash=share))
         self._offer(entries)
+        if credits:
+            self._inc("frontier/seen", len(credits))
+            try:
+                self.frontier.credit(credits)
+            except redis.RedisError as exc:  # (a share of importance is not worth keeping for later)
+                self.outbox.redis_down(exc)
 
     def next_request(self):
         if len(self._unread) >= self.max_unread and not self._buffer:
@@ -315,6 +327,8 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
             request.meta[meta.LEASE] = lease.id
             if lease.due < 0:  # to be recorded as not fetched (steering.py): no request leaves
                 request.meta[meta.NOT_FETCHED] = -lease.due
+            if lease.cash > 0:  # (FRONTIER_ORDER importance: its links share it)
+                request.meta[meta.IMPORTANCE] = lease.cash
             self._unread.add(lease.id)
             if lease.due > now * 1000:
                 request.meta[meta.DUE] = lease.due

@@ -307,6 +307,8 @@ class BroadSpider(scrapy.Spider):
         )
         if meta.RECRAWL in info:
             page["recrawl"] = info[meta.RECRAWL]
+        if info.get(meta.IMPORTANCE):
+            page["importance"] = info[meta.IMPORTANCE]
         if info.get(meta.SITEMAP_HINTS):
             page["sitemap"] = info[meta.SITEMAP_HINTS]
         if response is not None:
