@@ -435,3 +435,30 @@ def test_a_dropped_hosts_ranked_urls_are_recorded_too(redis_client, crawl_name):
     drops, fetch = _by_due(_take_all(f))
     assert sorted(drops[1]) == [f"http://r.example/{i}".encode() for i in range(3)] and not fetch
     assert redis_client.hlen(f.keys.ranked_payloads) == 0
+
+
+def test_a_worker_crawls_by_importance_and_shares_it_with_the_links(tmp_path, redis_url, redis_client, crawl_name):
+    """A worker with FRONTIER_ORDER=importance crawls the demo site to its end: every page
+    once by the site's log, each host polite, and each page fetched through a link carries
+    the share of importance its linking page gave it (a seed 1, the others less)."""
+    with serve_site(hosts=2, pages=20) as site:
+        seeds = seed_file(tmp_path, [site.url(0, "/p0.html")])
+        settings = loopback_settings(
+            crawl_name, tmp_path / "w.log", FRONTIER_ORDER="importance", FRONTIER_HOST_INTERVAL=0.1
+        )
+        worker = launch_worker(tmp_path, "w", seeds, settings, {**clean_env(), "REDIS_URL": redis_url})
+        code = worker.wait(120)
+        hits = site.page_hits()
+    assert code == 0, worker.tail()
+    keys = [h.key for h in hits]
+    assert len(keys) == len(set(keys)) and len(keys) >= 40  # every page once
+    for host in site.hosts:
+        starts = sorted(h.start for h in hits if h.host == host)
+        assert min(b - a for a, b in zip(starts, starts[1:])) >= 0.095
+    pages = {p["url"]: p for p in worker.pages()}
+    seed = pages[site.url(0, "/p0.html")]
+    assert seed["importance"] == 1.0
+    linked = [p.get("importance") for url, p in pages.items() if p.get("status") == 200 and url != seed["url"]]
+    assert linked and all(0 < x < 1 for x in linked if x is not None)
+    assert sum(1 for x in linked if x) >= len(linked) * 0.8  # (a redirect's target comes without)
+    assert redis_client.hlen(Frontier(redis_client, crawl_name).keys.ranked_payloads) == 0
