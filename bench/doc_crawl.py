@@ -242,25 +242,32 @@ def crawl(sites: list[Site], workers: int, seconds: float, interval: float, work
     with RedisServer(str(work)) as redis_server:
         env = clean_env()
         env["REDIS_URL"] = redis_server.url
-        cmds = []
-        for n in range(workers):
-            # every worker seeds (the frontier keeps each URL once), so that none finds
-            # the frontier empty and closes before the first one has seeded it
-            cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-O", str(work / f"pages-{n}.jsonl")]
-            cmd += ["-a", f"seeds={seeds}", "-a", "allowed_prefixes=" + ",".join(s.scope for s in sites)]
-            for name, value in {
-                "CRAWL_NAME": "doc-crawl",
-                "CRAWL_DIR": work / "crawl",
-                "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-                "FRONTIER_HOST_INTERVAL": interval,
-                "CLOSESPIDER_TIMEOUT": seconds,
-                "LOG_FILE": work / f"worker-{n}.log",
-            }.items():
-                cmd += ["-s", f"{name}={value}"]
-            cmds.append((cmd, ROOT, env, work / f"worker-{n}.out"))
-        ended = run_commands(cmds, seconds + KILL_AFTER)
+        settings = {"CRAWL_NAME": "doc-crawl", "FRONTIER_HOST_INTERVAL": interval, "CLOSESPIDER_TIMEOUT": seconds}
+        ended = run_commands(worker_commands(sites, workers, work, env, settings), seconds + KILL_AFTER)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)  # before redis-server ends
     return ended, (after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime)
+
+
+def worker_commands(sites: list[Site], workers: int, work: Path, env: dict, settings: dict) -> list:
+    """The commands of ``workers`` workers crawling ``sites`` (each within its scope) from
+    ``work``/seeds.txt, for run_commands: the project's defaults but loopback allowed, one
+    crawl directory, a feed and a log each, and ``settings``."""
+    cmds = []
+    for n in range(workers):
+        # every worker seeds (the frontier keeps each URL once), so that none finds
+        # the frontier empty and closes before the first one has seeded it
+        cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-O", str(work / f"pages-{n}.jsonl")]
+        cmd += ["-a", f"seeds={work / 'seeds.txt'}", "-a", "allowed_prefixes=" + ",".join(s.scope for s in sites)]
+        values = {
+            "CRAWL_DIR": work / "crawl",
+            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+            "LOG_FILE": work / f"worker-{n}.log",
+            **settings,
+        }
+        for name, value in values.items():
+            cmd += ["-s", f"{name}={value}"]
+        cmds.append((cmd, ROOT, env, work / f"worker-{n}.out"))
+    return cmds
 
 
 def run_commands(cmds: list[tuple[list[str], Path, dict, Path]], limit: float) -> dict[int, tuple[float, int | None]]:

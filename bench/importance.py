@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -38,13 +37,12 @@ from urllib.parse import urljoin
 
 import lxml.html
 
-from bench.doc_crawl import DocHandler, Site, run_commands, served_sites
+from bench.doc_crawl import DocHandler, Site, run_commands, served_sites, worker_commands
 from crawler.frontier import codec
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.urls import InvalidURL, normalize_url
 from tests.harness import RedisServer, clean_env
 
-ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 120.0  # seconds after its start a worker still running is killed
 
 
@@ -124,21 +122,13 @@ def crawl(sites: list[Site], order: str, budget: int, interval: float, work: Pat
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with RedisServer(str(work)) as redis_server:
         env = {**clean_env(), "REDIS_URL": redis_server.url}
-        cmds = []
-        for n in range(workers):
-            cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-O", str(work / f"pages-{n}.jsonl")]
-            cmd += ["-a", f"seeds={seeds}", "-a", "allowed_prefixes=" + ",".join(s.scope for s in sites)]
-            for name, value in {
-                "CRAWL_NAME": "importance",
-                "CRAWL_DIR": work / "crawl",
-                "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-                "FRONTIER_HOST_INTERVAL": interval,
-                "FRONTIER_ORDER": order,
-                "CRAWL_MAX_PAGES": budget,
-                "LOG_FILE": work / f"worker-{n}.log",
-            }.items():
-                cmd += ["-s", f"{name}={value}"]
-            cmds.append((cmd, ROOT, env, work / f"worker-{n}.out"))
+        settings = {
+            "CRAWL_NAME": "importance",
+            "FRONTIER_HOST_INTERVAL": interval,
+            "FRONTIER_ORDER": order,
+            "CRAWL_MAX_PAGES": budget,
+        }
+        cmds = worker_commands(sites, workers, work, env, settings)
         started = time.monotonic()
         ended = run_commands(cmds, LIMIT)
         seconds = time.monotonic() - started

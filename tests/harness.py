@@ -117,6 +117,18 @@ def drain(frontier) -> list[bytes]:
         frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases])
 
 
+def local_resolver(host):
+    """A stand-in for ``socket.gethostbyname_ex`` that answers an address (as inet_aton reads
+    it) and refuses every name: the ``surt`` package looks up hosts made of numbers, and no
+    look-up may leave the machine."""
+    host = host.decode("ascii") if isinstance(host, bytes) else host
+    try:
+        address = socket.inet_ntoa(socket.inet_aton(host))
+    except OSError:
+        raise socket.gaierror(socket.EAI_NONAME, "not an address") from None
+    return address, [], [address]
+
+
 def percentile(values, q: float) -> float:
     """The ``q`` quantile (0..1) of ``values`` by nearest rank (NaN for none): the one the
     tests and benchmarks report."""

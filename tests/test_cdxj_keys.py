@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.archive import cdxj
+from tests.harness import local_resolver
 
 
 def surt_key(url: str) -> str:
@@ -27,15 +28,7 @@ def no_resolver(monkeypatch):
     the resolver answers an address it can read (inet_aton), and refused otherwise, so that
     no name lookup leaves the machine."""
 
-    def resolve(host):
-        host = host.decode("ascii") if isinstance(host, bytes) else host
-        try:
-            address = socket.inet_ntoa(socket.inet_aton(host))
-        except OSError:
-            raise socket.gaierror(socket.EAI_NONAME, "not an address") from None
-        return address, [], [address]
-
-    monkeypatch.setattr(socket, "gethostbyname_ex", resolve)
+    monkeypatch.setattr(socket, "gethostbyname_ex", local_resolver)
 
 
 LABEL = st.text("abcxyzXYZ0129-", min_size=1, max_size=6)

@@ -10,6 +10,7 @@ import surt
 
 from crawler.config import scope
 from crawler.config.scope import EMPTY, CrawlRules, Decision, HostOverrides, RulesError
+from tests.harness import local_resolver
 
 ACCEPTED = Decision(True, None, "")
 
@@ -235,16 +236,8 @@ IP_URLS = [
 
 @pytest.mark.parametrize("url", IP_URLS)
 def test_an_address_gets_the_key_surt_gives(url, monkeypatch):
-    def inet_aton_resolver(host):  # the system's answer for an address; no look-up of a name
-        host = host.decode("ascii") if isinstance(host, bytes) else host
-        try:
-            address = socket.inet_ntoa(socket.inet_aton(host))
-        except OSError:
-            raise socket.gaierror(socket.EAI_NONAME, "not an address") from None
-        return address, [], [address]
-
     refuse = socket.gethostbyname_ex
-    monkeypatch.setattr(socket, "gethostbyname_ex", inet_aton_resolver)
+    monkeypatch.setattr(socket, "gethostbyname_ex", local_resolver)
     expected = surt.surt(url)
     monkeypatch.setattr(socket, "gethostbyname_ex", refuse)
     assert scope._surt_key(url) == expected
