@@ -8,14 +8,17 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+import redis
+
 from crawler.config.scope import RulesWatch
 from crawler.demo.site import serve_site
 from crawler.frontier import codec
-from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.frontier import SEED_CASH, Entry, Frontier
 from crawler.frontier.keys import SEP
 from crawler.frontier.shards import ShardedFrontier
 from crawler.frontier.words import FINISHED, PAUSED, RUNNING, WAITING, now_ms
-from tests.harness import clean_env, crawl_command, drain, launch_worker, loopback_settings, seed_file
+from tests.harness import clean_env, crawl_command, drain, free_port, launch_worker, loopback_settings, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,16 +27,13 @@ def _entries(hosts, per_host):
     return [Entry(url=u, payload=u.encode()) for i in range(per_host) for h in hosts for u in [f"http://{h}/{i}"]]
 
 
-def test_a_paused_crawl_hands_out_nothing_yet_takes_acks_and_renewals(redis_client, crawl_name):
+def test_a_paused_crawl_hands_out_nothing_yet_takes_acks(redis_client, crawl_name):
     f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=0)
     f.put(_entries(["a.example", "b.example", "c.example"], 2))
     [held], _ = f.get(1)
     assert f.pause() is True
     assert f.pause() is False  # (paused already)
     assert f.paused()["crawl"] is not None
-    expiry = redis_client.zscore(f.keys.leases, held.id)
-    f.renew([held.id], now=now_ms() + 5000)
-    assert redis_client.zscore(f.keys.leases, held.id) > expiry  # leases are still renewed
     outlook = f.outlook(60)
     assert outlook["state"] == PAUSED and outlook["leased"] == 1 and outlook["paused_at"]
     leases, next_due = f.get(10, ack=[held.id], landed=[held.id])
@@ -132,8 +132,10 @@ def test_a_dropped_hosts_urls_come_out_to_be_recorded_wherever_they_were_queued(
     f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=1)
     urls = [f"http://a.example/{i}" for i in range(4)]
     f.put([Entry(url=u, payload=u.encode()) for u in urls[:3]] + _entries(["b.example"], 2))
-    [first], _ = f.get(1)  # a.example/0 in flight; a/1 and a/2 sorted into its back queue by the refill below
-    f.get(0)
+    [first], _ = f.get(1)  # a.example/0 in flight
+    [b0], _ = f.get(1)  # b.example/0; the refill sorts a/1 and a/2 into a's back queue on its way
+    assert redis_client.llen(f.keys.back("a.example")) == 2
+    f.ack(b0.id)
     retry = Entry(url=urls[0], payload=urls[0].encode(), dont_filter=True, follow_up=True)
     retry.replaces_lease, retry.not_before = first.id, now_ms() + 60_000
     f.put([retry])  # its retry waits in the delayed set
@@ -141,7 +143,7 @@ def test_a_dropped_hosts_urls_come_out_to_be_recorded_wherever_they_were_queued(
     f.put([Entry(url=urls[3], payload=urls[3].encode())])  # discovered after the drop: in a front queue
     drops, fetch = _by_due(_take_all(f))
     assert sorted(drops[1]) == sorted(u.encode() for u in urls)  # the back queue's, the retry, the late one
-    assert sorted(fetch) == [b"http://b.example/0", b"http://b.example/1"]
+    assert sorted(fetch) == [b"http://b.example/1"]
     assert f.stats()["queued"] == 0 and f.outlook(60)["state"] == FINISHED
     assert f.paused()["dropped"]["a.example"][1] == "operator"
     assert f.resume("a.example") is True  # crawled again from its next URL
@@ -214,6 +216,60 @@ def test_the_crawl_rules_decide_every_entry_and_set_each_hosts_own_limits(redis_
     path.write_text("reject nothing\n")
     clock[0] = 12.0
     assert f.put([Entry(url="http://two.example/newest", payload=b"x")]) == ["rejected"]  # the rules before
+
+
+def test_a_drop_given_back_comes_out_again_to_be_recorded_and_is_no_page_of_the_budget(redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=1, host_max_pages=1, max_pages=5)
+    f.put(_entries(["q.example"], 2))  # q/1 over the quota
+    leases, _ = f.get(10)
+    [drop] = [lease for lease in leases if lease.due < 0]
+    assert drop.payload == b"http://q.example/1" and drop.due == -3
+    f.give_back([drop.id])  # (a worker stopping with it unread)
+    again, _ = f.get(10)
+    assert [(lease.payload, lease.due) for lease in again] == [(b"http://q.example/1", -3)]
+    f.ack(again[0].id, *[lease.id for lease in leases if lease.due >= 0])
+    assert f.budget()["done"] == 1  # q/0 fetched; the drop recorded, no page of the budget
+    assert f.stats()["queued"] == 0
+
+
+def test_a_url_pushed_twice_past_url_seen_waits_once_in_its_ranked_queue(redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=0, order="importance")
+    due = Entry(url="http://d.example/", payload=b"http://d.example/", dont_filter=True, cash=1.0)  # (a recrawl's)
+    assert f.put([due]) == ["added"] and f.put([due]) == ["seen"]
+    assert f.stats()["queued"] == 1 and len(drain(f)) == 1 and f.stats()["queued"] == 0
+    assert f.outlook(60)["state"] == FINISHED
+
+
+def test_importance_keeps_small_shares_apart(redis_client, crawl_name):
+    f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=0, order="importance")
+    shares = [0.0123456, 0.0123457, 1e-6, 1.1e-6, 1e-8]
+    f.put(
+        [
+            Entry(url=f"http://s.example/{i}", payload=f"http://s.example/{i}".encode(), cash=c)
+            for i, c in enumerate(shares)
+        ]
+    )
+    got = []
+    while True:
+        leases, _ = f.get(1)
+        if not leases:
+            break
+        got.append(leases[0].cash)
+        f.ack(leases[0].id)
+    assert got == pytest.approx(sorted(shares, reverse=True), rel=1e-6)
+
+
+def test_a_sharded_budget_goes_on_with_a_shard_down(redis_client, crawl_name):
+    dead = redis.Redis(port=free_port(), socket_connect_timeout=0.2)
+    shards = [
+        Frontier(client, crawl_name, host_interval=0, max_pages=10, shard=k)
+        for k, client in enumerate([redis_client, dead])
+    ]
+    f = ShardedFrontier(shards, ["r1", "r2"])
+    host = next(h for h in (f"h{i}.example" for i in range(50)) if f.ring.index(h) == 0)
+    shards[0].put(_entries([host], 3))
+    leases, _ = f.get(10)
+    assert len(leases) == 1 and f.budget() == {"max": 10, "done": 0, "leased": 1, "spent": False}
 
 
 # -- through real workers ----------------------------------------------------------------------
@@ -389,7 +445,7 @@ def test_a_worker_follows_the_crawl_rules_and_reads_them_again_when_they_change(
 def test_importance_hands_out_each_hosts_most_important_url_first(redis_client, crawl_name):
     f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=0, order="importance")
     link = codec.encode_link
-    f.put([Entry(url="http://h.example/", payload=b"http://h.example/")])  # a seed: cash 1
+    f.put([Entry(url="http://h.example/", payload=b"http://h.example/", cash=SEED_CASH)])  # a seed
     [seed], _ = f.get(1)
     assert seed.cash == 1.0
     found = [f"http://h.example/{i}" for i in range(4)]
@@ -402,7 +458,8 @@ def test_importance_hands_out_each_hosts_most_important_url_first(redis_client, 
     assert f.credit([("http://h.example/new", 0.3), ("http://h.example/", 5.0), ("http://else.example/", 1)]) == 1
     f.put([Entry(url="http://h.example/first", payload=b"http://h.example/first", urgent=True)])  # a submission
     f.put([Entry(url="http://h.example/seed2", payload=b"http://h.example/seed2", priority=1, cash=0.01)])
-    assert f.stats()["queued"] == 7 and f.queue_lengths(["h.example"]) == [7]
+    f.put([Entry(url="http://h.example/map", payload=b"http://h.example/map")])  # (no cash: a sitemap's)
+    assert f.stats()["queued"] == 8 and f.queue_lengths(["h.example"]) == [8]
     order, cash = [], {}
     while True:
         leases, _ = f.get(1)
@@ -411,19 +468,16 @@ def test_importance_hands_out_each_hosts_most_important_url_first(redis_client, 
         order.append(leases[0].payload.split(SEP.encode())[0].decode())
         cash[order[-1]] = leases[0].cash
         f.ack(leases[0].id)
-    assert (
-        order
-        == [
-            "http://h.example/first",  # the submission: its host's back queue
-            "http://h.example/seed2",  # a higher priority level
-            "http://h.example/2",  # 0.75 (its payload, depth 1, kept from its first entry)
-            "http://h.example/3",
-            "http://h.example/new",  # 0.6 (and not the seed: handed out, it gains nothing)
-            "http://h.example/0",  # 0.25
-            "http://h.example/1",
-            "http://h.example/",  # (the seed, handed out above: not again)
-        ][:7]
-    )
+    assert order == [
+        "http://h.example/first",  # the submission: its host's back queue
+        "http://h.example/seed2",  # a higher priority level
+        "http://h.example/2",  # 0.75 (its payload, depth 1, kept from its first entry)
+        "http://h.example/3",
+        "http://h.example/new",  # 0.6 (and not the seed: handed out, it gains nothing)
+        "http://h.example/0",  # 0.25
+        "http://h.example/1",
+        "http://h.example/map",  # no cash of its own
+    ]
     assert cash["http://h.example/2"] == 0.75 and cash["http://h.example/first"] == 0
     assert redis_client.hlen(f.keys.ranked_payloads) == 0 and f.stats()["queued"] == 0
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from twisted.internet import task, threads
 
 from crawler.frontier import codec
-from crawler.frontier.frontier import Entry
+from crawler.frontier.frontier import SEED_CASH, Entry
 from crawler.frontier.words import ADDED
 
 logger = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def recrawl_entry(row: dict) -> Entry:
         "last_modified": row.get("last_modified"),
     }
     info = {k: v for k, v in info.items() if v is not None}
-    return Entry(url=row["url"], payload=codec.encode_recrawl(row["url"], info), dont_filter=True)
+    return Entry(url=row["url"], payload=codec.encode_recrawl(row["url"], info), dont_filter=True, cash=SEED_CASH)
 
 
 class Recrawl:

@@ -70,6 +70,7 @@ from crawler.urls import InvalidURL
 logger = logging.getLogger(__name__)
 
 _STATUS = {1: ADDED, 0: SEEN, 2: HOST_FULL}
+SEED_CASH = 1.0  # FRONTIER_ORDER importance: what a seed (or a due URL put back) starts with
 PROMOTED_DAYS = 7  # a promotion whose second copy never came up is forgotten after this
 
 
@@ -86,7 +87,7 @@ class Entry:
     replaces_lease: bytes = b""  # lease released when this entry is admitted
     not_before: int = 0  # ms; a follow-up waits in the delayed set until then (a URL's retry)
     urgent: bool = False  # to the head of its host's back queue, past the front queues (submissions)
-    cash: float = 1.0  # FRONTIER_ORDER importance: the importance it brings (a seed's 1; a link's share)
+    cash: float = 0.0  # FRONTIER_ORDER importance: the importance it brings (SEED_CASH for a seed; a link's share)
 
 
 @dataclass
@@ -337,8 +338,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
                 own = rules.overrides(host)
                 if own.max_pages is not None:
                     flags += f"q{own.max_pages}"
-                if own.in_flight is not None:
-                    flags += f"m{own.in_flight}"
+                flags += f"m{own.in_flight or 0}"  # (m0: none of its own, any before it forgotten)
                 if own.priority is not None and not priority:
                     priority = own.priority
             hashes = "" if e.dont_filter else "{} {}".format(*url_hashes(e.url))

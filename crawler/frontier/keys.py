@@ -17,8 +17,9 @@ key                         type    contents
 ``rqpay``                   hash    URL -> its payload for ``rq:`` (without the URL when it
                                     begins with it: '' is the URL alone)
 ``ready``                   zset    ready-host heap: host -> time (ms) it may next be
-                                    fetched; a host is here iff its back queue is not
-                                    empty and it is below its in-flight limit
+                                    fetched; a host is here iff it has URLs queued
+                                    (back or ranked queue), is below its in-flight
+                                    limit, and is neither paused nor dropped
 ``hnext``                   hash    host -> next allowed fetch time (ms), kept after the
                                     back queue empties so a returning host stays polite
 ``hdelay``                  hash    host -> interval (ms) overriding the default

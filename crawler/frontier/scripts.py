@@ -55,9 +55,10 @@ local function at_limit(prefix, host)
 end
 -- FRONTIER_ORDER importance: a host's new URLs wait in its ranked queue (rq:<host>, a zset:
 -- URL -> level x RANK - cash, lowest first: a higher priority level first, then the most
--- cash, OPIC's importance), their payloads in 'rqpay' (URL -> the payload without the URL
+-- cash, OPIC's importance; RANK 1e4 keeps cash exact to some 1e-12 within a level, cash
+-- above RANK would pass into the level above), their payloads in 'rqpay' (URL -> the payload without the URL
 -- when it begins with it). Its back queue (follow-ups, retries, submissions) comes first.
-local RANK = 1e9
+local RANK = 1e4
 local function has_queue(prefix, host)
     return redis.call('EXISTS', prefix .. K.back .. host, prefix .. K.ranked .. host) > 0
 end
@@ -84,9 +85,9 @@ local function to_drops(prefix, entries)
         redis.call('RPUSH', prefix .. K.drops, unpack(entries, i, math.min(i + 999, #entries)))
     end
 end
--- a dropped host's back queue and delayed retries move to 'drops' (a requeued entry loses
--- its attempt count)
-local function drop_queued(prefix, host, code)
+-- a dropped host's back queue, ranked queue and (``delayed``: at the drop itself) its
+-- delayed retries move to 'drops' (a requeued entry loses its attempt count)
+local function drop_queued(prefix, host, code, delayed)
     local bq = prefix .. K.back .. host
     local moved = {}
     for _, e in ipairs(redis.call('LRANGE', bq, 0, -1)) do
@@ -98,7 +99,7 @@ local function drop_queued(prefix, host, code)
         moved[#moved + 1] = code .. SEP .. host .. SEP .. ranked_payload(prefix, url)
     end
     redis.call('DEL', prefix .. K.ranked .. host)
-    for _, m in ipairs(redis.call('ZRANGE', prefix .. K.delayed, 0, -1)) do
+    for _, m in ipairs(delayed and redis.call('ZRANGE', prefix .. K.delayed, 0, -1) or {}) do
         local parts = split(m, 3)  -- seq, host, payload
         if parts[2] == host then
             redis.call('ZREM', prefix .. K.delayed, m)
@@ -113,7 +114,7 @@ local function held(prefix, host)
     if redis.call('HEXISTS', prefix .. K.hpaused, host) == 1 then return true end
     local dropped = redis.call('HGET', prefix .. K.hdropped, host)
     if not dropped then return false end
-    drop_queued(prefix, host, DROP_CODES[string.match(dropped, ':(%a+)$')] or 1)
+    drop_queued(prefix, host, DROP_CODES[string.match(dropped, ':(%a+)$')] or 1, false)
     return true
 end
 -- put a host that is not in the ready heap into it, due no earlier than its hnext
@@ -180,7 +181,8 @@ end
 # The acknowledged leases still held are counted in the second ``now`` falls in
 # (``acked:recent``: field second mod 64, value ``<second>:<count>``, a field of an older
 # second started again), so that the last minute's pages are a read of 64 fields, and in
-# the counter ``done`` (pages handled: what CRAWL_MAX_PAGES counts, with the leases held).
+# the counter ``done`` (pages handled: what CRAWL_MAX_PAGES counts, with the leases held;
+# a drop's lease, its attempt negative, is no page).
 _SETTLE = r"""
 local function count_recent(prefix, now, n)
     local second = math.floor(now / 1000)
@@ -200,14 +202,15 @@ local function settle(prefix, first, now)
         local ended, m = math.min(tonumber(ARGV[i]), now), ARGV[i + 1]
         if string.byte(m, 1) == 43 then land(prefix, string.sub(m, 2), ended, true) else land(prefix, m, ended, false) end
     end
+    local done = 0
     for i = first + 1, first + a do
-        acked = acked + redis.call('ZREM', prefix .. K.leases, ARGV[i])
+        local held = redis.call('ZREM', prefix .. K.leases, ARGV[i])
+        acked = acked + held
+        if held == 1 and not string.find(ARGV[i], '^%d+\031%-') then done = done + 1 end  -- (not a drop's)
         land(prefix, ARGV[i], now, false)
     end
-    if acked > 0 then
-        count_recent(prefix, now, acked)
-        redis.call('HINCRBY', prefix .. K.counters, 'done', acked)
-    end
+    if acked > 0 then count_recent(prefix, now, acked) end
+    if done > 0 then redis.call('HINCRBY', prefix .. K.counters, 'done', done) end
     return acked
 end
 """
@@ -228,7 +231,7 @@ local function back_off(prefix, host, now, lo, hi, quiet, retry_after, jitter, r
         local since = tonumber(redis.call('HGET', prefix .. K.hdown, host))
         if give_up > 0 and now - since >= give_up and redis.call('HSETNX', prefix .. K.hdropped, host, now .. ':down') == 1 then
             redis.call('ZREM', prefix .. K.ready, host)
-            drop_queued(prefix, host, 2)
+            drop_queued(prefix, host, 2, true)
         end
     end
     local state = redis.call('HGET', prefix .. K.hback, host)
@@ -268,7 +271,7 @@ end
 #                  which POP moves it to the head of its back queue once due;
 #                  'q<n>' = the host's quota is n in place of ARGV[5] (the crawl rules'
 #                  max_pages); 'm<n>' = the host's in-flight limit is n (hlimit: the
-#                  crawl rules' in_flight); 'r' = FRONTIER_ORDER importance: a new URL
+#                  crawl rules' in_flight; m0: none of its own); 'r' = FRONTIER_ORDER importance: a new URL
 #                  goes to its host's ranked queue, and 'c<cash>' is the importance it
 #                  brings (OPIC: its share of the cash of the page that links to it; a URL
 #                  seen and still in its ranked queue gains it)
@@ -377,7 +380,9 @@ for e = 1, n do
     end
     local due = flags ~= 'f' and string.match(flags, 'd(%d+)')
     local limit = flags ~= 'f' and string.match(flags, 'm(%d+)')
-    if limit and redis.call('HGET', prefix .. K.hlimit, host) ~= limit then
+    if limit == '0' then  -- (a rules file without one for this host: none)
+        redis.call('HDEL', prefix .. K.hlimit, host)
+    elseif limit and redis.call('HGET', prefix .. K.hlimit, host) ~= limit then
         redis.call('HSET', prefix .. K.hlimit, host, limit)
         host_limits = true
     end
@@ -399,15 +404,18 @@ for e = 1, n do
                 rest = string.sub(payload, #url + 1)
             end
             local cash = tonumber(string.match(flags, 'c([%d%.e%-%+]+)') or '0')
-            redis.call('ZADD', prefix .. K.ranked .. host, tonumber(level) * RANK - cash, url)
-            redis.call('HSET', prefix .. K.ranked_payloads, url, rest)
-            make_ready(prefix, host, now)
+            if redis.call('ZADD', prefix .. K.ranked .. host, 'NX', tonumber(level) * RANK - cash, url) == 1 then
+                redis.call('HSET', prefix .. K.ranked_payloads, url, rest)
+                make_ready(prefix, host, now)
+            else  -- waiting there already (a URL pushed again past URL-seen: a recrawl's)
+                status = 0
+            end
         else
             local q = front[level]
             if not q then q = {}; front[level] = q end
             q[#q + 1] = tail  -- host SEP payload: the front queue entry as it stands
         end
-        added = added + 1
+        if status == 1 then added = added + 1 end
     end
     out[e] = status
     if full then break end
@@ -448,8 +456,9 @@ return out
 #   and 3 hand out nothing (and next_due is -1); a paused or dropped host is out of the
 #   ready heap (add_ready) and none of its front queue entries is handed out;
 #   2a. URLs to be recorded as not fetched ('drops': a dropped host's, a quota's) are handed
-#      out first, at most n, each due -code (1 dropped, 2 given up, 3 over quota): the
-#      worker records them without a request;
+#      out first, at most n, each due -code (1 dropped, 2 given up, 3 over quota), the lease's
+#      attempt -code (given back or expired, it goes back to 'drops'; acknowledged, it is no
+#      page of the budget): the worker records them without a request;
 #   1. expired leases (up to 100) go back to the head of their host's back queue, or are
 #      abandoned (counted) after max attempts; a lease whose expiry is 0 was given back
 #      by its worker (release) and does not count as an attempt; retries that are due
@@ -508,8 +517,13 @@ for x = 1, #expired, 2 do
     local parts = split(expired[x], 4)  -- seq, attempt, host, payload
     local attempt = tonumber(parts[2])
     -- score 0 marks a lease given back by its worker (release), not a failed attempt
-    if tonumber(expired[x + 1]) > 0 then attempt = attempt + 1 end
-    if max_attempts > 0 and attempt > max_attempts then
+    if attempt < 0 then  -- a drop's (attempt -code): back to 'drops', to be recorded
+        redis.call('RPUSH', prefix .. K.drops, -attempt .. SEP .. parts[3] .. SEP .. parts[4])
+        redis.call('HINCRBY', counters, 'queued', 1)
+        redis.call('HINCRBY', counters, 'expired', 1)
+    elseif tonumber(expired[x + 1]) > 0 then attempt = attempt + 1 end
+    if attempt < 0 then  -- (done above)
+    elseif max_attempts > 0 and attempt > max_attempts then
         redis.call('HINCRBY', counters, 'abandoned', 1)
     else
         local entry = parts[4]
@@ -527,18 +541,18 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT'
     make_ready(prefix, parts[2], now)
 end
 
--- the operator's pause, and the page budget
+-- the operator's pause, and the page budget (a drop is no page: handed out before it)
 local max_pages = tonumber(ARGV[12])
-if redis.call('EXISTS', prefix .. K.paused) == 1 then
-    n = 0
-elseif max_pages > 0 then
+local paused = redis.call('EXISTS', prefix .. K.paused) == 1
+local budget = n
+if max_pages > 0 then
     local used = tonumber(redis.call('HGET', counters, 'done') or '0') + redis.call('ZCARD', leases)
-    n = math.max(math.min(n, max_pages - used), 0)
+    budget = math.max(max_pages - used, 0)
 end
 
 -- 2. hand out one URL from each of the first n due hosts
 local out = {-1, acked}
-if n == 0 then return out end
+if paused or n == 0 then return out end
 local popped = 0
 -- a promoted URL (PROMOTE) is queued twice: the first copy to come up is handed out (its
 -- time in 'promoted' negated), the second is dropped
@@ -561,6 +575,7 @@ local function stale(payload)
 end
 local function lease(host, payload, due, interval, untracked, cash)
     local attempt = 1
+    if due < 0 then attempt = due end  -- a drop's: -code, so that it goes back to 'drops' if given back
     if string.byte(payload, 1) == 29 then
         local parts = split(string.sub(payload, 2), 2)
         attempt = tonumber(parts[1])
@@ -590,6 +605,7 @@ for _, d in ipairs(redis.call('LPOP', prefix .. K.drops, n) or {}) do
     local parts = split(d, 3)  -- code, host, payload
     lease(parts[2], parts[3], -tonumber(parts[1]), 0, true)  -- (no download: not in flight)
 end
+n = popped + math.min(n - popped, budget)
 local due_hosts = {}
 if popped < n then
     due_hosts = redis.call('ZRANGEBYSCORE', ready, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, n - popped)
@@ -926,7 +942,7 @@ if verb == 'drop' then
     if redis.call('HSETNX', prefix .. K.hdropped, host, now .. ':operator') == 0 then return 0 end
     redis.call('HDEL', prefix .. K.hpaused, host)
     redis.call('ZREM', prefix .. K.ready, host)
-    drop_queued(prefix, host, 1)
+    drop_queued(prefix, host, 1, true)
     return 1
 end
 if verb == 'pause' then

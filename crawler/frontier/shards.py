@@ -313,7 +313,13 @@ class ShardedFrontier:
         }
 
     def budget(self) -> dict:
-        parts = [shard.budget() for shard in self.shards]
+        """Summed over the shards that answer (one down spends nothing meanwhile)."""
+        parts = []
+        for s, shard in enumerate(self.shards):
+            try:
+                parts.append(self._on(s, shard.budget))
+            except (redis.ConnectionError, redis.TimeoutError):
+                continue
         done, leased = sum(p["done"] for p in parts), sum(p["leased"] for p in parts)
         spent = bool(self.max_pages) and done + leased >= self.max_pages
         return {"max": self.max_pages, "done": done, "leased": leased, "spent": spent}
@@ -405,7 +411,7 @@ class ShardedFrontier:
         if spent and not leased:
             state = FINISHED
         else:
-            state = next((s for s in (RUNNING, PAUSED, WAITING) if s in states), FINISHED)
+            state = next((s for s in (PAUSED, RUNNING, WAITING) if s in states), FINISHED)
         paused = [p["paused_at"] for p in parts if p["paused_at"]]
         return {
             "state": state,

@@ -258,13 +258,13 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
         callback at ``depth`` with ``referer``, without building a Request for each (a
         page's hundreds of links cost most of a worker's time that way). ``cash``: the
         page's importance (FRONTIER_ORDER importance), shared equally among them."""
-        share = cash / len(urls) if urls else 0.0
+        valid = [url for url in urls if url.startswith(("http://", "https://"))]
+        if len(valid) < len(urls):
+            self._inc("frontier/invalid", len(urls) - len(valid))
+        share = cash / len(valid) if valid else 0.0
         entries, credits = [], []
         known = self._known if share > 0 and self.frontier.ranked else ()
-        for url in urls:
-            if not url.startswith(("http://", "https://")):
-                self._inc("frontier/invalid")
-                continue
+        for url in valid:
             if url in known:  # sent before: only its share of importance goes (credit)
                 credits.append((url, share))
                 continue

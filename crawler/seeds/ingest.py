@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from crawler.frontier.codec import encode_url
-from crawler.frontier.frontier import Entry
+from crawler.frontier.frontier import SEED_CASH, Entry
 from crawler.frontier.words import ADDED, SEEN
 from crawler.seeds.files import (
     _REASON_CHARS,
@@ -195,7 +195,7 @@ def ingest(
                     report.refused += 1
                     report.refused_by[refusal] += 1
                     continue
-                entries.append(Entry(url=url, payload=encode_url(url), priority=item.priority, depth=0))
+                entries.append(Entry(url=url, payload=encode_url(url), priority=item.priority, depth=0, cash=SEED_CASH))
                 where.append((item.source, item.lineno))
                 if len(entries) >= batch_size:
                     prepared = prepare(entries)  # while the previous batch is being sent
