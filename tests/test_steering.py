@@ -63,6 +63,7 @@ def test_a_paused_host_waits_while_the_others_go_on(redis_client, crawl_name):
     assert deferred[PAUSED]["urls"] == 3 and deferred[PAUSED]["hosts"] == 1 and deferred[PAUSED]["due"] is None
     assert f.outlook(60)["state"] == WAITING
     assert f.paused()["hosts"].keys() == {"a.example"}
+    assert f.stats()["hosts_with_urls"] == 1 and f.stats()["hosts_paused"] == 1  # (out of the heap, URLs left)
     assert f.resume("a.example") is True
     assert sorted(drain(f)) == [b"http://a.example/0", b"http://a.example/1", b"http://a.example/2"]
 

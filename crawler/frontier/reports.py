@@ -34,15 +34,16 @@ class FrontierReports:
         for level in range(self.levels):
             p.llen(k.front(level))
         p.exists(k.paused)
-        p.hlen(k.hpaused)
+        p.hkeys(k.hpaused)
         p.hkeys(k.hflight)
         res = p.execute()
         flying_hosts = [_str(h) for h in res[-1]]
-        paused, hosts_paused = res[-3:-1]
+        paused, held = res[-3], [_str(h) for h in res[-2]]
         res = res[:-3]
-        # hosts downloading now are out of the ready heap until their download ends: those
-        # with URLs left count among the hosts with URLs queued
-        busy_with_queue = sum(1 for n in self.queue_lengths(flying_hosts) if n)
+        # hosts downloading now, and hosts paused, are out of the ready heap: those with URLs
+        # left count among the hosts with URLs queued
+        busy_with_queue = sum(1 for n in self.queue_lengths(sorted({*flying_hosts, *held})) if n)
+        hosts_paused = len(held)
         counters = {_str(a): int(b) for a, b in res[0].items() if _str(a) != EPOCH}
         meta = {_str(a): int(b) for a, b in res[5].items()}
         gen = meta.get("gen", 1)
@@ -53,7 +54,7 @@ class FrontierReports:
             "front_queued": sum(front),
             "front_by_level": front,
             "hosts_queued": res[1],
-            "hosts_with_urls": res[1] + busy_with_queue,  # ready, or downloading with URLs left
+            "hosts_with_urls": res[1] + busy_with_queue,  # ready, or downloading or paused with URLs left
             "hosts_due": res[2],
             "hosts_seen": res[4],
             "leased": res[3],
