@@ -30,14 +30,12 @@ import resource
 import threading
 import time
 from collections import defaultdict
-from functools import partial
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urljoin
 
 import lxml.html
 
-from bench.doc_crawl import DocHandler, Site, run_commands, served_sites, worker_commands
+from bench.doc_crawl import DocHandler, DocServer, Site, run_commands, served_sites, worker_commands
 from crawler.frontier import codec
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.urls import InvalidURL, normalize_url
@@ -59,12 +57,8 @@ ARRIVALS: list[tuple[str, float]] = []
 _arrivals_lock = threading.Lock()
 
 
-class TimedServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, site: Site):
-        self.site = site
-        super().__init__((site.host, site.port), partial(TimedHandler, site=site))
+class TimedServer(DocServer):
+    handler = TimedHandler
 
 
 # -- the link graph, offline -------------------------------------------------------------

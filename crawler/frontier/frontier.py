@@ -206,6 +206,11 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             shard=shard,
         )
 
+    def current_rules(self):
+        """The crawl rules as they stand (CRAWL_RULES, read again when the file changes;
+        none without a file)."""
+        return self.rules.current() if self.rules is not None else EMPTY
+
     def shard_for(self, host: str) -> Frontier:
         """The frontier ``host`` lives on (this one; see shards.py)."""
         return self
@@ -243,7 +248,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         statuses: list[str | None] = [None] * len(entries)
         batch: list[tuple[int, Entry, str]] = []
         release: list[str] = []
-        rules = self.rules.current() if self.rules is not None else EMPTY
+        rules = self.current_rules()
         for i, e in enumerate(entries):
             trap = None if e.follow_up else self.traps.check(e.url, e.depth)
             try:
@@ -284,7 +289,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
                 done += len(result)
             if done < len(batch):  # a filter filled up, or the generation was stale
                 gen = self._generation = self._read_generation()
-                args = self._push_args(batch[done:], gen, self.rules.current() if self.rules is not None else EMPTY)
+                args = self._push_args(batch[done:], gen, self.current_rules())
         return statuses  # type: ignore[return-value]
 
     def promote(self, entries: list[Entry], now: int | None = None) -> list[str]:

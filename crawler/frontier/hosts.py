@@ -75,11 +75,8 @@ class FrontierHosts:
     def interval_override(self, host: str) -> float | None:
         """The operator's interval for ``host`` (seconds): its crawl rules' entry, else
         FRONTIER_HOST_INTERVALS_FILE's, else None."""
-        if self.rules is not None:
-            seconds = self.rules.current().overrides(host).interval
-            if seconds is not None:
-                return seconds
-        return self.intervals.lookup(host)
+        seconds = self.current_rules().overrides(host).interval
+        return seconds if seconds is not None else self.intervals.lookup(host)
 
     def end(self, host: str, now: int | None = None, client=None) -> None:
         """A response from ``host`` to a request the frontier did not hand out

@@ -7,6 +7,7 @@ time matters."""
 from __future__ import annotations
 
 from crawler.frontier.keys import EPOCH, SEP
+from crawler.frontier.steering import budget_spent
 from crawler.frontier.words import FINISHED, INTERVAL, PAUSED, RETRY, RUNNING, WAITING, now_ms
 from crawler.frontier.words import text as _str
 
@@ -107,7 +108,7 @@ class FrontierReports:
         next_due = min(firsts) if firsts else None
         if sum(front) or returned:
             next_due = now
-        spent = bool(self.max_pages) and int(done or 0) + leased + returned >= self.max_pages
+        spent = budget_spent(self.max_pages, int(done or 0), leased + returned)
         if (queued <= 0 or spent) and not leased:
             state = FINISHED
         elif paused:

@@ -30,6 +30,7 @@ import redis
 
 from crawler.frontier.frontier import Entry, Frontier, Lease
 from crawler.frontier.keys import SEP, SHARD
+from crawler.frontier.steering import budget_spent
 from crawler.frontier.words import FINISHED, PAUSED, RUNNING, WAITING
 from crawler.urls import InvalidURL
 
@@ -291,14 +292,16 @@ class ShardedFrontier:
     # -- steering: the crawl on every shard, a host on its own ---------------------------
 
     def pause(self, host: str | None = None, now: int | None = None) -> bool:
-        if host:
-            return self._on_host(host, "pause", now)
-        return any(self._each([lambda shard=shard: shard.pause(None, now) for shard in self.shards]))
+        return self._steer("pause", host, now)
 
     def resume(self, host: str | None = None, now: int | None = None) -> bool:
+        return self._steer("resume", host, now)
+
+    def _steer(self, verb: str, host: str | None, now: int | None) -> bool:
+        """``verb`` on the host's shard, or (no host) on every shard: True if any changed."""
         if host:
-            return self._on_host(host, "resume", now)
-        return any(self._each([lambda shard=shard: shard.resume(None, now) for shard in self.shards]))
+            return self._on_host(host, verb, now)
+        return any(self._each([lambda shard=shard: getattr(shard, verb)(None, now) for shard in self.shards]))
 
     def drop(self, host: str, now: int | None = None) -> bool:
         return self._on_host(host, "drop", now)
@@ -321,8 +324,12 @@ class ShardedFrontier:
             except (redis.ConnectionError, redis.TimeoutError):
                 continue
         done, leased = sum(p["done"] for p in parts), sum(p["leased"] for p in parts)
-        spent = bool(self.max_pages) and done + leased >= self.max_pages
-        return {"max": self.max_pages, "done": done, "leased": leased, "spent": spent}
+        return {
+            "max": self.max_pages,
+            "done": done,
+            "leased": leased,
+            "spent": budget_spent(self.max_pages, done, leased),
+        }
 
     # -- politeness: the host's shard -------------------------------------------------
 

@@ -9,6 +9,12 @@ from crawler.frontier.words import text as _str
 from crawler.urls import InvalidURL, normalize_url
 
 
+def budget_spent(max_pages: int, done: int, held: int) -> bool:
+    """Whether the page budget is spent: ``done`` pages handled and ``held`` leases
+    held reach CRAWL_MAX_PAGES (0: no budget). POP holds hand-outs to the same sum."""
+    return bool(max_pages) and done + held >= max_pages
+
+
 def host_key(frontier, given: str) -> str:
     """The politeness key an operator means by ``given``: a URL's, or a host name
     (``host:port``) as written; ValueError, in words, for anything else."""
@@ -78,5 +84,5 @@ class FrontierSteering:
             "max": self.max_pages,
             "done": done,
             "leased": leased,
-            "spent": bool(self.max_pages) and done + leased >= self.max_pages,
+            "spent": budget_spent(self.max_pages, done, leased),
         }

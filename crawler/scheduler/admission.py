@@ -38,7 +38,16 @@ class Admission:
     def _flush_pushes(self, everything: bool = True) -> None:
         """Send the pushes waiting, PUSH_CHUNK entries a call; unless ``everything``, one
         call now and the rest in the next reactor turns, so that a page of thousands of
-        links does not hold up the reactor (and the hosts due) for tens of ms."""
+        links does not hold up the reactor (and the hosts due) for tens of ms. The turn's
+        credits (FRONTIER_ORDER importance) go in one call first; while Redis is away they
+        are dropped (a share of importance is not worth keeping)."""
+        if self._credits:
+            credits, self._credits = self._credits, []
+            if not self.outbox:
+                try:
+                    self.frontier.credit(credits)
+                except redis.RedisError as exc:
+                    self.outbox.redis_down(exc)
         while self._pushes:
             entries, self._pushes = self._pushes[:PUSH_CHUNK], self._pushes[PUSH_CHUNK:]
             self._push(entries)

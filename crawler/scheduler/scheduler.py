@@ -120,6 +120,7 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
         self.outbox = Outbox(frontier, self.stats, on_up=self._redis_back, on_refused=self._refused)
         # Pushes of this reactor turn, sent together; always before the next ack or pop.
         self._pushes: list[Entry] = []
+        self._credits: list[tuple[str, float]] = []  # FRONTIER_ORDER importance: sent with the pushes
         self._push_call = None
         # Acknowledgements ride on the next pop; a timer sends them if no pop comes soon.
         self._acks: list[bytes] = []
@@ -272,10 +273,8 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
         self._offer(entries)
         if credits:
             self._inc("frontier/seen", len(credits))
-            try:
-                self.frontier.credit(credits)
-            except redis.RedisError as exc:  # (a share of importance is not worth keeping for later)
-                self.outbox.redis_down(exc)
+            self._credits += credits
+            self._push_later()
 
     def next_request(self):
         if len(self._unread) >= self.max_unread and not self._buffer:
