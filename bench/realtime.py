@@ -83,6 +83,16 @@ class Reader(threading.Thread):
         finally:
             db.close()
 
+    def fetched_at(self, urls: list[str]) -> dict[str, float]:
+        if not urls:
+            return {}
+        db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30)
+        try:
+            marks = ",".join("?" * len(urls))
+            return dict(db.execute(f"SELECT url, fetched_at FROM urls WHERE url IN ({marks})", urls))
+        finally:
+            db.close()
+
     def run(self) -> None:
         db = None
         looked = 0.0
@@ -130,6 +140,9 @@ def main() -> int:
     parser.add_argument("--drain", type=float, default=15.0, help="seconds to wait for the last records")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a setting of the workers (repeatable)"
+    )
+    parser.add_argument(
         "--no-promotion", action="store_true", help="put URLs as before promotion: one queued already waits its turn"
     )
     args = parser.parse_args()
@@ -158,6 +171,9 @@ def main() -> int:
             "FRONTIER_HOST_INTERVAL": args.interval,
             "LOG_LEVEL": "INFO",
         }
+        for pair in args.set:
+            setting, _, value = pair.partition("=")
+            overrides[setting] = value
         workers = [
             launch_worker(
                 work, f"w{n}", seeds if n == 0 else None, loopback_settings(name, work / f"w{n}.log", **overrides), env
@@ -275,6 +291,12 @@ def main() -> int:
                 f"  submission -> request at the site: p50 {percentile(to_site, 0.5):.3f} s   "
                 f"p99 {percentile(to_site, 0.99):.3f} s"
             )
+        stages = stage_times(urls, submitted, first_hit, reader)
+        if stages:
+            print(
+                "  where the time went (p50): "
+                + "   ".join(f"{k} {percentile(v, 0.5):.3f} s" for k, v in stages.items())
+            )
     gaps: dict[str, list[float]] = {}
     for hit in hits:
         gaps.setdefault(hit.host, []).append(hit.start)
@@ -282,6 +304,28 @@ def main() -> int:
     print(f"politeness (the site's arrival log): smallest gap between two requests to one host {smallest:.3f} s")
     print(f"(work directory {work})")
     return 0 if ok else 1
+
+
+def stage_times(urls, submitted, first_hit, reader) -> dict[str, list[float]]:
+    """Each readable URL's time split at its request's arrival at the site, the end of the
+    site's answer and the page's callback in the worker (its record's fetched_at)."""
+    fetched_at = reader.fetched_at([u for u in urls if u in reader.readable])
+    stages: dict[str, list[float]] = {"to the site": [], "the answer": [], "to the callback": [], "to the record": []}
+    for u in urls:
+        host, path = u.split("://", 1)[1].split("/", 1)
+        hit = first_hit.get((host.split(":")[0], "/" + path))
+        if hit is None or hit.end is None or u not in fetched_at:
+            continue
+        answered = hit.wall + (hit.end - hit.start)
+        robots = first_hit.get((host.split(":")[0], "/robots.txt"))
+        if robots is not None and robots.end is not None and submitted[u][1] <= robots.wall <= hit.wall:
+            stages.setdefault("to robots.txt", []).append(robots.wall - submitted[u][1])
+            stages.setdefault("its end to the page", []).append(hit.start - robots.end)
+        stages["to the site"].append(hit.wall - submitted[u][1])
+        stages["the answer"].append(hit.end - hit.start)
+        stages["to the callback"].append(fetched_at[u] - answered)
+        stages["to the record"].append(reader.readable[u] - fetched_at[u])
+    return stages if stages["to the site"] else {}
 
 
 def statistics_of(values: list[float]) -> float:

@@ -12,6 +12,7 @@ NOT_FETCHED = "frontier_not_fetched"  # 1 host dropped, 2 host given up, 3 over 
 IMPORTANCE = "frontier_importance"  # FRONTIER_ORDER importance: the page's cash, shared among its links
 DUE = "frontier_due"  # ms: when a leased request's host is due (it may not leave before)
 FORCE = "force_fetch"  # fetched whatever URL-seen and the fetch policy say (scrapy submit --force)
+URGENT = "frontier_urgent"  # a submission: its page is read before the pages waiting (crawler/page/workers.py)
 RECRAWL = "recrawl"  # a recrawl: {"interval", "digest", "etag", "last_modified", "fetched_at"} of its record
 ATTEMPT = "fetch_attempt"  # which try of the URL this request is (1 = first)
 BACKOFF_RETRIES = "backoff_retries"  # tries of a URL put back because its host asked to wait (429, 503)

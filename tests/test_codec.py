@@ -89,6 +89,18 @@ def test_a_forced_submission_stays_compact_and_forced():
     assert not codec.decode(codec.encode_url(url), SPIDER).meta.get(meta.FORCE)
 
 
+def test_a_submission_stays_compact_and_urgent():
+    url = "http://a.example/news"
+    for force in (False, True):
+        payload = codec.encode_url(url, force=force, urgent=True)
+        back = codec.decode(payload, SPIDER)
+        assert not payload.startswith(codec.WHOLE) and len(payload) < 40
+        assert back.meta[meta.URGENT] is True and bool(back.meta.get(meta.FORCE)) is force
+        assert back.dont_filter is force
+        assert codec.encode(back, SPIDER) == payload  # a redirect or retry of it stays urgent
+    assert meta.URGENT not in codec.decode(codec.encode_url(url, force=True), SPIDER).meta
+
+
 def test_bytes_and_header_maps_survive_json():
     req = Request(
         "http://a.example/api",

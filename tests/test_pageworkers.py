@@ -113,3 +113,32 @@ def test_a_big_body_reaches_the_page_process_whole_and_as_bytes():
     proc = subprocess.run([sys.executable, "-c", BIG_BODY], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:3] == ["10 True", "100000 True", "12582912 True"], proc.stdout + proc.stderr
+
+
+URGENT_SCRIPT = """
+import time
+from twisted.internet import defer, task
+from crawler.page.workers import PageWorkers
+
+async def main(reactor):
+    workers = PageWorkers(1)
+    await workers.ready() if workers.start() is None else None
+    order = []
+    calls = [workers.run(time.sleep, 0.2)]  # the process busy: the calls below wait
+    for n in range(5):
+        calls.append(workers.run(pow, n, 1).addCallback(order.append))
+    calls.append(workers.run(pow, 99, 1, urgent=True).addCallback(order.append))
+    await defer.DeferredList(calls)
+    print("order", order)
+    workers.close()
+
+task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
+"""
+
+
+def test_an_urgent_call_goes_before_the_calls_waiting():
+    """A submitted page's read (urgent) does not wait behind the pages queued before it."""
+    out = subprocess.run(
+        [sys.executable, "-c", URGENT_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    assert "order [99, 0, 1, 2, 3, 4]" in out, out

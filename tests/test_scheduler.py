@@ -181,24 +181,26 @@ def test_links_for_a_host_with_an_empty_queue_are_looked_for_at_once(redis_url, 
 
 
 def test_no_more_is_leased_while_max_unread_pages_wait_to_be_read(redis_url, crawl_name):
+    """Pages downloaded and not yet read count; pages still downloading do not (the
+    downloader bounds those: CONCURRENT_REQUESTS)."""
     from scrapy import signals
 
     crawler, _, scheduler = open_scheduler(
         redis_url, crawl_name, FRONTIER_MAX_UNREAD=3, FRONTIER_HOST_INTERVAL=0, FRONTIER_PREFETCH=1
     )
     try:
-        scheduler.enqueue_links([f"http://h{i}.example/" for i in range(10)], 0, "http://seed.example/")
+        scheduler.enqueue_links([f"http://h{i}.example/" for i in range(20)], 0, "http://seed.example/")
         scheduler._flush_pushes()
-        leased = []
-        for _ in range(10):
-            request = scheduler.next_request()
-            if request is not None:
-                leased.append(request)
-        assert len(leased) == 3  # all ten hosts are due; three pages wait to be read
+        leased = [scheduler.next_request() for _ in range(5)]
+        assert None not in leased  # five downloading: none read, none downloaded
+        for request in leased[:3]:  # three downloaded
+            scheduler.landed(request)
+        assert scheduler.next_request() is None  # all the other hosts are due; three pages wait to be read
         assert crawler.stats.get_value("frontier/unread_full") >= 1
         page = SimpleNamespace(request=leased[0])
         crawler.signals.send_catch_log(signals.item_scraped, item={}, response=page, spider=None)
         assert scheduler.next_request() is not None  # one was read: one more
+        scheduler.landed(leased[3])
         assert scheduler.next_request() is None
         scheduler.ack(leased[1])  # handled (acknowledged) counts as read too
         assert scheduler.next_request() is not None

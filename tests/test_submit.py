@@ -459,3 +459,48 @@ def test_submissions_taken_while_redis_fails_are_put_at_the_next_look(redis_url,
     assert added == [("http://sub.example/c", "added")]
     ext.look()  # `scrapy submit` moved the counter: the scheduler looks at once
     assert grew == [1, 1]
+
+
+def test_a_due_host_with_a_submission_is_handed_out_before_hosts_due_longer(redis_client, crawl_name):
+    """Submissions first: of the hosts due, one with a submission waiting goes before those
+    that fell due earlier (a busy crawl's hosts are all due, and the pop takes the longest
+    due); one not yet due waits for its time all the same (politeness), then goes first; a
+    paused host's submission waits for its resume; a host's precedence ends with its
+    submissions."""
+    f = Frontier(redis_client, crawl_name, host_interval=1.0)
+    t = now_ms()
+    hosts = [f"h{i}.example" for i in range(6)]
+    for i, host in enumerate(hosts):  # each host due in turn, 100 ms apart; three URLs each
+        f.put([Entry(url=f"http://{host}/{p}", payload=f"http://{host}/{p}".encode()) for p in range(3)], now=t)
+        f.redis.hset(f.keys.hnext, host, t + 100 * i)
+        f.redis.zadd(f.keys.ready, {host: t + 100 * i}, xx=True)
+    later = t + 1000  # every host due, h0 the longest
+
+    def pop(n, now):
+        leases, _ = f.get(n, now=now)
+        f.ack(*(lease.id for lease in leases), now=now)
+        return [(codec.decode(lease.payload, None).url, lease.due) for lease in leases]
+
+    got = submit.submit(f, [submit.Submission("http://h5.example/new"), submit.Submission("http://h4.example/2")], {})
+    assert [s for _, s in got] == ["added", "promoted"]
+    first = pop(2, later)
+    assert sorted(url for url, _ in first) == ["http://h4.example/2", "http://h5.example/new"]
+    assert all(due == later for _, due in first)
+    assert f.redis.hlen(f.keys.hrush) == 0 and f.redis.zcard(f.keys.rush) == 0
+    assert [url for url, _ in pop(1, later)] == ["http://h0.example/0"]  # then the longest due again
+    # h5 was handed out at `later`: due again 1 s after; submitted now, it waits for that time
+    # and then goes before the hosts due longer
+    submit.submit(f, [submit.Submission("http://h5.example/soon")], {})
+    assert [url for url, _ in pop(1, later + 500)] == ["http://h1.example/0"]  # (h5 not due)
+    assert pop(1, later + 1000) == [("http://h5.example/soon", later + 1000)]
+    # a paused host's submission waits for the resume, and keeps its precedence then
+    f.pause("h3.example", now=later + 1000)
+    submit.submit(f, [submit.Submission("http://h3.example/held")], {})
+    assert [url for url, _ in pop(1, later + 1100)] != ["http://h3.example/held"]
+    assert f.redis.hget(f.keys.hrush, "h3.example") == b"1" and f.redis.zcard(f.keys.rush) == 0
+    f.resume("h3.example", now=later + 1100)
+    assert [url for url, _ in pop(1, later + 1200)] == ["http://h3.example/held"]
+    # dropped, a host's submissions end with its queue
+    submit.submit(f, [submit.Submission("http://h2.example/gone")], {})
+    f.drop("h2.example", now=later + 1200)
+    assert f.redis.hlen(f.keys.hrush) == 0 and f.redis.zcard(f.keys.rush) == 0

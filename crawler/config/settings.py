@@ -220,9 +220,9 @@ TABLE: tuple[Setting, ...] = (
     ),
     S(
         "FRONTIER_MAX_UNREAD",
-        100,
+        8,
         AT_LEAST_ONE,
-        "pages a worker holds downloaded but not yet through its pipelines; it leases no more meanwhile (bounds refetches after a crash, and memory)",
+        "pages a worker holds downloaded but not yet through its pipelines; it leases no more meanwhile: when the CPU bounds the crawl, each page (a submission's too) waits behind at most these to be read (bounds refetches after a crash, and memory; the downloads in flight are CONCURRENT_REQUESTS')",
     ),
     S(
         "FRONTIER_LOOKAHEAD",

@@ -4,7 +4,8 @@ Most requests of a broad crawl are plain: GET, no body, the spider's default cal
 and errback, and nothing in ``meta`` but the depth. They are stored compactly as
 ``url`` or ``url \\x1f depth \\x1f referer`` (a few dozen bytes), and a forced request
 (``meta.FORCE``: a submission's ``--force``, which passes URL-seen and the fetch policy)
-as ``url \\x1f depth \\x1f referer \\x1f F``, and a recrawl (``meta.RECRAWL``: a due URL put
+as ``url \\x1f depth \\x1f referer \\x1f F``, a submission (``meta.URGENT``: read first)
+with ``U`` there (``FU`` both), and a recrawl (``meta.RECRAWL``: a due URL put
 back by crawler/freshness/recrawl.py, past URL-seen and the fetch policy, with what its schedule and
 its conditional request need) as ``url \\x1f depth \\x1f referer \\x1f R \\x1f {json}``: the
 request is rebuilt with If-None-Match / If-Modified-Since from the stored ETag and
@@ -29,7 +30,16 @@ from crawler import meta
 
 SEP = "\x1f"
 # a recrawl: {"interval", "digest", "etag", "last_modified", "fetched_at"} of the stored record
-_PLAIN_META = {meta.DEPTH, meta.LEASE, meta.DUE, meta.FORCE, meta.RECRAWL, meta.IMPORTANCE, meta.NOT_FETCHED}
+_PLAIN_META = {
+    meta.DEPTH,
+    meta.LEASE,
+    meta.DUE,
+    meta.FORCE,
+    meta.URGENT,
+    meta.RECRAWL,
+    meta.IMPORTANCE,
+    meta.NOT_FETCHED,
+}
 _CONDITIONAL = {b"If-None-Match", b"If-Modified-Since"}
 WHOLE = b"J"  # a request stored whole, as JSON
 REQUEST_CLASSES = ("scrapy.", "crawler.")  # where a whole request's class (_class) may come from
@@ -96,15 +106,15 @@ def encode(request: Request, spider) -> bytes:
     if _is_plain(request, spider):
         depth = request.meta.get(meta.DEPTH, 0)
         referer = request.headers.get(b"Referer")
-        forced = bool(request.meta.get(meta.FORCE))
+        flags = ("F" if request.meta.get(meta.FORCE) else "") + ("U" if request.meta.get(meta.URGENT) else "")
         recrawl = request.meta.get(meta.RECRAWL)
-        if not depth and not referer and not forced and recrawl is None:
+        if not depth and not referer and not flags and recrawl is None:
             return request.url.encode()
         fields = [request.url, str(depth), (referer or b"").decode("latin-1")]
         if recrawl is not None:
             fields += ["R", json.dumps(recrawl, separators=(",", ":"))]
-        elif forced:
-            fields.append("F")
+        elif flags:
+            fields.append(flags)
         return SEP.join(fields).encode()
     data = request.to_dict(spider=spider)
     data["meta"] = {
@@ -148,8 +158,10 @@ def decode(payload: bytes, spider) -> Request:
         info[meta.DEPTH] = int(depth)
         if referer:
             headers["Referer"] = referer
-        if flags == "F":
+        if flags in ("F", "FU"):
             info[meta.FORCE] = forced = True
+        if flags in ("U", "FU"):
+            info[meta.URGENT] = True
         elif flags == "R":
             info[meta.RECRAWL] = recrawl = json.loads(data)
             headers.update(conditional_headers(recrawl))
@@ -183,8 +195,10 @@ def encode_recrawl(url: str, info: dict) -> bytes:
     return SEP.join((url, "0", "", "R", json.dumps(info, separators=(",", ":")))).encode()
 
 
-def encode_url(url: str, force: bool = False) -> bytes:
+def encode_url(url: str, force: bool = False, urgent: bool = False) -> bytes:
     """The payload of a seed or submitted URL (depth 0, no referer); ``force``: fetched
-    whatever URL-seen and the fetch policy say (what ``encode`` gives for
-    ``Request(url, dont_filter=True, meta={meta.FORCE: True})``)."""
-    return SEP.join((url, "0", "", "F")).encode() if force else url.encode()
+    whatever URL-seen and the fetch policy say, ``urgent``: a submission, read first (what
+    ``encode`` gives for ``Request(url, dont_filter=force, meta={meta.FORCE: force,
+    meta.URGENT: urgent})``)."""
+    flags = ("F" if force else "") + ("U" if urgent else "")
+    return SEP.join((url, "0", "", flags)).encode() if flags else url.encode()

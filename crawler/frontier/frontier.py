@@ -333,7 +333,9 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         level = self.level
         leases = []
         for _, e, host in batch:
-            flags = ("" if e.dont_filter else "f") + ("b" if e.follow_up or e.urgent else "")
+            flags = (
+                ("" if e.dont_filter else "f") + ("b" if e.follow_up or e.urgent else "") + ("u" if e.urgent else "")
+            )
             if e.not_before and e.follow_up:
                 flags += f"d{int(e.not_before)}"
             elif self.ranked and not e.urgent and not e.follow_up:

@@ -12,7 +12,7 @@ key                         type    contents
                                     ``<host>\\x1f<payload>``, FIFO
 ``bq:<host>``               list    back queue of one politeness key (host); payloads
 ``rq:<host>``                zset    FRONTIER_ORDER importance: the host's new URLs, URL ->
-                                    level x 1e9 - its importance (OPIC cash), lowest
+                                    level x 1e4 - its importance (OPIC cash), lowest
                                     first; handed out after its back queue's
 ``rqpay``                   hash    URL -> its payload for ``rq:`` (without the URL when it
                                     begins with it: '' is the URL alone)
@@ -20,6 +20,12 @@ key                         type    contents
                                     fetched; a host is here iff it has URLs queued
                                     (back or ranked queue), is below its in-flight
                                     limit, and is neither paused nor dropped
+``hrush``                   hash    host -> submissions waiting at the head of its back
+                                    queue (``scrapy submit``, the submission list;
+                                    PUSH's flag 'u', PROMOTE); less one at each hand-out
+``rush``                    zset    the hosts of ``hrush`` that are in the ready heap,
+                                    with their score there: POP takes a due host of it
+                                    before any other due host
 ``hnext``                   hash    host -> next allowed fetch time (ms), kept after the
                                     back queue empties so a returning host stays polite
 ``hdelay``                  hash    host -> interval (ms) overriding the default
@@ -153,6 +159,8 @@ NAMES = {
     "submit": "submit",
     "submitted": "submitted",
     "promoted": "promoted",
+    "hrush": "hrush",
+    "rush": "rush",
     "paused": "paused",
     "hpaused": "hpaused",
     "hdropped": "hdropped",

@@ -99,6 +99,8 @@ local function drop_queued(prefix, host, code, delayed)
         moved[#moved + 1] = code .. SEP .. host .. SEP .. ranked_payload(prefix, url)
     end
     redis.call('DEL', prefix .. K.ranked .. host)
+    redis.call('HDEL', prefix .. K.hrush, host)
+    redis.call('ZREM', prefix .. K.rush, host)
     for _, m in ipairs(delayed and redis.call('ZRANGE', prefix .. K.delayed, 0, -1) or {}) do
         local parts = split(m, 3)  -- seq, host, payload
         if parts[2] == host then
@@ -117,13 +119,58 @@ local function held(prefix, host)
     drop_queued(prefix, host, DROP_CODES[string.match(dropped, ':(%a+)$')] or 1, false)
     return true
 end
+-- Submissions first: 'hrush' counts a host's submissions waiting at the head of its back
+-- queue; 'rush' holds those of its hosts that are in the ready heap, with their score there
+-- (every change of a host's score or presence in the heap goes through the three functions
+-- below), so that POP takes a due host with a submission before the other due hosts.
+local rushing = nil  -- whether hrush exists (looked up once per call)
+local function any_rush(prefix)
+    if rushing == nil then rushing = redis.call('EXISTS', prefix .. K.hrush) == 1 end
+    return rushing
+end
+local function ready_at(prefix, host, score)
+    redis.call('ZADD', prefix .. K.ready, score, host)
+    if any_rush(prefix) and redis.call('HEXISTS', prefix .. K.hrush, host) == 1 then
+        redis.call('ZADD', prefix .. K.rush, score, host)
+    end
+end
+local function unready(prefix, host)
+    redis.call('ZREM', prefix .. K.ready, host)
+    redis.call('ZREM', prefix .. K.rush, host)
+end
+-- the host in the heap (only) is not due before t
+local function not_before(prefix, host, t)
+    redis.call('ZADD', prefix .. K.ready, 'XX', 'GT', t, host)
+    redis.call('ZADD', prefix .. K.rush, 'XX', 'GT', t, host)
+end
+-- a submission was put at the head of the host's back queue (after make_ready; a dropped
+-- host's went to 'drops' instead)
+local function rush(prefix, host)
+    if redis.call('EXISTS', prefix .. K.back .. host) == 0 then return end
+    redis.call('HINCRBY', prefix .. K.hrush, host, 1)
+    rushing = true
+    local score = redis.call('ZSCORE', prefix .. K.ready, host)
+    if score then redis.call('ZADD', prefix .. K.rush, score, host) end
+end
+-- a URL of the host was handed out: one submission fewer waiting (the count may run ahead
+-- of the queue's head, when a retry or an expired lease went before: it ends with the queue)
+local function rushed(prefix, host)
+    if not any_rush(prefix) then return end
+    local count = tonumber(redis.call('HGET', prefix .. K.hrush, host) or '0')
+    if count > 1 then
+        redis.call('HSET', prefix .. K.hrush, host, count - 1)
+    elseif count == 1 then
+        redis.call('HDEL', prefix .. K.hrush, host)
+        redis.call('ZREM', prefix .. K.rush, host)
+    end
+end
 -- put a host that is not in the ready heap into it, due no earlier than its hnext
 -- time, unless it is at its in-flight limit or paused
 local function add_ready(prefix, host, now)
     if at_limit(prefix, host) or held(prefix, host) then return end
     local nxt = tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0')
     if nxt < now then nxt = now end
-    redis.call('ZADD', prefix .. K.ready, nxt, host)
+    ready_at(prefix, host, nxt)
 end
 local function make_ready(prefix, host, now)
     if not redis.call('ZSCORE', prefix .. K.ready, host) then add_ready(prefix, host, now) end
@@ -230,7 +277,7 @@ local function back_off(prefix, host, now, lo, hi, quiet, retry_after, jitter, r
         redis.call('HSETNX', prefix .. K.hdown, host, now)
         local since = tonumber(redis.call('HGET', prefix .. K.hdown, host))
         if give_up > 0 and now - since >= give_up and redis.call('HSETNX', prefix .. K.hdropped, host, now .. ':down') == 1 then
-            redis.call('ZREM', prefix .. K.ready, host)
+            unready(prefix, host)
             drop_queued(prefix, host, 2, true)
         end
     end
@@ -248,7 +295,7 @@ local function back_off(prefix, host, now, lo, hi, quiet, retry_after, jitter, r
     if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < until_ms then
         redis.call('HSET', prefix .. K.hnext, host, until_ms)
     end
-    redis.call('ZADD', prefix .. K.ready, 'XX', 'GT', until_ms, host)
+    not_before(prefix, host, until_ms)
     return delay
 end
 """
@@ -266,7 +313,9 @@ end
 #          the client to send), six fields joined by \x1f, ending with host and payload
 #          (so the end of the value is the front queue entry as it stands):
 #          flags   'f' = check and update URL-seen; 'b' = straight into the host's back
-#                  queue at its head (follow-ups: retries, redirects); 'd<ms>' = not
+#                  queue at its head (follow-ups: retries, redirects); 'u' with 'b' = a
+#                  submission: its host is handed out before other due hosts (rush, hrush);
+#                  'd<ms>' = not
 #                  before that time: into the delayed set (a URL's own retry), from
 #                  which POP moves it to the head of its back queue once due;
 #                  'q<n>' = the host's quota is n in place of ARGV[5] (the crawl rules'
@@ -396,6 +445,7 @@ for e = 1, n do
         elseif flags ~= 'f' and string.find(flags, 'b', 1, true) then
             redis.call('LPUSH', prefix .. K.back .. host, string.sub(tail, cut + 1))
             make_ready(prefix, host, now)
+            if string.find(flags, 'u', 1, true) then rush(prefix, host) end
         elseif flags ~= 'f' and string.find(flags, 'r', 1, true) then
             local payload = string.sub(tail, cut + 1)
             local url, rest = payload, payload
@@ -463,8 +513,9 @@ return out
 #      abandoned (counted) after max attempts; a lease whose expiry is 0 was given back
 #      by its worker (release) and does not count as an attempt; retries that are due
 #      (up to 100) move from the delayed set to the head of their host's back queue;
-#   2. hand out one URL from each of the first n hosts in the ready heap due by now +
-#      lookahead;
+#   2. hand out one URL from each of the first n hosts due by now + lookahead: those with
+#      submissions waiting (rush) first, then the others of the ready heap, the longest due
+#      first;
 #   3. while fewer than n were handed out, refill from the front queues (weighted round
 #      robin over the levels, so a higher level is preferred but a lower one is never
 #      starved; at most ARGV[6] entries): an entry whose host has no back queue and is
@@ -608,7 +659,28 @@ end
 n = popped + math.min(n - popped, budget)
 local due_hosts = {}
 if popped < n then
-    due_hosts = redis.call('ZRANGEBYSCORE', ready, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, n - popped)
+    -- the due hosts with submissions first (rush), then the others in the order they fell due
+    local first = {}
+    if any_rush(prefix) then
+        first = redis.call('ZRANGEBYSCORE', prefix .. K.rush, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, n - popped)
+    end
+    local taken = {}
+    for i = 1, #first, 2 do
+        taken[first[i]] = true
+        due_hosts[#due_hosts + 1] = first[i]
+        due_hosts[#due_hosts + 1] = first[i + 1]
+    end
+    local room = n - popped - #first / 2
+    if room > 0 then
+        local others = redis.call('ZRANGEBYSCORE', ready, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, room + #first / 2)
+        for i = 1, #others, 2 do
+            if room > 0 and not taken[others[i]] then
+                due_hosts[#due_hosts + 1] = others[i]
+                due_hosts[#due_hosts + 1] = others[i + 1]
+                room = room - 1
+            end
+        end
+    end
 end
 for i = 1, #due_hosts, 2 do
     local host, due = due_hosts[i], math.max(tonumber(due_hosts[i + 1]), now)
@@ -622,13 +694,18 @@ for i = 1, #due_hosts, 2 do
     end
     if payload then
         local nxt = hand_out(host, payload, due, cash)
-        if has_queue(prefix, host) and not at_limit(prefix, host) then
-            redis.call('ZADD', ready, nxt, host)
+        rushed(prefix, host)
+        if not has_queue(prefix, host) then
+            unready(prefix, host)
+            redis.call('HDEL', prefix .. K.hrush, host)
+        elseif at_limit(prefix, host) then
+            unready(prefix, host)
         else
-            redis.call('ZREM', ready, host)
+            ready_at(prefix, host, nxt)
         end
     else
-        redis.call('ZREM', ready, host)
+        unready(prefix, host)
+        redis.call('HDEL', prefix .. K.hrush, host)
     end
 end
 
@@ -759,7 +836,7 @@ local nxt = now + interval_of(prefix, host)
 if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < nxt then
     redis.call('HSET', prefix .. K.hnext, host, nxt)
 end
-redis.call('ZADD', prefix .. K.ready, 'XX', 'GT', nxt, host)
+not_before(prefix, host, nxt)
 return {0, 0, math.floor(f * 1000)}
 """
 )
@@ -804,6 +881,7 @@ else
         redis.call('HSET', prefix .. K.hnext, host, slot)
     end
     redis.call('ZADD', prefix .. K.ready, 'XX', 'GT', slot, host)
+    redis.call('ZADD', prefix .. K.rush, 'XX', 'GT', slot, host)
 end
 return slot
 """
@@ -826,7 +904,7 @@ end
 local nxt = now + interval_of(prefix, host)
 if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < nxt then
     redis.call('HSET', prefix .. K.hnext, host, nxt)
-    redis.call('ZADD', prefix .. K.ready, 'XX', 'GT', nxt, host)
+    not_before(prefix, host, nxt)
 end
 """
 )
@@ -901,6 +979,7 @@ for i = 6, #ARGV do
         redis.call('ZADD', promoted, now, url)
         redis.call('LPUSH', prefix .. K.back .. host, payload)
         make_ready(prefix, host, now)
+        rush(prefix, host)
         added = added + 1
         out[#out + 1] = 1
     end
@@ -941,13 +1020,13 @@ end
 if verb == 'drop' then
     if redis.call('HSETNX', prefix .. K.hdropped, host, now .. ':operator') == 0 then return 0 end
     redis.call('HDEL', prefix .. K.hpaused, host)
-    redis.call('ZREM', prefix .. K.ready, host)
+    unready(prefix, host)
     drop_queued(prefix, host, 1, true)
     return 1
 end
 if verb == 'pause' then
     if redis.call('HSETNX', prefix .. K.hpaused, host, now) == 0 then return 0 end
-    redis.call('ZREM', prefix .. K.ready, host)
+    unready(prefix, host)
     return 1
 end
 local resumed = redis.call('HDEL', prefix .. K.hpaused, host) + redis.call('HDEL', prefix .. K.hdropped, host)

@@ -78,7 +78,7 @@ def entry(submission: Submission, url_options: dict) -> Entry:
     urgent = submission.priority is None
     return Entry(
         url=url,
-        payload=codec.encode_url(url, force=submission.force),
+        payload=codec.encode_url(url, force=submission.force, urgent=urgent),
         priority=0 if urgent else submission.priority,
         dont_filter=submission.force,
         urgent=urgent,

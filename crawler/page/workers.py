@@ -28,13 +28,16 @@ reactor, whose delays are every due host's delays, goes first, and the pages wai
 ``fn`` must be a module-level function (it is pickled by name), and its arguments and
 result picklable. Calls wait in one queue for the first free process; what bounds them
 is what bounds the pages a worker holds (FRONTIER_MAX_UNREAD, SCRAPER_SLOT_MAX_ACTIVE_SIZE,
-BODY_BUDGET_BYTES).
+BODY_BUDGET_BYTES). An urgent call (a submitted page's: ``run(..., urgent=True)``) goes
+before the calls waiting, so that a submission's record does not wait behind a CPU-bound
+worker's backlog.
 One set of processes per crawler, shared by the spider and the pipelines, stopped when
 the engine stops.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import pickle
 import queue
@@ -52,6 +55,7 @@ logger = logging.getLogger(__name__)
 
 OUT_OF_BAND = 64 * 1024  # bytes: an argument this large goes to the page process without a copy
 STOP_WAIT = 5.0  # seconds a page process has to exit once its input is closed, before it is killed
+URGENT, IN_TURN, STOP = 0, 1, 2  # the ranks of the calls: a stop comes after the calls queued
 _START = "import sys; sys.path[:] = {path!r}; from crawler.page.process import main; main({nice})"
 
 
@@ -63,28 +67,30 @@ class PageWorkers:
     def __init__(self, processes: int, nice: int = 0):
         self.processes = processes
         self.nice = nice
-        self._calls: queue.SimpleQueue = queue.SimpleQueue()  # (fn, args, Deferred); None: a feeder stops
+        # (rank, seq, (fn, args, Deferred)), urgent calls first, then in order; None: a feeder stops
+        self._calls: queue.PriorityQueue = queue.PriorityQueue()
+        self._seq = itertools.count()
         self._feeders: list[_Feeder] = []
         self._warming: list[Deferred] = []
 
-    def run(self, fn, *args) -> Deferred:
+    def run(self, fn, *args, urgent: bool = False) -> Deferred:
         """``fn(*args)`` in a page process (or a thread, with no processes); a Deferred
-        that fires in the reactor thread."""
+        that fires in the reactor thread. ``urgent``: before the calls waiting."""
         if self.processes <= 0:
             return threads.deferToThread(fn, *args)
-        d = self._submit(fn, args)
-        d.addErrback(self._again, fn, args)
+        d = self._submit(fn, args, urgent)
+        d.addErrback(self._again, fn, args, urgent)
         return d
 
-    def _submit(self, fn, args: tuple) -> Deferred:
+    def _submit(self, fn, args: tuple, urgent: bool) -> Deferred:
         self.start()
         d: Deferred = Deferred()
-        self._calls.put((fn, args, d))
+        self._calls.put((URGENT if urgent else IN_TURN, next(self._seq), (fn, args, d)))
         return d
 
-    def _again(self, failure, fn, args: tuple) -> Deferred:
+    def _again(self, failure, fn, args: tuple, urgent: bool) -> Deferred:
         failure.trap(PageWorkerCrashed)
-        return self._submit(fn, args)
+        return self._submit(fn, args, urgent)
 
     def start(self) -> None:
         """Start the processes now rather than at the first page: a process takes about
@@ -110,7 +116,7 @@ class PageWorkers:
         start new ones."""
         feeders, self._feeders = self._feeders, []
         for _ in feeders:
-            self._calls.put(None)
+            self._calls.put((STOP, next(self._seq), None))
         for feeder in feeders:
             feeder.join(STOP_WAIT * 2)
 
@@ -119,7 +125,7 @@ class _Feeder(threading.Thread):
     """One page process, and the thread that hands it calls one at a time, starting a new
     process when the last one died."""
 
-    def __init__(self, n: int, calls: queue.SimpleQueue, nice: int):
+    def __init__(self, n: int, calls: queue.PriorityQueue, nice: int):
         super().__init__(name=f"page-process-{n}", daemon=True)
         self.calls = calls
         self.nice = nice
@@ -132,7 +138,7 @@ class _Feeder(threading.Thread):
             _fire(self.ready, None)
         except Exception as exc:
             _fire(self.ready, exc, ok=False)
-        while (call := self.calls.get()) is not None:
+        while (call := self.calls.get()[2]) is not None:
             fn, args, d = call
             try:
                 ok, value = self._call(fn, args)

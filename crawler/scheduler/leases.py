@@ -139,6 +139,8 @@ class LeaseKeeping:
         """The download of this request ended: its host may take another request (and
         gets back some of its rate if it was slowed and answered)."""
         lease = request.meta.get(meta.LEASE)
+        if lease in self._held:
+            self._unread.add(lease)  # (until its page leaves the item pipelines)
         answered = lease in self._answered
         if answered:
             self._answered.discard(lease)

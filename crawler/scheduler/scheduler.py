@@ -13,9 +13,11 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     atomic step, so the page is never lost between the two.
 ``next_request()``
     Returns a leased request from a host that is due, or None when no host is due.
-    While FRONTIER_MAX_UNREAD of this worker's pages are downloaded (or downloading) but
-    not yet through the item pipelines, it returns None (a crash costs those pages, and
-    they hold memory); the engine is woken when one is read. A pop leases up to
+    While FRONTIER_MAX_UNREAD of this worker's pages are downloaded but not yet through
+    the item pipelines, it returns None: when the CPU, not politeness, bounds the crawl,
+    more pages leased would only wait longer to be read (a submitted page's record with
+    them), a crash would cost them, and they would hold memory; the engine is woken when
+    one is read (the downloads in flight are bounded by CONCURRENT_REQUESTS). A pop leases up to
     FRONTIER_PREFETCH due hosts at once; the extra requests wait here for the engine's
     next call (a leased host counts as in flight, so prefetching never sends two
     requests to one host, nor one before its time). A host due within
@@ -88,7 +90,7 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
         s = crawler.settings
         self.prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
         self.max_unread = max(s.getint("FRONTIER_MAX_UNREAD"), 1)
-        self._unread: set[bytes] = set()  # leases whose pages have not yet left the item pipelines
+        self._unread: set[bytes] = set()  # leases whose pages are downloaded but not yet through the item pipelines
         self._capped = False  # next_request refused for FRONTIER_MAX_UNREAD: wake the engine below it
         # hosts due this soon are handed out now; the rate limiter holds each request until
         # its host is due (without the limiter, nothing would hold it: no lookahead)
@@ -328,7 +330,6 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
                 request.meta[meta.NOT_FETCHED] = -lease.due
             if lease.cash > 0:  # (FRONTIER_ORDER importance: its links share it)
                 request.meta[meta.IMPORTANCE] = lease.cash
-            self._unread.add(lease.id)
             if lease.due > now * 1000:
                 request.meta[meta.DUE] = lease.due
             self._held[lease.id] = (now, lease.interval / 1000)

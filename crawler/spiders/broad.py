@@ -205,7 +205,13 @@ class BroadSpider(scrapy.Spider):
         if _readable(response, headers):
             try:
                 reading = await maybe_deferred_to_future(
-                    self.page_workers.run(self.read, response.body, response.url, headers)
+                    self.page_workers.run(
+                        self.read,
+                        response.body,
+                        response.url,
+                        headers,
+                        urgent=bool(response.request.meta.get(meta.URGENT)),
+                    )
                 )
             except PageWorkerCrashed:  # the pipelines try once more, each for its part
                 self.crawler.stats.inc_value("pagereader/crashed")
