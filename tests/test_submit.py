@@ -500,6 +500,12 @@ def test_a_due_host_with_a_submission_is_handed_out_before_hosts_due_longer(redi
     assert f.redis.hget(f.keys.hrush, "h3.example") == b"1" and f.redis.zcard(f.keys.rush) == 0
     f.resume("h3.example", now=later + 1100)
     assert [url for url, _ in pop(1, later + 1200)] == ["http://h3.example/held"]
+    # backed off (a 429), a host with a submission waits as long in the rush as in the heap
+    submit.submit(f, [submit.Submission("http://h1.example/later")], {})
+    f.block_until("h1.example", minimum=5, maximum=5, quiet=60, now=later + 1200)
+    assert f.redis.zscore(f.keys.rush, "h1.example") == f.redis.zscore(f.keys.ready, "h1.example") == later + 6200
+    assert "http://h1.example/later" not in [url for url, _ in pop(3, later + 1300)]
+    assert [url for url, _ in pop(1, later + 6200)] == ["http://h1.example/later"]
     # dropped, a host's submissions end with its queue
     submit.submit(f, [submit.Submission("http://h2.example/gone")], {})
     f.drop("h2.example", now=later + 1200)
