@@ -4,7 +4,8 @@ All keys of a crawl share the prefix ``crawl:{NAME}:`` (see keys.py). The script
 build per-host key names from that prefix, so they are passed the prefix rather than
 every key; all keys of a crawl hash to one Redis Cluster slot through the hash tag.
 The names after the prefix come from keys.NAMES, as the table ``K`` each script starts
-with (``prefix .. K.ready``): no key name is spelled here.
+with (``prefix .. K.ready``): no key name is spelled here; nor a drop code (words.DROP_CODES,
+the table ``DROP``).
 Times are integer milliseconds given by the caller (``now``), so that every worker's
 clock enters only as the "now" of its own call.
 
@@ -18,8 +19,9 @@ Entry formats:
 """
 
 from crawler.frontier.keys import lua_table
+from crawler.frontier.words import DROP_CODES
 
-_K = lua_table()
+_K = lua_table() + "local DROP = {" + ", ".join(f"{name} = {code}" for name, code in DROP_CODES.items()) + "}\n"
 
 # Shared Lua helpers, prepended to the scripts that need them.
 _HELPERS = r"""
@@ -79,7 +81,6 @@ local function take_ranked(prefix, host)
 end
 -- URLs to be recorded as not fetched: 'drops' holds code SEP host SEP payload (code 1: the
 -- host dropped by the operator, 2: given up, down too long, 3: over its host's page quota)
-local DROP_CODES = {operator = 1, down = 2}
 local function to_drops(prefix, entries)
     for i = 1, #entries, 1000 do
         redis.call('RPUSH', prefix .. K.drops, unpack(entries, i, math.min(i + 999, #entries)))
@@ -116,7 +117,7 @@ local function held(prefix, host)
     if redis.call('HEXISTS', prefix .. K.hpaused, host) == 1 then return true end
     local dropped = redis.call('HGET', prefix .. K.hdropped, host)
     if not dropped then return false end
-    drop_queued(prefix, host, DROP_CODES[string.match(dropped, ':(%a+)$')] or 1, false)
+    drop_queued(prefix, host, DROP[string.match(dropped, ':(%a+)$')] or DROP.operator, false)
     return true
 end
 -- Submissions first: 'hrush' counts a host's submissions waiting at the head of its back
@@ -278,7 +279,7 @@ local function back_off(prefix, host, now, lo, hi, quiet, retry_after, jitter, r
         local since = tonumber(redis.call('HGET', prefix .. K.hdown, host))
         if give_up > 0 and now - since >= give_up and redis.call('HSETNX', prefix .. K.hdropped, host, now .. ':down') == 1 then
             unready(prefix, host)
-            drop_queued(prefix, host, 2, true)
+            drop_queued(prefix, host, DROP.down, true)
         end
     end
     local state = redis.call('HGET', prefix .. K.hback, host)
@@ -436,7 +437,7 @@ for e = 1, n do
         host_limits = true
     end
     if status == 2 then
-        redis.call('RPUSH', prefix .. K.drops, '3' .. SEP .. tail)
+        redis.call('RPUSH', prefix .. K.drops, DROP.quota .. SEP .. tail)
         added = added + 1
     elseif status == 1 then
         if due then
@@ -1021,7 +1022,7 @@ if verb == 'drop' then
     if redis.call('HSETNX', prefix .. K.hdropped, host, now .. ':operator') == 0 then return 0 end
     redis.call('HDEL', prefix .. K.hpaused, host)
     unready(prefix, host)
-    drop_queued(prefix, host, 1, true)
+    drop_queued(prefix, host, DROP.operator, true)
     return 1
 end
 if verb == 'pause' then

@@ -17,6 +17,11 @@ REASONS = {
     PAUSED: "paused by the operator",
 }
 FINISHED, RUNNING, WAITING = "finished", "running", "waiting"  # and PAUSED
+# why a URL is handed out to be recorded as not fetched (the scripts' 'drops'; POP hands it out
+# due -code): its host dropped by the operator, its host given up (DOWN for HOST_GIVE_UP_AFTER),
+# over its host's page quota; the scripts read them as DROP.<name>
+OPERATOR, QUOTA = "operator", "quota"
+DROP_CODES = {OPERATOR: 1, DOWN: 2, QUOTA: 3}
 
 
 def put_stat(status: str) -> str:

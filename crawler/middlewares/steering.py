@@ -10,14 +10,15 @@ import logging
 
 from crawler import meta
 from crawler.exceptions import HostDropped, HostGivenUp, OverQuota
+from crawler.frontier.words import DOWN, DROP_CODES, OPERATOR, QUOTA
 from crawler.urls import url_host
 
 logger = logging.getLogger(__name__)
 
 WHY = {
-    1: (HostDropped, "its host was dropped by the operator (scrapy frontier drop)"),
-    2: (HostGivenUp, "its host was down, or its robots.txt unreachable, for HOST_GIVE_UP_AFTER"),
-    3: (OverQuota, "its host reached its page quota (FRONTIER_HOST_MAX_PAGES)"),
+    DROP_CODES[OPERATOR]: (HostDropped, "its host was dropped by the operator (scrapy frontier drop)"),
+    DROP_CODES[DOWN]: (HostGivenUp, "its host was down, or its robots.txt unreachable, for HOST_GIVE_UP_AFTER"),
+    DROP_CODES[QUOTA]: (OverQuota, "its host reached its page quota (FRONTIER_HOST_MAX_PAGES)"),
 }
 
 
@@ -34,7 +35,7 @@ class NotFetchedMiddleware:
         code = request.meta.get(meta.NOT_FETCHED)
         if not code:
             return None
-        kind, why = WHY.get(code, WHY[1])
+        kind, why = WHY.get(code, WHY[DROP_CODES[OPERATOR]])
         self.stats.inc_value(f"frontier/not_fetched/{kind.__name__}")
         host = url_host(request.url)
         if (code, host) not in self._told and len(self._told) < 10_000:
