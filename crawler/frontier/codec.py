@@ -158,14 +158,15 @@ def decode(payload: bytes, spider) -> Request:
         info[meta.DEPTH] = int(depth)
         if referer:
             headers["Referer"] = referer
-        if flags in ("F", "FU"):
-            info[meta.FORCE] = forced = True
-        if flags in ("U", "FU"):
-            info[meta.URGENT] = True
-        elif flags == "R":
+        if flags == "R":
             info[meta.RECRAWL] = recrawl = json.loads(data)
             headers.update(conditional_headers(recrawl))
             forced = True
+        else:  # '', F, U or FU
+            if "F" in flags:
+                info[meta.FORCE] = forced = True
+            if "U" in flags:
+                info[meta.URGENT] = True
     return Request(url, meta=info, headers=headers, errback=_default_errback(spider), dont_filter=forced)
 
 

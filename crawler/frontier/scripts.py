@@ -165,6 +165,11 @@ local function rushed(prefix, host)
         redis.call('ZREM', prefix .. K.rush, host)
     end
 end
+-- the host's queue is empty: out of the heap, and no submission of it waits any more
+local function emptied(prefix, host)
+    unready(prefix, host)
+    redis.call('HDEL', prefix .. K.hrush, host)
+end
 -- put a host that is not in the ready heap into it, due no earlier than its hnext
 -- time, unless it is at its in-flight limit or paused
 local function add_ready(prefix, host, now)
@@ -697,16 +702,14 @@ for i = 1, #due_hosts, 2 do
         local nxt = hand_out(host, payload, due, cash)
         rushed(prefix, host)
         if not has_queue(prefix, host) then
-            unready(prefix, host)
-            redis.call('HDEL', prefix .. K.hrush, host)
+            emptied(prefix, host)
         elseif at_limit(prefix, host) then
             unready(prefix, host)
         else
             ready_at(prefix, host, nxt)
         end
     else
-        unready(prefix, host)
-        redis.call('HDEL', prefix .. K.hrush, host)
+        emptied(prefix, host)
     end
 end
 
@@ -881,6 +884,7 @@ else
     if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < slot then
         redis.call('HSET', prefix .. K.hnext, host, slot)
     end
+    -- (not_before's two calls: SLOT, run before every request, goes without the helpers)
     redis.call('ZADD', prefix .. K.ready, 'XX', 'GT', slot, host)
     redis.call('ZADD', prefix .. K.rush, 'XX', 'GT', slot, host)
 end
