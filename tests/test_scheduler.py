@@ -71,9 +71,18 @@ def test_links_offered_as_urls_are_leased_as_plain_requests(redis_url, crawl_nam
 
 
 def counting_pops(frontier) -> list:
-    """The landings each of the frontier's pops carried, one list per pop, from now on."""
+    """The landings each of the frontier's pops carried, one list per pop, from now on
+    (looks for submissions alone, which carry none, not counted)."""
     calls, get = [], frontier.get
-    frontier.get = lambda *args, **kw: calls.append(list(kw.get("landed", ()))) or get(*args, **kw)
+
+    def counted(*args, **kw):
+        if kw.get("urgent_only"):
+            assert not kw.get("landed") and not kw.get("ack")
+        else:
+            calls.append(list(kw.get("landed", ())))
+        return get(*args, **kw)
+
+    frontier.get = counted
     return calls
 
 
@@ -204,6 +213,56 @@ def test_no_more_is_leased_while_max_unread_pages_wait_to_be_read(redis_url, cra
         assert scheduler.next_request() is None
         scheduler.ack(leased[1])  # handled (acknowledged) counts as read too
         assert scheduler.next_request() is not None
+    finally:
+        scheduler.close("finished")
+
+
+def test_a_submission_is_leased_past_max_unread_and_before_the_next_host_is_due(redis_url, crawl_name):
+    """Between pops (FRONTIER_MAX_UNREAD pages wait to be read, or no host is due yet),
+    the scheduler still leases a due host's submission (read before the pages waiting),
+    while fewer than FRONTIER_MAX_UNREAD pages so leased are unread."""
+    from scrapy import signals
+
+    from crawler.frontier import submit
+
+    crawler, _, scheduler = open_scheduler(
+        redis_url, crawl_name, FRONTIER_MAX_UNREAD=2, FRONTIER_HOST_INTERVAL=0, FRONTIER_PREFETCH=1
+    )
+
+    def submitted(*urls):
+        submit.submit(scheduler.frontier, [submit.Submission(url) for url in urls], {})
+        time.sleep(0.05)  # (the scheduler looks every URGENT_LOOK_EVERY)
+
+    try:
+        scheduler.enqueue_links([f"http://h{i}.example/" for i in range(10)], 0, "http://seed.example/")
+        scheduler._flush_pushes()
+        for request in [scheduler.next_request(), scheduler.next_request()]:
+            scheduler.landed(request)
+        assert scheduler.next_request() is None  # two pages wait to be read
+        submitted("http://new1.example/", "http://new2.example/", "http://new3.example/")
+        urgent = [scheduler.next_request(), scheduler.next_request()]
+        assert [r.url for r in urgent] == ["http://new1.example/", "http://new2.example/"]
+        assert all(r.meta.get(meta.URGENT) for r in urgent)
+        time.sleep(0.05)
+        assert scheduler.next_request() is None  # two submissions' pages not read yet
+        scheduler.landed(urgent[0])
+        page = SimpleNamespace(request=urgent[0])
+        crawler.signals.send_catch_log(signals.item_scraped, item={}, response=page, spider=None)
+        time.sleep(0.05)
+        assert scheduler.next_request().url == "http://new3.example/"  # one of them was read
+        assert crawler.stats.get_value("frontier/leased_urgent") == 3
+        assert scheduler.next_request() is None  # (still two pages unread, and nothing else submitted)
+    finally:
+        scheduler.close("finished")
+
+    crawler, _, scheduler = open_scheduler(redis_url, crawl_name + "-b", FRONTIER_HOST_INTERVAL=60)
+    try:
+        scheduler.enqueue_links(["http://only.example/0", "http://only.example/1"], 0, "http://seed.example/")
+        scheduler._flush_pushes()
+        scheduler.ack(scheduler.next_request())
+        assert scheduler.next_request() is None and scheduler._next_poll > time.time()  # only.example: in 60 s
+        submitted("http://new.example/")
+        assert scheduler.next_request().url == "http://new.example/"  # not at the next poll: now
     finally:
         scheduler.close("finished")
 

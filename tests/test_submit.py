@@ -510,3 +510,36 @@ def test_a_due_host_with_a_submission_is_handed_out_before_hosts_due_longer(redi
     submit.submit(f, [submit.Submission("http://h2.example/gone")], {})
     f.drop("h2.example", now=later + 1200)
     assert f.redis.hlen(f.keys.hrush) == 0 and f.redis.zcard(f.keys.rush) == 0
+
+
+def test_a_pop_for_submissions_only_hands_out_nothing_else(redis_client, crawl_name):
+    """What a worker asks between pops (Frontier.get urgent_only): the due hosts with a
+    submission waiting, and nothing else: no other due host, no front queue entry, no
+    URL to be recorded as not fetched; and no next due time. A host with a submission
+    that is not due yet waits for its time all the same."""
+    f = Frontier(redis_client, crawl_name, host_interval=1.0)
+    t = now_ms()
+    hosts = ["h0.example", "h1.example", "gone.example"]
+    f.put([Entry(url=f"http://{h}/{p}", payload=f"http://{h}/{p}".encode()) for h in hosts for p in range(2)], now=t)
+    leases, _ = f.get(4, now=t)  # one URL of each host handed out and fetched: each due again at t + 1 s
+    assert len(leases) == 3
+    f.ack(*(lease.id for lease in leases), now=t)
+    f.drop("gone.example", now=t)  # its URL left: to be recorded as dropped
+    f.put([Entry(url="http://front.example/0", payload=b"http://front.example/0")], now=t)  # a front queue's
+    assert f.redis.llen(f.keys.drops) == 1
+    queued = f.stats()["queued"]
+    assert f.get(3, now=t + 1000, urgent_only=True) == ([], None)  # due hosts, drops, front queues left alone
+    submit.submit(f, [submit.Submission("http://h0.example/new"), submit.Submission("http://fresh.example/")], {})
+    got, next_due = f.get(3, now=t + 200, urgent_only=True)
+    assert [codec.decode(lease.payload, None).url for lease in got] == ["http://fresh.example/"] and next_due is None
+    assert f.get(3, now=t + 500, urgent_only=True) == ([], None)  # (h0 is due at t + 1 s)
+    [late] = f.get(3, now=t + 1000, urgent_only=True)[0]
+    assert codec.decode(late.payload, None).url == "http://h0.example/new" and late.due == t + 1000
+    assert f.redis.hlen(f.keys.hrush) == 0 and f.stats()["queued"] == queued
+    rest = f.get(10, now=t + 2000)[0]  # the rest, at an ordinary pop
+    assert sorted(lease.payload for lease in rest) == [
+        b"http://front.example/0",
+        b"http://gone.example/1",
+        b"http://h1.example/1",
+    ]
+    assert [lease.due < 0 for lease in rest].count(True) == 1  # (gone's: to be recorded as dropped)

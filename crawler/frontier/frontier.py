@@ -363,7 +363,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
     # -- hand out ----------------------------------------------------------------
 
     def get(
-        self, n: int = 1, now: int | None = None, ack=(), landed=(), lookahead: int = 0
+        self, n: int = 1, now: int | None = None, ack=(), landed=(), lookahead: int = 0, urgent_only: bool = False
     ) -> tuple[list[Lease], int | None]:
         """Lease up to ``n`` URLs from hosts due within ``lookahead`` ms, first
         acknowledging the leases in ``ack`` and landing those in ``landed`` (in the same
@@ -373,7 +373,8 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         leases were handed out). A host has at most ``max_in_flight`` leases in flight
         (popped, neither landed nor ended); 0 lifts the limit. A landed lease prefixed
         ``+`` says its host answered (see scripts.POP: recovery); a landing is a lease
-        id (it ended now) or a pair (lease id, the time in ms it ended)."""
+        id (it ended now) or a pair (lease id, the time in ms it ended). ``urgent_only``:
+        only hosts with a submission waiting (see scripts.POP), and no next due time."""
         now = now_ms() if now is None else now
         out = self._pop(
             keys=self._route,
@@ -390,6 +391,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
                 self.recovery,
                 lookahead,
                 self.max_pages,
+                int(urgent_only),
                 len(ack),
                 *ack,
                 *_landings(landed, now),

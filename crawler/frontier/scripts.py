@@ -504,7 +504,10 @@ return out
 #           it wait until then: the rate limiter)
 # ARGV[12] the crawl's page budget (CRAWL_MAX_PAGES; 0: none): pages handled (``done``)
 #           plus leases held never exceed it
-# ARGV[13..] acknowledgements and landings, as ACK takes them (see ACK), so that a
+# ARGV[13] '1': submissions only: step 2 looks at the due hosts with submissions waiting
+#           (rush) and nothing else, steps 2a and 3 are skipped, and next_due is -1 (a
+#           worker that holds as many unread pages as it may still takes a submission)
+# ARGV[14..] acknowledgements and landings, as ACK takes them (see ACK), so that a
 #           worker's acks ride on its next pop instead of costing a round trip each
 # Steps, all in one atomic call:
 #   0. acknowledge and land the given leases (as ACK does);
@@ -564,7 +567,8 @@ local leases = prefix .. K.leases
 local delayed = prefix .. K.delayed
 
 -- 0. acknowledgements and landings
-local acked = settle(prefix, 13, now)
+local urgent_only = ARGV[13] == '1'
+local acked = settle(prefix, 14, now)
 
 -- 1. expired leases
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
@@ -658,9 +662,11 @@ local function hand_out(host, payload, due, cash)
     lease(host, payload, due, interval, false, cash)
     return due + interval
 end
-for _, d in ipairs(redis.call('LPOP', prefix .. K.drops, n) or {}) do
-    local parts = split(d, 3)  -- code, host, payload
-    lease(parts[2], parts[3], -tonumber(parts[1]), 0, true)  -- (no download: not in flight)
+if not urgent_only then
+    for _, d in ipairs(redis.call('LPOP', prefix .. K.drops, n) or {}) do
+        local parts = split(d, 3)  -- code, host, payload
+        lease(parts[2], parts[3], -tonumber(parts[1]), 0, true)  -- (no download: not in flight)
+    end
 end
 n = popped + math.min(n - popped, budget)
 local due_hosts = {}
@@ -677,7 +683,7 @@ if popped < n then
         due_hosts[#due_hosts + 1] = first[i + 1]
     end
     local room = n - popped - #first / 2
-    if room > 0 then
+    if room > 0 and not urgent_only then
         local others = redis.call('ZRANGEBYSCORE', ready, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, room + #first / 2)
         for i = 1, #others, 2 do
             if room > 0 and not taken[others[i]] then
@@ -716,7 +722,7 @@ end
 -- 3. refill: while fewer than n were handed out, take entries from the front queues;
 -- an entry of a host with no back queue that is due is handed out at once, any other
 -- goes to its host's back queue (and a host new to the heap is due at max(now, hnext))
-if popped < n then
+if popped < n and not urgent_only then
     local weights, total = {}, 0
     for w in string.gmatch(ARGV[7], '%d+') do
         weights[#weights + 1] = tonumber(w)
@@ -763,7 +769,7 @@ end
 if popped + dropped > 0 then
     redis.call('HINCRBY', counters, 'queued', -(popped + dropped))
 end
-if popped < n and out[1] < 0 then
+if popped < n and out[1] < 0 and not urgent_only then
     for _, key in ipairs({ready, delayed}) do
         local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
         if first[2] and (out[1] < 0 or tonumber(first[2]) < out[1]) then out[1] = tonumber(first[2]) end

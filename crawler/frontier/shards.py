@@ -24,6 +24,7 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from urllib.parse import urlsplit
 
 import redis
@@ -192,7 +193,7 @@ class ShardedFrontier:
 
     # -- hand out -------------------------------------------------------------------
 
-    def get(self, n: int = 1, now: int | None = None, ack=(), landed=(), lookahead: int = 0):
+    def get(self, n: int = 1, now: int | None = None, ack=(), landed=(), lookahead: int = 0, urgent_only: bool = False):
         """Lease up to ``n`` URLs, asking the shards in turn (a different one first each
         call); each shard's acknowledgements and landings ride on its call. The next due
         time, when fewer than ``n`` were handed out, is the earliest over the shards.
@@ -222,7 +223,8 @@ class ShardedFrontier:
                     if a or la:
                         self.last_acked += self._on(s, lambda: shard.ack(*a, landed=la, now=now))  # noqa: B023
                     continue
-                got, due = self._on(s, lambda: shard.get(want, now, ack=a, landed=la, lookahead=lookahead))  # noqa: B023
+                get = partial(shard.get, want, now, ack=a, landed=la, lookahead=lookahead, urgent_only=urgent_only)
+                got, due = self._on(s, get)
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 self._owed[s] = (a, la)
                 failed.append(exc)

@@ -67,6 +67,7 @@ class LeaseKeeping:
         self._done_reading(lease)
 
     def _done_reading(self, lease) -> None:
+        self._urgent.discard(lease)
         if lease in self._unread:
             self._unread.discard(lease)
             if self._capped and len(self._unread) < self.max_unread:

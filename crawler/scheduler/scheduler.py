@@ -17,7 +17,10 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     the item pipelines, it returns None: when the CPU, not politeness, bounds the crawl,
     more pages leased would only wait longer to be read (a submitted page's record with
     them), a crash would cost them, and they would hold memory; the engine is woken when
-    one is read (the downloads in flight are bounded by CONCURRENT_REQUESTS). A pop leases up to
+    one is read (the downloads in flight are bounded by CONCURRENT_REQUESTS). A due
+    host's submission is leased all the same (it is read first; at most
+    FRONTIER_MAX_UNREAD such pages unread), and so it is while the scheduler waits for
+    the next host to be due. A pop leases up to
     FRONTIER_PREFETCH due hosts at once; the extra requests wait here for the engine's
     next call (a leased host counts as in flight, so prefetching never sends two
     requests to one host, nor one before its time). A host due within
@@ -78,6 +81,7 @@ from crawler.urls import InvalidURL, normalize_url, url_options
 logger = logging.getLogger(__name__)
 
 QUIET_AFTER = 5.0  # seconds: nothing due this soon and nothing downloading: open batches are stored
+URGENT_LOOK_EVERY = 0.02  # seconds: between pops, how often a worker looks for a submission
 
 
 class FrontierScheduler(LeaseKeeping, Admission, Idling):
@@ -92,6 +96,8 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
         self.max_unread = max(s.getint("FRONTIER_MAX_UNREAD"), 1)
         self._unread: set[bytes] = set()  # leases whose pages are downloaded but not yet through the item pipelines
         self._capped = False  # next_request refused for FRONTIER_MAX_UNREAD: wake the engine below it
+        self._urgent_look_at = 0.0  # between pops: when to look for a submission next
+        self._urgent: set[bytes] = set()  # leases taken between pops whose pages are not yet read
         # hosts due this soon are handed out now; the rate limiter holds each request until
         # its host is due (without the limiter, nothing would hold it: no lookahead)
         self.lookahead = s.getfloat("FRONTIER_LOOKAHEAD") if s.getbool("RATE_LIMITER_ENABLED") else 0.0
@@ -211,6 +217,7 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
                 logger.warning("Could not give back %d leases (they expire instead): %s", len(unfinished), exc)
         self._held.clear()
         self._unread.clear()
+        self._urgent.clear()
         self._buffer.clear()
 
     # -- engine interface --------------------------------------------------------------
@@ -279,34 +286,61 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
             self._push_later()
 
     def next_request(self):
-        if len(self._unread) >= self.max_unread and not self._buffer:
-            # pages read more slowly than they come: lease no more until some are read
-            # (a crash refetches what is held unread, and it holds memory)
-            self._capped = True
-            self._inc("frontier/unread_full")
-            return None
         if not self._buffer:
             now = time.time()
+            capped = len(self._unread) >= self.max_unread
             until = max(self._next_poll, self._hold_until)
-            if now < until:
-                # (a wake-up may fire a little early by this clock: look again then)
-                self._wake_engine_in(until - now)
+            if capped or now < until:
+                if self._take_urgent(now):
+                    return self._buffer.pop(0)
+                if capped:
+                    # pages read more slowly than they come: lease no more until some are read
+                    # (a crash refetches what is held unread, and it holds memory)
+                    self._capped = True
+                    self._inc("frontier/unread_full")
+                else:  # (a wake-up may fire a little early by this clock: look again then)
+                    self._wake_engine_in(until - now)
                 return None
             self._pop(self.prefetch, now)
             if not self._buffer:
                 return None
         return self._buffer.pop(0)
 
-    def _pop(self, n: int, now: float) -> None:
+    def _take_urgent(self, now: float) -> bool:
+        """Between pops (at FRONTIER_MAX_UNREAD, or before the next host is due), lease a
+        due host's submission all the same (it is read before the pages waiting,
+        crawler/page/workers.py), while fewer than FRONTIER_MAX_UNREAD so leased are
+        unread, looking at most every URGENT_LOOK_EVERY; not while Redis is away or the
+        stores are. Whether one is in the buffer now."""
+        if (
+            len(self._urgent) >= self.max_unread
+            or now < max(self._urgent_look_at, self._hold_until)
+            or self.outbox.down_since is not None
+        ):
+            return False
+        self._urgent_look_at = now + URGENT_LOOK_EVERY
+        self._pop(self.max_unread - len(self._urgent), now, urgent_only=True)
+        for request in self._buffer:
+            self._urgent.add(request.meta[meta.LEASE])
+            self._inc("frontier/leased_urgent")
+        return bool(self._buffer)
+
+    def _pop(self, n: int, now: float, urgent_only: bool = False) -> None:
         """Lease up to ``n`` requests into the buffer, carrying the acks and landings
-        waiting; when none is due, note when the next one is and wake the engine then."""
-        # what this worker offered goes first (a chunk of it: all of it when acks ride on
-        # the pop, since a page's links must reach the frontier before its ack)
-        self._flush_pushes(everything=bool(self._acks))
-        acks, self._acks = self._acks, []
-        landed, self._landed = self._landed, []
+        waiting; when none is due, note when the next one is and wake the engine then.
+        ``urgent_only``: only submissions (see Frontier.get), and no next due time."""
+        if urgent_only:  # (acks and landings wait for a pop that may lease their hosts' next URLs)
+            acks, landed = [], []
+        else:
+            # what this worker offered goes first (a chunk of it: all of it when acks ride on
+            # the pop, since a page's links must reach the frontier before its ack)
+            self._flush_pushes(everything=bool(self._acks))
+            acks, self._acks = self._acks, []
+            landed, self._landed = self._landed, []
         try:
-            leases, next_due = self.frontier.get(n, ack=acks, landed=landed, lookahead=int(self.lookahead * 1000))
+            leases, next_due = self.frontier.get(
+                n, ack=acks, landed=landed, lookahead=int(self.lookahead * 1000), urgent_only=urgent_only
+            )
         except redis.RedisError as exc:
             self._acks[:0] = acks  # acks and landings are idempotent: send them again later
             self._landed[:0] = landed
@@ -336,6 +370,8 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
             self._buffer.append(request)
         if leases:
             self._inc("frontier/leased", len(leases))
+        if urgent_only:  # (it says nothing of the other hosts)
+            return
         if n and len(leases) == n:  # more may be due: look again at the engine's next call
             self._next_due = now
             self._next_poll = 0.0
