@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import selectors
 import signal
 import socket
 import sys
@@ -69,8 +70,14 @@ class Site(SitePlan):
         self._port = port  # the one to take (0: any free one)
         self.on_hit = on_hit
         self._servers: list[ThreadingHTTPServer] = []  # by host index once started
-        self._serving: list[ThreadingHTTPServer] = []
-        self._threads: list[threading.Thread] = []
+        # one thread accepts on every listening host (each request is then answered in a
+        # thread of its own): a thread per host polling would cost the crawl's CPU
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._to_serve: list[ThreadingHTTPServer] = []  # listening, for the accepting thread to take
+        self._accepting: threading.Thread | None = None
+        self._stopping = False
         self._lock = threading.Lock()
         self._hits: list[Hit] = []
 
@@ -209,10 +216,29 @@ class Site(SitePlan):
         return self
 
     def _serve(self, server: ThreadingHTTPServer) -> None:
-        t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        t.start()
-        self._serving.append(server)
-        self._threads.append(t)
+        with self._lock:
+            self._to_serve.append(server)
+        if self._accepting is None:
+            self._accepting = threading.Thread(target=self._accept, daemon=True)
+            self._accepting.start()
+        self._wake_w.send(b"x")
+
+    def _accept(self) -> None:
+        """The accepting thread: a connection to any host is handed to its server, which
+        answers it in a new thread."""
+        while True:
+            for key, _ in self._selector.select():
+                server = key.data
+                if server is not None:
+                    server._handle_request_noblock()  # (what serve_forever calls: accept, answer in a thread)
+                    continue
+                self._wake_r.recv(4096)
+                with self._lock:
+                    new, self._to_serve = self._to_serve, []
+                    if self._stopping:
+                        return
+                for server in new:
+                    self._selector.register(server, selectors.EVENT_READ, server)
 
     def heal(self, robots: dict | None = None) -> None:
         """Turn every failure behaviour off (see the module docstring): later requests
@@ -238,13 +264,17 @@ class Site(SitePlan):
                 self._serve(self._servers[i])
 
     def stop(self) -> None:
-        for server in self._serving:
-            server.shutdown()
-        self._serving.clear()
+        with self._lock:
+            stopped, self._stopping = self._stopping, True
+        if stopped:
+            return
+        if self._accepting is not None:
+            self._wake_w.send(b"x")
+            self._accepting.join(timeout=5)
         self._close_servers()
-        for t in self._threads:
-            t.join(timeout=5)
-        self._threads.clear()
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
 
     def _close_servers(self):
         for server in self._servers:
