@@ -267,6 +267,36 @@ def test_a_submission_is_leased_past_max_unread_and_before_the_next_host_is_due(
         scheduler.close("finished")
 
 
+def test_one_pop_a_reactor_turn(redis_url, crawl_name, monkeypatch):
+    """The engine asks for requests in a loop until its downloader is full: the scheduler
+    pops once a reactor turn (FRONTIER_PREFETCH requests), and has the engine woken for
+    the next turn, so that one turn does not lease CONCURRENT_REQUESTS at once while
+    every other event waits. (The reactor does not run in this test: a stand-in that
+    says it runs and keeps the calls scheduled.)"""
+    from crawler.scheduler import scheduler as scheduler_module
+
+    calls = []
+    monkeypatch.setattr(
+        scheduler_module,
+        "reactor",
+        SimpleNamespace(running=True, callLater=lambda delay, f, *a: calls.append(f)),
+    )
+    _, _, scheduler = open_scheduler(redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0, FRONTIER_PREFETCH=2)
+    monkeypatch.setattr(scheduler, "_wake_engine_in", lambda seconds: calls.append("wake"))
+    try:
+        scheduler.enqueue_links([f"http://h{i}.example/" for i in range(10)], 0, "http://seed.example/")
+        scheduler._flush_pushes()
+        turn = [scheduler.next_request() for _ in range(3)]
+        assert None not in turn[:2] and turn[2] is None and calls[-1] == "wake"  # two leased, then woken
+        new_turn = calls[0]
+        assert new_turn == scheduler._new_turn
+        new_turn()  # the next reactor turn
+        assert scheduler.next_request() is not None and scheduler.next_request() is not None
+        assert scheduler.next_request() is None
+    finally:
+        scheduler.close("finished")
+
+
 def test_a_page_not_stored_holds_the_worker_until_one_is_stored_again(redis_url, crawl_name, monkeypatch):
     """A store that does not take a page (page_not_stored): its lease goes back, and the
     worker leases no more for half the outage so far (0.5 s at first, at most 30 s),

@@ -21,7 +21,9 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     host's submission is leased all the same (it is read first; at most
     FRONTIER_MAX_UNREAD such pages unread), and so it is while the scheduler waits for
     the next host to be due. A pop leases up to
-    FRONTIER_PREFETCH due hosts at once; the extra requests wait here for the engine's
+    FRONTIER_PREFETCH due hosts at once, and there is one pop a reactor turn (the engine
+    asks in a loop until its downloader is full: a turn would lease CONCURRENT_REQUESTS
+    at once while every other event waited); the extra requests wait here for the engine's
     next call (a leased host counts as in flight, so prefetching never sends two
     requests to one host, nor one before its time). A host due within
     FRONTIER_LOOKAHEAD is handed out already, its request carrying the due time
@@ -62,7 +64,7 @@ import time
 
 import redis
 from scrapy import signals
-from twisted.internet import task
+from twisted.internet import reactor, task
 
 from crawler import meta
 from crawler.freshness.policy import FetchPolicy
@@ -97,6 +99,7 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
         self._unread: set[bytes] = set()  # leases whose pages are downloaded but not yet through the item pipelines
         self._capped = False  # next_request refused for FRONTIER_MAX_UNREAD: wake the engine below it
         self._urgent_look_at = 0.0  # between pops: when to look for a submission next
+        self._turn_popped = False  # a pop was made in this reactor turn
         self._urgent: set[bytes] = set()  # leases taken between pops whose pages are not yet read
         # hosts due this soon are handed out now; the rate limiter holds each request until
         # its host is due (without the limiter, nothing would hold it: no lookahead)
@@ -301,10 +304,21 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
                 else:  # (a wake-up may fire a little early by this clock: look again then)
                     self._wake_engine_in(until - now)
                 return None
+            if self._turn_popped:
+                # one pop a reactor turn: the engine's loop would lease up to
+                # CONCURRENT_REQUESTS at once, every other event (a submission's) waiting
+                self._wake_engine_in(0)
+                return None
+            if reactor.running:
+                self._turn_popped = True
+                reactor.callLater(0, self._new_turn)
             self._pop(self.prefetch, now)
             if not self._buffer:
                 return None
         return self._buffer.pop(0)
+
+    def _new_turn(self) -> None:
+        self._turn_popped = False
 
     def _take_urgent(self, now: float) -> bool:
         """Between pops (at FRONTIER_MAX_UNREAD, or before the next host is due), lease a
