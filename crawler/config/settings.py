@@ -222,7 +222,7 @@ TABLE: tuple[Setting, ...] = (
         "FRONTIER_MAX_UNREAD",
         8,
         AT_LEAST_ONE,
-        "pages a worker holds downloaded but not yet through its pipelines; it leases no more meanwhile: when the CPU bounds the crawl, each page (a submission's too) waits behind at most these to be read (bounds refetches after a crash, and memory; the downloads in flight are CONCURRENT_REQUESTS')",
+        "pages a worker holds downloaded but not yet through its pipelines; it leases no more meanwhile but due submissions (read first; at most as many again): when the CPU bounds the crawl, each page waits behind at most these to be read (bounds refetches after a crash, and memory; the downloads in flight are CONCURRENT_REQUESTS')",
     ),
     S(
         "FRONTIER_LOOKAHEAD",
