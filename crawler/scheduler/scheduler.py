@@ -334,9 +334,9 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
             return False
         self._urgent_look_at = now + URGENT_LOOK_EVERY
         self._pop(self.max_unread - len(self._urgent), now, urgent_only=True)
-        for request in self._buffer:
-            self._urgent.add(request.meta[meta.LEASE])
-            self._inc("frontier/leased_urgent")
+        if self._buffer:
+            self._urgent.update(request.meta[meta.LEASE] for request in self._buffer)
+            self._inc("frontier/leased_urgent", len(self._buffer))
         return bool(self._buffer)
 
     def _pop(self, n: int, now: float, urgent_only: bool = False) -> None:
