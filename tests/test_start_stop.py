@@ -456,3 +456,51 @@ def test_threads_asking_for_one_crawls_embedded_redis_at_once_get_one_server(tmp
         if client is not None:
             client._cleanup()
         _stop_leftover_redis(tmp_path / "crawl", "teardown")
+
+
+def test_pairs_of_workers_started_at_once_share_one_embedded_redis_each(tmp_path):
+    """Two local workers of one crawl directory, started at the same moment (``cmd & cmd &``),
+    share one embedded redis-server: one socket in both logs, every page at the site once,
+    and the server stopped by the last of the two. Eight pairs at once, each pair with a
+    crawl directory and User-Agent of its own."""
+    pairs = 8
+    with serve_site(hosts=2, pages=5) as site:
+        seeds = _seeds(tmp_path, site)
+        procs = []
+        try:
+            for pair in range(pairs):
+                for side in "ab":
+                    settings = {
+                        **SITE,
+                        "CRAWL_DIR": tmp_path / f"crawl{pair}",
+                        "CRAWL_NAME": "race",
+                        "USER_AGENT": f"crawler/0.1 (pair-{pair})",
+                        "FRONTIER_IDLE_SECONDS": 2,
+                        "LOG_FILE": tmp_path / f"{pair}{side}.log",
+                    }
+                    out = tmp_path / f"{pair}{side}.jsonl"
+                    cmd = crawl_command(out, seeds, settings)
+                    procs.append(start_worker(cmd, clean_env(), tmp_path / f"{pair}{side}.stdout"))
+            codes = [proc.wait(timeout=180) for proc in procs]
+            left = [server for pair in range(pairs) for server in _redis_servers_in(tmp_path / f"crawl{pair}")]
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            for pair in range(pairs):
+                _stop_leftover_redis(tmp_path / f"crawl{pair}", "teardown")
+        hits = Counter((h.user_agent, h.key) for h in site.page_hits())
+        expected = site.expected_fetches()
+    logs = {f"{pair}{side}": (tmp_path / f"{pair}{side}.log").read_text() for pair in range(pairs) for side in "ab"}
+    assert codes == [0] * 2 * pairs, (codes, {k: v[-2000:] for k, v in logs.items()})
+    assert not left, f"embedded redis-servers outlived both workers of their pair: {left}"
+    for pair in range(pairs):
+        sockets = {
+            label: set(re.findall(r"Embedded Redis for \S+ on (unix://\S+)", logs[label]))
+            for label in (f"{pair}a", f"{pair}b")
+        }
+        assert len(sockets[f"{pair}a"] | sockets[f"{pair}b"]) == 1, f"pair {pair}: two embedded servers {sockets}"
+        agent = f"crawler/0.1 (pair-{pair})"
+        counts = {key: hits[(agent, key)] for key in expected}
+        assert all(n == 1 for n in counts.values()), f"pair {pair}: pages not fetched once each: {counts}"

