@@ -89,14 +89,16 @@ def stop_workers(procs) -> None:
 
 
 def crawl_command(
-    out: Path, seeds: Path | None = None, settings: dict | None = None, append: bool = False
+    out: Path, seeds: Path | None = None, settings: dict | None = None, append: bool = False, args: dict | None = None
 ) -> list[str]:
     """``scrapy crawl broad`` writing its Pages to ``out`` (``-O``, or ``-o`` with
     ``append``, as a resumed crawl is run), seeding ``seeds`` when given, with
-    ``-s NAME=VALUE`` for each of ``settings``."""
+    ``-a NAME=VALUE`` for each of ``args`` and ``-s NAME=VALUE`` for each of ``settings``."""
     cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-o" if append else "-O", str(out)]
     if seeds is not None:
         cmd += ["-a", f"seeds={seeds}"]
+    for name, value in (args or {}).items():
+        cmd += ["-a", f"{name}={value}"]
     # the crawl's files (UrlStore, WARC archive, embedded Redis) beside its feed, and
     # archive batches closed after a second, unless the test says otherwise
     settings = {"CRAWL_DIR": out.parent / "crawl", "ARCHIVE_MAX_SECONDS": 1, **(settings or {})}
@@ -207,13 +209,18 @@ class Worker:
 
 
 def launch_worker(
-    directory: Path, label: str, seeds: Path | None, settings: dict, env: dict[str, str] | None = None
+    directory: Path,
+    label: str,
+    seeds: Path | None,
+    settings: dict,
+    env: dict[str, str] | None = None,
+    args: dict | None = None,
 ) -> Worker:
     """Start a worker whose feed, log and output are ``directory/label.{jsonl,log,stdout}``
-    (``settings`` may name another LOG_FILE)."""
+    (``settings`` may name another LOG_FILE; ``args``: the spider's ``-a`` arguments)."""
     out, stdout = directory / f"{label}.jsonl", directory / f"{label}.stdout"
     settings = {"LOG_FILE": directory / f"{label}.log", **settings}
-    proc = start_worker(crawl_command(out, seeds, settings), env or clean_env(), stdout)
+    proc = start_worker(crawl_command(out, seeds, settings, args=args), env or clean_env(), stdout)
     return Worker(label, proc, out, Path(settings["LOG_FILE"]), stdout)
 
 

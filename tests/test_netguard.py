@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from crawler.middlewares.netguard import AddressPolicy
+from crawler.scope.addresses import AddressPolicy
 from tests.harness import clean_env, crawl_command, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -543,3 +543,61 @@ def test_a_pop_for_submissions_only_hands_out_nothing_else(redis_client, crawl_n
         b"http://h1.example/1",
     ]
     assert [lease.due < 0 for lease in rest].count(True) == 1  # (gone's: to be recorded as dropped)
+
+
+def test_scrapy_submit_holds_a_url_to_the_running_crawls_scope(tmp_path, redis_url, redis_client):
+    """A worker started with -a allowed_domains=<one host> (loopback allowed by its
+    NETWORK_GUARD_ALLOW): `scrapy submit`, given no setting of its own, refuses a URL of
+    another host (out-of-scope) and one at a link-local address (private address), each
+    with why and what would let it in, exit code 2; a URL in scope is added and fetched.
+    A value pushed onto the list outside the scope is counted and never fetched."""
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    keys = Keys(name)
+    try:
+        with serve_site(hosts=3, pages=5) as site:
+            inside, outside = site.hosts[0], site.hosts[1]
+            settings = loopback_settings(
+                name,
+                tmp_path / "worker.log",
+                REDIS_URL=redis_url,
+                FRONTIER_CLOSE_WHEN_IDLE=False,
+                CRAWL_FOLLOW_LINKS=False,
+            )
+            env = {**clean_env(), "REDIS_URL": redis_url}
+            worker = launch_worker(tmp_path, "worker", None, settings, env, args={"allowed_domains": inside})
+            try:
+                _wait_for(lambda: redis_client.exists(keys.scope), 60, worker)
+                other = site.url(1, "/p4.html")
+                out = _submit_command(redis_url, name, other)
+                assert out.returncode == 2, out.stdout + out.stderr
+                assert out.stdout.splitlines() == [
+                    f"refused out-of-scope {other}: {outside} is not in the crawl's allowed domains ({inside}); "
+                    f"to crawl it: run the workers with -a allowed_domains={inside},{outside} (or CRAWL_ALLOWED_DOMAINS)",
+                    "1 URL submitted: 1 refused",
+                ]
+                metadata = "http://169.254.169.254/latest/meta-data/"
+                out = _submit_command(redis_url, name, metadata)
+                assert out.returncode == 2, out.stdout + out.stderr
+                assert out.stdout.splitlines()[0] == (
+                    f"refused private address {metadata}: 169.254.169.254 is a link-local address, which the "
+                    "network guard refuses; to crawl it: run the workers with "
+                    "-s NETWORK_GUARD_ALLOW=127.0.0.0/8,169.254.169.254/32"
+                )
+                redis_client.rpush(keys.submit, site.url(1, "/p3.html"))
+                wanted = site.url(0, "/p2.html")
+                out = _submit_command(redis_url, name, wanted)
+                assert (out.returncode, out.stdout.splitlines()[0]) == (0, f"added {wanted}"), out.stdout + out.stderr
+                _wait_for(lambda: _key(wanted) in {h.key for h in site.page_hits()}, 30, worker)
+                _wait_for(lambda: "Submission refused" in worker.text(), 10, worker)
+            finally:
+                if worker.proc.poll() is None:
+                    worker.proc.send_signal(signal.SIGINT)
+                code = worker.wait(60)
+            hosts = {h.host for h in site.hits()}
+        assert code == 0, worker.tail()
+        assert hosts == {inside}, f"requests to hosts out of the crawl's scope: {hosts}"
+        assert re.search(r"'submit/refused/out_of_scope': 1\b", worker.text()), worker.tail()
+    finally:
+        leftover = list(redis_client.scan_iter(match=keys.pattern(), count=1000))
+        if leftover:
+            redis_client.delete(*leftover)

@@ -12,14 +12,21 @@ limit apply; ``--force`` passes URL-seen and the workers' fetch policy
 Standard input is read a line at a time and each line submitted at once (blank lines and
 ``#`` comments skipped).
 
+A URL is held to the crawl's scope first: the scope its workers published
+(crawler/scope/published.py: their allowed domains and prefixes, crawl rules and network
+guard), or, before any worker ran, this command's own settings. One outside it is not put:
+``refused out-of-scope URL`` or ``refused private address URL`` (an address the network
+guard refuses, written in the URL), with why and the argument or setting that would let
+it in.
+
 Output: one line per URL on stdout, ``added URL``, ``promoted URL`` (queued already: moved
 to the head of its host's queue), ``seen URL`` (fetched within FETCH_POLICY_MAX_AGE by the
-UrlStore, or being fetched), ``invalid URL``, ``trap:<guard> URL`` or ``host_full URL``;
-then a summary line.
+UrlStore, or being fetched), ``invalid URL``, ``refused <reason> URL: ...``,
+``trap:<guard> URL`` or ``host_full URL``; then a summary line.
 Exit status: 0 when every URL was submitted (whatever became of it); 1 when Redis is
-unreachable, with a one-line message on stderr; 2 for an invalid setting, no URL, or a
-crawl that does not exist (named with the crawls there are: submit adds to a crawl, it
-does not start one).
+unreachable, with a one-line message on stderr; 2 when a URL was refused by the crawl's
+scope (the others are submitted), for an invalid setting, no URL, or a crawl that does not
+exist (named with the crawls there are: submit adds to a crawl, it does not start one).
 """
 
 from __future__ import annotations
@@ -36,10 +43,14 @@ from crawler.config.validation import exit_if_invalid
 from crawler.freshness.policy import FetchPolicy
 from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
-from crawler.frontier.submit import Submission, submit
+from crawler.frontier.submit import Submission, entry, submit
 from crawler.observe.report import count
+from crawler.scope import published
+from crawler.scope.scope import CrawlScope
 from crawler.seeds.files import STDIN
-from crawler.urls import url_options
+from crawler.urls import InvalidURL, url_options
+
+REFUSED = "refused"  # a URL outside the crawl's scope: not submitted
 
 
 class Command(ScrapyCommand):
@@ -59,8 +70,10 @@ class Command(ScrapyCommand):
             "each is fetched at its host's next turn. - reads URLs from standard input, one a line, each "
             "submitted as it is read. A URL the crawl has queued already jumps to the head of its host's "
             "queue (promoted). --force fetches a URL even if the crawl has seen it or fetched it "
-            "within FETCH_POLICY_MAX_AGE. Prints one line per URL (added, promoted, seen, invalid, trap:..., "
-            "host_full) and a summary; exits 1 if Redis is unreachable."
+            "within FETCH_POLICY_MAX_AGE. A URL outside the crawl's scope (the allowed domains and prefixes, "
+            "crawl rules and network guard its workers run with) is refused, with what would let it in. "
+            "Prints one line per URL (added, promoted, seen, invalid, refused, trap:..., host_full) and a "
+            "summary; exits 1 if Redis is unreachable, 2 if a URL was refused."
         )
 
     def add_options(self, parser):
@@ -108,8 +121,17 @@ class Command(ScrapyCommand):
         policy = FetchPolicy.reader(settings)  # what was fetched: a seen URL not fetched is promoted
         fetched = policy.recent if policy is not None else None
         try:
+            scope = published.read(client, frontier.keys) or CrawlScope.from_settings(settings)
             for batch in _batches(args):
-                for url, status in submit(frontier, [Submission(u, opts.force) for u in batch], options, fetched):
+                kept = []
+                for given in batch:
+                    refusal = _refusal(scope, given, options)
+                    if refusal is None:
+                        kept.append(Submission(given, opts.force))
+                        continue
+                    counts[REFUSED] = counts.get(REFUSED, 0) + 1
+                    print(f"{REFUSED} {refusal.reason} {given}: {refusal}", flush=True)
+                for url, status in submit(frontier, kept, options, fetched):
                     counts[status] = counts.get(status, 0) + 1
                     print(f"{status} {url}", flush=True)
         except RedisError as exc:
@@ -124,6 +146,8 @@ class Command(ScrapyCommand):
             if policy is not None:
                 policy.close()
         self._summary(counts)
+        if counts.get(REFUSED):
+            self.exitcode = 2
 
     def _summary(self, counts: dict[str, int], note: str = "") -> None:
         total = sum(counts.values())
@@ -134,6 +158,16 @@ class Command(ScrapyCommand):
     def _fail(self, message: str) -> None:
         print(message, file=sys.stderr, flush=True)
         self.exitcode = 1
+
+
+def _refusal(scope: CrawlScope, given: str, options: dict):
+    """Why the crawl's scope refuses the URL ``given`` (None: it does not, or the URL is
+    invalid, which ``submit`` says)."""
+    try:
+        url = entry(Submission(given), options).url
+    except InvalidURL:
+        return None
+    return scope.refusal(url)
 
 
 def _batches(args: list[str]):

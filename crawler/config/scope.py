@@ -274,10 +274,18 @@ def _first(text: str, prefixes: tuple[str, ...], decisions: tuple[Decision, ...]
 class CrawlRules:
     """The rules and host entries of a rules file (``parse``, ``from_file``)."""
 
-    def __init__(self, rules: list[tuple[str, object, Decision]] | None = None, hosts: dict | None = None):
+    def __init__(
+        self,
+        rules: list[tuple[str, object, Decision]] | None = None,
+        hosts: dict | None = None,
+        text: str = "",
+        path: str = "",
+    ):
         self._rules = tuple(rules or ())  # (kind, value, the Decision it gives)
         self._blocks = _blocks(self._rules)
         self._hosts: dict[str, HostOverrides] = dict(hosts or {})
+        self.text = text  # what they were parsed from, and where it was read (published with the crawl's scope)
+        self.path = path
 
     @classmethod
     def parse(cls, text: str, path: str = "<rules>") -> CrawlRules:
@@ -301,7 +309,7 @@ class CrawlRules:
             problems += [(lineno, message) for message in messages]
         if problems:
             raise RulesError(problems, path)
-        return cls(rules, hosts)
+        return cls(rules, hosts, text, path)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> CrawlRules:

@@ -5,7 +5,12 @@ through the front queues with a priority; one the crawl has queued already jumps
 head of its host's queue, unless the UrlStore says it was fetched within
 FETCH_POLICY_MAX_AGE). They are counted as the scheduler counts its pushes
 (``frontier/enqueued``, ``frontier/seen``, ``frontier/promoted``...), and under
-``submit/taken`` and ``submit/invalid``. When it added or promoted a URL, or
+``submit/taken`` and ``submit/invalid``; a value outside the crawl's scope (the spider's
+``scope``: its allowed domains and prefixes, the crawl rules, an address the network guard
+refuses) is counted under ``submit/refused/<reason>`` and logged, not put. At its first
+look, and whenever the crawl rules change, it publishes that scope in the crawl's Redis
+(crawler/scope/published.py), which ``scrapy submit`` holds URLs to. When it added or
+promoted a URL, or
 ``scrapy submit`` moved the crawl's
 ``submitted`` counter since its last look, it sends ``frontier_grew``, and the scheduler
 looks for due hosts at once, not at its next poll.
@@ -30,11 +35,14 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
+from crawler.config.scope import EMPTY
 from crawler.freshness.policy import FetchPolicy
 from crawler.frontier import submit
 from crawler.frontier.connection import outage_wait
 from crawler.frontier.frontier import Entry
 from crawler.frontier.words import ADDED, PROMOTED, put_stat
+from crawler.scope import published
+from crawler.scope.scope import CrawlScope
 from crawler.services import services
 from crawler.signals import frontier_grew
 from crawler.urls import InvalidURL, url_options
@@ -54,6 +62,7 @@ class Submissions:
         self.down_since: float | None = None  # the first failure of the outage, if any
         self.next_look = 0.0  # (time.monotonic) no look before then
         self.loop = task.LoopingCall(self.look)
+        self.published: CrawlScope | None = None  # the scope as last published
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -67,7 +76,7 @@ class Submissions:
         return ext
 
     def spider_opened(self, spider=None):
-        self.loop.start(self.interval, now=False)
+        self.loop.start(self.interval, now=True)  # (the first look publishes the crawl's scope)
 
     def spider_closed(self, spider=None, reason=None):
         if self.loop.running:
@@ -86,7 +95,11 @@ class Submissions:
         if now < self.next_look:
             return
         frontier = services(self.crawler).frontier
+        scope = self.scope(frontier)
         try:
+            if scope != self.published:
+                _on_list_shard(frontier, lambda: published.publish(frontier.redis, frontier.keys, scope))
+                self.published = scope
             grew = self.put(frontier, self.pending)
             self.pending = []
             values, counter = _on_list_shard(frontier, lambda: submit.take(frontier, self.batch))
@@ -101,9 +114,16 @@ class Submissions:
         entries = []
         for value in values:
             try:
-                entries.append(submit.entry(submit.parse(value), self.url_options))
+                entry = submit.entry(submit.parse(value), self.url_options)
             except (ValueError, InvalidURL):
                 self.stats.inc_value("submit/invalid")
+                continue
+            refusal = scope.refusal(entry.url)
+            if refusal is not None:
+                self.stats.inc_value(f"submit/refused/{refusal.reason.replace(' ', '_').replace('-', '_')}")
+                logger.warning("Submission refused, %s: %s (%s)", refusal.reason, entry.url, refusal)
+                continue
+            entries.append(entry)
         if entries:
             self.stats.inc_value("submit/taken", len(entries))
             try:
@@ -115,6 +135,18 @@ class Submissions:
                 logger.warning("%d submitted URLs not put yet (%s); tried again at the next look", len(entries), exc)
         if grew or moved:
             self.crawler.signals.send_catch_log(frontier_grew)
+
+    def scope(self, frontier) -> CrawlScope:
+        """The crawl's scope as this worker runs it: the spider's (CrawlScope.from_settings
+        for a spider without one), with the crawl rules as they stand now."""
+        own = getattr(self.crawler.spider, "scope", None)
+        if not isinstance(own, CrawlScope):
+            own = self.settings_scope
+        return own.with_rules(frontier.current_rules())
+
+    @cached_property
+    def settings_scope(self) -> CrawlScope:
+        return CrawlScope.from_settings(self.crawler.settings, rules=EMPTY)
 
     @cached_property
     def policy(self) -> FetchPolicy | None:

@@ -67,6 +67,10 @@ key                         type    contents
                                     shard only (crawler/frontier/submit.py)
 ``submitted``               string  URLs submissions added, a counter: a worker that
                                     sees it move looks for due hosts at once
+``scope``                   hash    the crawl's scope as its workers run with it
+                                    (allowed domains and prefixes, crawl rules, network
+                                    guard: crawler/scope/published.py), which
+                                    ``scrapy submit`` holds URLs to; on the first shard
 ``promoted``                zset    URL -> time (ms) a submission put a copy of it at
                                     the head of its host's back queue while it was
                                     queued (PROMOTE); the time negated once one of its
@@ -158,6 +162,7 @@ NAMES = {
     "published": "published",
     "submit": "submit",
     "submitted": "submitted",
+    "scope": "scope",
     "promoted": "promoted",
     "hrush": "hrush",
     "rush": "rush",

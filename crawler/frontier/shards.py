@@ -103,6 +103,10 @@ class ShardedFrontier:
         self._owed: dict[int, tuple[list, list]] = {}
         self._down: dict[int, tuple[float, float]] = {}
 
+    def current_rules(self):
+        """The crawl rules as they stand (the same on every shard)."""
+        return self.shards[0].current_rules()
+
     @classmethod
     def from_settings(cls, settings, clients: list, urls: list[str]) -> ShardedFrontier:
         from scrapy.utils.misc import load_object

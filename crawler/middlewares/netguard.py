@@ -18,7 +18,6 @@ and the proxy's own host is allowed.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import urllib.request
 from urllib.parse import urlsplit
@@ -32,6 +31,7 @@ from twisted.internet.error import DNSLookupError
 
 from crawler import meta
 from crawler.exceptions import AddressRefused
+from crawler.scope.addresses import AddressPolicy, allow_hint, ip_literal
 
 logger = logging.getLogger(__name__)
 
@@ -43,15 +43,12 @@ def seed_refusal(settings):
     """For seed ingestion: a function giving GUARD_REFUSED for a URL whose host is an
     address (or localhost) the guard refuses, else None; None when the guard is off.
     Names are not resolved here (a seed file may hold millions)."""
-    if not settings.getbool("NETWORK_GUARD_ENABLED"):
-        return None
     policy = AddressPolicy.from_settings(settings)
+    if policy is None:
+        return None
 
     def refuse(url: str) -> str | None:
-        host = urlsplit(url).hostname or ""
-        if host == "localhost":
-            host = "127.0.0.1"
-        return GUARD_REFUSED if ip_literal(host) and policy.refusal(host) else None
+        return GUARD_REFUSED if policy.literal_refusal(url) else None
 
     return refuse
 
@@ -64,47 +61,9 @@ def guard_hint(refused: int) -> str:
     )
 
 
-def allow_hint(address: str) -> str:
-    """How to crawl ``address`` all the same: the setting, with the address's network."""
-    ip = ipaddress.ip_address(address.strip("[]"))
-    network = "127.0.0.0/8" if ip.version == 4 and ip.is_loopback else f"{ip}/{ip.max_prefixlen}"
-    return f"to crawl it: -s NETWORK_GUARD_ALLOW={network}"
-
-
 class RefusedResolution(DNSLookupError):
     """A name resolved to a refused address. A DNSLookupError, so that Twisted treats
     it as a failed lookup (no connection) rather than as a resolver crash."""
-
-
-class AddressPolicy:
-    """Which addresses may be connected to (no I/O)."""
-
-    def __init__(self, allow=()):
-        self.allow = [ipaddress.ip_network(net, strict=False) for net in allow]
-
-    @classmethod
-    def from_settings(cls, settings) -> AddressPolicy:
-        return cls(settings.getlist("NETWORK_GUARD_ALLOW"))
-
-    def refusal(self, address: str) -> str | None:
-        """Why ``address`` is refused (e.g. "loopback"), or None when it is allowed."""
-        ip = ipaddress.ip_address(address.strip("[]"))
-        if ip.version == 6 and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
-        if any(ip in net for net in self.allow):
-            return None
-        for reason in ("loopback", "link_local", "multicast", "reserved", "unspecified", "private"):
-            if getattr(ip, f"is_{reason}"):
-                return reason.replace("_", "-")
-        return None if ip.is_global else "not-global"
-
-
-def ip_literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
 
 
 def proxy_hosts() -> set[str]:

@@ -52,13 +52,15 @@ from scrapy.utils.sitemap import Sitemap
 from twisted.internet import threads
 
 from crawler import meta
+from crawler.config.scope import EMPTY
 from crawler.exceptions import RobotsDisallowed
 from crawler.items import Page
 from crawler.page.decode import is_html
 from crawler.page.reader import STAGES, Reading, read_page
 from crawler.page.workers import PageWorkerCrashed
+from crawler.scope.scope import CrawlScope
 from crawler.services import services
-from crawler.urls import InvalidURL, normalize_url, url_host, url_options
+from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
 
@@ -107,10 +109,8 @@ class BroadSpider(scrapy.Spider):
     def from_crawler(cls, crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
         s = crawler.settings
-        spider.scope_domains = [
-            d.lower().lstrip(".") for d in spider._arg_domains or s.getlist("CRAWL_ALLOWED_DOMAINS")
-        ]
-        spider.scope_prefixes = tuple(spider._arg_prefixes or s.getlist("CRAWL_ALLOWED_PREFIXES"))
+        # the crawl's scope (its rules are the frontier's, read again as they change)
+        spider.scope = CrawlScope.from_settings(s, spider._arg_domains, spider._arg_prefixes, rules=EMPTY)
         spider.follow = (
             s.getbool("CRAWL_FOLLOW_LINKS")
             if spider._arg_follow is None
@@ -335,9 +335,7 @@ class BroadSpider(scrapy.Spider):
     def in_scope(self, url: str, count: bool = True) -> bool:
         """Whether ``url`` is within the crawl's scope (an URL outside is counted as
         ``links/out_of_scope`` unless ``count`` is False: the caller counts)."""
-        inside = (not self.scope_prefixes or url.startswith(self.scope_prefixes)) and (
-            not self.scope_domains or _in_domains(url_host(url), self.scope_domains)
-        )
+        inside = self.scope.within(url)
         if not inside and count:
             self.crawler.stats.inc_value("links/out_of_scope")
         return inside
@@ -367,10 +365,6 @@ def extracted_links(response, extractor, url_options: dict) -> tuple[list[dict],
 def _readable(response, headers: dict) -> bool:
     """A 2xx HTML page (is_html: its Content-Type, or none and a body like HTML)."""
     return 200 <= response.status < 300 and is_html(headers, response.body)
-
-
-def _in_domains(host: str, domains: list[str]) -> bool:
-    return any(host == d or host.endswith("." + d) for d in domains)
 
 
 def _pipeline_on(settings, path: str, enabled: str) -> bool:
