@@ -496,7 +496,9 @@ def test_the_readmes_production_recipe_runs_as_written(tmp_path):
         assert status == 200 and b"dashboard.js" in html
         assert get(f"http://127.0.0.1:{serve_port}/static/dashboard.js")[0] == 200
 
-        step(8)  # stop everything
+        step(8)  # stop everything, and unset what the blocks exported
+        exported = set(shell.run("compgen -e", 10).split()) - set(env) - {"PWD", "OLDPWD", "SHLVL", "_"}
+        assert not exported, f"still exported after the last block: {sorted(exported)}"
         deadline = time.monotonic() + 15
         while (left := recipe_processes(mark, redis_ports, shell.proc.pid)) and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -213,3 +213,40 @@ def test_a_redis_that_comes_back_empty_is_reported_not_taken_for_finished(privat
     assert code == 1, worker.tail()
     assert "vanished from Redis" in text and "Frontier empty: closing" not in text, worker.tail()
     assert took < LEASE_SECONDS / 3 + 15, took  # noticed at the next lease renewal
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["demo"],
+        ["crawl", "broad", "-a", "seeds=http://a.example/"],
+        ["seed", "http://a.example/"],
+        ["submit", "http://a.example/"],
+        ["recrawl"],
+        ["frontier"],
+    ],
+    ids=lambda command: command[0],
+)
+def test_a_command_whose_redis_cluster_is_unreachable_says_so_in_one_line(tmp_path, command):
+    """REDIS_CLUSTER_URL naming a node nobody listens on (an export left from another
+    shell's recipe): every command ends with exit code 1 and one line saying which
+    cluster it could not reach, not a traceback."""
+    import sys
+
+    from tests.harness import ROOT, free_port
+
+    port = free_port()
+    env = {**clean_env(), "REDIS_CLUSTER_URL": f"redis://127.0.0.1:{port}/0", "CRAWL_DIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-m", "scrapy", *command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    text = out.stdout + out.stderr
+    lines = [line for line in text.splitlines() if "cannot connect to Redis" in line]
+    assert out.returncode == 1, text[-3000:]
+    assert len(lines) == 1 and f"(Redis Cluster at redis://127.0.0.1:{port}/0)" in lines[0], text[-3000:]
+    assert "Traceback" not in text, text[-3000:]

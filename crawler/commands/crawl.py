@@ -33,7 +33,7 @@ from twisted.internet.defer import Deferred
 
 from crawler.archive.storage import storage_from_settings
 from crawler.config.validation import problems
-from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED
+from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, redis_location, unreachable
 from crawler.pipelines.archive import ARCHIVE_REFUSED
 from crawler.seeds.files import SeedFileError, check_readable
 from crawler.spiders.broad import SEEDS_FAILED, split_arg
@@ -88,7 +88,7 @@ class Command(ScrapyCrawl):
         ):
             warn_machine_local_stores(self.settings)
         crawler = self._create_crawler(args[0])
-        _log_start_failure(self.crawler_process.crawl(crawler, **opts.spargs))
+        _log_start_failure(self.crawler_process.crawl(crawler, **opts.spargs), self.settings)
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed:
             self.exitcode = 1
@@ -155,12 +155,17 @@ def refuse(settings, lines: list[str], code: int = 2) -> NoReturn:
     raise SystemExit(code)
 
 
-def _log_start_failure(started) -> None:
+def _log_start_failure(started, settings) -> None:
     """Log why the crawl did not start, in one line and its traceback, when ``started``
-    (what CrawlerProcess.crawl returns: a Deferred, or an asyncio Task) fails."""
+    (what CrawlerProcess.crawl returns: a Deferred, or an asyncio Task) fails; in one line
+    alone when it is that Redis cannot be reached (a Redis Cluster none of whose nodes
+    answers: a single Redis away is waited for)."""
 
     def log(exc: BaseException) -> None:
-        logger.error("Crawl not started: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        if unreachable(exc):
+            logger.error("Crawl not started: cannot connect to Redis (%s): %s", redis_location(settings), exc)
+        else:
+            logger.error("Crawl not started: %s: %s", type(exc).__name__, exc, exc_info=exc)
 
     def done(task) -> None:
         if not task.cancelled() and task.exception() is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from collections import Counter
 
 from scrapy.commands import ScrapyCommand
@@ -18,7 +19,7 @@ from scrapy.commands import ScrapyCommand
 from crawler.archive.warc import WARC_SUFFIX
 from crawler.config.validation import exit_if_invalid
 from crawler.demo.site import serve_site
-from crawler.frontier.connection import frontier_from_settings
+from crawler.frontier.connection import frontier_from_settings, redis_location, unreachable
 from crawler.observe.report import count
 
 
@@ -59,8 +60,15 @@ class Command(ScrapyCommand):
             print("demo: --hosts must be at least 1 and --pages at least 3")
             self.exitcode = 2
             return
-        frontier = frontier_from_settings(self.settings)
-        self._start_afresh(frontier)
+        try:
+            frontier = frontier_from_settings(self.settings)
+            self._start_afresh(frontier)
+        except Exception as exc:
+            if not unreachable(exc):
+                raise
+            print(f"demo: cannot connect to Redis ({redis_location(self.settings)}): {exc}", file=sys.stderr)
+            self.exitcode = 1
+            return
         with serve_site(hosts=opts.hosts, pages=opts.pages, framed=True) as site:
             seeds = os.path.join(self.settings.get("CRAWL_DIR"), "demo-seeds.txt")
             os.makedirs(os.path.dirname(seeds) or ".", exist_ok=True)

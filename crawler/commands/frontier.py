@@ -25,7 +25,14 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler.config.validation import exit_if_invalid
-from crawler.frontier.connection import crawl_exists, frontier_from_settings, known_crawls, uses_embedded
+from crawler.frontier.connection import (
+    crawl_exists,
+    frontier_from_settings,
+    known_crawls,
+    redis_location,
+    unreachable,
+    uses_embedded,
+)
 from crawler.frontier.steering import host_key
 from crawler.frontier.words import REASONS
 from crawler.observe.report import count as plural
@@ -107,7 +114,10 @@ class Command(ScrapyCommand):
         except KeyboardInterrupt:
             return
         except Exception as exc:  # Redis unreachable, bad settings: one clear line
-            print(f"frontier: {type(exc).__name__}: {exc}", file=sys.stderr)
+            if unreachable(exc):
+                print(f"frontier: cannot connect to Redis ({redis_location(self.settings)}): {exc}", file=sys.stderr)
+            else:
+                print(f"frontier: {type(exc).__name__}: {exc}", file=sys.stderr)
             self.exitcode = 1
             return
         if opts.json:

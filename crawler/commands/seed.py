@@ -29,7 +29,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler.config.validation import exit_if_invalid
-from crawler.frontier.connection import frontier_from_settings
+from crawler.frontier.connection import frontier_from_settings, redis_location
 from crawler.frontier.keys import Keys
 from crawler.seeds.files import STDIN, SeedFileError, check_readable
 from crawler.seeds.ingest import Every, IngestReport, ingest
@@ -207,12 +207,7 @@ def _close(client) -> None:
 
 
 def _where(settings) -> str:
-    url = settings.get("REDIS_URL")
-    if not url:
-        return "embedded"
-    # never print a password: keep scheme, host, port, path
-    scheme, sep, rest = url.partition("://")
-    return f"{scheme}{sep}{rest.rpartition('@')[2]}"
+    return redis_location(settings)
 
 
 def _reason(exc: BaseException) -> str:

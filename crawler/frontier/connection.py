@@ -97,6 +97,35 @@ def shard_clients(settings, urls: list[str]) -> list:
     return clients
 
 
+def without_password(url: str) -> str:
+    """A Redis URL as it may be printed: scheme, host, port and path, no credentials."""
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}"
+
+
+def redis_location(settings) -> str:
+    """Where the crawl's Redis is, as a line of a message says it (no password): the
+    cluster, the servers of REDIS_URLS, REDIS_URL, or the embedded one."""
+    if settings.get("REDIS_CLUSTER_URL"):
+        return f"Redis Cluster at {without_password(settings.get('REDIS_CLUSTER_URL'))}"
+    shards = settings.getlist("REDIS_URLS")
+    if shards:
+        return ", ".join(without_password(url) for url in shards)
+    if settings.get("REDIS_URL"):
+        return without_password(settings.get("REDIS_URL"))
+    if settings.get("REDIS_HOST"):
+        return f"redis://{settings.get('REDIS_HOST')}:{settings.get('REDIS_PORT') or 6379}"
+    return "embedded"
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Redis could not be reached: a connection refused or timed out, or a cluster none of
+    whose nodes answered (an outage to report in one line, not a bug's traceback)."""
+    from redis.exceptions import RedisClusterException
+
+    return isinstance(exc, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)) and not refused(exc)
+
+
 def embedded_db_path(settings) -> str:
     return os.path.join(os.path.abspath(settings.get("CRAWL_DIR")), settings.get("CRAWL_NAME"), EMBEDDED_DB)
 
