@@ -33,3 +33,9 @@ class StoreUnavailable(DropItem):
 
     def __init__(self, message: str):
         super().__init__(message, log_level="WARNING")
+
+
+class ServiceUnreachable(ConnectionError):
+    """A store the crawl needs did not answer within its patience (a Cassandra none of
+    whose contact points answered at start): its message says which, where and why, in
+    one line, which is what a command prints (no traceback: nothing is wrong with the code)."""

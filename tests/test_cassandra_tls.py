@@ -128,9 +128,9 @@ def _settings(port: int, **tls) -> Settings:
 
 
 def _dial(settings) -> None:
-    from cassandra.cluster import NoHostAvailable
+    from crawler.exceptions import ServiceUnreachable
 
-    with pytest.raises(NoHostAvailable):
+    with pytest.raises(ServiceUnreachable):
         CassandraUrlStore.from_settings(settings, {})
 
 

@@ -504,3 +504,32 @@ def test_pairs_of_workers_started_at_once_share_one_embedded_redis_each(tmp_path
         agent = f"crawler/0.1 (pair-{pair})"
         counts = {key: hits[(agent, key)] for key in expected}
         assert all(n == 1 for n in counts.values()), f"pair {pair}: pages not fetched once each: {counts}"
+
+
+def test_a_crawl_whose_cassandra_is_not_there_says_so_in_one_line(tmp_path):
+    """URLSTORE_BACKEND=cassandra with nothing listening at CASSANDRA_HOSTS: a warning line
+    a try while CASSANDRA_CONNECT_TIMEOUT lasts, then one line saying where and why, exit
+    code 1; none of the driver's tracebacks."""
+    port = free_port()
+    settings = {
+        **SITE,
+        "CRAWL_DIR": tmp_path / "crawl",
+        "URLSTORE_BACKEND": "cassandra",
+        "CASSANDRA_HOSTS": "127.0.0.1",
+        "CASSANDRA_PORT": port,
+        "CASSANDRA_CONNECT_TIMEOUT": 4,
+    }
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"http://127.0.0.2:{free_port('127.0.0.2')}/\n")
+    proc = _run(crawl_command(tmp_path / "out.jsonl", seeds, settings), timeout=120)
+    text = proc.stdout + proc.stderr
+    _stop_leftover_redis(tmp_path / "crawl", "teardown")
+    assert proc.returncode == 1, text[-3000:]
+    assert "Traceback" not in text, text[-5000:]
+    tries = [line for line in text.splitlines() if "Cassandra not reachable at" in line]
+    assert len(tries) == 2 and all(line.endswith("s") and "Connection refused" in line for line in tries), tries
+    [line] = [line for line in text.splitlines() if "Crawl not started" in line]
+    assert line.endswith(
+        f"Crawl not started: Cassandra unreachable at 127.0.0.1:{port} for 3 s (CASSANDRA_CONNECT_TIMEOUT 4 s): "
+        f"127.0.0.1:{port}: Connection refused"
+    ), line

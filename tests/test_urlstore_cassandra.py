@@ -20,6 +20,7 @@ from scrapy.settings import Settings
 import crawler.urlstore.cassandra as backend
 import crawler.urlstore.cassandra_cluster as cluster
 import crawler.urlstore.cassandra_reads as reading
+from crawler.exceptions import ServiceUnreachable
 from crawler.urlstore.cassandra import CassandraUrlStore
 from crawler.urlstore.cassandra_cluster import COLUMNS, IdempotentRetries, consistency_levels, schema_statements
 from crawler.urlstore.cassandra_reads import SCAN_PAGES
@@ -271,12 +272,19 @@ def test_a_worker_waits_for_a_cluster_that_is_starting(cassandra_keyspace, caplo
     """No node answers yet (nothing listens on the port): the worker tries again, one
     warning line a try, for CASSANDRA_CONNECT_TIMEOUT seconds; then it does not start."""
     started = time.monotonic()
-    with pytest.raises(NoHostAvailable), caplog.at_level("WARNING", logger=cluster.__name__):
-        CassandraUrlStore.from_settings(_settings(cassandra_keyspace, free_port(), CASSANDRA_CONNECT_TIMEOUT=4), {})
+    port = free_port()
+    with pytest.raises(ServiceUnreachable) as failed, caplog.at_level("WARNING"):
+        CassandraUrlStore.from_settings(_settings(cassandra_keyspace, port, CASSANDRA_CONNECT_TIMEOUT=4), {})
     waited = time.monotonic() - started
     lines = [r.getMessage() for r in caplog.records if r.name == cluster.__name__]
     assert 3 <= waited < 30 and len(lines) == 2, (waited, lines)  # tried at 0, 1 and 3 s
-    assert lines[0].startswith("Cassandra not reachable at 127.0.0.1:") and "trying again in 1 s" in lines[0]
+    assert lines[0] == f"Cassandra not reachable at 127.0.0.1:{port} (127.0.0.1:{port}: Connection refused); " + (
+        "trying again in 1 s"
+    )
+    assert str(failed.value).startswith(f"Cassandra unreachable at 127.0.0.1:{port} for 3 s")
+    assert str(failed.value).endswith(f"127.0.0.1:{port}: Connection refused")
+    driver = [r for r in caplog.records if r.name.startswith("cassandra")]
+    assert not driver, [r.getMessage() for r in driver]  # (the driver's tracebacks of each try: left out)
 
 
 # -- the driver's routing, consistency, concurrency and retries ---------------------------

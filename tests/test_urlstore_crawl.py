@@ -312,3 +312,50 @@ def test_the_read_commands_and_recrawl_work_on_cassandra(crawled, on_cassandra, 
     held = json.loads(command("urlstore", "get", page).stdout)
     assert datetime.fromisoformat(held["next_fetch_at"]).timestamp() > time.time() + 3000
     assert cells_read(cassandra_session, f"{on_cassandra['keyspace']}.urls")[2] == 0  # reschedules too
+
+
+def test_nothing_fetched_on_cassandra_gives_the_fresh_start_that_works_there(tmp_path, redis_url, cassandra_session):
+    """A crawl whose every URL the Cassandra UrlStore holds as fetched ends saying so, with
+    a way to fetch again that works on Cassandra (not ``clear --store``, which refuses
+    there); followed as it is written, it fetches the site again."""
+    keyspaces = [f"test_{uuid.uuid4().hex[:12]}" for _ in range(2)]
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    env = {**clean_env(), "REDIS_URL": redis_url, "CASSANDRA_HOSTS": ",".join(cassandra_hosts())}
+    try:
+        with serve_site(hosts=2, pages=5) as small:
+            seeds = seed_file(tmp_path, small.seeds)
+            base = {**SETTINGS, "CRAWL_DIR": tmp_path / "crawl", "URLSTORE_BACKEND": "cassandra"}
+            base.update(CASSANDRA_PORT=cassandra_port(), CRAWL_FOLLOW_LINKS=False)
+
+            def crawl(label: str, crawl_name: str, keyspace: str):
+                settings = {**base, "CRAWL_NAME": crawl_name, "CASSANDRA_KEYSPACE": keyspace}
+                worker = launch_worker(tmp_path, label, seeds, settings, env)
+                assert worker.wait(120) == 0, worker.tail()
+                return worker
+
+            crawl("first", name, keyspaces[0])
+            hits = len(small.page_hits())
+            again = crawl("again", f"{name}-b", keyspaces[0])  # a fresh frontier, the same UrlStore
+            assert len(small.page_hits()) == hits, "fetched again within FETCH_POLICY_MAX_AGE"
+            [line] = [line for line in again.text().splitlines() if "Nothing fetched" in line]
+            assert "clear --store" not in line, line
+            assert line.endswith(
+                "scrapy frontier clear --yes, then crawl with -s CASSANDRA_KEYSPACE=<a new keyspace> "
+                f"(the UrlStore in keyspace {keyspaces[0]} is shared by every crawl of it, and kept)"
+            ), line
+            cleared = subprocess.run(
+                [sys.executable, "-m", "scrapy", "frontier", "clear", "--yes", "-s", f"CRAWL_NAME={name}-b"],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert cleared.returncode == 0, cleared.stderr
+            crawl("fresh", f"{name}-b", keyspaces[1])
+            assert len(small.page_hits()) == 2 * hits
+    finally:
+        for keyspace in keyspaces:
+            cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=60)
+        for crawl_name in (name, f"{name}-b"):
+            _forget(redis_url, crawl_name)

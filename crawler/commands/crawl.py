@@ -33,6 +33,7 @@ from twisted.internet.defer import Deferred
 
 from crawler.archive.storage import storage_from_settings
 from crawler.config.validation import problems
+from crawler.exceptions import ServiceUnreachable
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, redis_location, unreachable
 from crawler.pipelines.archive import ARCHIVE_REFUSED
 from crawler.seeds.files import SeedFileError, check_readable
@@ -164,6 +165,8 @@ def _log_start_failure(started, settings) -> None:
     def log(exc: BaseException) -> None:
         if unreachable(exc):
             logger.error("Crawl not started: cannot connect to Redis (%s): %s", redis_location(settings), exc)
+        elif isinstance(exc, ServiceUnreachable):
+            logger.error("Crawl not started: %s", exc)
         else:
             logger.error("Crawl not started: %s: %s", type(exc).__name__, exc, exc_info=exc)
 

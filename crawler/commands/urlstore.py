@@ -26,6 +26,7 @@ from crawler.archive.storage import storage_from_settings
 from crawler.archive.warc import read_payload
 from crawler.config.crawldir import crawls_holding
 from crawler.config.validation import exit_if_invalid
+from crawler.exceptions import ServiceUnreachable
 from crawler.urls import InvalidURL, normalize_url, url_options
 from crawler.urlstore.backends import urlstore_from_settings
 from crawler.urlstore.record import with_iso_times
@@ -75,7 +76,8 @@ class Command(ScrapyCommand):
         try:
             store = urlstore_from_settings(self.settings, readonly=True)  # creates and changes nothing
         except Exception as exc:  # unreachable cluster, no keyspace, bad settings: one clear line
-            return self._fail(f"urlstore: {type(exc).__name__}: {exc}")
+            kind = "" if isinstance(exc, ServiceUnreachable) else f"{type(exc).__name__}: "
+            return self._fail(f"urlstore: {kind}{exc}")
         try:
             if action == "get":
                 record = store.get(url)

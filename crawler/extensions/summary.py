@@ -153,9 +153,21 @@ class FrontierStats:
                 f"Nothing fetched: the UrlStore says the {skipped} URL{'s' if skipped != 1 else ''} handed out "
                 f"{'were' if skipped != 1 else 'was'} fetched within FETCH_POLICY_MAX_AGE ({age:g} s), so "
                 "nothing was read and nothing below discovered; to fetch again: -s FETCH_POLICY_MAX_AGE=0, "
-                "scrapy submit --force URL, or scrapy frontier clear --store --yes (the frontier and the "
-                "UrlStore both)"
+                f"scrapy submit --force URL, or {fresh_start(self.crawler.settings)}"
             )
         if outlook["state"] != FINISHED:
             lines.append("Run the same command again to resume (what is deferred is fetched once due).")
         return "\n".join(lines)
+
+
+def fresh_start(settings) -> str:
+    """How to start a crawl afresh, frontier and UrlStore both, on the UrlStore in use:
+    an SQLite one is the crawl's own (``frontier clear --store``); a Cassandra keyspace is
+    shared by every crawl of it, so a crawl starts afresh in a keyspace of its own."""
+    if settings.get("URLSTORE_BACKEND").lower() == "sqlite":
+        return "scrapy frontier clear --store --yes (the frontier and the UrlStore both)"
+    keyspace = settings.get("CASSANDRA_KEYSPACE")
+    return (
+        "scrapy frontier clear --yes, then crawl with -s CASSANDRA_KEYSPACE=<a new keyspace> "
+        f"(the UrlStore in keyspace {keyspace} is shared by every crawl of it, and kept)"
+    )

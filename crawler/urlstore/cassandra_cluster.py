@@ -7,6 +7,7 @@ factor, the retry policy for idempotent statements, and the driver's log kept re
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import ssl
@@ -19,6 +20,7 @@ from cassandra.cluster import NoHostAvailable
 from cassandra.policies import RetryPolicy
 
 from crawler.config.rules import CQL_NAME, DATACENTER_NAME
+from crawler.exceptions import ServiceUnreachable
 from crawler.urlstore.record import COLUMNS as RECORD_COLUMNS
 
 logger = logging.getLogger(__name__)
@@ -121,15 +123,19 @@ def tls_context(settings) -> ssl.SSLContext | None:
 
 def connect(make_cluster, datacenter: str | None, patience: float, contact: str):
     """(cluster, session) of ``make_cluster()``, tried again while no node answers (a
-    cluster still starting), waiting 1 s, 2 s... (at most 10 s) with a warning line each
-    time, for ``patience`` seconds in all; then NoHostAvailable. When no node answers
-    because CASSANDRA_DATACENTER names a datacenter the cluster does not have, a
+    cluster still starting), waiting 1 s, 2 s... (at most 10 s) with one warning line each
+    time, for ``patience`` seconds in all; then ServiceUnreachable, one line saying where
+    and why. The driver's own log of those failed tries (a warning and an error with
+    their tracebacks, each try) is left out: the warning line says it. When no node
+    answers because CASSANDRA_DATACENTER names a datacenter the cluster does not have, a
     ValueError that says so, at once."""
-    deadline, wait = time.monotonic() + patience, 1.0
+    started = time.monotonic()
+    deadline, wait = started + patience, 1.0
     while True:
         cluster = make_cluster()
         try:
-            return cluster, cluster.connect()
+            with _quiet_control_connection():
+                return cluster, cluster.connect()
         except NoHostAvailable as exc:
             known = sorted({host.datacenter for host in cluster.metadata.all_hosts() if host.datacenter})
             cluster.shutdown()
@@ -137,11 +143,46 @@ def connect(make_cluster, datacenter: str | None, patience: float, contact: str)
                 raise ValueError(
                     f"CASSANDRA_DATACENTER={datacenter!r} is not a datacenter of the cluster ({', '.join(known)})"
                 ) from None
+            why = no_host_reason(exc)
             if time.monotonic() + wait > deadline:
-                raise
-            logger.warning("Cassandra not reachable at %s (%s); trying again in %.0f s", contact, exc, wait)
+                raise ServiceUnreachable(
+                    f"Cassandra unreachable at {contact} for {time.monotonic() - started:.0f} s "
+                    f"(CASSANDRA_CONNECT_TIMEOUT {patience:g} s): {why}"
+                ) from None
+            logger.warning("Cassandra not reachable at %s (%s); trying again in %.0f s", contact, why, wait)
             time.sleep(wait)
             wait = min(wait * 2, 10.0)
+
+
+def no_host_reason(exc: NoHostAvailable) -> str:
+    """Why no node answered, a few words a node: ``127.0.0.1:9042: Connection refused``."""
+    errors = getattr(exc, "errors", None) or {}
+    parts = []
+    for host, error in errors.items():
+        text = str(error).strip() or type(error).__name__
+        text = text.rpartition("Last error: ")[2] if "Last error: " in text else text
+        parts.append(f"{host}: {text.splitlines()[0]}")
+    return "; ".join(parts) or (str(exc.args[0]) if exc.args else "no node answered")
+
+
+class _ControlConnectionTries(logging.Filter):
+    """Drops the driver's records of a failed first connection (ours say it in a line)."""
+
+    MESSAGES = ("[control connection] Error connecting to", "Control connection failed to connect")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.MESSAGES)
+
+
+@contextlib.contextmanager
+def _quiet_control_connection():
+    driver = logging.getLogger("cassandra.cluster")
+    quiet = _ControlConnectionTries()
+    driver.addFilter(quiet)
+    try:
+        yield
+    finally:
+        driver.removeFilter(quiet)
 
 
 class IdempotentRetries(RetryPolicy):
