@@ -107,7 +107,10 @@ def test_the_dashboard_follows_a_crawl_in_a_browser(tmp_path, redis_url, crawl_n
         serve = None
         try:
             serve = ServeProcess(
-                {**env, "SERVE_TOKEN": TOKEN}, {"CRAWL_DIR": crawl_dir}, tmp_path / "serve.log", ("--crawl", crawl_name)
+                {**env, "SERVE_TOKEN": TOKEN},
+                {"CRAWL_DIR": crawl_dir},
+                tmp_path / "serve.log",
+                ("--crawl", crawl_name, "--wait"),  # (the worker may not have made its crawl yet)
             )
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)

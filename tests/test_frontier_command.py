@@ -9,12 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 
 from crawler.commands.frontier import watch
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.shards import ShardedFrontier
 from crawler.frontier.words import now_ms
-from tests.harness import clean_env
+from tests.harness import ServeProcess, clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,6 +73,7 @@ def test_watch_reports_rates(redis_client, crawl_name, capsys):
         ["submit", "http://a.example/new"],
         ["recrawl"],
         ["frontier"],
+        ["serve", "--port", "6811"],
     ],
 )
 def test_a_mistyped_crawl_is_refused_naming_the_crawls_there_are(
@@ -79,8 +81,8 @@ def test_a_mistyped_crawl_is_refused_naming_the_crawls_there_are(
 ):
     """Every command that takes --crawl refuses a crawl that does not exist (exit 2, one
     line naming the real ones) and creates nothing: submit does not start a crawl, recrawl
-    does not read an empty one. (scrapy serve says so in one line and serves it once it
-    starts: a dashboard may be opened before its crawl.)"""
+    does not read an empty one, serve serves nothing (unless --wait: a dashboard opened
+    before its crawl)."""
     real = crawl_name + "-real"
     Frontier(redis_client, real).put([Entry(url="http://a.example/", payload=b"x")])
     try:
@@ -95,7 +97,7 @@ def test_a_mistyped_crawl_is_refused_naming_the_crawls_there_are(
         assert out.returncode == 2, out.stderr
         [line] = out.stderr.strip().splitlines()
         assert line.startswith(f"{command[0]}: no crawl {crawl_name!r} in this Redis (crawls in this Redis: ")
-        assert real in line and line.endswith("name one with --crawl NAME")
+        assert real in line and "name one with --crawl NAME" in line
         assert not redis_client.keys(f"crawl:{{{crawl_name}}}*") and not any(tmp_path.iterdir())
     finally:
         Frontier(redis_client, real).clear()
@@ -219,3 +221,36 @@ def test_the_numbers_over_shards(redis_client, crawl_name):
         assert [sharded.ring.index(f"{h}.example") for h in "abc"] == [0, 0, 1]
     finally:
         sharded.clear()
+
+
+@pytest.mark.parametrize("command", [["frontier"], ["submit", "http://a.example/"], ["serve", "--port", "6811"]])
+def test_a_crawl_name_one_letter_off_gets_a_did_you_mean(command, redis_url, redis_client, crawl_name, tmp_path):
+    real = crawl_name + "-news"
+    Frontier(redis_client, real).put([Entry(url="http://a.example/", payload=b"x")])
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "scrapy", *command, "--crawl", crawl_name + "-nwes", "-s", f"CRAWL_DIR={tmp_path}"],
+            cwd=ROOT,
+            env={**clean_env(), "REDIS_URL": redis_url},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 2, out.stderr
+        assert f"; did you mean {real}? name one with --crawl NAME" in out.stderr, out.stderr
+    finally:
+        Frontier(redis_client, real).clear()
+
+
+def test_serve_waits_for_a_crawl_yet_to_start_when_told_to(redis_url, crawl_name, tmp_path):
+    """``serve --crawl NAME --wait``: the crawl is not there yet; it says so in one line and
+    serves, and its API answers once the crawl starts."""
+    env = {**clean_env(), "REDIS_URL": redis_url}
+    serve = ServeProcess(env, {"CRAWL_DIR": tmp_path}, tmp_path / "serve.log", ("--crawl", crawl_name, "--wait"))
+    try:
+        assert f"no crawl {crawl_name!r} in this Redis" in serve.tail() and "serving it once it starts" in serve.tail()
+        client = redis.Redis.from_url(redis_url)
+        Frontier(client, crawl_name).put([Entry(url="http://a.example/", payload=b"x")])
+        assert serve.json(f"/api/crawls/{crawl_name}/frontier")["queued"] == 1
+    finally:
+        serve.stop()

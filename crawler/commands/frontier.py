@@ -16,6 +16,7 @@ scrapy frontier drop --host H --yes  fetch nothing more of host H: its URLs are 
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import sys
@@ -199,11 +200,14 @@ def clear(settings, yes: bool, with_store: bool, store: list[str]) -> int:
 
 def no_such_crawl(settings, command: str = "frontier", also=()) -> str:
     """The line for a crawl name that has no frontier, naming the crawls there are
-    (``also``: more of them, known otherwise)."""
+    (``also``: more of them, known otherwise), and the one it may be a typo of."""
     where = f"under {settings.get('CRAWL_DIR')}" if uses_embedded(settings) else "in this Redis"
+    name = settings.get("CRAWL_NAME")
     crawls = sorted({*known_crawls(settings), *also})
     there = f"crawls {where}: {', '.join(crawls)}" if crawls else f"no crawl {where} yet"
-    return f"{command}: no crawl {settings.get('CRAWL_NAME')!r} {where} ({there}); name one with --crawl NAME"
+    near = difflib.get_close_matches(name, crawls, n=1, cutoff=0.6)
+    guess = f"did you mean {near[0]}? " if near else ""
+    return f"{command}: no crawl {name!r} {where} ({there}); {guess}name one with --crawl NAME"
 
 
 def format_stats(name: str, s: dict, cluster: bool = False) -> str:

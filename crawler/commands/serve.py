@@ -3,6 +3,10 @@
 scrapy serve                       on SERVE_HOST:SERVE_PORT (127.0.0.1:6810)
 scrapy serve --port 8080 --crawl news
 scrapy serve --host 0.0.0.0 -s SERVE_TOKEN=...   any interface, with a token
+scrapy serve --crawl news --wait   a crawl that has not started yet: served once it does
+
+A ``--crawl`` that names no crawl (no frontier, no UrlStore) is refused with one line naming
+the crawls there are (exit code 2), unless ``--wait`` says it is one yet to start.
 
 Without SERVE_TOKEN the server listens on a loopback address only, and says so; a
 non-loopback --host without a token is refused. The endpoints: crawler/serve/app.py.
@@ -48,6 +52,12 @@ class Command(ScrapyCommand):
         parser.add_argument("--host", metavar="ADDRESS", help="address to listen on (default: SERVE_HOST)")
         parser.add_argument("--port", metavar="PORT", help="port (default: SERVE_PORT)")
         parser.add_argument("--crawl", metavar="NAME", help="the dashboard's crawl (default: CRAWL_NAME)")
+        parser.add_argument(
+            "--wait",
+            action="store_true",
+            help="serve the --crawl NAME even if it does not exist yet (a crawl about to start); "
+            "without it, a name that is no crawl is refused (exit code 2)",
+        )
 
     def process_options(self, args, opts):
         super().process_options(args, opts)
@@ -59,7 +69,12 @@ class Command(ScrapyCommand):
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
         exit_if_invalid(self.settings, "serve")  # before anything starts or logs
         if opts.crawl:
-            warn_unknown_crawl(self.settings)
+            unknown = unknown_crawl(self.settings)
+            if unknown and not opts.wait:
+                print(unknown + " (or --wait: serve it once it starts)", file=sys.stderr)
+                raise SystemExit(2)
+            if unknown:
+                print(unknown.replace("; name one with --crawl NAME", "; serving it once it starts"), file=sys.stderr)
 
     def run(self, args, opts):
         if args:
@@ -140,20 +155,19 @@ def stop_servers(children: list[int]) -> None:
             os.waitpid(pid, 0)
 
 
-def warn_unknown_crawl(settings) -> None:
-    """One line naming the crawls there are when CRAWL_NAME has neither a UrlStore file
-    nor a frontier yet (a mistyped --crawl, or a dashboard opened before its crawl
-    starts: it is served as soon as it does); nothing when Redis does not answer."""
+def unknown_crawl(settings) -> str | None:
+    """The line naming the crawls there are when CRAWL_NAME has neither a UrlStore file
+    nor a frontier (a mistyped --crawl, or a crawl yet to start); None when it has one, or
+    when Redis does not answer (the server says so once it runs)."""
     stores = crawls_holding(settings, SQLITE_FILE) if settings.get("URLSTORE_BACKEND").lower() == "sqlite" else []
     if settings.get("CRAWL_NAME") in stores:
-        return
+        return None
     try:
         if crawl_exists(settings):
-            return
-        line = no_such_crawl(settings, "serve", also=stores)
+            return None
+        return no_such_crawl(settings, "serve", also=stores)
     except Exception:  # noqa: BLE001 - Redis away: the server says so once it runs
-        return
-    print(line.replace("; name one with --crawl NAME", "; serving it once it starts"), file=sys.stderr)
+        return None
 
 
 def port_taken(host: str, port: int, reuse_port: bool) -> str | None:
