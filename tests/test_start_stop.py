@@ -533,3 +533,27 @@ def test_a_crawl_whose_cassandra_is_not_there_says_so_in_one_line(tmp_path):
         f"Crawl not started: Cassandra unreachable at 127.0.0.1:{port} for 3 s (CASSANDRA_CONNECT_TIMEOUT 4 s): "
         f"127.0.0.1:{port}: Connection refused"
     ), line
+
+
+def test_a_crawl_whose_every_seed_is_refused_ends_at_once_with_exit_2(tmp_path):
+    """Seeds at loopback and private addresses without NETWORK_GUARD_ALLOW, and a line that
+    is no URL: the worker says in one line that no seed was added and why (the setting
+    that would let them in), names the bad line with its reason, and exits 2 at once,
+    without a request."""
+    with serve_site(hosts=2, pages=5) as site:
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text(f"{site.seeds[0]}\nhttp://10.1.2.3/private\nftp://not.http.example/\n")
+        settings = {"CRAWL_DIR": tmp_path / "crawl", "FRONTIER_IDLE_SECONDS": 30, "FRONTIER_HOST_INTERVAL": 0.2}
+        started = time.monotonic()
+        proc = _run(crawl_command(tmp_path / "out.jsonl", seeds, settings), timeout=120)
+        took = time.monotonic() - started
+        hits = site.hits()
+    _stop_leftover_redis(tmp_path / "crawl", "teardown")
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 2, text[-3000:]
+    assert not hits and took < 25, (took, hits)  # (not after FRONTIER_IDLE_SECONDS)
+    [line] = [line for line in text.splitlines() if "No seed added" in line]
+    assert "added 0, already seen 0, invalid 1 (first at " in line and "refused 2" in line, line
+    assert line.endswith("to crawl them, -s NETWORK_GUARD_ALLOW=NETWORKS (e.g. 127.0.0.0/8,192.168.0.0/16)"), line
+    [bad] = [line for line in text.splitlines() if "Seed line invalid" in line]
+    assert bad.endswith(f"Seed line invalid: {seeds}:3: not an http(s) URL: 'ftp://not.http.example/'"), bad

@@ -12,7 +12,8 @@ the command's, not the spider's:
 A crawl that cannot start exits non-zero with one clear line, on stderr and in LOG_FILE
 when one is set (a scrapyd job's log, which gets no stderr): a setting it cannot use or
 an unknown profile (exit 2, before anything starts), a seed file given with ``-a seeds=``
-that cannot be read (exit 2), a component that fails as the crawl starts (``Crawl not
+that cannot be read (exit 2), seeds none of which could be used (each invalid or refused,
+and nothing queued: ``seeds_refused``, exit 2), a component that fails as the crawl starts (``Crawl not
 started: ...`` with its traceback, exit 1). Seeds that could not all be added to the
 frontier close the crawl with ``seeds_failed``, a Redis that refuses the worker's
 credentials with ``redis_refused``, a crawl whose keys vanished from Redis while it ran
@@ -37,7 +38,7 @@ from crawler.exceptions import ServiceUnreachable
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, redis_location, unreachable
 from crawler.pipelines.archive import ARCHIVE_REFUSED
 from crawler.seeds.files import SeedFileError, check_readable
-from crawler.spiders.broad import SEEDS_FAILED, split_arg
+from crawler.spiders.broad import SEEDS_FAILED, SEEDS_REFUSED, split_arg
 from crawler.urlstore.sqlite import sqlite_path
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,8 @@ class Command(ScrapyCrawl):
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed:
             self.exitcode = 1
+        elif crawler.stats is not None and crawler.stats.get_value("finish_reason") == SEEDS_REFUSED:
+            self.exitcode = 2  # no seed was usable: what was typed is wrong
         elif crawler.stats is not None and (
             crawler.stats.get_value("finish_reason") in FAILED_REASONS or crawler.stats.get_value("seeds/error")
         ):

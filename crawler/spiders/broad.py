@@ -64,7 +64,8 @@ from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
 
-SEEDS_FAILED = "seeds_failed"  # close reason: the seeds could not all be added
+SEEDS_FAILED = "seeds_failed"  # close reason: the seeds could not all be added (exit code 1)
+SEEDS_REFUSED = "seeds_refused"  # close reason: no seed was usable, nothing to crawl (exit code 2)
 
 
 def split_arg(value) -> list[str]:
@@ -141,9 +142,9 @@ class BroadSpider(scrapy.Spider):
 
     async def start(self):
         if self.seed_files:
-            error = await deferred_to_future(threads.deferToThread(self._seed))
-            if error:  # the crawl closes with seeds_failed (exit code 1)
-                deferred_from_coro(self.crawler.engine.close_spider_async(reason=SEEDS_FAILED))
+            reason = await deferred_to_future(threads.deferToThread(self._seed))
+            if reason:  # seeds_failed (exit code 1) or seeds_refused (exit code 2)
+                deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
         for request in []:  # every URL comes from the frontier
             yield request
 
@@ -151,20 +152,44 @@ class BroadSpider(scrapy.Spider):
         self._seeding_stop.set()
 
     def _seed(self) -> str | None:
-        """``_ingest_seeds``, and when the seeds were not all added one clear line and the
-        stat seeds/error, said in this thread: a crawl stopped meanwhile (Ctrl-C while Redis
-        is away) says it too, and exits 1 (crawler/commands/crawl.py)."""
-        error = self._ingest_seeds()
+        """``_ingest_seeds``; None, or the reason the crawl closes with. When the seeds were
+        not all added, one clear line and the stat seeds/error, said in this thread: a crawl
+        stopped meanwhile (Ctrl-C while Redis is away) says it too, and exits 1
+        (crawler/commands/crawl.py). When no seed was usable (each invalid, or refused by
+        the network guard or the frontier) and the crawl has nothing queued either, one line
+        saying why and SEEDS_REFUSED: there is nothing to crawl (exit 2, as for a seed file
+        that cannot be read)."""
+        error, report = self._ingest_seeds()
         if error:
             logger.error("Seeds not added: %s", error)
             self.crawler.stats.set_value("seeds/error", error)
-        return error
+            return SEEDS_FAILED
+        from crawler.middlewares.netguard import GUARD_REFUSED, guard_hint
 
-    def _ingest_seeds(self) -> str | None:
+        if report is not None and not (report.added or report.seen) and self._nothing_queued():
+            guarded = report.refused_by.get(GUARD_REFUSED)
+            line = f"No seed added, nothing to crawl: {report.summary()}" + (
+                f"; {guard_hint(guarded)}" if guarded else ""
+            )
+            logger.error("%s", line)
+            return SEEDS_REFUSED
+        if report is not None and report.refused_by.get(GUARD_REFUSED):
+            logger.warning("%s", guard_hint(report.refused_by[GUARD_REFUSED]))
+        return None
+
+    def _nothing_queued(self) -> bool:
+        try:
+            numbers = services(self.crawler).frontier.stats()
+        except redis.RedisError:  # (the scheduler waits for it, and says so)
+            return False
+        return not numbers["queued"] and not numbers["leased"]
+
+    def _ingest_seeds(self):
         """Ingest the seed files (in a thread), waiting out a Redis outage as the
-        scheduler does; None, or why the seeds were not all added."""
+        scheduler does: (None, the ingestion's report), or (why the seeds were not all
+        added, None)."""
         from crawler.frontier.connection import Patient
-        from crawler.middlewares.netguard import GUARD_REFUSED, guard_hint, seed_refusal
+        from crawler.middlewares.netguard import seed_refusal
         from crawler.seeds.files import SeedFileError
         from crawler.seeds.ingest import Every, ingest
 
@@ -184,18 +209,20 @@ class BroadSpider(scrapy.Spider):
                 refuse=seed_refusal(s),
             )
         except SeedFileError as exc:
-            return str(exc)
+            return str(exc), None
         except redis.RedisError as exc:  # stopped while Redis was away
-            return f"Redis unreachable ({type(exc).__name__}: {exc}); run the same command again"
+            return f"Redis unreachable ({type(exc).__name__}: {exc}); run the same command again", None
         except Exception as exc:
             logger.exception("Seed ingestion failed")
-            return f"{type(exc).__name__}: {exc}"
+            return f"{type(exc).__name__}: {exc}", None
         logger.info("Seeds: %s", report.summary())
-        if report.refused_by.get(GUARD_REFUSED):
-            logger.warning("%s", guard_hint(report.refused_by[GUARD_REFUSED]))
+        for where, reason in report.invalid_examples:  # each with its reason, as scrapy seed says them
+            logger.warning("Seed line invalid: %s: %s", where, reason)
+        if report.invalid > len(report.invalid_examples):
+            logger.warning("Seed lines invalid: ... %d more", report.invalid - len(report.invalid_examples))
         for key in ("added", "seen", "invalid", "refused"):
             self.crawler.stats.inc_value(f"seeds/{key}", getattr(report, key))
-        return None
+        return None, report
 
     # -- pages ---------------------------------------------------------------------
 
