@@ -233,6 +233,7 @@ def test_seed_and_frontier_commands_use_every_server(tmp_path):
         assert "(on 3 Redis servers, REDIS_URLS)" in shown.stdout and "queued           60 " in shown.stdout, (
             shown.stdout
         )
+        assert "URL-seen         60 URLs in 3 shards (1 generation each)," in shown.stdout, shown.stdout
     finally:
         for s in servers:
             s.kill()

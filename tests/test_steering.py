@@ -325,6 +325,16 @@ def test_two_workers_spend_one_page_budget_and_leave_a_paused_host_alone(tmp_pat
         assert "The page budget is spent (CRAWL_MAX_PAGES = 40): closing" in text, w.tail()
         assert "finished: the page budget (CRAWL_MAX_PAGES = 40) is spent" in text
     assert f.paused()["hosts"].keys() == {held}
+    # the crawl's totals: said by the last worker to end, and by `scrapy frontier`, whose
+    # budget is the workers' (no -s CRAWL_MAX_PAGES given to it)
+    totals = [line for w in workers for line in w.text().splitlines() if "Crawl totals (all workers)" in line]
+    fetched = sum(int(m[1]) for w in workers for m in re.finditer(r"'pages/fate/fetched': (\d+)", w.text()))
+    copies = sum(int(m[1]) for w in workers for m in re.finditer(r"'pages/fate/duplicate': (\d+)", w.text()))
+    said = f"Crawl totals (all workers): 40 pages: {fetched} fetched (0 of them near copies), {copies} exact copies"
+    assert totals and all(line.endswith(said) for line in totals), (totals, said)
+    shown = _scrapy(redis_url, "frontier", *common).stdout
+    assert "page budget      40 handled + 0 in hand of CRAWL_MAX_PAGES 40; spent" in shown, shown
+    assert f"pages (all)      40 pages: {fetched} fetched" in shown, shown
 
 
 def test_a_worker_records_a_dropped_host_a_host_given_up_and_urls_over_quota(tmp_path, redis_url, crawl_name):
@@ -438,6 +448,12 @@ def test_a_worker_follows_the_crawl_rules_and_reads_them_again_when_they_change(
         )
     assert capped_fates.get("over_quota", 0) > 0, capped_fates
     assert sum(n for fate, n in capped_fates.items() if fate != "over_quota") <= 6, capped_fates
+    # the last worker to end (here the only one) gives the crawl's totals, rejections included
+    text = worker.text()
+    rejected = int(re.search(r"'frontier/rejected': (\d+)", text)[1])
+    [totals] = [line for line in text.splitlines() if "Crawl totals (all workers)" in line]
+    assert rejected > 0 and f"URLs not admitted: rejected by the crawl rules {rejected}" in totals, totals
+    assert "submissions refused 1" in totals, totals  # (/extra-after.html, under the new rules)
 
 
 # -- FRONTIER_ORDER importance (OPIC) ------------------------------------------------------------

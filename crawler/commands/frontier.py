@@ -37,7 +37,7 @@ from crawler.frontier.connection import (
 from crawler.frontier.steering import host_key
 from crawler.frontier.words import REASONS
 from crawler.observe.report import count as plural
-from crawler.observe.report import deferred_lines, numbers, status_line, when
+from crawler.observe.report import deferred_lines, numbers, status_line, totals_text, when
 from crawler.urlstore.sqlite import sqlite_path
 
 
@@ -243,12 +243,24 @@ def format_stats(name: str, s: dict, cluster: bool = False) -> str:
             f"{plural(s['hosts_slowed'], 'host')} slowed down by failures"
             + "".join(f"{', ' if i else ' ('}{h} x{f:g}" for i, (h, f) in enumerate(s.get("slowed", [])))
             + (")" if s.get("slowed") else ""),
-            f"URL-seen         {plural(seen['urls'], 'URL')} in {plural(seen['generations'], 'generation')}, {seen['bytes']} bytes of fingerprints, "
+            f"URL-seen         {plural(seen['urls'], 'URL')} in {_generations(seen)}, {seen['bytes']} bytes of fingerprints, "
             f"fill {', '.join(f'{100 * f:.2f}%' for f in seen['fill'])}, "
             f"est. false-positive rate {seen['false_positive_rate']:.2e}",
+            f"pages (all)      {totals_text(s.get('totals') or {})}",
             *busiest_lines(s.get("busiest")),
         ]
     )
+
+
+def _generations(seen: dict) -> str:
+    """URL-seen's generations: ``1 generation``; sharded, each shard has its own filter:
+    ``16 shards (1 generation each)`` or ``(1 to 2 generations each)``."""
+    per_shard = seen.get("shard_generations")
+    if not per_shard:
+        return plural(seen["generations"], "generation")
+    low, high = min(per_shard), max(per_shard)
+    each = plural(low, "generation") if low == high else f"{low} to {high} generations"
+    return f"{plural(len(per_shard), 'shard')} ({each} each)"
 
 
 def steering_lines(paused: dict | None, budget: dict | None) -> list[str]:

@@ -19,13 +19,16 @@ from crawler.frontier.connection import outage_wait
 from crawler.items import Page
 from crawler.observe.livestats import (
     BUCKET_TTL,
+    LIVE_SECONDS,
     RECENT,
     WORKERS_KEPT,
     bucket_of,
     published_settings,
+    read_tally,
     recent_entry,
     tallied,
 )
+from crawler.observe.report import totals_text
 from crawler.services import services
 from crawler.urlstore.record import worker_fate
 
@@ -117,16 +120,20 @@ class LiveStats:
                 p.lpush(keys.recent, *(json.dumps(e, separators=(",", ":")) for e in recent))
                 p.ltrim(keys.recent, 0, RECENT - 1)
             now_ms = int(now * 1000)
-            if closing:
+            if closing:  # out of the live ones; the crawl's totals, for the last worker to end
                 p.zrem(keys.workers, self.worker)
+                p.zcount(keys.workers, now_ms - int(LIVE_SECONDS * 1000), "+inf")
+                p.hgetall(keys.tally)
             else:
                 p.zadd(keys.workers, {self.worker: now_ms})
                 p.hset(keys.published, mapping=self.published)
             p.zremrangebyscore(keys.workers, "-inf", now_ms - WORKERS_KEPT * 1000)
-            p.execute()
+            written = p.execute()
         except Exception as exc:  # Redis away (or refusing): kept for the next try
             self._failed(exc, closing)
             return False
+        if closing and not written[-3]:  # no other worker alive: this one says the crawl's totals
+            logger.info("Crawl totals (all workers): %s", totals_text(read_tally(written[-2])))
         self._written.update(counters)
         self._buckets.clear()  # (item_scraped runs in this thread: nothing came meanwhile)
         self._recent.clear()

@@ -13,13 +13,12 @@ from twisted.internet import task
 from crawler.freshness.policy import SKIPPED
 from crawler.frontier.words import FINISHED
 from crawler.items import Page
-from crawler.observe.report import count, deferred_lines, status_line
+from crawler.observe.report import FATE, deferred_lines, pages_text, status_line
 from crawler.services import services
 from crawler.urlstore.record import worker_fate
 
 logger = logging.getLogger(__name__)
 
-FATE = "pages/fate/"  # the stats of this worker's pages by fate
 NOT_ERRORS = {
     "fetched",
     "duplicate",
@@ -134,15 +133,8 @@ class FrontierStats:
         """What this worker did, and what the crawl left for later (and why)."""
         stats = self.crawler.stats.get_stats()
         fates = self._fates()
-        done = sum(fates.values())
-        kept = ("fetched", "duplicate", "not_modified")
-        failures = ", ".join(f"{k} {v}" for k, v in sorted(fates.items()) if k not in kept)
-        unchanged = f", {fates['not_modified']} not modified (304)" if fates.get("not_modified") else ""
         lines = [
-            f"Crawl summary ({reason}): this worker recorded {count(done, 'page')}: {fates.get('fetched', 0)} fetched "
-            f"({stats.get('contentseen/near', 0)} of them near copies), {fates.get('duplicate', 0)} exact copies"
-            + unchanged
-            + (f"; not fetched or failed: {failures}" if failures else ""),
+            f"Crawl summary ({reason}): this worker recorded {pages_text(fates, stats.get('contentseen/near', 0))}",
             f"Frontier: {status_line(outlook, deferred)}",
         ]
         lines += [f"  {line}" for line in deferred_lines(deferred)]

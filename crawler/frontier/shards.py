@@ -407,6 +407,7 @@ class ShardedFrontier:
             else:  # the URL-seen reports
                 out[name] = {
                     "generations": sum(v["generations"] for v in values),
+                    "shard_generations": [v["generations"] for v in values],
                     "urls": sum(v["urls"] for v in values),
                     "bytes": sum(v["bytes"] for v in values),
                     "fill": [f for v in values for f in v["fill"]],

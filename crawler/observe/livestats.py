@@ -55,6 +55,7 @@ PUBLISHED = {
     "close_when_idle": "FRONTIER_CLOSE_WHEN_IDLE",
     "politeness_key": "FRONTIER_POLITENESS_KEY",
     "profile": "SETTINGS_PROFILE",
+    "max_pages": "CRAWL_MAX_PAGES",
 }
 
 
@@ -76,8 +77,9 @@ def read_published(client, keys: Keys) -> dict:
     for name in ("host_interval", "max_wait"):
         if name in raw:
             out[name] = float(raw[name])
-    if "host_max_in_flight" in raw:
-        out["host_max_in_flight"] = int(float(raw["host_max_in_flight"]))
+    for name in ("host_max_in_flight", "max_pages"):
+        if name in raw:
+            out[name] = int(float(raw[name]))
     if "close_when_idle" in raw:
         out["close_when_idle"] = raw["close_when_idle"] in ("True", "true", "1")
     return out
@@ -95,6 +97,11 @@ TALLIED = (
     "contentseen/near",
     "frontier/trap/",
     "frontier/host_full",
+    "frontier/rejected",
+    "seeds/added",
+    "seeds/refused",
+    "seeds/invalid",
+    "submit/refused/",
     "archive/objects",
     "archive/bytes",
     "archive/records",
@@ -106,6 +113,11 @@ TALLIED = (
     "ratelimit/handed_back",
     "backoff/",
 )
+
+
+def read_tally(raw: dict) -> dict[str, int]:
+    """The ``tally`` hash as Redis gives it (HGETALL), as {stats key: count}."""
+    return {_text(k): int(v) for k, v in sorted(raw.items())}
 
 
 def tallied(name: str) -> bool:
@@ -183,7 +195,7 @@ def activity(client, keys, now: float, minutes: int = 30, live_seconds: float = 
             {"t": t, "fates": {_text(k): int(v) for k, v in sorted(fates.items())}}
             for t, fates in zip(starts, series, strict=True)
         ],
-        "totals": {_text(k): int(v) for k, v in sorted(tally.items())},
+        "totals": read_tally(tally),
         "recent": pages,
         "workers": int(live),
     }

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from crawler.frontier.words import FINISHED, PAUSED, REASONS, RUNNING
-from crawler.observe.livestats import live_workers, read_published
+from crawler.observe.livestats import live_workers, read_published, read_tally
 
 _ORDER = ("paused", "robots", "down", "throttled", "retry", "interval")
 IDLE, STOPPED = "idle", "stopped"  # (a viewer's states beside the frontier's own)
@@ -19,10 +19,13 @@ def numbers(frontier, max_wait: float, hosts: int = 10) -> dict:
     ``status`` (``crawl_state``, and what is deferred), ``slowed`` hosts, the ``hosts``
     busiest hosts (0: left out), the ``workers`` alive and the settings they ``published``
     (their host interval and max wait count, not the viewer's own settings), what the
-    operator ``paused`` (the crawl, hosts) and the page ``budget``."""
+    operator ``paused`` (the crawl, hosts), the page ``budget`` (the workers' CRAWL_MAX_PAGES
+    as they published it) and the crawl's ``totals`` over its workers (their tally)."""
     published = read_published(frontier.redis, frontier.keys)
     if "host_interval" in published:
         frontier.host_interval_ms = int(published["host_interval"] * 1000)
+    if "max_pages" in published:  # the workers' page budget (CRAWL_MAX_PAGES), not the viewer's
+        frontier.max_pages = published["max_pages"]
     max_wait = published.get("max_wait", max_wait)
     stats = frontier.stats()
     outlook = frontier.outlook(max_wait)
@@ -37,6 +40,7 @@ def numbers(frontier, max_wait: float, hosts: int = 10) -> dict:
     stats["slowed"] = frontier.slowed()
     stats["paused"] = frontier.paused()
     stats["budget"] = frontier.budget()
+    stats["totals"] = read_tally(frontier.redis.hgetall(frontier.keys.tally))
     if hosts:
         stats["busiest"] = frontier.busiest(hosts)
     return stats
@@ -123,3 +127,50 @@ def _reason_text(reason: str, d: dict) -> str:
 def count(n: int, word: str) -> str:
     """``n`` and ``word``, plural unless n is 1: "1 URL", "3 hosts"."""
     return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+FATE = "pages/fate/"  # the stats (and tally fields) of pages by fate
+KEPT = ("fetched", "duplicate", "not_modified")  # fates that are a page kept, not a failure
+
+
+def fates_of(counters: dict) -> dict[str, int]:
+    """Pages by fate, from a worker's stats or the crawl's tally (``pages/fate/<fate>``)."""
+    return {k[len(FATE) :]: int(v) for k, v in counters.items() if k.startswith(FATE)}
+
+
+def pages_text(fates: dict[str, int], near: int) -> str:
+    """``1873 pages: 1790 fetched (14 of them near copies), 12 exact copies; not fetched
+    or failed: connection_error 3, server_error 6``."""
+    failures = ", ".join(f"{k} {v}" for k, v in sorted(fates.items()) if k not in KEPT and v)
+    unchanged = f", {fates['not_modified']} not modified (304)" if fates.get("not_modified") else ""
+    return (
+        f"{count(sum(fates.values()), 'page')}: {fates.get('fetched', 0)} fetched ({near} of them near copies), "
+        f"{fates.get('duplicate', 0)} exact copies"
+        + unchanged
+        + (f"; not fetched or failed: {failures}" if failures else "")
+    )
+
+
+def totals_text(totals: dict) -> str:
+    """The crawl's totals over all its workers, from the tally (crawler/observe/livestats.py):
+    pages by fate, and the URLs kept out of the frontier and why (the crawl rules, trap
+    guards, host quotas; seeds and submissions refused)."""
+    kept_out = []
+    rejected = totals.get("frontier/rejected", 0)
+    if rejected:
+        kept_out.append(f"rejected by the crawl rules {rejected}")
+    traps = {k.rpartition("/")[2]: v for k, v in totals.items() if k.startswith("frontier/trap/") and v}
+    if traps:
+        kept_out.append(
+            f"trap guards {sum(traps.values())} (" + ", ".join(f"{k} {v}" for k, v in sorted(traps.items())) + ")"
+        )
+    if totals.get("frontier/host_full"):
+        kept_out.append(f"host full {totals['frontier/host_full']}")
+    for key, what in (("seeds/refused", "seeds refused"), ("seeds/invalid", "seed lines invalid")):
+        if totals.get(key):
+            kept_out.append(f"{what} {totals[key]}")
+    refused = sum(v for k, v in totals.items() if k.startswith("submit/refused/"))
+    if refused:
+        kept_out.append(f"submissions refused {refused}")
+    text = pages_text(fates_of(totals), totals.get("contentseen/near", 0))
+    return text + ("; URLs not admitted: " + ", ".join(kept_out) if kept_out else "")
