@@ -188,6 +188,15 @@ def follow_crawl(
             grown = now
     assert grown is not None, f"the pages count stayed at {before} until the crawl ended"
     assert number(page, "queued") is not None and number(page, "hosts-ready") is not None
+    # the minute's pages are the pages recorded (the crawl is younger than a minute: all of them
+    # but those of a flush still to come), not the acknowledgements that wait for the archive
+    assert 0 < number(page, "pages-last-minute") <= number(page, "pages-total")
+    # a busiest host "due now" is one the "due now" count holds (both as read at one instant)
+    rows = [row.locator("td").all_text_contents() for row in page.locator("#busiest tbody tr").all()]
+    due_now = sum(1 for cells in rows if len(cells) == 6 and cells[5] == "now")
+    assert due_now <= number(page, "hosts-due") <= number(page, "hosts-ready"), (rows, number(page, "hosts-due"))
+    backoffs = [cells[4] for cells in rows if len(cells) == 6 and cells[4]]
+    assert all(re.fullmatch(r"[a-z]+, retried (now|in [\d.]+ s)", text) for text in backoffs), backoffs
     assert number(page, "hosts-in-flight") is not None and number(page, "hosts-backed-off") is not None
     page.screenshot(path=str(artifacts / "dashboard-running.png"), full_page=True)
 

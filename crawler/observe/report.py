@@ -21,6 +21,7 @@ def numbers(frontier, max_wait: float, hosts: int = 10) -> dict:
     (their host interval and max wait count, not the viewer's own settings), what the
     operator ``paused`` (the crawl, hosts), the page ``budget`` (the workers' CRAWL_MAX_PAGES
     as they published it) and the crawl's ``totals`` over its workers (their tally)."""
+    read_at = int(time.time() * 1000)  # when these are read (ms): what "due now" means beside them
     published = read_published(frontier.redis, frontier.keys)
     if "host_interval" in published:
         frontier.host_interval_ms = int(published["host_interval"] * 1000)
@@ -41,6 +42,7 @@ def numbers(frontier, max_wait: float, hosts: int = 10) -> dict:
     stats["paused"] = frontier.paused()
     stats["budget"] = frontier.budget()
     stats["totals"] = read_tally(frontier.redis.hgetall(frontier.keys.tally))
+    stats["read_at"] = read_at
     if hosts:
         stats["busiest"] = frontier.busiest(hosts)
     return stats

@@ -154,9 +154,11 @@
     return d.toLocaleTimeString("en-GB", { hour12: false });
   }
 
-  function inSeconds(ms) {
+  // a time (ms) as it stood when the numbers were read (``at``, the server's clock): the
+  // same instant as the counts beside it, whatever this browser's clock says
+  function inSeconds(ms, at) {
     if (ms === null || ms === undefined) return "after its download";
-    const s = (ms - Date.now()) / 1000;
+    const s = (ms - (at ?? Date.now())) / 1000;
     return s <= 0 ? "now" : "in " + (s < 10 ? s.toFixed(1) : Math.round(s)) + " s";
   }
 
@@ -236,11 +238,11 @@
     setNumber("leased", f.leased);
     setNumber("hosts-queued", f.hosts_with_urls ?? f.hosts_queued); // downloading hosts with URLs left too
     setNumber("hosts-seen", f.hosts_seen);
-    setNumber("hosts-ready", f.hosts_due);
+    setNumber("hosts-ready", f.hosts_queued); // in the ready heap: URLs queued, below their in-flight limit
+    setNumber("hosts-due", f.hosts_due);
     setNumber("hosts-in-flight", f.hosts_in_flight);
     setNumber("in-flight", f.in_flight);
     setNumber("hosts-slowed", f.hosts_slowed);
-    setNumber("acked-last-minute", f.acked_last_minute);
     const status = f.status || {};
     const deferred = status.deferred || {};
     let backedOff = 0;
@@ -274,8 +276,8 @@
         cell(tr, h.interval === null || h.interval === undefined ? "" : Number(h.interval).toFixed(2) + " s", "num");
         cell(tr, h.in_flight, "num");
         const b = h.backoff;
-        cell(tr, b ? `${b.reason} ${inSeconds(b.until)}` : "", b ? "bad" : "");
-        cell(tr, inSeconds(h.next_due));
+        cell(tr, b ? `${b.reason}, retried ${inSeconds(b.until, f.read_at)}` : "", b ? "bad" : "");
+        cell(tr, inSeconds(h.next_due, f.read_at));
         return tr;
       }),
       "no host has URLs queued",
@@ -354,6 +356,10 @@
     } else {
       setNumber("pages-rate", null);
     }
+    // pages recorded in the last minute (as the pages card counts them, by the workers'
+    // records; not the acknowledgements, which wait for the archive's batch)
+    const minute = Math.ceil(60 / step);
+    setNumber("pages-last-minute", all.slice(-minute).reduce((a, b) => a + pages(b), 0));
   }
 
   function showTotals(totals) {
