@@ -58,3 +58,24 @@ def test_an_unknown_action_is_one_line_naming_what_was_wrong():
     assert "error: unknown action 'bogus': expected stats (the default), clear, pause, resume or drop" in out.stderr, (
         out.stderr
     )
+
+
+def test_each_commands_help_says_what_a_newcomer_looks_for():
+    """crawl -h names the broad spider and its -a arguments; frontier -h its actions; seed -h
+    that it takes URLs as well as files; archive -h the time --at takes; serve -h the token."""
+    from crawler.spiders.broad import ARGUMENTS
+
+    def own(name: str) -> str:
+        out = _scrapy(name, "-h")
+        assert out.returncode == 0, out.stderr
+        return " ".join(out.stdout.split("Global Options", 1)[0].split())  # (lines wrapped: words only)
+
+    crawl = own("crawl")
+    assert "scrapy crawl [options] broad" in crawl and all(f"-a {name}=" in crawl for name in ARGUMENTS), crawl
+    frontier = own("frontier")
+    assert all(
+        f"{action}:" in frontier for action in ("pause [--host H]", "resume [--host H]", "drop --host H --yes")
+    ), frontier
+    assert "scrapy seed [options] FILE|URL [FILE|URL ...]" in own("seed")
+    assert "--at TIME get: the capture nearest this time (UTC): 20261126" in own("archive")
+    assert "SERVE_TOKEN" in own("serve")

@@ -53,7 +53,11 @@ class Command(ScrapyCommand):
         parser.add_argument("-o", "--output", metavar="FILE", help="index: where the merged CDXJ goes")
         parser.add_argument("--rebuild", action="store_true", help="index: build each file's index from its WARC")
         parser.add_argument("--wacz", metavar="FILE", help="export: the WACZ file to write")
-        parser.add_argument("--at", metavar="TIME", help="get: the capture nearest this time")
+        parser.add_argument(
+            "--at",
+            metavar="TIME",
+            help="get: the capture nearest this time (UTC): 20261126, 20261126093000 or 2026-11-26T09:30:00Z",
+        )
 
     def process_options(self, args, opts):
         super().process_options(args, opts)

@@ -38,7 +38,7 @@ from crawler.exceptions import ServiceUnreachable
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, redis_location, unreachable
 from crawler.pipelines.archive import ARCHIVE_REFUSED
 from crawler.seeds.files import SeedFileError, check_readable
-from crawler.spiders.broad import SEEDS_FAILED, SEEDS_REFUSED, split_arg
+from crawler.spiders.broad import ARGUMENTS, SEEDS_FAILED, SEEDS_REFUSED, split_arg
 from crawler.urlstore.sqlite import sqlite_path
 
 logger = logging.getLogger(__name__)
@@ -50,6 +50,24 @@ DISTRIBUTED = PROFILES["distributed"]
 
 class Command(ScrapyCrawl):
     profile: str | None = None
+
+    def syntax(self):
+        return "[options] broad"
+
+    def short_desc(self):
+        return "Run a crawl worker (the broad spider) on the crawl's frontier"
+
+    def long_desc(self):
+        spider = "; ".join(f"-a {name}=...: {what}" for name, what in ARGUMENTS.items())
+        return (
+            "Run a worker of the crawl CRAWL_NAME: the broad spider fetches what the frontier hands out, "
+            "politely across every worker, until nothing is left (the local profile) or for ever (the "
+            f"distributed profile). The broad spider's arguments: {spider}. The command's own: -a crawl=NAME "
+            "(CRAWL_NAME), -a profile=local|distributed (the settings profile). Stop it with Ctrl-C and run "
+            "the same command again to resume. Exit codes: 0 done (Ctrl-C included), 1 it failed (Redis, a "
+            "store or S3 unreachable or refusing, seeds not all added), 2 what was typed is wrong (a setting, "
+            "an argument, a seed file that cannot be read, no seed usable)."
+        )
 
     def process_options(self, args, opts):
         super().process_options(args, opts)

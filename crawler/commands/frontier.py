@@ -49,7 +49,18 @@ class Command(ScrapyCommand):
         return "[stats|clear|pause|resume|drop] [options]"
 
     def short_desc(self):
-        return "Show the frontier's numbers, or clear a crawl"
+        return "Show where a crawl stands; pause, resume, drop a host, or clear it"
+
+    def long_desc(self):
+        return (
+            "Actions on the crawl CRAWL_NAME (or --crawl). stats (the default): where the crawl stands "
+            "(finished, running, waiting and why), its queues, hosts, leases, page budget and totals, the "
+            "busiest hosts (--hosts N, --json, --watch SECONDS). pause [--host H]: no worker is handed new "
+            "work (of host H) until resume; what is in hand is finished. resume [--host H]: hand out work "
+            "again. drop --host H --yes: fetch nothing more of host H, its URLs recorded as not fetched "
+            "(resume --host H undoes it). clear --yes: delete the crawl's frontier (--store: its SQLite "
+            "UrlStore too). Exits 2 for a crawl that does not exist."
+        )
 
     def add_options(self, parser):
         super().add_options(parser)
@@ -64,7 +75,7 @@ class Command(ScrapyCommand):
         )
         parser.add_argument("--count", type=int, default=0, help="with --watch: stop after this many lines")
         parser.add_argument(
-            "--host", metavar="H", help="with pause or resume: this host (a host name, host:port, or a URL of it)"
+            "--host", metavar="H", help="with pause, resume or drop: this host (a host name, host:port, or a URL of it)"
         )
         parser.add_argument(
             "--hosts", type=int, default=10, metavar="N", help="show the N busiest hosts (default 10; 0: none)"

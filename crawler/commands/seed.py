@@ -90,16 +90,17 @@ class Command(ScrapyCommand):
     default_settings = {"LOG_ENABLED": False}
 
     def syntax(self):
-        return "[options] FILE [FILE ...]"
+        return "[options] FILE|URL [FILE|URL ...]"
 
     def short_desc(self):
-        return "Add seed URLs from files (or - for stdin) to the crawl's frontier"
+        return "Add seed URLs, from files, URLs given or - for stdin, to the crawl's frontier"
 
     def long_desc(self):
         return (
-            "Add seed URLs to the frontier of a crawl (CRAWL_NAME, or --crawl). Each FILE has one URL "
-            "a line, optionally followed by an integer priority (higher is sooner); # starts a comment; "
-            "files ending in .gz are decompressed; - reads standard input. Prints a summary line; exits "
+            "Add seed URLs to the frontier of a crawl (CRAWL_NAME, or --crawl). An argument is a URL "
+            "(http:// or https://, added as it is) or a FILE of one URL a line, optionally followed by an "
+            "integer priority (higher is sooner); # starts a comment; files ending in .gz are decompressed; "
+            "- reads standard input. Prints a summary line; exits "
             "2 if a file cannot be opened, 1 if reading it fails or Redis is unreachable."
         )
 

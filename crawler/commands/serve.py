@@ -47,6 +47,15 @@ class Command(ScrapyCommand):
     def short_desc(self):
         return "Serve the UrlStore (JSON API) and a live dashboard over HTTP"
 
+    def long_desc(self):
+        return (
+            "Serve what the crawl knows (records, archived pages, links, the frontier's numbers) as a JSON "
+            "API under /api/, and the live dashboard at /. Without SERVE_TOKEN it listens on a loopback "
+            "address only; with SERVE_TOKEN set (-s SERVE_TOKEN=... or the environment), every /api/ "
+            "request needs 'Authorization: Bearer <token>' (the dashboard takes it as #token=... in its "
+            "address) and --host may name any address. A --crawl that is no crawl exits 2 unless --wait."
+        )
+
     def add_options(self, parser):
         super().add_options(parser)
         parser.add_argument("--host", metavar="ADDRESS", help="address to listen on (default: SERVE_HOST)")

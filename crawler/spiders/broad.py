@@ -94,10 +94,19 @@ def _headers(headers) -> dict[str, list[str]]:
     return {k.decode("latin-1"): [v.decode("latin-1") for v in vs] for k, vs in headers.items()}
 
 
+# its -a arguments and what each does (scrapy crawl refuses others, and its -h lists these)
+ARGUMENTS = {
+    "seeds": "seed files or seed URLs, comma separated, added before crawling (as scrapy seed adds them)",
+    "allowed_domains": "comma separated (CRAWL_ALLOWED_DOMAINS): only these domains and their subdomains",
+    "allowed_prefixes": "comma separated URL prefixes (CRAWL_ALLOWED_PREFIXES): only URLs starting with one",
+    "follow": "0 to fetch the seeds alone, no link followed (CRAWL_FOLLOW_LINKS)",
+}
+
+
 class BroadSpider(scrapy.Spider):
     name = "broad"
     # its -a arguments (scrapy crawl refuses others; a leading _ is a scrapyd job's own)
-    arguments = ("seeds", "allowed_domains", "allowed_prefixes", "follow")
+    arguments = tuple(ARGUMENTS)
 
     def __init__(self, *args, seeds=None, allowed_domains=None, allowed_prefixes=None, follow=None, **kwargs):
         super().__init__(*args, **kwargs)
