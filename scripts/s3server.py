@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An S3 server on loopback (SeaweedFS), for the tests, the benchmarks and a try on one machine.
 
-    python scripts/s3server.py start DIR [--port 8333] [--bucket NAME] [--access-key K] [--secret-key S]
+    python scripts/s3server.py start DIR [--port 8333] [--ports FROM-TO] [--bucket NAME] [--access-key K] [--secret-key S]
     python scripts/s3server.py stop DIR [--kill]
     python scripts/s3server.py status DIR
     python scripts/s3server.py env DIR
@@ -11,8 +11,9 @@
 process) on 127.0.0.1 with its data under DIR, waits until the S3 port answers and prints
 the settings a crawl and boto3 need, as shell lines: ``eval "$(python scripts/s3server.py
 start DIR)"`` sets ARCHIVE_S3_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-AWS_DEFAULT_REGION (``env DIR`` prints them again). The other ports are chosen free at the
-first start and kept in DIR/ports.json, so a server stopped (``stop``, ``--kill`` as a
+AWS_DEFAULT_REGION (``env DIR`` prints them again). Its seven other ports (master, volume
+server, filer and their gRPC ports) are chosen free at the first start, from ``--ports
+FROM-TO`` (default 20000-31999), and kept in DIR/ports.json, so a server stopped (``stop``, ``--kill`` as a
 crash) starts again on the same ports with its objects. Its one identity (access key and
 secret key: ``--access-key`` and ``--secret-key``, or S3SERVER_ACCESS_KEY and
 S3SERVER_SECRET_KEY, else fixed test keys) is kept in DIR/s3.json (mode 600) the same way.
@@ -98,28 +99,45 @@ def build() -> Path:
 QUIET_PORTS = range(20000, 32000)  # below Linux's ephemeral range (32768-60999)
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 below the ephemeral range, which the system hands to
-    outgoing connections: a port from it, kept in ports.json, may be some client's when
-    the server starts again after a stop (it then exits while starting)."""
-    for _ in range(200):
-        port = random.choice(QUIET_PORTS)
+def free_port(among: range = QUIET_PORTS, taken: set[int] = frozenset()) -> int:
+    """A free TCP port on 127.0.0.1 of ``among`` (by default below the ephemeral range,
+    which the system hands to outgoing connections: a port from it, kept in ports.json,
+    may be some client's when the server starts again after a stop, and it then exits
+    while starting), not one of ``taken``."""
+    for port in random.sample(among, min(len(among), 2000)):
+        if port in taken:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
         return port
-    raise ServiceError(f"no free port in {QUIET_PORTS.start}-{QUIET_PORTS.stop - 1} on 127.0.0.1")
+    raise ServiceError(f"no free port in {among.start}-{among.stop - 1} on 127.0.0.1")
 
 
-def ports(root: Path, s3_port: int) -> dict:
-    """The server's ports: DIR/ports.json's, else chosen now and saved there."""
+INTERNAL = ("master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc", "s3_grpc")
+
+
+def port_range(text: str) -> range:
+    """``FROM-TO`` (both included) as a range of ports, for --ports."""
+    try:
+        low, high = (int(part) for part in text.split("-", 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected FROM-TO, e.g. 20000-20099") from None
+    if not 1024 <= low <= high <= 65535 or high - low + 1 < len(INTERNAL):
+        raise argparse.ArgumentTypeError(f"{text!r}: {len(INTERNAL)} ports at least, within 1024-65535")
+    return range(low, high + 1)
+
+
+def ports(root: Path, s3_port: int, among: range = QUIET_PORTS) -> dict:
+    """The server's ports: DIR/ports.json's, else chosen now from ``among`` and saved there."""
     saved = root / "ports.json"
     if saved.exists():
         return json.loads(saved.read_text())
-    names = ("master", "master_grpc", "volume", "volume_grpc", "filer", "filer_grpc", "s3_grpc")
-    chosen = {"s3": s3_port, **{name: free_port() for name in names}}
+    chosen = {"s3": s3_port}
+    for name in INTERNAL:
+        chosen[name] = free_port(among, set(chosen.values()))
     saved.write_text(json.dumps(chosen, indent=1))
     return chosen
 
@@ -230,7 +248,9 @@ def make_bucket(p: dict, keys: tuple[str, str], bucket: str, timeout: float) -> 
         time.sleep(0.5)
 
 
-def start(root: Path, s3_port: int, timeout: float, bucket: str, keys: tuple[str, str]) -> None:
+def start(
+    root: Path, s3_port: int, timeout: float, bucket: str, keys: tuple[str, str], among: range = QUIET_PORTS
+) -> None:
     weed = build()
     root.mkdir(parents=True, exist_ok=True)
     (root / "data").mkdir(exist_ok=True)
@@ -238,7 +258,7 @@ def start(root: Path, s3_port: int, timeout: float, bucket: str, keys: tuple[str
     config.touch(mode=0o600)
     config.chmod(0o600)  # the secret key
     config.write_text(json.dumps(s3_config(keys)))
-    p = ports(root, s3_port)
+    p = ports(root, s3_port, among)
     pid_file, log = root / "weed.pid", root / "weed.log"
     # one volume per new bucket (a collection), not seven: a bucket's first PUT waits for them
     (root / "master.toml").write_text(MASTER_TOML)
@@ -260,6 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("start", help="start the server in DIR; print its settings as shell lines")
     p.add_argument("dir", type=Path)
     p.add_argument("--port", type=int, default=8333, help="S3 port (default 8333; kept in DIR/ports.json)")
+    p.add_argument(
+        "--ports",
+        type=port_range,
+        default=QUIET_PORTS,
+        metavar="FROM-TO",
+        help="where the server's 7 other ports are chosen, free ones (default 20000-31999; kept in DIR/ports.json)",
+    )
     p.add_argument("--bucket", default="crawl-archive", help="create this bucket (default crawl-archive)")
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--access-key", default=os.environ.get("S3SERVER_ACCESS_KEY"), help="(kept in DIR/s3.json)")
@@ -276,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             print(build())
         elif args.verb == "start":
             keys = identity(args.dir, args.access_key, args.secret_key)
-            start(args.dir, args.port, args.timeout, args.bucket, keys)
+            start(args.dir, args.port, args.timeout, args.bucket, keys, args.ports)
         elif args.verb == "stop":
             was = stop(args.dir / "weed.pid", kill=args.kill, grace=30.0)
             print(f"SeaweedFS: {('killed' if args.kill else 'stopped') if was else 'not running'}", file=sys.stderr)

@@ -350,6 +350,7 @@ def test_the_readmes_production_recipe_runs_as_written(tmp_path):
         "CASSANDRA_STORAGE_PORT": free_port(),
         "CASSANDRA_JMX_PORT": free_port(),
         "S3_PORT": free_port(),
+        "S3_PORTS": "21000-21999",  # (SeaweedFS's own ports: the range the test gives)
         "SITE_PORT": free_port("127.0.0.2"),
         "SERVE_PORT": free_port(),
     }
@@ -399,6 +400,8 @@ def test_the_readmes_production_recipe_runs_as_written(tmp_path):
         endpoint = shell.value("ARCHIVE_S3_ENDPOINT_URL")
         assert endpoint == f"http://127.0.0.1:{ports['S3_PORT']}"
         credentials = {name: shell.value(name) for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+        own = json.loads((services / "s3" / "ports.json").read_text())
+        assert all(21000 <= port <= 21999 for name, port in own.items() if name != "s3"), own  # S3_PORTS
 
         step(4)  # the site
         line = until(lambda: (services / "site.log").read_text().partition("\n")[0], 15, "the site's first line")
