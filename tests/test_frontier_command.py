@@ -67,6 +67,18 @@ def test_watch_reports_rates(redis_client, crawl_name, capsys):
     assert 10 <= rate <= 25  # 20 pages acknowledged in about one second
 
 
+def _on_crawl(redis_url: str, command: list[str], name: str, crawl_dir) -> subprocess.CompletedProcess:
+    """``scrapy COMMAND --crawl NAME`` on the test's Redis."""
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", *command, "--crawl", name, "-s", f"CRAWL_DIR={crawl_dir}"],
+        cwd=ROOT,
+        env={**clean_env(), "REDIS_URL": redis_url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -86,14 +98,7 @@ def test_a_mistyped_crawl_is_refused_naming_the_crawls_there_are(
     real = crawl_name + "-real"
     Frontier(redis_client, real).put([Entry(url="http://a.example/", payload=b"x")])
     try:
-        out = subprocess.run(
-            [sys.executable, "-m", "scrapy", *command, "--crawl", crawl_name, "-s", f"CRAWL_DIR={tmp_path}"],
-            cwd=ROOT,
-            env={**clean_env(), "REDIS_URL": redis_url},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        out = _on_crawl(redis_url, command, crawl_name, tmp_path)
         assert out.returncode == 2, out.stderr
         [line] = out.stderr.strip().splitlines()
         assert line.startswith(f"{command[0]}: no crawl {crawl_name!r} in this Redis (crawls in this Redis: ")
@@ -228,14 +233,7 @@ def test_a_crawl_name_one_letter_off_gets_a_did_you_mean(command, redis_url, red
     real = crawl_name + "-news"
     Frontier(redis_client, real).put([Entry(url="http://a.example/", payload=b"x")])
     try:
-        out = subprocess.run(
-            [sys.executable, "-m", "scrapy", *command, "--crawl", crawl_name + "-nwes", "-s", f"CRAWL_DIR={tmp_path}"],
-            cwd=ROOT,
-            env={**clean_env(), "REDIS_URL": redis_url},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        out = _on_crawl(redis_url, command, crawl_name + "-nwes", tmp_path)
         assert out.returncode == 2, out.stderr
         assert f"; did you mean {real}? name one with --crawl NAME" in out.stderr, out.stderr
     finally:
