@@ -51,7 +51,10 @@ def main(nice: int = 0) -> None:
             answer = (True, fn(*args))
         except Exception as exc:
             answer = (False, exc)
-        write_message(answers, _dumps(answer))
+        try:
+            write_message(answers, _dumps(answer))
+        except BrokenPipeError:  # the crawling process went away (it stopped, or never started): done,
+            os._exit(0)  # without flushing at exit what can no longer be written
         del answer
         trim()
 
