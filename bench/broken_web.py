@@ -15,7 +15,7 @@ itself (the demo site's ``framed`` option).
 
 The workers run ``scrapy crawl broad`` with the project's defaults except the interval
 (FRONTIER_HOST_INTERVAL, 0.25 s as given), loopback allowed, and a throwaway
-redis-server (tests/harness.py). Nothing is sent anywhere but 127.0.0.0/8; every
+redis-server (testing/servers.py). Nothing is sent anywhere but 127.0.0.0/8; every
 worker is killed if it has not ended after --timeout seconds.
 
 Figures:
@@ -44,7 +44,8 @@ from itertools import pairwise
 from pathlib import Path
 
 from crawler.demo.site import Site
-from tests.harness import RedisServer, read_pages
+from testing.servers import RedisServer
+from testing.workers import read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 

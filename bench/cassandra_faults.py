@@ -20,7 +20,7 @@ What it runs:
   start when any of those ports is taken (a node on 9042/7000/7199 is never touched);
 - the demo site (crawler/demo/site.py): --hosts hosts (127.0.0.2 ...) of --pages pages, with
   its own request log (arrival time, host, path and status of every request);
-- a private redis-server and two ``scrapy crawl broad`` workers (tests/harness.py):
+- a private redis-server and two ``scrapy crawl broad`` workers (testing/servers.py):
   URLSTORE_BACKEND=cassandra, the keyspace made by the workers with 3 replicas in
   datacenter1 (CASSANDRA_REPLICATION_FACTOR, CASSANDRA_DATACENTER: NetworkTopologyStrategy),
   CASSANDRA_WRITE_CONSISTENCY=LOCAL_QUORUM, FRONTIER_HOST_INTERVAL=--interval, the WARC
@@ -87,7 +87,8 @@ from crawler.demo.site import Site
 from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.urls import normalize_url
-from tests.harness import RedisServer, clean_env, launch_worker, loopback_settings, read_pages, seed_file
+from testing.servers import RedisServer
+from testing.workers import clean_env, launch_worker, loopback_settings, read_pages, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -26,7 +26,8 @@ from crawler.contentseen.fingerprints import body_digest, fingerprints_of, match
 from crawler.contentseen.index import ContentIndex, ShardedContentIndex
 from crawler.frontier.frontier import Frontier
 from crawler.frontier.shards import ShardedFrontier
-from tests.harness import RedisServer, percentile
+from testing.sampling import percentile
+from testing.servers import RedisServer
 
 NAME = "bench-contentseen"
 

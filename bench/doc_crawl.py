@@ -18,7 +18,7 @@ instead of landing on a page that is not there. A file missing but present gzipp
 The workers run ``scrapy crawl broad`` with the project's defaults (every pipeline, the
 local WARC archive, the SQLite UrlStore) except: loopback allowed, FRONTIER_HOST_INTERVAL
 (--interval), CLOSESPIDER_TIMEOUT (--seconds), one throwaway redis-server
-(tests/harness.py) and one crawl name and directory for all of them. Each writes its
+(testing/servers.py) and one crawl name and directory for all of them. Each writes its
 own feed. Nothing is sent anywhere but 127.0.0.0/8; every worker is killed if it has not
 ended --seconds + 60 s after the start.
 
@@ -57,11 +57,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from crawler.contentseen import fingerprints as fp
-from tests.harness import (
-    RedisServer,
-    clean_env,
-    read_pages,
-)
+from testing.servers import RedisServer
+from testing.workers import clean_env, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -42,7 +42,7 @@ Keys are created under unique prefixes (``crawl:{bench-<pid>-<rand>-x}:`` and
 Sharded rows (after the rows above in a default run; ``--only shards`` runs them alone):
 our frontier on 1 redis-server against 3 (REDIS_URLS: a ShardedFrontier, hosts spread by
 consistent hashing, crawler/frontier/shards.py). Each side has its own fresh private
-redis-servers, started for the run (tests/harness.py, through bench/shards.py) and killed
+redis-servers, started for the run (testing/servers.py, through bench/shards.py) and killed
 at the end; each shard is built by ``new_frontier`` as above, sized for N / servers URLs.
 Same requests, same push and pop as ours above, the two sides in alternating chunks:
 push per request (up to N/2), put(1000) of the rest, get(1) + ack of up to half of what
@@ -689,7 +689,7 @@ def sharded_phases(bench: Bench, one: ShardSide, three: ShardSide, requests, sec
 
 
 def run_sharded(bench: Bench) -> tuple[dict[int, ShardSide], str]:
-    """The sharded rows on fresh private redis-servers (tests/harness.py, through
+    """The sharded rows on fresh private redis-servers (testing/servers.py, through
     bench/shards.py): one for the 1-server side, three for the other, killed at the end.
     Also the servers' Redis version."""
     requests = make_requests(bench.n, bench.hosts)

@@ -39,7 +39,8 @@ from bench.doc_crawl import DocHandler, DocServer, Site, run_commands, served_si
 from crawler.frontier import codec
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.urls import InvalidURL, normalize_url
-from tests.harness import RedisServer, clean_env
+from testing.servers import RedisServer
+from testing.workers import clean_env
 
 LIMIT = 120.0  # seconds after its start a worker still running is killed
 

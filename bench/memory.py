@@ -53,7 +53,8 @@ from bench.doc_crawl import (
     stop_sites,
     wait_or_kill,
 )
-from tests.harness import RedisServer, clean_env
+from testing.servers import RedisServer
+from testing.workers import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -60,7 +60,7 @@ import numpy as np
 
 from crawler.contentseen import fingerprints as fp
 from crawler.page.reader import read_page
-from tests.harness import RedisServer, start_cluster
+from testing.servers import RedisServer, start_cluster
 
 SOURCES = {  # package -> folder of its HTML
     "python3-doc": "/usr/share/doc/python3.11/html",
@@ -299,7 +299,7 @@ def main() -> None:
     from scrapy.utils.test import get_crawler
 
     from crawler.pipelines.contentseen import ContentSeenPipeline
-    from tests.conftest import project_settings
+    from testing.services import project_settings
 
     print("Corpus:")
     base = load_corpus(args.pages, rng)

@@ -74,7 +74,7 @@ with every pipeline on versus off, in one run.
    article and about 200 links to pages of the site (its own host's mostly, ~50 distinct
    per page): the crawl fetches the same URLs, nothing links outside the site.
    ``--small-pages``: the demo's own ~1 KB pages. One ``scrapy crawl broad`` subprocess
-   per run (tests.harness.crawl_command), alternating off and on (ABBA), each a fresh
+   per run (testing.workers.crawl_command), alternating off and on (ABBA), each a fresh
    crawl (unique CRAWL_NAME, CRAWL_DIR in a temporary directory) on our redis-server,
    with ``FRONTIER_HOST_INTERVAL=0``, ``FRONTIER_IDLE_SECONDS=2``,
    ``NETWORK_GUARD_ALLOW=127.0.0.0/8``, ``FRONTIER_POLL_INTERVAL=0.1`` (``--poll-interval``;
@@ -152,7 +152,8 @@ from crawler.pipelines.links import FollowLinksPipeline
 from crawler.pipelines.urlstore import fetch_record
 from crawler.spiders.broad import BroadSpider
 from crawler.urlstore.backends import urlstore_from_settings
-from tests.harness import RedisServer, clean_env, crawl_command, free_port, log_tail, wait4
+from testing.servers import RedisServer, free_port
+from testing.workers import clean_env, crawl_command, log_tail, wait4
 
 ROOT = Path(__file__).resolve().parents[1]
 

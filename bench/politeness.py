@@ -86,7 +86,8 @@ import redis
 
 from crawler.demo.site import serve_site
 from crawler.frontier import scripts
-from tests.harness import RedisServer, clean_env, crawl_command, log_tail, wait4
+from testing.servers import RedisServer
+from testing.workers import clean_env, crawl_command, log_tail, wait4
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -51,7 +51,9 @@ from crawler.freshness.policy import FetchPolicy
 from crawler.frontier import submit
 from crawler.frontier.connection import frontier_from_settings
 from crawler.urls import url_options
-from tests.harness import RedisServer, clean_env, launch_worker, loopback_settings, percentile, wait4
+from testing.sampling import percentile
+from testing.servers import RedisServer
+from testing.workers import clean_env, launch_worker, loopback_settings, wait4
 
 TARGET_P50, TARGET_P99 = 0.5, 2.0
 POLL = 0.01  # seconds between the reader's looks at the UrlStore

@@ -33,11 +33,8 @@ from pathlib import Path
 
 from bench.doc_crawl import wait_or_kill
 from crawler.demo.site import serve_site
-from tests.harness import (
-    RedisServer,
-    clean_env,
-    crawl_command,
-)
+from testing.servers import RedisServer
+from testing.workers import clean_env, crawl_command
 
 ROOT = Path(__file__).resolve().parents[1]
 

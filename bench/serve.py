@@ -97,7 +97,8 @@ from urllib.parse import quote, urlsplit
 from crawler.urls import normalize_url
 from crawler.urlstore.record import signed64
 from crawler.urlstore.sqlite import SCHEMA, SQLITE_FILE, SqliteUrlStore
-from tests.harness import clean_env, percentile
+from testing.sampling import percentile
+from testing.workers import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -825,7 +826,7 @@ class FrontierRedis:
 
     def __init__(self, directory: Path, crawl: str):
         from crawler.frontier.keys import Keys
-        from tests.harness import RedisServer
+        from testing.servers import RedisServer
 
         self.server = RedisServer(directory).start()
         self.server.client.hset(Keys(crawl).counters, mapping={"queued": 0})

@@ -1,7 +1,7 @@
 """Benchmark: the frontier on one Redis server against three (REDIS_URLS) and a three-master
 Redis Cluster (REDIS_CLUSTER_URL, 16 shards) (crawler/frontier/shards.py).
 
-Throwaway redis-servers on 127.0.0.1 (tests/harness.py). For 1 and then 3 servers, then the cluster,
+Throwaway redis-servers on 127.0.0.1 (testing/servers.py). For 1 and then 3 servers, then the cluster,
 ``--clients`` processes (each its own frontier, as workers are) first put ``--urls`` URLs
 of ``--hosts`` hosts in batches of 500 (seed ingestion), then get them back 64 at a time,
 acknowledging each batch with the next get (as the scheduler does), until none is left
@@ -29,7 +29,7 @@ import redis
 
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.shards import ShardedFrontier, server_name
-from tests.harness import RedisServer, start_cluster
+from testing.servers import RedisServer, start_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 

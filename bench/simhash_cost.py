@@ -24,7 +24,7 @@ import time
 from simhash import Simhash
 
 from crawler.contentseen import fingerprints
-from tests.harness import percentile
+from testing.sampling import percentile
 
 DOCS = "/usr/share/doc/python3-doc/html/library/*.html"
 BUDGET_MS = 0.3

@@ -82,7 +82,9 @@ from bench.doc_crawl import (
     run_commands,
 )
 from bench.memory import MirrorHandler, mirrored_sites
-from tests.harness import RedisServer, clean_env, percentile
+from testing.sampling import percentile
+from testing.servers import RedisServer
+from testing.workers import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 

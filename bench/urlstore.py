@@ -94,7 +94,7 @@ from pathlib import Path
 
 from bench import serve
 from crawler.urlstore.record import ArchivePointer, FetchRecord
-from tests.harness import percentile
+from testing.sampling import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 

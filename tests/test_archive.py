@@ -22,8 +22,8 @@ import redis
 from crawler.archive.storage import LocalStorage, S3Storage, StorageRefused
 from crawler.archive.warc import RawPage, WarcBatch, index_key, object_key, read_record, recover
 from crawler.demo.site import serve_site
-from tests.conftest import new_s3_server, s3_archive_settings
-from tests.harness import (
+from testing.stores import new_s3_server, s3_archive_settings
+from testing.workers import (
     Worker,
     clean_env,
     crawl_command,
@@ -137,7 +137,7 @@ class ArchiveReadBack:
 
         from crawler.serve.server import Crawl
         from crawler.urlstore.sqlite import sqlite_path
-        from tests.conftest import project_settings
+        from testing.services import project_settings
 
         settings = project_settings(CRAWL_NAME=name, CRAWL_DIR=str(crawl_dir), **s3_archive_settings(endpoint, bucket))
         self.crawl = Crawl(Settings(settings))

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from crawler.demo.site import serve_site
-from tests.harness import clean_env, crawl_command, log_tail, read_pages
+from testing.workers import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = {"127.0.0.60": "hang", "127.0.0.61": "endless", "127.0.0.62": "reset", "127.0.0.63": "trickle"}

@@ -13,7 +13,8 @@ from twisted.internet import task
 from twisted.internet.defer import CancelledError
 
 from crawler.page.budget import BodyBudget
-from tests.harness import RedisServer, clean_env, seed_file
+from testing.servers import RedisServer
+from testing.workers import clean_env, seed_file
 
 MB = 2**20
 

@@ -10,52 +10,19 @@ dialled, and presents a client certificate when one is configured.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import socket
 import ssl
 import threading
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from scrapy.settings import Settings
 
 from crawler.config.validation import problems
 from crawler.urlstore.cassandra import CassandraUrlStore
 from crawler.urlstore.cassandra_cluster import tls_context
-from tests.conftest import project_settings
-
-
-def _pem(tmp: Path, name: str, cert, key) -> tuple[Path, Path]:
-    cert_path, key_path = tmp / f"{name}.pem", tmp / f"{name}.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
-def _certificate(subject: str, issuer=None, issuer_key=None, ip: str | None = None, ca: bool = False):
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer.subject if issuer else name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if ip:
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]), False)
-    return builder.sign(issuer_key or key, hashes.SHA256()), key
+from testing.services import project_settings
+from testing.tls import certificate, pem
 
 
 @pytest.fixture(scope="module")
@@ -63,15 +30,15 @@ def pki(tmp_path_factory):
     """A CA, a node certificate for 127.0.0.1 and a client certificate it signed, and an
     unrelated CA."""
     tmp = tmp_path_factory.mktemp("pki")
-    ca, ca_key = _certificate("test CA", ca=True)
-    node, node_key = _certificate("node", ca, ca_key, ip="127.0.0.1")
-    client, client_key = _certificate("crawler", ca, ca_key)
-    other, other_key = _certificate("other CA", ca=True)
+    ca, ca_key = certificate("test CA", ca=True)
+    node, node_key = certificate("node", ca, ca_key, ip="127.0.0.1")
+    client, client_key = certificate("crawler", ca, ca_key)
+    other, other_key = certificate("other CA", ca=True)
     return {
-        "ca": _pem(tmp, "ca", ca, ca_key)[0],
-        "node": _pem(tmp, "node", node, node_key),
-        "client": _pem(tmp, "client", client, client_key),
-        "other_ca": _pem(tmp, "other", other, other_key)[0],
+        "ca": pem(tmp, "ca", ca, ca_key)[0],
+        "node": pem(tmp, "node", node, node_key),
+        "client": pem(tmp, "client", client, client_key),
+        "other_ca": pem(tmp, "other", other, other_key)[0],
     }
 
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawler.archive import cdxj
-from tests.harness import local_resolver
+from testing.servers import local_resolver
 
 
 def surt_key(url: str) -> str:

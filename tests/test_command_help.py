@@ -11,7 +11,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.settings import Settings
 from scrapy.utils.misc import load_object
 
-from tests.harness import clean_env
+from testing.workers import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("archive", "crawl", "demo", "frontier", "recrawl", "seed", "serve", "submit", "urlstore")

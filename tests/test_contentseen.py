@@ -14,8 +14,8 @@ from simhash import Simhash
 from crawler.contentseen import fingerprints as fp
 from crawler.items import Page
 from crawler.pipelines.contentseen import ContentSeenPipeline
-from tests.conftest import project_settings
-from tests.harness import free_port
+from testing.servers import free_port
+from testing.services import project_settings
 
 VOCABULARY = [f"word{i}" for i in range(3000)]
 

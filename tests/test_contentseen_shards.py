@@ -2,7 +2,7 @@
 three-master Redis Cluster (REDIS_CLUSTER_URL, the crawl's 16 shards), the pipeline
 gives the verdicts it gives on one Redis, while its index is spread over the servers:
 digests and buckets on several of them, each page's sketch stored once. On one Redis a
-check stays one script call. Real redis-servers on loopback (tests/harness.py)."""
+check stays one script call. Real redis-servers on loopback (testing/servers.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from scrapy.utils.test import get_crawler
 from crawler.contentseen import fingerprints as fp
 from crawler.frontier.shards import DOWN_WAIT_MIN
 from crawler.pipelines.contentseen import ContentSeenPipeline
-from tests.conftest import project_settings
-from tests.harness import RedisServer, start_cluster
+from testing.servers import RedisServer, start_cluster
+from testing.services import project_settings
 from tests.test_contentseen import article, edit, html, page
 
 

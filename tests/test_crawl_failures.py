@@ -53,7 +53,7 @@ from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import SEP, Keys
 from crawler.frontier.words import REASONS, THROTTLED, WAITING
 from crawler.urls import authority_host
-from tests.harness import Worker, clean_env, launch_worker, read_pages
+from testing.workers import Worker, clean_env, launch_worker, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 

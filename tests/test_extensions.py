@@ -7,7 +7,7 @@ from scrapy.utils.test import get_crawler
 
 from crawler.extensions.memory import GarbageCollection
 from crawler.spiders.broad import BroadSpider
-from tests.conftest import project_settings
+from testing.services import project_settings
 
 
 def test_engine_start_freezes_what_exists_and_makes_full_passes_rarer():

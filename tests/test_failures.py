@@ -14,7 +14,7 @@ from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.words import DOWN, FINISHED, RETRY, ROBOTS, RUNNING, THROTTLED, WAITING
 from crawler.middlewares.failures import retry_after_seconds, retry_delay
 from crawler.observe.report import count, status_line
-from tests.harness import clean_env, crawl_command, read_pages
+from testing.workers import clean_env, crawl_command, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_700_000_000_000

@@ -1,7 +1,5 @@
 """Every frontier operation against a real Redis (see conftest.py)."""
 
-import threading
-
 import pytest
 
 from crawler.frontier.frontier import Entry, Frontier
@@ -11,6 +9,7 @@ from crawler.frontier.keys import NAMES
 from crawler.frontier.traps import TrapGuard
 from crawler.frontier.words import FINISHED, now_ms
 from crawler.urls import authority_host
+from testing.frontiers import drain_concurrently
 
 T0 = 1_700_000_000_000  # a fixed "now" in ms: the frontier takes time from its caller
 
@@ -246,31 +245,6 @@ def test_crawls_do_not_touch_each_other(make_frontier, redis_client):
         assert not list(redis_client.scan_iter(match=g.keys.pattern()))
     finally:
         g.clear()
-
-
-def drain_concurrently(make, workers: int = 4) -> list[str]:
-    """URLs handed out to ``workers`` threads, each with its own frontier from ``make``,
-    getting three at a time and acknowledging them, until nothing is queued."""
-    got, lock = [], threading.Lock()
-
-    def worker():
-        g = make(host_interval=0.0)
-        while True:
-            leases, _ = g.get(3)
-            if not leases:
-                if g.stats()["queued"] == 0:
-                    return
-                continue
-            with lock:
-                got.extend(lease.payload.decode() for lease in leases)
-            g.ack(*(lease.id for lease in leases))
-
-    threads = [threading.Thread(target=worker) for _ in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    return got
 
 
 def test_concurrent_workers_each_url_once(make_frontier):

@@ -15,7 +15,7 @@ from crawler.commands.frontier import watch
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.shards import ShardedFrontier
 from crawler.frontier.words import now_ms
-from tests.harness import ServeProcess, clean_env
+from testing.workers import ServeProcess, clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,7 @@ from crawler.pipelines.metadata import extract_metadata
 from crawler.seeds.files import BadLine, SeedLine, _read_stream
 from crawler.spiders.broad import BroadSpider
 from crawler.urls import InvalidURL, normalize_url
-from tests.conftest import project_settings
+from testing.services import project_settings
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

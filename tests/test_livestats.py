@@ -33,8 +33,9 @@ from crawler.observe.livestats import (
     tallied,
 )
 from crawler.spiders.broad import BroadSpider
-from tests.conftest import project_settings
-from tests.harness import RedisServer, clean_env, launch_worker, loopback_settings
+from testing.servers import RedisServer
+from testing.services import project_settings
+from testing.workers import clean_env, launch_worker, loopback_settings
 
 T0 = 1_700_000_003.5  # a fixed clock: bucket 1_700_000_000
 

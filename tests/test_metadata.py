@@ -11,7 +11,7 @@ from scrapy.utils.test import get_crawler
 
 from crawler.items import Page
 from crawler.pipelines.metadata import MetadataPipeline, extract_metadata, is_html
-from tests.conftest import project_settings
+from testing.services import project_settings
 
 URL = "https://shop.example.com/dir/page.html"
 HTML = {"Content-Type": ["text/html; charset=utf-8"]}

@@ -22,8 +22,9 @@ from crawler.extensions.metrics import Metrics
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.observe.metrics import worker_id
 from crawler.spiders.broad import BroadSpider
-from tests.conftest import project_settings
-from tests.harness import RedisServer, clean_env, free_port, launch_worker, loopback_settings
+from testing.servers import RedisServer, free_port
+from testing.services import project_settings
+from testing.workers import clean_env, launch_worker, loopback_settings
 
 
 def scrape(url: str, timeout: float = 5.0) -> dict:

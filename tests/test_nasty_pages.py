@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 from crawler.demo.site import serve_site
-from tests.harness import clean_env, crawl_command, log_tail, read_pages
+from testing.workers import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML = {"Content-Type": "text/html"}

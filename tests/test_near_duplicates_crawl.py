@@ -12,7 +12,7 @@ from crawler.archive.storage import LocalStorage
 from crawler.archive.warc import read_record
 from crawler.demo.site import serve_site
 from crawler.urlstore.sqlite import SqliteUrlStore
-from tests.harness import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
+from testing.workers import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 

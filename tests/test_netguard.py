@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from crawler.scope.addresses import AddressPolicy
-from tests.harness import clean_env, crawl_command, read_pages
+from testing.workers import clean_env, crawl_command, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 

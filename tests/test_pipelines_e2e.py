@@ -12,8 +12,8 @@ from crawler.archive.warc import read_payload, read_record
 from crawler.demo.plan import ARTICLES
 from crawler.demo.site import serve_site
 from crawler.urlstore.sqlite import SqliteUrlStore
-from tests.conftest import new_s3_server, s3_archive_settings
-from tests.harness import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
+from testing.stores import new_s3_server, s3_archive_settings
+from testing.workers import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
 from tests.test_archive import ArchiveReadBack, assert_every_served_page_archived
 
 ROOT = Path(__file__).resolve().parents[1]

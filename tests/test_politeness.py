@@ -12,7 +12,7 @@ from pathlib import Path
 
 from crawler.demo.site import serve_site
 from crawler.frontier.frontier import Frontier
-from tests.harness import clean_env, crawl_command, log_tail, read_pages
+from testing.workers import clean_env, crawl_command, log_tail, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = 0.010  # seconds: clocks and the site's own timing

@@ -11,7 +11,7 @@ import pytest
 from crawler.demo.site import serve_site
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.intervals import HostIntervals
-from tests.harness import clean_env, crawl_command, read_pages
+from testing.workers import clean_env, crawl_command, read_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = 1_700_000_000_000

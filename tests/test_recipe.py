@@ -35,8 +35,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 from crawler.demo.site import Site
-from tests.conftest import require_service, s3_server_built
-from tests.harness import ROOT, clean_env, free_port
+from testing.servers import free_port
+from testing.services import require_service
+from testing.stores import s3_server_built
+from testing.workers import ROOT, clean_env
 
 START, END = "<!-- recipe:start -->", "<!-- recipe:end -->"
 CRAWL = "try"  # the recipe's CRAWL_NAME

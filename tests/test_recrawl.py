@@ -21,8 +21,9 @@ from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.urlstore.record import ArchivePointer, FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
-from tests.harness import clean_env, drain, launch_worker, loopback_settings, seed_file
-from tests.sites import ChangingSite
+from testing.frontiers import drain
+from testing.sites import ChangingSite
+from testing.workers import clean_env, launch_worker, loopback_settings, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 

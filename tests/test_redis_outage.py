@@ -26,7 +26,8 @@ import pytest
 
 from crawler.demo.site import Site, serve_site
 from crawler.frontier.frontier import Frontier
-from tests.harness import RedisServer, Worker, clean_env, launch_worker, seed_file
+from testing.servers import RedisServer
+from testing.workers import Worker, clean_env, launch_worker, seed_file
 
 HOSTS, PAGES = 3, 20
 SITE_DELAY = 0.2  # seconds per page answer, so the crawl lasts across the outage
@@ -233,7 +234,8 @@ def test_a_command_whose_redis_cluster_is_unreachable_says_so_in_one_line(tmp_pa
     cluster it could not reach, not a traceback."""
     import sys
 
-    from tests.harness import ROOT, free_port
+    from testing.servers import free_port
+    from testing.workers import ROOT
 
     port = free_port()
     env = {**clean_env(), "REDIS_CLUSTER_URL": f"redis://127.0.0.1:{port}/0", "CRAWL_DIR": str(tmp_path)}

@@ -25,30 +25,23 @@ from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.keys import Keys
 from crawler.frontier.words import FINISHED
-from tests.conftest import project_settings, require_service
-from tests.harness import (
-    ROOT,
-    RedisServer,
-    clean_env,
-    launch_worker,
-    loopback_settings,
-    seed_file,
-    tls_redis_server_binary,
-)
-from tests.test_cassandra_tls import _certificate, _pem
+from testing.servers import RedisServer, tls_redis_server_binary
+from testing.services import project_settings, require_service
+from testing.tls import certificate, pem
+from testing.workers import ROOT, clean_env, launch_worker, loopback_settings, seed_file
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     """A CA and the Redis server's certificate for 127.0.0.1 it signed, and an unrelated CA."""
     tmp = tmp_path_factory.mktemp("pki")
-    ca, ca_key = _certificate("test CA", ca=True)
-    server, server_key = _certificate("redis", ca, ca_key, ip="127.0.0.1")
-    other, other_key = _certificate("other CA", ca=True)
+    ca, ca_key = certificate("test CA", ca=True)
+    server, server_key = certificate("redis", ca, ca_key, ip="127.0.0.1")
+    other, other_key = certificate("other CA", ca=True)
     return {
-        "ca": _pem(tmp, "ca", ca, ca_key)[0],
-        "server": _pem(tmp, "server", server, server_key),
-        "other_ca": _pem(tmp, "other", other, other_key)[0],
+        "ca": pem(tmp, "ca", ca, ca_key)[0],
+        "server": pem(tmp, "server", server, server_key),
+        "other_ca": pem(tmp, "other", other, other_key)[0],
     }
 
 

@@ -21,8 +21,8 @@ from crawler.frontier.keys import Keys
 from crawler.middlewares.robots import RobotsMiddleware
 from crawler.robots.parsed import product_token
 from crawler.services import services
-from tests.conftest import project_settings
-from tests.harness import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
+from testing.services import project_settings
+from testing.workers import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 LIFETIME = 3600

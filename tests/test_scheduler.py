@@ -12,7 +12,7 @@ from crawler import meta
 from crawler.scheduler.admission import PUSH_CHUNK
 from crawler.scheduler.scheduler import FrontierScheduler
 from crawler.spiders.broad import BroadSpider
-from tests.conftest import project_settings
+from testing.services import project_settings
 
 
 def open_scheduler(redis_url, crawl_name, **settings):

@@ -10,7 +10,7 @@ import surt
 
 from crawler.config import scope
 from crawler.config.scope import EMPTY, CrawlRules, Decision, HostOverrides, RulesError
-from tests.harness import local_resolver
+from testing.servers import local_resolver
 
 ACCEPTED = Decision(True, None, "")
 

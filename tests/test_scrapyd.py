@@ -30,7 +30,8 @@ import redis
 from crawler.demo.site import serve_site
 from crawler.frontier.frontier import Frontier
 from crawler.frontier.words import FINISHED
-from tests.harness import ROOT, clean_env, free_port, log_tail, seed_file
+from testing.servers import free_port
+from testing.workers import ROOT, clean_env, log_tail, seed_file
 
 HOST_INTERVAL = 0.3
 PROJECT = "crawler"

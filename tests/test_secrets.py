@@ -11,8 +11,9 @@ import uuid
 from pathlib import Path
 
 from crawler.demo.site import serve_site
-from tests.conftest import s3_archive_settings
-from tests.harness import RedisServer, clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
+from testing.servers import RedisServer
+from testing.stores import s3_archive_settings
+from testing.workers import clean_env, crawl_command, log_tail, loopback_settings, read_pages, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 REDIS_SECRET = "redis-Secret-7c1f"

@@ -16,7 +16,7 @@ from crawler.commands.seed import ProgressLine
 from crawler.frontier.frontier import Frontier
 from crawler.seeds.files import MAX_LINE_BYTES, BadLine, SeedFileError, SeedLine, check_readable, read_seeds
 from crawler.seeds.ingest import IngestReport, ingest
-from tests.harness import free_port
+from testing.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent  # where scrapy.cfg is
 

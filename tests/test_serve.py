@@ -20,7 +20,8 @@ from crawler.demo.site import serve_site
 from crawler.frontier.keys import Keys
 from crawler.urlstore.record import FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
-from tests.harness import ServeProcess, clean_env, crawl_command, free_port, log_tail, loopback_settings
+from testing.servers import free_port
+from testing.workers import ServeProcess, clean_env, crawl_command, log_tail, loopback_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "serve-Token-5e1b"
@@ -314,7 +315,7 @@ def test_the_cassandra_backend_serves_the_same_api(tmp_path, redis_url, cassandr
     Cassandra keyspace (on the cluster CASSANDRA_HOSTS names: tests/conftest.py)."""
     from crawler.urlstore.cassandra import CassandraUrlStore
     from crawler.urlstore.cassandra_cluster import schema_statements
-    from tests.conftest import cassandra_hosts, cassandra_port
+    from testing.stores import cassandra_hosts, cassandra_port
 
     for statement in schema_statements(cassandra_keyspace):
         cassandra_session.execute(statement)

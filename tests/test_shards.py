@@ -1,7 +1,7 @@
 """The frontier over several Redis servers (crawler/frontier/shards.py).
 
 The hash ring is tested with plain values; the sharded frontier on three private
-redis-servers on loopback (tests/harness.py), as a crawl's workers use it; a crawl of
+redis-servers on loopback (testing/servers.py), as a crawl's workers use it; a crawl of
 two workers on three servers is in test_shards_crawl.py.
 """
 
@@ -17,8 +17,8 @@ import redis
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.shards import DOWN_WAIT_MIN, HashRing, ShardedFrontier, _lease_host, server_name
 from crawler.frontier.words import FINISHED
-from tests.harness import RedisServer
-from tests.test_frontier import drain_concurrently
+from testing.frontiers import drain_concurrently
+from testing.servers import RedisServer
 
 T0 = 1_700_000_000_000  # a fixed "now" in ms: the frontier takes time from its caller
 HOSTS = [f"h{i}.example" for i in range(30_000)]

@@ -21,8 +21,9 @@ from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.frontier.shards import ShardedFrontier, server_name
 from crawler.frontier.words import FINISHED
-from tests.conftest import project_settings
-from tests.harness import ROOT, RedisServer, clean_env, launch_worker, loopback_settings, seed_file, start_cluster
+from testing.servers import RedisServer, start_cluster
+from testing.services import project_settings
+from testing.workers import ROOT, clean_env, launch_worker, loopback_settings, seed_file
 
 HOST_INTERVAL = 0.3
 NAME = "sharded"

@@ -18,7 +18,9 @@ from crawler.frontier.frontier import SEED_CASH, Entry, Frontier
 from crawler.frontier.keys import SEP
 from crawler.frontier.shards import ShardedFrontier
 from crawler.frontier.words import FINISHED, PAUSED, RUNNING, WAITING, now_ms
-from tests.harness import clean_env, crawl_command, drain, free_port, launch_worker, loopback_settings, seed_file
+from testing.frontiers import drain
+from testing.servers import free_port
+from testing.workers import clean_env, crawl_command, launch_worker, loopback_settings, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -29,8 +29,10 @@ from crawler.signals import frontier_grew
 from crawler.spiders.broad import BroadSpider
 from crawler.urlstore.record import ArchivePointer, FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
-from tests.conftest import project_settings
-from tests.harness import clean_env, drain, free_port, launch_worker, loopback_settings
+from testing.frontiers import drain
+from testing.servers import free_port
+from testing.services import project_settings
+from testing.workers import clean_env, launch_worker, loopback_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

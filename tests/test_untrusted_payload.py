@@ -8,7 +8,7 @@ import uuid
 from crawler.demo.site import serve_site
 from crawler.frontier import codec
 from crawler.frontier.frontier import Entry, Frontier
-from tests.harness import clean_env, launch_worker, loopback_settings, read_pages
+from testing.workers import clean_env, launch_worker, loopback_settings, read_pages
 
 
 class _Touch:

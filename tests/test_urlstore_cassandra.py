@@ -25,8 +25,9 @@ from crawler.urlstore.cassandra import CassandraUrlStore
 from crawler.urlstore.cassandra_cluster import COLUMNS, IdempotentRetries, consistency_levels, schema_statements
 from crawler.urlstore.cassandra_reads import SCAN_PAGES
 from crawler.urlstore.record import ArchivePointer, FetchRecord
-from tests.conftest import cassandra_hosts, cassandra_port, project_settings
-from tests.harness import cells_read, free_port
+from testing.servers import free_port
+from testing.services import project_settings
+from testing.stores import cassandra_hosts, cassandra_port, cells_read
 
 T = 1_700_000_000.5
 

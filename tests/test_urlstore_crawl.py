@@ -18,8 +18,8 @@ import redis
 
 from crawler.demo.site import serve_site
 from crawler.frontier.keys import Keys
-from tests.conftest import cassandra_hosts, cassandra_port
-from tests.harness import cells_read, clean_env, crawl_command, launch_worker, log_tail, read_pages, seed_file
+from testing.stores import cassandra_hosts, cassandra_port, cells_read
+from testing.workers import clean_env, crawl_command, launch_worker, log_tail, read_pages, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 REFUSED = "http://10.0.0.1/private"  # a private address: refused when seeded, no request made

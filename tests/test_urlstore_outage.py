@@ -16,7 +16,7 @@ import uuid
 from crawler.archive.warc import read_record
 from crawler.demo.site import serve_site
 from crawler.urlstore.sqlite import SQLITE_FILE
-from tests.harness import clean_env, launch_worker, loopback_settings, seed_file
+from testing.workers import clean_env, launch_worker, loopback_settings, seed_file
 
 OUTAGE = 3.0  # seconds the store refuses writes
 

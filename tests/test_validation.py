@@ -12,8 +12,8 @@ from scrapy.settings import Settings
 import settings.base
 from crawler.config.settings import RULES
 from crawler.config.validation import problems
-from tests.conftest import project_settings
-from tests.harness import clean_env
+from testing.services import project_settings
+from testing.workers import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -30,9 +30,10 @@ from crawler.archive.cdxj import parse
 from crawler.demo.plan import ARTICLES
 from crawler.demo.site import serve_site
 from crawler.frontier.keys import Keys
-from tests.conftest import require_service
-from tests.harness import clean_env, free_port, launch_worker, loopback_settings, seed_file
-from tests.sites import ChangingSite
+from testing.servers import free_port
+from testing.services import require_service
+from testing.sites import ChangingSite
+from testing.workers import clean_env, launch_worker, loopback_settings, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 PYWB_BIN = Path(os.environ.get("CRAWLER_SERVICES_CACHE") or Path.home() / ".cache" / "crawler-services")

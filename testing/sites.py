@@ -1,78 +1,12 @@
-"""Sites and worker-side instrumentation for the end-to-end tests (the site most of them
-crawl is crawler/demo/site.py; ``ChangingSite`` is one whose pages change, with ETags and
-304s, for the recrawl's tests).
-
-``RecordingFrontier`` (for the workers, ``-s FRONTIER_CLASS=tests.sites.RecordingFrontier
--s E2E_POP_LOG=FILE``) is the crawl's own Frontier that also appends every hand-out to
-FILE as a JSON line ``{"now": ms, "urls": [...], "due": [ms, ...]}``: ``now`` is the clock
-value the pop script ran with, and each URL's ``due`` the time its request may leave (later
-than ``now`` for a host handed out within FRONTIER_LOOKAHEAD of its due time), so a test
-can check the frontier's politeness exactly, apart from the network and scheduling latency
-between that time and the request reaching the site.
-"""
+"""Loopback sites of the tests beside the demo site (crawler/demo/site.py): ``ChangingSite``,
+whose pages change on a schedule, with ETags and 304s, for the recrawl's tests."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-from crawler.frontier import codec
-from crawler.frontier.frontier import Frontier
-from crawler.frontier.words import now_ms
-
-# -- worker-side instrumentation --------------------------------------------------------
-
-
-class RecordingFrontier(Frontier):
-    """The crawl's Frontier, logging each hand-out (get) to the E2E_POP_LOG file."""
-
-    pop_log: str = ""
-
-    @classmethod
-    def from_settings(cls, settings, redis, shard=None):
-        frontier = super().from_settings(settings, redis, shard)
-        frontier.pop_log = settings.get("E2E_POP_LOG", "")
-        return frontier
-
-    def get(self, n=1, now=None, *args, **kwargs):
-        now = now_ms() if now is None else now
-        leases, next_due = super().get(n, now, *args, **kwargs)
-        if leases and self.pop_log:
-            urls = [payload_url(lease.payload) for lease in leases]
-            line = json.dumps({"now": now, "urls": urls, "due": [max(now, lease.due) for lease in leases]})
-            with open(self.pop_log, "a", encoding="utf-8") as f:
-                f.write(line + "\n")
-        return leases, next_due
-
-
-def payload_url(payload: bytes) -> str:
-    """The URL of a frontier payload (crawler/frontier/codec.py formats)."""
-    if payload[:1] == codec.WHOLE:
-        return json.loads(payload[1:])["url"]
-    return payload.decode().split("\x1f", 1)[0]
-
-
-def read_pop_log(path) -> list[tuple[float, str]]:
-    """(the time its request may leave, in seconds since the epoch, url) of each hand-out
-    of a RecordingFrontier log."""
-    out = []
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                except ValueError:  # torn last line of a killed worker
-                    continue
-                out += [(due / 1000, url) for due, url in zip(record["due"], record["urls"], strict=True)]
-    except FileNotFoundError:
-        pass
-    return out
-
-
-# -- a loopback site whose pages change on a schedule ------------------------------------------
 
 
 class ChangingSite:
