@@ -8,7 +8,7 @@ port parsing) and :func:`urllib.parse.urlsplit`; everything else is small
 string work on the already-split components.
 
 The rules, each with its examples, are docs/URL_NORMALIZATION.md (doctested by
-tests/test_urls.py).
+tests/*/test_urls.py).
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def _normalize_host(hostname: str | None, url: str) -> str:
 # URLs already in plain form (lowercase ASCII host with no "--", only characters that
 # need no escaping, a fragment, which is dropped, of printable ASCII) skip w3lib's parse;
 # the rest of the rules still apply. The fast and full paths give the same result
-# (tests/test_urls.py checks it).
+# (tests/*/test_urls.py checks it).
 _PLAIN_RE = re.compile(
     r"(https?)://((?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)"
     r"(?::([0-9]{1,5}))?(/[A-Za-z0-9._~!$'()*+,=:@/-]*)?(?:\?([A-Za-z0-9._~!$()*+,=:@/?&-]*))?(?:#[!-~]*)?"
@@ -372,7 +372,7 @@ def url_key(url: str) -> str:
     itself when SURT cannot read it). A plain URL (http or https; a lowercase host name, or
     an IPv4 address as its four numbers; a port or none; a path of letters, digits and
     ``._~/-``; no query, no fragment: most of what a crawl captures) is keyed here in a few
-    microseconds, by the rules ``surt`` applies to it (tests/test_cdxj_keys.py holds the two
+    microseconds, by the rules ``surt`` applies to it (tests/unit/test_cdxj_keys.py holds the two
     equal); any other goes to ``surt`` (30 us)."""
     key = _plain_key(url)
     if key is not None:

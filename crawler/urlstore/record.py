@@ -1,5 +1,5 @@
 """A UrlStore record, the one place its fields and fates are spelled: ``FetchRecord``
-(the columns of both backends come from it: ``FIELDS``; tests/test_urlstore.py checks
+(the columns of both backends come from it: ``FIELDS``; tests/*/test_urlstore.py checks
 schema.sql and schema.cql against it), the archive pointer, the fates, and the few
 pure rules on them (a Page's fate, the inlink partition, the simhash's sign).
 
@@ -156,7 +156,7 @@ FIELDS = tuple(f.name for f in fields(FetchRecord))
 # The urls table's columns after its key (url), in the order both backends write and read
 # them: (name, SQLite type, CQL type, added after the first version: added to an older
 # store at open). A record's archive pointer is three columns. schema.sql and schema.cql
-# make the same columns (tests/test_urlstore.py checks them against this table).
+# make the same columns (tests/*/test_urlstore.py checks them against this table).
 COLUMNS = (
     ("canonical_url", "TEXT", "text", False),
     ("near_duplicate_of", "TEXT", "text", True),

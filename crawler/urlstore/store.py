@@ -2,7 +2,7 @@
 
 One small interface, two backends: SQLite (sqlite.py, a file in the crawl directory,
 the embedded default) and Cassandra (cassandra.py, production). Both keep one contract,
-tested by tests/test_urlstore.py against each.
+tested by tests/*/test_urlstore.py against each.
 
 The model, keyed by normalized URL (``FetchRecord``): canonical_url (rel=canonical, or
 the first page of an exact copy); near_duplicate_of and resemblance (the page whose main

@@ -1,0 +1,97 @@
+"""Seed files: reading (crawler.seeds.files.read_seeds), ingestion into a real Redis
+(crawler.seeds.files.ingest) and the ``scrapy seed`` command, run as a subprocess: the end-
+to-end tests (commands and workers as subprocesses) (the others: tests/unit/test_seeds.py,
+tests/integration/test_seeds.py)."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crawler.frontier.frontier import Frontier
+from testing.seeds import SEEDS
+from testing.servers import free_port
+
+ROOT = Path(__file__).resolve().parents[2]  # where scrapy.cfg is
+
+
+@pytest.fixture
+def frontier(redis_client, crawl_name):
+    return Frontier(redis_client, crawl_name, seen_capacity=10_000)
+
+
+SUMMARY = re.compile(
+    r"^added (\d+), already seen (\d+), invalid (\d+)(?: \(first at [^)]*\))?, refused (\d+)"
+    r"(?: \([^)]*\))?, (\d+) lines in [\d.]+ s \(\d+ lines/s\)$"
+)
+
+
+def scrapy_seed(*args, redis_url, input=None):
+    env = dict(os.environ, REDIS_URL=redis_url)
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "seed", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        input=input,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def test_command_reads_files_and_stdin(tmp_path, redis_url, redis_client, crawl_name):
+    path = tmp_path / "seeds.txt"
+    path.write_text(SEEDS)
+    stdin = b"http://stdin.example/1  3\nhttp://a.example/1\nhttp://stdin.example/\xff\n"
+    proc = scrapy_seed(path, "-", "-s", f"CRAWL_NAME={crawl_name}", redis_url=redis_url, input=stdin)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.decode().splitlines()
+    assert len(out) == 1, out
+    match = SUMMARY.match(out[0])
+    assert match, out[0]
+    # file: 4 added, 1 seen, 3 invalid; stdin: 1 added, 1 seen, 1 invalid (not UTF-8)
+    assert tuple(int(g) for g in match.groups()) == (5, 2, 4, 0, 11)
+    err = proc.stderr.decode()
+    assert f"invalid: {path}:7: bad priority 'high'" in err
+    assert "invalid: <stdin>:3: not valid UTF-8" in err
+    assert "\r" not in err  # no progress line: stderr is not a terminal
+    frontier = Frontier(redis_client, crawl_name)
+    assert frontier.stats()["front_by_level"] == [2, 2, 1]  # priorities 5, 3 | 0, 0 | -2
+
+
+def test_command_unreadable_file_exits_2_as_the_crawl_command_does(tmp_path, redis_url, crawl_name):
+    proc = scrapy_seed(tmp_path / "missing.txt", "--crawl", crawl_name, redis_url=redis_url)
+    assert proc.returncode == 2
+    err = proc.stderr.decode().strip()
+    assert err == f"seed: cannot read seed file {tmp_path / 'missing.txt'}: No such file or directory"
+    assert proc.stdout == b""
+
+
+def test_command_redis_unreachable_exits_1(tmp_path, crawl_name):
+    path = tmp_path / "seeds.txt"
+    path.write_text("http://a.example/\n")
+    port = free_port()  # nobody listens there
+    proc = scrapy_seed(path, "--crawl", crawl_name, "--no-progress", redis_url=f"redis://127.0.0.1:{port}/0")
+    assert proc.returncode == 1
+    err = proc.stderr.decode().strip()
+    assert err.startswith(f"seed: cannot connect to Redis (redis://127.0.0.1:{port}/0):"), err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_command_refuses_seeds_the_network_guard_will_refuse_and_names_the_setting(
+    tmp_path, redis_url, redis_client, crawl_name
+):
+    path = tmp_path / "seeds.txt"
+    path.write_text("http://127.0.0.1:8765/\nhttp://localhost/x\nhttp://10.1.2.3/\nhttp://a.example/\n")
+    proc = scrapy_seed(path, "--crawl", crawl_name, "--no-progress", redis_url=redis_url)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().startswith("added 1, already seen 0, invalid 0, refused 3 (network_guard 3), 4 lines")
+    assert "NETWORK_GUARD_ALLOW" in proc.stderr.decode()
+    assert Frontier(redis_client, crawl_name).stats()["queued"] == 1
+    allowed = scrapy_seed(path, "--crawl", crawl_name, "--no-progress", "-s", "NETWORK_GUARD_ALLOW=127.0.0.0/8",
+                          redis_url=redis_url)  # fmt: skip
+    assert allowed.stdout.decode().startswith(
+        "added 2, already seen 1, invalid 0, refused 1 (network_guard 1), 4 lines"
+    )

@@ -1,0 +1,140 @@
+"""The raw-page archive: WARC batches that other tools read, stored in a local directory
+or in S3 (SeaweedFS's S3 gateway on loopback, scripts/s3server.py, through boto3), each
+page's pointer returning exactly the bytes the site sent, through an outage of S3 too.
+
+Here: the tests on real services in this process (Redis, Cassandra, S3, page processes); the
+others of this subject: tests/unit/test_archive.py, tests/e2e/test_archive.py."""
+
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crawler.archive.storage import S3Storage, StorageRefused
+from crawler.archive.warc import RawPage, WarcBatch, read_record, recover
+
+
+def warcio_check(path) -> subprocess.CompletedProcess:
+    code = "import sys; from warcio.cli import main; sys.exit(main())"
+    return subprocess.run([sys.executable, "-c", code, "check", "-v", str(path)], capture_output=True, text=True)
+
+
+def _page(i: int) -> RawPage:
+    body = (f"<html><body>page {i} " + "x" * 500 + "</body></html>").encode()
+    return RawPage(
+        url=f"http://a.example/p{i}",
+        status=200,
+        reason="OK",
+        protocol="HTTP/1.1",
+        headers=[("Content-Type", "text/html"), ("Transfer-Encoding", "chunked")],
+        body=body,
+        request_headers=[("User-Agent", "crawler/0.1")],
+        ip_address="127.0.0.2",
+        fetched_at=1_700_000_000,
+    )
+
+
+def test_a_batch_is_standard_warc_and_each_record_reads_alone(tmp_path):
+    batch = WarcBatch(str(tmp_path / "spool" / "b.warc.gz"), "b")
+    pointers = [(batch.add(_page(i)), _page(i).body) for i in range(5)]
+    batch.close()
+    data = Path(batch.path).read_bytes()
+    for (offset, length), body in pointers:
+        headers, got = read_record(data[offset : offset + length])
+        assert got == body
+        assert headers["WARC-Type"] == "response" and headers["WARC-IP-Address"] == "127.0.0.2"
+        assert headers["WARC-Payload-Digest"].startswith("sha1:") and headers["WARC-Target-URI"].startswith("http://")
+    check = warcio_check(batch.path)
+    assert check.returncode == 0 and check.stdout.count("digest pass") == 10, check.stdout + check.stderr
+    assert check.stdout.count(" request") == 5  # a request record beside each response
+    assert len(gzip.decompress(data)) > len(data)  # gzipped members
+
+
+def test_a_big_body_is_compressed_as_it_is_written(tmp_path):
+    """A 12 MB body: its record reads back whole between two others, and writing it holds
+    no copy of the record (it is compressed 64 KB at a time into the spool file)."""
+    import random
+    import tracemalloc
+
+    rng = random.Random(7)
+    big = _page(1)
+    big.body = b"<html><body>" + bytes(rng.choices(b"abcdefgh <p>", k=12 * 2**20)) + b"</body></html>"
+    batch = WarcBatch(str(tmp_path / "spool" / "b.warc.gz"), "b")
+    batch.add(_page(0))
+    tracemalloc.start()
+    pointer = batch.add(big)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    last = batch.add(_page(2))
+    batch.close()
+    data = Path(batch.path).read_bytes()
+    assert read_record(data[pointer[0] : pointer[0] + pointer[1]])[1] == big.body
+    assert read_record(data[last[0] : last[0] + last[1]])[1] == _page(2).body
+    assert peak < 2**20, peak  # was the 12 MB record, then its member
+    check = warcio_check(batch.path)
+    assert check.returncode == 0 and check.stdout.count("digest pass") == 6, check.stdout + check.stderr
+
+
+def test_a_torn_spool_file_keeps_its_complete_records(tmp_path):
+    batch = WarcBatch(str(tmp_path / "t.warc.gz"), "t")
+    for i in range(3):
+        batch.add(_page(i))
+    batch.close()
+    path = Path(batch.path)
+    path.write_bytes(path.read_bytes()[:-25])  # a worker died while writing the last record
+    assert recover(str(path)) == 3
+    assert warcio_check(path).returncode == 0
+
+
+def test_s3_storage_puts_once_and_reads_a_range(s3, tmp_path):
+    endpoint, bucket = s3
+    src = tmp_path / "f.warc.gz"
+    src.write_bytes(bytes(range(256)) * 40)
+    storage = S3Storage(bucket, endpoint_url=endpoint, region="us-east-1")
+    storage.put("12/x/f.warc.gz", str(src))
+    assert storage.puts == 1
+    assert storage.get_range("12/x/f.warc.gz", 2, 3) == bytes([2, 3, 4])
+    assert storage.get_range("12/x/f.warc.gz", 10_000, 240) == src.read_bytes()[10_000:]  # the last byte included
+    head = storage.client.head_object(Bucket=bucket, Key="12/x/f.warc.gz")
+    assert head["ContentLength"] == 10_240
+    storage.put("12/x/f.warc.gz", str(src))  # a retried upload writes the same key again
+    listed = storage.client.list_objects_v2(Bucket=bucket)["Contents"]
+    assert [o["Key"] for o in listed] == ["12/x/f.warc.gz"]
+
+
+def test_s3_storage_refuses_at_once_what_no_retry_mends(s3, tmp_path, monkeypatch):
+    """A secret key or an access key the server does not know: StorageRefused on the first
+    answer, not retried as an outage would be. (SeaweedFS makes a bucket that is not there
+    at the first PUT of an identity with every right: no NoSuchBucket to try here.)"""
+    endpoint, bucket = s3
+    src = tmp_path / "f.warc.gz"
+    src.write_bytes(b"x" * 100)
+    retries, tried = [], []
+    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID"):
+        monkeypatch.setenv(name, os.environ[name] + "-wrong")
+        storage = S3Storage(bucket, endpoint_url=endpoint, region="us-east-1", retry_min=30)
+        storage.on_retry = lambda: retries.append(1)
+        with pytest.raises(StorageRefused, match="SignatureDoesNotMatch|InvalidAccessKeyId|AccessDenied"):
+            storage.put("k.warc.gz", str(src))
+        tried.append(storage.puts)
+    assert (tried, retries) == ([1, 1], [])
+
+
+def test_a_spool_file_of_a_live_worker_is_not_taken_as_left_over():
+    import socket
+
+    from crawler.pipelines.archive import _worker_alive
+
+    host = socket.gethostname()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert _worker_alive(f"{host}-{live.pid}-1a2b3c-000001.warc.gz")
+    finally:
+        live.kill()
+        live.wait()
+    assert not _worker_alive(f"{host}-{live.pid}-1a2b3c-000001.warc.gz")  # gone: its file is left over
+    assert not _worker_alive(f"other-host-{live.pid}-1a2b3c-000001.warc.gz")
+    assert not _worker_alive("garbage.warc.gz")

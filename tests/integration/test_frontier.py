@@ -1,0 +1,378 @@
+"""Every frontier operation against a real Redis (see conftest.py).
+
+Here: the tests on real services in this process (Redis, Cassandra, S3, page processes); the
+others of this subject: tests/unit/test_frontier.py."""
+
+import pytest
+
+from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.keys import NAMES
+from crawler.frontier.words import FINISHED, now_ms
+from testing.frontiers import drain_concurrently
+
+T0 = 1_700_000_000_000  # a fixed "now" in ms: the frontier takes time from its caller
+
+
+def entry(url, **kw):
+    return Entry(url=url, payload=url.encode(), **kw)
+
+
+@pytest.fixture
+def make_frontier(redis_client, crawl_name):
+    def make(**kw):
+        kw.setdefault("host_interval", 1.0)
+        # most tests hand out several URLs of a host without landing them; the
+        # in-flight limit has tests of its own
+        kw.setdefault("max_in_flight", 0)
+        return Frontier(redis_client, kw.pop("name", crawl_name), **kw)
+
+    return make
+
+
+def pop_urls(frontier, n=1, now=T0):
+    leases, next_due = frontier.get(n, now=now)
+    return [lease.payload.decode() for lease in leases], leases, next_due
+
+
+def test_push_then_pop_hands_out_once(make_frontier):
+    f = make_frontier()
+    assert f.put([entry("http://a.example/1")])[0] == "added"
+    urls, leases, _ = pop_urls(f)
+    assert urls == ["http://a.example/1"]
+    assert pop_urls(f, now=T0 + 10_000)[0] == []
+    st = f.stats()
+    assert st["queued"] == 0 and st["leased"] == 1 and st["popped"] == 1
+
+
+def test_url_seen_admits_a_url_once_unless_dont_filter(make_frontier):
+    f = make_frontier()
+    assert f.put([entry("http://a.example/1")])[0] == "added"
+    assert f.put([entry("http://a.example/1")])[0] == "seen"
+    assert f.put([entry("http://a.example/1", dont_filter=True)])[0] == "added"
+    assert f.stats()["queued"] == 2
+    assert f.stats()["seen"]["urls"] == 1
+
+
+def test_host_is_handed_out_only_when_due(make_frontier):
+    f = make_frontier(host_interval=2.0)
+    f.put([entry("http://a.example/1"), entry("http://a.example/2"), entry("http://b.example/1")])
+    urls, _, next_due = pop_urls(f, n=10, now=T0)
+    assert sorted(urls) == ["http://a.example/1", "http://b.example/1"]
+    assert next_due == T0 + 2000
+    assert pop_urls(f, n=10, now=T0 + 1999)[0] == []
+    assert pop_urls(f, n=10, now=T0 + 2000)[0] == ["http://a.example/2"]
+
+
+def test_host_keeps_its_next_time_after_its_queue_empties(make_frontier):
+    f = make_frontier(host_interval=5.0)
+    f.put([entry("http://a.example/1")])
+    assert pop_urls(f, now=T0)[0] == ["http://a.example/1"]
+    f.put([entry("http://a.example/2")])
+    urls, _, next_due = pop_urls(f, now=T0 + 100)
+    assert urls == [] and next_due == T0 + 5000
+    assert pop_urls(f, now=T0 + 5000)[0] == ["http://a.example/2"]
+
+
+def test_higher_priority_first_without_starving_lower(make_frontier):
+    f = make_frontier(host_interval=0.0)
+    f.put([entry(f"http://low{i}.example/", priority=-1) for i in range(50)])
+    f.put([entry(f"http://high{i}.example/", priority=1) for i in range(50)])
+    assert f.stats()["front_by_level"] == [50, 0, 50]
+    order = [pop_urls(f, now=T0 + i)[0][0] for i in range(100)]
+    first_twenty = order[:20]
+    highs = sum("high" in u for u in first_twenty)
+    assert highs >= 14  # weights 4:2:1, so about 4 of every 5 from the high level
+    assert any("low" in u for u in first_twenty)  # ... and the low level is not starved
+    assert sorted(order) == sorted({*order})  # each handed out once
+
+
+def test_priority_levels_map_scrapy_priorities(make_frontier):
+    f = make_frontier(priority_levels=5)
+    assert [f.level(p) for p in (10, 2, 1, 0, -1, -2, -10)] == [0, 0, 1, 2, 3, 4, 4]
+
+
+def test_expired_lease_goes_back_and_ack_ends_it(make_frontier):
+    f = make_frontier(lease_seconds=10)
+    f.put([entry("http://a.example/1")])
+    _, leases, _ = pop_urls(f, now=T0)
+    # the worker died: nothing acknowledged; after expiry the URL is handed out again
+    assert pop_urls(f, now=T0 + 9_000)[0] == []
+    urls, again, _ = pop_urls(f, now=T0 + 10_001)
+    assert urls == ["http://a.example/1"]
+    assert f.stats()["expired"] == 1
+    assert f.ack(again[0].id) == 1
+    assert f.ack(again[0].id) == 0  # idempotent
+    assert f.ack(leases[0].id) == 0  # the expired lease is gone
+    assert pop_urls(f, now=T0 + 100_000)[0] == []
+    assert f.outlook(0)["state"] == FINISHED
+
+
+def test_renew_keeps_a_lease(make_frontier):
+    f = make_frontier(lease_seconds=10)
+    f.put([entry("http://a.example/1")])
+    _, leases, _ = pop_urls(f, now=T0)
+    f.renew([leases[0].id], now=T0 + 9_000)
+    assert pop_urls(f, now=T0 + 15_000)[0] == []
+    assert pop_urls(f, now=T0 + 19_001)[0] == ["http://a.example/1"]
+
+
+def test_url_whose_leases_keep_expiring_is_abandoned(make_frontier):
+    f = make_frontier(lease_seconds=1, max_attempts=2, host_interval=0.0)
+    f.put([entry("http://poison.example/")])
+    assert pop_urls(f, now=T0)[0]
+    assert pop_urls(f, now=T0 + 1001)[0]  # attempt 2
+    assert pop_urls(f, now=T0 + 3000)[0] == []  # attempt 3 would exceed the maximum
+    st = f.stats()
+    assert st["abandoned"] == 1 and st["queued"] == 0 and st["leased"] == 0
+
+
+def test_release_gives_back_without_counting_an_attempt(make_frontier):
+    f = make_frontier(lease_seconds=60, max_attempts=1, host_interval=0.0)
+    f.put([entry("http://a.example/1")])
+    _, leases, _ = pop_urls(f, now=T0)
+    f.give_back([leases[0].id])
+    assert pop_urls(f, now=T0 + 1)[0] == ["http://a.example/1"]
+    assert f.stats()["abandoned"] == 0
+
+
+def test_follow_up_takes_over_the_lease(make_frontier):
+    f = make_frontier(host_interval=1.0)
+    f.put([entry("http://a.example/old")])
+    _, leases, _ = pop_urls(f, now=T0)
+    status = f.put([entry("http://a.example/new", follow_up=True, replaces_lease=leases[0].id)], now=T0 + 1)[0]
+    assert status == "added"
+    st = f.stats()
+    assert st["leased"] == 0 and st["queued"] == 1 and st["acked"] == 1
+    assert pop_urls(f, now=T0 + 500)[0] == []  # the follow-up waits for the host's interval
+    assert pop_urls(f, now=T0 + 1000)[0] == ["http://a.example/new"]
+    # a follow-up to a URL already seen releases the lease and queues nothing
+    _, leases, _ = pop_urls(f, now=T0)  # nothing
+    f.put([entry("http://b.example/1")])
+    _, leases, _ = pop_urls(f, now=T0 + 5000)
+    new = entry("http://a.example/new", follow_up=True, replaces_lease=leases[0].id)
+    assert f.put([new], now=T0 + 5000)[0] == "seen"
+    assert f.stats()["leased"] == 1  # only a.example/new's own lease
+
+
+def test_retry_with_dont_filter_is_requeued(make_frontier):
+    f = make_frontier(host_interval=0.0)
+    f.put([entry("http://a.example/1")])
+    _, leases, _ = pop_urls(f, now=T0)
+    retry = entry("http://a.example/1", dont_filter=True, follow_up=True, replaces_lease=leases[0].id)
+    assert f.put([retry], now=T0 + 1)[0] == "added"
+    assert pop_urls(f, now=T0 + 1)[0] == ["http://a.example/1"]
+
+
+@pytest.mark.parametrize(
+    "url,depth,status",
+    [
+        ("http://a.example/" + "x" * 3000, 0, "trap:url_length"),
+        ("http://a.example/deep", 21, "trap:depth"),
+        ("http://a.example/a/b/a/b/a/b/a/b/", 0, "trap:repeated_segments"),
+        ("http://a.example/cal/2024/cal/2024/cal/2024/cal/2024", 0, "trap:repeated_segments"),
+        ("http://a.example/?" + "&".join(f"p{i}=1" for i in range(30)), 0, "trap:query_params"),
+        ("http://a.example/?s=1&s=2&s=3&s=4", 0, "trap:query_repeats"),
+        ("http://a.example/?q=" + "y" * 1100, 0, "trap:query_length"),
+        ("http://a.example/a/b/a/b/", 0, "added"),
+        ("http://a.example/?s=1&s=2", 20, "added"),
+        ("not a url", 0, "invalid"),
+    ],
+)
+def test_trap_guards(make_frontier, url, depth, status):
+    f = make_frontier()
+    assert f.put([entry(url, depth=depth)])[0] == status
+
+
+def test_host_max_pages(make_frontier):
+    f = make_frontier(host_max_pages=3)
+    statuses = f.put([entry(f"http://a.example/{i}") for i in range(5)] + [entry("http://b.example/")])
+    assert statuses == ["added"] * 3 + ["host_full"] * 2 + ["added"]
+
+
+def test_url_seen_grows_instead_of_saturating(make_frontier):
+    f = make_frontier(seen_capacity=100, seen_error_rate=1e-6)
+    urls = [f"http://h{i % 7}.example/page/{i}" for i in range(700)]
+    assert f.put([entry(u) for u in urls]) == ["added"] * 700
+    seen = f.stats()["seen"]
+    assert seen["generations"] == 3  # generations of 100, 400 and 1,600 URLs
+    assert seen["urls"] == 700 and seen["fill"] == [1.0, 1.0, 0.125]
+    assert seen["false_positive_rate"] <= 1e-6
+    assert set(f.put([entry(u) for u in urls])) == {"seen"}
+    # another client with a stale idea of the generation count catches up
+    g = make_frontier(seen_capacity=100, seen_error_rate=1e-6)
+    g._generation = 1
+    assert g.put([entry(urls[5])])[0] == "seen"
+    assert g.put([entry("http://h1.example/page/new")])[0] == "added"
+
+
+def test_url_seen_matches_whole_fingerprints_only(make_frontier, redis_client):
+    """A bucket holding a URL's fingerprint bytes across two entries does not make the
+    URL seen; the same bytes at an entry's start do."""
+    from crawler.frontier.urlseen import url_hashes
+
+    f = make_frontier(seen_capacity=100)
+    url = "http://a.example/unseen"
+    h, fp = url_hashes(url)
+    key = f.keys.seen(0, h % f.layout.generation(0).buckets)
+    redis_client.set(key, b"\x00\x00" + fp.to_bytes(4, "big") + b"\x00\x00")
+    assert f.put([entry(url)]) == ["added"]
+    assert redis_client.strlen(key) == 12  # its fingerprint added as the third entry
+    other = "http://a.example/other"
+    h2, fp2 = url_hashes(other)
+    redis_client.set(f.keys.seen(0, h2 % f.layout.generation(0).buckets), fp2.to_bytes(4, "big"))
+    assert f.put([entry(other)]) == ["seen"]
+
+
+def test_crawls_do_not_touch_each_other(make_frontier, redis_client):
+    import uuid
+
+    other_name = f"test-{uuid.uuid4().hex[:12]}"
+    f = make_frontier()
+    g = make_frontier(name=other_name)
+    try:
+        f.put([entry("http://a.example/1")])
+        assert g.put([entry("http://a.example/1")])[0] == "added"
+        assert pop_urls(g)[0] == ["http://a.example/1"]
+        assert f.stats()["queued"] == 1
+        g.clear()
+        assert f.stats()["queued"] == 1
+        assert not list(redis_client.scan_iter(match=g.keys.pattern()))
+    finally:
+        g.clear()
+
+
+def test_concurrent_workers_each_url_once(make_frontier):
+    f = make_frontier(host_interval=0.0)
+    urls = [f"http://h{i}.example/{j}" for i in range(40) for j in range(5)]
+    f.put([entry(u) for u in urls])
+    assert sorted(drain_concurrently(make_frontier)) == sorted(urls)
+    assert f.outlook(0)["state"] == FINISHED
+
+
+def test_pop_carries_acknowledgements(make_frontier):
+    f = make_frontier(host_interval=0.0)
+    f.put([entry("http://a.example/1"), entry("http://b.example/1")])
+    _, first, _ = pop_urls(f, now=T0)
+    leases, _ = f.get(1, now=T0 + 1, ack=[first[0].id, "no-such-lease"])
+    assert f.last_acked == 1 and len(leases) == 1
+    st = f.stats()
+    assert st["acked"] == 1 and st["leased"] == 1
+
+
+def test_url_seen_grows_with_its_urls(make_frontier, redis_client):
+    """Nothing is allocated ahead: the buckets hold 4 bytes per URL admitted, in one
+    generation, then in two."""
+    f = make_frontier(seen_capacity=10_000)
+
+    def seen_bytes():
+        keys = list(redis_client.scan_iter(match=f.keys.pattern()[:-1] + NAMES["seen"] + "[0-9]*", count=1000))
+        return sum(redis_client.strlen(k) for k in keys), keys
+
+    f.put([entry("http://a.example/1")])
+    assert seen_bytes()[0] == 4
+    urls = [f"http://h{i % 50}.example/{i}" for i in range(15_000)]
+    f.put([entry(u) for u in urls + urls[:100]])
+    total, keys = seen_bytes()
+    assert total == 4 * 15_001
+    gens = f.layout.generations(2)
+    assert len(keys) <= gens[0].buckets + gens[1].buckets
+
+
+def test_binary_payloads_survive_the_round_trip(make_frontier):
+    f = make_frontier(host_interval=0.0)
+    payload = b"P\x00\x1f\n\x1d\xff" + bytes(range(256))
+    assert f.put([Entry(url="http://a.example/bin", payload=payload)])[0] == "added"
+    leases, _ = f.get(1, now=T0)
+    assert leases[0].payload == payload
+    # and again after its lease expired and it went back to its queue
+    again, _ = f.get(1, now=T0 + f.lease_ms + 1)
+    assert again[0].payload == payload
+
+
+def test_a_host_waits_for_its_download_to_land(make_frontier):
+    f = make_frontier(max_in_flight=1, host_interval=1.0)
+    f.put([entry(f"http://a.example/{i}") for i in range(3)] + [entry("http://b.example/1")])
+    urls, leases, _ = pop_urls(f, n=10, now=T0)
+    assert sorted(urls) == ["http://a.example/0", "http://b.example/1"]
+    a = next(lease for lease in leases if b"a.example" in lease.payload)
+    # due again by its interval, but its download has not ended
+    assert pop_urls(f, n=10, now=T0 + 5000)[0] == []
+    st = f.stats()
+    assert st["hosts_queued"] == 0 and st["in_flight"] == 2 and st["hosts_in_flight"] == 2
+    f.ack(landed=[a.id], now=T0 + 5000)  # landed; its page is still being handled
+    assert f.stats()["leased"] == 2
+    # due one interval after the landing (politeness counts from the end of a download)
+    assert pop_urls(f, n=10, now=T0 + 5999)[0] == []
+    urls, leases2, _ = pop_urls(f, n=10, now=T0 + 6000)
+    assert urls == ["http://a.example/1"]
+    # an acknowledgement lands too (once: landing again changes nothing)
+    f.ack(a.id, landed=[a.id], now=T0 + 6500)
+    assert pop_urls(f, n=10, now=T0 + 9000)[0] == []
+    f.ack(leases2[0].id, now=T0 + 9001)
+    assert pop_urls(f, n=10, now=T0 + 10_000)[0] == []
+    assert pop_urls(f, n=10, now=T0 + 10_001)[0] == ["http://a.example/2"]
+
+
+def test_a_host_due_within_the_lookahead_is_handed_out_with_its_due_time(make_frontier):
+    f = make_frontier(max_in_flight=1, host_interval=1.0)
+    f.put([entry(f"http://a.example/{i}") for i in range(3)])
+    (first,), _ = f.get(1, now=T0, lookahead=20)
+    assert (first.due, first.interval) == (T0, 1000)
+    f.ack(landed=[(first.id, T0 + 200)], now=T0 + 250)  # its download ended at T0 + 200
+    assert f.get(1, now=T0 + 1170, lookahead=20) == ([], T0 + 1200)  # due at T0 + 1200
+    (second,), _ = f.get(1, now=T0 + 1185, lookahead=20)
+    assert second.payload == b"http://a.example/1" and second.due == T0 + 1200
+    # the next turn counts from the end of its download, never from the early hand-out
+    f.ack(landed=[(second.id, T0 + 1300)], now=T0 + 1300)
+    assert f.get(1, now=T0 + 2279, lookahead=20)[0] == []
+    assert f.get(1, now=T0 + 2280, lookahead=20)[0][0].due == T0 + 2300
+    # without lookahead, a host is handed out only once due
+    f.put([entry("http://b.example/1")], now=T0)
+    (b,), _ = f.get(1, now=T0)
+    f.ack(landed=[b.id], now=T0 + 10)
+    f.put([entry("http://b.example/2")], now=T0 + 20)[0]  # joins its host's queue at the next pop
+    assert f.get(1, now=T0 + 1009)[0] == []
+    assert f.get(1, now=T0 + 1010)[0][0].due == T0 + 1010
+
+
+def test_a_landing_never_counts_from_later_than_now(make_frontier):
+    f = make_frontier(max_in_flight=1, host_interval=1.0)
+    f.put([entry(f"http://a.example/{i}") for i in range(2)])
+    (first,), _ = f.get(1, now=T0)
+    f.ack(landed=[(first.id, T0 + 60_000)], now=T0 + 100)  # a clock ahead: counts from now
+    assert f.get(1, now=T0 + 1100)[0][0].payload == b"http://a.example/1"
+
+
+def test_expired_and_replaced_leases_land(make_frontier):
+    f = make_frontier(max_in_flight=1, host_interval=0.0, lease_seconds=10)
+    f.put([entry(f"http://a.example/{i}") for i in range(3)])
+    _, leases, _ = pop_urls(f, now=T0)
+    assert pop_urls(f, now=T0 + 100)[0] == []
+    # a follow-up (redirect) replacing the lease ends its flight and goes first
+    f.put([entry("http://a.example/moved", follow_up=True, replaces_lease=leases[0].id)], now=T0 + 200)
+    urls, leases, _ = pop_urls(f, now=T0 + 300)
+    assert urls == ["http://a.example/moved"]
+    # a lease that expires (a dead worker) lands, and its URL is handed out again
+    assert pop_urls(f, now=T0 + 400)[0] == []
+    urls, _, _ = pop_urls(f, now=T0 + 300 + 10_001)
+    assert urls == ["http://a.example/moved"]
+
+
+def test_a_higher_limit_allows_that_many_at_once(make_frontier):
+    f = make_frontier(max_in_flight=2, host_interval=0.0)
+    f.put([entry(f"http://a.example/{i}") for i in range(4)])
+    assert len(pop_urls(f, now=T0)[0]) == 1
+    assert len(pop_urls(f, now=T0 + 1)[0]) == 1
+    assert pop_urls(f, now=T0 + 2)[0] == []
+    f.ack(landed=[], now=T0 + 3)  # nothing to land: nothing changes
+    assert pop_urls(f, now=T0 + 4)[0] == []
+
+
+def test_a_host_downloading_with_urls_left_counts_among_the_hosts_with_urls(make_frontier):
+    f = make_frontier(max_in_flight=1)
+    f.put([entry(f"http://a.example/{i}") for i in range(5)] + [entry("http://b.example/0")])
+    urls, leases, _ = pop_urls(f, 10, now=now_ms())
+    assert sorted(urls) == ["http://a.example/0", "http://b.example/0"]  # one each: both downloading
+    s = f.stats()
+    assert s["hosts_queued"] == 0  # neither is ready while it downloads
+    assert s["hosts_with_urls"] == 1  # a has 4 URLs left; b none

@@ -1,0 +1,124 @@
+"""Seed files: reading (crawler.seeds.files.read_seeds), ingestion into a real Redis
+(crawler.seeds.files.ingest) and the ``scrapy seed`` command, run as a subprocess.
+
+Here: the tests on real services in this process (Redis, Cassandra, S3, page processes); the
+others of this subject: tests/unit/test_seeds.py, tests/e2e/test_seeds.py."""
+
+import gzip
+
+import pytest
+
+from crawler.frontier.frontier import Frontier
+from crawler.seeds.files import SeedFileError, check_readable
+from crawler.seeds.ingest import ingest
+from testing.seeds import SEEDS, items_of
+
+
+@pytest.fixture
+def frontier(redis_client, crawl_name):
+    return Frontier(redis_client, crawl_name, seen_capacity=10_000)
+
+
+def test_a_url_in_place_of_a_file_is_a_seed_itself(tmp_path, frontier):
+    """``-a seeds=https://a.example/,/path/seeds.txt``: URLs and files mixed, in order; a
+    URL is never opened as a file."""
+    plain = tmp_path / "b.txt"
+    plain.write_text("http://plain.example/\n")
+    sources = ["https://a.example/x", str(plain), "HTTP://c.example/"]
+    check_readable(sources)
+    assert items_of(sources) == [
+        ("<argument>", 1, "https://a.example/x", 0),
+        (str(plain), 1, "http://plain.example/", 0),
+        ("<argument>", 3, "HTTP://c.example/", 0),
+    ]
+    report = ingest(frontier, sources)
+    assert (report.added, report.invalid, report.lines) == (3, 0, 3)
+    with pytest.raises(SeedFileError, match="ftp:"):  # not a URL it takes: a file name
+        check_readable(["ftp://d.example/"])
+
+
+def test_ingest_counts_and_invalid_line_numbers(tmp_path, frontier):
+    path = tmp_path / "seeds.txt"
+    path.write_text(SEEDS)
+    calls = []
+    report = ingest(frontier, path, batch_size=2, progress=lambda r: calls.append((r.lines, r.added + r.seen)))
+    src = str(path)
+    assert (report.added, report.seen, report.invalid, report.refused, report.lines) == (4, 1, 3, 0, 8)
+    assert report.lines == report.added + report.seen + report.invalid + report.refused
+    assert [where for where, _ in report.invalid_examples] == [f"{src}:6", f"{src}:7", f"{src}:8"]
+    assert "bad priority" in report.invalid_examples[1][1]
+    # one progress call per batch of 2 pushed entries, with running numbers
+    assert [pushed for _, pushed in calls] == [2, 4, 5]
+    assert [lines for lines, _ in calls] == sorted(lines for lines, _ in calls)
+    assert frontier.stats()["queued"] == 4
+
+
+def test_duplicates_are_seen_and_reingesting_adds_nothing(tmp_path, frontier):
+    path = tmp_path / "dups.txt"
+    # the same URL in one batch, across batches, and spelled differently
+    path.write_text("http://d.example/1\nhttp://d.example/1\nhttp://d.example/2\nHTTP://D.EXAMPLE:80/1#x\n")
+    first = ingest(frontier, path, batch_size=3)
+    assert (first.added, first.seen, first.invalid) == (2, 2, 0)
+    again = ingest(frontier, path)
+    assert (again.added, again.seen, again.invalid, again.lines) == (0, 4, 0, 4)
+    assert frontier.stats()["queued"] == 2
+
+
+def test_priorities_land_in_their_front_queue(tmp_path, frontier):
+    # 3 levels: priority >= 1 -> level 0, 0 -> level 1, <= -1 -> level 2
+    path = tmp_path / "prio.txt"
+    path.write_text("http://p.example/hi 3\nhttp://p.example/hi2 1\nhttp://p.example/mid\nhttp://p.example/lo -5\n")
+    report = ingest(frontier, path)
+    assert report.added == 4
+    assert frontier.stats()["front_by_level"] == [2, 1, 1]
+
+
+def test_malformed_line_in_the_middle_does_not_stop_ingestion(tmp_path, frontier):
+    lines = [b"http://m.example/%d" % i for i in range(50)]
+    lines[20] = b"http://m.example/20 1 2 3"
+    lines[30] = b"http://m.example/\xfe"
+    path = tmp_path / "mid.txt"
+    path.write_bytes(b"\n".join(lines))
+    report = ingest(frontier, path, batch_size=7)
+    assert (report.added, report.invalid, report.lines) == (48, 2, 50)
+    assert [w for w, _ in report.invalid_examples] == [f"{path}:21", f"{path}:31"]
+    assert frontier.stats()["queued"] == 48
+
+
+def test_refused_urls_are_counted_by_reason(tmp_path, frontier):
+    path = tmp_path / "trap.txt"
+    path.write_text("http://t.example/" + "x" * 3000 + "\nhttp://t.example/ok\n")
+    report = ingest(frontier, path)
+    assert (report.added, report.refused, dict(report.refused_by)) == (1, 1, {"trap:url_length": 1})
+    assert "refused 1 (trap:url_length 1)" in report.summary()
+
+
+def test_gzip_input_and_strip_params(tmp_path, frontier, redis_client):
+    path = tmp_path / "seeds.txt.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("http://g.example/?utm_source=a&b=1\nhttp://g.example/?b=1\nhttp://g.example/?keep=1\n")
+    report = ingest(frontier, path, strip_params=("keep",))
+    # utm_source is kept with an explicit list; keep= is stripped, so line 3 is /
+    assert (report.added, report.seen) == (3, 0)
+    front = [v.split(b"\x1f", 1)[1] for v in redis_client.lrange(frontier.keys.front(1), 0, -1)]
+    assert front == [b"http://g.example/?b=1&utm_source=a", b"http://g.example/?b=1", b"http://g.example/"]
+
+
+def test_unreadable_file_is_reported_before_anything_is_pushed(tmp_path, frontier):
+    good = tmp_path / "good.txt"
+    good.write_text("http://ok.example/\n")
+    with pytest.raises(SeedFileError) as info:
+        ingest(frontier, [good, tmp_path / "missing.txt"])
+    assert info.value.path == str(tmp_path / "missing.txt")
+    assert frontier.stats()["queued"] == 0
+
+
+def test_truncated_gzip_keeps_what_was_read(tmp_path, frontier):
+    data = gzip.compress(b"".join(b"http://z.example/%d\n" % i for i in range(2000)))
+    path = tmp_path / "cut.txt.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(SeedFileError, match="cut.txt.gz: truncated") as info:
+        ingest(frontier, path, batch_size=100)
+    report = info.value.report
+    assert 0 < report.added == report.lines < 2000
+    assert frontier.stats()["queued"] == report.added

@@ -1,0 +1,184 @@
+"""The frontier over several Redis servers (crawler/frontier/shards.py).
+
+The hash ring is tested with plain values; the sharded frontier on three private
+redis-servers on loopback (testing/servers.py), as a crawl's workers use it; a crawl of
+two workers on three servers is in test_shards_crawl.py.
+
+Here: the tests on real services in this process (Redis, Cassandra, S3, page processes); the
+others of this subject: tests/unit/test_shards.py."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import defaultdict
+
+import pytest
+import redis
+
+from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.shards import DOWN_WAIT_MIN, ShardedFrontier, _lease_host, server_name
+from crawler.frontier.words import FINISHED
+from testing.frontiers import drain_concurrently
+from testing.servers import RedisServer
+
+T0 = 1_700_000_000_000  # a fixed "now" in ms: the frontier takes time from its caller
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    started = [RedisServer(tmp_path_factory.mktemp(f"shard{i}")).start() for i in range(3)]
+    yield started
+    for server in started:
+        server.kill()
+
+
+@pytest.fixture
+def make_sharded(servers, crawl_name):
+    def make(**kw):
+        kw.setdefault("host_interval", 1.0)
+        kw.setdefault("max_in_flight", 0)
+        shards = [Frontier(s.client, crawl_name, **kw) for s in servers]
+        return ShardedFrontier(shards, [server_name(s.url) for s in servers])
+
+    yield make
+    for s in servers:
+        keys = list(s.client.scan_iter(match=f"crawl:{{{crawl_name}}}:*", count=1000))
+        if keys:
+            s.client.delete(*keys)
+
+
+def entry(url, **kw):
+    return Entry(url=url, payload=url.encode(), **kw)
+
+
+def test_each_host_lives_on_one_shard_and_the_numbers_add_up(make_sharded, servers):
+    f = make_sharded()
+    urls = [f"http://h{i}.example/{j}" for i in range(30) for j in range(4)]
+    assert f.put([entry(u) for u in urls], now=T0) == ["added"] * len(urls)
+    assert f.put([entry(u) for u in urls], now=T0) == ["seen"] * len(urls)  # URL-seen on the host's shard
+    stats = f.stats()
+    assert stats["queued"] == 120 and stats["pushed"] == 120 and stats["shards"] == 3
+    f.get(100, now=T0)  # one URL of each host handed out: the hosts' times are kept on their shards
+    holders = defaultdict(set)
+    for n, server in enumerate(servers):
+        for host in server.client.hkeys(f.keys.hnext):
+            holders[host.decode()].add(n)
+    assert all(holders[h] == {f.ring.index(h)} for h in holders) and len(holders) == 30
+    assert len({n for held in holders.values() for n in held}) == 3  # every server has hosts
+    assert f.stats()["hosts_queued"] == 30
+
+
+def test_every_url_once_and_each_host_its_interval_apart(make_sharded):
+    f = make_sharded(host_interval=1.0)
+    urls = [f"http://h{i}.example/{j}" for i in range(12) for j in range(5)]
+    random.Random(1).shuffle(urls)
+    f.put([entry(u) for u in urls], now=T0)
+    handed: dict[str, list[int]] = defaultdict(list)
+    now = T0
+    while now < T0 + 20_000:
+        leases, _ = f.get(8, now=now)
+        for lease in leases:
+            handed[lease.payload.decode()].append(max(now, lease.due))
+        f.ack(*(lease.id for lease in leases), now=now)
+        now += 100
+    assert sorted(handed) == sorted(urls) and all(len(t) == 1 for t in handed.values())
+    by_host = defaultdict(list)
+    for url, (t,) in handed.items():
+        by_host[url.split("/")[2]].append(t)
+    gaps = [b - a for times in by_host.values() for a, b in zip(sorted(times), sorted(times)[1:], strict=False)]
+    assert min(gaps) >= 1000, min(gaps)
+    assert f.outlook(0, now=now)["state"] == FINISHED
+
+
+def test_next_due_is_the_earliest_over_the_shards(make_sharded):
+    f = make_sharded(host_interval=1.0)
+    f.put([entry(f"http://h{i}.example/{j}") for i in range(6) for j in range(2)], now=T0)
+    leases, next_due = f.get(100, now=T0)
+    assert len(leases) == 6 and next_due == T0 + 1000  # each host's second URL, one interval on
+    assert f.get(100, now=T0 + 999) == ([], T0 + 1000)
+
+
+def test_a_follow_up_on_another_shard_ends_the_lease_it_replaces(make_sharded):
+    f = make_sharded(host_interval=0.0)
+    a, b = (
+        "a.example",
+        next(h for h in (f"b{i}.example" for i in range(100)) if f.ring.index(h) != f.ring.index("a.example")),
+    )
+    f.put([entry(f"http://{a}/old")], now=T0)
+    (lease,), _ = f.get(1, now=T0)
+    assert f.put([entry(f"http://{b}/new", follow_up=True, replaces_lease=lease.id)], now=T0 + 1) == ["added"]
+    stats = f.stats()
+    assert stats["leased"] == 0 and stats["queued"] == 1, stats
+    assert [x.payload.decode() for x in f.get(5, now=T0 + 2)[0]] == [f"http://{b}/new"]
+
+
+def test_acks_landings_renewals_and_give_backs_reach_each_leases_shard(make_sharded):
+    f = make_sharded(host_interval=0.0, max_in_flight=1)
+    f.put([entry(f"http://h{i}.example/{j}") for i in range(9) for j in range(2)], now=T0)
+    leases, _ = f.get(100, now=T0)
+    assert len(leases) == 9  # one per host: each at its in-flight limit
+    f.renew([x.id for x in leases], now=T0 + 30_000)  # would have expired at T0 + 60 s
+    assert f.outlook(0, now=T0 + 61_000)["leased"] == 9
+    # landings free the hosts on their shards; acks end the leases
+    more, _ = f.get(100, now=T0 + 2, ack=[x.id for x in leases[:5]], landed=[x.id for x in leases])
+    assert f.last_acked == 5 and len(more) == 9
+    f.give_back([x.id for x in leases[5:]])
+    assert f.outlook(0, now=T0 + 3)["queued"] == 4
+    assert f.ack(*(x.id for x in more), landed=[x.id for x in more], now=T0 + 4) == 9
+
+
+def test_a_shard_that_lost_its_keys_changes_the_crawls_epoch(make_sharded, servers):
+    f = make_sharded()
+    f.put([entry(f"http://h{i}.example/") for i in range(10)], now=T0)
+    epoch = f.epoch(create=True)
+    assert epoch is not None and f.epoch() == epoch
+    for key in servers[1].client.scan_iter(match=f"{f.keys.prefix}*"):
+        servers[1].client.delete(key)
+    assert f.epoch() is None
+
+
+def test_concurrent_workers_each_url_once(make_sharded):
+    f = make_sharded(host_interval=0.0)
+    urls = [f"http://h{i}.example/{j}" for i in range(40) for j in range(5)]
+    f.put([entry(u) for u in urls])
+    assert sorted(drain_concurrently(make_sharded)) == sorted(urls)
+    assert f.outlook(0)["state"] == FINISHED
+
+
+def test_a_server_that_is_down_holds_back_only_its_hosts(tmp_path, caplog):
+    servers = [RedisServer(tmp_path / f"r{i}", persistent=True).start() for i in range(3)]
+    try:
+        f = ShardedFrontier(
+            [Frontier(s.client, "down", host_interval=1.0, max_in_flight=0) for s in servers],
+            [server_name(s.url) for s in servers],
+        )
+        f.put([entry(f"http://h{i}.example/{j}") for i in range(12) for j in range(3)], now=T0)
+        first, _ = f.get(100, now=T0)
+        down = f.ring.index(_lease_host(first[0].id))
+        servers[down].stop()
+        # the others' hosts go on; the acks for the server that is down wait for it
+        more, _ = f.get(100, now=T0 + 1000, ack=[x.id for x in first])
+        assert more and all(f.ring.index(_lease_host(x.id)) != down for x in more)
+        assert f.last_acked == sum(1 for x in first if f.ring.index(_lease_host(x.id)) != down)
+        assert "unreachable" in caplog.text
+        servers[down].start()
+        time.sleep(DOWN_WAIT_MIN)  # a server that was down is tried again after a while
+        rest, _ = f.get(100, now=T0 + 2000, ack=[x.id for x in more])
+        assert f.last_acked == len(more) + sum(1 for x in first if f.ring.index(_lease_host(x.id)) == down)
+        while True:  # the rest, one URL a host a second
+            batch, _ = f.get(100, now=T0 + 3000 + 1000 * len(rest), ack=[x.id for x in rest[-100:]])
+            if not batch:
+                break
+            rest += batch
+        handed = [x.payload.decode() for x in first + more + rest]
+        assert sorted(handed) == sorted(f"http://h{i}.example/{j}" for i in range(12) for j in range(3))
+        f.ack(*(x.id for x in rest))
+        assert f.outlook(0, now=T0 + 100_000)["state"] == FINISHED
+        for s in servers:
+            s.stop()
+        with pytest.raises(redis.ConnectionError):  # all down: the caller's outage
+            f.get(100, now=T0 + 6)
+    finally:
+        for s in servers:
+            s.kill()

@@ -1,0 +1,519 @@
+"""What only the Cassandra UrlStore does, against the live cluster CASSANDRA_HOSTS names
+(tests/conftest.py; each test in a keyspace of its own): no tombstones, the schema and its
+upgrade, the driver's routing, consistency, concurrency and retries, and failures.
+The contract both backends keep is tests/*/test_urlstore.py.
+
+Here: the tests on real services in this process (Redis, Cassandra, S3, page processes); the
+others of this subject: tests/unit/test_urlstore_cassandra.py."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+
+import pytest
+from cassandra import ConsistencyLevel
+from cassandra.cluster import NoHostAvailable
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from scrapy.settings import Settings
+
+import crawler.urlstore.cassandra as backend
+import crawler.urlstore.cassandra_cluster as cluster
+import crawler.urlstore.cassandra_reads as reading
+from crawler.exceptions import ServiceUnreachable
+from crawler.urlstore.cassandra import CassandraUrlStore
+from crawler.urlstore.cassandra_cluster import COLUMNS, IdempotentRetries, schema_statements
+from crawler.urlstore.cassandra_reads import SCAN_PAGES
+from crawler.urlstore.record import ArchivePointer, FetchRecord
+from testing.servers import free_port
+from testing.services import project_settings
+from testing.stores import cassandra_hosts, cassandra_port, cells_read
+
+T = 1_700_000_000.5
+
+
+def _fetched(url, **kw):
+    defaults = {"fate": "fetched", "fetched_at": T, "status": 200, "final_url": url}
+    return FetchRecord(url=url, **{**defaults, **kw})
+
+
+def _settings(keyspace: str, port: int | None = None, **overrides) -> Settings:
+    return Settings(
+        project_settings(
+            URLSTORE_BACKEND="cassandra",
+            CASSANDRA_HOSTS=cassandra_hosts(),
+            CASSANDRA_PORT=port or cassandra_port(),
+            CASSANDRA_KEYSPACE=keyspace,
+            **overrides,
+        )
+    )
+
+
+@pytest.fixture
+def store(cassandra_session, cassandra_keyspace):
+    for statement in schema_statements(cassandra_keyspace):
+        cassandra_session.execute(statement)
+    s = CassandraUrlStore(cassandra_session, cassandra_keyspace, inlink_buckets=4)
+    yield s
+    s.close()
+
+
+class Requests:
+    """Every request the driver session sends while it is used as a context manager (the
+    driver's own request listener): its CQL, consistency level, and how many were in flight
+    at most."""
+
+    def __init__(self, session):
+        self.session = session
+        self.sent: list[tuple[str, int]] = []
+        self.in_flight = self.peak = 0
+        self._lock = threading.Lock()
+
+    def _sent(self, response_future):
+        query = response_future.query
+        cql = getattr(getattr(query, "prepared_statement", None), "query_string", None) or str(query)
+        with self._lock:
+            self.sent.append((cql, response_future.message.consistency_level))
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+        response_future.add_callbacks(self._done, self._done)
+
+    def _done(self, _):
+        with self._lock:
+            self.in_flight -= 1
+
+    def of(self, words: str) -> list[tuple[str, int]]:
+        return [(cql, level) for cql, level in self.sent if words in cql]
+
+    def __enter__(self) -> Requests:
+        self.session.add_request_init_listener(self._sent)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.session.remove_request_init_listener(self._sent)
+
+
+def test_the_columns_table_is_the_schema_the_backend_makes(cassandra_session, cassandra_keyspace):
+    for statement in schema_statements(cassandra_keyspace):
+        cassandra_session.execute(statement)
+    table = cassandra_session.cluster.metadata.keyspaces[cassandra_keyspace].tables["urls"]
+    assert {name: column.cql_type for name, column in table.columns.items()} == {"url": "text", **COLUMNS}
+
+
+def test_records_with_absent_fields_write_no_tombstone(store, cassandra_session, cassandra_keyspace):
+    """First fetches, failures, refetches, pointers, metadata and reschedules, each leaving
+    fields out: Cassandra reads the whole table back without a tombstone, and each record
+    is what the contract says (a record replaces the previous one)."""
+    urls = [f"http://t.example/{i}" for i in range(40)]
+    link = {"url": "http://t.example/target", "text": "", "nofollow": False}
+    writes = [store.record_fetch(_fetched(u, metadata={"title": u[-2:]}, outlinks=[link])) for u in urls]
+    writes += [
+        store.record_fetch(FetchRecord(url=f"http://u.example/{i}", fate="dns_error", fetched_at=T)) for i in range(20)
+    ]
+    writes += [store.update_metadata("http://v.example/meta-only", {"title": "t"})]
+    _all_done(writes)
+    _all_done([store.set_archive(u, ArchivePointer("ab/x.warc.gz", 10, 20)) for u in urls[:20]])
+    # refetches: a failure, a success without pointer, digest or links
+    _all_done(
+        [
+            store.record_fetch(FetchRecord(url=u, fate="timeout", error="TimeoutError", fetched_at=T + 1))
+            for u in urls[:10]
+        ]
+    )
+    _all_done([store.record_fetch(_fetched(u, fetched_at=T + 2)) for u in urls[:5]])
+    _all_done([store.reschedule(u, None, fetched_at=T + 3) for u in urls[20:30]])
+    _all_done([store.reschedule(u, T + 600) for u in urls[30:]])
+
+    assert cells_read(cassandra_session, f"{cassandra_keyspace}.urls") == (61, 61, 0)
+    assert cells_read(cassandra_session, f"{cassandra_keyspace}.inlinks") == (40, 40, 0)
+    refetched = store.get(urls[0])  # a failure, then a success: no error, no pointer, no links
+    assert (refetched["fate"], refetched["status"], refetched["error"]) == ("fetched", 200, None)
+    assert refetched["archive"] is None and refetched["outlinks"] == [] and refetched["metadata"] == {"title": "/0"}
+    failed = store.get(urls[7])
+    assert (failed["fate"], failed["status"], failed["error"], failed["final_url"]) == (
+        "timeout",
+        None,
+        "TimeoutError",
+        None,
+    )
+    assert store.get(urls[12])["archive"] == {"key": "ab/x.warc.gz", "offset": 10, "length": 20}
+    assert store.get(urls[25])["next_fetch_at"] is None and store.get(urls[35])["next_fetch_at"] == pytest.approx(
+        T + 600
+    )
+    assert store.get("http://v.example/meta-only")["fate"] is None
+    # the measure sees a tombstone when there is one: a null written by hand
+    cassandra_session.execute(f"UPDATE {cassandra_keyspace}.urls SET etag = null WHERE url = %s", (urls[1],))
+    assert cells_read(cassandra_session, f"{cassandra_keyspace}.urls")[2] == 1
+
+
+def _all_done(futures, timeout: float = 30) -> None:
+    for f in futures:
+        f.result(timeout)
+
+
+# the urls table as schema.cql first made it: lists not frozen, none of ADDED_COLUMNS
+_OLD_URLS = """CREATE TABLE {ks}.urls (
+    url text PRIMARY KEY, canonical_url text, status int, fate text, fetched_at timestamp, error text,
+    next_fetch_at timestamp, final_url text, redirect_chain list<text>, content_digest text, simhash bigint,
+    metadata map<text, text>, archive_key text, archive_offset bigint, archive_length bigint,
+    outlinks list<frozen<tuple<text, text, boolean>>>)"""
+
+
+def _open_at_once(keyspace: str, workers: int) -> tuple[list, list]:
+    """(stores, errors) of ``workers`` threads opening the store of ``keyspace`` at the
+    same moment, each as a worker does (from_settings: the schema applied)."""
+    stores, errors = [], []
+    start = threading.Barrier(workers)
+
+    def open_store():
+        try:
+            start.wait(30)
+            stores.append(CassandraUrlStore.from_settings(_settings(keyspace), {}))
+        except Exception as exc:  # noqa: BLE001 - the test reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return stores, errors
+
+
+def test_an_old_table_gains_the_new_columns_and_keeps_working(cassandra_session, cassandra_keyspace):
+    ks = cassandra_keyspace
+    cassandra_session.execute(schema_statements(ks)[0])  # the keyspace
+    cassandra_session.execute(_OLD_URLS.format(ks=ks))
+    cassandra_session.execute(f"INSERT INTO {ks}.urls (url, fate, status) VALUES ('http://o.example/', 'fetched', 200)")
+    stores, errors = _open_at_once(ks, 3)  # three workers, each applying the schema
+    try:
+        assert not errors and len(stores) == 3, errors
+        table = cassandra_session.cluster.metadata
+        cassandra_session.cluster.refresh_table_metadata(ks, "urls")
+        columns = table.keyspaces[ks].tables["urls"].columns
+        assert set(cluster.ADDED_COLUMNS) <= set(columns)
+        assert columns["redirect_chain"].cql_type == "list<text>"  # left as it was
+        old = stores[0].get("http://o.example/")
+        assert old["fate"] == "fetched" and old["etag"] is None and old["redirect_chain"] == []
+        record = _fetched("http://o.example/new", redirect_chain=["http://o.example/r"], etag='"x"')
+        record.outlinks = [{"url": "http://o.example/", "text": "o", "nofollow": False}]
+        stores[1].record_fetch(record).result(30)
+        got = stores[2].get("http://o.example/new")
+        assert got["redirect_chain"] == ["http://o.example/r"] and got["etag"] == '"x"'
+        assert [link["url"] for link in stores[2].inlinks("http://o.example/")] == ["http://o.example/new"]
+        # (each write of a list that is not frozen also deletes the list before it: a
+        # collection tombstone, which the trace's "tombstone cells" do not count)
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_workers_making_a_new_keyspace_at_once_make_one_schema(cassandra_session, cassandra_keyspace):
+    """Three workers open a keyspace that is not there yet, at once: each applies the
+    schema and gets the store, and each table has the id every worker gives it (on a
+    cluster, workers creating a table at once through different nodes then agree)."""
+    ks = cassandra_keyspace
+    stores, errors = _open_at_once(ks, 3)
+    try:
+        assert not errors and len(stores) == 3, errors
+        ids = {
+            row.table_name: row.id
+            for row in cassandra_session.execute(
+                "SELECT table_name, id FROM system_schema.tables WHERE keyspace_name = %s", (ks,)
+            )
+        }
+        assert ids == {"urls": cluster.table_id(ks, "urls"), "inlinks": cluster.table_id(ks, "inlinks")}
+        stores[0].record_fetch(_fetched("http://k.example/")).result(30)
+        assert stores[2].get("http://k.example/")["fate"] == "fetched"
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_a_worker_waits_for_a_cluster_that_is_starting(cassandra_keyspace, caplog):
+    """No node answers yet (nothing listens on the port): the worker tries again, one
+    warning line a try, for CASSANDRA_CONNECT_TIMEOUT seconds; then it does not start."""
+    started = time.monotonic()
+    port = free_port()
+    with pytest.raises(ServiceUnreachable) as failed, caplog.at_level("WARNING"):
+        CassandraUrlStore.from_settings(_settings(cassandra_keyspace, port, CASSANDRA_CONNECT_TIMEOUT=4), {})
+    waited = time.monotonic() - started
+    lines = [r.getMessage() for r in caplog.records if r.name == cluster.__name__]
+    assert 3 <= waited < 30 and len(lines) == 2, (waited, lines)  # tried at 0, 1 and 3 s
+    assert lines[0] == f"Cassandra not reachable at 127.0.0.1:{port} (127.0.0.1:{port}: Connection refused); " + (
+        "trying again in 1 s"
+    )
+    assert str(failed.value).startswith(f"Cassandra unreachable at 127.0.0.1:{port} for 3 s")
+    assert str(failed.value).endswith(f"127.0.0.1:{port}: Connection refused")
+    driver = [r for r in caplog.records if r.name.startswith("cassandra")]
+    assert not driver, [r.getMessage() for r in driver]  # (the driver's tracebacks of each try: left out)
+
+
+def test_from_settings_routes_token_aware_in_the_datacenter_at_its_levels(cassandra_session, cassandra_keyspace):
+    datacenter = cassandra_session.execute("SELECT data_center FROM system.local").one().data_center
+    store = CassandraUrlStore.from_settings(
+        _settings(
+            cassandra_keyspace, CASSANDRA_DATACENTER=datacenter, CASSANDRA_REQUEST_TIMEOUT=7, CASSANDRA_RETRIES=3
+        ),
+        {},
+    )
+    try:
+        keyspace = store.cluster.metadata.keyspaces[cassandra_keyspace]
+        assert keyspace.replication_strategy.export_for_schema() == (
+            f"{{'class': 'NetworkTopologyStrategy', '{datacenter}': '1'}}"
+        )
+        for profile, level in ((store.writes, ConsistencyLevel.LOCAL_ONE), (store.reads, ConsistencyLevel.LOCAL_ONE)):
+            routing = profile.load_balancing_policy
+            assert isinstance(routing, TokenAwarePolicy) and isinstance(routing._child_policy, DCAwareRoundRobinPolicy)
+            assert routing._child_policy.local_dc == datacenter
+            assert profile.consistency_level == level and profile.request_timeout == 7
+            assert isinstance(profile.retry_policy, IdempotentRetries) and profile.retry_policy.retries == 3
+        store.record_fetch(_fetched("http://dc.example/")).result(30)
+        assert store.get("http://dc.example/")["status"] == 200
+    finally:
+        store.close()
+    # a datacenter the cluster does not have: refused at start, naming those it has
+    with pytest.raises(
+        ValueError, match=f"CASSANDRA_DATACENTER='nodc' is not a datacenter of the cluster \\({datacenter}\\)"
+    ):
+        CassandraUrlStore.from_settings(_settings(cassandra_keyspace, CASSANDRA_DATACENTER="nodc"), {})
+
+
+def test_writes_are_sent_together_within_the_bound_and_the_later_one_wins(cassandra_session, cassandra_keyspace):
+    for statement in schema_statements(cassandra_keyspace):
+        cassandra_session.execute(statement)
+    store = CassandraUrlStore(cassandra_session, cassandra_keyspace, inlink_buckets=4, max_in_flight=8)
+    links = [{"url": f"http://t.example/{i}", "text": "", "nofollow": False} for i in range(20)]
+    try:
+        with Requests(cassandra_session) as requests:
+            _all_done([store.record_fetch(_fetched(f"http://s{i}.example/", outlinks=links)) for i in range(30)])
+        assert 1 < requests.peak <= 8
+        # each page: its row, and its 20 inlinks in one batch (one node: one replica set)
+        assert (
+            len(requests.of("UPDATE")) == 30 and len(requests.of("BatchStatement type=UNLOGGED, statements=20")) == 30
+        )
+        assert len(store.inlinks("http://t.example/3")) == 30
+        # writes of one row made one after the other without waiting: each row ends as the
+        # last write made it, however they were grouped and sent
+        writes = []
+        for i in range(20):
+            url = f"http://o.example/{i}"
+            writes += [
+                store.record_fetch(_fetched(url, metadata={"a": "1"})),
+                store.set_archive(url, ArchivePointer("first.warc.gz", 1, 2)),
+                store.record_fetch(FetchRecord(url=url, fate="timeout", fetched_at=T + 1)),
+                store.update_metadata(url, {"b": "2"}),
+            ]
+            if i % 2:
+                writes += [store.record_fetch(_fetched(url)), store.set_archive(url, ArchivePointer("last", 3, 4))]
+        _all_done(writes)
+        for i in range(20):
+            got = store.get(f"http://o.example/{i}")
+            assert got["metadata"] == {"a": "1", "b": "2"}
+            if i % 2:
+                assert got["fate"] == "fetched" and got["archive"] == {"key": "last", "offset": 3, "length": 4}
+            else:
+                assert got["fate"] == "timeout" and got["archive"] is None
+    finally:
+        store.close()
+
+
+def test_a_pages_inlinks_go_in_batches_under_the_servers_warning_size(store, cassandra_session, caplog):
+    """A page of 500 links: its inlinks sent as a few UNLOGGED batches, none of them over
+    the server's batch_size_warn_threshold (the server warns of nothing, and its warning
+    about batches covering many partitions is dropped from the log), every inlink read back
+    with its text; a page of one link sends a plain statement."""
+    links = [
+        {"url": f"http://t.example/a/rather/long/path/to/page-{i}.html", "text": f"page é {i}", "nofollow": i % 7 == 0}
+        for i in range(500)
+    ]
+    warnings = []
+    sent = []
+
+    def listen(response_future):
+        sent.append(response_future)
+        response_future.add_callback(lambda _, f=response_future: warnings.extend(f.warnings or []))
+
+    cassandra_session.add_request_init_listener(listen)
+    try:
+        with caplog.at_level(logging.WARNING, logger="cassandra"):
+            _all_done([store.record_fetch(_fetched("http://s.example/", outlinks=links))])
+            _all_done([store.record_fetch(_fetched("http://s.example/one", outlinks=[{"url": "http://t.example/1"}]))])
+    finally:
+        cassandra_session.remove_request_init_listener(listen)
+    batches = [f.query for f in sent if f.query.__class__.__name__ == "BatchStatement"]
+    assert 500 // 40 <= len(batches) <= 500 // 20  # 20 to 40 rows a batch
+    assert sum(len(b._statements_and_parameters) for b in batches) == 500
+    assert all(w.startswith("Unlogged batch covering") for w in warnings), warnings  # none about their size
+    assert not [r for r in caplog.records if "Unlogged batch" in r.getMessage()]
+    assert len(sent) == 1 + len(batches) + 2  # the page's row; then the other page's row and its one inlink
+    for i in (0, 7, 499):
+        got = store.inlinks(links[i]["url"])
+        assert got == [{"url": "http://s.example/", "text": f"page é {i}", "nofollow": i % 7 == 0}]
+    assert store.inlinks(links[0]["url"], 10) and len(store.inlinks("http://t.example/nothing")) == 0
+
+
+def test_last_fetched_and_get_many_read_their_urls_together_at_the_read_level(
+    store, cassandra_session, cassandra_keyspace, monkeypatch
+):
+    reads_one = CassandraUrlStore(cassandra_session, cassandra_keyspace, read_consistency="ONE")
+    try:
+        _all_done([store.record_fetch(_fetched(f"http://l.example/{i}")) for i in range(10)])
+        asked = [f"http://l.example/{i}" for i in range(10)] + ["http://L.example/3", "http://never.example/"]
+        with Requests(cassandra_session) as requests:
+            got = reads_one.last_fetched(asked)
+        assert set(got) == set(asked[:11])
+        reads = requests.of("SELECT url, fate, status, fetched_at, archive_key")
+        assert len(reads) == len(requests.sent) == 1  # one read of the 11 URLs (the two spellings of /3: one)
+        assert {level for _, level in reads} == {ConsistencyLevel.ONE}
+        monkeypatch.setattr(reading, "READ_KEYS", 4)  # a read asks for 4 URLs at most
+        with Requests(cassandra_session) as requests:
+            records = reads_one.get_many(asked)
+        assert len(requests.of("WHERE url IN")) == 3  # 11 distinct URLs
+        assert [r and r["url"] for r in records] == [*asked[:3], *asked[3:10], "http://l.example/3", None]
+        assert records == [reads_one.get(u) for u in asked]
+    finally:
+        reads_one.close()
+
+
+def test_due_reads_a_bounded_number_of_pages_a_call(store, cassandra_session, cassandra_keyspace):
+    urls = [f"http://h{i % 3}.example/{i}" for i in range(60)]
+    _all_done([store.record_fetch(_fetched(u, next_fetch_at=T + (i % 4) * 100)) for i, u in enumerate(urls)])
+    order = [r[0] for r in cassandra_session.execute(f"SELECT token(url) FROM {cassandra_keyspace}.urls")]
+    found, cursor, calls = [], None, 0
+    with Requests(cassandra_session) as requests:
+        while True:
+            start = order.index(cursor[0]) + 1 if cursor else 0
+            scans = len(requests.sent)
+            rows, cursor = store.due(T + 150, 5, cursor)
+            calls += 1
+            assert len(requests.sent) - scans <= SCAN_PAGES and len(rows) <= 5
+            if cursor is None:
+                break
+            assert order.index(cursor[0]) + 1 - start <= SCAN_PAGES * 5  # rows read by the call
+            found += rows
+        found += rows
+    assert sorted(r["url"] for r in found) == sorted(u for i, u in enumerate(urls) if i % 4 < 2)
+    assert calls >= 30 // 5
+    # nothing due: a call reads its pages and says there is more
+    rows, cursor = store.due(T - 1, 5)
+    assert rows == [] and cursor == (order[SCAN_PAGES * 5 - 1],)
+
+
+def test_a_write_the_replicas_cannot_take_fails_its_future_and_is_logged_once(cassandra_keyspace, caplog, monkeypatch):
+    """Three replicas asked of a one-node cluster: writes at the automatic LOCAL_QUORUM
+    are refused (Unavailable), retried on the next node (there is none), and fail their
+    Futures; one warning line for them all, then one line with the count a while later."""
+    monkeypatch.setattr(backend, "WARN_EVERY", 1.0)
+    store = CassandraUrlStore.from_settings(_settings(cassandra_keyspace, CASSANDRA_REPLICATION_FACTOR=3), {})
+    try:
+        assert store.writes.consistency_level == ConsistencyLevel.LOCAL_QUORUM
+        assert store.reads.consistency_level == ConsistencyLevel.LOCAL_ONE
+        with caplog.at_level(logging.WARNING, logger="crawler.urlstore.cassandra"):
+            futures = [store.record_fetch(_fetched(f"http://q.example/{i}")) for i in range(10)]
+            for f in futures:
+                with pytest.raises(NoHostAvailable) as failed:
+                    f.result(30)
+                assert "Unavailable" in str(failed.value)
+            time.sleep(1.1)
+            with pytest.raises(NoHostAvailable):
+                store.set_archive("http://q.example/0", ArchivePointer("k", 1, 2)).result(30)
+        lines = [r.getMessage() for r in caplog.records if r.name == "crawler.urlstore.cassandra"]
+        assert len(lines) == 2, lines
+        assert lines[0].startswith("Cassandra UrlStore: 1 write(s) failed with NoHostAvailable(Unavailable)")
+        assert lines[1].startswith("Cassandra UrlStore: 10 write(s) failed with NoHostAvailable(Unavailable)")
+        assert store.get("http://q.example/0") is None  # reads (LOCAL_ONE) still answer
+    finally:
+        store.close()
+    # an explicit level wins
+    one = CassandraUrlStore.from_settings(
+        _settings(cassandra_keyspace, CASSANDRA_REPLICATION_FACTOR=3, CASSANDRA_WRITE_CONSISTENCY="one"), {}
+    )
+    try:
+        one.record_fetch(_fetched("http://q.example/0")).result(30)
+        assert one.get("http://q.example/0")["status"] == 200
+    finally:
+        one.close()
+
+
+class Forwarder:
+    """127.0.0.1:port forwarding every connection to the Cassandra node, that a test cuts
+    (the listener and every connection closed: the cluster is away) and opens again on the
+    same port. The network between the driver and the node is the one thing it changes."""
+
+    def __init__(self, target: tuple[str, int]):
+        self.target = target
+        self.port = 0
+        self._connections: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self.open()
+
+    def open(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+                node = socket.create_connection(self.target)
+            except OSError:
+                return
+            with self._lock:
+                self._connections += [client, node]
+            threading.Thread(target=self._pipe, args=(client, node), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(node, client), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for s in (source, sink):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        for s in [self._listener, *self._connections]:
+            try:
+                s.shutdown(socket.SHUT_RDWR)  # wakes the accept, ends the pipes
+            except OSError:
+                pass
+            s.close()
+        self._connections = []
+
+
+def test_writes_fail_while_the_cluster_is_away_and_go_through_once_it_is_back(cassandra_keyspace):
+    forwarder = Forwarder((cassandra_hosts()[0], cassandra_port()))
+    store = CassandraUrlStore.from_settings(
+        _settings(cassandra_keyspace, port=forwarder.port, CASSANDRA_REQUEST_TIMEOUT=5), {}
+    )
+    try:
+        store.record_fetch(_fetched("http://away.example/before")).result(30)
+        forwarder.cut()
+        futures = [store.record_fetch(_fetched(f"http://away.example/{i}")) for i in range(20)]
+        for f in futures:
+            with pytest.raises(NoHostAvailable):
+                f.result(30)
+        forwarder.open()
+        deadline = time.monotonic() + 30
+        while True:  # the driver reconnects by itself (its reconnection policy)
+            try:
+                store.record_fetch(_fetched("http://away.example/after")).result(30)
+                break
+            except NoHostAvailable:
+                assert time.monotonic() < deadline, "the store did not write again once the cluster was back"
+                time.sleep(0.2)
+        assert store.get("http://away.example/after")["status"] == 200
+        assert store.get("http://away.example/before")["status"] == 200
+        assert store.get("http://away.example/3") is None
+    finally:
+        store.close()
+        forwarder.cut()

@@ -1,0 +1,85 @@
+"""What only the Cassandra UrlStore does, against the live cluster CASSANDRA_HOSTS names
+(tests/conftest.py; each test in a keyspace of its own): no tombstones, the schema and its
+upgrade, the driver's routing, consistency, concurrency and retries, and failures: the unit
+tests (pure: no service, no process) (the others:
+tests/integration/test_urlstore_cassandra.py)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from cassandra import ConsistencyLevel
+from cassandra.policies import RetryPolicy
+from cassandra.query import SimpleStatement
+from scrapy.settings import Settings
+
+import crawler.urlstore.cassandra_cluster as cluster
+from crawler.urlstore.cassandra_cluster import IdempotentRetries, consistency_levels, schema_statements
+from testing.services import project_settings
+
+
+def test_the_schema_renders_its_keyspace_and_replication():
+    simple = schema_statements("ks1", 3)
+    assert simple[0] == (
+        "CREATE KEYSPACE IF NOT EXISTS ks1 WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}"
+    )
+    assert any(s.startswith("CREATE TABLE IF NOT EXISTS ks1.urls (") for s in simple)
+    assert any("PRIMARY KEY ((target_url, bucket), source_url)" in s for s in simple)
+    assert not any("--" in s or "{keyspace}" in s for s in simple)
+    nts = schema_statements("ks1", 2, "eu-west_1")
+    assert nts[0].endswith("replication = {'class': 'NetworkTopologyStrategy', 'eu-west_1': 2}")
+    for keyspace in ("1ks", "ks;DROP", "ks.x", "k" * 49, ""):
+        with pytest.raises(ValueError):
+            schema_statements(keyspace)
+    with pytest.raises(ValueError):
+        schema_statements("ks1", 1, "dc1': 3, 'dc2")
+
+
+def test_the_consistency_levels_follow_the_replication_factor_unless_given():
+    def levels(**settings):
+        return consistency_levels(Settings(project_settings(**settings)))
+
+    assert levels() == ("LOCAL_ONE", "LOCAL_ONE")
+    assert levels(CASSANDRA_REPLICATION_FACTOR=2) == ("LOCAL_ONE", "LOCAL_ONE")
+    assert levels(CASSANDRA_REPLICATION_FACTOR=3) == ("LOCAL_QUORUM", "LOCAL_ONE")
+    assert levels(CASSANDRA_REPLICATION_FACTOR=5, CASSANDRA_DATACENTER="dc1") == ("LOCAL_QUORUM", "LOCAL_ONE")
+    given = levels(
+        CASSANDRA_REPLICATION_FACTOR=3, CASSANDRA_WRITE_CONSISTENCY="one", CASSANDRA_READ_CONSISTENCY="quorum"
+    )
+    assert given == ("ONE", "QUORUM")
+
+
+def test_the_retry_policy_retries_idempotent_statements_its_number_of_times():
+    policy = IdempotentRetries(2)
+    idempotent, other = SimpleStatement("x", is_idempotent=True), SimpleStatement("x")
+    one = ConsistencyLevel.ONE
+    timeouts = [policy.on_write_timeout(idempotent, one, "SIMPLE", 1, 0, n)[0] for n in range(3)]
+    assert timeouts == [RetryPolicy.RETRY, RetryPolicy.RETRY, RetryPolicy.RETHROW]
+    assert [policy.on_read_timeout(idempotent, one, 1, 0, False, n)[0] for n in range(3)] == timeouts
+    unavailable = [policy.on_unavailable(idempotent, one, 2, 1, n)[0] for n in range(3)]
+    assert unavailable == [RetryPolicy.RETRY_NEXT_HOST, RetryPolicy.RETRY_NEXT_HOST, RetryPolicy.RETHROW]
+    assert [policy.on_request_error(idempotent, one, OSError(), n)[0] for n in range(3)] == unavailable
+    assert policy.on_write_timeout(other, one, "SIMPLE", 1, 0, 0)[0] == RetryPolicy.RETHROW
+    assert policy.on_unavailable(other, one, 2, 1, 0)[0] == RetryPolicy.RETHROW
+
+
+def test_the_drivers_reconnect_warnings_are_one_line_per_node_per_period(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(cluster.time, "monotonic", lambda: clock[0])
+    held = cluster.ReconnectWarnings()
+
+    def record(node: str) -> logging.LogRecord:
+        msg = "Error attempting to reconnect to %s, scheduling retry in %s seconds: %s"
+        return logging.LogRecord("cassandra.pool", logging.WARNING, "pool.py", 1, msg, (node, 4.0, "refused"), None)
+
+    assert held.filter(record("127.0.0.2:9042"))
+    assert [held.filter(record("127.0.0.2:9042")) for _ in range(5)] == [False] * 5
+    assert held.filter(record("127.0.0.3:9042"))  # another node: its own line
+    clock[0] += cluster.WARN_EVERY
+    again = record("127.0.0.2:9042")
+    assert held.filter(again) and again.getMessage().endswith("(5 such lines of this node held back in the last 30 s)")
+    other = logging.LogRecord(
+        "cassandra.pool", logging.WARNING, "pool.py", 1, "Host %s has been marked down", ("h",), None
+    )
+    assert all(held.filter(other) for _ in range(3))  # other lines pass
