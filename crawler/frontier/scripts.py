@@ -40,9 +40,12 @@ local function split(s, n)
     return parts
 end
 -- In flight: the set 'flying' holds the seq of every lease whose download has not ended,
--- 'hflight' counts them per host. A host with max_flight in flight (0: no limit) stays
--- out of the ready heap until one of them lands, and is due again its interval after
--- that landing (as in Nutch and Heritrix: politeness counts from the end of a download).
+-- 'hflight' counts them per host, whatever the limit. A host with max_flight in flight
+-- (0: no limit) stays out of the ready heap until one of them lands; whatever the limit,
+-- a landing makes the host due again its interval after it, when that is later than its
+-- next time already (as in Nutch and Heritrix: politeness counts from the end of a
+-- download; under a limit above 1, or none, a request handed out while another is in
+-- flight counts from the hand-out before it).
 -- Each script sets max_flight and default_interval (ms) first.
 -- A host's own limit (hlimit: the crawl rules' in_flight) replaces max_flight when there is any.
 local max_flight = 0
@@ -645,7 +648,7 @@ local function lease(host, payload, due, interval, untracked, cash)
     local seq = redis.call('INCR', prefix .. K.lease_seq)
     local member = seq .. SEP .. attempt .. SEP .. host .. SEP .. payload
     redis.call('ZADD', leases, now + lease_ms, member)
-    if max_flight > 0 and not untracked then
+    if not untracked then
         redis.call('SADD', prefix .. K.flying, seq)
         redis.call('HINCRBY', prefix .. K.hflight, host, '1')
     end

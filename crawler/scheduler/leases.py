@@ -145,7 +145,7 @@ class LeaseKeeping:
         answered = lease in self._answered
         if answered:
             self._answered.discard(lease)
-        if lease and lease in self._held and (self.frontier.max_in_flight or answered):
+        if lease and lease in self._held:
             # the host's next turn counts from now, the end of the download, not from
             # when the landing reaches the frontier
             ended = time.time()

@@ -97,7 +97,9 @@ def test_expired_lease_goes_back_and_ack_ends_it(make_frontier):
     _, leases, _ = pop_urls(f, now=T0)
     # the worker died: nothing acknowledged; after expiry the URL is handed out again
     assert pop_urls(f, now=T0 + 9_000)[0] == []
-    urls, again, _ = pop_urls(f, now=T0 + 10_001)
+    # expired (its download ended, as far as anyone knows): due again one interval later
+    assert pop_urls(f, now=T0 + 10_001)[0] == []
+    urls, again, _ = pop_urls(f, now=T0 + 11_001)
     assert urls == ["http://a.example/1"]
     assert f.stats()["expired"] == 1
     assert f.ack(again[0].id) == 1
@@ -113,7 +115,8 @@ def test_renew_keeps_a_lease(make_frontier):
     _, leases, _ = pop_urls(f, now=T0)
     f.renew([leases[0].id], now=T0 + 9_000)
     assert pop_urls(f, now=T0 + 15_000)[0] == []
-    assert pop_urls(f, now=T0 + 19_001)[0] == ["http://a.example/1"]
+    assert pop_urls(f, now=T0 + 19_001)[0] == []  # expired now: due one interval later
+    assert pop_urls(f, now=T0 + 20_001)[0] == ["http://a.example/1"]
 
 
 def test_url_whose_leases_keep_expiring_is_abandoned(make_frontier):
@@ -143,8 +146,9 @@ def test_follow_up_takes_over_the_lease(make_frontier):
     assert status == "added"
     st = f.stats()
     assert st["leased"] == 0 and st["queued"] == 1 and st["acked"] == 1
-    assert pop_urls(f, now=T0 + 500)[0] == []  # the follow-up waits for the host's interval
-    assert pop_urls(f, now=T0 + 1000)[0] == ["http://a.example/new"]
+    # the follow-up waits for the host's interval, from the end of the download it follows
+    assert pop_urls(f, now=T0 + 1000)[0] == []
+    assert pop_urls(f, now=T0 + 1001)[0] == ["http://a.example/new"]
     # a follow-up to a URL already seen releases the lease and queues nothing
     _, leases, _ = pop_urls(f, now=T0)  # nothing
     f.put([entry("http://b.example/1")])
@@ -376,3 +380,15 @@ def test_a_host_downloading_with_urls_left_counts_among_the_hosts_with_urls(make
     s = f.stats()
     assert s["hosts_queued"] == 0  # neither is ready while it downloads
     assert s["hosts_with_urls"] == 1  # a has 4 URLs left; b none
+
+
+def test_without_an_in_flight_limit_a_landing_still_counts(make_frontier):
+    """FRONTIER_HOST_MAX_IN_FLIGHT 0 (no limit): a host's next turn counts from the end of
+    its last download too, when that is later than one interval after its hand-out."""
+    f = make_frontier(max_in_flight=0, host_interval=1.0)
+    f.put([entry(f"http://a.example/{i}") for i in range(2)])
+    (first,), _ = f.get(1, now=T0)
+    assert f.stats()["in_flight"] == 1  # (tracked, though nothing is limited)
+    f.ack(landed=[(first.id, T0 + 3000)], now=T0 + 3000)  # a slow answer: it ended 3 s later
+    assert f.get(1, now=T0 + 3999)[0] == []
+    assert f.get(1, now=T0 + 4000)[0][0].payload == b"http://a.example/1"
