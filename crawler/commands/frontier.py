@@ -209,16 +209,17 @@ def clear(settings, yes: bool, with_store: bool, store: list[str]) -> int:
     return 0
 
 
-def no_such_crawl(settings, command: str = "frontier", also=()) -> str:
+def no_such_crawl(settings, command: str = "frontier", also=(), then: str = "name one with --crawl NAME") -> str:
     """The line for a crawl name that has no frontier, naming the crawls there are
-    (``also``: more of them, known otherwise), and the one it may be a typo of."""
+    (``also``: more of them, known otherwise), and the one it may be a typo of; ``then``:
+    what to do about it."""
     where = f"under {settings.get('CRAWL_DIR')}" if uses_embedded(settings) else "in this Redis"
     name = settings.get("CRAWL_NAME")
     crawls = sorted({*known_crawls(settings), *also})
     there = f"crawls {where}: {', '.join(crawls)}" if crawls else f"no crawl {where} yet"
     near = difflib.get_close_matches(name, crawls, n=1, cutoff=0.6)
     guess = f"did you mean {near[0]}? " if near else ""
-    return f"{command}: no crawl {name!r} {where} ({there}); {guess}name one with --crawl NAME"
+    return f"{command}: no crawl {name!r} {where} ({there}); {guess}{then}"
 
 
 def format_stats(name: str, s: dict, cluster: bool = False) -> str:

@@ -78,12 +78,16 @@ class Command(ScrapyCommand):
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
         exit_if_invalid(self.settings, "serve")  # before anything starts or logs
         if opts.crawl:
-            unknown = unknown_crawl(self.settings)
-            if unknown and not opts.wait:
-                print(unknown + " (or --wait: serve it once it starts)", file=sys.stderr)
-                raise SystemExit(2)
+            then = (
+                "serving it once it starts"
+                if opts.wait
+                else "name one with --crawl NAME (or --wait: serve it once it starts)"
+            )
+            unknown = unknown_crawl(self.settings, then)
             if unknown:
-                print(unknown.replace("; name one with --crawl NAME", "; serving it once it starts"), file=sys.stderr)
+                print(unknown, file=sys.stderr)
+            if unknown and not opts.wait:
+                raise SystemExit(2)
 
     def run(self, args, opts):
         if args:
@@ -164,7 +168,7 @@ def stop_servers(children: list[int]) -> None:
             os.waitpid(pid, 0)
 
 
-def unknown_crawl(settings) -> str | None:
+def unknown_crawl(settings, then: str) -> str | None:
     """The line naming the crawls there are when CRAWL_NAME has neither a UrlStore file
     nor a frontier (a mistyped --crawl, or a crawl yet to start); None when it has one, or
     when Redis does not answer (the server says so once it runs)."""
@@ -174,7 +178,7 @@ def unknown_crawl(settings) -> str | None:
     try:
         if crawl_exists(settings):
             return None
-        return no_such_crawl(settings, "serve", also=stores)
+        return no_such_crawl(settings, "serve", also=stores, then=then)
     except Exception:  # noqa: BLE001 - Redis away: the server says so once it runs
         return None
 
