@@ -1,6 +1,6 @@
 """pywb, the web archive replay system, in a virtual environment of its own (it pins
 ``redis<3``, which the crawler's own environment cannot share), for the tests that replay
-a crawl's archive as its users would and for the README's "Your crawl as a web archive".
+a crawl's archive as its users would and for docs/OPERATIONS.md's "Your crawl as a web archive".
 
     python scripts/pywb.py build    make the environment (pip, from PyPI; about a minute),
                                     or reuse the one there; prints its bin directory

@@ -5,8 +5,9 @@ A ``WarcBatch`` is one ``.warc.gz`` being filled in a local spool file. It opens
 the host). Every page adds its capture and, beside it (``WARC-Concurrent-To``), its
 request record and a ``metadata`` record (``application/warc-fields``: one ``outlink:``
 line per link, as Heritrix writes them, and ``fetchTimeMs:``, the download's time). The
-capture is a ``response`` record (status line, headers and body as received, target
-URI, date, IP address when known, block and payload digests), or a ``revisit`` record
+capture is a ``response`` record (status line and headers as received, but those that
+describe the transfer, and the body as Scrapy decoded it: decision 0044; target URI, date,
+IP address when known, block and payload digests), or a ``revisit`` record
 when the page brought nothing new to store:
 
 - an exact copy of a page captured before (``identical-payload-digest``): the HTTP

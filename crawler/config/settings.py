@@ -4,7 +4,8 @@ its rule (crawler/config/rules.py) and what it does. Everything else comes from 
 - the defaults (settings/base.py takes ``defaults()``; the profiles change only what
   differs: settings/local.py, settings/distributed.py);
 - the checks every command makes before it starts (``RULES``, crawler/config/validation.py);
-- the settings tables of the README (``README_SETTINGS``) and of docs/SETTINGS.md (every row):
+- the settings tables of docs/OPERATIONS.md (``OPERATIONS_SETTINGS``, the settings that matter)
+  and of docs/SETTINGS.md (every row):
   ``python -m crawler.config.settings --write`` rewrites both, and a test fails when
   either is not what this table gives.
 
@@ -839,8 +840,8 @@ TABLE: tuple[Setting, ...] = (
 )
 
 BY_NAME = {s.name: s for s in TABLE}
-# the settings the README lists, in the table's order (docs/SETTINGS.md lists them all)
-README_SETTINGS = (
+# the settings docs/OPERATIONS.md lists, in the table's order (docs/SETTINGS.md lists them all)
+OPERATIONS_SETTINGS = (
     "CRAWL_NAME", "CRAWL_DIR", "REDIS_URL", "REDIS_URLS", "REDIS_CLUSTER_URL", "USER_AGENT",
     "FRONTIER_PRIORITY_LEVELS", "FRONTIER_HOST_INTERVAL", "FRONTIER_HOST_INTERVALS_FILE", "FRONTIER_POLITENESS_KEY",
     "FRONTIER_HOST_MAX_IN_FLIGHT", "FRONTIER_MAX_DEPTH", "CRAWL_MAX_PAGES", "FRONTIER_HOST_MAX_PAGES", "FRONTIER_CLOSE_WHEN_IDLE",
@@ -867,7 +868,7 @@ def defaults(environ=os.environ) -> dict:
 # -- the generated tables -------------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+OPERATIONS_DOC = ROOT / "docs" / "OPERATIONS.md"
 SETTINGS_DOC = ROOT / "docs" / "SETTINGS.md"
 BEGIN = "<!-- settings table: python -m crawler.config.settings --write -->"
 END = "<!-- end of the settings table -->"
@@ -899,8 +900,8 @@ def markdown(rows) -> str:
 
 
 def tables() -> dict[Path, str]:
-    """The README's and docs/SETTINGS.md's settings tables, between their markers."""
-    return {README: markdown(s for s in TABLE if s.name in README_SETTINGS), SETTINGS_DOC: markdown(TABLE)}
+    """docs/OPERATIONS.md's and docs/SETTINGS.md's settings tables, between their markers."""
+    return {OPERATIONS_DOC: markdown(s for s in TABLE if s.name in OPERATIONS_SETTINGS), SETTINGS_DOC: markdown(TABLE)}
 
 
 def current(path: Path) -> str | None:

@@ -77,7 +77,7 @@ def unknown_settings(settings) -> list[str]:
             nearest = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
             hint = f"; the nearest is {nearest[0]}" if nearest else ""
             out.append(
-                f"{name}={_shown(name, settings.get(name))}: not a setting of this crawler{hint} (README: Settings)"
+                f"{name}={_shown(name, settings.get(name))}: not a setting of this crawler{hint} (docs/SETTINGS.md)"
             )
     return out
 

@@ -1,8 +1,8 @@
-"""The README's recipe for the production shape on one machine ("Several workers"), run as
-a user runs it: its shell blocks, read from README.md between ``<!-- recipe:start -->`` and
+"""The recipe for the production shape on one machine (docs/OPERATIONS.md, "Several workers"),
+run as a user runs it: its shell blocks, read from docs/OPERATIONS.md between ``<!-- recipe:start -->`` and
 ``<!-- recipe:end -->``, pasted one after the other into one bash, with only the variables
 its first block declares (SERVICES and the ports) set beforehand, to a temporary folder and
-free ports, so that the README and this test cannot drift apart.
+free ports, so that the recipe and this test cannot drift apart.
 
 Between the blocks the test checks what each left: a three-master Redis Cluster, Apache
 Cassandra on ports of its own (not the node a machine or CI may already run on 9042),
@@ -65,8 +65,8 @@ _STEERING = (
 
 
 def recipe_blocks() -> list[str]:
-    """The shell blocks of the README's recipe, in order."""
-    text = (ROOT / "README.md").read_text()
+    """The shell blocks of the recipe, in order."""
+    text = (ROOT / "docs" / "OPERATIONS.md").read_text()
     assert text.count(START) == 1 and text.count(END) == 1, "the recipe's markers, once each"
     part = text.split(START, 1)[1].split(END, 1)[0]
     return re.findall(r"^```[a-z]*\n(.*?)^```$", part, re.S | re.M)

@@ -1,9 +1,9 @@
-"""The crawler deployed to a real scrapyd, as the README's "Deploying to scrapyd" does it.
+"""The crawler deployed to a real scrapyd, as docs/OPERATIONS.md's "Deploying to scrapyd" does it.
 
 A scrapyd runs on 127.0.0.1 in a directory outside the source tree (its eggs, logs, items
 and databases there); ``scrapyd-deploy env`` builds the egg from setup.py and uploads it;
 jobs are scheduled, listed and cancelled with curl against schedule.json, listjobs.json
-and cancel.json, their arguments those of the README. The jobs crawl the loopback site of
+and cancel.json, their arguments those of docs/OPERATIONS.md. The jobs crawl the loopback site of
 crawler/demo/site.py with a Redis frontier, a shared SQLite UrlStore and a shared local
 archive. Skipped only when scrapyd or scrapyd-client is not installed.
 """

@@ -27,7 +27,7 @@ def _profile_settings(names, project=None, **env) -> dict:
 
 
 def test_distributed_profile_reads_the_shared_stores_from_the_environment():
-    """One ``export`` serves every command of the production profile (README, "Several
+    """One ``export`` serves every command of the production profile (docs/OPERATIONS.md, "Several
     workers"): the UrlStore, the archive and the networks the crawl may reach; unset, the
     defaults; the local profile keeps its defaults."""
     env = {

@@ -1,5 +1,5 @@
 """The settings table (crawler/config/settings.py) is the one source of every setting:
-its defaults, its checks and the README's and docs/SETTINGS.md's tables come from it, and
+its defaults, its checks and docs/OPERATIONS.md's and docs/SETTINGS.md's tables come from it, and
 the code reads no setting that is not in it (nor one of Scrapy's), with no default of
 its own."""
 
