@@ -19,7 +19,7 @@ def project_settings(**overrides) -> dict:
     return values
 
 
-SERVICES = ("cassandra", "s3", "chromium", "redis-tls", "redis-cli", "pywb")
+SERVICES = ("cassandra", "s3", "chromium", "redis-tls", "redis-cli", "pywb", "luacheck")
 
 OPTED_OUT = "CRAWLER_TESTS_WITHOUT"  # e.g. "chromium,redis-tls": CI skips those as a user's machine does
 

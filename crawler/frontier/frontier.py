@@ -39,7 +39,7 @@ Numbers
                         what waits and why; ``slowed()``: hosts slowed by failures;
                         ``busiest()``: the hosts with the longest queues
 
-The Redis layout is in keys.py and the scripts' contracts in scripts.py.
+The Redis layout is in keys.py and the scripts' contracts at the top of their files, lua/*.lua.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ _NOW_ARG = 5  # index of "now" in the PUSH arguments
 
 @dataclass
 class Lease:
-    id: bytes  # the lease itself: seq, attempt, host and payload (see scripts.py)
+    id: bytes  # the lease itself: seq, attempt, host and payload (see lua/pop.lua)
     payload: bytes
     due: int = 0  # ms: when its request may leave (the host's turn; see scripts.POP)
     interval: int = 0  # ms: its host is due again this long after its download ends
@@ -333,28 +333,35 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         level = self.level
         leases = []
         for _, e, host in batch:
-            flags = (
-                ("" if e.dont_filter else "f") + ("b" if e.follow_up or e.urgent else "") + ("u" if e.urgent else "")
-            )
-            if e.not_before and e.follow_up:
-                flags += f"d{int(e.not_before)}"
-            elif self.ranked and not e.urgent and not e.follow_up:
-                flags += f"rc{e.cash:.9g}"
-            priority = e.priority
+            # an entry's fields, in the order push.lua reads them ('' for one not given)
+            delayed = bool(e.not_before and e.follow_up)
+            ranked = self.ranked and not e.urgent and not e.follow_up and not delayed
+            quota, in_flight, priority = "", "", e.priority
             if not rules.empty:  # the host's entry in the crawl rules
                 own = rules.overrides(host)
-                if own.max_pages is not None:
-                    flags += f"q{own.max_pages}"
-                flags += f"m{own.in_flight or 0}"  # (m0: none of its own, any before it forgotten)
+                quota = "" if own.max_pages is None else own.max_pages
+                in_flight = own.in_flight or 0  # (0: none of its own, any before it forgotten)
                 if own.priority is not None and not priority:
                     priority = own.priority
-            hashes = "" if e.dont_filter else "{} {}".format(*url_hashes(e.url))
             lease = ""
             if e.replaces_lease:
                 leases.append(e.replaces_lease)
                 lease = len(leases)
-            head = f"{flags}{SEP}{level(priority)}{SEP}{lease}{SEP}{hashes}{SEP}{host}{SEP}"
-            args.append(head.encode() + e.payload)
+            fields = (
+                "" if e.dont_filter else 1,  # check
+                1 if e.follow_up or e.urgent else "",  # back
+                1 if e.urgent else "",  # urgent
+                int(e.not_before) if delayed else "",  # retry_at
+                quota,
+                in_flight,
+                1 if ranked else "",  # ranked
+                f"{e.cash:.9g}" if ranked else "",  # cash
+                level(priority),
+                lease,
+                "" if e.dont_filter else "{} {}".format(*url_hashes(e.url)),  # hashes
+                host,
+            )
+            args.append(SEP.join(map(str, fields)).encode() + SEP.encode() + e.payload)
         return args + leases
 
     def _read_generation(self) -> int:

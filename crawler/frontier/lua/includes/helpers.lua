@@ -1,0 +1,202 @@
+-- Shared Lua helpers, prepended to the scripts that need them.
+local SEP = '\031'
+local function split(s, n)
+    -- split s on SEP into at most n parts (the last part keeps any SEP)
+    local parts, start = {}, 1
+    for _ = 1, n - 1 do
+        local i = string.find(s, SEP, start, true)
+        if not i then break end
+        parts[#parts + 1] = string.sub(s, start, i - 1)
+        start = i + 1
+    end
+    parts[#parts + 1] = string.sub(s, start)
+    return parts
+end
+-- In flight: the set 'flying' holds the seq of every lease whose download has not ended,
+-- 'hflight' counts them per host, whatever the limit. A host with max_flight in flight
+-- (0: no limit) stays out of the ready heap until one of them lands; whatever the limit,
+-- a landing makes the host due again its interval after it, when that is later than its
+-- next time already (as in Nutch and Heritrix: politeness counts from the end of a
+-- download; under a limit above 1, or none, a request handed out while another is in
+-- flight counts from the hand-out before it).
+-- Each script sets max_flight and default_interval (ms) first.
+-- A host's own limit (hlimit: the crawl rules' in_flight) replaces max_flight when there is any.
+local max_flight = 0
+local default_interval = '0'
+local host_limits = nil  -- whether hlimit exists (looked up once per call)
+local function at_limit(prefix, host)
+    if max_flight <= 0 then return false end
+    local limit = max_flight
+    if host_limits == nil then host_limits = redis.call('EXISTS', prefix .. K.hlimit) == 1 end
+    if host_limits then limit = tonumber(redis.call('HGET', prefix .. K.hlimit, host) or max_flight) end
+    return tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') >= limit
+end
+-- FRONTIER_ORDER importance: a host's new URLs wait in its ranked queue (rq:<host>, a zset:
+-- URL -> level x RANK - cash, lowest first: a higher priority level first, then the most
+-- cash, OPIC's importance; RANK 1e4 keeps cash exact to some 1e-12 within a level, cash
+-- above RANK would pass into the level above), their payloads in 'rqpay' (URL -> the payload without the URL
+-- when it begins with it). Its back queue (follow-ups, retries, submissions) comes first.
+local RANK = 1e4
+local function has_queue(prefix, host)
+    return redis.call('EXISTS', prefix .. K.back .. host, prefix .. K.ranked .. host) > 0
+end
+local function ranked_payload(prefix, url)
+    local rest = redis.call('HGET', prefix .. K.ranked_payloads, url) or ''
+    redis.call('HDEL', prefix .. K.ranked_payloads, url)
+    if rest == '' then return url end
+    if string.byte(rest, 1) == 31 then return url .. rest end
+    return rest
+end
+-- the host's most important URL (its payload and cash), or nil
+local function take_ranked(prefix, host)
+    local top = redis.call('ZPOPMIN', prefix .. K.ranked .. host)
+    if #top == 0 then return nil end
+    local cash = math.fmod(-tonumber(top[2]), RANK)
+    if cash < 0 then cash = cash + RANK end
+    return ranked_payload(prefix, top[1]), cash
+end
+-- URLs to be recorded as not fetched: 'drops' holds code SEP host SEP payload (code 1: the
+-- host dropped by the operator, 2: given up, down too long, 3: over its host's page quota)
+local function to_drops(prefix, entries)
+    for i = 1, #entries, 1000 do
+        redis.call('RPUSH', prefix .. K.drops, unpack(entries, i, math.min(i + 999, #entries)))
+    end
+end
+-- a dropped host's back queue, ranked queue and (``delayed``: at the drop itself) its
+-- delayed retries move to 'drops' (a requeued entry loses its attempt count)
+local function drop_queued(prefix, host, code, delayed)
+    local bq = prefix .. K.back .. host
+    local moved = {}
+    for _, e in ipairs(redis.call('LRANGE', bq, 0, -1)) do
+        if string.byte(e, 1) == 29 then e = split(string.sub(e, 2), 2)[2] end
+        moved[#moved + 1] = code .. SEP .. host .. SEP .. e
+    end
+    redis.call('DEL', bq)
+    for _, url in ipairs(redis.call('ZRANGE', prefix .. K.ranked .. host, 0, -1)) do
+        moved[#moved + 1] = code .. SEP .. host .. SEP .. ranked_payload(prefix, url)
+    end
+    redis.call('DEL', prefix .. K.ranked .. host)
+    redis.call('HDEL', prefix .. K.hrush, host)
+    redis.call('ZREM', prefix .. K.rush, host)
+    for _, m in ipairs(delayed and redis.call('ZRANGE', prefix .. K.delayed, 0, -1) or {}) do
+        local parts = split(m, 3)  -- seq, host, payload
+        if parts[2] == host then
+            redis.call('ZREM', prefix .. K.delayed, m)
+            moved[#moved + 1] = code .. SEP .. host .. SEP .. parts[3]
+        end
+    end
+    to_drops(prefix, moved)
+end
+-- a host the operator paused (hpaused) stays out of the ready heap until resumed (HOLD); so
+-- does a dropped one (hdropped), whose URLs go to 'drops' whenever they would make it ready
+local function held(prefix, host)
+    if redis.call('HEXISTS', prefix .. K.hpaused, host) == 1 then return true end
+    local dropped = redis.call('HGET', prefix .. K.hdropped, host)
+    if not dropped then return false end
+    drop_queued(prefix, host, DROP[string.match(dropped, ':(%a+)$')] or DROP.operator, false)
+    return true
+end
+-- Submissions first: 'hrush' counts a host's submissions waiting at the head of its back
+-- queue; 'rush' holds those of its hosts that are in the ready heap, with their score there
+-- (every change of a host's score or presence in the heap goes through the three functions
+-- below), so that POP takes a due host with a submission before the other due hosts.
+local rushing = nil  -- whether hrush exists (looked up once per call)
+local function any_rush(prefix)
+    if rushing == nil then rushing = redis.call('EXISTS', prefix .. K.hrush) == 1 end
+    return rushing
+end
+local function ready_at(prefix, host, score)
+    redis.call('ZADD', prefix .. K.ready, score, host)
+    if any_rush(prefix) and redis.call('HEXISTS', prefix .. K.hrush, host) == 1 then
+        redis.call('ZADD', prefix .. K.rush, score, host)
+    end
+end
+local function unready(prefix, host)
+    redis.call('ZREM', prefix .. K.ready, host)
+    redis.call('ZREM', prefix .. K.rush, host)
+end
+-- the host in the heap (only) is not due before t
+local function not_before(prefix, host, t)
+    redis.call('ZADD', prefix .. K.ready, 'XX', 'GT', t, host)
+    redis.call('ZADD', prefix .. K.rush, 'XX', 'GT', t, host)
+end
+-- a submission was put at the head of the host's back queue (after make_ready; a dropped
+-- host's went to 'drops' instead)
+local function rush(prefix, host)
+    if redis.call('EXISTS', prefix .. K.back .. host) == 0 then return end
+    redis.call('HINCRBY', prefix .. K.hrush, host, 1)
+    rushing = true
+    local score = redis.call('ZSCORE', prefix .. K.ready, host)
+    if score then redis.call('ZADD', prefix .. K.rush, score, host) end
+end
+-- a URL of the host was handed out: one submission fewer waiting (the count may run ahead
+-- of the queue's head, when a retry or an expired lease went before: it ends with the queue)
+local function rushed(prefix, host)
+    if not any_rush(prefix) then return end
+    local count = tonumber(redis.call('HGET', prefix .. K.hrush, host) or '0')
+    if count > 1 then
+        redis.call('HSET', prefix .. K.hrush, host, count - 1)
+    elseif count == 1 then
+        redis.call('HDEL', prefix .. K.hrush, host)
+        redis.call('ZREM', prefix .. K.rush, host)
+    end
+end
+-- the host's queue is empty: out of the heap, and no submission of it waits any more
+local function emptied(prefix, host)
+    unready(prefix, host)
+    redis.call('HDEL', prefix .. K.hrush, host)
+end
+-- put a host that is not in the ready heap into it, due no earlier than its hnext
+-- time, unless it is at its in-flight limit or paused
+local function add_ready(prefix, host, now)
+    if at_limit(prefix, host) or held(prefix, host) then return end
+    local nxt = tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0')
+    if nxt < now then nxt = now end
+    ready_at(prefix, host, nxt)
+end
+local function make_ready(prefix, host, now)
+    if not redis.call('ZSCORE', prefix .. K.ready, host) then add_ready(prefix, host, now) end
+end
+-- a host's interval (ms): its own (hdelay: Crawl-delay or the operator's override) or
+-- the default, times its slow-down factor (hslow: failures slow a host, answers bring it back)
+local function interval_of(prefix, host)
+    local ms = tonumber(redis.call('HGET', prefix .. K.hdelay, host) or default_interval)
+    local f = redis.call('HGET', prefix .. K.hslow, host)
+    if f then ms = math.floor(ms * tonumber(f)) end
+    return ms
+end
+-- AIMD: each answer adds `recovery` times the host's base rate back (a factor f becomes
+-- 1 / (1/f + recovery)), and ends its run of failures
+local recovery = 0.25
+local function recover(prefix, host)
+    redis.call('HDEL', prefix .. K.hfail, host)
+    redis.call('HDEL', prefix .. K.hdown, host)
+    local f = redis.call('HGET', prefix .. K.hslow, host)
+    if f then
+        f = 1 / (1 / tonumber(f) + recovery)
+        if f < 1.01 then
+            redis.call('HDEL', prefix .. K.hslow, host)
+        else
+            redis.call('HSET', prefix .. K.hslow, host, string.format('%.3f', f))
+        end
+    end
+end
+-- the download of a lease ended (landed, acknowledged, expired, given back or replaced
+-- by a follow-up): its host may have one more in flight, and is due its interval after
+-- now; idempotent per lease. `ok`: the host answered (see recover), counted even when
+-- the lease had landed already (its follow-up or its ack may come first)
+local function land(prefix, member, now, ok)
+    local seq = string.match(member, '^(%d+)' .. SEP)
+    if not seq then return end
+    local host = split(member, 4)[3]
+    if ok then recover(prefix, host) end
+    if redis.call('SREM', prefix .. K.flying, seq) == 0 then return end
+    if redis.call('HINCRBY', prefix .. K.hflight, host, '-1') <= 0 then
+        redis.call('HDEL', prefix .. K.hflight, host)
+    end
+    local nxt = now + interval_of(prefix, host)
+    if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < nxt then
+        redis.call('HSET', prefix .. K.hnext, host, nxt)
+    end
+    if has_queue(prefix, host) then make_ready(prefix, host, now) end
+end

@@ -1,0 +1,332 @@
+-- POP: lease up to n URLs from hosts that are due (and acknowledge earlier leases).
+--
+-- ARGV[1] key prefix   ARGV[2] now (ms)   ARGV[3] n   ARGV[4] lease time (ms)
+-- ARGV[5] default host interval (ms)      ARGV[6] max front-queue entries moved per call
+-- ARGV[7] comma list of front queue weights, level 0 first
+-- ARGV[8] max attempts of one URL whose leases keep expiring (0: no limit)
+-- ARGV[9] max requests in flight per host (0: no limit)
+-- ARGV[10] recovery: the share of its base rate an answering host gets back (AIMD)
+-- ARGV[11] lookahead (ms): a host due within it is handed out now, with its due time, so
+--           that the worker has its request ready when the host is due (the caller makes
+--           it wait until then: the rate limiter)
+-- ARGV[12] the crawl's page budget (CRAWL_MAX_PAGES; 0: none): pages handled (``done``)
+--           plus leases held never exceed it
+-- ARGV[13] '1': submissions only: step 2 looks at the due hosts with submissions waiting
+--           (rush) and nothing else, steps 2a and 3 are skipped, and next_due is -1 (a
+--           worker that holds as many unread pages as it may still takes a submission)
+-- ARGV[14..] acknowledgements and landings, as ACK takes them (see ACK), so that a
+--           worker's acks ride on its next pop instead of costing a round trip each
+-- Steps, all in one atomic call:
+--   0. acknowledge and land the given leases (as ACK does);
+--   while the crawl is paused (the key 'paused', HOLD) or its budget is spent, steps 2
+--   and 3 hand out nothing (and next_due is -1); a paused or dropped host is out of the
+--   ready heap (add_ready) and none of its front queue entries is handed out;
+--   2a. URLs to be recorded as not fetched ('drops': a dropped host's, a quota's) are handed
+--      out first, at most n, each due -code (1 dropped, 2 given up, 3 over quota), the lease's
+--      attempt -code (given back or expired, it goes back to 'drops'; acknowledged, it is no
+--      page of the budget): the worker records them without a request;
+--   1. expired leases (up to 100) go back to the head of their host's back queue, or are
+--      abandoned (counted) after max attempts; a lease whose expiry is 0 was given back
+--      by its worker (release) and does not count as an attempt; retries that are due
+--      (up to 100) move from the delayed set to the head of their host's back queue;
+--   2. hand out one URL from each of the first n hosts due by now + lookahead: those with
+--      submissions waiting (rush) first, then the others of the ready heap, the longest due
+--      first;
+--   3. while fewer than n were handed out, refill from the front queues (weighted round
+--      robin over the levels, so a higher level is preferred but a lower one is never
+--      starved; at most ARGV[6] entries): an entry whose host has no back queue and is
+--      due (hnext <= now + lookahead) is handed out at once; any other entry joins its
+--      host's back queue, and a host new to the heap is due at its hnext time;
+--   a URL promoted by a submission (PROMOTE) is queued twice: the first of its copies to
+--   come up in steps 2 and 3 is handed out, the second is dropped (the host keeps its
+--   turn; counted out of 'queued');
+--   every URL handed out is leased until now + lease time and is in flight until it
+--   lands; it is due at max(now, its host's due time); its host's next time becomes
+--   that + its interval (hdelay or the default); a
+--   host whose back queue is empty, or that reached its in-flight limit, leaves the
+--   heap but keeps its hnext time (the landing of one of its leases brings it back).
+-- Returns {next_due, acked, due1, interval1, cash1, lease1, due2, ...} (a lease ends with
+-- its payload; its due time, ms, is when its request may leave; its host's interval, ms,
+-- is how long after its download ends the host is due again; its cash, the importance it
+-- carries, OPIC's, to share among its links: 0 but from a ranked queue); when
+-- fewer than n URLs were handed out, next_due is the earliest time (ms) any host in the
+-- heap or any delayed retry is due (now when the refill stopped at its limit with front
+-- queue entries left; -1: nothing is queued but in front queues, i.e. nothing at all);
+-- otherwise it is -1 (not looked up).
+--- @include "helpers"
+--- @include "settle"
+local prefix = ARGV[1]
+local now = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
+local lease_ms = tonumber(ARGV[4])
+default_interval = ARGV[5]
+local refill_max = tonumber(ARGV[6])
+local max_attempts = tonumber(ARGV[8])
+max_flight = tonumber(ARGV[9])
+recovery = tonumber(ARGV[10])
+local horizon = now + tonumber(ARGV[11])
+local max_pages = tonumber(ARGV[12])
+local urgent_only = ARGV[13] == '1'
+local ready = prefix .. K.ready
+local counters = prefix .. K.counters
+local leases = prefix .. K.leases
+local delayed = prefix .. K.delayed
+local promoted = prefix .. K.promoted
+
+local out = {-1, 0}  -- next_due, acked, then four values a lease handed out
+local popped = 0  -- leases handed out
+local dropped = 0  -- second copies of promoted URLs dropped
+
+-- a URL back in the frontier: queued again, and counted as an expired lease
+local function requeued()
+    redis.call('HINCRBY', counters, 'queued', 1)
+    redis.call('HINCRBY', counters, 'expired', 1)
+end
+
+-- step 1: expired leases (up to 100) land and go back to the head of their host's back
+-- queue, or are abandoned after max attempts; a drop's goes back to 'drops'
+local function requeue_expired()
+    local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
+    for x = 1, #expired, 2 do
+        local member = expired[x]
+        redis.call('ZREM', leases, member)
+        land(prefix, member, now, false)
+        local parts = split(member, 4)  -- seq, attempt, host, payload
+        local attempt = tonumber(parts[2])
+        if attempt < 0 then  -- a drop's (attempt -code): back to 'drops', to be recorded
+            redis.call('RPUSH', prefix .. K.drops, -attempt .. SEP .. parts[3] .. SEP .. parts[4])
+            requeued()
+        else
+            -- score 0 marks a lease given back by its worker (release), not a failed attempt
+            if tonumber(expired[x + 1]) > 0 then attempt = attempt + 1 end
+            if max_attempts > 0 and attempt > max_attempts then
+                redis.call('HINCRBY', counters, 'abandoned', 1)
+            else
+                local entry = parts[4]
+                if attempt > 1 then entry = '\029' .. attempt .. SEP .. entry end
+                redis.call('LPUSH', prefix .. K.back .. parts[3], entry)
+                make_ready(prefix, parts[3], now)
+                requeued()
+            end
+        end
+    end
+end
+
+-- step 1: URL retries that are due (up to 100) move to the head of their host's back queue
+local function release_due_retries()
+    for _, entry in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 100)) do
+        redis.call('ZREM', delayed, entry)
+        local parts = split(entry, 3)  -- seq, host, payload
+        redis.call('LPUSH', prefix .. K.back .. parts[2], parts[3])
+        make_ready(prefix, parts[2], now)
+    end
+end
+
+-- how many more leases the page budget allows (pages handled and leases held)
+local function budget_left()
+    if max_pages <= 0 then return n end
+    local used = tonumber(redis.call('HGET', counters, 'done') or '0') + redis.call('ZCARD', leases)
+    return math.max(max_pages - used, 0)
+end
+
+-- a promoted URL (PROMOTE) is queued twice: the first copy to come up is handed out (its
+-- time in 'promoted' negated), the second is dropped (true: drop this one)
+local any_promoted = nil
+local function stale(payload)
+    if any_promoted == nil then any_promoted = redis.call('ZCARD', promoted) > 0 end
+    if not any_promoted or string.byte(payload, 1) == 74 then return false end  -- 'J': never promoted
+    if string.byte(payload, 1) == 29 then payload = split(string.sub(payload, 2), 2)[2] end
+    local url = split(payload, 2)[1]
+    local at = redis.call('ZSCORE', promoted, url)
+    if not at then return false end
+    if tonumber(at) > 0 then
+        redis.call('ZADD', promoted, -now, url)
+        return false
+    end
+    redis.call('ZREM', promoted, url)
+    dropped = dropped + 1
+    return true
+end
+
+-- lease a URL: due at `due` (a drop's: -code), in flight until it lands unless `untracked`
+local function lease(host, payload, due, interval, untracked, cash)
+    local attempt = 1
+    if due < 0 then attempt = due end  -- a drop's: -code, so that it goes back to 'drops' if given back
+    if string.byte(payload, 1) == 29 then
+        local parts = split(string.sub(payload, 2), 2)
+        attempt = tonumber(parts[1])
+        payload = parts[2]
+    end
+    local seq = redis.call('INCR', prefix .. K.lease_seq)
+    local member = seq .. SEP .. attempt .. SEP .. host .. SEP .. payload
+    redis.call('ZADD', leases, now + lease_ms, member)
+    if not untracked then
+        redis.call('SADD', prefix .. K.flying, seq)
+        redis.call('HINCRBY', prefix .. K.hflight, host, '1')
+    end
+    out[#out + 1] = due
+    out[#out + 1] = interval
+    out[#out + 1] = string.format('%.9g', cash or 0)
+    out[#out + 1] = member
+    popped = popped + 1
+end
+
+-- lease the host's next URL, due at `due`; the host's next time is one interval later
+local function hand_out(host, payload, due, cash)
+    local interval = interval_of(prefix, host)
+    redis.call('HSET', prefix .. K.hnext, host, due + interval)
+    lease(host, payload, due, interval, false, cash)
+    return due + interval
+end
+
+-- step 2a: URLs to be recorded as not fetched, at most n (no download: not in flight)
+local function hand_out_drops()
+    for _, d in ipairs(redis.call('LPOP', prefix .. K.drops, n) or {}) do
+        local parts = split(d, 3)  -- code, host, payload
+        lease(parts[2], parts[3], -tonumber(parts[1]), 0, true)
+    end
+end
+
+-- step 2: up to `want` hosts due by the horizon, {host, due, host, due...}: those with
+-- submissions waiting (rush) first, then the others in the order they fell due
+local function due_hosts(want)
+    local found = {}
+    local first = {}
+    if any_rush(prefix) then
+        first = redis.call('ZRANGEBYSCORE', prefix .. K.rush, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, want)
+    end
+    local taken = {}
+    for i = 1, #first, 2 do
+        taken[first[i]] = true
+        found[#found + 1] = first[i]
+        found[#found + 1] = first[i + 1]
+    end
+    local room = want - #first / 2
+    if room > 0 and not urgent_only then
+        local others = redis.call('ZRANGEBYSCORE', ready, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, room + #first / 2)
+        for i = 1, #others, 2 do
+            if room > 0 and not taken[others[i]] then
+                found[#found + 1] = others[i]
+                found[#found + 1] = others[i + 1]
+                room = room - 1
+            end
+        end
+    end
+    return found
+end
+
+-- step 2: the next URL of each of these hosts (its back queue first, then its ranked
+-- queue); the host stays in the heap at its next time, leaves it at its in-flight limit,
+-- or leaves it for good with its queue empty
+local function hand_out_due(hosts)
+    for i = 1, #hosts, 2 do
+        local host, due = hosts[i], math.max(tonumber(hosts[i + 1]), now)
+        local bq = prefix .. K.back .. host
+        local payload = redis.call('LPOP', bq)
+        while payload and stale(payload) do payload = redis.call('LPOP', bq) end
+        local cash = 0
+        if not payload then
+            payload, cash = take_ranked(prefix, host)
+            while payload and stale(payload) do payload, cash = take_ranked(prefix, host) end
+        end
+        if payload then
+            local nxt = hand_out(host, payload, due, cash)
+            rushed(prefix, host)
+            if not has_queue(prefix, host) then
+                emptied(prefix, host)
+            elseif at_limit(prefix, host) then
+                unready(prefix, host)
+            else
+                ready_at(prefix, host, nxt)
+            end
+        else
+            emptied(prefix, host)
+        end
+    end
+end
+
+-- the front queue weights (ARGV[7]), level 0 first, and their sum
+local function front_weights()
+    local weights, total = {}, 0
+    for w in string.gmatch(ARGV[7], '%d+') do
+        weights[#weights + 1] = tonumber(w)
+        total = total + tonumber(w)
+    end
+    return weights, total
+end
+
+-- the next front queue entry by weighted round robin (the counter 'turn'); when its level
+-- is empty, the highest non-empty one's; nil when every front queue is empty
+local function next_front_entry(weights, total, turn)
+    local slot, level = turn % total, 1
+    while slot >= weights[level] do
+        slot = slot - weights[level]
+        level = level + 1
+    end
+    local entry = redis.call('LPOP', prefix .. K.front .. (level - 1))
+    if entry then return entry end
+    for l = 1, #weights do
+        if l ~= level then
+            entry = redis.call('LPOP', prefix .. K.front .. (l - 1))
+            if entry then return entry end
+        end
+    end
+    return nil
+end
+
+-- step 3: while fewer than n were handed out, take entries from the front queues (at most
+-- refill_max): an entry of a host with no queue that is due is handed out at once, any
+-- other joins its host's back queue (and a host new to the heap is due at max(now, hnext))
+local function refill()
+    local weights, total = front_weights()
+    local turn = tonumber(redis.call('HGET', counters, 'turn') or '0')
+    local moved = 0
+    while popped < n and moved < refill_max do
+        turn = turn + 1
+        local entry = next_front_entry(weights, total, turn)
+        if not entry then break end
+        moved = moved + 1
+        local parts = split(entry, 2)
+        local host, payload = parts[1], parts[2]
+        local bq = prefix .. K.back .. host
+        if has_queue(prefix, host) then  -- in the heap already, or at its limit
+            redis.call('RPUSH', bq, payload)
+        elseif not stale(payload) then  -- (a stale copy is dropped: the host keeps its turn)
+            local nxt = tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0')
+            if nxt <= horizon and not at_limit(prefix, host) and not held(prefix, host) then
+                hand_out(host, payload, math.max(nxt, now), 0)
+            else
+                redis.call('RPUSH', bq, payload)
+                add_ready(prefix, host, now)
+            end
+        end
+    end
+    redis.call('HSET', counters, 'turn', turn % total)
+    if popped < n and moved >= refill_max then out[1] = now end  -- front queues not done
+end
+
+-- when the next host or delayed retry is due (ms), -1 when neither is
+local function next_due()
+    local at = -1
+    for _, key in ipairs({ready, delayed}) do
+        local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+        if first[2] and (at < 0 or tonumber(first[2]) < at) then at = tonumber(first[2]) end
+    end
+    return at
+end
+
+-- the steps
+out[2] = settle(prefix, 14, now)  -- 0. acknowledgements and landings
+requeue_expired()  -- 1.
+release_due_retries()
+if n == 0 or redis.call('EXISTS', prefix .. K.paused) == 1 then return out end  -- the operator's pause
+local budget = budget_left()  -- (a drop is no page: handed out before the budget)
+if not urgent_only then hand_out_drops() end  -- 2a.
+n = popped + math.min(n - popped, budget)
+if popped < n then hand_out_due(due_hosts(n - popped)) end  -- 2.
+if popped < n and not urgent_only then refill() end  -- 3.
+if popped + dropped > 0 then
+    redis.call('HINCRBY', counters, 'queued', -(popped + dropped))
+end
+if popped < n and out[1] < 0 and not urgent_only then out[1] = next_due() end
+return out

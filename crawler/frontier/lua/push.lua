@@ -1,0 +1,177 @@
+-- PUSH: admit a batch of URLs into the frontier.
+--
+-- ARGV[1]  key prefix             ARGV[2]  URL-seen generation G the caller sized for
+-- ARGV[3]  capacity of generation G-1
+-- ARGV[4]  comma list of the bucket counts of generations 0..G-1 (urlseen.py)
+-- ARGV[5]  max URLs per host (0: no limit, and no per-host count is kept)
+-- ARGV[6]  now (ms)
+-- ARGV[7]  number of entries     ARGV[8]  max requests in flight per host (0: no limit)
+-- ARGV[9]  default host interval (ms)
+-- ARGV[10..] one value per entry (fewer arguments are cheaper for the client to send):
+--          its fields joined by \x1f, in this order, '' for one not given (the last two,
+--          host and payload, are the front queue entry as it stands):
+--          check      '1': check and update URL-seen
+--          back       '1': straight into the host's back queue, at its head (follow-ups:
+--                     retries, redirects; submissions)
+--          urgent     '1' (with back): a submission: its host is handed out before the
+--                     other due hosts (rush, hrush)
+--          retry_at   ms: not before that time: into the delayed set (a URL's own retry),
+--                     from which POP moves it to the head of its back queue once due
+--          quota      the host's page quota, in place of ARGV[5] (the crawl rules' max_pages)
+--          in_flight  the host's in-flight limit (hlimit: the crawl rules' in_flight); '0':
+--                     none of its own (any before it forgotten)
+--          ranked     '1': FRONTIER_ORDER importance: a new URL goes to its host's ranked
+--                     queue
+--          cash       with ranked: the importance it brings (OPIC: its share of the cash of
+--                     the page that links to it; a URL seen and still in its ranked queue
+--                     gains it)
+--          level      front queue level (0 = highest)
+--          lease      i if the entry replaces lease ARGV[9 + n + i] (leases follow the
+--                     entries); the replaced lease ends (its download lands); a follow-up
+--                     whose lease is no longer held (a push sent twice after a timeout, or a
+--                     lease that expired and was requeued) is not enqueued again (status 0)
+--          hashes     the URL's bucket hash and fingerprint, two decimal 32-bit numbers
+--                     separated by a space ('' without check)
+--          host       politeness key
+--          payload    opaque request encoding
+-- URL-seen: generation i's bucket for hash h is the string seen:<i>:<h mod buckets_i>,
+-- 4-byte big-endian fingerprints one after another. A URL is seen if a bucket of any
+-- generation holds its fingerprint (at an offset that is a multiple of 4); otherwise its
+-- fingerprint is added to its bucket in generation G-1. A bucket is rewritten whole (SET)
+-- rather than appended to: APPEND and SETRANGE grow a string's allocation by doubling
+-- (~30% unused on average), SET allocates what the string needs.
+-- Returns: -1 if G is not the current generation (caller reloads and retries; nothing
+--          was changed), else one status per entry processed: 1 added, 0 already seen,
+--          2 over its host's quota (the URL stays marked as seen, and goes to 'drops', to
+--          be recorded as not fetched: POP hands it out first, due -3). A replaced
+--          lease is released in every case. When an entry fills generation G-1, the
+--          script starts generation G and stops there: fewer statuses than entries means
+--          "reload the generation and send the rest".
+-- Atomic: the seen test, the filter update and the enqueue of each URL happen together,
+--         so a URL enters the frontier at most once however many workers push it.
+--- @include "helpers"
+local prefix = ARGV[1]
+local gen = tonumber(ARGV[2])
+local meta = prefix .. K.seen_meta
+if tonumber(redis.call('HGET', meta, 'gen') or '1') ~= gen then
+    return -1
+end
+local cap = tonumber(ARGV[3])
+local buckets = {}
+for b in string.gmatch(ARGV[4], '%d+') do buckets[#buckets + 1] = tonumber(b) end
+local seen_prefix = prefix .. K.seen
+local function holds(s, fp)
+    -- s holds the 4-byte fingerprint fp at an entry boundary
+    local at = 1
+    while true do
+        local j = string.find(s, fp, at, true)
+        if not j then return false end
+        if j % 4 == 1 then return true end
+        at = j + 1
+    end
+end
+-- an entry's fields before host and payload, and the two of them (the front queue entry)
+local ENTRY = '^' .. string.rep('([^\031]*)\031', 11) .. '(.*)$'
+local count_field = 'n:' .. (gen - 1)
+local count = tonumber(redis.call('HGET', meta, count_field) or '0')
+local maxhost = tonumber(ARGV[5])
+local now = tonumber(ARGV[6])
+local n = tonumber(ARGV[7])
+max_flight = tonumber(ARGV[8])
+default_interval = ARGV[9]
+local out, front = {}, {}
+local added, full = 0, false
+for e = 1, n do
+    local check, back, urgent, retry_at, quota, in_flight, ranked, cash, level, lease, hashes, tail =
+        string.match(ARGV[9 + e], ENTRY)
+    local cut = string.find(tail, SEP, 1, true)
+    local host = string.sub(tail, 1, cut - 1)
+    local status = 1
+    if check == '1' then
+        local h, f = string.match(hashes, '^(%d+) (%d+)$')
+        h = tonumber(h)
+        local fp = struct.pack('>I4', tonumber(f))
+        local key, s
+        for i = 1, gen do
+            key = seen_prefix .. (i - 1) .. ':' .. (h % buckets[i])
+            s = redis.call('GET', key)
+            if s and holds(s, fp) then
+                status = 0
+                break
+            end
+        end
+        if status == 0 and ranked == '1' and (tonumber(cash) or 0) > 0 and string.byte(tail, cut + 1) ~= 74 then
+            local url = split(string.sub(tail, cut + 1), 2)[1]
+            redis.call('ZADD', prefix .. K.ranked .. host, 'XX', 'INCR', -tonumber(cash), url)
+        end
+        if status == 1 then  -- key and s: the bucket of generation G-1
+            redis.call('SET', key, (s or '') .. fp)
+            count = count + 1
+            if count >= cap then full = true end
+            local most = maxhost
+            if quota ~= '' then most = tonumber(quota) end
+            if most > 0 and redis.call('HINCRBY', prefix .. K.hpages, host, '1') > most then
+                status = 2
+            end
+        end
+    end
+    if lease ~= '' then  -- before the enqueue: a follow-up may make its host ready
+        local member = ARGV[9 + n + tonumber(lease)]
+        if redis.call('ZREM', prefix .. K.leases, member) == 0 and back == '1' then
+            status = 0
+        end
+        land(prefix, member, now, false)
+    end
+    if in_flight == '0' then  -- (a rules file without one for this host: none)
+        redis.call('HDEL', prefix .. K.hlimit, host)
+    elseif in_flight ~= '' and redis.call('HGET', prefix .. K.hlimit, host) ~= in_flight then
+        redis.call('HSET', prefix .. K.hlimit, host, in_flight)
+        host_limits = true
+    end
+    if status == 2 then
+        redis.call('RPUSH', prefix .. K.drops, DROP.quota .. SEP .. tail)
+        added = added + 1
+    elseif status == 1 then
+        if retry_at ~= '' then
+            local seq = redis.call('INCR', prefix .. K.lease_seq)
+            redis.call('ZADD', prefix .. K.delayed, retry_at, seq .. SEP .. tail)
+        elseif back == '1' then
+            redis.call('LPUSH', prefix .. K.back .. host, string.sub(tail, cut + 1))
+            make_ready(prefix, host, now)
+            if urgent == '1' then rush(prefix, host) end
+        elseif ranked == '1' then
+            local payload = string.sub(tail, cut + 1)
+            local url, rest = payload, payload
+            if string.byte(payload, 1) ~= 74 then  -- 'J': kept whole, keyed by its own text
+                url = split(payload, 2)[1]
+                rest = string.sub(payload, #url + 1)
+            end
+            local score = tonumber(level) * RANK - (tonumber(cash) or 0)
+            if redis.call('ZADD', prefix .. K.ranked .. host, 'NX', score, url) == 1 then
+                redis.call('HSET', prefix .. K.ranked_payloads, url, rest)
+                make_ready(prefix, host, now)
+            else  -- waiting there already (a URL pushed again past URL-seen: a recrawl's)
+                status = 0
+            end
+        else
+            local q = front[level]
+            if not q then q = {}; front[level] = q end
+            q[#q + 1] = tail  -- host SEP payload: the front queue entry as it stands
+        end
+        if status == 1 then added = added + 1 end
+    end
+    out[e] = status
+    if full then break end
+end
+for level, q in pairs(front) do
+    for i = 1, #q, 1000 do
+        redis.call('RPUSH', prefix .. K.front .. level, unpack(q, i, math.min(i + 999, #q)))
+    end
+end
+redis.call('HSET', meta, count_field, count)
+if full then redis.call('HSET', meta, 'gen', gen + 1) end
+if added > 0 then
+    redis.call('HINCRBY', prefix .. K.counters, 'queued', added)
+    redis.call('HINCRBY', prefix .. K.counters, 'pushed', added)
+end
+return out
