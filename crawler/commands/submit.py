@@ -13,7 +13,7 @@ Standard input is read a line at a time and each line submitted at once (blank l
 ``#`` comments skipped).
 
 A URL is held to the crawl's scope first: the scope its workers published
-(crawler/scope/published.py: their allowed domains and prefixes, crawl rules and network
+(crawler/frontier/submit.py: their allowed domains and prefixes, crawl rules and network
 guard), or, before any worker ran, this command's own settings. One outside it is not put:
 ``refused out-of-scope URL`` or ``refused private address URL`` (an address the network
 guard refuses, written in the URL), with why and the argument or setting that would let
@@ -43,9 +43,8 @@ from crawler.config.validation import exit_if_invalid
 from crawler.freshness.policy import FetchPolicy
 from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
-from crawler.frontier.submit import Submission, entry, submit
+from crawler.frontier.submit import Submission, entry, read_scope, submit
 from crawler.observe.report import count
-from crawler.scope import published
 from crawler.scope.scope import CrawlScope
 from crawler.seeds.files import STDIN
 from crawler.urls import InvalidURL, url_options
@@ -121,7 +120,7 @@ class Command(ScrapyCommand):
         policy = FetchPolicy.reader(settings)  # what was fetched: a seen URL not fetched is promoted
         fetched = policy.recent if policy is not None else None
         try:
-            scope = published.read(client, frontier.keys) or CrawlScope.from_settings(settings)
+            scope = read_scope(client, frontier.keys) or CrawlScope.from_settings(settings)
             for batch in _batches(args):
                 kept = []
                 for given in batch:

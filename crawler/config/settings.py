@@ -1,5 +1,5 @@
 """The settings table: every setting of the project, one row each, with its default,
-its rule (crawler/config/rules.py) and what it does. Everything else comes from here:
+its rule (crawler/config/values.py) and what it does. Everything else comes from here:
 
 - the defaults (settings/base.py takes ``defaults()``; the profiles change only what
   differs: settings/local.py, settings/distributed.py);
@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from crawler.config.rules import (
+from crawler.config.values import (
     AT_LEAST_ONE,
     COMPONENTS,
     CONSISTENCY_LEVELS,
@@ -59,7 +59,7 @@ MODULE = Dotted()
 class Setting:
     name: str
     default: object  # a value, or a function of nothing that gives it (CRAWL_DIR's)
-    rule: object  # crawler/config/rules.py: problem(settings, name) -> None or what it takes
+    rule: object  # crawler/config/values.py: problem(settings, name) -> None or what it takes
     doc: str  # what it does, one line
     env: str = ""  # an environment variable that gives the default when set
 
@@ -173,7 +173,7 @@ TABLE: tuple[Setting, ...] = (
         "CRAWL_RULES",
         "",
         CrawlRulesFile(),
-        "The crawl's rules file (crawler/config/scope.py): ordered accept/reject rules by host, SURT prefix, URL prefix or regex, applied to every URL entering the frontier, and per-host overrides (interval, in_flight, max_pages, priority); checked at start, read again when it changes ('': none).",
+        "The crawl's rules file (crawler/scope/rules.py): ordered accept/reject rules by host, SURT prefix, URL prefix or regex, applied to every URL entering the frontier, and per-host overrides (interval, in_flight, max_pages, priority); checked at start, read again when it changes ('': none).",
     ),
     S(
         "CRAWL_RULES_CHECK_INTERVAL",

@@ -11,7 +11,7 @@ what it takes, never a traceback or a silent hang. A name given on the command l
 close to a known name: ``FRONTIER_HOST_INTERVALL``) is a problem too, naming the nearest
 known name (``unknown_settings``).
 
-The rules are plain values (crawler/config/rules.py), tested as such; each setting's
+The rules are plain values (crawler/config/values.py), tested as such; each setting's
 default, rule and meaning are one row of the settings table (crawler/config/settings.py).
 """
 

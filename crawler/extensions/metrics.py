@@ -9,7 +9,7 @@ from scrapy import signals
 from scrapy.downloadermiddlewares.stats import get_header_size, get_status_size
 from scrapy.exceptions import NotConfigured
 
-from crawler.config.rules import metrics_ports
+from crawler.config.values import metrics_ports
 from crawler.observe.metrics import BYTES_BY_STATUS, CrawlCollector, FrontierSnapshot, worker_id
 from crawler.services import services
 

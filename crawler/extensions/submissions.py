@@ -9,7 +9,7 @@ FETCH_POLICY_MAX_AGE). They are counted as the scheduler counts its pushes
 ``scope``: its allowed domains and prefixes, the crawl rules, an address the network guard
 refuses) is counted under ``submit/refused/<reason>`` and logged, not put. At its first
 look, and whenever the crawl rules change, it publishes that scope in the crawl's Redis
-(crawler/scope/published.py), which ``scrapy submit`` holds URLs to. When it added or
+(crawler/frontier/submit.py), which ``scrapy submit`` holds URLs to. When it added or
 promoted a URL, or
 ``scrapy submit`` moved the crawl's
 ``submitted`` counter since its last look, it sends ``frontier_grew``, and the scheduler
@@ -35,13 +35,12 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
-from crawler.config.scope import EMPTY
 from crawler.freshness.policy import FetchPolicy
 from crawler.frontier import submit
 from crawler.frontier.connection import outage_wait
 from crawler.frontier.frontier import Entry
 from crawler.frontier.words import ADDED, PROMOTED, put_stat
-from crawler.scope import published
+from crawler.scope.rules import EMPTY
 from crawler.scope.scope import CrawlScope
 from crawler.services import services
 from crawler.signals import frontier_grew
@@ -98,7 +97,7 @@ class Submissions:
         scope = self.scope(frontier)
         try:
             if scope != self.published:
-                _on_list_shard(frontier, lambda: published.publish(frontier.redis, frontier.keys, scope))
+                _on_list_shard(frontier, lambda: submit.publish_scope(frontier.redis, frontier.keys, scope))
                 self.published = scope
             grew = self.put(frontier, self.pending)
             self.pending = []

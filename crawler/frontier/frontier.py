@@ -48,14 +48,12 @@ import logging
 import random
 from dataclasses import dataclass
 
-from crawler.config.scope import EMPTY, RulesWatch
 from crawler.frontier.hosts import FrontierHosts, politeness_key
 from crawler.frontier.intervals import HostIntervals, intervals_from_file
 from crawler.frontier.keys import EPOCH, SEP, Keys
 from crawler.frontier.reports import FrontierReports
 from crawler.frontier.scripts import ACK, BACKOFF, CREDIT, END, FAIL, HOLD, POP, PROMOTE, PUSH, SLOT
 from crawler.frontier.steering import FrontierSteering
-from crawler.frontier.traps import TrapGuard
 from crawler.frontier.urlseen import SeenLayout, url_hashes
 from crawler.frontier.words import (
     ADDED,
@@ -65,6 +63,8 @@ from crawler.frontier.words import (
     SEEN,
     now_ms,
 )
+from crawler.scope.rules import EMPTY, RulesWatch
+from crawler.scope.traps import TrapGuard
 from crawler.urls import InvalidURL
 
 logger = logging.getLogger(__name__)

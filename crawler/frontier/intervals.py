@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 
-from crawler.config.scope import parse_interval
+from crawler.scope.rules import parse_interval
 from crawler.urls import authority_host
 
 logger = logging.getLogger(__name__)

@@ -69,7 +69,7 @@ key                         type    contents
                                     sees it move looks for due hosts at once
 ``scope``                   hash    the crawl's scope as its workers run with it
                                     (allowed domains and prefixes, crawl rules, network
-                                    guard: crawler/scope/published.py), which
+                                    guard: crawler/frontier/submit.py), which
                                     ``scrapy submit`` holds URLs to; on the first shard
 ``promoted``                zset    URL -> time (ms) a submission put a copy of it at
                                     the head of its host's back queue while it was

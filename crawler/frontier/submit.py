@@ -32,13 +32,18 @@ The submission list (``crawl:{NAME}:submit``, keys.py), for programs in any lang
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from crawler.frontier import codec
 from crawler.frontier.frontier import Entry
+from crawler.frontier.keys import Keys
 from crawler.frontier.words import ADDED, PROMOTED, SEEN
+from crawler.scope.scope import CrawlScope
 from crawler.urls import InvalidURL, normalize_url
+
+logger = logging.getLogger(__name__)
 
 INVALID = "invalid"
 
@@ -135,3 +140,28 @@ def take(frontier, n: int) -> tuple[list[bytes], int]:
     p.get(frontier.keys.submitted)
     values, counter = p.execute()
     return values or [], int(counter or 0)
+
+
+# The crawl's scope in its Redis (``scope``, a hash on the first shard, beside the submission
+# list): each worker writes its own at start and again when its crawl rules change
+# (crawler/extensions/submissions.py), so that ``scrapy submit``, run anywhere, holds a URL to
+# the scope of the workers that would fetch it. The last worker to write it sets it: the
+# workers of a crawl are meant to share one scope.
+
+
+def publish_scope(client, keys: Keys, scope: CrawlScope) -> None:
+    """Write ``scope`` as the crawl's (every field, so none of an earlier one stays)."""
+    client.hset(keys.scope, mapping=scope.fields())
+
+
+def read_scope(client, keys: Keys) -> CrawlScope | None:
+    """The scope the crawl's workers published; None when none did, or when what is there
+    cannot be read (logged)."""
+    fields = client.hgetall(keys.scope)
+    if not fields:
+        return None
+    try:
+        return CrawlScope.from_fields(fields)
+    except ValueError as exc:
+        logger.warning("The crawl's published scope cannot be read (%s); using this command's settings", exc)
+        return None

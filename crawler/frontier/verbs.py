@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 from crawler.frontier.frontier import Entry
 from crawler.frontier.intervals import HostIntervals
 from crawler.frontier.keys import Keys
-from crawler.frontier.traps import TrapGuard
+from crawler.scope.traps import TrapGuard
 
 
 @runtime_checkable
@@ -23,7 +23,7 @@ class FrontierVerbs(Protocol):
     keys: Keys
     intervals: HostIntervals
     traps: TrapGuard
-    rules: Any  # the crawl rules (crawler/config/scope.py RulesWatch), or None
+    rules: Any  # the crawl rules (crawler/scope/rules.py RulesWatch), or None
     lease_ms: int
     max_in_flight: int
     max_pages: int  # CRAWL_MAX_PAGES (0: none)

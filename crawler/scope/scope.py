@@ -1,13 +1,13 @@
 """The crawl's scope as one value (no I/O): its allowed domains and URL prefixes (the
 spider's ``-a allowed_domains`` / ``allowed_prefixes``, or CRAWL_ALLOWED_DOMAINS /
-CRAWL_ALLOWED_PREFIXES), its crawl rules (CRAWL_RULES, crawler/config/scope.py) and its
+CRAWL_ALLOWED_PREFIXES), its crawl rules (CRAWL_RULES, crawler/scope/rules.py) and its
 network guard (NETWORK_GUARD_ALLOW, ``addresses.py``).
 
 ``within(url)`` is the spider's test of a link (domains and prefixes: the frontier applies
 the rules, the guard the fetch); ``refusal(url)`` is the whole test a URL that comes in
 from outside (a submission) is held to at once: None, or a ``Refusal`` saying why and
 what would let the URL in. ``fields()`` / ``from_fields()`` are its form in the crawl's
-Redis (``published.py``).
+Redis (``publish_scope``, crawler/frontier/submit.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from crawler.config.scope import EMPTY, CrawlRules
 from crawler.scope.addresses import AddressPolicy, allow_network
+from crawler.scope.rules import EMPTY, CrawlRules
 from crawler.urls import InvalidURL, url_host
 
 OUT_OF_SCOPE = "out-of-scope"  # outside the allowed domains or prefixes, or rejected by the crawl rules

@@ -52,12 +52,12 @@ from scrapy.utils.sitemap import Sitemap
 from twisted.internet import threads
 
 from crawler import meta
-from crawler.config.scope import EMPTY
 from crawler.exceptions import RobotsDisallowed
 from crawler.items import Page
 from crawler.page.decode import is_html
 from crawler.page.reader import STAGES, Reading, read_page
 from crawler.page.workers import PageWorkerCrashed
+from crawler.scope.rules import EMPTY
 from crawler.scope.scope import CrawlScope
 from crawler.services import services
 from crawler.urls import InvalidURL, normalize_url, url_options

@@ -19,7 +19,7 @@ from cassandra import InvalidRequest
 from cassandra.cluster import NoHostAvailable
 from cassandra.policies import RetryPolicy
 
-from crawler.config.rules import CQL_NAME, DATACENTER_NAME
+from crawler.config.values import CQL_NAME, DATACENTER_NAME
 from crawler.exceptions import ServiceUnreachable
 from crawler.urlstore.record import COLUMNS as RECORD_COLUMNS
 

@@ -16,7 +16,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.test import get_crawler
 
-from crawler.config.rules import metrics_ports
+from crawler.config.values import metrics_ports
 from crawler.demo.site import serve_site
 from crawler.extensions.metrics import Metrics
 from crawler.frontier.frontier import Entry, Frontier

@@ -7,12 +7,12 @@ others of this subject: tests/e2e/test_steering.py."""
 import pytest
 import redis
 
-from crawler.config.scope import RulesWatch
 from crawler.frontier import codec
 from crawler.frontier.frontier import SEED_CASH, Entry, Frontier
 from crawler.frontier.keys import SEP
 from crawler.frontier.shards import ShardedFrontier
 from crawler.frontier.words import FINISHED, PAUSED, RUNNING, WAITING, now_ms
+from crawler.scope.rules import RulesWatch
 from testing.frontiers import drain
 from testing.servers import free_port
 

@@ -7,7 +7,7 @@ tests/integration/test_crawl_scope.py."""
 import pytest
 from scrapy.settings import Settings
 
-from crawler.config.scope import CrawlRules, RulesError
+from crawler.scope.rules import CrawlRules, RulesError
 from crawler.scope.scope import OUT_OF_SCOPE, PRIVATE_ADDRESS, CrawlScope
 
 

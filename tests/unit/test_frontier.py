@@ -3,7 +3,7 @@ service, no process) (the others: tests/integration/test_frontier.py)."""
 
 from crawler.frontier.hosts import politeness_key
 from crawler.frontier.intervals import HostIntervals
-from crawler.frontier.traps import TrapGuard
+from crawler.scope.traps import TrapGuard
 from crawler.urls import authority_host
 
 

@@ -1,4 +1,4 @@
-r"""The crawl's rules file (crawler/config/scope.py): parsing, every kind of rule, host
+r"""The crawl's rules file (crawler/scope/rules.py): parsing, every kind of rule, host
 entries, and the errors of a bad file. Plain values: no Redis, no network."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import socket
 import pytest
 import surt
 
-from crawler.config import scope
-from crawler.config.scope import EMPTY, CrawlRules, Decision, HostOverrides, RulesError
+from crawler.scope import rules as rules_module
+from crawler.scope.rules import EMPTY, CrawlRules, Decision, HostOverrides, RulesError
 from testing.servers import local_resolver
 
 ACCEPTED = Decision(True, None, "")
@@ -198,13 +198,13 @@ def test_comments_and_a_literal_hash():
 
 def test_surt_key_is_computed_once_and_only_when_a_surt_rule_is_tried(monkeypatch):
     calls = []
-    real = scope._surt_key
+    real = rules_module._surt_key
 
     def counting(url):
         calls.append(url)
         return real(url)
 
-    monkeypatch.setattr(scope, "_surt_key", counting)
+    monkeypatch.setattr(rules_module, "_surt_key", counting)
     rules = CrawlRules.parse(
         "accept prefix http://example.com/\n"
         "reject surt org,example)/a\nreject surt org,example)/b\nreject surt org,example)/c\n"
@@ -240,7 +240,7 @@ def test_an_address_gets_the_key_surt_gives(url, monkeypatch):
     monkeypatch.setattr(socket, "gethostbyname_ex", local_resolver)
     expected = surt.surt(url)
     monkeypatch.setattr(socket, "gethostbyname_ex", refuse)
-    assert scope._surt_key(url) == expected
+    assert rules_module._surt_key(url) == expected
 
 
 def test_no_lookup_and_no_surt_of_an_address(no_resolver, monkeypatch):
@@ -332,7 +332,7 @@ def test_empty():
 
 
 def test_the_documented_example():
-    doc = scope.__doc__
+    doc = rules_module.__doc__
     example = doc[doc.index("ignored::\n") + len("ignored::\n") : doc.index("\nRules (")]
     rules = CrawlRules.parse(example)
     assert len(rules) == 8

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
-from crawler.config.scope import CrawlRules, RulesError
+from crawler.scope.rules import CrawlRules, RulesError
 
 CONSISTENCY_LEVELS = (
     "ANY",
@@ -164,7 +164,7 @@ class ReadableFile:
 
 
 class CrawlRulesFile:
-    """A crawl rules file (crawler/config/scope.py) that reads without a problem ('': none)."""
+    """A crawl rules file (crawler/scope/rules.py) that reads without a problem ('': none)."""
 
     def problem(self, settings, name: str) -> str | None:
         path = settings.get(name)
@@ -173,7 +173,7 @@ class CrawlRulesFile:
         try:
             CrawlRules.from_file(str(path))
         except RulesError as exc:
-            return f"expected a crawl rules file (crawler/config/scope.py); its problems:\n{exc}"
+            return f"expected a crawl rules file (crawler/scope/rules.py); its problems:\n{exc}"
         return None
 
 
