@@ -80,6 +80,7 @@ from crawler.archive.warc import (
 )
 from crawler.exceptions import StoreUnavailable
 from crawler.items import set_storing
+from crawler.scrapy_private import engine_closing
 from crawler.signals import frontier_waiting
 
 logger = logging.getLogger(__name__)
@@ -175,9 +176,8 @@ class ArchivePipeline:
 
     def _watch_close(self) -> None:
         engine = self.crawler.engine
-        slot = getattr(engine, "_slot", None)
         self._seen_running = self._seen_running or engine.running
-        if (self._seen_running and not engine.running) or (slot is not None and slot.closing is not None):
+        if (self._seen_running and not engine.running) or engine_closing(engine):
             self._closing()
         if self._closing_since is not None and time.monotonic() - self._closing_since > self.stop_timeout:
             self._give_up()

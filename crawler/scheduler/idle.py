@@ -21,6 +21,7 @@ from twisted.internet import reactor
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED
 from crawler.frontier.words import FINISHED, PAUSED, RUNNING
 from crawler.observe.report import when
+from crawler.scrapy_private import wake_engine
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +41,7 @@ class Idling:
     def _wake_engine(self):
         # The engine asks the scheduler again after each download and on a 5 s heartbeat;
         # when a host becomes due sooner than that, ask it to look now.
-        slot = getattr(self.crawler.engine, "_slot", None)
-        if slot is not None:
-            slot.nextcall.schedule()
+        wake_engine(self.crawler.engine)
 
     def _spider_idle(self, spider):
         if not self.close_when_idle and not self.frontier.max_pages:
