@@ -42,16 +42,51 @@ class Page(scrapy.Item):
     sitemap = scrapy.Field()  # {"changefreq", "lastmod"} its sitemap gave; absent when not from one
 
 
-def storing(page):
-    """The Deferred that fires once the page's data is durably stored (its WARC batch,
-    then its UrlStore archive pointer), or None when nothing of it is still being stored.
-    The page leaves the item pipelines before that (Scrapy holds no response for it
-    meanwhile), and its lease is acknowledged only after (crawler/middlewares/lease.py).
-    Not a field: never exported."""
-    return getattr(page, "_storing", None)
+class PageStates:
+    """What goes along with a page through the item pipelines that is no field of it (never
+    exported), kept here rather than hidden on the item, so that a pipeline that copies the
+    item (``ItemAdapter(item).asdict()``, ``item.copy()``) keeps it too: the page's reading
+    (the broad spider's, crawler/page/reader.py: its links, fingerprints and metadata, read
+    once) and, while its data is being stored, ``storing``: the Deferred that fires once its
+    WARC batch, then its UrlStore archive pointer, are stored (the page leaves the pipelines
+    before that, and its lease is acknowledged only after: crawler/middlewares/lease.py).
+    A page is known by its URL and fetch time, which every copy of it has; ``take`` ends
+    what is kept of it (the lease middleware, as the page leaves the pipelines). At most
+    ``limit`` pages are kept, the oldest forgotten first (pages whose end nothing takes)."""
 
+    def __init__(self, limit: int = 10_000):
+        self.limit = limit
+        self._pages: dict[tuple, dict] = {}
 
-def set_storing(page, d) -> None:
-    """Mark the page as being stored until ``d`` fires (the archive pipeline; later
-    pipelines chain their own writes on ``d``)."""
-    page._storing = d
+    @staticmethod
+    def _key(page) -> tuple:
+        return (page.get("url"), page.get("fetched_at"))
+
+    def _state(self, page) -> dict:
+        key = self._key(page)
+        state = self._pages.get(key)
+        if state is None:
+            if len(self._pages) >= self.limit:
+                del self._pages[next(iter(self._pages))]
+            state = self._pages[key] = {}
+        return state
+
+    def set_reading(self, page, reading) -> None:
+        self._state(page)["reading"] = reading
+
+    def reading(self, page):
+        """The spider's reading of the page, or None (another spider's page, or not read)."""
+        return self._pages.get(self._key(page), {}).get("reading")
+
+    def set_storing(self, page, d) -> None:
+        """The page is being stored until ``d`` fires (the archive pipeline; later
+        pipelines chain their own writes on ``d``)."""
+        self._state(page)["storing"] = d
+
+    def storing(self, page):
+        """The Deferred that fires once the page's data is stored, or None."""
+        return self._pages.get(self._key(page), {}).get("storing")
+
+    def take(self, page):
+        """The page leaves the pipelines: its ``storing`` (or None), and nothing more is kept."""
+        return self._pages.pop(self._key(page), {}).get("storing")

@@ -17,6 +17,7 @@ from scrapy import signals
 from scrapy.utils.misc import load_object
 
 from crawler.frontier.connection import frontier_from_settings
+from crawler.items import PageStates
 from crawler.page.budget import BodyBudget
 from crawler.page.workers import PageWorkers
 from crawler.urlstore.backends import urlstore_from_settings
@@ -43,6 +44,12 @@ class Services:
         self._page_workers: PageWorkers | None = None
         self._body_budget: BodyBudget | None = None
         self._frontier_scheduled: bool | None = None
+        # the worker's FrontierClient (crawler/frontier/client.py), set by the frontier's
+        # scheduler when it is made; None with another scheduler
+        self.frontier_client = None
+        # what goes along with a page through the pipelines but is no field of it (its
+        # reading, its storing): kept by the page's URL and fetch time
+        self.pages = PageStates()
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
 
     @property

@@ -8,9 +8,10 @@ Items an errback produces for a failed download (which Scrapy does not pass thro
 spider middlewares) acknowledge the lease when they leave the pipelines.
 Requests without a lease (robots.txt, start requests) are not tracked.
 
-An item whose data is still being stored when it leaves the pipelines
-(``crawler.items.storing``: its WARC batch, then its archive pointer) counts as handled
-once that is done.
+An item whose data is still being stored when it leaves the pipelines (its ``storing``,
+``services(crawler).pages``: its WARC batch, then its archive pointer, kept by the page's
+URL and fetch time, so that a copy of the item keeps it) counts as handled once that is
+done.
 
 A page one of whose items was dropped or failed with StoreUnavailable (the UrlStore could
 not take it, or its WARC batch was not stored) is not acknowledged: ``page_not_stored`` gives its
@@ -24,13 +25,14 @@ from scrapy import Request, signals
 
 from crawler import meta
 from crawler.exceptions import StoreUnavailable
-from crawler.items import storing
+from crawler.services import services
 from crawler.signals import page_handled, page_not_stored
 
 
 class LeaseMiddleware:
     def __init__(self, crawler):
         self.crawler = crawler
+        self.pages = services(crawler).pages  # (what of a page is still being stored)
         # lease -> [items not yet out of the pipelines, callback finished, not stored]
         self._open: dict[str, list] = {}
 
@@ -74,7 +76,7 @@ class LeaseMiddleware:
         stored = not isinstance(exception, StoreUnavailable) and (
             failure is None or not failure.check(StoreUnavailable)
         )
-        pending = storing(item)
+        pending = self.pages.take(item)
         if pending is not None and lease and stored:  # handled once its data is stored
             pending.addCallbacks(
                 lambda _: self._handled(request, lease, True),

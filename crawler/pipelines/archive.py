@@ -79,8 +79,8 @@ from crawler.archive.warc import (
     recover,
 )
 from crawler.exceptions import StoreUnavailable
-from crawler.items import set_storing
 from crawler.scrapy_private import engine_closing
+from crawler.services import services
 from crawler.signals import frontier_waiting
 
 logger = logging.getLogger(__name__)
@@ -94,6 +94,7 @@ class ArchivePipeline:
     ):
         self.crawler = crawler
         self.stats = crawler.stats
+        self.pages = services(crawler).pages  # (each page's storing, for its lease)
         self.storage = storage
         self.spool_dir = spool_dir
         self.max_bytes = max_bytes
@@ -261,7 +262,7 @@ class ArchivePipeline:
             raise
         if status != 304:  # (a 304's UrlStore pointer stays on the capture it refers to)
             item["archive"] = {"key": batch.key, "offset": offset, "length": length}
-        set_storing(item, waiter)  # the lease waits for the batch; the item moves on
+        self.pages.set_storing(item, waiter)  # the lease waits for the batch; the item moves on
         self.stats.inc_value("archive/records")
         if raw.refers is not None:
             self.stats.inc_value("archive/revisits")

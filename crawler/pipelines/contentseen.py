@@ -66,6 +66,7 @@ _HTML_TYPES = (b"text/html", b"application/xhtml")
 class ContentSeenPipeline:
     def __init__(self, crawler, frontier, resemblance: float, bucket_size: int, min_words: int = 100):
         self.stats = crawler.stats
+        self.pages = services(crawler).pages  # (the spider's reading of a page)
         need = matches_for(resemblance)
         if isinstance(frontier, ShardedFrontier) and len(frontier.shards) > 1:
             self.index = ShardedContentIndex(frontier, need, bucket_size)
@@ -91,11 +92,16 @@ class ContentSeenPipeline:
     def open_spider(self, spider=None):
         self.workers.start()
 
+    def _read_by_spider(self, item) -> Fingerprints | None:
+        """The fingerprints the broad spider's reading of the page brought (crawler/page/reader.py)."""
+        reading = self.pages.reading(item)
+        return None if reading is None else reading.prints
+
     async def process_item(self, item, spider=None):
         if not isinstance(item, Page) or not _is_html_page(item):
             return item
         body = item["body"]
-        prints = _read_by_spider(item)
+        prints = self._read_by_spider(item)
         if prints is None:
             try:  # parsing and hashing in a page worker (crawler/page/workers.py)
                 prints = await maybe_deferred_to_future(self.workers.run(page_fingerprints, body, self.min_words))
@@ -111,7 +117,7 @@ class ContentSeenPipeline:
         """``process_item`` in the calling thread (tests, benchmarks)."""
         if not isinstance(item, Page) or not _is_html_page(item):
             return item
-        prints = _read_by_spider(item) or page_fingerprints(item["body"], self.min_words)
+        prints = self._read_by_spider(item) or page_fingerprints(item["body"], self.min_words)
         return self._mark(item, self.examine(prints, item["url"], int((item.get("fetched_at") or 0) * 1000)))
 
     def examine(self, prints: Fingerprints, url: str, fetched_ms: int = 0) -> Seen:
@@ -156,12 +162,6 @@ class Seen(NamedTuple):
     prints: Fingerprints
     verdict: Verdict
     error: Exception | None = None  # the Redis error that left the page unchecked
-
-
-def _read_by_spider(item) -> Fingerprints | None:
-    """The fingerprints the broad spider's reading of the page brought (crawler/page/reader.py)."""
-    reading = getattr(item, "_reading", None)
-    return None if reading is None else reading.prints
 
 
 def _is_html_page(item) -> bool:

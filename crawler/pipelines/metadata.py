@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 class MetadataPipeline:
     def __init__(self, crawler, max_field_length: int, max_fields: int, max_bytes: int, url_opts: dict):
         self.stats = crawler.stats
+        self.pages = services(crawler).pages  # (the spider's reading of a page)
         self.workers = services(crawler).page_workers
         # picklable (a module-level function), for the page workers
         self._extract = partial(
@@ -73,7 +74,7 @@ class MetadataPipeline:
         page = self._html_page(item)
         if page is None:
             return item
-        reading = getattr(item, "_reading", None)  # the broad spider's (crawler/page/reader.py)
+        reading = self.pages.reading(item)  # the broad spider's (crawler/page/reader.py)
         if reading is not None:
             return self._apply(item, page[1], reading.metadata, reading.problems)
         # the extraction runs in a page worker (crawler/page/workers.py); the item and the
@@ -89,7 +90,7 @@ class MetadataPipeline:
         page = self._html_page(item)
         if page is None:
             return item
-        reading = getattr(item, "_reading", None)
+        reading = self.pages.reading(item)
         if reading is not None:
             return self._apply(item, page[1], reading.metadata, reading.problems)
         return self._apply(item, page[1], *self._extract(*page))

@@ -42,7 +42,7 @@ from twisted.internet.defer import Deferred
 
 from crawler.exceptions import StoreUnavailable
 from crawler.freshness.schedule import Bounds, Schedule, outcome, schedule
-from crawler.items import Page, storing
+from crawler.items import Page
 from crawler.page.headers import header
 from crawler.services import services
 from crawler.urlstore.record import ArchivePointer, FetchRecord, page_fate
@@ -164,6 +164,7 @@ def fetch_record(page, recrawl: float = 0, retry: float = 0, bounds: Bounds | No
 class UrlStorePipeline:
     def __init__(self, crawler, store):
         self.stats = crawler.stats
+        self.pages = services(crawler).pages  # (each page's storing: its pointer waits for its batch)
         self.store = store
         self.recrawl = crawler.settings.getfloat("RECRAWL_INTERVAL")
         self.retry = crawler.settings.getfloat("RECRAWL_RETRY_INTERVAL")
@@ -198,7 +199,7 @@ class UrlStorePipeline:
             if verdict is not None:
                 self.stats.inc_value("recrawl/changed" if verdict else "recrawl/unchanged")
         record = fetch_record(item, self.recrawl, self.retry, self.bounds)
-        archived = storing(item)  # its batch not stored yet: the record goes without its pointer
+        archived = self.pages.storing(item)  # its batch not stored yet: the record goes without its pointer
         pointer = record.archive if archived is not None else None
         if pointer is not None:
             record.archive = None

@@ -42,11 +42,12 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     the frontier for the next run, which resumes it once due. The distributed profile
     keeps waiting.
 
-Its parts: what it offers the frontier (admission.py), the leases it holds, acknowledges,
-lands and renews (leases.py), when it wakes the engine and when it stops (idle.py): three
-mixins over the one state of a worker's frontier calls, since they share its round trips
-(acks and landings ride on the pop, a page's links go before its ack); and an object of
-its own, the outbox of calls that wait while Redis is away (outages.py).
+It is a Scrapy adapter over the worker's FrontierClient (crawler/frontier/client.py: what
+it offers, the leases it holds, acknowledges, lands and renews, its outbox while Redis is
+away), which the links pipeline reaches too (``services(crawler).frontier_client``), with
+an injected clock (Twisted's IReactorTime: the reactor, a ``task.Clock`` in tests). Here:
+requests in and out (the payload codec), how many pages may wait to be read, the fetch
+policy, when the engine is woken; when the worker stops is ``closing.py``'s.
 
 The submissions (crawler/extensions/submissions.py) and the recrawl's rounds
 (crawler/extensions/recrawl.py) in a running crawl are extensions of their own; the first
@@ -60,7 +61,6 @@ to the engine, and their leases are acknowledged.
 from __future__ import annotations
 
 import logging
-import time
 
 import redis
 from scrapy import signals
@@ -69,13 +69,12 @@ from twisted.internet import reactor, task
 from crawler import meta
 from crawler.freshness.policy import FetchPolicy
 from crawler.frontier import codec
-from crawler.frontier.connection import refused
+from crawler.frontier.client import FrontierClient
+from crawler.frontier.connection import outage_wait, refused
 from crawler.frontier.frontier import Entry
 from crawler.frontier.verbs import FrontierVerbs
-from crawler.scheduler.admission import Admission
-from crawler.scheduler.idle import Idling
-from crawler.scheduler.leases import LeaseKeeping
-from crawler.scheduler.outages import Outbox
+from crawler.scheduler.closing import Closing
+from crawler.scrapy_private import wake_engine
 from crawler.services import services
 from crawler.signals import frontier_grew, frontier_waiting, page_handled, page_not_stored
 from crawler.urls import InvalidURL, normalize_url, url_options
@@ -86,68 +85,65 @@ QUIET_AFTER = 5.0  # seconds: nothing due this soon and nothing downloading: ope
 URGENT_LOOK_EVERY = 0.02  # seconds: between pops, how often a worker looks for a submission
 
 
-class FrontierScheduler(LeaseKeeping, Admission, Idling):
+class FrontierScheduler:
     uses_frontier = True  # (services(crawler).frontier_scheduled)
 
-    def __init__(self, crawler, frontier: FrontierVerbs):
+    def __init__(self, crawler, frontier: FrontierVerbs, clock=None):
         self.crawler = crawler
-        self.frontier = frontier
         self.stats = crawler.stats
         s = crawler.settings
+        self.clock = clock if clock is not None else reactor
         self.prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
         self.max_unread = max(s.getint("FRONTIER_MAX_UNREAD"), 1)
-        self._unread: set[bytes] = set()  # leases whose pages are downloaded but not yet through the item pipelines
-        self._capped = False  # next_request refused for FRONTIER_MAX_UNREAD: wake the engine below it
-        self._urgent_look_at = 0.0  # between pops: when to look for a submission next
-        self._turn_popped = False  # a pop was made in this reactor turn
-        self._urgent: set[bytes] = set()  # leases taken between pops whose pages are not yet read
         # hosts due this soon are handed out now; the rate limiter holds each request until
         # its host is due (without the limiter, nothing would hold it: no lookahead)
         self.lookahead = s.getfloat("FRONTIER_LOOKAHEAD") if s.getbool("RATE_LIMITER_ENABLED") else 0.0
-        self.known_max = s.getint("FRONTIER_SEEN_CACHE")
-        self._known: dict[str, None] = {}  # URLs pushed and found added or seen (insertion order)
         self.poll_interval = s.getfloat("FRONTIER_POLL_INTERVAL")
-        self.policy: FetchPolicy | None = None  # the fetch policy (from_crawler), None when off
-        self.lease_max_hold = s.getfloat("FRONTIER_LEASE_MAX_HOLD")
-        self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
-        self.idle_seconds = s.getfloat("FRONTIER_IDLE_SECONDS")
         self.max_wait = s.getfloat("FRONTIER_MAX_WAIT")
         # answers that are failures (failures.py): they do not bring a slowed host back
         self.failure_codes = {int(c) for n in ("URL_RETRY_HTTP_CODES", "HOST_BACKOFF_HTTP_CODES") for c in s.getlist(n)}
         self.url_options = url_options(s)
+        self.client = FrontierClient(
+            frontier,
+            self.stats,
+            self.clock,
+            seen_cache=s.getint("FRONTIER_SEEN_CACHE"),
+            lease_max_hold=s.getfloat("FRONTIER_LEASE_MAX_HOLD"),
+            lookahead=self.lookahead,
+            on_added=self.look_now,
+            on_landing_due=self._land,
+            on_up=self._redis_back,
+            on_refused=self._refused,
+        )
+        self.closing = Closing(crawler, self.client, wake=self._wake_engine_in, look_at=self._look_at)
+        self.policy: FetchPolicy | None = None  # the fetch policy (from_crawler), None when off
         self.spider = None
         self._buffer: list = []  # leased requests popped but not yet handed to the engine
-        self._held: dict[bytes, tuple[float, float]] = {}  # lease -> (time it was popped, its host's interval in s)
+        self._unread: set[bytes] = set()  # leases whose pages are downloaded but not yet through the item pipelines
+        self._urgent: set[bytes] = set()  # leases taken between pops whose pages are not yet read
+        self._answered: set[bytes] = set()  # leases whose hosts answered (see landed)
+        self._capped = False  # next_request refused for FRONTIER_MAX_UNREAD: wake the engine below it
+        self._urgent_look_at = 0.0  # between pops: when to look for a submission next
+        self._turn_popped = False  # a pop was made in this reactor turn
         self._next_poll = 0.0
+        self._next_due: float | None = 0.0  # when the last pop said the next URL is due (s; None: nothing queued)
         self._wakeup = None
         self._wake_at = 0.0  # when _wakeup fires
-        self._idle_since: float | None = None
-        self._paused_said = False  # the worker said the crawl is paused (it says so once)
-        self._next_due: float | None = 0.0  # when the last pop said the next URL is due (s; None: nothing queued)
-        self._answered: set[bytes] = set()  # leases whose hosts answered (see landed)
-        self._renewer = task.LoopingCall(self._renew)
-        # While Redis is unreachable, pushes and acks wait in the outbox, in order (a page's
-        # links are pushed before its lease is acknowledged), and are retried with back-off.
-        self.outbox = Outbox(frontier, self.stats, on_up=self._redis_back, on_refused=self._refused)
-        # Pushes of this reactor turn, sent together; always before the next ack or pop.
-        self._pushes: list[Entry] = []
-        self._credits: list[tuple[str, float]] = []  # FRONTIER_ORDER importance: sent with the pushes
-        self._push_call = None
-        # Acknowledgements ride on the next pop; a timer sends them if no pop comes soon.
-        self._acks: list[bytes] = []
-        self._landed: list[tuple[bytes, int]] = []  # (lease, ms) of downloads that ended, to tell the frontier
-        self._ack_call = None
-        self._land_call = None
-        self._land_at = 0.0  # when _land_call fires
         # pages given back because a store did not take them: lease no more until then
         self._store_down_since: float | None = None
         self._hold_until = 0.0
-        self._closing_for: str | None = None  # the close reason, once this worker must stop
-        self._epoch: int | None = None  # the crawl's epoch as this worker first saw it (Frontier.epoch)
+        self._renewer = task.LoopingCall(self._renew)
+        self._renewer.clock = self.clock
+
+    @property
+    def frontier(self) -> FrontierVerbs:
+        return self.client.frontier
 
     @classmethod
-    def from_crawler(cls, crawler):
-        scheduler = cls(crawler, services(crawler).frontier)
+    def from_crawler(cls, crawler, clock=None):
+        """The scheduler of ``crawler`` on its frontier (``clock``: a test's IReactorTime)."""
+        scheduler = cls(crawler, services(crawler).frontier, clock)
+        services(crawler).frontier_client = scheduler.client  # (the links pipeline's way in)
         scheduler.policy = FetchPolicy.from_crawler(crawler)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.ack, signal=page_handled)
@@ -169,7 +165,7 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
             for n in ("ROBOTSTXT_RETRY_MAX", "HOST_BACKOFF_MAX", "URL_RETRY_DELAY_MAX")
             if s.getfloat(n) <= self.max_wait
         ]
-        if self.close_when_idle and short:
+        if self.closing.close_when_idle and short:
             logger.warning(
                 "%s at most FRONTIER_MAX_WAIT (%.0f s): a host that keeps failing is always due again "
                 "within it, and this worker may never close",
@@ -178,7 +174,7 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
             )
         self._renewer.start(max(self.frontier.lease_ms / 3000, 0.05), now=False)
         try:
-            self._epoch = self.frontier.epoch(create=True)
+            self.closing.epoch = self.frontier.epoch(create=True)
             stats = self.frontier.stats()
         except redis.RedisError as exc:
             if refused(exc):
@@ -198,27 +194,11 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
     def close(self, reason):
         if self._renewer.running:
             self._renewer.stop()
-        self.outbox.stop()
-        for call in (self._wakeup, self._ack_call, self._push_call, self._land_call):
-            if call is not None and call.active():
-                call.cancel()
-        self._flush_acks()  # pushes first
-        if self.outbox and not self.outbox.drain():
-            logger.error(
-                "Redis unreachable at close: %d pushes/acks not delivered; their pages' leases "
-                "expire and the pages are fetched again",
-                len(self.outbox),
-            )
+        if self._wakeup is not None and self._wakeup.active():
+            self._wakeup.cancel()
         # Pages handled were acknowledged already; what is still held (buffered, or cut
         # off mid-download by the close) goes back to the frontier now, not at expiry.
-        unfinished = list(self._held)
-        if unfinished:
-            try:
-                self.frontier.give_back(unfinished)
-                logger.info("Gave back %d leased URLs not handled", len(unfinished))
-            except redis.RedisError as exc:
-                logger.warning("Could not give back %d leases (they expire instead): %s", len(unfinished), exc)
-        self._held.clear()
+        self.client.close()
         self._unread.clear()
         self._urgent.clear()
         self._buffer.clear()
@@ -226,18 +206,18 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
     # -- engine interface --------------------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        if self._buffer or self.outbox or self._pushes or self.outbox.down_since is not None:
+        if self._buffer or self.client.pending or self.client.down:
             return True
         # what the last pop saw (pops come at least every FRONTIER_POLL_INTERVAL);
         # _spider_idle looks again before anything is closed
-        return self._next_due is not None and self._next_due <= time.time() + self.max_wait
+        return self._next_due is not None and self._next_due <= self.clock.seconds() + self.max_wait
 
     def enqueue_request(self, request) -> bool:
         lease = request.meta.get(meta.LEASE, "")
         try:
             url = normalize_url(request.url, **self.url_options)
         except InvalidURL:
-            self._inc("frontier/invalid")
+            self.stats.inc_value("frontier/invalid")
             if lease:
                 self.ack(request)
             return False
@@ -245,7 +225,7 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
         try:
             payload = codec.encode(request, self.spider)
         except codec.UnencodableRequest as exc:
-            self._inc("frontier/unencodable")
+            self.stats.inc_value("frontier/unencodable")
             logger.error("Request not queued: %s", exc)
             if lease:
                 self.ack(request)
@@ -262,35 +242,12 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
         )
         if lease:
             self._forget(lease)  # (its follow-up is leased again)
-        self._offer([entry])
+        self.client.offer([entry])
         return True
-
-    def enqueue_links(self, urls: list[str], depth: int, referer: str, cash: float = 0.0) -> None:
-        """Offer a page's followed links: normalized http(s) URLs, each what
-        ``enqueue_request`` would push for a plain request of the spider's default
-        callback at ``depth`` with ``referer``, without building a Request for each (a
-        page's hundreds of links cost most of a worker's time that way). ``cash``: the
-        page's importance (FRONTIER_ORDER importance), shared equally among them."""
-        valid = [url for url in urls if url.startswith(("http://", "https://"))]
-        if len(valid) < len(urls):
-            self._inc("frontier/invalid", len(urls) - len(valid))
-        share = cash / len(valid) if valid else 0.0
-        entries, credits = [], []
-        known = self._known if share > 0 and self.frontier.ranked else ()
-        for url in valid:
-            if url in known:  # sent before: only its share of importance goes (credit)
-                credits.append((url, share))
-                continue
-            entries.append(Entry(url=url, payload=codec.encode_link(url, depth, referer), depth=depth, cash=share))
-        self._offer(entries)
-        if credits:
-            self._inc("frontier/seen", len(credits))
-            self._credits += credits
-            self._push_later()
 
     def next_request(self):
         if not self._buffer:
-            now = time.time()
+            now = self.clock.seconds()
             capped = len(self._unread) >= self.max_unread
             until = max(self._next_poll, self._hold_until)
             if capped or now < until:
@@ -300,7 +257,7 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
                     # pages read more slowly than they come: lease no more until some are read
                     # (a crash refetches what is held unread, and it holds memory)
                     self._capped = True
-                    self._inc("frontier/unread_full")
+                    self.stats.inc_value("frontier/unread_full")
                 else:  # (a wake-up may fire a little early by this clock: look again then)
                     self._wake_engine_in(until - now)
                 return None
@@ -309,9 +266,9 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
                 # CONCURRENT_REQUESTS at once, every other event (a submission's) waiting
                 self._wake_engine_in(0)
                 return None
-            if reactor.running:
+            if getattr(self.clock, "running", True):  # (no turn ends on a reactor that is not running)
                 self._turn_popped = True
-                reactor.callLater(0, self._new_turn)
+                self.clock.callLater(0, self._new_turn)
             self._pop(self.prefetch, now)
             if not self._buffer:
                 return None
@@ -329,49 +286,31 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
         if (
             len(self._urgent) >= self.max_unread
             or now < max(self._urgent_look_at, self._hold_until)
-            or self.outbox.down_since is not None
+            or self.client.down
         ):
             return False
         self._urgent_look_at = now + URGENT_LOOK_EVERY
         self._pop(self.max_unread - len(self._urgent), now, urgent_only=True)
         if self._buffer:
             self._urgent.update(request.meta[meta.LEASE] for request in self._buffer)
-            self._inc("frontier/leased_urgent", len(self._buffer))
+            self.stats.inc_value("frontier/leased_urgent", len(self._buffer))
         return bool(self._buffer)
 
     def _pop(self, n: int, now: float, urgent_only: bool = False) -> None:
-        """Lease up to ``n`` requests into the buffer, carrying the acks and landings
-        waiting; when none is due, note when the next one is and wake the engine then.
+        """Lease up to ``n`` requests into the buffer (the acks and landings owed ride
+        along); when none is due, note when the next one is and wake the engine then.
         ``urgent_only``: only submissions (see Frontier.get), and no next due time."""
-        if urgent_only:  # (acks and landings wait for a pop that may lease their hosts' next URLs)
-            acks, landed = [], []
-        else:
-            # what this worker offered goes first (a chunk of it: all of it when acks ride on
-            # the pop, since a page's links must reach the frontier before its ack)
-            self._flush_pushes(everything=bool(self._acks))
-            acks, self._acks = self._acks, []
-            landed, self._landed = self._landed, []
-        try:
-            leases, next_due = self.frontier.get(
-                n, ack=acks, landed=landed, lookahead=int(self.lookahead * 1000), urgent_only=urgent_only
-            )
-        except redis.RedisError as exc:
-            self._acks[:0] = acks  # acks and landings are idempotent: send them again later
-            self._landed[:0] = landed
-            self.outbox.redis_down(exc)
-            self._next_poll = now + self.outbox.backoff
-            self._wake_engine_in(self.outbox.backoff)
+        taken = self.client.take(n, int(self.lookahead * 1000), urgent_only)
+        if taken is None:  # Redis away: look again after the outbox's wait
+            self._next_poll = now + self.client.outbox.backoff
+            self._wake_engine_in(self.client.outbox.backoff)
             return
-        if self.outbox.down_since is not None and not self.outbox:
-            self.outbox.redis_up()
-        if self.frontier.last_acked:
-            self._inc("frontier/acked", self.frontier.last_acked)
+        leases, next_due = taken
         leases, requests = self._decoded(leases)
         skipped = self.policy.skip(requests) if self.policy is not None and leases else ()
         for i, (lease, request) in enumerate(zip(leases, requests, strict=True)):
             if i in skipped:  # fetched recently: done with it (its ack lands it)
-                self._acks.append(lease.id)
-                self._schedule_flush()
+                self.client.ack(lease.id)
                 continue
             request.meta[meta.LEASE] = lease.id
             if lease.due < 0:  # to be recorded as not fetched (steering.py): no request leaves
@@ -380,10 +319,7 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
                 request.meta[meta.IMPORTANCE] = lease.cash
             if lease.due > now * 1000:
                 request.meta[meta.DUE] = lease.due
-            self._held[lease.id] = (now, lease.interval / 1000)
             self._buffer.append(request)
-        if leases:
-            self._inc("frontier/leased", len(leases))
         if urgent_only:  # (it says nothing of the other hosts)
             return
         if n and len(leases) == n:  # more may be due: look again at the engine's next call
@@ -402,9 +338,140 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
         self._next_poll = now + wait
         self._wake_engine_in(wait)
 
+    def _decoded(self, leases) -> tuple[list, list]:
+        """The leases whose payload is a request of this crawler, and those requests; any
+        other payload (written into Redis by something else) is acknowledged unread:
+        counted, one error line, never run."""
+        kept, requests = [], []
+        for lease in leases:
+            try:
+                requests.append(codec.decode(lease.payload, self.spider))
+            except codec.UndecodablePayload as exc:
+                self.stats.inc_value("frontier/undecodable")
+                logger.error("Queued payload dropped unread: %s", exc)
+                self.client.ack(lease.id)
+                continue
+            kept.append(lease)
+        return kept, requests
+
+    # -- what becomes of a leased request ------------------------------------------------
+
+    def _downloaded(self, response, request, **kwargs) -> None:
+        # an HTTP answer that is not a failure (5xx, 429, 408): the host is well (landed)
+        lease = request.meta.get(meta.LEASE)
+        if lease and response.status < 500 and response.status not in self.failure_codes:
+            self._answered.add(lease)
+
+    def landed(self, request, **kwargs) -> None:
+        """The download of this request ended: its host may take another request (and
+        gets back some of its rate if it was slowed and answered)."""
+        lease = request.meta.get(meta.LEASE)
+        if lease in self.client.held:
+            self._unread.add(lease)  # (until its page leaves the item pipelines)
+        answered = lease in self._answered
+        self._answered.discard(lease)
+        if lease:
+            self.client.landed(lease, answered)
+
+    def _land(self) -> None:
+        """A landing must reach the frontier now (its host is due again): with a pop that
+        may lease the host's next URL, or alone while pages wait to be read."""
+        # (while the outbox holds pushes and acks, a pop still carries the landings: a host's
+        # next turn needs its landing, not its page's links, and the pop of a sharded
+        # frontier goes on with the servers that answer)
+        if not self.client.owes_landings:
+            return
+        if len(self._unread) >= self.max_unread:  # no room for more pages: the landing alone
+            self.client.flush_acks()
+            return
+        self._pop(max(self.prefetch - len(self._buffer), 0), self.clock.seconds())
+        if self._buffer:
+            self._wake_engine_in(0)
+
+    def _read(self, item=None, response=None, **kwargs) -> None:
+        """An item of a leased page left the item pipelines: the page no longer counts as
+        unread (its lease may still wait for its archive batch)."""
+        request = getattr(response, "request", None)
+        if request is not None:
+            self._done_reading(request.meta.get(meta.LEASE))
+
+    def _forget(self, lease) -> None:
+        """The lease is no longer this worker's (acknowledged, given back, taken over by a
+        follow-up, or let go); its page is no longer unread."""
+        self.client.forget(lease)
+        self._done_reading(lease)
+
+    def _done_reading(self, lease) -> None:
+        self._urgent.discard(lease)
+        if lease in self._unread:
+            self._unread.discard(lease)
+            if self._capped and len(self._unread) < self.max_unread:
+                self._capped = False
+                self._wake_engine_in(0)
+
+    def ack(self, request, **kwargs) -> None:
+        """The page of this request has been handled: release its lease for good."""
+        lease = request.meta.get(meta.LEASE)
+        if not lease:
+            return
+        self._done_reading(lease)
+        if self._store_down_since is not None:
+            self._store_up()
+        self.client.ack(lease)
+
+    def give_back(self, request, **kwargs) -> None:
+        """The page of this request could not be stored: its URL goes back to its queue
+        now, and the worker holds for a while (``_store_down``)."""
+        lease = request.meta.get(meta.LEASE)
+        if not lease:
+            return
+        self._done_reading(lease)
+        self._store_down()
+        self.client.give_back(lease)
+
+    def _store_down(self) -> None:
+        """A store (the UrlStore, the archive) did not take a page: lease no more for a
+        while, as during a Redis outage (half the outage so far, from 0.5 s to 30 s), so
+        that pages are not fetched only to be dropped; the pages the worker holds go on.
+        The first page stored again ends the hold (``_store_up``)."""
+        now = self.clock.seconds()
+        if self._store_down_since is None:
+            self._store_down_since = now
+        wait = outage_wait(now - self._store_down_since)
+        if self._hold_until <= now:
+            logger.warning(
+                "Pages not stored for %.0f s (a store did not take them; their leases are given back): "
+                "this worker leases no more for %.1f s",
+                now - self._store_down_since,
+                wait,
+            )
+            self.stats.inc_value("frontier/store_holds")
+        self._hold_until = max(self._hold_until, now + wait)
+
+    def _store_up(self) -> None:
+        now = self.clock.seconds()
+        logger.info("Pages stored again after %.0f s", now - self._store_down_since)
+        self._store_down_since = None
+        if self._hold_until > now:
+            self._hold_until = 0.0
+            self._wake_engine_in(0)
+
+    def _renew(self) -> None:
+        try:
+            if not self.closing.frontier_there():
+                return
+        except redis.RedisError as exc:
+            self.client.outbox.redis_down(exc)
+            return
+        for lease in self.client.renew():  # (held longer than FRONTIER_LEASE_MAX_HOLD: let go)
+            self._done_reading(lease)
+
+    # -- waking the engine, and closing ----------------------------------------------------
+
     def look_now(self) -> None:
-        """URLs were added to the frontier by another part of the worker (submissions) or
-        by ``scrapy submit``: look for due hosts at once rather than at the next poll."""
+        """URLs were added to the frontier (this worker's pushes, submissions, ``scrapy
+        submit``): a host whose queue was empty may be due now; look at once rather than
+        at the next poll."""
         if self._next_poll:
             self._next_poll = 0.0
             self._wake_engine_in(0)
@@ -414,7 +481,27 @@ class FrontierScheduler(LeaseKeeping, Admission, Idling):
         self._next_poll = 0.0
         self._wake_engine_in(0)
 
-    # -- helpers -------------------------------------------------------------------------
+    def _look_at(self, at: float) -> None:
+        """Something is due at ``at`` (s): look for it then."""
+        self._next_due = at
+        self._next_poll = 0.0
+        self._wake_engine_in(max(at - self.clock.seconds(), 0.0))
 
-    def _inc(self, key: str, count: int = 1) -> None:
-        self.stats.inc_value(key, count)
+    def _wake_engine_in(self, seconds: float) -> None:
+        """Have the engine ask for a request ``seconds`` from now (or sooner, if a
+        wake-up is already due sooner)."""
+        at = self.clock.seconds() + seconds
+        if self._wakeup is not None and self._wakeup.active():
+            if self._wake_at <= at:
+                return
+            self._wakeup.cancel()
+        self._wake_at = at
+        # the engine asks again after each download and on a 5 s heartbeat; when a host is
+        # due sooner than that, it is asked to look now
+        self._wakeup = self.clock.callLater(seconds, wake_engine, self.crawler.engine)
+
+    def _spider_idle(self, spider):
+        self.closing.idle(busy=bool(self._buffer or self.client.pending))
+
+    def _refused(self, exc) -> None:
+        self.closing.refused(exc)

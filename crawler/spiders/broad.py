@@ -267,7 +267,7 @@ class BroadSpider(scrapy.Spider):
         outlinks = []
         ok = 200 <= response.status < 300
         if reading is not None:
-            page._reading = reading  # for the pipelines; not a field: never exported
+            services(self.crawler).pages.set_reading(page, reading)  # for the pipelines; never exported
             stats = self.crawler.stats
             stats.inc_value("pagereader/pages")
             for stage in STAGES:
@@ -368,11 +368,11 @@ class BroadSpider(scrapy.Spider):
             self.crawler.stats.inc_value("links/invalid", invalid)
         return out
 
-    def in_scope(self, url: str, count: bool = True) -> bool:
-        """Whether ``url`` is within the crawl's scope (an URL outside is counted as
-        ``links/out_of_scope`` unless ``count`` is False: the caller counts)."""
+    def in_scope(self, url: str) -> bool:
+        """Whether ``url`` is within the crawl's allowed domains and prefixes (one outside
+        is counted as ``links/out_of_scope``)."""
         inside = self.scope.within(url)
-        if not inside and count:
+        if not inside:
             self.crawler.stats.inc_value("links/out_of_scope")
         return inside
 

@@ -56,13 +56,26 @@ def _assert_each_page_fetched_once(site, hits) -> None:
     assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
 
 
-def _crawl(tmp_path, site, redis_settings: dict, pushed) -> list:
-    """Two workers crawl ``site`` with ``redis_settings`` (the second once ``pushed()``
-    says the seeds are in); checks that every page was fetched once, is in the output,
-    and that each host's requests were HOST_INTERVAL apart at the site. Returns the workers."""
+def _crawl(tmp_path, site, redis_settings: dict) -> list:
+    """Two workers started together, each given the seeds, crawl ``site`` with
+    ``redis_settings``; checks that every page was fetched once, is in the output, that
+    both did some of it, and that each host's requests were HOST_INTERVAL apart at the
+    site. Returns the workers."""
+    settings = loopback_settings(
+        NAME,
+        tmp_path / "a.log",
+        FRONTIER_HOST_INTERVAL=HOST_INTERVAL,
+        FRONTIER_IDLE_SECONDS=3,
+        CRAWL_DIR=tmp_path / "crawl",
+        **redis_settings,
+    )
+    seeds, env = seed_file(tmp_path, site.seeds), clean_env()
     workers: list = []
     try:
-        _start_two(tmp_path, site, redis_settings, pushed, workers)
+        for label in "ab":
+            workers.append(
+                launch_worker(tmp_path, label, seeds, {**settings, "LOG_FILE": tmp_path / f"{label}.log"}, env)
+            )
         codes = [w.wait(120) for w in workers]
     finally:
         for w in workers:
@@ -95,11 +108,8 @@ def _assert_digests_spread(workers, clients) -> None:
 def test_two_workers_on_three_redis_servers_crawl_every_page_once_and_politely(tmp_path):
     servers = [RedisServer(tmp_path / f"redis{i}").start() for i in range(3)]
     try:
-        with serve_site(hosts=8, pages=12) as site:
-            urls = {"REDIS_URLS": ",".join(s.url for s in servers)}
-            workers = _crawl(
-                tmp_path, site, urls, lambda: any(s.client.hget(Keys(NAME).counters, "pushed") for s in servers)
-            )
+        with serve_site(hosts=8, pages=16) as site:
+            workers = _crawl(tmp_path, site, {"REDIS_URLS": ",".join(s.url for s in servers)})
         _assert_digests_spread(workers, [s.client for s in servers])
         holding = [len(s.client.hkeys(Keys(NAME).hnext)) for s in servers]
         assert sum(holding) == len(site.hosts) and sum(1 for n in holding if n) >= 2, holding
@@ -120,15 +130,9 @@ def test_two_workers_on_a_three_master_redis_cluster_crawl_every_page_once_and_p
     nodes = start_cluster(tmp_path / "cluster")
     try:
         settings = Settings({"CRAWL_NAME": NAME, "REDIS_CLUSTER_URL": nodes[0].url, "REDIS_CLUSTER_SHARDS": 16})
-        with serve_site(hosts=8, pages=12) as site:
-            frontier = None
-
-            def pushed():
-                nonlocal frontier
-                frontier = frontier or frontier_from_settings(Settings({**project_settings(), **settings}))
-                return frontier.stats()["pushed"] > 0
-
-            workers = _crawl(tmp_path, site, {"REDIS_CLUSTER_URL": nodes[0].url}, pushed)
+        with serve_site(hosts=8, pages=16) as site:
+            workers = _crawl(tmp_path, site, {"REDIS_CLUSTER_URL": nodes[0].url})
+        frontier = frontier_from_settings(Settings({**project_settings(), **settings}))
         _assert_digests_spread(workers, [n.client for n in nodes])
         assert frontier.outlook(0)["state"] == FINISHED
         assert frontier.stats()["pushed"] == len(site.expected_fetches()), frontier.stats()

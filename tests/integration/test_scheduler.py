@@ -1,29 +1,47 @@
-"""The scheduler sends the requests of one reactor turn (a page's links) to the frontier
-in one call, and always before the acknowledgement of the page they came from (real
-frontier, real Redis)."""
+"""The scheduler and its frontier client (real frontier, real Redis, a test's clock): the
+requests of one reactor turn (a page's links) go to the frontier in one call, always before
+the acknowledgement of the page they came from; landings ride on the pop that leases their
+hosts' next URLs; no more is leased while pages wait to be read, but a submission; one pop a
+reactor turn; a page not stored holds the worker."""
 
 import time
 from types import SimpleNamespace
 
 from scrapy import Request
 from scrapy.utils.test import get_crawler
+from twisted.internet import task
 
 from crawler import meta
-from crawler.scheduler.admission import PUSH_CHUNK
+from crawler.frontier.client import PUSH_CHUNK
 from crawler.scheduler.scheduler import FrontierScheduler
 from crawler.spiders.broad import BroadSpider
 from testing.services import project_settings
 
 
 def open_scheduler(redis_url, crawl_name, **settings):
-    """A crawler's frontier scheduler, opened for the broad spider: (crawler, spider,
-    scheduler). No engine runs here: one that reports the downloader busy stands in."""
+    """A crawler's frontier scheduler on a test's clock (at the time of day: the frontier's
+    other clients read it), opened for the broad spider: (crawler, spider, scheduler). No
+    engine runs here: one that reports the downloader busy stands in, and counts the
+    times it is woken (``woken``)."""
     crawler = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name, **settings))
-    crawler.engine = SimpleNamespace(downloader=SimpleNamespace(active=True))
-    scheduler = FrontierScheduler.from_crawler(crawler)
+    woken = []
+    crawler.engine = SimpleNamespace(
+        downloader=SimpleNamespace(active=True),
+        _slot=SimpleNamespace(nextcall=SimpleNamespace(schedule=lambda: woken.append(1)), closing=None),
+        woken=woken,
+    )
+    clock = task.Clock()
+    clock.advance(time.time())
+    scheduler = FrontierScheduler.from_crawler(crawler, clock)
     spider = BroadSpider.from_crawler(crawler)
     scheduler.open(spider)
     return crawler, spider, scheduler
+
+
+def asked(scheduler):
+    """The engine's next ask for a request, in a reactor turn of its own (one pop a turn)."""
+    scheduler.clock.advance(0)
+    return scheduler.next_request()
 
 
 def test_a_pages_links_go_in_one_call_before_its_ack(redis_url, crawl_name):
@@ -34,7 +52,7 @@ def test_a_pages_links_go_in_one_call_before_its_ack(redis_url, crawl_name):
     frontier.put = lambda entries, **kw: calls.append(len(entries)) or put(entries, **kw)
     try:
         assert scheduler.enqueue_request(Request("http://seed.example/"))
-        page = scheduler.next_request()  # sends the seed, then leases it
+        page = asked(scheduler)  # sends the seed, then leases it
         assert calls == [1] and page.url == "http://seed.example/" and page.meta[meta.LEASE]
         links = [f"http://h{i % 7}.example/p{i}" for i in range(60)] + ["http://h1.example/p1"]  # one twice
         assert all(scheduler.enqueue_request(Request(url, meta={"depth": 1})) for url in links)
@@ -53,13 +71,13 @@ def test_links_offered_as_urls_are_leased_as_plain_requests(redis_url, crawl_nam
     crawler, spider, scheduler = open_scheduler(redis_url, crawl_name)
     try:
         links = ["http://l.example/a", "http://l.example/a", "https://m.example/b", "ftp://n.example/c"]
-        scheduler.enqueue_links(links, 2, "http://seed.example/")
-        scheduler._flush_pushes()
+        scheduler.client.offer_links(links, 2, "http://seed.example/")
+        scheduler.client.flush_pushes()
         assert scheduler.frontier.stats()["queued"] == 2
         stats = crawler.stats
         assert stats.get_value("frontier/enqueued") == 2 and stats.get_value("frontier/seen") == 1
         assert stats.get_value("frontier/invalid") == 1  # not http(s)
-        got = [scheduler.next_request(), scheduler.next_request()]
+        got = [asked(scheduler), asked(scheduler)]
         assert sorted(r.url for r in got) == ["http://l.example/a", "https://m.example/b"]
         for r in got:
             assert r.meta["depth"] == 2 and r.headers[b"Referer"] == b"http://seed.example/"
@@ -88,26 +106,28 @@ def counting_pops(frontier) -> list:
 
 def test_a_landing_rides_on_the_pop_that_leases_its_hosts_next_url(redis_url, crawl_name):
     _, _, scheduler = open_scheduler(redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0.4, FRONTIER_LOOKAHEAD=0.02)
+    clock = scheduler.clock
     pops = counting_pops(scheduler.frontier)
     try:
-        scheduler.enqueue_links(["http://h.example/1", "http://h.example/2"], 1, "http://seed.example/")
-        first = scheduler.next_request()
+        scheduler.client.offer_links(["http://h.example/1", "http://h.example/2"], 1, "http://seed.example/")
+        first = asked(scheduler)
         # one host, one in flight: the pop found fewer than it asked for, and said when
         # the next is due; the engine's next call does not ask again
-        assert first is not None and scheduler.next_request() is None and len(pops) == 1
-        ended = time.time()
+        assert first is not None and asked(scheduler) is None and len(pops) == 1
+        clock.advance(0.1)  # (the download)
+        ended = clock.seconds()
         scheduler.landed(first)
         assert len(pops) == 1 and scheduler.frontier.stats()["in_flight"] == 1  # not sent yet
         # it goes when its host is due again (0.4 s after the download ended), less the
         # lookahead, so that the same pop leases the host's next URL
-        assert ended + 0.37 <= scheduler._land_at <= ended + 0.39
-        time.sleep(max(scheduler._land_at - time.time(), 0))
-        scheduler._land()  # what the reactor runs then
+        clock.advance(0.37)
+        assert len(pops) == 1
+        clock.advance(0.011)
         assert len(pops) == 2 and len(pops[1]) == 1
-        second = scheduler.next_request()
+        second = asked(scheduler)
         assert second.url == "http://h.example/2" and len(pops) == 2
         # it leaves at its host's turn, which the rate limiter waits for
-        assert abs(second.meta[meta.DUE] / 1000 - (ended + 0.4)) < 0.005
+        assert abs(second.meta[meta.DUE] / 1000 - (ended + 0.4)) < 0.002
         scheduler.ack(first)
         scheduler.ack(second)
     finally:
@@ -120,12 +140,12 @@ def test_a_page_of_many_links_is_pushed_in_chunks_all_before_its_ack(redis_url, 
     sizes, put = [], frontier.put
     frontier.put = lambda entries, **kw: sizes.append(len(entries)) or put(entries, **kw)
     try:
-        scheduler.enqueue_links(["http://seed.example/"], 0, "")
-        page = scheduler.next_request()
+        scheduler.client.offer_links(["http://seed.example/"], 0, "")
+        page = asked(scheduler)
         sizes.clear()
-        scheduler.enqueue_links([f"http://m.example/{i}" for i in range(600)], 1, "http://seed.example/")
-        scheduler._flush_pushes(everything=False)  # the end of the reactor turn: one chunk
-        assert sizes == [PUSH_CHUNK] and scheduler._push_call.active()  # the rest in the next turns
+        scheduler.client.offer_links([f"http://m.example/{i}" for i in range(600)], 1, "http://seed.example/")
+        scheduler.client.flush_pushes(everything=False)  # the end of the reactor turn: one chunk
+        assert sizes == [PUSH_CHUNK]  # (the rest in the next turns)
         scheduler.ack(page)  # its links go before its ack
         assert sizes == [PUSH_CHUNK, PUSH_CHUNK, 600 - 2 * PUSH_CHUNK]
         assert frontier.stats()["queued"] == 600
@@ -161,11 +181,11 @@ def test_urls_a_worker_pushed_before_are_not_sent_again(redis_url, crawl_name):
     frontier.put = lambda entries, **kw: sent.append([e.url for e in entries]) or put(entries, **kw)
     try:
         menu = [f"http://s.example/menu{i}" for i in range(5)]
-        scheduler.enqueue_links(menu + ["http://s.example/a"], 1, "http://s.example/")
-        scheduler._flush_pushes()
-        scheduler.enqueue_links(menu + ["http://s.example/b"], 2, "http://s.example/a")  # the next page
+        scheduler.client.offer_links(menu + ["http://s.example/a"], 1, "http://s.example/")
+        scheduler.client.flush_pushes()
+        scheduler.client.offer_links(menu + ["http://s.example/b"], 2, "http://s.example/a")  # the next page
         assert scheduler.enqueue_request(Request("http://s.example/menu0", dont_filter=True))  # a forced refetch
-        scheduler._flush_pushes()
+        scheduler.client.flush_pushes()
         assert sent[1] == ["http://s.example/b", "http://s.example/menu0"]  # only the new link and the forced one
         assert crawler.stats.get_value("frontier/seen") == 5 and frontier.stats()["queued"] == 8
     finally:
@@ -173,18 +193,18 @@ def test_urls_a_worker_pushed_before_are_not_sent_again(redis_url, crawl_name):
 
 
 def test_links_for_a_host_with_an_empty_queue_are_looked_for_at_once(redis_url, crawl_name):
-    _, _, scheduler = open_scheduler(redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0.05)
+    _, _, scheduler = open_scheduler(redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0.05, FRONTIER_POLL_INTERVAL=1.0)
+    clock = scheduler.clock
     try:
-        scheduler.enqueue_links(["http://e.example/1"], 1, "http://seed.example/")
-        page = scheduler.next_request()
+        scheduler.client.offer_links(["http://e.example/1"], 1, "http://seed.example/")
+        page = asked(scheduler)
         scheduler.landed(page)
-        scheduler._land()  # the host's queue is empty: nothing due, the next look a poll away
-        assert scheduler._next_poll > time.time() + 0.5
-        scheduler.enqueue_links(["http://e.example/2"], 2, "http://e.example/1")  # the page's links
-        scheduler._flush_pushes()
-        assert scheduler._next_poll == 0.0 and scheduler._wake_at <= time.time()  # looked for now
-        time.sleep(0.06)
-        assert scheduler.next_request().url == "http://e.example/2"
+        clock.advance(0.05)  # its landing's pop: the host's queue is empty, the next look a poll away
+        assert asked(scheduler) is None
+        scheduler.client.offer_links(["http://e.example/2"], 2, "http://e.example/1")  # the page's links
+        scheduler.client.flush_pushes()
+        # looked for at once, not at the next poll (a second away)
+        assert asked(scheduler).url == "http://e.example/2"
     finally:
         scheduler.close("finished")
 
@@ -198,21 +218,21 @@ def test_no_more_is_leased_while_max_unread_pages_wait_to_be_read(redis_url, cra
         redis_url, crawl_name, FRONTIER_MAX_UNREAD=3, FRONTIER_HOST_INTERVAL=0, FRONTIER_PREFETCH=1
     )
     try:
-        scheduler.enqueue_links([f"http://h{i}.example/" for i in range(20)], 0, "http://seed.example/")
-        scheduler._flush_pushes()
-        leased = [scheduler.next_request() for _ in range(5)]
+        scheduler.client.offer_links([f"http://h{i}.example/" for i in range(20)], 0, "http://seed.example/")
+        scheduler.client.flush_pushes()
+        leased = [asked(scheduler) for _ in range(5)]
         assert None not in leased  # five downloading: none read, none downloaded
         for request in leased[:3]:  # three downloaded
             scheduler.landed(request)
-        assert scheduler.next_request() is None  # all the other hosts are due; three pages wait to be read
+        assert asked(scheduler) is None  # all the other hosts are due; three pages wait to be read
         assert crawler.stats.get_value("frontier/unread_full") >= 1
         page = SimpleNamespace(request=leased[0])
         crawler.signals.send_catch_log(signals.item_scraped, item={}, response=page, spider=None)
-        assert scheduler.next_request() is not None  # one was read: one more
+        assert asked(scheduler) is not None  # one was read: one more
         scheduler.landed(leased[3])
-        assert scheduler.next_request() is None
+        assert asked(scheduler) is None
         scheduler.ack(leased[1])  # handled (acknowledged) counts as read too
-        assert scheduler.next_request() is not None
+        assert asked(scheduler) is not None
     finally:
         scheduler.close("finished")
 
@@ -231,104 +251,92 @@ def test_a_submission_is_leased_past_max_unread_and_before_the_next_host_is_due(
 
     def submitted(*urls):
         submit.submit(scheduler.frontier, [submit.Submission(url) for url in urls], {})
-        time.sleep(0.05)  # (the scheduler looks every URGENT_LOOK_EVERY)
+        scheduler.clock.advance(0.05)  # (the scheduler looks every URGENT_LOOK_EVERY)
 
     try:
-        scheduler.enqueue_links([f"http://h{i}.example/" for i in range(10)], 0, "http://seed.example/")
-        scheduler._flush_pushes()
-        for request in [scheduler.next_request(), scheduler.next_request()]:
+        scheduler.client.offer_links([f"http://h{i}.example/" for i in range(10)], 0, "http://seed.example/")
+        scheduler.client.flush_pushes()
+        for request in [asked(scheduler), asked(scheduler)]:
             scheduler.landed(request)
-        assert scheduler.next_request() is None  # two pages wait to be read
+        assert asked(scheduler) is None  # two pages wait to be read
         submitted("http://new1.example/", "http://new2.example/", "http://new3.example/")
-        urgent = [scheduler.next_request(), scheduler.next_request()]
+        urgent = [asked(scheduler), asked(scheduler)]
         assert [r.url for r in urgent] == ["http://new1.example/", "http://new2.example/"]
         assert all(r.meta.get(meta.URGENT) for r in urgent)
-        time.sleep(0.05)
-        assert scheduler.next_request() is None  # two submissions' pages not read yet
+        scheduler.clock.advance(0.05)
+        assert asked(scheduler) is None  # two submissions' pages not read yet
         scheduler.landed(urgent[0])
         page = SimpleNamespace(request=urgent[0])
         crawler.signals.send_catch_log(signals.item_scraped, item={}, response=page, spider=None)
-        time.sleep(0.05)
-        assert scheduler.next_request().url == "http://new3.example/"  # one of them was read
+        scheduler.clock.advance(0.05)
+        assert asked(scheduler).url == "http://new3.example/"  # one of them was read
         assert crawler.stats.get_value("frontier/leased_urgent") == 3
-        assert scheduler.next_request() is None  # (still two pages unread, and nothing else submitted)
+        assert asked(scheduler) is None  # (still two pages unread, and nothing else submitted)
     finally:
         scheduler.close("finished")
 
     crawler, _, scheduler = open_scheduler(redis_url, crawl_name + "-b", FRONTIER_HOST_INTERVAL=60)
     try:
-        scheduler.enqueue_links(["http://only.example/0", "http://only.example/1"], 0, "http://seed.example/")
-        scheduler._flush_pushes()
-        scheduler.ack(scheduler.next_request())
-        assert scheduler.next_request() is None and scheduler._next_poll > time.time()  # only.example: in 60 s
+        scheduler.client.offer_links(["http://only.example/0", "http://only.example/1"], 0, "http://seed.example/")
+        scheduler.client.flush_pushes()
+        scheduler.ack(asked(scheduler))
+        assert asked(scheduler) is None  # only.example: in 60 s
         submitted("http://new.example/")
-        assert scheduler.next_request().url == "http://new.example/"  # not at the next poll: now
+        assert asked(scheduler).url == "http://new.example/"  # not at the next poll: now
     finally:
         scheduler.close("finished")
 
 
-def test_one_pop_a_reactor_turn(redis_url, crawl_name, monkeypatch):
+def test_one_pop_a_reactor_turn(redis_url, crawl_name):
     """The engine asks for requests in a loop until its downloader is full: the scheduler
     pops once a reactor turn (FRONTIER_PREFETCH requests), and has the engine woken for
     the next turn, so that one turn does not lease CONCURRENT_REQUESTS at once while
-    every other event waits. (The reactor does not run in this test: a stand-in that
-    says it runs and keeps the calls scheduled.)"""
-    from crawler.scheduler import scheduler as scheduler_module
-
-    calls = []
-    monkeypatch.setattr(
-        scheduler_module,
-        "reactor",
-        SimpleNamespace(running=True, callLater=lambda delay, f, *a: calls.append(f)),
-    )
-    _, _, scheduler = open_scheduler(redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0, FRONTIER_PREFETCH=2)
-    monkeypatch.setattr(scheduler, "_wake_engine_in", lambda seconds: calls.append("wake"))
+    every other event waits."""
+    crawler, _, scheduler = open_scheduler(redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0, FRONTIER_PREFETCH=2)
     try:
-        scheduler.enqueue_links([f"http://h{i}.example/" for i in range(10)], 0, "http://seed.example/")
-        scheduler._flush_pushes()
+        scheduler.client.offer_links([f"http://h{i}.example/" for i in range(10)], 0, "http://seed.example/")
+        scheduler.client.flush_pushes()
+        woken = len(crawler.engine.woken)
         turn = [scheduler.next_request() for _ in range(3)]
-        assert None not in turn[:2] and turn[2] is None and calls[-1] == "wake"  # two leased, then woken
-        new_turn = calls[0]
-        assert new_turn == scheduler._new_turn
-        new_turn()  # the next reactor turn
+        assert None not in turn[:2] and turn[2] is None  # two leased in this turn
+        scheduler.clock.advance(0)  # the next reactor turn: the engine is woken for it
+        assert len(crawler.engine.woken) > woken
         assert scheduler.next_request() is not None and scheduler.next_request() is not None
         assert scheduler.next_request() is None
     finally:
         scheduler.close("finished")
 
 
-def test_a_page_not_stored_holds_the_worker_until_one_is_stored_again(redis_url, crawl_name, monkeypatch):
+def test_a_page_not_stored_holds_the_worker_until_one_is_stored_again(redis_url, crawl_name):
     """A store that does not take a page (page_not_stored): its lease goes back, and the
     worker leases no more for half the outage so far (0.5 s at first, at most 30 s),
     rather than fetching pages only to drop them; the first page stored ends the hold."""
-    from crawler.scheduler import scheduler as scheduler_module
     from crawler.signals import page_not_stored
 
     crawler, _, scheduler = open_scheduler(
         redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0, FRONTIER_PREFETCH=1, FRONTIER_MAX_UNREAD=100
     )
-    clock = [time.time()]
-    monkeypatch.setattr(scheduler_module.time, "time", lambda: clock[0])
+    clock = scheduler.clock
     try:
-        scheduler.enqueue_links([f"http://h{i}.example/" for i in range(10)], 0, "http://seed.example/")
-        scheduler._flush_pushes()
-        first, second, stored = scheduler.next_request(), scheduler.next_request(), scheduler.next_request()
+        scheduler.client.offer_links([f"http://h{i}.example/" for i in range(10)], 0, "http://seed.example/")
+        scheduler.client.flush_pushes()
+        first, second, stored = asked(scheduler), asked(scheduler), asked(scheduler)
         crawler.signals.send_catch_log(page_not_stored, request=first)
-        assert scheduler.next_request() is None  # held
+        assert asked(scheduler) is None  # held
         assert crawler.stats.get_value("frontier/store_holds") == 1
-        clock[0] += 0.6
-        third = scheduler.next_request()  # 0.5 s later: one try
+        clock.advance(0.6)
+        third = asked(scheduler)  # 0.5 s later: one try
         assert third is not None
-        clock[0] += 20
+        clock.advance(20)
         crawler.signals.send_catch_log(page_not_stored, request=second)  # down for 20 s: held 10 s
-        clock[0] += 9
-        assert scheduler.next_request() is None
-        clock[0] += 2
-        assert scheduler.next_request() is not None
+        clock.advance(9)
+        assert asked(scheduler) is None
+        clock.advance(2)
+        assert asked(scheduler) is not None
         crawler.signals.send_catch_log(page_not_stored, request=third)
-        assert scheduler.next_request() is None
+        assert asked(scheduler) is None
         scheduler.ack(stored)  # a page stored: the hold ends at once
-        assert scheduler.next_request() is not None
+        assert asked(scheduler) is not None
         assert crawler.stats.get_value("frontier/lease/given_back") == 3
     finally:
         scheduler.close("finished")

@@ -10,6 +10,7 @@ from twisted.python.failure import Failure
 
 from crawler.items import Page
 from crawler.pipelines.links import FollowLinksPipeline
+from crawler.services import services
 from crawler.spiders.broad import BroadSpider
 from settings import base
 
@@ -171,7 +172,8 @@ def test_the_spider_reads_a_page_once_for_every_pipeline(redis_url, crawl_name):
     assert page["metadata"] == {"title": "from the reading"}  # not read again
     ContentSeenPipeline.from_crawler(crawler).process_now(page)
     assert page["content_digest"] == f"sha1:{reading.prints.digest}"
-    assert "_reading" not in dict(page) and "_reading" not in Page.fields  # never exported
+    assert not any(value is reading or isinstance(value, type(reading)) for value in dict(page).values())
+    assert services(crawler).pages.reading(dict(page)) is not None  # a copy of the page keeps it
 
 
 def test_the_spider_reads_only_what_the_crawl_uses():

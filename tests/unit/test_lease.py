@@ -119,3 +119,36 @@ def test_pages_not_stored_are_one_line_every_half_minute_with_their_count(monkey
 def test_other_item_errors_still_acknowledge():
     failure = Failure(ValueError("a pipeline bug"))
     assert _run([Page(url="http://a.example/")], failure) == [("handled", "http://a.example/")]
+
+
+def test_a_page_whose_item_a_pipeline_copied_waits_for_its_storing_all_the_same():
+    """The archive pipeline marks a page as being stored until its batch is; a pipeline
+    after it copies the item (``ItemAdapter(item).asdict()``): the lease is acknowledged
+    once the storing fires, not when the copy leaves the pipelines."""
+    from itemadapter import ItemAdapter
+    from twisted.internet.defer import Deferred
+
+    from crawler.services import services
+
+    crawler = get_crawler()
+    mw = LeaseMiddleware.from_crawler(crawler)
+    sent = []
+    crawler.signals.connect(lambda request, **kw: sent.append("handled"), signal=page_handled, weak=False)
+    request = Request("http://a.example/", meta={meta.LEASE: b"1\x1f1\x1fa.example\x1fhttp://a.example/"})
+    response = HtmlResponse("http://a.example/", body=b"<html></html>", request=request)
+
+    async def output():
+        yield Page(url="http://a.example/", fetched_at=1700000000.25)
+
+    async def consume():
+        return [out async for out in mw.process_spider_output(response, output())]
+
+    (item,) = asyncio.run(consume())
+    batch = Deferred()
+    services(crawler).pages.set_storing(item, batch)  # the archive pipeline
+    copy = ItemAdapter(item).asdict()  # a pipeline after it
+    crawler.signals.send_catch_log(signals.item_scraped, item=copy, response=response, spider=None)
+    assert sent == []  # its batch is not stored yet
+    batch.callback(None)
+    assert sent == ["handled"]
+    assert services(crawler).pages.storing(item) is None  # nothing more is kept of it

@@ -1,89 +1,92 @@
-"""When a worker wakes its engine and when it stops (a mixin of FrontierScheduler): the engine
-is woken when the next host is due, less the lookahead (at most FRONTIER_POLL_INTERVAL
-later), so that a crawl of few hosts does not wait for the engine's 5-second heartbeat;
-and at ``spider_idle`` the local profile (FRONTIER_CLOSE_WHEN_IDLE) closes the worker once
-nothing is leased by any worker and nothing is due within FRONTIER_MAX_WAIT, for
-FRONTIER_IDLE_SECONDS, saying what it leaves; the distributed profile keeps waiting. A
-Redis that refuses the worker's credentials, or whose crawl keys vanished (another epoch),
-closes the worker with an error.
+"""When a worker stops, for the scheduler: at ``spider_idle`` the local profile
+(FRONTIER_CLOSE_WHEN_IDLE) closes the worker once nothing is leased by any worker and
+nothing is due within FRONTIER_MAX_WAIT, for FRONTIER_IDLE_SECONDS, saying what it leaves;
+the distributed profile keeps waiting (but for a spent page budget); a crawl the operator
+paused waits for its resume, whatever the profile. A Redis that refuses the worker's
+credentials, or whose crawl keys vanished (another epoch), closes the worker with an error.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Callable
 
 import redis
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
-from twisted.internet import reactor
 
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED
 from crawler.frontier.words import FINISHED, PAUSED, RUNNING
 from crawler.observe.report import when
-from crawler.scrapy_private import wake_engine
 
 logger = logging.getLogger(__name__)
 
 
-class Idling:
-    def _wake_engine_in(self, seconds: float) -> None:
-        """Have the engine ask for a request ``seconds`` from now (or sooner, if a
-        wake-up is already due sooner)."""
-        at = time.time() + seconds
-        if self._wakeup is not None and self._wakeup.active():
-            if self._wake_at <= at:
-                return
-            self._wakeup.cancel()
-        self._wake_at = at
-        self._wakeup = reactor.callLater(seconds, self._wake_engine)
+class Closing:
+    """``idle`` at every ``spider_idle``: raises DontCloseSpider unless the worker is to
+    close (and says why it closes); ``close_for`` closes it with an error reason."""
 
-    def _wake_engine(self):
-        # The engine asks the scheduler again after each download and on a 5 s heartbeat;
-        # when a host becomes due sooner than that, ask it to look now.
-        wake_engine(self.crawler.engine)
+    def __init__(self, crawler, client, wake: Callable[[float], None], look_at: Callable[[float], None]):
+        s = crawler.settings
+        self.crawler = crawler
+        self.client = client
+        self.frontier = client.frontier
+        self.wake = wake  # have the engine look again this many seconds from now
+        self.look_at = look_at  # something is due at this time (s): look for it then
+        self.close_when_idle = s.getbool("FRONTIER_CLOSE_WHEN_IDLE")
+        self.idle_seconds = s.getfloat("FRONTIER_IDLE_SECONDS")
+        self.max_wait = s.getfloat("FRONTIER_MAX_WAIT")
+        self.poll_interval = s.getfloat("FRONTIER_POLL_INTERVAL")
+        self.idle_since: float | None = None
+        self.paused_said = False  # the worker said the crawl is paused (it says so once)
+        self.closing_for: str | None = None  # the close reason, once this worker must stop
+        self.epoch: int | None = None  # the crawl's epoch as this worker first saw it
 
-    def _spider_idle(self, spider):
+    def idle(self, busy: bool) -> None:
+        """The engine is idle (``busy``: the scheduler still has requests or offers of its
+        own). Raises DontCloseSpider to keep the worker open; returns to let it close,
+        having said why."""
         if not self.close_when_idle and not self.frontier.max_pages:
             raise DontCloseSpider
-        self._flush_acks()
+        self.client.flush_acks()
         try:
             outlook = self.frontier.outlook(self.max_wait)
         except redis.RedisError as exc:  # pause, do not close, while Redis is away
-            self.outbox.redis_down(exc)
+            self.client.outbox.redis_down(exc)
             raise DontCloseSpider from None
-        now = time.time()
+        now = self.client.now()
         if outlook["state"] == PAUSED:  # by the operator: wait for the resume, whatever the profile
-            if not self._paused_said:
+            if not self.paused_said:
                 logger.info("The crawl is paused (scrapy frontier pause): waiting for scrapy frontier resume")
-                self._paused_said = True
-            self._idle_since = None
-            self._wake_engine_in(self.poll_interval)
+                self.paused_said = True
+            self.idle_since = None
+            self.wake(self.poll_interval)
             raise DontCloseSpider
-        if self._paused_said:
+        if self.paused_said:
             logger.info("The crawl is resumed")
-            self._paused_said = False
+            self.paused_said = False
         spent = outlook["state"] == FINISHED and outlook["budget_spent"]
         if not self.close_when_idle and not spent:
             raise DontCloseSpider
-        if outlook["state"] == RUNNING or self._buffer or self.outbox or self._pushes:
-            self._idle_since = None
+        if outlook["state"] == RUNNING or busy:
+            self.idle_since = None
             if outlook["next_due"] is not None:  # something is due soon: look for it then
-                self._next_due = outlook["next_due"] / 1000
-                self._next_poll = 0.0
-                self._wake_engine_in(max(self._next_due - now, 0.0))
+                self.look_at(outlook["next_due"] / 1000)
             raise DontCloseSpider
-        if self._idle_since is None:
-            self._idle_since = now
-        if now - self._idle_since < self.idle_seconds:
-            self._wake_engine_in(self._idle_since + self.idle_seconds - now)
+        if self.idle_since is None:
+            self.idle_since = now
+        if now - self.idle_since < self.idle_seconds:
+            self.wake(self.idle_since + self.idle_seconds - now)
             raise DontCloseSpider
+        self._say_why(outlook, spent)
+
+    def _say_why(self, outlook: dict, spent: bool) -> None:
         if outlook["state"] == FINISHED:
             try:
-                if not self._frontier_there():  # vanished, not finished
+                if not self.frontier_there():  # vanished, not finished
                     raise DontCloseSpider
             except redis.RedisError as exc:
-                self.outbox.redis_down(exc)
+                self.client.outbox.redis_down(exc)
                 raise DontCloseSpider from None
             if spent:
                 self.crawler.stats.set_value("frontier/budget_spent", outlook["max_pages"])
@@ -109,28 +112,28 @@ class Idling:
                 when(outlook["next_due"]),
             )
 
-    def _frontier_there(self) -> bool:
+    def frontier_there(self) -> bool:
         """Whether the crawl's keys are still the ones this worker opened on; when they
         vanished (a Redis restarted without persistence, the crawl cleared), say so loudly
         and close: what was queued, seen and leased is gone, and is no finished crawl."""
-        epoch = self.frontier.epoch(create=self._epoch is None)
-        if self._epoch is None:
-            self._epoch = epoch
-        if epoch == self._epoch:
+        epoch = self.frontier.epoch(create=self.epoch is None)
+        if self.epoch is None:
+            self.epoch = epoch
+        if epoch == self.epoch:
             return True
-        self._close_for(
+        self.close_for(
             FRONTIER_LOST,
             "The frontier of crawl %r vanished from Redis (restarted without persistence, or the crawl was "
             "cleared): its queues, URL-seen filter and leases are gone. This worker stops; %d pages it holds "
             "cannot be acknowledged. Seed the crawl again, or restore Redis from its persistence.",
             self.frontier.keys.crawl_name,
-            len(self._held),
+            len(self.client.held),
         )
         return False
 
-    def _refused(self, exc) -> None:
+    def refused(self, exc) -> None:
         """Redis refused the credentials or TLS: a setting to fix, not an outage to wait out."""
-        self._close_for(
+        self.close_for(
             REDIS_REFUSED,
             "Redis refused this worker (%s: %s): check the password, or the TLS CA file, in REDIS_URL or "
             "REDIS_PARAMS; closing",
@@ -138,11 +141,11 @@ class Idling:
             exc,
         )
 
-    def _close_for(self, reason: str, message: str, *args) -> None:
+    def close_for(self, reason: str, message: str, *args) -> None:
         """Log why (once) and close the worker with ``reason`` (an exit code 1 reason)."""
-        if self._closing_for is not None:
+        if self.closing_for is not None:
             return
-        self._closing_for = reason
+        self.closing_for = reason
         logger.error(message, *args)
         self.crawler.stats.set_value("frontier/error", reason)
         deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))

@@ -1,4 +1,5 @@
-"""The outbox of a worker's frontier calls while Redis is away (a part of the scheduler).
+"""The outbox of a worker's frontier calls while Redis is away (a part of its FrontierClient,
+crawler/frontier/client.py).
 
 A failed call is retried with back-off (half the outage so far, from 0.5 s to 30 s) and
 the worker stays open; pushes and acks that fail wait here, in order, and are delivered
@@ -11,12 +12,10 @@ outage: ``on_refused`` closes the worker.
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
 from collections.abc import Callable
 
 import redis
-from twisted.internet import reactor
 
 from crawler.frontier.connection import outage_wait, refused
 from crawler.frontier.words import put_stat
@@ -27,9 +26,10 @@ PUSH, ACK = "push", "ack"
 
 
 class Outbox:
-    def __init__(self, frontier, stats, on_up: Callable[[], None], on_refused: Callable[[Exception], None]):
+    def __init__(self, frontier, stats, clock, on_up: Callable[[], None], on_refused: Callable[[Exception], None]):
         self.frontier = frontier
         self.stats = stats
+        self.clock = clock  # IReactorTime: the client's
         self.on_up = on_up  # Redis answers again
         self.on_refused = on_refused  # Redis refused the credentials or TLS
         self.ops: deque[tuple[str, object]] = deque()  # (PUSH, Entry) or (ACK, lease id)
@@ -47,7 +47,7 @@ class Outbox:
         most once a wait."""
         if refused(exc):
             self.on_refused(exc)
-        now = time.time()
+        now = self.clock.seconds()
         if self.down_since is None:
             self.down_since = now
         self.backoff = outage_wait(now - self.down_since)
@@ -67,7 +67,7 @@ class Outbox:
         """A call succeeded: the outage, if any, is over."""
         if self.down_since is None:
             return
-        logger.info("Redis reachable again after %.0f s", time.time() - self.down_since)
+        logger.info("Redis reachable again after %.0f s", self.clock.seconds() - self.down_since)
         self.down_since = None
         self.backoff = self._next_warning = 0.0
         self.on_up()
@@ -77,20 +77,21 @@ class Outbox:
         self.ops.append((kind, value))
         self.stats.inc_value("frontier/deferred")
         if self._retry_call is None or not self._retry_call.active():
-            self._retry_call = reactor.callLater(max(self.backoff, 0.5), self._retry)
+            self._retry_call = self.clock.callLater(max(self.backoff, 0.5), self._retry)
 
     def _retry(self) -> None:
         if not self.drain():
-            self._retry_call = reactor.callLater(self.backoff, self._retry)
+            self._retry_call = self.clock.callLater(self.backoff, self._retry)
 
     def drain(self) -> bool:
         """Deliver waiting pushes and acks in order. True when the outbox is empty."""
         while self.ops:
             kind, value = self.ops[0]
             try:
+                now = int(self.clock.seconds() * 1000)
                 if kind == PUSH:
-                    self.stats.inc_value(put_stat(self.frontier.put([value])[0]))
-                elif self.frontier.ack(value):
+                    self.stats.inc_value(put_stat(self.frontier.put([value], now=now)[0]))
+                elif self.frontier.ack(value, now=now):
                     self.stats.inc_value("frontier/acked")
             except redis.RedisError as exc:
                 self.redis_down(exc)
@@ -100,6 +101,6 @@ class Outbox:
         return True
 
     def stop(self) -> None:
-        """No more retries on the reactor (the worker closes; ``drain`` may still be called)."""
+        """No more retries on the clock (the worker closes; ``drain`` may still be called)."""
         if self._retry_call is not None and self._retry_call.active():
             self._retry_call.cancel()

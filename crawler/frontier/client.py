@@ -1,0 +1,342 @@
+"""What one worker holds of the crawl's frontier, in one object: the URLs it offered and has
+not sent yet, the leases it holds, the acknowledgements and landings it owes, and the calls
+waiting out a Redis outage (its outbox). Every component of the worker that talks to the
+frontier's queues goes through it: the scheduler (crawler/scheduler/scheduler.py, a Scrapy
+adapter over it), the links pipeline (``offer_links``), the lease middleware (by way of the
+scheduler's ``ack`` and ``give_back``).
+
+Its clock is injected (``clock``: Twisted's IReactorTime, the reactor by default, a
+``task.Clock`` in tests): every time it reads and every call it schedules goes through it,
+and every frontier verb gets its ``now`` from it.
+
+- **Offers** of one reactor turn are pushed together (``offer``: a page's 100 links in one
+  PUSH call, PUSH_CHUNK entries a call); a URL this worker pushed before (added or seen) is
+  not sent again (FRONTIER_SEEN_CACHE of them, the older half forgotten when full); with
+  FRONTIER_ORDER importance a link sent before goes as a credit of importance only.
+- **Leases** (``take``) come with the acknowledgements and landings owed, in the same
+  round trip; an acknowledgement (``ack``) waits for the next take, or ACK_DELAY; a landing
+  (``landed``) rides on the next take, and at the latest on one made when its host is due
+  again less the lookahead (``on_landing_due``). A page's links are always sent before its
+  acknowledgement. Leases held are renewed (``renew``) until acknowledged, given back, or
+  held longer than FRONTIER_LEASE_MAX_HOLD.
+- **Outages**: a push or an acknowledgement that fails waits in the outbox, in order, and
+  is delivered once Redis answers (crawler/frontier/outbox.py); landings, renewals and
+  credits are not kept (landings ride on the next take, renewals come again, a credit is
+  not worth keeping).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable
+
+import redis
+from twisted.internet import reactor
+
+from crawler.frontier import codec
+from crawler.frontier.frontier import Entry
+from crawler.frontier.outbox import ACK, PUSH, Outbox
+from crawler.frontier.words import ADDED, SEEN, put_stat
+
+logger = logging.getLogger(__name__)
+
+PUSH_CHUNK = 256  # entries a PUSH call takes (Redis runs a call of 256 links in some 5 ms)
+ACK_DELAY = 0.25  # seconds an acknowledgement may wait for a take to carry it
+
+
+def _nothing(*args) -> None:
+    return None
+
+
+class FrontierClient:
+    def __init__(
+        self,
+        frontier,
+        stats,
+        clock=None,
+        *,
+        seen_cache: int = 0,
+        lease_max_hold: float = 900.0,
+        lookahead: float = 0.0,
+        on_added: Callable[[], None] = _nothing,
+        on_landing_due: Callable[[], None] = _nothing,
+        on_up: Callable[[], None] = _nothing,
+        on_refused: Callable[[Exception], None] = _nothing,
+    ):
+        self.frontier = frontier
+        self.stats = stats
+        self.clock = clock if clock is not None else reactor
+        self.seen_cache = seen_cache  # FRONTIER_SEEN_CACHE: URLs pushed before, not sent again
+        self.lease_max_hold = lease_max_hold  # FRONTIER_LEASE_MAX_HOLD
+        self.lookahead = lookahead  # seconds: a landing is due with the take that leases its host's next URL
+        self.on_added = on_added  # a push added URLs: a host may be due now
+        self.on_landing_due = on_landing_due  # a landing must reach the frontier now: take
+        self.outbox = Outbox(frontier, stats, self.clock, on_up=on_up, on_refused=on_refused)
+        self.held: dict[bytes, tuple[float, float]] = {}  # lease -> (when taken, its host's interval in s)
+        self._pushes: list[Entry] = []  # offered this turn, not sent yet
+        self._credits: list[tuple[str, float]] = []  # FRONTIER_ORDER importance: sent with the pushes
+        self._known: dict[str, None] = {}  # URLs pushed and found added or seen (insertion order)
+        self._acks: list[bytes] = []  # owed, riding on the next take
+        self._landed: list[tuple[bytes, int]] = []  # (lease, ms its download ended), owed likewise
+        self._push_call = None
+        self._ack_call = None
+        self._land_call = None
+        self.land_at = 0.0  # when the next landing must reach the frontier (on_landing_due)
+
+    def now(self) -> float:
+        """The client's time, in seconds since the epoch."""
+        return self.clock.seconds()
+
+    def _now_ms(self) -> int:
+        return int(self.clock.seconds() * 1000)
+
+    @property
+    def down(self) -> bool:
+        """Redis did not answer the last call (an outage the outbox waits out)."""
+        return self.outbox.down_since is not None
+
+    @property
+    def pending(self) -> bool:
+        """Offers not sent yet, or calls waiting in the outbox."""
+        return bool(self._pushes or self.outbox)
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        self.stats.inc_value(key, count)
+
+    # -- offers ----------------------------------------------------------------------------
+
+    def offer(self, entries: list[Entry]) -> None:
+        """Queue entries for the push sent at the end of this reactor turn (for the outbox
+        while Redis is away)."""
+        if self.outbox:
+            for entry in entries:
+                self.outbox.defer(PUSH, entry)
+            return
+        self._pushes.extend(entries)
+        self._push_later()
+
+    def offer_links(self, urls: list[str], depth: int, referer: str, cash: float = 0.0) -> None:
+        """Offer a page's followed links: normalized http(s) URLs, each what the scheduler
+        would push for a plain request of the spider's default callback at ``depth`` with
+        ``referer``, without a Request built for each (a page's hundreds of links would cost
+        most of a worker's time that way). ``cash``: the page's importance (FRONTIER_ORDER
+        importance), shared equally among them; a link this worker pushed before goes as a
+        credit of its share only."""
+        valid = [url for url in urls if url.startswith(("http://", "https://"))]
+        if len(valid) < len(urls):
+            self._inc("frontier/invalid", len(urls) - len(valid))
+        share = cash / len(valid) if valid else 0.0
+        entries, credits = [], []
+        known = self._known if share > 0 and self.frontier.ranked else ()
+        for url in valid:
+            if url in known:  # sent before: only its share of importance goes (credit)
+                credits.append((url, share))
+                continue
+            entries.append(Entry(url=url, payload=codec.encode_link(url, depth, referer), depth=depth, cash=share))
+        self.offer(entries)
+        if credits:
+            self._inc("frontier/seen", len(credits))
+            self._credits += credits
+            self._push_later()
+
+    def _push_later(self) -> None:
+        if self._push_call is None or not self._push_call.active():
+            self._push_call = self.clock.callLater(0, self.flush_pushes, False)
+
+    def flush_pushes(self, everything: bool = True) -> None:
+        """Send the offers waiting, PUSH_CHUNK entries a call; unless ``everything``, one
+        call now and the rest in the next reactor turns, so that a page of thousands of
+        links does not hold up the reactor (and the hosts due) for tens of ms. The turn's
+        credits go in one call first; while Redis is away they are dropped."""
+        if self._credits:
+            credits, self._credits = self._credits, []
+            if not self.outbox:
+                try:
+                    self.frontier.credit(credits)
+                except redis.RedisError as exc:
+                    self.outbox.redis_down(exc)
+        while self._pushes:
+            entries, self._pushes = self._pushes[:PUSH_CHUNK], self._pushes[PUSH_CHUNK:]
+            self._push(entries)
+            if self._pushes and not everything:
+                self._push_later()
+                return
+
+    def _push(self, entries: list[Entry]) -> None:
+        """Push entries in one call. URLs pushed before are seen for good (the URL-seen
+        filter never forgets): counted as seen, not sent again (a site's menu links)."""
+        known = self._known
+        fresh = [e for e in entries if e.url not in known or e.dont_filter or e.follow_up]
+        if len(fresh) < len(entries):
+            self._inc("frontier/seen", len(entries) - len(fresh))
+        if not fresh:
+            return
+        if self.outbox:
+            for entry in fresh:
+                self.outbox.defer(PUSH, entry)
+            return
+        try:
+            statuses = self.frontier.put(fresh, now=self._now_ms())
+        except redis.RedisError as exc:  # pushes are idempotent: all of them again later
+            self.outbox.redis_down(exc)
+            for entry in fresh:
+                self.outbox.defer(PUSH, entry)
+            return
+        for entry, status in zip(fresh, statuses, strict=True):
+            self._inc(put_stat(status))
+            if status in (ADDED, SEEN) and not entry.dont_filter and self.seen_cache > 0:
+                known[entry.url] = None
+        if len(known) > self.seen_cache:  # forget the older half
+            for url in list(itertools.islice(known, len(known) // 2)):
+                del known[url]
+        if ADDED in statuses:
+            self.on_added()
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def take(self, n: int, lookahead_ms: int = 0, urgent_only: bool = False):
+        """Lease up to ``n`` URLs (Frontier.get), carrying the acknowledgements and landings
+        owed (not when ``urgent_only``: those wait for a take that may lease their hosts'
+        next URLs). (leases, next due in ms or None); None while Redis does not answer
+        (what was owed is owed still; the outbox says when to try again)."""
+        if urgent_only:
+            acks, landed = [], []
+        else:
+            # the offers go first (all of them when acks ride along: a page's links before its ack)
+            self.flush_pushes(everything=bool(self._acks))
+            acks, self._acks = self._acks, []
+            landed, self._landed = self._landed, []
+        now = self.now()
+        try:
+            leases, next_due = self.frontier.get(
+                n, now=int(now * 1000), ack=acks, landed=landed, lookahead=lookahead_ms, urgent_only=urgent_only
+            )
+        except redis.RedisError as exc:
+            self._acks[:0] = acks  # acks and landings are idempotent: sent again later
+            self._landed[:0] = landed
+            self.outbox.redis_down(exc)
+            return None
+        if self.down and not self.outbox:
+            self.outbox.redis_up()
+        if self.frontier.last_acked:
+            self._inc("frontier/acked", self.frontier.last_acked)
+        for lease in leases:
+            self.held[lease.id] = (now, lease.interval / 1000)
+        if leases:
+            self._inc("frontier/leased", len(leases))
+        return leases, next_due
+
+    def forget(self, lease) -> None:
+        """The lease is no longer this worker's to renew or give back (taken over by a
+        follow-up, or done with)."""
+        self.held.pop(lease, None)
+
+    def ack(self, lease) -> None:
+        """The lease's page is handled: release it for good (with the next take, or
+        ACK_DELAY), after every offer made before it."""
+        self.forget(lease)
+        self.flush_pushes()  # the page's links before its ack
+        if self.outbox:
+            self.outbox.defer(ACK, lease)
+            return
+        self._acks.append(lease)
+        if self._ack_call is None or not self._ack_call.active():
+            self._ack_call = self.clock.callLater(ACK_DELAY, self.flush_acks)
+
+    def give_back(self, lease) -> None:
+        """The lease's page could not be stored: its URL goes back to its queue now (handed
+        out again at its host's next turn), not at the lease's expiry."""
+        self.forget(lease)
+        self._inc("frontier/lease/given_back")
+        try:
+            self.frontier.give_back([lease])
+        except redis.RedisError as exc:  # then it expires and comes back all the same
+            self.outbox.redis_down(exc)
+
+    def landed(self, lease, answered: bool) -> None:
+        """The lease's download ended now (``answered``: with an HTTP answer that is no
+        failure): its host is due again its interval after now, which the frontier must
+        know by then, less the lookahead, so that the take that carries the landing can
+        lease the host's next URL too; any take before carries it."""
+        if lease not in self.held:
+            return
+        ended = self.now()
+        self._landed.append((b"+" + lease if answered else lease, int(ended * 1000)))
+        self._land_by(ended + self.held[lease][1] - self.lookahead)
+
+    @property
+    def owes_landings(self) -> bool:
+        return bool(self._landed)
+
+    def _land_by(self, at: float) -> None:
+        call = self._land_call
+        if call is not None and call.active():
+            if self.land_at <= at:
+                return
+            call.cancel()
+        self.land_at = at
+        self._land_call = self.clock.callLater(max(at - self.now(), 0), self.on_landing_due)
+
+    def flush_acks(self) -> None:
+        """Send what is owed now, in one call (after the offers waiting)."""
+        self.flush_pushes()
+        acks, self._acks = self._acks, []
+        landed, self._landed = self._landed, []
+        if not acks and not landed:
+            return
+        if self.outbox:  # the acks wait their turn; the landings ride on the next take
+            for lease in acks:
+                self.outbox.defer(ACK, lease)
+            self._landed[:0] = landed
+            return
+        try:
+            self._inc("frontier/acked", self.frontier.ack(*acks, landed=landed, now=self._now_ms()))
+        except redis.RedisError as exc:  # (landings are idempotent: they ride on the next take)
+            self.outbox.redis_down(exc)
+            self._landed[:0] = landed
+            for lease in acks:
+                self.outbox.defer(ACK, lease)
+
+    def renew(self) -> list[bytes]:
+        """Renew the leases held; those held longer than FRONTIER_LEASE_MAX_HOLD are let go
+        (they expire and are fetched again): returned."""
+        if not self.held:
+            return []
+        cutoff = self.now() - self.lease_max_hold
+        gone = [lease for lease, (since, _) in self.held.items() if since < cutoff]
+        for lease in gone:
+            self.forget(lease)
+            self._inc("frontier/lease/given_up")
+        if self.held:
+            try:
+                self.frontier.renew(list(self.held), now=self._now_ms())
+            except redis.RedisError as exc:  # the next renewal comes well before expiry
+                self.outbox.redis_down(exc)
+        return gone
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Deliver what is owed and waiting (once; what Redis does not take now is lost, and
+        its leases expire), and give back the leases still held: their pages were not
+        handled, and are fetched again at their hosts' next turns."""
+        self.outbox.stop()
+        for call in (self._ack_call, self._push_call, self._land_call):
+            if call is not None and call.active():
+                call.cancel()
+        self.flush_acks()
+        if self.outbox and not self.outbox.drain():
+            logger.error(
+                "Redis unreachable at close: %d pushes/acks not delivered; their pages' leases "
+                "expire and the pages are fetched again",
+                len(self.outbox),
+            )
+        unfinished = list(self.held)
+        if unfinished:
+            try:
+                self.frontier.give_back(unfinished)
+                logger.info("Gave back %d leased URLs not handled", len(unfinished))
+            except redis.RedisError as exc:
+                logger.warning("Could not give back %d leases (they expire instead): %s", len(unfinished), exc)
+        self.held.clear()
