@@ -31,6 +31,9 @@ from scrapy.exceptions import UsageError
 from crawler.config.validation import exit_if_invalid
 from crawler.frontier.connection import frontier_from_settings, redis_location
 from crawler.frontier.keys import Keys
+from crawler.frontier.submit import read_scope
+from crawler.scope.addresses import guard_hint
+from crawler.scope.reasons import PRIVATE_ADDRESS
 from crawler.seeds.files import STDIN, SeedFileError, check_readable
 from crawler.seeds.ingest import Every, IngestReport, ingest
 from crawler.urls import url_options
@@ -152,17 +155,17 @@ class Command(ScrapyCommand):
             _close(client)
             return self._fail(f"seed: cannot connect to Redis ({_where(settings)}): {_reason(exc)}")
 
-        from crawler.middlewares.netguard import GUARD_REFUSED, guard_hint, seed_refusal  # (it imports the reactor)
-
         progress = ProgressLine(enabled=not opts.no_progress, every=settings.getfloat("SEED_PROGRESS_INTERVAL"))
         try:
+            published = read_scope(client, frontier.keys)  # the running workers' scope, if any
+            if published is not None:
+                frontier.use_scope(published)
             report = ingest(
                 frontier,
                 args,
                 batch_size=batch,
                 **url_options(settings),
                 progress=progress,
-                refuse=seed_refusal(settings),
             )
         except SeedFileError as exc:
             progress.clear()
@@ -181,8 +184,8 @@ class Command(ScrapyCommand):
             _close(client)
         progress.clear()
         self._print_report(report)
-        if report.refused_by.get(GUARD_REFUSED):
-            print(f"seed: {guard_hint(report.refused_by[GUARD_REFUSED])}", file=sys.stderr)
+        if report.refused_by.get(PRIVATE_ADDRESS):
+            print(f"seed: {guard_hint(report.refused_by[PRIVATE_ADDRESS])}", file=sys.stderr)
 
     def _print_report(self, report: IngestReport | None, note: str = "") -> None:
         if report is None:

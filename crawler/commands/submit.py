@@ -129,7 +129,7 @@ class Command(ScrapyCommand):
                         kept.append(Submission(given, opts.force))
                         continue
                     counts[REFUSED] = counts.get(REFUSED, 0) + 1
-                    print(f"{REFUSED} {refusal.reason} {given}: {refusal}", flush=True)
+                    print(f"{REFUSED} {refusal.words} {given}: {refusal}", flush=True)
                 for url, status in submit(frontier, kept, options, fetched):
                     counts[status] = counts.get(status, 0) + 1
                     print(f"{status} {url}", flush=True)

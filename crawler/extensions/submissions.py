@@ -5,9 +5,10 @@ through the front queues with a priority; one the crawl has queued already jumps
 head of its host's queue, unless the UrlStore says it was fetched within
 FETCH_POLICY_MAX_AGE). They are counted as the scheduler counts its pushes
 (``frontier/enqueued``, ``frontier/seen``, ``frontier/promoted``...), and under
-``submit/taken`` and ``submit/invalid``; a value outside the crawl's scope (the spider's
-``scope``: its allowed domains and prefixes, the crawl rules, an address the network guard
-refuses) is counted under ``submit/refused/<reason>`` and logged, not put. At its first
+``submit/taken`` and ``submit/invalid``; a value outside the crawl's scope (the frontier's
+``current_scope()``: the spider's allowed domains and prefixes, the crawl rules, the trap
+guards, an address the network guard refuses) is counted under ``submit/refused/<reason>``
+(crawler/scope/reasons.py) and logged, not put. At its first
 look, and whenever the crawl rules change, it publishes that scope in the crawl's Redis
 (crawler/frontier/submit.py), which ``scrapy submit`` holds URLs to. When it added or
 promoted a URL, or
@@ -40,7 +41,7 @@ from crawler.frontier import submit
 from crawler.frontier.connection import outage_wait
 from crawler.frontier.frontier import Entry
 from crawler.frontier.words import ADDED, PROMOTED, put_stat
-from crawler.scope.rules import EMPTY
+from crawler.scope import reasons
 from crawler.scope.scope import CrawlScope
 from crawler.services import services
 from crawler.signals import frontier_grew
@@ -94,7 +95,7 @@ class Submissions:
         if now < self.next_look:
             return
         frontier = services(self.crawler).frontier
-        scope = self.scope(frontier)
+        scope = frontier.current_scope()  # (the spider's, with the crawl rules as they stand)
         try:
             if scope != self.published:
                 _on_list_shard(frontier, lambda: submit.publish_scope(frontier.redis, frontier.keys, scope))
@@ -119,8 +120,8 @@ class Submissions:
                 continue
             refusal = scope.refusal(entry.url)
             if refusal is not None:
-                self.stats.inc_value(f"submit/refused/{refusal.reason.replace(' ', '_').replace('-', '_')}")
-                logger.warning("Submission refused, %s: %s (%s)", refusal.reason, entry.url, refusal)
+                self.stats.inc_value(reasons.stat("submit/refused", refusal.reason))
+                logger.warning("Submission refused, %s: %s (%s)", refusal.words, entry.url, refusal)
                 continue
             entries.append(entry)
         if entries:
@@ -134,18 +135,6 @@ class Submissions:
                 logger.warning("%d submitted URLs not put yet (%s); tried again at the next look", len(entries), exc)
         if grew or moved:
             self.crawler.signals.send_catch_log(frontier_grew)
-
-    def scope(self, frontier) -> CrawlScope:
-        """The crawl's scope as this worker runs it: the spider's (CrawlScope.from_settings
-        for a spider without one), with the crawl rules as they stand now."""
-        own = getattr(self.crawler.spider, "scope", None)
-        if not isinstance(own, CrawlScope):
-            own = self.settings_scope
-        return own.with_rules(frontier.current_rules())
-
-    @cached_property
-    def settings_scope(self) -> CrawlScope:
-        return CrawlScope.from_settings(self.crawler.settings, rules=EMPTY)
 
     @cached_property
     def policy(self) -> FetchPolicy | None:

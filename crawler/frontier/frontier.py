@@ -59,12 +59,12 @@ from crawler.frontier.words import (
     ADDED,
     HOST_FULL,
     PROMOTED,
-    REJECTED,
     SEEN,
     now_ms,
 )
+from crawler.scope.reasons import INVALID
 from crawler.scope.rules import EMPTY, RulesWatch
-from crawler.scope.traps import TrapGuard
+from crawler.scope.scope import CrawlScope
 from crawler.urls import InvalidURL
 
 logger = logging.getLogger(__name__)
@@ -88,6 +88,7 @@ class Entry:
     not_before: int = 0  # ms; a follow-up waits in the delayed set until then (a URL's retry)
     urgent: bool = False  # to the head of its host's back queue, past the front queues (submissions)
     cash: float = 0.0  # FRONTIER_ORDER importance: the importance it brings (SEED_CASH for a seed; a link's share)
+    outside: bool = False  # from outside the crawl (a seed, a submission): held to the network guard at once
 
 
 @dataclass
@@ -135,7 +136,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         give_up: float = 0.0,
         order: str = "fifo",
         intervals: HostIntervals | None = None,
-        traps: TrapGuard | None = None,
+        scope: CrawlScope | None = None,
         rules: RulesWatch | None = None,
         shard: int | None = None,
     ):
@@ -163,8 +164,9 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             raise ValueError("FRONTIER_ORDER is fifo or importance")
         self.ranked = order == "importance"  # new URLs in their hosts' ranked queues (OPIC)
         self.intervals = intervals or HostIntervals()
-        self.traps = traps or TrapGuard()
+        self.scope = scope or CrawlScope()  # what is in the crawl (its rules: the watch's, below)
         self.rules = rules  # the crawl rules (CRAWL_RULES), read again when the file changes
+        self._ruled = (EMPTY, self.scope)  # (the rules, the scope with them) as last asked
         self._push = redis.register_script(PUSH)
         self._pop = redis.register_script(POP)
         self._ack = redis.register_script(ACK)
@@ -201,7 +203,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             give_up=settings.getfloat("HOST_GIVE_UP_AFTER"),
             order=settings.get("FRONTIER_ORDER"),
             intervals=intervals_from_file(settings.get("FRONTIER_HOST_INTERVALS_FILE")),
-            traps=TrapGuard.from_settings(settings),
+            scope=CrawlScope.from_settings(settings, rules=EMPTY),
             rules=rules_from_settings(settings),
             shard=shard,
         )
@@ -210,6 +212,19 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         """The crawl rules as they stand (CRAWL_RULES, read again when the file changes;
         none without a file)."""
         return self.rules.current() if self.rules is not None else EMPTY
+
+    def use_scope(self, scope: CrawlScope) -> None:
+        """Hold what is offered to ``scope``'s domains, prefixes, guard and trap guards (a
+        spider's; the rules stay the crawl's, read again as they change)."""
+        self.scope = self.scope.narrowed(scope)
+        self._ruled = (EMPTY, self.scope.with_rules(EMPTY))
+
+    def current_scope(self) -> CrawlScope:
+        """The scope every URL offered is held to, with the crawl rules as they stand."""
+        rules = self.current_rules()
+        if self._ruled[0] is not rules:
+            self._ruled = (rules, self.scope.with_rules(rules))
+        return self._ruled[1]
 
     def shard_for(self, host: str) -> Frontier:
         """The frontier ``host`` lives on (this one; see shards.py)."""
@@ -248,24 +263,24 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         statuses: list[str | None] = [None] * len(entries)
         batch: list[tuple[int, Entry, str]] = []
         release: list[str] = []
-        rules = self.current_rules()
+        scope = self.current_scope()
         for i, e in enumerate(entries):
-            trap = None if e.follow_up else self.traps.check(e.url, e.depth)
-            try:
-                host = self.politeness_key(e.url)
-            except InvalidURL:
-                trap, host = "invalid", ""
-            if not trap and not e.follow_up and not rules.empty and not rules.decide(e.url).accepted:
-                trap = REJECTED
-            if trap:
-                statuses[i] = trap if trap in ("invalid", REJECTED) else f"trap:{trap}"
+            # the scope's verdict (reasons.py); a follow-up (a retry, a redirect) was admitted already
+            refused = None if e.follow_up else scope.verdict(e.url, e.depth, e.outside)
+            if not refused:
+                try:
+                    host = self.politeness_key(e.url)
+                except InvalidURL:
+                    refused = INVALID
+            if refused:
+                statuses[i] = refused
                 if e.replaces_lease:
                     release.append(e.replaces_lease)
             else:
                 batch.append((i, e, host))
         if not self._generation:
             self._generation = self._read_generation()
-        args = self._push_args(batch, self._generation, rules) if batch else []
+        args = self._push_args(batch, self._generation, scope.rules) if batch else []
         return Prepared(statuses, batch, release, self._generation, args)
 
     def send(self, prepared: Prepared, now: int | None = None) -> list[str]:

@@ -89,7 +89,7 @@ class ShardedFrontier:
         first = shards[0]
         # what belongs to the crawl as a whole, and the settings every shard shares
         self.redis, self.keys = first.redis, first.keys
-        self.intervals, self.traps, self.rules = first.intervals, first.traps, first.rules
+        self.intervals, self.rules = first.intervals, first.rules
         self.max_in_flight, self.lease_ms = first.max_in_flight, first.lease_ms
         self.give_up_ms, self.ranked = first.give_up_ms, first.ranked
         # the page budget is the crawl's, not a shard's: get() spends it over them all
@@ -106,6 +106,17 @@ class ShardedFrontier:
     def current_rules(self):
         """The crawl rules as they stand (the same on every shard)."""
         return self.shards[0].current_rules()
+
+    @property
+    def scope(self):
+        return self.shards[0].scope
+
+    def current_scope(self):
+        return self.shards[0].current_scope()
+
+    def use_scope(self, scope) -> None:
+        for shard in self.shards:
+            shard.use_scope(scope)
 
     @classmethod
     def from_settings(cls, settings, clients: list, urls: list[str]) -> ShardedFrontier:

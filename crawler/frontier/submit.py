@@ -87,11 +87,12 @@ def entry(submission: Submission, url_options: dict) -> Entry:
         priority=0 if urgent else submission.priority,
         dont_filter=submission.force,
         urgent=urgent,
+        outside=True,
     )
 
 
 def submit(
-    frontier, submissions: list[Submission], url_options: dict, fetched: Callable | None = None
+    frontier, submissions: list[Submission], url_options: dict, fetched: Callable | None = None, now: int | None = None
 ) -> list[tuple[str, str]]:
     """Put submissions into the frontier: (normalized URL or the URL as given, status) for
     each, in order; moves the ``submitted`` counter when any was added or promoted.
@@ -110,7 +111,7 @@ def submit(
         entries.append(e)
         where.append(i)
     if entries:
-        statuses = put(frontier, entries, fetched)
+        statuses = put(frontier, entries, fetched, now)
         for i, e, status in zip(where, entries, statuses, strict=True):
             out[i] = (e.url, status)
         moved = statuses.count(ADDED) + statuses.count(PROMOTED)
@@ -119,15 +120,15 @@ def submit(
     return out  # type: ignore[return-value]
 
 
-def put(frontier, entries: list[Entry], fetched: Callable | None = None) -> list[str]:
+def put(frontier, entries: list[Entry], fetched: Callable | None = None, now: int | None = None) -> list[str]:
     """``frontier.put(entries)``, then the urgent entries found seen promoted when they
-    are still queued (see ``submit``); one status per entry."""
-    statuses = frontier.put(entries)
+    are still queued (see ``submit``); one status per entry (``now``: ms, the clock's time)."""
+    statuses = frontier.put(entries, now=now)
     seen = [i for i, (e, status) in enumerate(zip(entries, statuses, strict=True)) if status == SEEN and e.urgent]
     recent = fetched([entries[i].url for i in seen]) if seen and fetched is not None else set()
     queued = [i for i in seen if entries[i].url not in recent]
     if queued:
-        for i, status in zip(queued, frontier.promote([entries[i] for i in queued]), strict=True):
+        for i, status in zip(queued, frontier.promote([entries[i] for i in queued], now=now), strict=True):
             statuses[i] = status
     return statuses
 

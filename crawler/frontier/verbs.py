@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 from crawler.frontier.frontier import Entry
 from crawler.frontier.intervals import HostIntervals
 from crawler.frontier.keys import Keys
-from crawler.scope.traps import TrapGuard
+from crawler.scope.scope import CrawlScope
 
 
 @runtime_checkable
@@ -22,7 +22,7 @@ class FrontierVerbs(Protocol):
     redis: Any  # the crawl's Redis client (live numbers, submissions, robots.txt records)
     keys: Keys
     intervals: HostIntervals
-    traps: TrapGuard
+    scope: CrawlScope  # what every URL offered is held to (its rules: current_scope())
     rules: Any  # the crawl rules (crawler/scope/rules.py RulesWatch), or None
     lease_ms: int
     max_in_flight: int
@@ -37,6 +37,8 @@ class FrontierVerbs(Protocol):
     def promote(self, entries: list[Entry], now: int | None = None) -> list[str]: ...
     def credit(self, credits: list[tuple[str, float]]) -> int: ...
     def current_rules(self) -> Any: ...
+    def current_scope(self) -> CrawlScope: ...
+    def use_scope(self, scope: CrawlScope) -> None: ...
 
     # -- hand-out: leases out, acknowledged, renewed, given back ---------------------------
     def get(

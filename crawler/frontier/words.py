@@ -3,8 +3,12 @@ where a crawl stands. Every module that speaks of them imports them from here.""
 
 import time
 
-ADDED, SEEN, HOST_FULL, PROMOTED = "added", "seen", "host_full", "promoted"
-REJECTED = "rejected"  # by the crawl rules (CRAWL_RULES)
+# why a URL is not admitted: crawler/scope/reasons.py (put answers with its codes)
+from crawler.scope.reasons import HOST_FULL as HOST_FULL
+from crawler.scope.reasons import REJECTED as REJECTED
+from crawler.scope.reasons import stat
+
+ADDED, SEEN, PROMOTED = "added", "seen", "promoted"
 # why a host waits (hback reasons, and RETRY for URLs in the delayed set)
 THROTTLED, ROBOTS, DOWN, RETRY, INTERVAL = "throttled", "robots", "down", "retry", "interval"
 PAUSED = "paused"  # a host the operator paused (a reason why it waits), or the whole crawl (a state)
@@ -26,9 +30,9 @@ DROP_CODES = {OPERATOR: 1, DOWN: 2, QUOTA: 3}
 
 def put_stat(status: str) -> str:
     """The stats key counting a put's status: ``frontier/enqueued`` for an added URL,
-    ``frontier/seen``, ``frontier/trap/<name>``, ``frontier/host_full``,
-    ``frontier/rejected`` for the others."""
-    return "frontier/enqueued" if status == ADDED else "frontier/" + status.replace(":", "/")
+    ``frontier/seen``, ``frontier/<reason>`` for a URL not admitted (crawler/scope/reasons.py:
+    ``frontier/out_of_scope``, ``frontier/trap/<guard>``, ``frontier/host_full`` ...)."""
+    return "frontier/enqueued" if status == ADDED else stat("frontier", status)
 
 
 def now_ms() -> int:

@@ -36,31 +36,6 @@ from crawler.scope.addresses import AddressPolicy, allow_hint, ip_literal
 logger = logging.getLogger(__name__)
 
 
-GUARD_REFUSED = "network_guard"  # a seed's status: its address is one the guard refuses
-
-
-def seed_refusal(settings):
-    """For seed ingestion: a function giving GUARD_REFUSED for a URL whose host is an
-    address (or localhost) the guard refuses, else None; None when the guard is off.
-    Names are not resolved here (a seed file may hold millions)."""
-    policy = AddressPolicy.from_settings(settings)
-    if policy is None:
-        return None
-
-    def refuse(url: str) -> str | None:
-        return GUARD_REFUSED if policy.literal_refusal(url) else None
-
-    return refuse
-
-
-def guard_hint(refused: int) -> str:
-    """The line for seeds the guard refused: what to set to crawl them."""
-    return (
-        f"{refused} seed{'s' if refused != 1 else ''} refused by the network guard (a loopback, private or "
-        "reserved address): to crawl them, -s NETWORK_GUARD_ALLOW=NETWORKS (e.g. 127.0.0.0/8,192.168.0.0/16)"
-    )
-
-
 class RefusedResolution(DNSLookupError):
     """A name resolved to a refused address. A DNSLookupError, so that Twisted treats
     it as a failed lookup (no connection) rather than as a resolver crash."""

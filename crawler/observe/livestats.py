@@ -36,6 +36,7 @@ import json
 import logging
 
 from crawler.frontier.keys import Keys
+from crawler.scope import reasons
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +96,7 @@ TALLIED = (
     "robotstxt/disallowed",
     "contentseen/exact",
     "contentseen/near",
-    "frontier/trap/",
-    "frontier/host_full",
-    "frontier/rejected",
+    *(reasons.stat("frontier", code) + ("/" if code == reasons.TRAP else "") for code in reasons.ORDER),
     "seeds/added",
     "seeds/refused",
     "seeds/invalid",

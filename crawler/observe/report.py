@@ -9,6 +9,7 @@ import time
 
 from crawler.frontier.words import FINISHED, PAUSED, REASONS, RUNNING
 from crawler.observe.livestats import live_workers, read_published, read_tally
+from crawler.scope import reasons
 
 _ORDER = ("paused", "robots", "down", "throttled", "retry", "interval")
 IDLE, STOPPED = "idle", "stopped"  # (a viewer's states beside the frontier's own)
@@ -155,19 +156,11 @@ def pages_text(fates: dict[str, int], near: int) -> str:
 
 def totals_text(totals: dict) -> str:
     """The crawl's totals over all its workers, from the tally (crawler/observe/livestats.py):
-    pages by fate, and the URLs kept out of the frontier and why (the crawl rules, trap
-    guards, host quotas; seeds and submissions refused)."""
-    kept_out = []
-    rejected = totals.get("frontier/rejected", 0)
-    if rejected:
-        kept_out.append(f"rejected by the crawl rules {rejected}")
-    traps = {k.rpartition("/")[2]: v for k, v in totals.items() if k.startswith("frontier/trap/") and v}
-    if traps:
-        kept_out.append(
-            f"trap guards {sum(traps.values())} (" + ", ".join(f"{k} {v}" for k, v in sorted(traps.items())) + ")"
-        )
-    if totals.get("frontier/host_full"):
-        kept_out.append(f"host full {totals['frontier/host_full']}")
+    pages by fate, and the URLs kept out of the frontier and why (crawler/scope/reasons.py:
+    out of scope, the crawl rules, trap guards, host quotas...; seeds and submissions
+    refused)."""
+    codes = {k[len("frontier/") :].replace("/", ":", 1): v for k, v in totals.items() if k.startswith("frontier/")}
+    kept_out = reasons.kept_out(codes)
     for key, what in (("seeds/refused", "seeds refused"), ("seeds/invalid", "seed lines invalid")):
         if totals.get(key):
             kept_out.append(f"{what} {totals[key]}")

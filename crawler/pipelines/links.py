@@ -2,9 +2,11 @@
 frontier from this pipeline, which runs right after the content-seen pipeline, so that
 the links of an exact copy are not followed again (they were followed from the first
 copy); those of a near copy are, unless CONTENT_SEEN_FOLLOW_NEAR_DUPLICATES is off. Links
-marked nofollow, and links outside the spider's scope (the broad spider's ``scope``, or
-another spider's ``in_scope``), are not followed. Each followed link is a request one level deeper than its page, with the
-page's URL as Referer; the frontier then applies URL-seen and the trap guards. The
+marked nofollow, and links outside the spider's allowed domains and prefixes (the broad
+spider's ``scope``, crawler/scope/scope.py, or another spider's ``in_scope``), are not
+followed (counted as ``links/out_of_scope``). Each followed link is a request one level
+deeper than its page, with the page's URL as Referer; the frontier then holds it to the
+whole scope (the crawl rules, the trap guards: Frontier.prepare) and to URL-seen. The
 frontier takes a page's links as plain URLs, through the worker's frontier client
 (``services(crawler).frontier_client.offer_links``: the links are normalized already); with
 another scheduler (no frontier client) each becomes a Request.

@@ -12,26 +12,18 @@ Contract with the engine (scrapy.core.scheduler.BaseScheduler):
     its host's back queue and takes over the lease of the page it came from, in one
     atomic step, so the page is never lost between the two.
 ``next_request()``
-    Returns a leased request from a host that is due, or None when no host is due.
-    While FRONTIER_MAX_UNREAD of this worker's pages are downloaded but not yet through
-    the item pipelines, it returns None: when the CPU, not politeness, bounds the crawl,
-    more pages leased would only wait longer to be read (a submitted page's record with
-    them), a crash would cost them, and they would hold memory; the engine is woken when
-    one is read (the downloads in flight are bounded by CONCURRENT_REQUESTS). A due
-    host's submission is leased all the same (it is read first; at most
-    FRONTIER_MAX_UNREAD such pages unread), and so it is while the scheduler waits for
-    the next host to be due. A pop leases up to
-    FRONTIER_PREFETCH due hosts at once, and there is one pop a reactor turn (the engine
-    asks in a loop until its downloader is full: a turn would lease CONCURRENT_REQUESTS
-    at once while every other event waited); the extra requests wait here for the engine's
-    next call (a leased host counts as in flight, so prefetching never sends two
-    requests to one host, nor one before its time). A host due within
-    FRONTIER_LOOKAHEAD is handed out already, its request carrying the due time
-    (``meta.DUE``), and the rate limiter holds it until then: when the host is due, its
-    request has been popped, decoded and through the middlewares, and only has to leave.
-    When it returns None, it arranges for the engine to be woken when the next host
-    is due, less the lookahead (at most FRONTIER_POLL_INTERVAL later), so a crawl of
-    few hosts does not wait for the engine's 5-second heartbeat.
+    Returns a leased request from a host that is due, or None when no host is due, or when
+    the worker may lease no more now (``pacing.py``: its unread pages, a store that did
+    not take pages; a due host's submission is leased all the same). A pop leases up to
+    FRONTIER_PREFETCH due hosts at once, one pop a reactor turn (the engine asks in a loop
+    until its downloader is full: a turn would lease CONCURRENT_REQUESTS at once while every
+    other event waited); the extra requests wait here for the engine's next call (a leased
+    host counts as in flight, so prefetching never sends two requests to one host, nor one
+    before its time). A host due within FRONTIER_LOOKAHEAD is handed out already, its
+    request carrying the due time (``meta.DUE``), and the rate limiter holds it until then.
+    When it returns None, it arranges for the engine to be woken when the next host is due,
+    less the lookahead (at most FRONTIER_POLL_INTERVAL later), so a crawl of few hosts does
+    not wait for the engine's 5-second heartbeat.
 ``has_pending_requests()``
     True while requests are buffered here, or the last look at the frontier found a URL
     due within FRONTIER_MAX_WAIT. When it is False and the downloader and the pipelines
@@ -47,7 +39,8 @@ it offers, the leases it holds, acknowledges, lands and renews, its outbox while
 away), which the links pipeline reaches too (``services(crawler).frontier_client``), with
 an injected clock (Twisted's IReactorTime: the reactor, a ``task.Clock`` in tests). Here:
 requests in and out (the payload codec), how many pages may wait to be read, the fetch
-policy, when the engine is woken; when the worker stops is ``closing.py``'s.
+policy, when the engine is woken; how much may be leased now is ``pacing.py``'s, when the
+worker stops ``closing.py``'s.
 
 The submissions (crawler/extensions/submissions.py) and the recrawl's rounds
 (crawler/extensions/recrawl.py) in a running crawl are extensions of their own; the first
@@ -70,10 +63,12 @@ from crawler import meta
 from crawler.freshness.policy import FetchPolicy
 from crawler.frontier import codec
 from crawler.frontier.client import FrontierClient
-from crawler.frontier.connection import outage_wait, refused
+from crawler.frontier.connection import refused
 from crawler.frontier.frontier import Entry
 from crawler.frontier.verbs import FrontierVerbs
 from crawler.scheduler.closing import Closing
+from crawler.scheduler.pacing import Pacing
+from crawler.scope.scope import CrawlScope
 from crawler.scrapy_private import wake_engine
 from crawler.services import services
 from crawler.signals import frontier_grew, frontier_waiting, page_handled, page_not_stored
@@ -82,7 +77,6 @@ from crawler.urls import InvalidURL, normalize_url, url_options
 logger = logging.getLogger(__name__)
 
 QUIET_AFTER = 5.0  # seconds: nothing due this soon and nothing downloading: open batches are stored
-URGENT_LOOK_EVERY = 0.02  # seconds: between pops, how often a worker looks for a submission
 
 
 class FrontierScheduler:
@@ -94,7 +88,7 @@ class FrontierScheduler:
         s = crawler.settings
         self.clock = clock if clock is not None else reactor
         self.prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
-        self.max_unread = max(s.getint("FRONTIER_MAX_UNREAD"), 1)
+        self.pacing = Pacing(s.getint("FRONTIER_MAX_UNREAD"))
         # hosts due this soon are handed out now; the rate limiter holds each request until
         # its host is due (without the limiter, nothing would hold it: no lookahead)
         self.lookahead = s.getfloat("FRONTIER_LOOKAHEAD") if s.getbool("RATE_LIMITER_ENABLED") else 0.0
@@ -119,19 +113,12 @@ class FrontierScheduler:
         self.policy: FetchPolicy | None = None  # the fetch policy (from_crawler), None when off
         self.spider = None
         self._buffer: list = []  # leased requests popped but not yet handed to the engine
-        self._unread: set[bytes] = set()  # leases whose pages are downloaded but not yet through the item pipelines
-        self._urgent: set[bytes] = set()  # leases taken between pops whose pages are not yet read
         self._answered: set[bytes] = set()  # leases whose hosts answered (see landed)
-        self._capped = False  # next_request refused for FRONTIER_MAX_UNREAD: wake the engine below it
-        self._urgent_look_at = 0.0  # between pops: when to look for a submission next
         self._turn_popped = False  # a pop was made in this reactor turn
         self._next_poll = 0.0
         self._next_due: float | None = 0.0  # when the last pop said the next URL is due (s; None: nothing queued)
         self._wakeup = None
         self._wake_at = 0.0  # when _wakeup fires
-        # pages given back because a store did not take them: lease no more until then
-        self._store_down_since: float | None = None
-        self._hold_until = 0.0
         self._renewer = task.LoopingCall(self._renew)
         self._renewer.clock = self.clock
 
@@ -159,6 +146,8 @@ class FrontierScheduler:
 
     def open(self, spider):
         self.spider = spider
+        if isinstance(getattr(spider, "scope", None), CrawlScope):  # what is offered is held to it
+            self.frontier.use_scope(spider.scope)
         s = self.crawler.settings
         short = [
             n
@@ -199,8 +188,7 @@ class FrontierScheduler:
         # Pages handled were acknowledged already; what is still held (buffered, or cut
         # off mid-download by the close) goes back to the frontier now, not at expiry.
         self.client.close()
-        self._unread.clear()
-        self._urgent.clear()
+        self.pacing.clear()
         self._buffer.clear()
 
     # -- engine interface --------------------------------------------------------------
@@ -248,15 +236,13 @@ class FrontierScheduler:
     def next_request(self):
         if not self._buffer:
             now = self.clock.seconds()
-            capped = len(self._unread) >= self.max_unread
-            until = max(self._next_poll, self._hold_until)
+            capped = self.pacing.full
+            until = max(self._next_poll, self.pacing.hold_until)
             if capped or now < until:
                 if self._take_urgent(now):
                     return self._buffer.pop(0)
-                if capped:
-                    # pages read more slowly than they come: lease no more until some are read
-                    # (a crash refetches what is held unread, and it holds memory)
-                    self._capped = True
+                if capped:  # pages read more slowly than they come: lease no more until some are read
+                    self.pacing.capped = True
                     self.stats.inc_value("frontier/unread_full")
                 else:  # (a wake-up may fire a little early by this clock: look again then)
                     self._wake_engine_in(until - now)
@@ -278,21 +264,14 @@ class FrontierScheduler:
         self._turn_popped = False
 
     def _take_urgent(self, now: float) -> bool:
-        """Between pops (at FRONTIER_MAX_UNREAD, or before the next host is due), lease a
-        due host's submission all the same (it is read before the pages waiting,
-        crawler/page/workers.py), while fewer than FRONTIER_MAX_UNREAD so leased are
-        unread, looking at most every URGENT_LOOK_EVERY; not while Redis is away or the
-        stores are. Whether one is in the buffer now."""
-        if (
-            len(self._urgent) >= self.max_unread
-            or now < max(self._urgent_look_at, self._hold_until)
-            or self.client.down
-        ):
+        """Between pops, lease due hosts' submissions (``pacing.py``); not while Redis is
+        away. Whether one is in the buffer now."""
+        room = 0 if self.client.down else self.pacing.urgent_room(now)
+        if not room:
             return False
-        self._urgent_look_at = now + URGENT_LOOK_EVERY
-        self._pop(self.max_unread - len(self._urgent), now, urgent_only=True)
+        self._pop(room, now, urgent_only=True)
         if self._buffer:
-            self._urgent.update(request.meta[meta.LEASE] for request in self._buffer)
+            self.pacing.urgent.update(request.meta[meta.LEASE] for request in self._buffer)
             self.stats.inc_value("frontier/leased_urgent", len(self._buffer))
         return bool(self._buffer)
 
@@ -367,7 +346,7 @@ class FrontierScheduler:
         gets back some of its rate if it was slowed and answered)."""
         lease = request.meta.get(meta.LEASE)
         if lease in self.client.held:
-            self._unread.add(lease)  # (until its page leaves the item pipelines)
+            self.pacing.downloaded(lease)
         answered = lease in self._answered
         self._answered.discard(lease)
         if lease:
@@ -381,7 +360,7 @@ class FrontierScheduler:
         # frontier goes on with the servers that answer)
         if not self.client.owes_landings:
             return
-        if len(self._unread) >= self.max_unread:  # no room for more pages: the landing alone
+        if self.pacing.full:  # no room for more pages: the landing alone
             self.client.flush_acks()
             return
         self._pop(max(self.prefetch - len(self._buffer), 0), self.clock.seconds())
@@ -402,12 +381,8 @@ class FrontierScheduler:
         self._done_reading(lease)
 
     def _done_reading(self, lease) -> None:
-        self._urgent.discard(lease)
-        if lease in self._unread:
-            self._unread.discard(lease)
-            if self._capped and len(self._unread) < self.max_unread:
-                self._capped = False
-                self._wake_engine_in(0)
+        if self.pacing.read(lease):  # below FRONTIER_MAX_UNREAD again
+            self._wake_engine_in(0)
 
     def ack(self, request, **kwargs) -> None:
         """The page of this request has been handled: release its lease for good."""
@@ -415,8 +390,11 @@ class FrontierScheduler:
         if not lease:
             return
         self._done_reading(lease)
-        if self._store_down_since is not None:
-            self._store_up()
+        stored = self.pacing.store_up(self.clock.seconds())
+        if stored is not None:
+            logger.info("Pages stored again after %.0f s", stored[0])
+            if stored[1]:
+                self._wake_engine_in(0)
         self.client.ack(lease)
 
     def give_back(self, request, **kwargs) -> None:
@@ -426,35 +404,17 @@ class FrontierScheduler:
         if not lease:
             return
         self._done_reading(lease)
-        self._store_down()
-        self.client.give_back(lease)
-
-    def _store_down(self) -> None:
-        """A store (the UrlStore, the archive) did not take a page: lease no more for a
-        while, as during a Redis outage (half the outage so far, from 0.5 s to 30 s), so
-        that pages are not fetched only to be dropped; the pages the worker holds go on.
-        The first page stored again ends the hold (``_store_up``)."""
         now = self.clock.seconds()
-        if self._store_down_since is None:
-            self._store_down_since = now
-        wait = outage_wait(now - self._store_down_since)
-        if self._hold_until <= now:
+        wait = self.pacing.store_down(now)  # lease no more for a while (pacing.py)
+        if wait is not None:
             logger.warning(
                 "Pages not stored for %.0f s (a store did not take them; their leases are given back): "
                 "this worker leases no more for %.1f s",
-                now - self._store_down_since,
+                now - self.pacing.store_down_since,
                 wait,
             )
             self.stats.inc_value("frontier/store_holds")
-        self._hold_until = max(self._hold_until, now + wait)
-
-    def _store_up(self) -> None:
-        now = self.clock.seconds()
-        logger.info("Pages stored again after %.0f s", now - self._store_down_since)
-        self._store_down_since = None
-        if self._hold_until > now:
-            self._hold_until = 0.0
-            self._wake_engine_in(0)
+        self.client.give_back(lease)
 
     def _renew(self) -> None:
         try:

@@ -68,3 +68,11 @@ def allow_network(address: str) -> str:
 def allow_hint(address: str) -> str:
     """How to crawl ``address`` all the same: the setting, with the address's network."""
     return f"to crawl it: -s NETWORK_GUARD_ALLOW={allow_network(address)}"
+
+
+def guard_hint(refused: int) -> str:
+    """The line for seeds the guard refused: what to set to crawl them."""
+    return (
+        f"{refused} seed{'s' if refused != 1 else ''} refused by the network guard (a loopback, private or "
+        "reserved address): to crawl them, -s NETWORK_GUARD_ALLOW=NETWORKS (e.g. 127.0.0.0/8,192.168.0.0/16)"
+    )

@@ -1,13 +1,18 @@
 """The crawl's scope as one value (no I/O): its allowed domains and URL prefixes (the
 spider's ``-a allowed_domains`` / ``allowed_prefixes``, or CRAWL_ALLOWED_DOMAINS /
-CRAWL_ALLOWED_PREFIXES), its crawl rules (CRAWL_RULES, crawler/scope/rules.py) and its
-network guard (NETWORK_GUARD_ALLOW, ``addresses.py``).
+CRAWL_ALLOWED_PREFIXES), its crawl rules (CRAWL_RULES, crawler/scope/rules.py), its trap
+guards (``traps.py``) and its network guard (NETWORK_GUARD_ALLOW, ``addresses.py``).
 
-``within(url)`` is the spider's test of a link (domains and prefixes: the frontier applies
-the rules, the guard the fetch); ``refusal(url)`` is the whole test a URL that comes in
-from outside (a submission) is held to at once: None, or a ``Refusal`` saying why and
-what would let the URL in. ``fields()`` / ``from_fields()`` are its form in the crawl's
-Redis (``publish_scope``, crawler/frontier/submit.py).
+``verdict(url, depth, guard)`` is the one answer to "is this URL in the crawl, and if not,
+why", in the words of ``reasons.py``: the frontier asks it of every URL offered (seeds,
+links, submissions, recrawls; Frontier.prepare), before anything reaches Redis; only the
+host's page quota is decided there, in PUSH. ``guard``: a URL from outside the crawl (a
+seed, a submission) is held to the network guard at once, by the address written in it;
+a link is held to it at fetch, where its name is resolved and its refusal recorded
+(crawler/middlewares/netguard.py). ``refusal(url)`` is the same verdict with why and what
+would let the URL in (what ``scrapy submit`` prints). ``within(url)`` is the domains and
+prefixes alone (a spider run without the frontier). ``fields()`` / ``from_fields()`` are
+its form in the crawl's Redis (``publish_scope``, crawler/frontier/submit.py).
 """
 
 from __future__ import annotations
@@ -15,19 +20,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from crawler.scope import reasons
 from crawler.scope.addresses import AddressPolicy, allow_network
+from crawler.scope.reasons import INVALID, OUT_OF_SCOPE, PRIVATE_ADDRESS, REJECTED
 from crawler.scope.rules import EMPTY, CrawlRules
+from crawler.scope.traps import TrapGuard
 from crawler.urls import InvalidURL, url_host
-
-OUT_OF_SCOPE = "out-of-scope"  # outside the allowed domains or prefixes, or rejected by the crawl rules
-PRIVATE_ADDRESS = "private address"  # an address the network guard refuses
 
 
 @dataclass(frozen=True)
 class Refusal:
-    reason: str  # OUT_OF_SCOPE or PRIVATE_ADDRESS
+    reason: str  # its code (reasons.py): OUT_OF_SCOPE, PRIVATE_ADDRESS, REJECTED, trap:<guard>, INVALID
     why: str  # what refused it, e.g. "127.0.0.2 is not in the allowed domains (127.0.0.6)"
     hint: str  # what would let it in, e.g. "-a allowed_domains=127.0.0.6,127.0.0.2"
+
+    @property
+    def words(self) -> str:
+        return reasons.words(self.reason)
 
     def __str__(self) -> str:
         return f"{self.why}; to crawl it: {self.hint}"
@@ -45,6 +54,7 @@ class CrawlScope:
     rules: CrawlRules = EMPTY
     guard_allow: tuple[str, ...] = ()  # NETWORK_GUARD_ALLOW's networks
     guard: bool = True  # NETWORK_GUARD_ENABLED
+    traps: TrapGuard = field(default_factory=TrapGuard)
     _policy: AddressPolicy | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
@@ -66,10 +76,35 @@ class CrawlScope:
             rules=rules,
             guard_allow=tuple(settings.getlist("NETWORK_GUARD_ALLOW")),
             guard=settings.getbool("NETWORK_GUARD_ENABLED"),
+            traps=TrapGuard.from_settings(settings),
         )
 
     def with_rules(self, rules: CrawlRules) -> CrawlScope:
-        return CrawlScope(self.domains, self.prefixes, rules, self.guard_allow, self.guard)
+        return CrawlScope(self.domains, self.prefixes, rules, self.guard_allow, self.guard, self.traps)
+
+    def narrowed(self, other: CrawlScope) -> CrawlScope:
+        """This scope with ``other``'s domains and prefixes (a spider's arguments), guard
+        and traps; its own rules (the frontier's, read again as they change)."""
+        return CrawlScope(other.domains, other.prefixes, self.rules, other.guard_allow, other.guard, other.traps)
+
+    def verdict(self, url: str, depth: int = 0, guard: bool = False) -> str | None:
+        """Why the normalized ``url``, found at ``depth``, is not in the crawl (a code of
+        reasons.py), or None: no usable host, the network guard (``guard``: by the address
+        written in it), the allowed domains and prefixes, the crawl rules, the trap guards."""
+        try:
+            host = url_host(url)
+        except InvalidURL:
+            return INVALID
+        if guard and self._policy is not None and self._policy.literal_refusal(url):
+            return PRIVATE_ADDRESS
+        if self.domains and not in_domains(host, self.domains):
+            return OUT_OF_SCOPE
+        if self.prefixes and not url.startswith(self.prefixes):
+            return OUT_OF_SCOPE
+        if not self.rules.empty and not self.rules.decide(url).accepted:
+            return REJECTED
+        trap = self.traps.check(url, depth)
+        return reasons.trap(trap) if trap else None
 
     def within(self, url: str) -> bool:
         """``url`` (normalized) is within the allowed domains and prefixes."""
@@ -82,46 +117,47 @@ class CrawlScope:
         except InvalidURL:
             return False
 
-    def refusal(self, url: str) -> Refusal | None:
-        """Why the normalized ``url`` is not in the crawl (None: it is): the network guard
-        (an address written in the URL), the allowed domains and prefixes, the rules."""
-        refused = self._policy.literal_refusal(url) if self._policy is not None else None
-        if refused:
-            address, why = refused
+    def refusal(self, url: str, depth: int = 0) -> Refusal | None:
+        """``verdict(url, depth, guard=True)`` with why and what would let the URL in
+        (None: it is in the crawl)."""
+        code = self.verdict(url, depth, guard=True)
+        if code is None:
+            return None
+        if code == INVALID:
+            return Refusal(INVALID, f"{url} has no usable host", "give its full URL, with its host")
+        if code == PRIVATE_ADDRESS:
+            address, why = self._policy.literal_refusal(url)
             allow = ",".join((*self.guard_allow, allow_network(address)))
             return Refusal(
                 PRIVATE_ADDRESS,
                 f"{address} is a {why} address, which the network guard refuses",
                 f"run the workers with -s NETWORK_GUARD_ALLOW={allow}",
             )
-        if self.domains:
-            try:
-                host = url_host(url)
-            except InvalidURL:
-                host = ""
-            if not in_domains(host, self.domains):
-                domains = ",".join(self.domains)
-                return Refusal(
-                    OUT_OF_SCOPE,
-                    f"{host or url} is not in the crawl's allowed domains ({domains})",
-                    f"run the workers with -a allowed_domains={domains},{host} (or CRAWL_ALLOWED_DOMAINS)",
-                )
-        if self.prefixes and not url.startswith(self.prefixes):
+        host = url_host(url)
+        if code == OUT_OF_SCOPE and self.domains and not in_domains(host, self.domains):
+            domains = ",".join(self.domains)
+            return Refusal(
+                OUT_OF_SCOPE,
+                f"{host} is not in the crawl's allowed domains ({domains})",
+                f"run the workers with -a allowed_domains={domains},{host} (or CRAWL_ALLOWED_DOMAINS)",
+            )
+        if code == OUT_OF_SCOPE:
             prefixes = ",".join(self.prefixes)
             return Refusal(
                 OUT_OF_SCOPE,
                 f"it starts with none of the crawl's allowed prefixes ({prefixes})",
                 "run the workers with -a allowed_prefixes= naming one of its prefixes (or CRAWL_ALLOWED_PREFIXES)",
             )
-        decision = self.rules.decide(url)
-        if not decision.accepted:
+        if code == REJECTED:
+            decision = self.rules.decide(url)
             where = f"{self.rules.path or 'CRAWL_RULES'}:{decision.line}"
             return Refusal(
-                OUT_OF_SCOPE,
-                f"rejected by the crawl rules ({where}: {decision.rule})",
+                REJECTED,
+                f"{where}: {decision.rule}",
                 f"accept it in the rules file before line {decision.line}",
             )
-        return None
+        guard = code.partition(":")[2]
+        return Refusal(code, f"its {guard} is past the trap guard's limit", "see the FRONTIER_MAX_* settings")
 
     def fields(self) -> dict[str, str]:
         """Its form in Redis (a hash's fields)."""

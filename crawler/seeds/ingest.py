@@ -137,12 +137,10 @@ def ingest(
     strip_params: Iterable[str] | None = None,
     sort_query: bool = True,
     progress: Callable[[IngestReport], object] | None = None,
-    refuse: Callable[[str], str | None] | None = None,
 ) -> IngestReport:
-    """Read, normalize and push the seeds of ``paths`` into ``frontier``.
-
-    ``refuse(url)``: a status (counted as refused, e.g. ``network_guard``) for a URL no
-    fetch would take, or None.
+    """Read, normalize and push the seeds of ``paths`` into ``frontier``, which holds each
+    to the crawl's scope (a seed the network guard refuses, out of scope, rejected by the
+    crawl rules or by a trap guard is counted as refused, by its reason: ``refused_by``).
 
     ``strip_params=None`` strips the normalizer's built-in list of tracking and
     session parameters (``()`` keeps every parameter); ``sort_query`` as in
@@ -190,12 +188,11 @@ def ingest(
                 except InvalidURL as exc:
                     report.add_invalid(item.source, item.lineno, str(exc))
                     continue
-                refusal = refuse(url) if refuse is not None else None
-                if refusal:
-                    report.refused += 1
-                    report.refused_by[refusal] += 1
-                    continue
-                entries.append(Entry(url=url, payload=encode_url(url), priority=item.priority, depth=0, cash=SEED_CASH))
+                entries.append(
+                    Entry(
+                        url=url, payload=encode_url(url), priority=item.priority, depth=0, cash=SEED_CASH, outside=True
+                    )
+                )
                 where.append((item.source, item.lineno))
                 if len(entries) >= batch_size:
                     prepared = prepare(entries)  # while the previous batch is being sent
@@ -236,6 +233,6 @@ def _count(report: IngestReport, statuses: list[str], where: list[tuple[str, int
             for (source, lineno), s in zip(where, statuses):
                 if s == status:
                     report.add_invalid(source, lineno, "refused by the frontier: no usable host")
-        else:  # "trap:<name>", "host_full", or anything new
+        else:  # why it was not admitted (crawler/scope/reasons.py)
             report.refused += n
             report.refused_by[status] += n

@@ -57,6 +57,8 @@ from crawler.items import Page
 from crawler.page.decode import is_html
 from crawler.page.reader import STAGES, Reading, read_page
 from crawler.page.workers import PageWorkerCrashed
+from crawler.scope.addresses import guard_hint
+from crawler.scope.reasons import PRIVATE_ADDRESS
 from crawler.scope.rules import EMPTY
 from crawler.scope.scope import CrawlScope
 from crawler.services import services
@@ -173,17 +175,15 @@ class BroadSpider(scrapy.Spider):
             logger.error("Seeds not added: %s", error)
             self.crawler.stats.set_value("seeds/error", error)
             return SEEDS_FAILED
-        from crawler.middlewares.netguard import GUARD_REFUSED, guard_hint
-
         if report is not None and not (report.added or report.seen) and self._nothing_queued():
-            guarded = report.refused_by.get(GUARD_REFUSED)
+            guarded = report.refused_by.get(PRIVATE_ADDRESS)
             line = f"No seed added, nothing to crawl: {report.summary()}" + (
                 f"; {guard_hint(guarded)}" if guarded else ""
             )
             logger.error("%s", line)
             return SEEDS_REFUSED
-        if report is not None and report.refused_by.get(GUARD_REFUSED):
-            logger.warning("%s", guard_hint(report.refused_by[GUARD_REFUSED]))
+        if report is not None and report.refused_by.get(PRIVATE_ADDRESS):
+            logger.warning("%s", guard_hint(report.refused_by[PRIVATE_ADDRESS]))
         return None
 
     def _nothing_queued(self) -> bool:
@@ -198,7 +198,6 @@ class BroadSpider(scrapy.Spider):
         scheduler does: (None, the ingestion's report), or (why the seeds were not all
         added, None)."""
         from crawler.frontier.connection import Patient
-        from crawler.middlewares.netguard import seed_refusal
         from crawler.seeds.files import SeedFileError
         from crawler.seeds.ingest import Every, ingest
 
@@ -215,7 +214,6 @@ class BroadSpider(scrapy.Spider):
                     lambda report: logger.info("Seeding: %s", report.progress_text()),
                     s.getfloat("SEED_PROGRESS_INTERVAL"),
                 ),
-                refuse=seed_refusal(s),
             )
         except SeedFileError as exc:
             return str(exc), None

@@ -2,9 +2,19 @@
 rest, and its form in Redis, which `scrapy submit` reads: the tests on real services in this
 process (Redis, Cassandra, S3, page processes) (the others: tests/unit/test_crawl_scope.py)."""
 
+import os
+import time
+
+from crawler.frontier import codec
+from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.keys import Keys
-from crawler.frontier.submit import publish_scope, read_scope
+from crawler.frontier.submit import Submission, publish_scope, read_scope, submit
+from crawler.frontier.words import ADDED
+from crawler.scope.reasons import OUT_OF_SCOPE, PRIVATE_ADDRESS, REJECTED
+from crawler.scope.rules import RulesWatch
 from crawler.scope.scope import CrawlScope
+from crawler.scope.traps import TrapGuard
+from crawler.seeds.ingest import ingest
 
 
 def test_published_is_read_back_and_an_unreadable_one_is_none(redis_client, crawl_name):
@@ -16,3 +26,36 @@ def test_published_is_read_back_and_an_unreadable_one_is_none(redis_client, craw
     assert read_scope(redis_client, keys) == CrawlScope()
     redis_client.hset(keys.scope, "domains", "not json")
     assert read_scope(redis_client, keys) is None
+
+
+def test_every_url_offered_gets_the_scopes_verdict_at_admission(redis_client, crawl_name, tmp_path):
+    """Seeds, links, submissions and recrawls all pass Frontier.prepare, which asks the
+    scope: what it refuses never reaches Redis, and put answers with the reason's code."""
+    rules = tmp_path / "rules.txt"
+    rules.write_text("reject regex /private/\n")
+    watch = RulesWatch(str(rules), every=0.0)
+    frontier = Frontier(redis_client, crawl_name, rules=watch)
+    frontier.use_scope(CrawlScope(domains=("a.example", "10.0.0.1"), traps=TrapGuard(max_depth=2)))
+
+    def offered(url, **fields):
+        return frontier.put([Entry(url=url, payload=codec.encode_url(url), **fields)], now=0)[0]
+
+    assert offered("http://a.example/1", depth=2) == ADDED  # a link
+    assert offered("http://b.example/1", depth=1) == OUT_OF_SCOPE
+    assert offered("http://a.example/2", depth=3) == "trap:depth"
+    assert offered("http://a.example/private/1") == REJECTED
+    assert offered("http://10.0.0.1/") == ADDED  # a link: the guard holds it at fetch
+    assert offered("http://10.0.0.1/x", outside=True) == PRIVATE_ADDRESS  # a seed, a submission
+    assert offered("http://b.example/r", follow_up=True) == ADDED  # a retry: admitted before
+    # the crawl rules as they change: a recrawl (dont_filter) of a URL now rejected is not queued
+    rules.write_text("reject host a.example\n")
+    os.utime(rules, (time.time() + 5, time.time() + 5))
+    assert offered("http://a.example/1", dont_filter=True) == REJECTED
+    assert frontier.stats()["queued"] == 3
+
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://10.0.0.1/s\nhttp://c.example/\nhttp://a.example/z\n")
+    report = ingest(frontier, [seeds])
+    assert (report.added, report.refused) == (0, 3)
+    assert report.refused_by == {PRIVATE_ADDRESS: 1, OUT_OF_SCOPE: 1, REJECTED: 1}
+    assert submit(frontier, [Submission("http://c.example/")], {}) == [("http://c.example/", OUT_OF_SCOPE)]

@@ -250,7 +250,8 @@ def test_a_submission_is_leased_past_max_unread_and_before_the_next_host_is_due(
     )
 
     def submitted(*urls):
-        submit.submit(scheduler.frontier, [submit.Submission(url) for url in urls], {})
+        now = int(scheduler.clock.seconds() * 1000)  # (the scheduler's clock, not the wall's)
+        submit.submit(scheduler.frontier, [submit.Submission(url) for url in urls], {}, now=now)
         scheduler.clock.advance(0.05)  # (the scheduler looks every URGENT_LOOK_EVERY)
 
     try:

@@ -51,7 +51,6 @@ def follow(spider, page) -> list[str]:
     spider.crawler.engine = SimpleNamespace(crawl=requests.append, scheduler=None)
     spider.crawler.spider = spider
     pipeline = FollowLinksPipeline.from_crawler(spider.crawler)
-    pipeline.open_spider()
     pipeline.process_item(page)
     for r in requests:
         assert r.meta["depth"] == page["depth"] + 1 and r.headers[b"Referer"] == page["final_url"].encode()

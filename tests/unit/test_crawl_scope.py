@@ -7,8 +7,12 @@ tests/integration/test_crawl_scope.py."""
 import pytest
 from scrapy.settings import Settings
 
+from crawler.observe.report import totals_text
+from crawler.scope import reasons
+from crawler.scope.reasons import INVALID, OUT_OF_SCOPE, PRIVATE_ADDRESS, REJECTED
 from crawler.scope.rules import CrawlRules, RulesError
-from crawler.scope.scope import OUT_OF_SCOPE, PRIVATE_ADDRESS, CrawlScope
+from crawler.scope.scope import CrawlScope
+from crawler.scope.traps import TrapGuard
 
 
 def test_within_is_the_allowed_domains_with_their_subdomains_and_the_prefixes():
@@ -43,8 +47,8 @@ def test_the_crawl_rules_refuse_with_their_file_and_line():
     scope = CrawlScope(rules=rules)
     assert scope.refusal("http://a.example/private/") is None  # the first rule that matches decides
     refusal = scope.refusal("http://b.example/private/x")
-    assert refusal.reason == OUT_OF_SCOPE
-    assert refusal.why == "rejected by the crawl rules (rules.txt:2: reject regex /private/)"
+    assert refusal.reason == REJECTED and refusal.words == "rejected by the crawl rules"
+    assert refusal.why == "rules.txt:2: reject regex /private/"
 
 
 def test_its_fields_give_it_back_rules_included():
@@ -62,7 +66,7 @@ def test_its_fields_give_it_back_rules_included():
     assert (
         CrawlScope(rules=back.rules)
         .refusal("http://b.example/")
-        .why.startswith("rejected by the crawl rules (/etc/rules.txt:1")
+        .why.startswith("/etc/rules.txt:1")
     )
     assert CrawlScope.from_fields(CrawlScope(guard=False).fields()).guard is False
     with pytest.raises(ValueError):
@@ -87,3 +91,37 @@ def test_from_settings_reads_the_settings_and_the_spiders_arguments_first(tmp_pa
     assert scope.rules.path == str(path) and scope.refusal("http://10.1.1.1/").reason == OUT_OF_SCOPE  # (not guarded)
     assert scope.refusal("http://c.example/").why.startswith("c.example is not in")
     assert CrawlScope.from_settings(settings, domains=["z.example"]).domains == ("z.example",)
+
+
+def test_one_verdict_in_one_vocabulary_in_the_order_a_person_would_fix_them():
+    rules = CrawlRules.parse("reject regex /private/\n", "rules.txt")
+    scope = CrawlScope(domains=("a.example",), rules=rules, traps=TrapGuard(max_depth=3, max_url_length=60))
+    assert scope.verdict("http://a.example/x", depth=3) is None
+    assert scope.verdict("http:///x") == INVALID
+    assert scope.verdict("http://b.example/private/") == OUT_OF_SCOPE  # (the domains before the rules)
+    assert scope.verdict("http://a.example/private/") == REJECTED
+    assert scope.verdict("http://a.example/x", depth=4) == "trap:depth"
+    assert scope.verdict("http://a.example/" + "x" * 60) == "trap:url_length"
+    # the guard holds URLs from outside at once, by the address written in them; links at fetch
+    assert CrawlScope().verdict("http://10.0.0.1/", guard=True) == PRIVATE_ADDRESS
+    assert CrawlScope().verdict("http://10.0.0.1/") is None
+    assert CrawlScope(guard=False).verdict("http://10.0.0.1/", guard=True) is None
+    refusal = scope.refusal("http://a.example/x/x/x/x/x/x/x/x/x")  # (past max_repeated_segments 3)
+    assert refusal.reason == "trap:repeated_segments" and "FRONTIER_MAX_" in refusal.hint
+    assert reasons.words(refusal.reason) == "trap guards (repeated_segments)"
+
+
+def test_the_summary_lists_what_was_kept_out_by_reason():
+    totals = {
+        "pages/fate/fetched": 4,
+        "frontier/out_of_scope": 3,
+        "frontier/rejected": 2,
+        "frontier/trap/depth": 5,
+        "frontier/trap/url_length": 1,
+        "frontier/host_full": 1,
+        "seeds/refused": 2,
+    }
+    assert totals_text(totals).endswith(
+        "URLs not admitted: out-of-scope 3, rejected by the crawl rules 2, trap guards 6 (depth 5, url_length 1), "
+        "host full 1, seeds refused 2"
+    )

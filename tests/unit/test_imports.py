@@ -11,11 +11,9 @@ ROOT = Path(__file__).resolve().parents[2]
 LATE = {
     "crawler.spiders.broad": {  # the spider module is loaded before Scrapy installs its reactor
         "crawler.frontier.connection",
-        "crawler.middlewares.netguard",
         "crawler.seeds.files",
         "crawler.seeds.ingest",
     },
-    "crawler.commands.seed": {"crawler.middlewares.netguard"},  # it installs a reactor when imported
     "crawler.commands.serve": {"crawler.serve.app", "crawler.serve.server"},  # aiohttp: 0.2 s at every command's start
     "crawler.urlstore.backends": {"crawler.urlstore.cassandra"},  # the driver installs a reactor
     "crawler.page.process": {"crawler.page.reader"},  # a page process's warm-up call, before its first page

@@ -1,0 +1,82 @@
+"""How much a worker may lease now, for the scheduler (pure: every time is given as ``now``).
+
+- **Unread pages.** While FRONTIER_MAX_UNREAD of the worker's pages are downloaded but not
+  yet through the item pipelines, it leases nothing more: when the CPU, not politeness,
+  bounds the crawl, more pages leased would only wait longer to be read (a submitted page's
+  record with them), a crash would cost them, and they would hold memory. A due host's
+  submission is leased all the same (it is read first), while fewer than FRONTIER_MAX_UNREAD
+  such pages are unread, looked for at most every URGENT_LOOK_EVERY.
+- **Stores down.** A page a store (the UrlStore, the archive) did not take is given back, and
+  the worker leases nothing for a while, as during a Redis outage (half the outage so far,
+  from 0.5 s to 30 s), so that pages are not fetched only to be dropped; the first page
+  stored again ends the hold.
+"""
+
+from __future__ import annotations
+
+from crawler.frontier.connection import outage_wait
+
+URGENT_LOOK_EVERY = 0.02  # seconds: between pops, how often a worker looks for a submission
+
+
+class Pacing:
+    def __init__(self, max_unread: int):
+        self.max_unread = max(max_unread, 1)
+        self.unread: set[bytes] = set()  # leases whose pages are downloaded, not yet through the pipelines
+        self.urgent: set[bytes] = set()  # leases of submissions taken between pops, not yet read
+        self.capped = False  # a take was refused at the cap: wake the engine below it
+        self.urgent_look_at = 0.0  # when to look for a submission next
+        self.store_down_since: float | None = None
+        self.hold_until = 0.0  # lease nothing before (a store did not take a page)
+
+    @property
+    def full(self) -> bool:
+        """FRONTIER_MAX_UNREAD pages wait to be read."""
+        return len(self.unread) >= self.max_unread
+
+    def urgent_room(self, now: float) -> int:
+        """How many submissions may be leased now between pops (0: none, or not yet)."""
+        if len(self.urgent) >= self.max_unread or now < max(self.urgent_look_at, self.hold_until):
+            return 0
+        self.urgent_look_at = now + URGENT_LOOK_EVERY
+        return self.max_unread - len(self.urgent)
+
+    def downloaded(self, lease: bytes) -> None:
+        """The lease's page is downloaded: unread until its page leaves the pipelines."""
+        self.unread.add(lease)
+
+    def read(self, lease) -> bool:
+        """The lease's page is read (or the lease is no longer the worker's); whether the
+        cap was just lifted (the engine must be asked again)."""
+        self.urgent.discard(lease)
+        if lease not in self.unread:
+            return False
+        self.unread.discard(lease)
+        if self.capped and not self.full:
+            self.capped = False
+            return True
+        return False
+
+    def store_down(self, now: float) -> float | None:
+        """A store did not take a page: hold. The wait when a new hold begins (to be
+        said), else None."""
+        if self.store_down_since is None:
+            self.store_down_since = now
+        wait = outage_wait(now - self.store_down_since)
+        said = wait if self.hold_until <= now else None
+        self.hold_until = max(self.hold_until, now + wait)
+        return said
+
+    def store_up(self, now: float) -> tuple[float, bool] | None:
+        """A page was stored: the hold ends. (How long the stores were down, whether a
+        hold was cut short), or None when none was down."""
+        if self.store_down_since is None:
+            return None
+        down, self.store_down_since = now - self.store_down_since, None
+        held = self.hold_until > now
+        self.hold_until = 0.0
+        return down, held
+
+    def clear(self) -> None:
+        self.unread.clear()
+        self.urgent.clear()
