@@ -63,11 +63,7 @@ def test_its_fields_give_it_back_rules_included():
     )
     assert back.rules.text == rules.text
     assert back.with_rules(rules).rules is rules
-    assert (
-        CrawlScope(rules=back.rules)
-        .refusal("http://b.example/")
-        .why.startswith("/etc/rules.txt:1")
-    )
+    assert CrawlScope(rules=back.rules).refusal("http://b.example/").why.startswith("/etc/rules.txt:1")
     assert CrawlScope.from_fields(CrawlScope(guard=False).fields()).guard is False
     with pytest.raises(ValueError):
         CrawlScope.from_fields({"domains": "5"})
