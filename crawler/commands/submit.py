@@ -120,7 +120,10 @@ class Command(ScrapyCommand):
         policy = FetchPolicy.reader(settings)  # what was fetched: a seen URL not fetched is promoted
         fetched = policy.recent if policy is not None else None
         try:
-            scope = read_scope(client, frontier.keys) or CrawlScope.from_settings(settings)
+            scope = read_scope(client, frontier.keys)  # the running workers' scope, if any
+            if scope is not None:
+                frontier.use_scope(scope)
+            scope = frontier.current_scope()
             for batch in _batches(args):
                 kept = []
                 for given in batch:

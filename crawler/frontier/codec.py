@@ -203,3 +203,19 @@ def encode_url(url: str, force: bool = False, urgent: bool = False) -> bytes:
     meta.URGENT: urgent})``)."""
     flags = ("F" if force else "") + ("U" if urgent else "")
     return SEP.join((url, "0", "", flags)).encode() if flags else url.encode()
+
+
+def leased_request(lease, spider, now_ms: int) -> Request:
+    """The request of a lease (Frontier.get), carrying it (``meta.LEASE``), and what the
+    frontier said of it: to be recorded as not fetched (a negative due time: its code),
+    its importance, the time its host is due when that is later than ``now_ms``.
+    UndecodablePayload when its payload is not a request of this crawler."""
+    request = decode(lease.payload, spider)
+    request.meta[meta.LEASE] = lease.id
+    if lease.due < 0:  # to be recorded as not fetched (steering.py): no request leaves
+        request.meta[meta.NOT_FETCHED] = -lease.due
+    if lease.cash > 0:  # (FRONTIER_ORDER importance: its links share it)
+        request.meta[meta.IMPORTANCE] = lease.cash
+    if lease.due > now_ms:
+        request.meta[meta.DUE] = lease.due
+    return request

@@ -214,13 +214,15 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         return self.rules.current() if self.rules is not None else EMPTY
 
     def use_scope(self, scope: CrawlScope) -> None:
-        """Hold what is offered to ``scope``'s domains, prefixes, guard and trap guards (a
-        spider's; the rules stay the crawl's, read again as they change)."""
-        self.scope = self.scope.narrowed(scope)
-        self._ruled = (EMPTY, self.scope.with_rules(EMPTY))
+        """Hold what is offered to ``scope`` (a spider's, or the one the running workers
+        published); the crawl rules of CRAWL_RULES, when set here, over its own."""
+        self.scope = scope
+        self._ruled = (EMPTY, scope)
 
     def current_scope(self) -> CrawlScope:
         """The scope every URL offered is held to, with the crawl rules as they stand."""
+        if self.rules is None:
+            return self.scope
         rules = self.current_rules()
         if self._ruled[0] is not rules:
             self._ruled = (rules, self.scope.with_rules(rules))

@@ -15,7 +15,7 @@ import redis
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 
-from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED
+from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, refused
 from crawler.frontier.words import FINISHED, PAUSED, RUNNING
 from crawler.observe.report import when
 
@@ -41,6 +41,41 @@ class Closing:
         self.paused_said = False  # the worker said the crawl is paused (it says so once)
         self.closing_for: str | None = None  # the close reason, once this worker must stop
         self.epoch: int | None = None  # the crawl's epoch as this worker first saw it
+
+    def open(self) -> None:
+        """At the worker's start: the crawl's epoch (whose change later means its frontier
+        was lost), what the frontier holds, and a warning when a setting keeps a failing
+        host due within FRONTIER_MAX_WAIT (the worker would never close)."""
+        s = self.crawler.settings
+        short = [
+            n
+            for n in ("ROBOTSTXT_RETRY_MAX", "HOST_BACKOFF_MAX", "URL_RETRY_DELAY_MAX")
+            if s.getfloat(n) <= self.max_wait
+        ]
+        if self.close_when_idle and short:
+            logger.warning(
+                "%s at most FRONTIER_MAX_WAIT (%.0f s): a host that keeps failing is always due again "
+                "within it, and this worker may never close",
+                ", ".join(short),
+                self.max_wait,
+            )
+        try:
+            self.epoch = self.frontier.epoch(create=True)
+            stats = self.frontier.stats()
+        except redis.RedisError as exc:
+            if refused(exc):
+                self.refused(exc)
+            else:
+                logger.warning("Redis unreachable at start (%s); the worker waits for it", exc)
+            return
+        logger.info(
+            "Frontier %r: %d URLs queued over %d hosts, %d leased, %d seen",
+            self.frontier.keys.crawl_name,
+            stats["queued"],
+            stats["hosts_queued"],
+            stats["leased"],
+            stats["seen"]["urls"],
+        )
 
     def idle(self, busy: bool) -> None:
         """The engine is idle (``busy``: the scheduler still has requests or offers of its

@@ -14,13 +14,18 @@
 
 from __future__ import annotations
 
+import logging
+
 from crawler.frontier.connection import outage_wait
+
+logger = logging.getLogger(__name__)
 
 URGENT_LOOK_EVERY = 0.02  # seconds: between pops, how often a worker looks for a submission
 
 
 class Pacing:
-    def __init__(self, max_unread: int):
+    def __init__(self, max_unread: int, stats=None):
+        self.stats = stats
         self.max_unread = max(max_unread, 1)
         self.unread: set[bytes] = set()  # leases whose pages are downloaded, not yet through the pipelines
         self.urgent: set[bytes] = set()  # leases of submissions taken between pops, not yet read
@@ -57,25 +62,33 @@ class Pacing:
             return True
         return False
 
-    def store_down(self, now: float) -> float | None:
-        """A store did not take a page: hold. The wait when a new hold begins (to be
-        said), else None."""
+    def store_down(self, now: float) -> None:
+        """A store did not take a page: hold (said once a hold, counted as
+        ``frontier/store_holds``)."""
         if self.store_down_since is None:
             self.store_down_since = now
         wait = outage_wait(now - self.store_down_since)
-        said = wait if self.hold_until <= now else None
+        if self.hold_until <= now:
+            logger.warning(
+                "Pages not stored for %.0f s (a store did not take them; their leases are given back): "
+                "this worker leases no more for %.1f s",
+                now - self.store_down_since,
+                wait,
+            )
+            if self.stats is not None:
+                self.stats.inc_value("frontier/store_holds")
         self.hold_until = max(self.hold_until, now + wait)
-        return said
 
-    def store_up(self, now: float) -> tuple[float, bool] | None:
-        """A page was stored: the hold ends. (How long the stores were down, whether a
-        hold was cut short), or None when none was down."""
+    def store_up(self, now: float) -> bool:
+        """A page was stored: the hold ends; whether one was cut short (the engine must
+        be asked again)."""
         if self.store_down_since is None:
-            return None
-        down, self.store_down_since = now - self.store_down_since, None
+            return False
+        logger.info("Pages stored again after %.0f s", now - self.store_down_since)
+        self.store_down_since = None
         held = self.hold_until > now
         self.hold_until = 0.0
-        return down, held
+        return held
 
     def clear(self) -> None:
         self.unread.clear()

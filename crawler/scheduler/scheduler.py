@@ -63,7 +63,6 @@ from crawler import meta
 from crawler.freshness.policy import FetchPolicy
 from crawler.frontier import codec
 from crawler.frontier.client import FrontierClient
-from crawler.frontier.connection import refused
 from crawler.frontier.frontier import Entry
 from crawler.frontier.verbs import FrontierVerbs
 from crawler.scheduler.closing import Closing
@@ -88,7 +87,7 @@ class FrontierScheduler:
         s = crawler.settings
         self.clock = clock if clock is not None else reactor
         self.prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
-        self.pacing = Pacing(s.getint("FRONTIER_MAX_UNREAD"))
+        self.pacing = Pacing(s.getint("FRONTIER_MAX_UNREAD"), self.stats)
         # hosts due this soon are handed out now; the rate limiter holds each request until
         # its host is due (without the limiter, nothing would hold it: no lookahead)
         self.lookahead = s.getfloat("FRONTIER_LOOKAHEAD") if s.getbool("RATE_LIMITER_ENABLED") else 0.0
@@ -148,37 +147,8 @@ class FrontierScheduler:
         self.spider = spider
         if isinstance(getattr(spider, "scope", None), CrawlScope):  # what is offered is held to it
             self.frontier.use_scope(spider.scope)
-        s = self.crawler.settings
-        short = [
-            n
-            for n in ("ROBOTSTXT_RETRY_MAX", "HOST_BACKOFF_MAX", "URL_RETRY_DELAY_MAX")
-            if s.getfloat(n) <= self.max_wait
-        ]
-        if self.closing.close_when_idle and short:
-            logger.warning(
-                "%s at most FRONTIER_MAX_WAIT (%.0f s): a host that keeps failing is always due again "
-                "within it, and this worker may never close",
-                ", ".join(short),
-                self.max_wait,
-            )
         self._renewer.start(max(self.frontier.lease_ms / 3000, 0.05), now=False)
-        try:
-            self.closing.epoch = self.frontier.epoch(create=True)
-            stats = self.frontier.stats()
-        except redis.RedisError as exc:
-            if refused(exc):
-                self._refused(exc)
-            else:
-                logger.warning("Redis unreachable at start (%s); the worker waits for it", exc)
-            return
-        logger.info(
-            "Frontier %r: %d URLs queued over %d hosts, %d leased, %d seen",
-            self.frontier.keys.crawl_name,
-            stats["queued"],
-            stats["hosts_queued"],
-            stats["leased"],
-            stats["seen"]["urls"],
-        )
+        self.closing.open()
 
     def close(self, reason):
         if self._renewer.running:
@@ -285,20 +255,13 @@ class FrontierScheduler:
             self._wake_engine_in(self.client.outbox.backoff)
             return
         leases, next_due = taken
-        leases, requests = self._decoded(leases)
+        leases, requests = self._decoded(leases, int(now * 1000))
         skipped = self.policy.skip(requests) if self.policy is not None and leases else ()
         for i, (lease, request) in enumerate(zip(leases, requests, strict=True)):
             if i in skipped:  # fetched recently: done with it (its ack lands it)
                 self.client.ack(lease.id)
-                continue
-            request.meta[meta.LEASE] = lease.id
-            if lease.due < 0:  # to be recorded as not fetched (steering.py): no request leaves
-                request.meta[meta.NOT_FETCHED] = -lease.due
-            if lease.cash > 0:  # (FRONTIER_ORDER importance: its links share it)
-                request.meta[meta.IMPORTANCE] = lease.cash
-            if lease.due > now * 1000:
-                request.meta[meta.DUE] = lease.due
-            self._buffer.append(request)
+            else:
+                self._buffer.append(request)
         if urgent_only:  # (it says nothing of the other hosts)
             return
         if n and len(leases) == n:  # more may be due: look again at the engine's next call
@@ -317,14 +280,14 @@ class FrontierScheduler:
         self._next_poll = now + wait
         self._wake_engine_in(wait)
 
-    def _decoded(self, leases) -> tuple[list, list]:
+    def _decoded(self, leases, now_ms: int) -> tuple[list, list]:
         """The leases whose payload is a request of this crawler, and those requests; any
         other payload (written into Redis by something else) is acknowledged unread:
         counted, one error line, never run."""
         kept, requests = [], []
         for lease in leases:
             try:
-                requests.append(codec.decode(lease.payload, self.spider))
+                requests.append(codec.leased_request(lease, self.spider, now_ms))
             except codec.UndecodablePayload as exc:
                 self.stats.inc_value("frontier/undecodable")
                 logger.error("Queued payload dropped unread: %s", exc)
@@ -390,30 +353,18 @@ class FrontierScheduler:
         if not lease:
             return
         self._done_reading(lease)
-        stored = self.pacing.store_up(self.clock.seconds())
-        if stored is not None:
-            logger.info("Pages stored again after %.0f s", stored[0])
-            if stored[1]:
-                self._wake_engine_in(0)
+        if self.pacing.store_up(self.clock.seconds()):
+            self._wake_engine_in(0)
         self.client.ack(lease)
 
     def give_back(self, request, **kwargs) -> None:
         """The page of this request could not be stored: its URL goes back to its queue
-        now, and the worker holds for a while (``_store_down``)."""
+        now, and the worker holds for a while (``pacing.py``)."""
         lease = request.meta.get(meta.LEASE)
         if not lease:
             return
         self._done_reading(lease)
-        now = self.clock.seconds()
-        wait = self.pacing.store_down(now)  # lease no more for a while (pacing.py)
-        if wait is not None:
-            logger.warning(
-                "Pages not stored for %.0f s (a store did not take them; their leases are given back): "
-                "this worker leases no more for %.1f s",
-                now - self.pacing.store_down_since,
-                wait,
-            )
-            self.stats.inc_value("frontier/store_holds")
+        self.pacing.store_down(self.clock.seconds())  # lease no more for a while (pacing.py)
         self.client.give_back(lease)
 
     def _renew(self) -> None:

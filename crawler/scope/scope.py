@@ -18,7 +18,7 @@ its form in the crawl's Redis (``publish_scope``, crawler/frontier/submit.py).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from crawler.scope import reasons
 from crawler.scope.addresses import AddressPolicy, allow_network
@@ -82,10 +82,6 @@ class CrawlScope:
     def with_rules(self, rules: CrawlRules) -> CrawlScope:
         return CrawlScope(self.domains, self.prefixes, rules, self.guard_allow, self.guard, self.traps)
 
-    def narrowed(self, other: CrawlScope) -> CrawlScope:
-        """This scope with ``other``'s domains and prefixes (a spider's arguments), guard
-        and traps; its own rules (the frontier's, read again as they change)."""
-        return CrawlScope(other.domains, other.prefixes, self.rules, other.guard_allow, other.guard, other.traps)
 
     def verdict(self, url: str, depth: int = 0, guard: bool = False) -> str | None:
         """Why the normalized ``url``, found at ``depth``, is not in the crawl (a code of
@@ -168,6 +164,7 @@ class CrawlScope:
             "rules_path": self.rules.path,
             "guard": "1" if self.guard else "0",
             "guard_allow": json.dumps(list(self.guard_allow)),
+            "traps": json.dumps(asdict(self.traps)),
         }
 
     @classmethod
@@ -185,7 +182,16 @@ class CrawlScope:
             rules=rules,
             guard_allow=tuple(_strings(text.get("guard_allow"))),
             guard=text.get("guard", "1") != "0",
+            traps=_traps(text.get("traps")),
         )
+
+
+def _traps(value: str | None) -> TrapGuard:
+    limits = json.loads(value) if value else {}
+    try:
+        return TrapGuard(**{k: int(v) for k, v in limits.items()})
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"not the trap guards' limits: {value!r}") from exc
 
 
 def _strings(value: str | None) -> list[str]:
