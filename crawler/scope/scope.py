@@ -82,7 +82,6 @@ class CrawlScope:
     def with_rules(self, rules: CrawlRules) -> CrawlScope:
         return CrawlScope(self.domains, self.prefixes, rules, self.guard_allow, self.guard, self.traps)
 
-
     def verdict(self, url: str, depth: int = 0, guard: bool = False) -> str | None:
         """Why the normalized ``url``, found at ``depth``, is not in the crawl (a code of
         reasons.py), or None: no usable host, the network guard (``guard``: by the address
