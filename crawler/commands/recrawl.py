@@ -33,6 +33,7 @@ from crawler.config.validation import exit_if_invalid
 from crawler.freshness.recrawl import Recrawl
 from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
+from crawler.frontier.submit import use_published_scope
 from crawler.seeds.ingest import Every
 from crawler.urlstore.backends import urlstore_from_settings
 from crawler.urlstore.sqlite import SQLITE_FILE
@@ -95,6 +96,7 @@ class Command(ScrapyCommand):
             frontier = frontier_from_settings(settings)
             client = frontier.redis
             client.ping()
+            use_published_scope(frontier)
         except Exception as exc:
             _close(client)
             return self._fail(f"recrawl: cannot connect to Redis ({_where(settings)}): {_reason(exc)}")

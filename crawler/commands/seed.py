@@ -31,7 +31,7 @@ from scrapy.exceptions import UsageError
 from crawler.config.validation import exit_if_invalid
 from crawler.frontier.connection import frontier_from_settings, redis_location
 from crawler.frontier.keys import Keys
-from crawler.frontier.submit import read_scope
+from crawler.frontier.submit import use_published_scope
 from crawler.scope.addresses import guard_hint
 from crawler.scope.reasons import PRIVATE_ADDRESS
 from crawler.seeds.files import STDIN, SeedFileError, check_readable
@@ -157,9 +157,7 @@ class Command(ScrapyCommand):
 
         progress = ProgressLine(enabled=not opts.no_progress, every=settings.getfloat("SEED_PROGRESS_INTERVAL"))
         try:
-            published = read_scope(client, frontier.keys)  # the running workers' scope, if any
-            if published is not None:
-                frontier.use_scope(published)
+            use_published_scope(frontier)
             report = ingest(
                 frontier,
                 args,

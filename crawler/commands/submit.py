@@ -43,7 +43,7 @@ from crawler.config.validation import exit_if_invalid
 from crawler.freshness.policy import FetchPolicy
 from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
-from crawler.frontier.submit import Submission, entry, read_scope, submit
+from crawler.frontier.submit import Submission, entry, submit, use_published_scope
 from crawler.observe.report import count
 from crawler.scope.scope import CrawlScope
 from crawler.seeds.files import STDIN
@@ -120,10 +120,7 @@ class Command(ScrapyCommand):
         policy = FetchPolicy.reader(settings)  # what was fetched: a seen URL not fetched is promoted
         fetched = policy.recent if policy is not None else None
         try:
-            scope = read_scope(client, frontier.keys)  # the running workers' scope, if any
-            if scope is not None:
-                frontier.use_scope(scope)
-            scope = frontier.current_scope()
+            scope = use_published_scope(frontier)
             for batch in _batches(args):
                 kept = []
                 for given in batch:

@@ -166,3 +166,13 @@ def read_scope(client, keys: Keys) -> CrawlScope | None:
     except ValueError as exc:
         logger.warning("The crawl's published scope cannot be read (%s); using this command's settings", exc)
         return None
+
+
+def use_published_scope(frontier) -> CrawlScope:
+    """Hold what a command (``scrapy seed``, ``submit``, ``recrawl``) offers ``frontier`` to
+    the scope its running workers published, when they did (else to the command's own
+    settings'); the scope it is held to."""
+    published = read_scope(frontier.redis, frontier.keys)
+    if published is not None:
+        frontier.use_scope(published)
+    return frontier.current_scope()

@@ -8,10 +8,10 @@ import time
 from crawler.frontier import codec
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.keys import Keys
-from crawler.frontier.submit import Submission, publish_scope, read_scope, submit
+from crawler.frontier.submit import Submission, publish_scope, read_scope, submit, use_published_scope
 from crawler.frontier.words import ADDED
 from crawler.scope.reasons import OUT_OF_SCOPE, PRIVATE_ADDRESS, REJECTED
-from crawler.scope.rules import RulesWatch
+from crawler.scope.rules import CrawlRules, RulesWatch
 from crawler.scope.scope import CrawlScope
 from crawler.scope.traps import TrapGuard
 from crawler.seeds.ingest import ingest
@@ -59,3 +59,21 @@ def test_every_url_offered_gets_the_scopes_verdict_at_admission(redis_client, cr
     assert (report.added, report.refused) == (0, 3)
     assert report.refused_by == {PRIVATE_ADDRESS: 1, OUT_OF_SCOPE: 1, REJECTED: 1}
     assert submit(frontier, [Submission("http://c.example/")], {}) == [("http://c.example/", OUT_OF_SCOPE)]
+
+
+def test_a_command_holds_what_it_offers_to_the_scope_the_workers_published(redis_client, crawl_name, tmp_path):
+    """scrapy seed, submit and recrawl: the running workers' scope, rules and guard included,
+    over the command's own settings."""
+    frontier = Frontier(redis_client, crawl_name)
+    assert use_published_scope(frontier) == CrawlScope()  # none published: the command's own
+    rules = CrawlRules.parse("reject regex /old/\n", "rules.txt")
+    published = CrawlScope(
+        domains=("a.example",), rules=rules, guard_allow=("10.0.0.0/8",), traps=TrapGuard(max_depth=1)
+    )
+    publish_scope(redis_client, Keys(crawl_name), published)
+    frontier = Frontier(redis_client, crawl_name)
+    assert use_published_scope(frontier).fields() == published.fields()
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.example/\nhttp://b.example/\nhttp://a.example/old/\nhttp://10.1.1.1/\n")
+    report = ingest(frontier, [seeds])  # (10.1.1.1: past the guard, outside the domains)
+    assert report.added == 1 and report.refused_by == {OUT_OF_SCOPE: 2, REJECTED: 1}
