@@ -29,10 +29,9 @@ HOST_INTERVAL = 0.3
 NAME = "sharded"
 
 
-def _start_two(tmp_path, site, redis_settings: dict, ready, workers: list) -> dict:
-    """Worker a with the seeds, then worker b once ``ready()`` (polled), each added to
-    ``workers`` as it starts (the caller kills them at the end); returns their settings."""
-    settings = loopback_settings(
+def _settings(tmp_path, redis_settings: dict) -> dict:
+    """A worker's settings on ``redis_settings``: the hosts HOST_INTERVAL apart, the end 3 s idle."""
+    return loopback_settings(
         NAME,
         tmp_path / "a.log",
         FRONTIER_HOST_INTERVAL=HOST_INTERVAL,
@@ -40,6 +39,12 @@ def _start_two(tmp_path, site, redis_settings: dict, ready, workers: list) -> di
         CRAWL_DIR=tmp_path / "crawl",
         **redis_settings,
     )
+
+
+def _start_two(tmp_path, site, redis_settings: dict, ready, workers: list) -> dict:
+    """Worker a with the seeds, then worker b once ``ready()`` (polled), each added to
+    ``workers`` as it starts (the caller kills them at the end); returns their settings."""
+    settings = _settings(tmp_path, redis_settings)
     env = clean_env()
     workers.append(launch_worker(tmp_path, "a", seed_file(tmp_path, site.seeds), settings, env))
     deadline = time.monotonic() + 60
@@ -61,14 +66,7 @@ def _crawl(tmp_path, site, redis_settings: dict) -> list:
     ``redis_settings``; checks that every page was fetched once, is in the output, that
     both did some of it, and that each host's requests were HOST_INTERVAL apart at the
     site. Returns the workers."""
-    settings = loopback_settings(
-        NAME,
-        tmp_path / "a.log",
-        FRONTIER_HOST_INTERVAL=HOST_INTERVAL,
-        FRONTIER_IDLE_SECONDS=3,
-        CRAWL_DIR=tmp_path / "crawl",
-        **redis_settings,
-    )
+    settings = _settings(tmp_path, redis_settings)
     seeds, env = seed_file(tmp_path, site.seeds), clean_env()
     workers: list = []
     try:
