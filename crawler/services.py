@@ -47,6 +47,9 @@ class Services:
         # the worker's FrontierClient (crawler/frontier/client.py), set by the frontier's
         # scheduler when it is made; None with another scheduler
         self.frontier_client = None
+        # the scheduler's Pacing (crawler/scheduler/pacing.py): what the worker waits for,
+        # which the live stats publish; None with another scheduler
+        self.pacing = None
         # what goes along with a page through the pipelines but is no field of it (its
         # reading, its storing): kept by the page's URL and fetch time
         self.pages = PageStates()

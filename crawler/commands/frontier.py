@@ -36,6 +36,7 @@ from crawler.frontier.connection import (
 )
 from crawler.frontier.steering import host_key
 from crawler.frontier.words import REASONS
+from crawler.observe.livestats import waiting_lines
 from crawler.observe.report import count as plural
 from crawler.observe.report import deferred_lines, numbers, status_line, totals_text, when
 from crawler.urlstore.sqlite import sqlite_path
@@ -241,6 +242,7 @@ def format_stats(name: str, s: dict, cluster: bool = False) -> str:
             f"status           {status_line(status, status['deferred'], workers=s.get('workers'))}",
             *(f"                 {line}" for line in deferred_lines(status["deferred"])),
             f"workers          {workers_line(s.get('workers'), s.get('published') or {})}",
+            *(f"                 {line}" for line in waiting_lines(s.get("waiting") or [], s.get("read_at", 0) / 1000)),
             *steering_lines(s.get("paused"), s.get("budget")),
             f"queued           {s['queued']}  (front queues by level: {levels})",
             f"hosts            {s['hosts_with_urls']} with URLs queued: {s['hosts_queued']} ready ({s['hosts_due']} due now), "

@@ -226,6 +226,18 @@ TABLE: tuple[Setting, ...] = (
         "pages a worker holds downloaded but not yet through its pipelines; it leases no more meanwhile but due submissions (read first; at most as many again): when the CPU bounds the crawl, each page waits behind at most these to be read (bounds refetches after a crash, and memory; the downloads in flight are CONCURRENT_REQUESTS')",
     ),
     S(
+        "FRONTIER_MAX_UNSTORED",
+        500,
+        AT_LEAST_ONE,
+        "pages a worker holds fetched but not yet stored (archive and UrlStore); at the bound it leases nothing, submissions included, until the stores catch up, and says so (about two 5 s archive batches at one worker's 46 pages/s, bench/throughput.py)",
+    ),
+    S(
+        "FRONTIER_MAX_UNSTORED_BYTES",
+        128 * 2**20,
+        AT_LEAST_ONE,
+        "bytes of bodies a worker holds fetched but not yet stored; at the bound, as FRONTIER_MAX_UNSTORED (two ARCHIVE_MAX_BYTES batches)",
+    ),
+    S(
         "FRONTIER_LOOKAHEAD",
         0.02,
         SECONDS,
@@ -847,7 +859,7 @@ OPERATIONS_SETTINGS = (
     "FRONTIER_HOST_MAX_IN_FLIGHT", "FRONTIER_MAX_DEPTH", "CRAWL_MAX_PAGES", "FRONTIER_HOST_MAX_PAGES", "FRONTIER_CLOSE_WHEN_IDLE",
     "LIVE_STATS_INTERVAL", "METRICS_PORT", "SERVE_TOKEN", "CRAWL_ALLOWED_DOMAINS", "CRAWL_ALLOWED_PREFIXES",
     "PAGE_PROCESSES", "NETWORK_GUARD_ALLOW", "CONTENT_SEEN_RESEMBLANCE", "ARCHIVE_DIR", "ARCHIVE_S3_BUCKET",
-    "ARCHIVE_S3_ENDPOINT_URL", "WORKER_STOP_TIMEOUT", "URLSTORE_BACKEND", "RECRAWL_INTERVAL", "RECRAWL_CHECK_INTERVAL",
+    "ARCHIVE_S3_ENDPOINT_URL", "WORKER_STOP_TIMEOUT", "FRONTIER_MAX_UNSTORED", "URLSTORE_BACKEND", "RECRAWL_INTERVAL", "RECRAWL_CHECK_INTERVAL",
     "FETCH_POLICY_MAX_AGE", "CASSANDRA_HOSTS", "CASSANDRA_KEYSPACE", "ROBOTSTXT_OBEY",
 )  # fmt: skip
 RULES = {s.name: s.rule for s in TABLE}

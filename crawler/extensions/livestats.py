@@ -120,6 +120,12 @@ class LiveStats:
                 p.lpush(keys.recent, *(json.dumps(e, separators=(",", ":")) for e in recent))
                 p.ltrim(keys.recent, 0, RECENT - 1)
             now_ms = int(now * 1000)
+            pacing = services(self.crawler).pacing
+            waiting = pacing.waiting() if pacing is not None and not closing else None
+            if waiting is not None:  # (crawler/scheduler/pacing.py: the stores are behind)
+                p.hset(keys.waiting, self.worker, json.dumps(waiting, separators=(",", ":")))
+            else:
+                p.hdel(keys.waiting, self.worker)
             if closing:  # out of the live ones; the crawl's totals, for the last worker to end
                 p.zrem(keys.workers, self.worker)
                 p.zcount(keys.workers, now_ms - int(LIVE_SECONDS * 1000), "+inf")

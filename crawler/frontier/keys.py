@@ -60,6 +60,10 @@ key                         type    contents
                                     a viewer shows (``PUBLISHED``: host interval,
                                     in-flight limit, max wait, profile...), written at
                                     each live-stats flush; on the first shard
+``waiting``                 hash    worker id -> what it waits for, as JSON (``{"for":
+                                    "the stores", "since": s, "pages": n, "bytes": n}``):
+                                    written at each live-stats flush while it waits,
+                                    removed when it goes on; on the first shard
 ``submit``                  list    URLs submitted by any program for the running crawl
                                     (RPUSH; drained by the workers through ``put``):
                                     a URL, or a JSON object ``{"url": ..., "force":
@@ -160,6 +164,7 @@ NAMES = {
     "counters": "counters",
     "workers": "workers",
     "published": "published",
+    "waiting": "waiting",
     "submit": "submit",
     "submitted": "submitted",
     "scope": "scope",

@@ -19,6 +19,9 @@ REDIS_URLS, the first shard of a cluster, where the ``submit`` list is):
 ``workers`` (zset)
     this worker's heartbeat (worker id -> time of its last flush, ms); a closing worker
     takes itself out.
+``waiting`` (hash)
+    what this worker waits for, while it waits (``{"for": "the stores", "since", "pages",
+    "bytes"}``, crawler/scheduler/pacing.py); taken out when it goes on or closes.
 ``published`` (hash)
     the settings the workers run with that shape what a viewer shows (``PUBLISHED``):
     ``scrapy frontier`` and the dashboard show the workers' interval, not their own.
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 from crawler.frontier.keys import Keys
 from crawler.scope import reasons
@@ -114,6 +118,38 @@ TALLIED = (
 )
 
 
+def read_waiting(client, keys: Keys, now: float, live_seconds: float = LIVE_SECONDS) -> list[dict]:
+    """What the live workers wait for, the longest waiting first: ``[{"worker", "for",
+    "since", "pages", "bytes"}, ...]`` (a dead worker's entry is left out)."""
+    p = client.pipeline(transaction=False)
+    p.hgetall(keys.waiting)
+    p.zrangebyscore(keys.workers, int((now - live_seconds) * 1000), "+inf")
+    raw, live = p.execute()
+    alive = {_text(w) for w in live}
+    out = []
+    for worker, value in raw.items():
+        try:
+            entry = json.loads(value)
+        except ValueError:
+            continue
+        if _text(worker) in alive and isinstance(entry, dict):
+            out.append({"worker": _text(worker), **entry})
+    return sorted(out, key=lambda e: e.get("since", now))
+
+
+def waiting_lines(waiting: list[dict], now: float) -> list[str]:
+    """``worker-1 waits for the stores since 10:42:07 (3 min): 500 pages (12.3 MB) not yet stored``."""
+    lines = []
+    for w in waiting:
+        since = w.get("since", now)
+        clock = time.strftime("%H:%M:%S", time.localtime(since))
+        lines.append(
+            f"{w['worker']} waits for {w.get('for', '?')} since {clock} ({now - since:.0f} s): "
+            f"{w.get('pages', 0)} pages ({w.get('bytes', 0) / 1e6:.1f} MB) not yet stored"
+        )
+    return lines
+
+
 def read_tally(raw: dict) -> dict[str, int]:
     """The ``tally`` hash as Redis gives it (HGETALL), as {stats key: count}."""
     return {_text(k): int(v) for k, v in sorted(raw.items())}
@@ -163,12 +199,13 @@ def activity(client, keys, now: float, minutes: int = 30, live_seconds: float = 
          "series": [{"t": <bucket start>, "fates": {"fetched": n, ...}}, ...],
          "totals": {"<stats key>": n, ...},
          "recent": [{"url", "status", "fate", "title", "at"}, ...],
-         "workers": n}
+         "workers": n,
+         "waiting": [{"worker", "for", "since", "pages", "bytes"}, ...]}
 
     ``series``: every bucket of the last ``minutes`` minutes (clamped to 1..MAX_MINUTES),
     oldest first, the last holding ``now``, an empty one with ``{}``; ``totals``: the
     tally; ``recent``: newest first; ``workers``: those with a heartbeat in the last
-    ``live_seconds``."""
+    ``live_seconds``; ``waiting``: what those wait for (``read_waiting``)."""
     if not isinstance(keys, Keys):
         keys = Keys(str(keys))
     minutes = min(max(int(minutes), 1), MAX_MINUTES)
@@ -180,6 +217,7 @@ def activity(client, keys, now: float, minutes: int = 30, live_seconds: float = 
     p.lrange(keys.recent, 0, RECENT - 1)
     p.zcount(keys.workers, int((now - live_seconds) * 1000), "+inf")
     *series, tally, recent, live = p.execute()
+    waiting = read_waiting(client, keys, now, live_seconds)
     pages = []
     for raw in recent:
         try:
@@ -197,4 +235,5 @@ def activity(client, keys, now: float, minutes: int = 30, live_seconds: float = 
         "totals": read_tally(tally),
         "recent": pages,
         "workers": int(live),
+        "waiting": waiting,
     }

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from crawler.frontier.words import FINISHED, PAUSED, REASONS, RUNNING
-from crawler.observe.livestats import live_workers, read_published, read_tally
+from crawler.observe.livestats import live_workers, read_published, read_tally, read_waiting
 from crawler.scope import reasons
 
 _ORDER = ("paused", "robots", "down", "throttled", "retry", "interval")
@@ -38,6 +38,7 @@ def numbers(frontier, max_wait: float, hosts: int = 10) -> dict:
         "deferred": frontier.deferred(max_wait),
     }
     stats["workers"] = workers
+    stats["waiting"] = read_waiting(frontier.redis, frontier.keys, time.time())
     stats["published"] = published
     stats["slowed"] = frontier.slowed()
     stats["paused"] = frontier.paused()

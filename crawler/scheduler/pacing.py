@@ -6,6 +6,13 @@
   record with them), a crash would cost them, and they would hold memory. A due host's
   submission is leased all the same (it is read first), while fewer than FRONTIER_MAX_UNREAD
   such pages are unread, looked for at most every URGENT_LOOK_EVERY.
+- **Pages not stored.** A worker holds at most FRONTIER_MAX_UNSTORED pages (and
+  FRONTIER_MAX_UNSTORED_BYTES of their bodies) fetched but not yet stored (their leases not
+  acknowledged: the archive's batch and the UrlStore's pointer wait): at the bound it
+  leases nothing, submissions included, while it keeps renewing what it holds, and says
+  so once when it starts waiting and once when it goes on (``frontier/unstored_waits``,
+  ``frontier/unstored_wait_seconds``). A store that is slow, throttled or away then slows
+  the crawl, and a worker does not read the web into its memory and spool meanwhile.
 - **Stores down.** A page a store (the UrlStore, the archive) did not take is given back, and
   the worker leases nothing for a while, as during a Redis outage (half the outage so far,
   from 0.5 s to 30 s), so that pages are not fetched only to be dropped; the first page
@@ -24,9 +31,14 @@ URGENT_LOOK_EVERY = 0.02  # seconds: between pops, how often a worker looks for 
 
 
 class Pacing:
-    def __init__(self, max_unread: int, stats=None):
+    def __init__(self, max_unread: int, stats=None, max_unstored: int = 500, max_unstored_bytes: int = 128 * 2**20):
         self.stats = stats
         self.max_unread = max(max_unread, 1)
+        self.max_unstored = max(max_unstored, 1)
+        self.max_unstored_bytes = max(max_unstored_bytes, 1)
+        self.held: dict[bytes, int] = {}  # leases whose pages are downloaded, not yet stored -> body bytes
+        self.held_bytes = 0
+        self.waiting_since: float | None = None  # at the unstored bound since
         self.unread: set[bytes] = set()  # leases whose pages are downloaded, not yet through the pipelines
         self.urgent: set[bytes] = set()  # leases of submissions taken between pops, not yet read
         self.capped = False  # a take was refused at the cap: wake the engine below it
@@ -46,9 +58,55 @@ class Pacing:
         self.urgent_look_at = now + URGENT_LOOK_EVERY
         return self.max_unread - len(self.urgent)
 
-    def downloaded(self, lease: bytes) -> None:
-        """The lease's page is downloaded: unread until its page leaves the pipelines."""
+    def downloaded(self, lease: bytes, size: int = 0) -> None:
+        """The lease's page (``size`` bytes of body) is downloaded: unread until it leaves
+        the pipelines, unstored until its lease is done with (``done``)."""
         self.unread.add(lease)
+        self.held_bytes += size - self.held.get(lease, 0)
+        self.held[lease] = size
+
+    def unstored_full(self, now: float) -> bool:
+        """At FRONTIER_MAX_UNSTORED pages, or FRONTIER_MAX_UNSTORED_BYTES, fetched and not
+        yet stored (the first time: said, and counted)."""
+        full = len(self.held) >= self.max_unstored or self.held_bytes >= self.max_unstored_bytes
+        if full and self.waiting_since is None:
+            self.waiting_since = now
+            logger.warning(
+                "Waiting for the stores: %d pages (%.1f MB) fetched and not yet stored, at the bound "
+                "(FRONTIER_MAX_UNSTORED %d, FRONTIER_MAX_UNSTORED_BYTES %d): leasing nothing new meanwhile",
+                len(self.held),
+                self.held_bytes / 1e6,
+                self.max_unstored,
+                self.max_unstored_bytes,
+            )
+            self._inc("frontier/unstored_waits")
+        return full
+
+    def waiting(self) -> dict | None:
+        """What the worker waits for, as the live stats publish it (None: nothing)."""
+        if self.waiting_since is None:
+            return None
+        return {"for": "the stores", "since": self.waiting_since, "pages": len(self.held), "bytes": self.held_bytes}
+
+    def done(self, lease, now: float) -> bool:
+        """The lease's page is stored, given back or let go; whether a wait for the stores
+        or the unread cap just ended (the engine must be asked again)."""
+        self.held_bytes -= self.held.pop(lease, 0)
+        lifted = self.read(lease)
+        if self.waiting_since is None:
+            return lifted
+        if len(self.held) >= self.max_unstored or self.held_bytes >= self.max_unstored_bytes:
+            return lifted
+        waited, self.waiting_since = now - self.waiting_since, None
+        logger.info(
+            "The stores caught up after %.1f s (%d pages not yet stored): leasing again", waited, len(self.held)
+        )
+        self._inc("frontier/unstored_wait_seconds", waited)
+        return True
+
+    def _inc(self, key: str, value: float = 1) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(key, value)
 
     def read(self, lease) -> bool:
         """The lease's page is read (or the lease is no longer the worker's); whether the
@@ -75,8 +133,7 @@ class Pacing:
                 now - self.store_down_since,
                 wait,
             )
-            if self.stats is not None:
-                self.stats.inc_value("frontier/store_holds")
+            self._inc("frontier/store_holds")
         self.hold_until = max(self.hold_until, now + wait)
 
     def store_up(self, now: float) -> bool:
@@ -93,3 +150,5 @@ class Pacing:
     def clear(self) -> None:
         self.unread.clear()
         self.urgent.clear()
+        self.held.clear()
+        self.held_bytes = 0

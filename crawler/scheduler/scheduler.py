@@ -87,7 +87,12 @@ class FrontierScheduler:
         s = crawler.settings
         self.clock = clock if clock is not None else reactor
         self.prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
-        self.pacing = Pacing(s.getint("FRONTIER_MAX_UNREAD"), self.stats)
+        self.pacing = Pacing(
+            s.getint("FRONTIER_MAX_UNREAD"),
+            self.stats,
+            max_unstored=s.getint("FRONTIER_MAX_UNSTORED"),
+            max_unstored_bytes=s.getint("FRONTIER_MAX_UNSTORED_BYTES"),
+        )
         # hosts due this soon are handed out now; the rate limiter holds each request until
         # its host is due (without the limiter, nothing would hold it: no lookahead)
         self.lookahead = s.getfloat("FRONTIER_LOOKAHEAD") if s.getbool("RATE_LIMITER_ENABLED") else 0.0
@@ -113,6 +118,7 @@ class FrontierScheduler:
         self.spider = None
         self._buffer: list = []  # leased requests popped but not yet handed to the engine
         self._answered: set[bytes] = set()  # leases whose hosts answered (see landed)
+        self._sizes: dict[bytes, int] = {}  # leases downloaded -> their bodies' bytes (see landed)
         self._turn_popped = False  # a pop was made in this reactor turn
         self._next_poll = 0.0
         self._next_due: float | None = 0.0  # when the last pop said the next URL is due (s; None: nothing queued)
@@ -130,6 +136,7 @@ class FrontierScheduler:
         """The scheduler of ``crawler`` on its frontier (``clock``: a test's IReactorTime)."""
         scheduler = cls(crawler, services(crawler).frontier, clock)
         services(crawler).frontier_client = scheduler.client  # (the links pipeline's way in)
+        services(crawler).pacing = scheduler.pacing  # (what it waits for: the live stats publish it)
         scheduler.policy = FetchPolicy.from_crawler(crawler)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.ack, signal=page_handled)
@@ -206,6 +213,11 @@ class FrontierScheduler:
     def next_request(self):
         if not self._buffer:
             now = self.clock.seconds()
+            began = self.pacing.waiting_since is None
+            if self.pacing.unstored_full(now):  # the stores are behind: nothing new (pacing.py)
+                if began:  # the open archive batch is stored now, not at its age: the bound waits for it
+                    self.crawler.signals.send_catch_log(frontier_waiting)
+                return None
             capped = self.pacing.full
             until = max(self._next_poll, self.pacing.hold_until)
             if capped or now < until:
@@ -301,6 +313,8 @@ class FrontierScheduler:
     def _downloaded(self, response, request, **kwargs) -> None:
         # an HTTP answer that is not a failure (5xx, 429, 408): the host is well (landed)
         lease = request.meta.get(meta.LEASE)
+        if lease:
+            self._sizes[lease] = len(response.body)
         if lease and response.status < 500 and response.status not in self.failure_codes:
             self._answered.add(lease)
 
@@ -308,8 +322,9 @@ class FrontierScheduler:
         """The download of this request ended: its host may take another request (and
         gets back some of its rate if it was slowed and answered)."""
         lease = request.meta.get(meta.LEASE)
+        size = self._sizes.pop(lease, 0)
         if lease in self.client.held:
-            self.pacing.downloaded(lease)
+            self.pacing.downloaded(lease, size)
         answered = lease in self._answered
         self._answered.discard(lease)
         if lease:
@@ -323,7 +338,7 @@ class FrontierScheduler:
         # frontier goes on with the servers that answer)
         if not self.client.owes_landings:
             return
-        if self.pacing.full:  # no room for more pages: the landing alone
+        if self.pacing.full or self.pacing.unstored_full(self.clock.seconds()):  # no room: the landing alone
             self.client.flush_acks()
             return
         self._pop(max(self.prefetch - len(self._buffer), 0), self.clock.seconds())
@@ -341,10 +356,15 @@ class FrontierScheduler:
         """The lease is no longer this worker's (acknowledged, given back, taken over by a
         follow-up, or let go); its page is no longer unread."""
         self.client.forget(lease)
-        self._done_reading(lease)
+        self._done(lease)
 
     def _done_reading(self, lease) -> None:
         if self.pacing.read(lease):  # below FRONTIER_MAX_UNREAD again
+            self._wake_engine_in(0)
+
+    def _done(self, lease) -> None:
+        """The lease's page is stored, given back or let go."""
+        if self.pacing.done(lease, self.clock.seconds()):  # below a bound again
             self._wake_engine_in(0)
 
     def ack(self, request, **kwargs) -> None:
@@ -352,7 +372,7 @@ class FrontierScheduler:
         lease = request.meta.get(meta.LEASE)
         if not lease:
             return
-        self._done_reading(lease)
+        self._done(lease)
         if self.pacing.store_up(self.clock.seconds()):
             self._wake_engine_in(0)
         self.client.ack(lease)
@@ -363,7 +383,7 @@ class FrontierScheduler:
         lease = request.meta.get(meta.LEASE)
         if not lease:
             return
-        self._done_reading(lease)
+        self._done(lease)
         self.pacing.store_down(self.clock.seconds())  # lease no more for a while (pacing.py)
         self.client.give_back(lease)
 
@@ -375,7 +395,7 @@ class FrontierScheduler:
             self.client.outbox.redis_down(exc)
             return
         for lease in self.client.renew():  # (held longer than FRONTIER_LEASE_MAX_HOLD: let go)
-            self._done_reading(lease)
+            self._done(lease)
 
     # -- waking the engine, and closing ----------------------------------------------------
 

@@ -256,11 +256,15 @@ def _until(condition, timeout: float, *workers: Worker) -> None:
         time.sleep(0.1)
 
 
+UNSTORED = 15  # FRONTIER_MAX_UNSTORED in the S3 outage's crawl
+
+
 def test_an_s3_outage_loses_nothing_and_ctrl_c_still_stops_a_worker(tmp_path, redis_url, crawl_name, monkeypatch):
     """The S3 server (a SeaweedFS of its own) stopped for 30 s mid-crawl under two workers
     of one crawl. Worker A rides the outage out: its uploads fail and are tried again with
     a doubling delay, its pages wait without their leases expiring (FRONTIER_LEASE_SECONDS
-    is 10), it goes on fetching, and it finishes by itself once the server is back. Worker
+    is 10), it goes on fetching until it holds FRONTIER_MAX_UNSTORED pages not stored, and
+    it finishes by itself once the server is back. Worker
     B is stopped with Ctrl-C while the server is down: it exits within WORKER_STOP_TIMEOUT,
     its waiting pages go back to the frontier and their spool files stay; worker C, the
     same command run again, stores those files and fetches the pages again. At the end
@@ -286,6 +290,7 @@ def test_an_s3_outage_loses_nothing_and_ctrl_c_still_stops_a_worker(tmp_path, re
             "ARCHIVE_RETRY_MIN": 1,
             "ARCHIVE_RETRY_MAX": 8,
             "WORKER_STOP_TIMEOUT": STOP_TIMEOUT,
+            "FRONTIER_MAX_UNSTORED": UNSTORED,
         }
         with serve_site(hosts=3, pages=40) as site:
             seeds = seed_file(tmp_path, site.seeds)
@@ -366,6 +371,10 @@ def test_an_s3_outage_loses_nothing_and_ctrl_c_still_stops_a_worker(tmp_path, re
     for text in (a_text, b_text, c_text):
         assert "Traceback" not in text
     assert fetched_during > 0  # the crawl went on while S3 was down
+    # ... until each worker held FRONTIER_MAX_UNSTORED pages not stored (a, b, then c; a
+    # download or two in flight each), and said so
+    assert fetched_during <= 3 * (UNSTORED + 2), fetched_during
+    assert "Waiting for the stores: " in a.text() and "The stores caught up after" in a.text(), a.tail(60)
 
     # A's uploads failed and were tried again with a doubling delay up to ARCHIVE_RETRY_MAX,
     # each failure counted, each stored at last after as many attempts as were logged

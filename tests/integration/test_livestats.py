@@ -26,7 +26,10 @@ from crawler.observe.livestats import (
     buckets,
     recent_entry,
     tallied,
+    waiting_lines,
 )
+from crawler.scheduler.pacing import Pacing
+from crawler.services import services
 from crawler.spiders.broad import BroadSpider
 from testing.servers import RedisServer
 from testing.services import project_settings
@@ -85,7 +88,8 @@ def test_buckets_and_the_reader_on_plain_values(redis_client, crawl_name):
     redis_client.zadd(keys.workers, {"w1": now_ms - 1000, "w2": now_ms - 5000, "gone": now_ms - 600_000})
 
     got = activity(redis_client, keys, T0, minutes=5)
-    assert list(got) == ["bucket_seconds", "series", "totals", "recent", "workers"]
+    assert list(got) == ["bucket_seconds", "series", "totals", "recent", "workers", "waiting"]
+    assert got["waiting"] == []  # (no worker waits for the stores)
     assert got["bucket_seconds"] == 10
     assert [s["t"] for s in got["series"]] == buckets(T0, 5) and len(got["series"]) == 30
     by_t = {s["t"]: s["fates"] for s in got["series"]}
@@ -107,6 +111,7 @@ def test_buckets_and_the_reader_on_plain_values(redis_client, crawl_name):
         "totals": {},
         "recent": [],
         "workers": 0,
+        "waiting": [],
     }
 
 
@@ -290,3 +295,29 @@ def test_a_redis_outage_loses_nothing_and_says_so_once(tmp_path, crawl_name, cap
 
         assert ext.flush()  # and nothing of it twice
         assert activity(server.client, crawl_name, T0 + 20, minutes=1) == got
+
+
+def test_a_worker_waiting_for_the_stores_is_published_until_it_goes_on(redis_url, redis_client, crawl_name):
+    """The scheduler's pacing at its bound of pages not stored: the flush publishes it, the
+    reader (scrapy frontier, the API's activity) shows it, and it goes once the worker does."""
+    crawler = get_crawler(BroadSpider, project_settings(CRAWL_NAME=crawl_name, REDIS_URL=redis_url))
+    pacing = Pacing(8, max_unstored=2)
+    services(crawler).pacing = pacing
+    ext = live_stats(crawler)
+    for lease in (b"a", b"b"):
+        pacing.downloaded(lease, 1_000_000)
+    now = time.time()
+    assert pacing.unstored_full(now - 90)
+    assert ext.flush()
+    waiting = activity(redis_client, crawl_name, now)["waiting"]
+    assert [(w["worker"], w["for"], w["pages"], w["bytes"]) for w in waiting] == [
+        (ext.worker, "the stores", 2, 2_000_000)
+    ]
+    (line,) = waiting_lines(waiting, now)
+    assert (
+        line.startswith(f"{ext.worker} waits for the stores since ")
+        and "(90 s): 2 pages (2.0 MB) not yet stored" in line
+    )
+    assert pacing.done(b"a", now)  # below the bound: it goes on
+    assert ext.flush()
+    assert activity(redis_client, crawl_name, now)["waiting"] == []

@@ -237,6 +237,61 @@ def test_no_more_is_leased_while_max_unread_pages_wait_to_be_read(redis_url, cra
         scheduler.close("finished")
 
 
+def test_no_more_is_leased_while_max_unstored_pages_wait_for_the_stores(redis_url, crawl_name, caplog):
+    """Pages fetched and read but not yet stored (their leases not acknowledged: a slow or
+    absent archive, UrlStore) bound what a worker leases, submissions included; by pages
+    and by bytes; it says when it starts waiting and when it goes on."""
+    from scrapy import signals
+    from scrapy.http import HtmlResponse
+
+    from crawler.frontier import submit
+
+    crawler, _, scheduler = open_scheduler(
+        redis_url,
+        crawl_name,
+        FRONTIER_MAX_UNSTORED=3,
+        FRONTIER_MAX_UNSTORED_BYTES=10_000,
+        FRONTIER_HOST_INTERVAL=0,
+        FRONTIER_PREFETCH=1,
+    )
+
+    def fetched(request, size=10):
+        response = HtmlResponse(request.url, body=b"x" * size, request=request)
+        crawler.signals.send_catch_log(signals.response_downloaded, response=response, request=request, spider=None)
+        scheduler.landed(request)
+        crawler.signals.send_catch_log(signals.item_scraped, item={}, response=response, spider=None)  # read
+
+    try:
+        scheduler.client.offer_links([f"http://h{i}.example/" for i in range(20)], 0, "http://seed.example/")
+        scheduler.client.flush_pushes()
+        leased = [asked(scheduler) for _ in range(3)]
+        for request in leased:
+            fetched(request)  # read, not stored: the archive has not taken them
+        with caplog.at_level("INFO"):
+            assert asked(scheduler) is None  # 17 hosts due; three pages wait for the stores
+            now = int(scheduler.clock.seconds() * 1000)
+            submit.submit(scheduler.frontier, [submit.Submission("http://urgent.example/")], {}, now=now)
+            scheduler.clock.advance(0.05)
+            assert asked(scheduler) is None  # not even a submission
+            assert crawler.stats.get_value("frontier/unstored_waits") == 1
+            scheduler.clock.advance(2)
+            scheduler.ack(leased[0])  # one stored: one more may be leased
+            assert asked(scheduler) is not None
+        said = caplog.text
+        assert "Waiting for the stores: 3 pages" in said and "FRONTIER_MAX_UNSTORED 3" in said
+        assert "The stores caught up after 2.0 s (2 pages not yet stored)" in said
+        assert crawler.stats.get_value("frontier/unstored_wait_seconds") >= 2
+        for request in leased[1:]:
+            scheduler.ack(request)
+        big = asked(scheduler)
+        fetched(big, size=10_000)  # one page of FRONTIER_MAX_UNSTORED_BYTES
+        assert asked(scheduler) is None
+        scheduler.give_back(big)  # not stored, given back: no longer held
+        assert not scheduler.pacing.held and scheduler.pacing.held_bytes == 0
+    finally:
+        scheduler.close("finished")
+
+
 def test_a_submission_is_leased_past_max_unread_and_before_the_next_host_is_due(redis_url, crawl_name):
     """Between pops (FRONTIER_MAX_UNREAD pages wait to be read, or no host is due yet),
     the scheduler still leases a due host's submission (read before the pages waiting),

@@ -455,6 +455,11 @@
     showTotals(activity.totals || {});
     showRecent(activity.recent || []);
     setNumber("workers", activity.workers);
+    // workers at their bound of pages not yet stored (crawler/scheduler/pacing.py)
+    const waiting = activity.waiting || [];
+    $("workers-waiting").textContent = waiting.length
+      ? `${waiting.length} waiting for ${waiting[0].for} (${waiting.reduce((n, w) => n + w.pages, 0)} pages not stored)`
+      : "publishing";
   }
 
   // -- a page's record --------------------------------------------------------------------
