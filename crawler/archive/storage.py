@@ -102,6 +102,7 @@ class S3Storage:
         region: str | None = None,
         retry_min: float = 1.0,
         retry_max: float = 60.0,
+        proxy: str = "",
         client=None,
     ):
         import boto3
@@ -114,13 +115,41 @@ class S3Storage:
             "s3",
             endpoint_url=endpoint_url or None,
             region_name=region or None,
-            config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=10, read_timeout=60),
+            config=Config(
+                retries={"mode": "standard", "max_attempts": 3},
+                connect_timeout=10,
+                read_timeout=60,
+                proxies=s3_proxies(proxy),
+            ),
         )
         self.puts = 0  # PUT requests sent (retries included)
         self.on_retry = None  # called (from the uploading thread) before each retry
 
     def describe(self) -> str:
         return f"s3://{self.bucket}"
+
+    def check(self) -> str | None:
+        """Whether the bucket is there and this worker may use it (HeadBucket): None, or
+        why not, when only a person can fix it (no such bucket, access denied, wrong
+        credentials). A store that does not answer is no such answer: None (the uploads
+        wait for it)."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except Exception as exc:
+            response = getattr(exc, "response", None) or {}
+            code = str(response.get("Error", {}).get("Code", ""))
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("404", "NoSuchBucket") or status == 404:
+                return f"the archive's bucket s3://{self.bucket} does not exist (ARCHIVE_S3_BUCKET)"
+            if code in ("403", "AccessDenied") or status == 403 or code in REFUSED_CODES:
+                return (
+                    f"s3://{self.bucket} refuses this worker ({code or status}): check the credentials "
+                    "(the AWS chain) and ARCHIVE_S3_BUCKET"
+                )
+            if status is not None and 400 <= status < 500:
+                return f"s3://{self.bucket} answered {status} ({code}) to HeadBucket: check ARCHIVE_S3_ENDPOINT_URL"
+            logger.warning("S3 at %s did not answer HeadBucket (%s: %s)", self.bucket, type(exc).__name__, exc)
+        return None
 
     def put(self, key: str, path: str, stop=None) -> None:
         delay, attempt = self.retry_min, 0
@@ -176,6 +205,17 @@ class S3Storage:
                 yield obj["Key"]
 
 
+def s3_proxies(proxy: str) -> dict | None:
+    """botocore's ``proxies`` for ARCHIVE_S3_PROXY: empty, none (the environment's
+    HTTP_PROXY/HTTPS_PROXY are the crawl's, for the web); ``env``, the environment's; else
+    that proxy's URL for both schemes."""
+    if not proxy:
+        return {}
+    if proxy == "env":
+        return None
+    return {"http": proxy, "https": proxy}
+
+
 def storage_from_settings(settings):
     """ARCHIVE_S3_BUCKET set: S3; else the local directory ARCHIVE_DIR (default
     CRAWL_DIR/CRAWL_NAME/warc)."""
@@ -187,6 +227,7 @@ def storage_from_settings(settings):
             region=settings.get("ARCHIVE_S3_REGION"),
             retry_min=settings.getfloat("ARCHIVE_RETRY_MIN"),
             retry_max=settings.getfloat("ARCHIVE_RETRY_MAX"),
+            proxy=settings.get("ARCHIVE_S3_PROXY"),
         )
     root = settings.get("ARCHIVE_DIR") or os.path.join(settings.get("CRAWL_DIR"), settings.get("CRAWL_NAME"), "warc")
     return LocalStorage(root)

@@ -11,7 +11,8 @@ the command's, not the spider's:
 
 A crawl that cannot start exits non-zero with one clear line, on stderr and in LOG_FILE
 when one is set (a scrapyd job's log, which gets no stderr): a setting it cannot use or
-an unknown profile (exit 2, before anything starts), a seed file given with ``-a seeds=``
+an unknown profile (exit 2, before anything starts), an S3 bucket that is not there or
+refuses the worker (exit 2, before anything is fetched), a seed file given with ``-a seeds=``
 that cannot be read (exit 2), seeds none of which could be used (each invalid or refused,
 and nothing queued: ``seeds_refused``, exit 2), a component that fails as the crawl starts (``Crawl not
 started: ...`` with its traceback, exit 1). Seeds that could not all be added to the
@@ -103,6 +104,10 @@ class Command(ScrapyCrawl):
             return
         if self.profile is not None:
             logger.info("Settings profile %s (%s)", self.profile, PROFILES[self.profile])
+        if self.settings.getbool("ARCHIVE_ENABLED") and self.settings.get("ARCHIVE_S3_BUCKET"):
+            problem = storage_from_settings(self.settings).check()  # before anything is fetched
+            if problem:
+                refuse(self.settings, [f"crawl: {problem}"])
         if PROFILES.get(self.profile) == DISTRIBUTED or (
             self.profile is None and self.settings.get("SETTINGS_MODULE") == DISTRIBUTED
         ):

@@ -561,6 +561,12 @@ TABLE: tuple[Setting, ...] = (
         "an S3-compatible store (MinIO, Ceph...); empty: AWS",
     ),
     S("ARCHIVE_S3_REGION", "", TEXT, "the S3 bucket's region (empty: the AWS chain's)"),
+    S(
+        "ARCHIVE_S3_PROXY",
+        "",
+        TEXT,
+        "the proxy S3 calls go through: empty, none (HTTP_PROXY and HTTPS_PROXY are the crawl's, for the web); env: the environment's; or a proxy URL",
+    ),
     S("ARCHIVE_PREFIX", "", TEXT, "in object keys, after their hash part: <hash>/<prefix><crawl>/..."),
     S("ARCHIVE_MAX_BYTES", 64 * 2**20, AT_LEAST_ONE, "a WARC batch is stored when it reaches this size..."),
     S(

@@ -259,6 +259,36 @@ def _until(condition, timeout: float, *workers: Worker) -> None:
 UNSTORED = 15  # FRONTIER_MAX_UNSTORED in the S3 outage's crawl
 
 
+def test_a_mistyped_bucket_stops_the_crawl_before_anything_is_fetched(s3, s3_server, tmp_path):
+    """One line naming the setting, exit 2, and the site never asked (SeaweedFS would make
+    the mistyped bucket at the first PUT, and the pointers would name it)."""
+    endpoint, bucket = s3
+    with serve_site(hosts=2, pages=5) as site:
+        seeds = seed_file(tmp_path, site.seeds)
+        settings = {
+            "CRAWL_NAME": f"test-{uuid.uuid4().hex[:12]}",
+            "CRAWL_DIR": tmp_path / "crawl",
+            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+            **s3_archive_settings(endpoint, bucket + "-typo"),
+            "LOG_FILE": tmp_path / "worker.log",
+        }
+        proc = subprocess.run(
+            crawl_command(tmp_path / "out.jsonl", seeds, settings),
+            cwd=ROOT,
+            env=clean_env(),
+            capture_output=True,
+            timeout=120,
+        )
+        hits = site.page_hits()
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err[-3000:]
+    assert err.strip().splitlines() == [
+        f"crawl: the archive's bucket s3://{bucket}-typo does not exist (ARCHIVE_S3_BUCKET)"
+    ], err[-3000:]
+    assert "ERROR: crawl: the archive's bucket" in (tmp_path / "worker.log").read_text()
+    assert hits == [] and bucket + "-typo" not in {b["Name"] for b in s3_server.client().list_buckets()["Buckets"]}
+
+
 def test_an_s3_outage_loses_nothing_and_ctrl_c_still_stops_a_worker(tmp_path, redis_url, crawl_name, monkeypatch):
     """The S3 server (a SeaweedFS of its own) stopped for 30 s mid-crawl under two workers
     of one crawl. Worker A rides the outage out: its uploads fail and are tried again with

@@ -15,6 +15,7 @@ import pytest
 
 from crawler.archive.storage import S3Storage, StorageRefused
 from crawler.archive.warc import RawPage, WarcBatch, read_record, recover
+from testing.servers import free_port
 
 
 def warcio_check(path) -> subprocess.CompletedProcess:
@@ -138,3 +139,21 @@ def test_a_spool_file_of_a_live_worker_is_not_taken_as_left_over():
     assert not _worker_alive(f"{host}-{live.pid}-1a2b3c-000001.warc.gz")  # gone: its file is left over
     assert not _worker_alive(f"other-host-{live.pid}-1a2b3c-000001.warc.gz")
     assert not _worker_alive("garbage.warc.gz")
+
+
+def test_s3_storage_checks_its_bucket_and_ignores_the_crawls_proxy(s3, monkeypatch):
+    """HeadBucket at start: a bucket that is not there, or credentials the server refuses,
+    are one line naming what to fix (SeaweedFS would make a mistyped bucket at the first
+    PUT); a server that does not answer is no such line. The crawl's HTTP_PROXY (for the
+    web) is not S3's unless ARCHIVE_S3_PROXY says so. (SeaweedFS answers HeadBucket whatever
+    the credentials: a refused upload says those, StorageRefused above.)"""
+    endpoint, bucket = s3
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    monkeypatch.setenv("NO_PROXY", "")
+    assert S3Storage(bucket, endpoint_url=endpoint, region="us-east-1").check() is None
+    missing = S3Storage(bucket + "-typo", endpoint_url=endpoint, region="us-east-1").check()
+    assert missing == f"the archive's bucket s3://{bucket}-typo does not exist (ARCHIVE_S3_BUCKET)"
+    through_env = S3Storage(bucket, endpoint_url=endpoint, region="us-east-1", proxy="env")
+    assert through_env.check() is None  # (the proxy does not answer: no verdict, a warning)
+    with pytest.raises(Exception, match="proxy|Proxy"):
+        through_env.client.head_bucket(Bucket=bucket)
