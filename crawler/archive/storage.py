@@ -5,12 +5,13 @@ Both verbs are blocking; the archive pipeline calls them from a thread.
 
 ``put(key, path, stop=None)``  store the file at ``path`` under ``key``, whole, in one
                     request (one S3 PUT per object, never a multipart upload: PUTs are
-                    what S3 bills and throttles); retried with exponential back-off until
-                    it succeeds or the ``stop`` event is set (StorageStopped), each
+                    what S3 bills and throttles); retried with exponential back-off
+                    (jittered; the only retries: botocore's own are off) until it succeeds or the ``stop`` event is set (StorageStopped), each
                     failure logged (and reported to ``on_retry``, a function of no
                     argument, called from the uploading thread); the same key every time.
-                    An answer no retry mends (REFUSED_CODES: wrong credentials, no such
-                    bucket, access denied) raises StorageRefused at once
+                    An answer no retry mends (``refusal_code``: wrong credentials, no
+                    such bucket, access denied, method not allowed, any 4xx but a
+                    timeout or throttling) raises StorageRefused at once
 ``get_range(key, offset, length)``  the bytes of one record (a ranged GET)
 ``get(key)``        a whole object (an index)
 ``download(key, path)``  a whole object into a local file (a WARC)
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import shutil
 import time
 
@@ -49,8 +51,25 @@ REFUSED_CODES = frozenset(
         "NoSuchBucket",
         "InvalidBucketName",
         "AuthorizationHeaderMalformed",
+        "MethodNotAllowed",
     }
 )
+# answers of 4xx that are worth another try (the others are refusals a person must mend)
+RETRIED_CODES = frozenset({"RequestTimeout", "RequestTimeTooSkewed", "SlowDown", "TooManyRequests", "Throttling"})
+
+
+def refusal_code(exc) -> str | None:
+    """The S3 error code (or HTTP status) of ``exc`` when it is a refusal no retry mends:
+    a code of REFUSED_CODES, or a 4xx answer but a timeout or throttling (429); None for an
+    outage, a throttled or a failed request, which are tried again."""
+    response = getattr(exc, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code") or "")
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if code in REFUSED_CODES:
+        return code
+    if isinstance(status, int) and 400 <= status < 500 and status not in (408, 429) and code not in RETRIED_CODES:
+        return code or str(status)
+    return None
 
 
 class LocalStorage:
@@ -116,7 +135,7 @@ class S3Storage:
             endpoint_url=endpoint_url or None,
             region_name=region or None,
             config=Config(
-                retries={"mode": "standard", "max_attempts": 3},
+                retries={"mode": "standard", "max_attempts": 1},  # (one retry layer: put's own)
                 connect_timeout=10,
                 read_timeout=60,
                 proxies=s3_proxies(proxy),
@@ -165,25 +184,27 @@ class S3Storage:
                     logger.info("Stored s3://%s/%s after %d attempts", self.bucket, key, attempt)
                 return
             except Exception as exc:  # botocore's ClientError, EndpointConnectionError, ...
-                code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-                if code in REFUSED_CODES:
+                code = refusal_code(exc)
+                if code is not None:
                     raise StorageRefused(f"s3://{self.bucket} refused the upload of {key} ({code}: {exc})") from exc
+                wait = delay * random.uniform(0.5, 1.0)  # (jitter: workers throttled together spread out)
                 logger.warning(
-                    "S3 upload of s3://%s/%s failed (attempt %d: %s: %s); retrying in %.3g s; "
+                    "S3 upload of s3://%s/%s failed (attempt %d: %s: %s); retrying in %.3g s (back-off %.3g s); "
                     "its pages wait, nothing is lost",
                     self.bucket,
                     key,
                     attempt,
                     type(exc).__name__,
                     exc,
+                    wait,
                     delay,
                 )
                 if self.on_retry is not None:
                     self.on_retry()
                 if stop is not None:
-                    stop.wait(delay)
+                    stop.wait(wait)
                 else:
-                    time.sleep(delay)
+                    time.sleep(wait)
                 delay = min(delay * 2, self.retry_max)
 
     def get_range(self, key: str, offset: int, length: int) -> bytes:

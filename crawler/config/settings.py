@@ -588,6 +588,12 @@ TABLE: tuple[Setting, ...] = (
         "who runs the crawl (a name, an e-mail or a URL), in each WARC file's warcinfo record",
     ),
     S("WORKER_STOP_TIMEOUT", 30.0, SECONDS, "how long a closing worker waits for its archive uploads"),
+    S(
+        "ARCHIVE_UPLOADS",
+        2,
+        AT_LEAST_ONE,
+        "WARC batches uploaded at once, at most (one pool of threads; the others wait)",
+    ),
     S("ARCHIVE_RETRY_MIN", 1.0, POSITIVE_SECONDS, "seconds before a failed upload is tried again, doubling"),
     S("ARCHIVE_RETRY_MAX", 60.0, POSITIVE_SECONDS, "seconds: the longest wait before a failed upload is tried again"),
     S(

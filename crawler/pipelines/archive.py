@@ -67,6 +67,7 @@ from twisted.python.threadpool import ThreadPool
 from crawler import __version__
 from crawler.archive import cdxj
 from crawler.archive.storage import StorageRefused, StorageStopped, storage_from_settings
+from crawler.archive.uploads import UploadPool
 from crawler.archive.warc import (
     IDENTICAL_PAYLOAD,
     NOT_MODIFIED,
@@ -109,6 +110,7 @@ class ArchivePipeline:
         self._timer = None
         self._storing: list[Deferred] = []
         self._writer = ThreadPool(1, 1, name="warc-writer")  # one thread: records stay in order
+        self._uploads = UploadPool(crawler.settings.getint("ARCHIVE_UPLOADS"))  # (at most these at once)
         self.stop_timeout = crawler.settings.getfloat("WORKER_STOP_TIMEOUT")
         self._stop = threading.Event()  # set: uploads give up (the worker is stopping)
         self._closing_since: float | None = None
@@ -155,7 +157,7 @@ class ArchivePipeline:
         if leftovers:  # stored beside the crawl; a closing worker waits for them too
             logger.info("Storing %d WARC spool files left by an earlier worker", len(leftovers))
             for path, key in leftovers:
-                d = _in_daemon_thread(self._store_leftover, path, key)
+                d = self._uploads.submit(self._store_leftover, path, key)
                 self._storing.append(d)
                 d.addBoth(self._leftover_stored, d, path)
 
@@ -293,7 +295,7 @@ class ArchivePipeline:
             return
         # closed (flushed, fsynced) by the writer after the records queued before it
         d = self._in_writer(batch.close)
-        d.addCallback(lambda _: _in_daemon_thread(self._store, batch))
+        d.addCallback(lambda _: self._uploads.submit(self._store, batch))
         self._storing.append(d)
         d.addBoth(self._stored, batch, d)
 
@@ -356,25 +358,6 @@ def _reactor():
     from twisted.internet import reactor
 
     return reactor
-
-
-def _in_daemon_thread(fn, *args) -> Deferred:
-    """Run ``fn`` in a daemon thread (an upload that never returns must not keep the
-    process alive at exit, as the reactor's thread pool would); fires in the reactor."""
-    from twisted.internet import reactor
-
-    d: Deferred = Deferred()
-
-    def run():
-        try:
-            result = fn(*args)
-        except BaseException:
-            reactor.callFromThread(d.errback, Failure())
-        else:
-            reactor.callFromThread(d.callback, result)
-
-    threading.Thread(target=run, name="warc-upload", daemon=True).start()
-    return d
 
 
 def _worker_alive(spool_name: str) -> bool:

@@ -213,15 +213,18 @@ OUTAGE = 30.0  # seconds the S3 server is down, from its stop to its start
 STOP_TIMEOUT = 3  # WORKER_STOP_TIMEOUT of the outage test's workers
 
 FAILED_UPLOAD = re.compile(
-    r"S3 upload of s3://[^/\s]+/(\S+) failed \(attempt (\d+): .*\); retrying in ([\d.]+) s; its pages wait"
+    r"S3 upload of s3://[^/\s]+/(\S+) failed \(attempt (\d+): .*\); retrying in ([\d.]+) s \(back-off ([\d.]+) s\); its pages wait"
 )
 
 STORED_AFTER = re.compile(r"Stored s3://[^/\s]+/(\S+) after (\d+) attempts")
 
 
 def _failed_uploads(text: str) -> list[tuple[str, int, float]]:
-    """(key, attempt, seconds before the next) of each failed S3 upload a worker logged."""
-    return [(key, int(attempt), float(delay)) for key, attempt, delay in FAILED_UPLOAD.findall(text)]
+    """(key, attempt, back-off) of each failed S3 upload a worker logged; the wait before
+    the next try is jittered within the back-off's upper half."""
+    found = FAILED_UPLOAD.findall(text)
+    assert all(float(b) / 2 - 0.01 <= float(w) <= float(b) + 0.01 for _, _, w, b in found), found
+    return [(key, int(attempt), float(backoff)) for key, attempt, _, backoff in found]
 
 
 def _stat(text: str, name: str) -> int:

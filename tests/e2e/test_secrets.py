@@ -62,8 +62,8 @@ def test_no_secret_appears_in_logs_stats_output_or_errors(tmp_path, s3, s3_serve
             text=True,
             timeout=30,
         )
-        # a wrong S3 secret key: the server refuses the first upload, and the worker closes
-        # with archive_refused (a setting to fix, not an outage), its pages given back
+        # a wrong S3 secret key: the server refuses the bucket check at start, and the
+        # crawl stops before anything is fetched (a setting to fix, not an outage)
         refused_s3 = subprocess.run(
             crawl_command(
                 tmp_path / "refused.jsonl",
@@ -87,11 +87,12 @@ def test_no_secret_appears_in_logs_stats_output_or_errors(tmp_path, s3, s3_serve
     assert wrong_crawl.returncode == 1
     assert "Redis refused this worker (AuthenticationError" in (tmp_path / "wrong.log").read_text(errors="replace")
     refused_log = (tmp_path / "refused.log").read_text(errors="replace")
-    assert refused_s3.returncode == 1, refused_log[-3000:]
-    assert "The archive refused this worker's uploads (s3://" in refused_log, refused_log[-3000:]
-    assert "(SignatureDoesNotMatch: " in refused_log and "'finish_reason': 'archive_refused'" in refused_log
+    assert refused_s3.returncode == 2, refused_log[-3000:]
+    assert refused_s3.stderr.strip().splitlines() == [
+        f"crawl: s3://{bucket} refuses this worker (403): check the credentials (the AWS chain) and ARCHIVE_S3_BUCKET"
+    ], refused_s3.stderr[-3000:]
     assert "retrying in" not in refused_log  # not waited out as an outage
-    assert list((tmp_path / "crawl" / f"{name}-s3" / "archive-spool").rglob("*.warc.gz"))  # kept for the next run
+    assert not (tmp_path / "crawl" / f"{name}-s3" / "archive-spool").exists()  # nothing fetched
     texts = {
         "worker log": (tmp_path / "worker.log").read_text(errors="replace"),
         "crawl output": crawl.stdout + crawl.stderr,
