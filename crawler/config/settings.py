@@ -324,6 +324,12 @@ TABLE: tuple[Setting, ...] = (
     ),
     S("FRONTIER_STATS_INTERVAL", 30.0, SECONDS, "the periodic line of each worker (below)"),
     S(
+        "REACTOR_PROBE_INTERVAL",
+        0.05,
+        SECONDS,
+        "seconds between the reactor-stall probe's calls (reactor/stall_max_ms, stall_p99_ms; 0: off)",
+    ),
+    S(
         "LIVE_STATS_INTERVAL",
         2.0,
         Number(0, 10, unit="seconds"),
@@ -854,6 +860,7 @@ TABLE: tuple[Setting, ...] = (
             "crawler.extensions.recrawl.RecrawlRounds": 530,
             "crawler.extensions.submissions.Submissions": 540,
             "crawler.extensions.memory.GarbageCollection": 900,
+            "crawler.extensions.stalls.ReactorStalls": 910,
             # not even imported (REMOTE_CONTROL_ENABLED is off): its module imports aiohttp, 7.7 MB
             # of a worker's memory; to turn it on, set it here again with REMOTE_CONTROL_ENABLED
             "scrapy.extensions.remote_control.RemoteControl": None,

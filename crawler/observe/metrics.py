@@ -156,6 +156,15 @@ FAMILIES = (
     ),
 )
 
+# this worker's stats key -> (gauge name, help): values that are not counts
+WORKER_GAUGES = {
+    "reactor/stall_max_ms": ("crawler_reactor_stall_max_ms", "The longest the reactor was held up, in ms (stalls.py)"),
+    "reactor/stall_p99_ms": (
+        "crawler_reactor_stall_p99_ms",
+        "The 99th percentile of the reactor's recent stalls, in ms",
+    ),
+}
+
 # frontier.stats() field -> (gauge name, help); crawl-wide: every worker reports the same
 FRONTIER_GAUGES = {
     "queued": ("crawler_frontier_queued", "URLs queued in the frontier"),
@@ -249,6 +258,10 @@ class CrawlCollector:
             metric = CounterMetricFamily(family.name, family.help, labels=names)
             for label, value in _samples(family, stats):
                 metric.add_metric([*self.values, label] if family.label else self.values, value * family.scale)
+            yield metric
+        for key, (name, help_text) in WORKER_GAUGES.items():  # this worker's own, as they stand
+            metric = GaugeMetricFamily(name, help_text, labels=self.names)
+            metric.add_metric(self.values, float(stats.get(key, 0)))
             yield metric
         if self.frontier is None:
             return
