@@ -47,8 +47,10 @@ The submissions (crawler/extensions/submissions.py) and the recrawl's rounds
 sends ``frontier_grew`` when it added URLs, and the scheduler looks for due hosts then.
 
 The fetch policy (crawler/freshness/policy.py): the requests of each pop are looked up in the
-UrlStore at once (one batch read); those fetched within FETCH_POLICY_MAX_AGE are not handed
-to the engine, and their leases are acknowledged.
+UrlStore at once (one batch read), in a thread, never on the reactor (a store 20 ms away
+would hold every download meanwhile); at most MAX_CHECKS pops wait for theirs. Those
+fetched within FETCH_POLICY_MAX_AGE are not handed to the engine, and their leases are
+acknowledged.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ import logging
 
 import redis
 from scrapy import signals
-from twisted.internet import reactor, task
+from twisted.internet import reactor, task, threads
 
 from crawler import meta
 from crawler.freshness.policy import FetchPolicy
@@ -76,13 +78,18 @@ from crawler.urls import InvalidURL, normalize_url, url_options
 logger = logging.getLogger(__name__)
 
 QUIET_AFTER = 5.0  # seconds: nothing due this soon and nothing downloading: open batches are stored
+MAX_CHECKS = 4  # pops whose fetch-policy look-ups may run at once
 
 
 class FrontierScheduler:
     uses_frontier = True  # (services(crawler).frontier_scheduled)
 
-    def __init__(self, crawler, frontier: FrontierVerbs, clock=None):
+    def __init__(self, crawler, frontier: FrontierVerbs, clock=None, in_thread=None):
         self.crawler = crawler
+        # how a store is read off the reactor (the fetch policy's look-ups): Twisted's
+        # thread pool; a test's own (run now) with a test's clock
+        self.in_thread = in_thread or threads.deferToThread
+        self._checking = 0  # pops whose requests the fetch policy is looking up
         self.stats = crawler.stats
         s = crawler.settings
         self.clock = clock if clock is not None else reactor
@@ -132,9 +139,10 @@ class FrontierScheduler:
         return self.client.frontier
 
     @classmethod
-    def from_crawler(cls, crawler, clock=None):
-        """The scheduler of ``crawler`` on its frontier (``clock``: a test's IReactorTime)."""
-        scheduler = cls(crawler, services(crawler).frontier, clock)
+    def from_crawler(cls, crawler, clock=None, in_thread=None):
+        """The scheduler of ``crawler`` on its frontier (``clock``: a test's IReactorTime;
+        ``in_thread``: how to run a store's read off the reactor, deferToThread's way)."""
+        scheduler = cls(crawler, services(crawler).frontier, clock, in_thread)
         services(crawler).frontier_client = scheduler.client  # (the links pipeline's way in)
         services(crawler).pacing = scheduler.pacing  # (what it waits for: the live stats publish it)
         scheduler.policy = FetchPolicy.from_crawler(crawler)
@@ -171,7 +179,7 @@ class FrontierScheduler:
     # -- engine interface --------------------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        if self._buffer or self.client.pending or self.client.down:
+        if self._buffer or self._checking or self.client.pending or self.client.down:
             return True
         # what the last pop saw (pops come at least every FRONTIER_POLL_INTERVAL);
         # _spider_idle looks again before anything is closed
@@ -229,6 +237,8 @@ class FrontierScheduler:
                 else:  # (a wake-up may fire a little early by this clock: look again then)
                     self._wake_engine_in(until - now)
                 return None
+            if self._checking >= MAX_CHECKS:  # the fetch policy's look-ups are behind: their end wakes it
+                return None
             if self._turn_popped:
                 # one pop a reactor turn: the engine's loop would lease up to
                 # CONCURRENT_REQUESTS at once, every other event (a submission's) waiting
@@ -252,9 +262,6 @@ class FrontierScheduler:
         if not room:
             return False
         self._pop(room, now, urgent_only=True)
-        if self._buffer:
-            self.pacing.urgent.update(request.meta[meta.LEASE] for request in self._buffer)
-            self.stats.inc_value("frontier/leased_urgent", len(self._buffer))
         return bool(self._buffer)
 
     def _pop(self, n: int, now: float, urgent_only: bool = False) -> None:
@@ -268,12 +275,12 @@ class FrontierScheduler:
             return
         leases, next_due = taken
         leases, requests = self._decoded(leases, int(now * 1000))
-        skipped = self.policy.skip(requests) if self.policy is not None and leases else ()
-        for i, (lease, request) in enumerate(zip(leases, requests, strict=True)):
-            if i in skipped:  # fetched recently: done with it (its ack lands it)
-                self.client.ack(lease.id)
-            else:
-                self._buffer.append(request)
+        if self.policy is not None and leases:  # looked up off the reactor; buffered then
+            self._checking += 1
+            d = self.in_thread(self.policy.skip, requests)
+            d.addBoth(self._checked, leases, requests, urgent_only)
+        else:
+            self._buffered(requests, urgent_only)
         if urgent_only:  # (it says nothing of the other hosts)
             return
         if n and len(leases) == n:  # more may be due: look again at the engine's next call
@@ -291,6 +298,29 @@ class FrontierScheduler:
         wait = min(wait, self.poll_interval)
         self._next_poll = now + wait
         self._wake_engine_in(wait)
+
+    def _checked(self, skipped, leases, requests, urgent: bool) -> None:
+        """The fetch policy looked the requests of a pop up (in a thread): those fetched
+        recently are done with (their acks land them), the others go to the engine."""
+        self._checking -= 1
+        if not isinstance(skipped, set):  # (a failure: skip() says the store's own; fetch them)
+            logger.error("Fetch policy look-up failed: %s", skipped)
+            skipped = set()
+        kept = []
+        for i, (lease, request) in enumerate(zip(leases, requests, strict=True)):
+            if i in skipped:
+                self.client.ack(lease.id)
+            elif lease.id in self.client.held:  # (not given back by a close meanwhile)
+                kept.append(request)
+        self._buffered(kept, urgent)
+        self._wake_engine_in(0)
+
+    def _buffered(self, requests: list, urgent: bool) -> None:
+        """Leased requests for the engine (``urgent``: submissions taken between pops)."""
+        self._buffer.extend(requests)
+        if urgent and requests:
+            self.pacing.urgent.update(request.meta[meta.LEASE] for request in requests)
+            self.stats.inc_value("frontier/leased_urgent", len(requests))
 
     def _decoded(self, leases, now_ms: int) -> tuple[list, list]:
         """The leases whose payload is a request of this crawler, and those requests; any

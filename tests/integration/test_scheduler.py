@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from scrapy import Request
 from scrapy.utils.test import get_crawler
-from twisted.internet import task
+from twisted.internet import defer, task
 
 from crawler import meta
 from crawler.frontier.client import PUSH_CHUNK
@@ -32,7 +32,8 @@ def open_scheduler(redis_url, crawl_name, **settings):
     )
     clock = task.Clock()
     clock.advance(time.time())
-    scheduler = FrontierScheduler.from_crawler(crawler, clock)
+    # (the fetch policy's look-ups run at once, not in a thread: no reactor runs here)
+    scheduler = FrontierScheduler.from_crawler(crawler, clock, in_thread=defer.maybeDeferred)
     spider = BroadSpider.from_crawler(crawler)
     scheduler.open(spider)
     return crawler, spider, scheduler
@@ -394,5 +395,51 @@ def test_a_page_not_stored_holds_the_worker_until_one_is_stored_again(redis_url,
         scheduler.ack(stored)  # a page stored: the hold ends at once
         assert asked(scheduler) is not None
         assert crawler.stats.get_value("frontier/lease/given_back") == 3
+    finally:
+        scheduler.close("finished")
+
+
+def test_the_fetch_policys_look_up_runs_off_the_reactor_and_its_answer_is_kept(redis_url, crawl_name):
+    """The UrlStore's read for a pop's requests is handed to a thread (here one the test
+    runs by hand): meanwhile next_request answers at once; then a URL fetched recently is
+    acknowledged unfetched and the others reach the engine. (The store stands in for the
+    UrlStore's last_fetched: what is checked is where the read runs.)"""
+    from crawler.freshness.policy import FetchPolicy
+
+    reads = []
+
+    def in_thread(fn, *args):
+        d = defer.Deferred()
+        reads.append((fn, args, d))
+        return d
+
+    class Store:
+        def last_fetched(self, urls, archived=False):
+            return {url: time.time() - 60 for url in urls if url.endswith("/old")}
+
+    crawler = get_crawler(
+        BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name, FRONTIER_PREFETCH=4)
+    )
+    crawler.engine = SimpleNamespace(
+        downloader=SimpleNamespace(active=True),
+        _slot=SimpleNamespace(nextcall=SimpleNamespace(schedule=lambda: None), closing=None),
+    )
+    clock = task.Clock()
+    clock.advance(time.time())
+    scheduler = FrontierScheduler.from_crawler(crawler, clock, in_thread=in_thread)
+    scheduler.open(BroadSpider.from_crawler(crawler))
+    scheduler.policy = FetchPolicy(Store(), 86400, crawler.stats)
+    try:
+        scheduler.client.offer_links(["http://a.example/old", "http://b.example/new"], 0, "http://seed.example/")
+        scheduler.client.flush_pushes()
+        assert asked(scheduler) is None and len(reads) == 1  # leased, looked up elsewhere
+        assert scheduler.has_pending_requests()
+        fn, args, d = reads[0]
+        d.callback(fn(*args))  # the thread's answer, back in the reactor
+        assert [r.url for r in [asked(scheduler)]] == ["http://b.example/new"]
+        assert asked(scheduler) is None
+        assert crawler.stats.get_value("fetchpolicy/skipped_recent") == 1
+        scheduler.client.flush_acks()
+        assert scheduler.frontier.stats()["leased"] == 1  # the old one's lease acknowledged
     finally:
         scheduler.close("finished")
