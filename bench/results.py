@@ -32,6 +32,8 @@ from pathlib import Path
 
 import psutil
 
+from testing.sampling import machine_cpu
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 SHARED_LOAD = 0.5  # load average at the start above which the machine counts as shared
@@ -56,13 +58,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def busy_seconds() -> float:
-    """CPU seconds the whole machine has been busy (not idle, waiting for I/O or stolen)."""
-    times = psutil.cpu_times()
-    idle = times.idle + getattr(times, "iowait", 0.0) + getattr(times, "steal", 0.0)
-    return sum(times) - idle - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0)
 
 
 def own_seconds() -> float:
@@ -104,7 +99,7 @@ class Results:
         self.baselines: dict[str, str] = {}
         self.load = psutil.getloadavg()[0]
         self.started = time.monotonic()
-        self.busy, self.own = busy_seconds(), own_seconds()
+        self.busy, self.own = machine_cpu()[0], own_seconds()
 
     def add(self, name: str, value: float, unit: str, baseline: str | None = None) -> None:
         """One run's value of the figure ``name``, in ``unit``; ``baseline``: what a ratio
@@ -116,7 +111,7 @@ class Results:
 
     def record(self) -> dict:
         wall = max(time.monotonic() - self.started, 1e-9)
-        others = max(0.0, (busy_seconds() - self.busy) - (own_seconds() - self.own)) / wall
+        others = max(0.0, (machine_cpu()[0] - self.busy) - (own_seconds() - self.own)) / wall
         shared = {"load_average": round(self.load, 2), "others_cores": round(others, 2)}
         shared["shared"] = self.load > SHARED_LOAD or others > SHARED_CORES
         return {
