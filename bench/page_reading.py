@@ -35,13 +35,13 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.doc_crawl import available_sites
 from crawler.contentseen.fingerprints import page_fingerprints
 from crawler.page import links as pagelinks
 from crawler.page.reader import STAGES, read_page
 from crawler.pipelines.metadata import extract_metadata
 from crawler.spiders.broad import extracted_links
 from crawler.urls import DEFAULT_STRIP_PARAMS
+from testing.docsites import available_sites
 
 HEADERS = {"Content-Type": ["text/html"]}  # what bench/doc_crawl.py's server sends
 URL_OPTIONS = {"strip_params": DEFAULT_STRIP_PARAMS, "sort_query": True}  # the defaults

@@ -34,18 +34,17 @@ def tree(pid: int) -> list[psutil.Process]:
         return []
 
 
-def cpu_seconds(pids) -> float:
-    """User and system CPU seconds so far of these processes and their descendants (this
-    process: its own only, with the children it has waited for)."""
+def cpu_seconds(pids, descendants: bool = True) -> float:
+    """User and system CPU seconds so far of these processes (and of their live
+    descendants unless ``descendants`` is false); each process counted once."""
+    procs = {p for pid in pids for p in (tree(pid) if descendants else tree(pid)[:1])}
     total = 0.0
-    for proc in {p for pid in pids for p in (tree(pid) if pid != os.getpid() else [psutil.Process()])}:
+    for proc in procs:
         try:
             t = proc.cpu_times()
         except psutil.Error:
             continue
         total += t.user + t.system
-        if proc.pid == os.getpid():
-            total += t.children_user + t.children_system
     return total
 
 
