@@ -69,8 +69,6 @@ import argparse
 import re
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -87,12 +85,12 @@ from crawler.demo.site import Site
 from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.urls import normalize_url
+from testing.cassandra import CassandraNodes, answers
 from testing.servers import RedisServer
 from testing.workers import clean_env, launch_worker, loopback_settings, read_pages, seed_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SCRIPT = ROOT / "scripts" / "cassandra.py"
 NODES = (1, 2, 3)
 CRAWL = "cassandra-faults"
 KEYSPACE = "faults"
@@ -101,72 +99,6 @@ WORKERS = 2
 SITE_DELAY = 0.01  # seconds per page answer
 TOLERANCE = 0.010  # seconds a gap may fall short of the interval (the clocks' and the site's jitter)
 LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \[([^\]]+)\] (WARNING|ERROR|CRITICAL): (.*)$")
-
-
-def answers(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-class Cluster:
-    """The benchmark's own three-node cluster, through scripts/cassandra.py (its nodes run
-    in sessions of their own: ``close`` stops them)."""
-
-    def __init__(self, root: Path, port: int, storage_port: int, jmx_port: int):
-        self.root, self.port, self.storage_port, self.jmx_port = root, port, storage_port, jmx_port
-        self.hosts = [f"127.0.0.{k}" for k in NODES]
-        self.starting: list[subprocess.Popen] = []
-
-    def ports_taken(self) -> list[str]:
-        taken = [f"{h}:{p}" for h in self.hosts for p in (self.port, self.storage_port) if answers(h, p)]
-        jmx = [self.jmx_port + 100 * (k - 1) for k in NODES]
-        return taken + [f"127.0.0.1:{p}" for p in jmx if answers("127.0.0.1", p)]
-
-    def _command(self, *args) -> list[str]:
-        return [sys.executable, str(SCRIPT), *args]
-
-    def start(self, node: int | None = None) -> subprocess.Popen:
-        """Start the cluster (the first time), or one node of it again."""
-        args = ["start", str(self.root)]
-        if node is None:
-            args += ["--nodes", "3", "--port", str(self.port)]
-            args += ["--storage-port", str(self.storage_port), "--jmx-port", str(self.jmx_port)]
-        else:
-            args += ["--node", str(node)]
-        proc = subprocess.Popen(self._command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.starting.append(proc)
-        return proc
-
-    def started(self, proc: subprocess.Popen, timeout: float = 300) -> None:
-        _, err = proc.communicate(timeout=timeout)
-        if proc.returncode != 0:
-            raise RuntimeError(f"scripts/cassandra.py start failed: {err.strip()}")
-
-    def stop(self, node: int | None = None, kill: bool = False) -> None:
-        args = ["stop", str(self.root)] + (["--node", str(node)] if node else []) + (["--kill"] if kill else [])
-        subprocess.run(self._command(*args), capture_output=True, timeout=300, check=True)
-
-    def stop_all_at_once(self, kill: bool) -> None:
-        """All three nodes signalled together (SIGTERM: each shuts down on its own)."""
-        args = ["--kill"] if kill else []
-        command = [self._command("stop", str(self.root), "--node", str(k), *args) for k in NODES]
-        procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for c in command]
-        for proc in procs:
-            proc.wait(timeout=300)
-
-    def answering(self) -> list[int]:
-        return [k for k, h in zip(NODES, self.hosts, strict=True) if answers(h, self.port)]
-
-    def close(self) -> None:
-        for proc in self.starting:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        if (self.root / "cluster.json").exists():
-            subprocess.run(self._command("stop", str(self.root)), capture_output=True, timeout=600)
 
 
 class Sampler(threading.Thread):
@@ -296,7 +228,7 @@ def reconnected(log: Path, node: str, since: float) -> float | None:
 
 def run(args) -> int:
     work = Path(tempfile.mkdtemp(prefix="cassandra-faults-"))
-    cluster = Cluster(work / "cassandra", args.port, args.storage_port, args.jmx_port)
+    cluster = CassandraNodes(work / "cassandra", len(NODES), args.port, args.storage_port, args.jmx_port, "512M")
     taken = cluster.ports_taken()
     if taken:
         print(f"ports taken: {', '.join(taken)}; choose others (--port, --storage-port, --jmx-port)")
@@ -306,7 +238,7 @@ def run(args) -> int:
     print(f"work directory {work}")
     try:
         began = time.monotonic()
-        cluster.started(cluster.start(), timeout=600)
+        cluster.started(cluster.begin(), timeout=600)
         print(f"cluster: 3 nodes on {','.join(cluster.hosts)}:{args.port}, started in {time.monotonic() - began:.0f} s")
         site.start()
         expected = site.expected_fetches()
@@ -344,7 +276,7 @@ def run(args) -> int:
         print(f"{events['s1_kill'] - events['crawl']:5.0f} s  node 2 SIGKILLed ({events['s1_progress']:.0%} done)")
         time.sleep(max(events["s1_kill"] + args.node_down - time.time(), 0))
         events["s1_start"] = time.time()
-        cluster.started(cluster.start(node=2))
+        cluster.started(cluster.begin(node=2))
         events["s1_back"] = time.time()
         print(
             f"{events['s1_back'] - events['crawl']:5.0f} s  node 2 answers again (started in "
@@ -379,15 +311,15 @@ def run(args) -> int:
             look()
             return len(up) == len(NODES)
 
-        first = cluster.start(node=1)
+        first = cluster.begin(node=1)
         wait_until(node1_gossips, 300, "node 1")
         if first.poll() is not None:
             cluster.started(first)  # (raises when it failed)
-        others = [cluster.start(node=2)]
+        others = [cluster.begin(node=2)]
         for _ in range(8):  # (each start rewrites DIR/cluster.json: not at the same moment)
             look()
             time.sleep(0.25)
-        others.append(cluster.start(node=3))
+        others.append(cluster.begin(node=3))
         wait_until(all_answer, 400, "the three nodes' return")
         for proc in (first, *others):
             cluster.started(proc)
@@ -443,7 +375,7 @@ def run(args) -> int:
         if not args.keep:
             for k in NODES:
                 for part in ("data", "commitlog", "hints", "saved_caches", "cdc_raw"):
-                    shutil.rmtree(cluster.root / f"node{k}" / part, ignore_errors=True)
+                    shutil.rmtree(cluster.dir / f"node{k}" / part, ignore_errors=True)
             shutil.rmtree(work / "redis", ignore_errors=True)
     got = {"site": site, "expected": expected, "workers": workers, "ends": ends, "events": events}
     got.update(sampler=sampler, frontier=frontier, tally=tally, replication=replication, rows=rows, work=work)

@@ -35,10 +35,10 @@ from urllib.parse import urljoin
 
 import lxml.html
 
-from bench.doc_crawl import DocHandler, DocServer, Site, run_commands, served_sites, worker_commands
 from crawler.frontier import codec
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.urls import InvalidURL, normalize_url
+from testing.docsites import DocHandler, DocServer, Site, run_commands, served_sites, worker_commands
 from testing.servers import RedisServer
 from testing.workers import clean_env
 

@@ -18,7 +18,7 @@ FRONTIER_HOST_INTERVAL=--interval (0.05 s over a hundred hosts: the highest rate
 worker reaches here is set by its CPU, not by politeness), ended by CLOSESPIDER_TIMEOUT
 (--seconds) and killed if it has not ended 60 s after that. Every --every seconds the
 resident set size (VmRSS) of the worker's process and of each of its child processes
-(the page processes) is read from /proc. Nothing is sent anywhere but 127.0.0.0/8.
+(the page processes) is read with psutil. Nothing is sent anywhere but 127.0.0.0/8.
 
 Figures: a line per sample (seconds, pages answered so far and pages/s since the last
 sample, MB of the worker, of its children, in all); then per process and in all the peak,
@@ -30,29 +30,17 @@ against the target of 300 MB per worker with all its processes.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from functools import partial
 from pathlib import Path
 
-from bench.doc_crawl import (
-    KILL_AFTER,
-    DocHandler,
-    DocServer,
-    Site,
-    available_sites,
-    start_sites,
-    stop_sites,
-    wait_or_kill,
-)
+import psutil
+
+from testing.docsites import KILL_AFTER, mirrored_sites, wait_or_kill
+from testing.sampling import children, rss_mb
 from testing.servers import RedisServer
 from testing.workers import clean_env
 
@@ -61,87 +49,19 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET_MB = 300
 
 
-class MirrorHandler(DocHandler):
-    """DocHandler whose HTML pages end with the site's mark (none for the first copy)."""
-
-    def send_head(self):
-        mark = getattr(self.site, "mark", b"")
-        path = self.translate_path(self.path)
-        if mark and self.path.split("?", 1)[0].endswith("/") and os.path.isdir(path):
-            path = os.path.join(path, "index.html")
-        if not mark or not path.endswith(".html") or not os.path.isfile(path):
-            return super().send_head()
-        with open(path, "rb") as f:
-            body = f.read() + mark
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        return io.BytesIO(body)
-
-
-class MirrorServer(DocServer):
-    def __init__(self, site: Site):
-        super().__init__(site)
-        self.RequestHandlerClass = partial(MirrorHandler, site=site)
-
-
-def mirrored(sites: list[Site], copies: int) -> list[Site]:
-    """The sites and ``copies`` copies of each: copy K of the site on 127.0.0.x on
-    127.0.K.x, its HTML pages marked as copy K."""
-    out = list(sites)
-    for k in range(1, copies + 1):
-        for site in sites:
-            host = site.host.replace(".0.", f".{k}.", 1)
-            copy = Site(f"{site.name}-{k}", host, site.directory, site.prefix, site.seed_path)
-            copy.mark = f"\n<!-- copy {k} -->\n".encode()
-            out.append(copy)
-    return out
-
-
-def rss_mb(pid: int) -> float:
-    """VmRSS of a process in MB (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def label(pid: int) -> str:
+def label(proc) -> str:
     """What a child process of the worker is: a page process or multiprocessing's
     resource tracker."""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmdline = f.read()
-    except OSError:
+        return "resource tracker" if "resource_tracker" in " ".join(proc.cmdline()) else "page process"
+    except psutil.Error:
         return "gone"
-    return "resource tracker" if b"resource_tracker" in cmdline else "page process"
-
-
-def children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (started by any of its threads)."""
-    kids = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                kids += [int(p) for p in f.read().split()]
-        except OSError:
-            pass
-    return sorted(kids)
 
 
 def sample(proc: subprocess.Popen, every: float, started: float, sites, rows: list, stop: threading.Event) -> None:
     while not stop.wait(every) and proc.poll() is None:
         kids = children(proc.pid)
-        main, others = rss_mb(proc.pid), [(label(k), rss_mb(k)) for k in kids]
+        main, others = rss_mb(proc.pid), [(label(k), rss_mb(k.pid)) for k in kids]
         pages = sum(site.answers.get(200, 0) for site in sites)
         last = rows[-1] if rows else (0.0, 0)
         rows.append((time.monotonic() - started, pages, main, others))
@@ -230,30 +150,6 @@ def main() -> None:
         f"target: at most {TARGET_MB} MB per worker with all its processes: peak {max(total):.0f} MB, "
         f"steady {steady:.0f} MB ({'met' if max(total) <= TARGET_MB else 'not met'}); {pages:.1f} pages/s"
     )
-
-
-@contextlib.contextmanager
-def mirrored_sites(keep: bool, copies: int, server=None, prefix: str = "memory-"):
-    """The installed documentation sites and their copies served on loopback (``server``:
-    a server class whose handler is a MirrorHandler, MirrorServer by default), and a work
-    directory: (sites, work), as bench/doc_crawl.py's served_sites."""
-    sites = mirrored(available_sites(), copies)
-    work = Path(tempfile.mkdtemp(prefix=prefix))
-    try:
-        start_sites(sites, server or MirrorServer)
-        originals = [s for s in sites if not getattr(s, "mark", b"")]
-        print(
-            f"{len(sites)} sites on port {sites[0].port}: "
-            + ", ".join(f"{s.name} {s.host}{s.prefix}" for s in originals)
-            + f", and {copies} copies of each on 127.0.1-{copies}.x"
-        )
-        yield sites, work
-    finally:
-        stop_sites(sites)
-        if keep:
-            print(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

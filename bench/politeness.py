@@ -86,6 +86,7 @@ import redis
 
 from crawler.demo.site import serve_site
 from crawler.frontier import scripts
+from testing.sampling import cpu_seconds, machine_cpu
 from testing.servers import RedisServer
 from testing.workers import clean_env, crawl_command, log_tail, wait4
 
@@ -248,35 +249,9 @@ class Run:
         return sum(counter.values()) / self.pages if self.pages else 0.0
 
 
-def machine_cpu() -> tuple[float, float] | None:
-    """CPU seconds the whole machine has been busy (/proc/stat: not idle, iowait or
-    steal), and seconds stolen by the hypervisor; None where there is no /proc."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]] + [0] * 8
-    except (OSError, ValueError):
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = v[:8]
-    tick = os.sysconf("SC_CLK_TCK")
-    return (user + nice + system + irq + softirq) / tick, steal / tick
-
-
 def command_calls(client: redis.Redis) -> Counter:
     """INFO commandstats calls by command (those inside scripts included)."""
     return Counter({k.removeprefix("cmdstat_"): v["calls"] for k, v in client.info("commandstats").items()})
-
-
-def own_cpu(redis_pid: int) -> float:
-    """CPU seconds of this process (the site, MONITOR) and of our redis-server."""
-    t = os.times()
-    total = t.user + t.system
-    try:
-        with open(f"/proc/{redis_pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        pass
-    return total
 
 
 def run_crawl(mode: str, args, server: RedisServer, site, tmp: Path, index: int, monitored: bool) -> Run:
@@ -303,7 +278,7 @@ def run_crawl(mode: str, args, server: RedisServer, site, tmp: Path, index: int,
     seen_before = len(site.hits())  # one site serves every run
     stats0 = command_calls(server.client)  # before MONITOR: not counted there
     monitor = Monitor(server.port) if monitored else None
-    cpu0, own0 = machine_cpu(), own_cpu(server.proc.pid)
+    cpu0, own0 = machine_cpu(), cpu_seconds([os.getpid(), server.proc.pid], descendants=False)
     t0 = time.monotonic()
     proc = subprocess.Popen(
         crawl_command(tmp / f"{name}.jsonl", seeds, settings),
@@ -320,13 +295,13 @@ def run_crawl(mode: str, args, server: RedisServer, site, tmp: Path, index: int,
             proc.wait()
         commands = monitor.stop() if monitor else []
     run.wall = time.monotonic() - t0
-    cpu1, own1 = machine_cpu(), own_cpu(server.proc.pid)
+    cpu1, own1 = machine_cpu(), cpu_seconds([os.getpid(), server.proc.pid], descendants=False)
     run.calls = command_calls(server.client) - stats0
     run.calls.pop("info", None)
     learn_script_names()  # the worker's version, if it was edited since
     run.exit_code = status
     run.cpu = usage.ru_utime + usage.ru_stime if usage else 0.0
-    if cpu0 is not None and cpu1 is not None and run.wall > 0:
+    if run.wall > 0:
         run.others = max(0.0, cpu1[0] - cpu0[0] - run.cpu - (own1 - own0)) / run.wall
         run.steal = (cpu1[1] - cpu0[1]) / run.wall
     hits = site.hits()[seen_before:]

@@ -31,8 +31,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.doc_crawl import wait_or_kill
 from crawler.demo.site import serve_site
+from testing.docsites import wait_or_kill
 from testing.servers import RedisServer
 from testing.workers import clean_env, crawl_command
 

@@ -35,6 +35,7 @@ import uuid
 import redis
 from scrapy.settings import Settings
 
+from bench.results import Results
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.hosts import politeness_key
@@ -129,7 +130,6 @@ def stage_breakdown(path: str, settings: Settings, client, n: int, batch: int) -
         urls = timed("normalize_url", normalize_all)
         timed("put: trap guards", lambda: [frontier.traps.check(u, 0) for u in urls])
         timed("put: politeness_key", lambda: [politeness_key(u, frontier.politeness) for u in urls])
-        timed("put: Bloom positions", lambda: [frontier.layout.positions(u, 1) for u in urls])
         entries = [Entry(url=u, payload=encode_url(u)) for u in urls]
         before = evalsha_usec(client)
         timed("put total", lambda: [frontier.put(entries[i : i + batch]) for i in range(0, len(urls), batch)])
@@ -145,7 +145,7 @@ def stage_breakdown(path: str, settings: Settings, client, n: int, batch: int) -
     print(f"  {'read + parse lines':40s} {us['read + parse lines']:7.1f}")
     print(f"  {'normalize_url':40s} {us['normalize_url']:7.1f}")
     print(f"  {'put, client side (wall - server)':40s} {client_us:7.1f}   of which, timed alone:")
-    for name in ("put: trap guards", "put: politeness_key", "put: Bloom positions"):
+    for name in ("put: trap guards", "put: politeness_key"):
         print(f"    {name.split(': ')[1]:38s} {us[name]:7.1f}")
     print(f"  {'= Python, one GIL':40s} {python_us:7.1f}   -> at most {1e6 / python_us:,.0f} URLs/s")
     print(f"  {'put, Redis script (server)':40s} {redis_us:7.1f}   -> at most {1e6 / redis_us:,.0f} URLs/s")
@@ -166,9 +166,11 @@ def main() -> int:
         "-s", "--set", action="append", default=[], metavar="NAME=VALUE", help="override a setting (repeatable)"
     )
     parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
+    parser.add_argument("--runs", type=int, default=1, help="times the file is ingested (each into a new crawl)")
     parser.add_argument("--profile", action="store_true", help="cProfile the ingestion (slower), print the top")
     parser.add_argument("--stages", type=int, default=50_000, metavar="N", help="time each stage on N lines (0: no)")
     opts = parser.parse_args()
+    results = Results("seed_ingest", runs=opts.runs)
 
     crawl = f"bench-seed-{uuid.uuid4().hex[:10]}"
     settings = Settings()
@@ -203,33 +205,36 @@ def main() -> int:
             f"{counts['comments']:,} comment/blank lines (written in {time.perf_counter() - t:.1f} s)"
         )
         print(f"crawl {crawl!r} on {opts.redis_url}, batch {opts.batch}, pid {os.getpid()}, {os.cpu_count()} CPUs")
-        profiler = cProfile.Profile() if opts.profile else None
-        redis_before = evalsha_usec(client)
-        try:
-            if profiler:
-                profiler.enable()
-            report = ingest(
-                frontier,
-                path,
-                batch_size=opts.batch,
-                strip_params=tuple(settings.getlist("URL_STRIP_PARAMS")) or None,
-                sort_query=settings.getbool("URL_SORT_QUERY"),
+        for _ in range(opts.runs):
+            profiler = cProfile.Profile() if opts.profile else None
+            redis_before = evalsha_usec(client)
+            try:
+                if profiler:
+                    profiler.enable()
+                report = ingest(
+                    frontier,
+                    path,
+                    batch_size=opts.batch,
+                    strip_params=tuple(settings.getlist("URL_STRIP_PARAMS")) or None,
+                    sort_query=settings.getbool("URL_SORT_QUERY"),
+                )
+                if profiler:
+                    profiler.disable()
+                redis_s = (evalsha_usec(client) - redis_before) / 1e6
+                stats = frontier.stats()
+            finally:
+                deleted = frontier.clear()
+            urls_per_s = report.lines / report.elapsed
+            print(report.summary())
+            print(
+                f"ingest: {report.lines:,} URLs in {report.elapsed:.2f} s = {urls_per_s:,.0f} URLs/s "
+                f"(Redis push script {redis_s:.2f} s = {1e6 * redis_s / max(report.lines, 1):.1f} us/URL; "
+                f"target {TARGET:,} URLs/s: {'PASS' if urls_per_s >= TARGET else 'below'})"
             )
-            if profiler:
-                profiler.disable()
-            redis_s = (evalsha_usec(client) - redis_before) / 1e6
-            stats = frontier.stats()
-        finally:
-            deleted = frontier.clear()
-        urls_per_s = report.lines / report.elapsed
-        print(report.summary())
-        print(
-            f"ingest: {report.lines:,} URLs in {report.elapsed:.2f} s = {urls_per_s:,.0f} URLs/s "
-            f"(Redis push script {redis_s:.2f} s = {1e6 * redis_s / max(report.lines, 1):.1f} us/URL; "
-            f"target {TARGET:,} URLs/s: {'PASS' if urls_per_s >= TARGET else 'below'})"
-        )
-        print(f"frontier: queued {stats['queued']:,}, front queues by level {stats['front_by_level']}")
-        print(f"cleaned up: {deleted} keys of {crawl!r} deleted")
+            print(f"frontier: queued {stats['queued']:,}, front queues by level {stats['front_by_level']}")
+            print(f"cleaned up: {deleted} keys of {crawl!r} deleted")
+            results.add("ingestion rate", urls_per_s, "URLs/s")
+            results.add("Redis push script a URL", 1e6 * redis_s / max(report.lines, 1), "us")
         if opts.stages:
             stage_breakdown(path, settings, client, opts.stages, opts.batch)
     if profiler:
@@ -237,6 +242,7 @@ def main() -> int:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
         print("cProfile, push thread (Frontier.send: the Redis call):")
         pstats.Stats(push_profiler).sort_stats("tottime").print_stats(15)
+    results.write()
     return 0
 
 

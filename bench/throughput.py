@@ -74,14 +74,8 @@ from collections import Counter, defaultdict
 from functools import partial
 from pathlib import Path
 
-from bench.doc_crawl import (
-    KILL_AFTER,
-    DocServer,
-    Site,
-    error_lines,
-    run_commands,
-)
-from bench.memory import MirrorHandler, mirrored_sites
+from bench.doc_crawl import error_lines
+from testing.docsites import KILL_AFTER, DocServer, MirrorHandler, Site, mirrored_sites, run_commands
 from testing.sampling import percentile
 from testing.servers import RedisServer
 from testing.workers import clean_env

@@ -94,7 +94,9 @@ from pathlib import Path
 
 from bench import serve
 from crawler.urlstore.record import ArchivePointer, FetchRecord
+from testing.cassandra import PORTS, CassandraNodes, ensure_keyspace, keyspace_name
 from testing.sampling import percentile
+from testing.urlstore import prepare_store, sample_urls, unknown_urls
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -352,7 +354,7 @@ def write_test(
     backend: str,
     workers: int,
     plan: dict,
-    node: serve.CassandraNode | None,
+    node: CassandraNodes | None,
     path: Path | None,
 ) -> WriteResult:
     """``workers`` processes write at once, each as ``plan`` says (writer_main) under a
@@ -405,7 +407,7 @@ def write_test(
     )
 
 
-def run_writes(args, crawl: CrawlResult, node: serve.CassandraNode, work: Path) -> list[WriteResult]:
+def run_writes(args, crawl: CrawlResult, node: CassandraNodes, work: Path) -> list[WriteResult]:
     records = crawl.records
     links = sum(len(r.outlinks) for r in records) / len(records)
     print(
@@ -550,7 +552,7 @@ class Timing:
         return sum(self.times) / len(self.times)
 
 
-def timed(call, args: list, node: serve.CassandraNode | None) -> Timing:
+def timed(call, args: list, node: CassandraNodes | None) -> Timing:
     """``call(arg)`` for each of ``args``, one after the other, each timed."""
     node0 = node.cpu_seconds() if node else float("nan")
     usage0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -564,10 +566,10 @@ def timed(call, args: list, node: serve.CassandraNode | None) -> Timing:
     return Timing(times, (node.cpu_seconds() - node0) if node else float("nan"), cpu)
 
 
-def run_lookups(args, node: serve.CassandraNode) -> dict:
+def run_lookups(args, node: CassandraNodes) -> dict:
     """get and last_fetched(100) on each backend: {(backend, what): Timing}."""
-    known = serve.sample_urls(args.store, 50_000, args.seed)
-    unknown = serve.unknown_urls(known, 10_000, args.seed)
+    known = sample_urls(args.store, 50_000, args.seed)
+    unknown = unknown_urls(known, 10_000, args.seed)
     rng = random.Random(args.seed + 5)
     gets = [rng.choice(known) for _ in range(args.lookups)]
     batches = [
@@ -580,7 +582,7 @@ def run_lookups(args, node: serve.CassandraNode) -> dict:
         f"last_fetched of 100 URLs x {args.batches:,} ({args.unknown:.0%} not stored)"
     )
     for backend in ("cassandra", "sqlite"):
-        store = open_store(backend, node.settings(serve.keyspace_name(args.rows)), args.store, readonly=True)
+        store = open_store(backend, node.settings(keyspace_name(args.rows)), args.store, readonly=True)
         of = node if backend == "cassandra" else None
         try:
             for call, pool in ((store.get, known[-5000:]), (store.last_fetched, batches)):
@@ -613,7 +615,7 @@ def expected_due(store: Path, before: float) -> int:
         db.close()
 
 
-def run_scan(args, node: serve.CassandraNode, target: str, inlinks: int) -> dict:
+def run_scan(args, node: CassandraNodes, target: str, inlinks: int) -> dict:
     """The due scan and the inlinks paging on each backend: {(backend, what): (seconds,
     rows, calls, node CPU seconds)}."""
     before = time.time()
@@ -624,7 +626,7 @@ def run_scan(args, node: serve.CassandraNode, target: str, inlinks: int) -> dict
     )
     out = {}
     for backend in ("cassandra", "sqlite"):
-        store = open_store(backend, node.settings(serve.keyspace_name(args.rows)), args.store, readonly=True)
+        store = open_store(backend, node.settings(keyspace_name(args.rows)), args.store, readonly=True)
         of = node if backend == "cassandra" else None
         try:
             node0 = of.cpu_seconds() if of else float("nan")
@@ -817,9 +819,9 @@ def main() -> int:
         "--store", type=Path, default=Path("/tmp/bench-serve/bench/urlstore.sqlite"), help="bench/serve.py's store"
     )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--port", type=int, default=serve.CASSANDRA_PORTS[0], help="the node's CQL port")
-    parser.add_argument("--storage-port", type=int, default=serve.CASSANDRA_PORTS[1])
-    parser.add_argument("--jmx-port", type=int, default=serve.CASSANDRA_PORTS[2])
+    parser.add_argument("--port", type=int, default=PORTS[0], help="the node's CQL port")
+    parser.add_argument("--storage-port", type=int, default=PORTS[1])
+    parser.add_argument("--jmx-port", type=int, default=PORTS[2])
     parser.add_argument("--heap", default="1G")
     parser.add_argument(
         "--unbatched",
@@ -850,7 +852,7 @@ def main() -> int:
         f"{time.strftime('%Y-%m-%d %H:%M:%S')}, {os.cpu_count()} cores, load average "
         + ", ".join(f"{x:.2f}" for x in os.getloadavg())
     )
-    node = serve.CassandraNode(args.cache / "cassandra", args.port, args.storage_port, args.jmx_port, args.heap)
+    node = CassandraNodes(args.cache / "cassandra", 1, args.port, args.storage_port, args.jmx_port, args.heap)
     work = Path(tempfile.mkdtemp(prefix="bench-urlstore-"))
     crawl = None
     writes = lookups = scans = served = None
@@ -868,15 +870,15 @@ def main() -> int:
             if not crawl.records:
                 raise SystemExit("the crawl wrote no record")
         took = node.start()
-        print(f"\ncassandra: node in {node.dir} on 127.0.0.1:{node.port} (pid {node.pid}), up in {took:.0f} s")
+        print(f"\ncassandra: node in {node.dir} on 127.0.0.1:{node.port} (pid {node.pid()}), up in {took:.0f} s")
         if parts & {"lookups", "scan", "serve"}:
             sargs = serve_args(args)
-            serve.prepare_store(sargs)
+            prepare_store(sargs.store, sargs.records, sargs.hosts, sargs.seed, sargs.cold)
             target, inlinks = ensure_popular(args.store, args.popular, args.seed)
-            serve.ensure_keyspace(node, args.store, serve.keyspace_name(args.rows))
+            ensure_keyspace(node, args.store, keyspace_name(args.rows))
             print(
-                f"cassandra: keyspace {serve.keyspace_name(args.rows)} read once into the page cache in "
-                f"{node.warm(serve.keyspace_name(args.rows)):.1f} s"
+                f"cassandra: keyspace {keyspace_name(args.rows)} read once into the page cache in "
+                f"{node.warm(keyspace_name(args.rows)):.1f} s"
             )
         if "writes" in parts:
             writes = run_writes(args, crawl, node, work)
@@ -907,7 +909,7 @@ def main() -> int:
     finally:
         signal.alarm(0)
         if not args.keep_node:
-            node.stop()
+            node.close()
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -4,6 +4,7 @@ one bounded in time."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -257,6 +258,13 @@ class ServeProcess:
         return log_tail([self.log], lines, "(scrapy serve: no output)")
 
     def stop(self) -> None:
+        """Stop it (SIGTERM, then SIGKILL), and any process of its own left behind."""
+        import psutil
+
+        try:
+            children = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            children = []
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -264,3 +272,6 @@ class ServeProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
