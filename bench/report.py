@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from bench.results import RESULTS, ROOT, load
+from crawler.config import settings
 
 DOC = ROOT / "docs" / "BENCHMARKS.md"
 BEGIN = "<!-- recorded figures: python -m bench.report --write -->"
@@ -64,16 +65,11 @@ def tables(directory: Path = RESULTS) -> str:
 
 
 def current(path: Path = DOC) -> str | None:
-    text = path.read_text()
-    if BEGIN not in text or END not in text:
-        return None
-    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+    return settings.current(path, BEGIN, END)
 
 
 def write(path: Path = DOC) -> None:
-    text = path.read_text()
-    head, rest = text.split(BEGIN, 1)
-    path.write_text(f"{head}{BEGIN}\n{tables()}\n{END}{rest.split(END, 1)[1]}")
+    settings.write_between(path, tables(), BEGIN, END)
 
 
 if __name__ == "__main__":

@@ -257,11 +257,19 @@ def served_sites(keep: bool, prefix: str, server=None):
     start_sites), and a work directory: (sites, work). On exit the sites stop and the
     directory goes, unless ``keep``."""
     sites = available_sites()
+    with _serving(sites, server, keep, prefix) as work:
+        print(f"sites on port {sites[0].port}: " + ", ".join(f"{s.name} {s.host}{s.prefix}" for s in sites))
+        yield sites, work
+
+
+@contextlib.contextmanager
+def _serving(sites, server, keep: bool, prefix: str):
+    """``sites`` served (``server``: see start_sites) while the block runs, with a work
+    directory of its own, removed at the end unless ``keep``."""
     work = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         start_sites(sites, server)
-        print(f"sites on port {sites[0].port}: " + ", ".join(f"{s.name} {s.host}{s.prefix}" for s in sites))
-        yield sites, work
+        yield work
     finally:
         stop_sites(sites)
         if keep:
@@ -314,9 +322,7 @@ def mirrored_sites(keep: bool, copies: int, server=None, prefix: str = "memory-"
     a server class whose handler is a MirrorHandler, MirrorServer by default), and a work
     directory: (sites, work), as bench/doc_crawl.py's served_sites."""
     sites = mirrored(available_sites(), copies)
-    work = Path(tempfile.mkdtemp(prefix=prefix))
-    try:
-        start_sites(sites, server or MirrorServer)
+    with _serving(sites, server or MirrorServer, keep, prefix) as work:
         originals = [s for s in sites if not getattr(s, "mark", b"")]
         print(
             f"{len(sites)} sites on port {sites[0].port}: "
@@ -324,9 +330,3 @@ def mirrored_sites(keep: bool, copies: int, server=None, prefix: str = "memory-"
             + f", and {copies} copies of each on 127.0.1-{copies}.x"
         )
         yield sites, work
-    finally:
-        stop_sites(sites)
-        if keep:
-            print(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)

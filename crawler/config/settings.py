@@ -935,18 +935,24 @@ def tables() -> dict[Path, str]:
     return {OPERATIONS_DOC: markdown(s for s in TABLE if s.name in OPERATIONS_SETTINGS), SETTINGS_DOC: markdown(TABLE)}
 
 
-def current(path: Path) -> str | None:
+def current(path: Path, begin: str = BEGIN, end: str = END) -> str | None:
+    """What a generated page holds between its markers (None: no markers)."""
     text = path.read_text()
-    if BEGIN not in text or END not in text:
+    if begin not in text or end not in text:
         return None
-    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+    return text.split(begin, 1)[1].split(end, 1)[0].strip("\n")
+
+
+def write_between(path: Path, table: str, begin: str = BEGIN, end: str = END) -> None:
+    """Put ``table`` between a page's markers, the rest of the page as it is."""
+    text = path.read_text()
+    head, rest = text.split(begin, 1)
+    path.write_text(f"{head}{begin}\n{table}\n{end}{rest.split(end, 1)[1]}")
 
 
 def write() -> None:
     for path, table in tables().items():
-        text = path.read_text()
-        head, rest = text.split(BEGIN, 1)
-        path.write_text(f"{head}{BEGIN}\n{table}\n{END}{rest.split(END, 1)[1]}")
+        write_between(path, table)
 
 
 if __name__ == "__main__":
