@@ -43,6 +43,7 @@ from collections import defaultdict
 from itertools import pairwise
 from pathlib import Path
 
+from bench.results import Results
 from crawler.demo.site import Site
 from testing.servers import RedisServer
 from testing.workers import read_pages
@@ -85,7 +86,7 @@ def broken_site(hosts: int, pages: int) -> tuple[Site, dict]:
     return site, plan
 
 
-def run(hosts: int, pages: int, workers: int, timeout: float) -> None:
+def run(hosts: int, pages: int, workers: int, timeout: float) -> dict:
     site, plan = broken_site(hosts, pages)
     site.start()
     work = Path(tempfile.mkdtemp(prefix="broken-web-"))
@@ -124,10 +125,12 @@ def run(hosts: int, pages: int, workers: int, timeout: float) -> None:
                     p.kill()
                     p.wait()
     site.stop()
-    report(site, plan, started, ended, workers, work, timeout)
+    return report(site, plan, started, ended, workers, work, timeout)
 
 
-def report(site: Site, plan: dict, started: float, ended: dict, workers: int, work: Path, timeout: float) -> None:
+def report(site: Site, plan: dict, started: float, ended: dict, workers: int, work: Path, timeout: float) -> dict:
+    """Print what the run showed; its headline figures, by name: (value, unit)."""
+    figures: dict[str, tuple[float, str]] = {}
     hits = site.hits()
     broken = {i for key in ("robots_5xx", "all_500", "refuse", "retry_after_3600") for i in plan[key]}
     healthy_hosts = {site.hosts[i] for i in range(site.n_hosts) if i not in broken}
@@ -148,14 +151,21 @@ def report(site: Site, plan: dict, started: float, ended: dict, workers: int, wo
     if fetched_ok:
         times = sorted(t - started for t in fetched_ok.values())
         p95 = times[int(len(times) * 0.95) - 1]
+        figures["healthy pages fetched"] = (len(fetched_ok) / len(healthy), "share")
         print(
             f"healthy pages: {len(fetched_ok)} of {len(healthy)} fetched; 95% by {p95:.0f} s, "
             f"the last at {times[-1]:.0f} s" + (f"; missing {sorted(missing)[:5]}" if missing else "")
         )
-    summaries = []
+    if len(ended) == workers and all(code == 0 for _, code in ended.values()):
+        figures["the last worker ended by itself after"] = (max(t for t, _ in ended.values()), "s")
+    summaries, stalls = [], []
     for n in range(workers):
         text = (work / f"worker-{n}.log").read_text(errors="replace")
         summaries += re.findall(r"Crawl summary.*?(?=\n20\d\d-|\Z)", text, re.S)
+        stalls += [float(v) for v in re.findall(r"'reactor/stall_max_ms': ([\d.]+)", text)]
+    if stalls:  # (crawler/extensions/stalls.py)
+        figures["reactor stall, the workers' longest"] = (max(stalls), "ms")
+        print(f"reactor stalls: longest {max(stalls):.0f} ms (each worker's: {', '.join(f'{v:.0f}' for v in stalls)})")
     if summaries:
         print("the last worker's closing summary:")
         print("  " + summaries[-1].strip().replace("\n", "\n  "))
@@ -186,6 +196,8 @@ def report(site: Site, plan: dict, started: float, ended: dict, workers: int, wo
             smallest.append(min(gaps))
             close += sum(1 for g in gaps if g < INTERVAL - TOLERANCE)
     smallest.sort()
+    figures["smallest arrival gap at a host"] = (smallest[0], "s")
+    figures["arrival gaps below the interval"] = (close, "gaps")
     print(
         f"politeness: {len(hits)} requests to {len(arrivals)} hosts; smallest arrival gap per host: "
         f"min {smallest[0]:.3f} s, median {smallest[len(smallest) // 2]:.3f} s; "
@@ -222,6 +234,9 @@ def report(site: Site, plan: dict, started: float, ended: dict, workers: int, wo
             f"speed: {rate:.1f} healthy pages/s over the first 90%; polite limit of the healthy hosts "
             f"{limit:.1f} pages/s; ratio {rate / limit:.2f}"
         )
+        figures["healthy pages/s"] = (rate, "pages/s")
+        figures["pages/s against the polite limit"] = (rate / limit, "x")
+    return figures
 
 
 def main() -> None:
@@ -230,8 +245,14 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=25)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--runs", type=int, default=1, help="crawls, one after the other (figures: median and spread)")
     args = parser.parse_args()
-    run(args.hosts, args.pages, args.workers, args.timeout)
+    results = Results("broken_web", runs=args.runs)
+    for _ in range(args.runs):
+        for name, (value, unit) in run(args.hosts, args.pages, args.workers, args.timeout).items():
+            baseline = "the polite limit: hosts / (interval + response time)" if unit == "x" else None
+            results.add(name, value, unit, baseline)
+    results.write()
 
 
 if __name__ == "__main__":
