@@ -39,6 +39,7 @@ from pathlib import Path
 
 import psutil
 
+from bench.results import Results
 from testing.docsites import KILL_AFTER, mirrored_sites, wait_or_kill
 from testing.sampling import children, rss_mb
 from testing.servers import RedisServer
@@ -150,6 +151,11 @@ def main() -> None:
         f"target: at most {TARGET_MB} MB per worker with all its processes: peak {max(total):.0f} MB, "
         f"steady {steady:.0f} MB ({'met' if max(total) <= TARGET_MB else 'not met'}); {pages:.1f} pages/s"
     )
+    results = Results("memory")
+    results.add("a worker with all its processes, steady", steady, "MB")
+    results.add("a worker with all its processes, peak", max(total), "MB")
+    results.add("pages/s meanwhile", pages, "pages/s")
+    results.write()
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ from functools import partial
 from pathlib import Path
 
 from bench.doc_crawl import error_lines
+from bench.results import Results
 from testing.docsites import KILL_AFTER, DocServer, MirrorHandler, Site, mirrored_sites, run_commands
 from testing.sampling import percentile
 from testing.servers import RedisServer
@@ -326,7 +327,9 @@ def run_one(run: Run, fn, seconds: float) -> None:
                 print(f"     {n} x {message[:160]}" + (f" / {exception[:160]}" if exception else ""))
 
 
-def report(runs: list[Run], sites: list[Site]) -> None:
+def report(runs: list[Run], sites: list[Site], results: Results | None = None) -> None:
+    """Print the runs' table; ``results``: record each run's pages/s, CPU a page and
+    ratio to stock Scrapy there too."""
     # the polite limit: from this crawler's runs (one request at a time per host)
     answer: dict[str, list[float]] = defaultdict(list)
     for run in runs:
@@ -363,6 +366,11 @@ def report(runs: list[Run], sites: list[Site]) -> None:
             f" {run.busy_share(answer) if run.crawler and run.interval > 0 else float('nan'):6.2f}"
             f" {run.held if run.crawler else '':>5}"
         )
+        if results is not None:
+            results.add(f"{run.name}: pages/s", run.rate, "pages/s")
+            results.add(f"{run.name}: CPU a page", per_page, "ms")
+            if stock and run.crawler:
+                results.add(f"{run.name}: against stock Scrapy", run.rate / stock, "x", "run 1, stock Scrapy")
         if run.crawler and run.interval > 0:  # (no limit: several in flight per host, no gaps)
             gaps = run.gaps(run.interval)
             negative = sum(1 for g in gaps if g < NEGATIVE_GAP)
@@ -466,7 +474,9 @@ def main() -> None:
                 fn = partial(run_crawler, seeded, workers, pipelines, args.seconds, interval, run_dir, pin, extra)
             run_one(run, fn, args.seconds)
             runs.append(run)
-        report(runs, sites)
+        results = Results("throughput")
+        report(runs, sites, results)
+        results.write()
 
 
 if __name__ == "__main__":
