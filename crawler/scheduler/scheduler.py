@@ -1,56 +1,31 @@
-"""Scrapy scheduler backed by the Redis frontier.
+"""Scrapy scheduler backed by the Redis frontier: a Scrapy adapter over the worker's
+FrontierClient (crawler/frontier/client.py: what it offers, the leases it holds,
+acknowledges, lands and renews, its outbox while Redis is away), which the links pipeline
+reaches too (``services(crawler).frontier_client``). Here: requests in and out (the payload
+codec) and the engine's signals; how much may be leased now is ``pacing.py``'s, when to look
+and wake the engine ``cadence.py``'s, the fetch policy's look-ups ``policy_checks.py``'s,
+when the worker stops ``closing.py``'s.
 
 Contract with the engine (scrapy.core.scheduler.BaseScheduler):
 
 ``enqueue_request(request)``
-    Normalizes the URL and offers it to the frontier. Returns False for an invalid URL;
-    every other request is taken, and sent with the other requests of the same reactor
-    turn in one round trip (a page's 100 links: one PUSH call, not 100). Whether each
-    was added, already seen, or refused by a trap guard or the per-host limit is
-    counted under ``frontier/...`` in the stats. A request that carries a
-    lease (a retry or a redirect of a leased page) is a follow-up: it goes straight to
-    its host's back queue and takes over the lease of the page it came from, in one
-    atomic step, so the page is never lost between the two.
+    Normalizes the URL and offers it to the frontier (the offers of a reactor turn go in one
+    round trip); False for an invalid URL. A request that carries a lease (a retry or a
+    redirect of a leased page) is a follow-up: it goes to its host's back queue and takes
+    over the page's lease in one atomic step, so the page is never lost between the two.
 ``next_request()``
-    Returns a leased request from a host that is due, or None when no host is due, or when
-    the worker may lease no more now (``pacing.py``: its unread pages, a store that did
-    not take pages; a due host's submission is leased all the same). A pop leases up to
-    FRONTIER_PREFETCH due hosts at once, one pop a reactor turn (the engine asks in a loop
-    until its downloader is full: a turn would lease CONCURRENT_REQUESTS at once while every
-    other event waited); the extra requests wait here for the engine's next call (a leased
-    host counts as in flight, so prefetching never sends two requests to one host, nor one
-    before its time). A host due within FRONTIER_LOOKAHEAD is handed out already, its
-    request carrying the due time (``meta.DUE``), and the rate limiter holds it until then.
-    When it returns None, it arranges for the engine to be woken when the next host is due,
-    less the lookahead (at most FRONTIER_POLL_INTERVAL later), so a crawl of few hosts does
-    not wait for the engine's 5-second heartbeat.
+    A leased request from a host that is due; None when none is due or the worker may lease
+    no more now. A pop leases up to FRONTIER_PREFETCH due hosts, one pop a reactor turn; the
+    extra requests wait here for the engine's next call (a leased host counts as in flight,
+    so prefetching never sends two requests to one host, nor one before its time). A host
+    due within FRONTIER_LOOKAHEAD is handed out already, its request carrying the due time
+    (``meta.DUE``), and the rate limiter holds it until then.
 ``has_pending_requests()``
-    True while requests are buffered here, or the last look at the frontier found a URL
-    due within FRONTIER_MAX_WAIT. When it is False and the downloader and the pipelines
-    are idle, the engine sends ``spider_idle``, and the local profile
-    (FRONTIER_CLOSE_WHEN_IDLE) closes the worker once nothing is leased by any worker
-    and nothing is due within FRONTIER_MAX_WAIT, for FRONTIER_IDLE_SECONDS: what is
-    still queued (hosts backed off, robots.txt unreachable, URL retries later) stays in
-    the frontier for the next run, which resumes it once due. The distributed profile
-    keeps waiting.
-
-It is a Scrapy adapter over the worker's FrontierClient (crawler/frontier/client.py: what
-it offers, the leases it holds, acknowledges, lands and renews, its outbox while Redis is
-away), which the links pipeline reaches too (``services(crawler).frontier_client``), with
-an injected clock (Twisted's IReactorTime: the reactor, a ``task.Clock`` in tests). Here:
-requests in and out (the payload codec), how many pages may wait to be read, the fetch
-policy, when the engine is woken; how much may be leased now is ``pacing.py``'s, when the
-worker stops ``closing.py``'s.
-
-The submissions (crawler/extensions/submissions.py) and the recrawl's rounds
-(crawler/extensions/recrawl.py) in a running crawl are extensions of their own; the first
-sends ``frontier_grew`` when it added URLs, and the scheduler looks for due hosts then.
-
-The fetch policy (crawler/freshness/policy.py): the requests of each pop are looked up in the
-UrlStore at once (one batch read), in a thread, never on the reactor (a store 20 ms away
-would hold every download meanwhile); at most MAX_CHECKS pops wait for theirs. Those
-fetched within FETCH_POLICY_MAX_AGE are not handed to the engine, and their leases are
-acknowledged.
+    True while requests are buffered here or the last look found a URL due within
+    FRONTIER_MAX_WAIT. When it is False and the engine is idle, ``spider_idle`` comes, and
+    the local profile (FRONTIER_CLOSE_WHEN_IDLE) closes the worker once nothing is leased by
+    any worker and nothing is due within FRONTIER_MAX_WAIT, for FRONTIER_IDLE_SECONDS (what
+    is still queued stays for the next run). The distributed profile keeps waiting.
 """
 
 from __future__ import annotations
@@ -67,8 +42,10 @@ from crawler.frontier import codec
 from crawler.frontier.client import FrontierClient
 from crawler.frontier.frontier import Entry
 from crawler.frontier.verbs import FrontierVerbs
+from crawler.scheduler.cadence import Cadence
 from crawler.scheduler.closing import Closing
 from crawler.scheduler.pacing import Pacing
+from crawler.scheduler.policy_checks import PolicyChecks
 from crawler.scope.scope import CrawlScope
 from crawler.scrapy_private import wake_engine
 from crawler.services import services
@@ -78,7 +55,6 @@ from crawler.urls import InvalidURL, normalize_url, url_options
 logger = logging.getLogger(__name__)
 
 QUIET_AFTER = 5.0  # seconds: nothing due this soon and nothing downloading: open batches are stored
-MAX_CHECKS = 4  # pops whose fetch-policy look-ups may run at once
 
 
 class FrontierScheduler:
@@ -89,7 +65,6 @@ class FrontierScheduler:
         # how a store is read off the reactor (the fetch policy's look-ups): Twisted's
         # thread pool; a test's own (run now) with a test's clock
         self.in_thread = in_thread or threads.deferToThread
-        self._checking = 0  # pops whose requests the fetch policy is looking up
         self.stats = crawler.stats
         s = crawler.settings
         self.clock = clock if clock is not None else reactor
@@ -103,8 +78,13 @@ class FrontierScheduler:
         # hosts due this soon are handed out now; the rate limiter holds each request until
         # its host is due (without the limiter, nothing would hold it: no lookahead)
         self.lookahead = s.getfloat("FRONTIER_LOOKAHEAD") if s.getbool("RATE_LIMITER_ENABLED") else 0.0
-        self.poll_interval = s.getfloat("FRONTIER_POLL_INTERVAL")
-        self.max_wait = s.getfloat("FRONTIER_MAX_WAIT")
+        self.cadence = Cadence(
+            self.clock,
+            lambda: wake_engine(self.crawler.engine),
+            poll_interval=s.getfloat("FRONTIER_POLL_INTERVAL"),
+            lookahead=self.lookahead,
+            max_wait=s.getfloat("FRONTIER_MAX_WAIT"),
+        )
         # answers that are failures (failures.py): they do not bring a slowed host back
         self.failure_codes = {int(c) for n in ("URL_RETRY_HTTP_CODES", "HOST_BACKOFF_HTTP_CODES") for c in s.getlist(n)}
         self.url_options = url_options(s)
@@ -115,22 +95,17 @@ class FrontierScheduler:
             seen_cache=s.getint("FRONTIER_SEEN_CACHE"),
             lease_max_hold=s.getfloat("FRONTIER_LEASE_MAX_HOLD"),
             lookahead=self.lookahead,
-            on_added=self.look_now,
+            on_added=self.cadence.look_now,
             on_landing_due=self._land,
-            on_up=self._redis_back,
+            on_up=self.cadence.look_again,
             on_refused=self._refused,
         )
-        self.closing = Closing(crawler, self.client, wake=self._wake_engine_in, look_at=self._look_at)
-        self.policy: FetchPolicy | None = None  # the fetch policy (from_crawler), None when off
+        self.closing = Closing(crawler, self.client, wake=self.cadence.wake_in, look_at=self.cadence.look_at)
+        self.checks: PolicyChecks | None = None  # the fetch policy's (from_crawler), None when off
         self.spider = None
         self._buffer: list = []  # leased requests popped but not yet handed to the engine
         self._answered: set[bytes] = set()  # leases whose hosts answered (see landed)
         self._sizes: dict[bytes, int] = {}  # leases downloaded -> their bodies' bytes (see landed)
-        self._turn_popped = False  # a pop was made in this reactor turn
-        self._next_poll = 0.0
-        self._next_due: float | None = 0.0  # when the last pop said the next URL is due (s; None: nothing queued)
-        self._wakeup = None
-        self._wake_at = 0.0  # when _wakeup fires
         self._renewer = task.LoopingCall(self._renew)
         self._renewer.clock = self.clock
 
@@ -145,16 +120,20 @@ class FrontierScheduler:
         scheduler = cls(crawler, services(crawler).frontier, clock, in_thread)
         services(crawler).frontier_client = scheduler.client  # (the links pipeline's way in)
         services(crawler).pacing = scheduler.pacing  # (what it waits for: the live stats publish it)
-        scheduler.policy = FetchPolicy.from_crawler(crawler)
+        scheduler.use_policy(FetchPolicy.from_crawler(crawler))
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.ack, signal=page_handled)
         crawler.signals.connect(scheduler.give_back, signal=page_not_stored)
         crawler.signals.connect(scheduler.landed, signal=signals.request_left_downloader)
         crawler.signals.connect(scheduler._downloaded, signal=signals.response_downloaded)
-        crawler.signals.connect(scheduler.look_now, signal=frontier_grew)
+        crawler.signals.connect(scheduler.cadence.look_now, signal=frontier_grew)
         for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
             crawler.signals.connect(scheduler._read, signal=signal)
         return scheduler
+
+    def use_policy(self, policy: FetchPolicy | None) -> None:
+        """Check each pop's requests against this fetch policy (None: no policy)."""
+        self.checks = None if policy is None else PolicyChecks(policy, self.client, self.in_thread, then=self._checked)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -168,8 +147,7 @@ class FrontierScheduler:
     def close(self, reason):
         if self._renewer.running:
             self._renewer.stop()
-        if self._wakeup is not None and self._wakeup.active():
-            self._wakeup.cancel()
+        self.cadence.stop()
         # Pages handled were acknowledged already; what is still held (buffered, or cut
         # off mid-download by the close) goes back to the frontier now, not at expiry.
         self.client.close()
@@ -179,11 +157,9 @@ class FrontierScheduler:
     # -- engine interface --------------------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        if self._buffer or self._checking or self.client.pending or self.client.down:
-            return True
-        # what the last pop saw (pops come at least every FRONTIER_POLL_INTERVAL);
-        # _spider_idle looks again before anything is closed
-        return self._next_due is not None and self._next_due <= self.clock.seconds() + self.max_wait
+        checking = self.checks is not None and self.checks.running
+        # (or what the last pop saw: _spider_idle looks again before anything is closed)
+        return bool(self._buffer or checking or self.client.pending or self.client.down or self.cadence.pending())
 
     def enqueue_request(self, request) -> bool:
         lease = request.meta.get(meta.LEASE, "")
@@ -227,7 +203,7 @@ class FrontierScheduler:
                     self.crawler.signals.send_catch_log(frontier_waiting)
                 return None
             capped = self.pacing.full
-            until = max(self._next_poll, self.pacing.hold_until)
+            until = max(self.cadence.next_poll, self.pacing.hold_until)
             if capped or now < until:
                 if self._take_urgent(now):
                     return self._buffer.pop(0)
@@ -235,25 +211,16 @@ class FrontierScheduler:
                     self.pacing.capped = True
                     self.stats.inc_value("frontier/unread_full")
                 else:  # (a wake-up may fire a little early by this clock: look again then)
-                    self._wake_engine_in(until - now)
+                    self.cadence.wake_in(until - now)
                 return None
-            if self._checking >= MAX_CHECKS:  # the fetch policy's look-ups are behind: their end wakes it
+            if self.checks is not None and self.checks.behind:  # the look-ups' end wakes it
                 return None
-            if self._turn_popped:
-                # one pop a reactor turn: the engine's loop would lease up to
-                # CONCURRENT_REQUESTS at once, every other event (a submission's) waiting
-                self._wake_engine_in(0)
+            if not self.cadence.take_turn():  # one pop a reactor turn (cadence.py)
                 return None
-            if getattr(self.clock, "running", True):  # (no turn ends on a reactor that is not running)
-                self._turn_popped = True
-                self.clock.callLater(0, self._new_turn)
             self._pop(self.prefetch, now)
             if not self._buffer:
                 return None
         return self._buffer.pop(0)
-
-    def _new_turn(self) -> None:
-        self._turn_popped = False
 
     def _take_urgent(self, now: float) -> bool:
         """Between pops, lease due hosts' submissions (``pacing.py``); not while Redis is
@@ -270,50 +237,31 @@ class FrontierScheduler:
         ``urgent_only``: only submissions (see Frontier.get), and no next due time."""
         taken = self.client.take(n, int(self.lookahead * 1000), urgent_only)
         if taken is None:  # Redis away: look again after the outbox's wait
-            self._next_poll = now + self.client.outbox.backoff
-            self._wake_engine_in(self.client.outbox.backoff)
+            self.cadence.poll_in(self.client.outbox.backoff, now)
             return
         leases, next_due = taken
         leases, requests = self._decoded(leases, int(now * 1000))
-        if self.policy is not None and leases:  # looked up off the reactor; buffered then
-            self._checking += 1
-            d = self.in_thread(self.policy.skip, requests)
-            d.addBoth(self._checked, leases, requests, urgent_only)
+        if self.checks is not None and leases:  # looked up off the reactor; buffered then
+            self.checks.check(leases, requests, urgent_only)
         else:
             self._buffered(requests, urgent_only)
         if urgent_only:  # (it says nothing of the other hosts)
             return
         if n and len(leases) == n:  # more may be due: look again at the engine's next call
-            self._next_due = now
-            self._next_poll = 0.0
+            self.cadence.more_due(now)
             if not self._buffer:  # (every one skipped by the fetch policy: that call is now)
-                self._wake_engine_in(0)
+                self.cadence.wake_in(0)
             return
         # fewer than asked for: the frontier said when the next host is due
-        self._next_due = None if next_due is None else next_due / 1000
-        wait = self.poll_interval if next_due is None else max(next_due / 1000 - self.lookahead - now, 0.001)
+        wait = self.cadence.nothing_due_for(next_due, now)
         if not leases and (next_due is None or wait > QUIET_AFTER) and not self.crawler.engine.downloader.active:
             # no more pages coming soon: let batches waiting for more (WARC) go
             self.crawler.signals.send_catch_log(frontier_waiting)
-        wait = min(wait, self.poll_interval)
-        self._next_poll = now + wait
-        self._wake_engine_in(wait)
 
-    def _checked(self, skipped, leases, requests, urgent: bool) -> None:
-        """The fetch policy looked the requests of a pop up (in a thread): those fetched
-        recently are done with (their acks land them), the others go to the engine."""
-        self._checking -= 1
-        if not isinstance(skipped, set):  # (a failure: skip() says the store's own; fetch them)
-            logger.error("Fetch policy look-up failed: %s", skipped)
-            skipped = set()
-        kept = []
-        for i, (lease, request) in enumerate(zip(leases, requests, strict=True)):
-            if i in skipped:
-                self.client.ack(lease.id)
-            elif lease.id in self.client.held:  # (not given back by a close meanwhile)
-                kept.append(request)
+    def _checked(self, kept: list, urgent: bool) -> None:
+        """The fetch policy looked a pop's requests up (policy_checks.py): these go to the engine."""
         self._buffered(kept, urgent)
-        self._wake_engine_in(0)
+        self.cadence.wake_in(0)
 
     def _buffered(self, requests: list, urgent: bool) -> None:
         """Leased requests for the engine (``urgent``: submissions taken between pops)."""
@@ -373,7 +321,7 @@ class FrontierScheduler:
             return
         self._pop(max(self.prefetch - len(self._buffer), 0), self.clock.seconds())
         if self._buffer:
-            self._wake_engine_in(0)
+            self.cadence.wake_in(0)
 
     def _read(self, item=None, response=None, **kwargs) -> None:
         """An item of a leased page left the item pipelines: the page no longer counts as
@@ -390,12 +338,12 @@ class FrontierScheduler:
 
     def _done_reading(self, lease) -> None:
         if self.pacing.read(lease):  # below FRONTIER_MAX_UNREAD again
-            self._wake_engine_in(0)
+            self.cadence.wake_in(0)
 
     def _done(self, lease) -> None:
         """The lease's page is stored, given back or let go."""
         if self.pacing.done(lease, self.clock.seconds()):  # below a bound again
-            self._wake_engine_in(0)
+            self.cadence.wake_in(0)
 
     def ack(self, request, **kwargs) -> None:
         """The page of this request has been handled: release its lease for good."""
@@ -404,7 +352,7 @@ class FrontierScheduler:
             return
         self._done(lease)
         if self.pacing.store_up(self.clock.seconds()):
-            self._wake_engine_in(0)
+            self.cadence.wake_in(0)
         self.client.ack(lease)
 
     def give_back(self, request, **kwargs) -> None:
@@ -427,39 +375,7 @@ class FrontierScheduler:
         for lease in self.client.renew():  # (held longer than FRONTIER_LEASE_MAX_HOLD: let go)
             self._done(lease)
 
-    # -- waking the engine, and closing ----------------------------------------------------
-
-    def look_now(self) -> None:
-        """URLs were added to the frontier (this worker's pushes, submissions, ``scrapy
-        submit``): a host whose queue was empty may be due now; look at once rather than
-        at the next poll."""
-        if self._next_poll:
-            self._next_poll = 0.0
-            self._wake_engine_in(0)
-
-    def _redis_back(self) -> None:
-        """Redis answers again: look for due hosts at once."""
-        self._next_poll = 0.0
-        self._wake_engine_in(0)
-
-    def _look_at(self, at: float) -> None:
-        """Something is due at ``at`` (s): look for it then."""
-        self._next_due = at
-        self._next_poll = 0.0
-        self._wake_engine_in(max(at - self.clock.seconds(), 0.0))
-
-    def _wake_engine_in(self, seconds: float) -> None:
-        """Have the engine ask for a request ``seconds`` from now (or sooner, if a
-        wake-up is already due sooner)."""
-        at = self.clock.seconds() + seconds
-        if self._wakeup is not None and self._wakeup.active():
-            if self._wake_at <= at:
-                return
-            self._wakeup.cancel()
-        self._wake_at = at
-        # the engine asks again after each download and on a 5 s heartbeat; when a host is
-        # due sooner than that, it is asked to look now
-        self._wakeup = self.clock.callLater(seconds, wake_engine, self.crawler.engine)
+    # -- closing ----------------------------------------------------------------------------
 
     def _spider_idle(self, spider):
         self.closing.idle(busy=bool(self._buffer or self.client.pending))

@@ -428,7 +428,7 @@ def test_the_fetch_policys_look_up_runs_off_the_reactor_and_its_answer_is_kept(r
     clock.advance(time.time())
     scheduler = FrontierScheduler.from_crawler(crawler, clock, in_thread=in_thread)
     scheduler.open(BroadSpider.from_crawler(crawler))
-    scheduler.policy = FetchPolicy(Store(), 86400, crawler.stats)
+    scheduler.use_policy(FetchPolicy(Store(), 86400, crawler.stats))
     try:
         scheduler.client.offer_links(["http://a.example/old", "http://b.example/new"], 0, "http://seed.example/")
         scheduler.client.flush_pushes()
