@@ -39,3 +39,10 @@ class ServiceUnreachable(ConnectionError):
     """A store the crawl needs did not answer within its patience (a Cassandra none of
     whose contact points answered at start): its message says which, where and why, in
     one line, which is what a command prints (no traceback: nothing is wrong with the code)."""
+
+
+class StoreRefused(ValueError):
+    """A store the crawl needs refuses what the settings name (a Cassandra keyspace that
+    does not exist, and no worker makes it): only a person can mend it. Its message says
+    which store, where, and the setting to look at, in one line; ``scrapy crawl`` says it
+    and exits with 2 before anything is fetched."""

@@ -12,7 +12,8 @@ Both verbs are blocking; the archive pipeline calls them from a thread.
                     An answer no retry mends (``refusal_code``: wrong credentials, no
                     such bucket, access denied, method not allowed, any 4xx but a
                     timeout or throttling) raises StorageRefused at once
-``get_range(key, offset, length)``  the bytes of one record (a ranged GET)
+``get_range(key, offset, length, bucket="")``  the bytes of one record (a ranged GET), from
+                    the pointer's bucket when it names one
 ``get(key)``        a whole object (an index)
 ``download(key, path)``  a whole object into a local file (a WARC)
 ``keys()``          every key stored, in no order (``scrapy archive``)
@@ -75,6 +76,7 @@ def refusal_code(exc) -> str | None:
 class LocalStorage:
     def __init__(self, root: str):
         self.root = os.path.abspath(root)
+        self.bucket = ""  # (an archive pointer's: none)
         self.on_retry = None  # (a local write is not retried: an error fails its batch)
 
     def describe(self) -> str:
@@ -89,7 +91,7 @@ class LocalStorage:
             os.fsync(f.fileno())
         os.replace(tmp, dest)
 
-    def get_range(self, key: str, offset: int, length: int) -> bytes:
+    def get_range(self, key: str, offset: int, length: int, bucket: str = "") -> bytes:
         with open(os.path.join(self.root, key), "rb") as f:
             f.seek(offset)
             return f.read(length)
@@ -207,8 +209,10 @@ class S3Storage:
                     time.sleep(wait)
                 delay = min(delay * 2, self.retry_max)
 
-    def get_range(self, key: str, offset: int, length: int) -> bytes:
-        response = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={offset}-{offset + length - 1}")
+    def get_range(self, key: str, offset: int, length: int, bucket: str = "") -> bytes:
+        """``bucket``: the pointer's, when it names one (a crawl may have moved to another)."""
+        byte_range = f"bytes={offset}-{offset + length - 1}"
+        response = self.client.get_object(Bucket=bucket or self.bucket, Key=key, Range=byte_range)
         return response["Body"].read()
 
     def get(self, key: str) -> bytes:

@@ -299,17 +299,17 @@ def read_record(data: bytes) -> tuple[dict, bytes]:
 
 def read_payload(get_range, pointer: dict, pointer_of) -> tuple[str | None, bytes]:
     """The HTTP Content-Type and the body of the capture at ``pointer`` (``key``,
-    ``offset``, ``length``), read with ``get_range(key, offset, length)``; a revisit
+    ``offset``, ``length``, ``bucket``), read with ``get_range(key, offset, length, bucket)``; a revisit
     record is followed once to the capture it refers to (``pointer_of(url)``: the archive
     pointer of that URL's stored record). LookupError when that capture is not stored."""
-    data = get_range(pointer["key"], pointer["offset"], pointer["length"])
+    data = get_range(pointer["key"], pointer["offset"], pointer["length"], pointer.get("bucket") or "")
     record = next(iter(ArchiveIterator(io.BytesIO(data))))
     if record.rec_type == "revisit":
         target = record.rec_headers.get_header("WARC-Refers-To-Target-URI")
         original = pointer_of(target) if target else None
         if not original or original == pointer:
             raise LookupError(f"the capture {target} that this revisit record refers to is not stored")
-        data = get_range(original["key"], original["offset"], original["length"])
+        data = get_range(original["key"], original["offset"], original["length"], original.get("bucket") or "")
         record = next(iter(ArchiveIterator(io.BytesIO(data))))
     content_type = record.http_headers.get_header("Content-Type") if record.http_headers else None
     return content_type, record.content_stream().read()

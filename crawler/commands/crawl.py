@@ -35,7 +35,7 @@ from twisted.internet.defer import Deferred
 
 from crawler.archive.storage import storage_from_settings
 from crawler.config.validation import problems
-from crawler.exceptions import ServiceUnreachable
+from crawler.exceptions import ServiceUnreachable, StoreRefused
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, redis_location, unreachable
 from crawler.pipelines.archive import ARCHIVE_REFUSED
 from crawler.seeds.files import SeedFileError, check_readable
@@ -113,9 +113,13 @@ class Command(ScrapyCrawl):
         ):
             warn_machine_local_stores(self.settings)
         crawler = self._create_crawler(args[0])
-        _log_start_failure(self.crawler_process.crawl(crawler, **opts.spargs), self.settings)
+        refused: list[StoreRefused] = []
+        _log_start_failure(self.crawler_process.crawl(crawler, **opts.spargs), self.settings, refused)
         self.crawler_process.start()
-        if self.crawler_process.bootstrap_failed:
+        if refused:  # a store refuses what the settings name: nothing was fetched
+            print(f"crawl: {refused[0]}", file=sys.stderr)
+            self.exitcode = 2
+        elif self.crawler_process.bootstrap_failed:
             self.exitcode = 1
         elif crawler.stats is not None and crawler.stats.get_value("finish_reason") == SEEDS_REFUSED:
             self.exitcode = 2  # no seed was usable: what was typed is wrong
@@ -182,17 +186,20 @@ def refuse(settings, lines: list[str], code: int = 2) -> NoReturn:
     raise SystemExit(code)
 
 
-def _log_start_failure(started, settings) -> None:
+def _log_start_failure(started, settings, refused: list) -> None:
     """Log why the crawl did not start, in one line and its traceback, when ``started``
     (what CrawlerProcess.crawl returns: a Deferred, or an asyncio Task) fails; in one line
     alone when it is that Redis cannot be reached (a Redis Cluster none of whose nodes
-    answers: a single Redis away is waited for)."""
+    answers: a single Redis away is waited for), or a store that is not there or refuses
+    what the settings name (that one also goes into ``refused``)."""
 
     def log(exc: BaseException) -> None:
         if unreachable(exc):
             logger.error("Crawl not started: cannot connect to Redis (%s): %s", redis_location(settings), exc)
-        elif isinstance(exc, ServiceUnreachable):
+        elif isinstance(exc, (ServiceUnreachable, StoreRefused)):
             logger.error("Crawl not started: %s", exc)
+            if isinstance(exc, StoreRefused):
+                refused.append(exc)
         else:
             logger.error("Crawl not started: %s: %s", type(exc).__name__, exc, exc_info=exc)
 

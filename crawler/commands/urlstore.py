@@ -26,7 +26,7 @@ from crawler.archive.storage import storage_from_settings
 from crawler.archive.warc import read_payload
 from crawler.config.crawldir import crawls_holding
 from crawler.config.validation import exit_if_invalid
-from crawler.exceptions import ServiceUnreachable
+from crawler.exceptions import ServiceUnreachable, StoreRefused
 from crawler.urls import InvalidURL, normalize_url, url_options
 from crawler.urlstore.backends import urlstore_from_settings
 from crawler.urlstore.record import with_iso_times
@@ -75,7 +75,9 @@ class Command(ScrapyCommand):
             )
         try:
             store = urlstore_from_settings(self.settings, readonly=True)  # creates and changes nothing
-        except Exception as exc:  # unreachable cluster, no keyspace, bad settings: one clear line
+        except StoreRefused as exc:  # no such keyspace: what was typed is wrong
+            return self._fail(f"urlstore: {exc}", code=2)
+        except Exception as exc:  # unreachable cluster, bad settings: one clear line
             kind = "" if isinstance(exc, ServiceUnreachable) else f"{type(exc).__name__}: "
             return self._fail(f"urlstore: {kind}{exc}")
         try:
@@ -111,6 +113,6 @@ class Command(ScrapyCommand):
         sys.stdout.buffer.write(body)
         sys.stdout.buffer.flush()
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str, code: int = 1) -> None:
         print(message, file=sys.stderr)
-        self.exitcode = 1
+        self.exitcode = code

@@ -263,7 +263,7 @@ class ArchivePipeline:
                 self._close_batch()
             raise
         if status != 304:  # (a 304's UrlStore pointer stays on the capture it refers to)
-            item["archive"] = {"key": batch.key, "offset": offset, "length": length}
+            item["archive"] = {"key": batch.key, "offset": offset, "length": length, "bucket": self.storage.bucket}
         self.pages.set_storing(item, waiter)  # the lease waits for the batch; the item moves on
         self.stats.inc_value("archive/records")
         if raw.refers is not None:

@@ -152,7 +152,7 @@ def fetch_record(page, recrawl: float = 0, retry: float = 0, bounds: Bounds | No
         content_digest=page.get("content_digest"),
         simhash=page.get("simhash"),
         metadata=dict(page.get("metadata") or {}),
-        archive=ArchivePointer(archive["key"], archive["offset"], archive["length"]) if archive else None,
+        archive=ArchivePointer(**archive) if archive else None,
         outlinks=list(page.get("outlinks") or []),
         next_fetch_at=next_fetch_at,
         fetch_interval=interval,

@@ -54,6 +54,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.concurrent import execute_concurrent
 from cassandra.query import BatchStatement, BatchType
 
+from crawler.exceptions import StoreRefused
 from crawler.urlstore.cassandra_cluster import (
     COLUMNS,
     RECONNECT_MAX,
@@ -197,7 +198,10 @@ class CassandraUrlStore(CassandraReads, UrlStore):
                     session.execute(statement)
                 add_columns(cluster, session, keyspace)
             elif keyspace.lower() not in cluster.metadata.keyspaces:
-                raise ValueError(f"no keyspace {keyspace} on the cluster (a worker makes it, CASSANDRA_APPLY_SCHEMA)")
+                raise StoreRefused(
+                    f"the UrlStore's keyspace {keyspace} does not exist on the Cassandra cluster at "
+                    f"{', '.join(hosts)}:{port} (CASSANDRA_KEYSPACE; with CASSANDRA_APPLY_SCHEMA off no worker makes it)"
+                )
             write, read = consistency_levels(settings)
             store = cls(
                 session,
@@ -253,6 +257,7 @@ class CassandraUrlStore(CassandraReads, UrlStore):
             "fetch_interval": r.fetch_interval,
             "etag": r.etag,
             "last_modified": r.last_modified,
+            "archive_bucket": archive.bucket if archive else None,
         }
         bucket = inlink_bucket(url, self.inlink_buckets)
         inlinks = [(link["url"], bucket, url, link.get("text", ""), bool(link.get("nofollow"))) for link in r.outlinks]
@@ -309,6 +314,7 @@ class CassandraUrlStore(CassandraReads, UrlStore):
 
     def set_archive(self, url: str, archive: ArchivePointer) -> Future:
         values = {"archive_key": archive.key, "archive_offset": archive.offset, "archive_length": archive.length}
+        values["archive_bucket"] = archive.bucket
         return self._write(lambda _: [self._set(self.normalize(url), values)], None)
 
     def reschedule(

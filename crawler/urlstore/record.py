@@ -39,6 +39,7 @@ class ArchivePointer:
     key: str  # object key (S3) or file path relative to the archive root (local)
     offset: int  # of the WARC response record in the (gzipped) object
     length: int  # compressed length of that record
+    bucket: str = ""  # the S3 bucket holding the object ("": the local archive)
 
 
 @dataclass
@@ -155,7 +156,7 @@ FIELDS = tuple(f.name for f in fields(FetchRecord))
 
 # The urls table's columns after its key (url), in the order both backends write and read
 # them: (name, SQLite type, CQL type, added after the first version: added to an older
-# store at open). A record's archive pointer is three columns. schema.sql and schema.cql
+# store at open). A record's archive pointer is four columns. schema.sql and schema.cql
 # make the same columns (tests/*/test_urlstore.py checks them against this table).
 COLUMNS = (
     ("canonical_url", "TEXT", "text", False),
@@ -178,9 +179,10 @@ COLUMNS = (
     ("fetch_interval", "REAL", "double", True),
     ("etag", "TEXT", "text", True),
     ("last_modified", "TEXT", "text", True),
+    ("archive_bucket", "TEXT", "text", True),
 )
 COLUMN_NAMES = tuple(c[0] for c in COLUMNS)
-ARCHIVE_COLUMNS = ("archive_key", "archive_offset", "archive_length")
+ARCHIVE_COLUMNS = ("archive_key", "archive_offset", "archive_length", "archive_bucket")
 
 
 TIME_FIELDS = ("fetched_at", "next_fetch_at")

@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 
 from crawler.urlstore.record import (
+    ARCHIVE_COLUMNS,
     COLUMN_NAMES,
     COLUMNS,
     DUE_FIELDS,
@@ -55,7 +56,7 @@ _METADATA = """
 INSERT INTO urls (url, metadata) VALUES (?, ?)
 ON CONFLICT (url) DO UPDATE SET metadata = json_patch(urls.metadata, excluded.metadata)
 """
-_ARCHIVE = "UPDATE urls SET archive_key = ?, archive_offset = ?, archive_length = ? WHERE url = ?"
+_ARCHIVE = "UPDATE urls SET archive_key = ?, archive_offset = ?, archive_length = ?, archive_bucket = ? WHERE url = ?"
 _INLINK = """
 INSERT OR REPLACE INTO inlinks (target_url, bucket, source_url, anchor_text, nofollow) VALUES (?, ?, ?, ?, ?)
 """
@@ -193,7 +194,7 @@ class SqliteUrlStore(UrlStore):
 
     def _write_archive(self, url_archive: tuple[str, ArchivePointer]) -> None:
         url, a = url_archive
-        self._db.execute(_ARCHIVE, (a.key, a.offset, a.length, url))
+        self._db.execute(_ARCHIVE, (a.key, a.offset, a.length, a.bucket, url))
 
     def _write_fetch(self, r: FetchRecord) -> None:
         url = self.normalize(r.url)
@@ -220,6 +221,7 @@ class SqliteUrlStore(UrlStore):
             r.fetch_interval,
             r.etag,
             r.last_modified,
+            archive.bucket if archive.key else None,
         )
         links = [
             (link["url"], self._bucket(url), url, link.get("text", ""), int(bool(link.get("nofollow"))))
@@ -273,9 +275,8 @@ class SqliteUrlStore(UrlStore):
             record[name] = json.loads(record[name]) if record[name] else []
         record["metadata"] = json.loads(record["metadata"] or "{}")
         record["simhash"] = unsigned64(record["simhash"])
-        key = record.pop("archive_key")
-        offset, length = record.pop("archive_offset"), record.pop("archive_length")
-        record["archive"] = {"key": key, "offset": offset, "length": length} if key else None
+        key, offset, length, bucket = (record.pop(c) for c in ARCHIVE_COLUMNS)
+        record["archive"] = {"key": key, "offset": offset, "length": length, "bucket": bucket or ""} if key else None
         return record
 
     def due(

@@ -55,6 +55,7 @@ class ArchiveReadBack:
 
         settings = project_settings(CRAWL_NAME=name, CRAWL_DIR=str(crawl_dir), **s3_archive_settings(endpoint, bucket))
         self.crawl = Crawl(Settings(settings))
+        self.bucket = bucket
         client = self.crawl.storage().client
         self.objects: dict[str, bytes] = {}
         for listing in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
@@ -86,6 +87,7 @@ class ArchiveReadBack:
             if not pointer:
                 continue
             key, offset, length = pointer["key"], pointer["offset"], pointer["length"]
+            assert pointer["bucket"] == self.bucket, f"{url}: its pointer names bucket {pointer['bucket']!r}"
             assert key in self.objects, f"{url}: its pointer names {key}, which is not in the bucket"
             record = self.records[key].get(offset)
             kind = "revisit" if row["fate"] == "duplicate" else "response"

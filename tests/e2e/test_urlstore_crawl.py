@@ -214,6 +214,7 @@ def on_cassandra(tmp_path_factory, redis_url, site, cassandra_session):
 
         yield {
             "keyspace": keyspace,
+            "hosts": f"{', '.join(cassandra_hosts())}:{cassandra_port()}",
             "pages": [page for w in workers for page in w.pages()],
             "workers": workers,
             "command": command,
@@ -291,12 +292,14 @@ def test_the_read_commands_and_recrawl_work_on_cassandra(crawled, on_cassandra, 
     assert site.url(0, "/p0.html") in {link["url"] for link in links["inlinks"]}
     unknown = command("urlstore", "get", "http://unknown.example/")
     assert unknown.returncode == 1 and b"not in the store" in unknown.stderr
-    # a keyspace that is not there: one line, and nothing is created
+    # a keyspace that is not there: one line naming the setting, exit 2, and nothing is created
     missing = f"test_{uuid.uuid4().hex[:12]}"
     nowhere = command("urlstore", "get", page, CASSANDRA_KEYSPACE=missing)
-    assert nowhere.returncode == 1 and nowhere.stderr.decode().startswith(
-        f"urlstore: ValueError: no keyspace {missing}"
-    )
+    assert nowhere.returncode == 2, nowhere.stderr
+    assert nowhere.stderr.decode().splitlines() == [
+        f"urlstore: the UrlStore's keyspace {missing} does not exist on the Cassandra cluster at "
+        f"{on_cassandra['hosts']} (CASSANDRA_KEYSPACE; with CASSANDRA_APPLY_SCHEMA off no worker makes it)"
+    ]
     cassandra_session.cluster.refresh_schema_metadata()
     assert missing not in cassandra_session.cluster.metadata.keyspaces
     # the URLs due within two hours (answers: in an hour, failures: in a minute) put back,
@@ -380,3 +383,39 @@ def test_urlstore_get_read_by_a_reader_that_stops_early_is_not_an_error(tmp_path
     proc.stdout.close()  # as `| head -1` does
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 0 and b"Traceback" not in err, err
+
+
+def test_a_mistyped_keyspace_stops_the_crawl_before_anything_is_fetched(tmp_path, redis_url, cassandra_session):
+    """CASSANDRA_APPLY_SCHEMA off (the keyspace made by an operator) and a keyspace that is
+    not there: one line naming the setting, exit 2, no traceback, the site never asked and
+    no keyspace made."""
+    missing = f"test_{uuid.uuid4().hex[:12]}"
+    env = {**clean_env(), "REDIS_URL": redis_url, "CASSANDRA_HOSTS": ",".join(cassandra_hosts())}
+    settings = {
+        **SETTINGS,
+        "CRAWL_NAME": f"test-{uuid.uuid4().hex[:12]}",
+        "CRAWL_DIR": tmp_path / "crawl",
+        "URLSTORE_BACKEND": "cassandra",
+        "CASSANDRA_PORT": cassandra_port(),
+        "CASSANDRA_KEYSPACE": missing,
+        "CASSANDRA_APPLY_SCHEMA": False,
+        "LOG_FILE": tmp_path / "worker.log",
+    }
+    with serve_site(hosts=2, pages=5) as small:
+        seeds = seed_file(tmp_path, small.seeds)
+        proc = subprocess.run(
+            crawl_command(tmp_path / "out.jsonl", seeds, settings), cwd=ROOT, env=env, capture_output=True, timeout=120
+        )
+        hits = small.hits()
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err[-3000:]
+    assert err.strip().splitlines() == [
+        f"crawl: the UrlStore's keyspace {missing} does not exist on the Cassandra cluster at "
+        f"{', '.join(cassandra_hosts())}:{cassandra_port()} "
+        "(CASSANDRA_KEYSPACE; with CASSANDRA_APPLY_SCHEMA off no worker makes it)"
+    ], err[-3000:]
+    log = (tmp_path / "worker.log").read_text()
+    assert "Traceback" not in log and "Crawl not started: the UrlStore's keyspace" in log, log[-3000:]
+    assert hits == []
+    cassandra_session.cluster.refresh_schema_metadata()
+    assert missing not in cassandra_session.cluster.metadata.keyspaces

@@ -47,7 +47,7 @@ def test_a_fetch_result_round_trips(store):
         content_digest="sha1:abc",
         simhash=(1 << 64) - 5,  # the top bit set: stored signed, read back unsigned
         metadata={"title": "A page", "lang": "en"},
-        archive=ArchivePointer("ab/crawl-0001.warc.gz", 1234, 567),
+        archive=ArchivePointer("ab/crawl-0001.warc.gz", 1234, 567, bucket="crawl-archive"),
         outlinks=[{"url": "http://example.com/b", "text": "B", "nofollow": False}],
         next_fetch_at=T + 86400,
     )
@@ -60,7 +60,8 @@ def test_a_fetch_result_round_trips(store):
     assert got["redirect_chain"] == ["http://example.com/old"]
     assert got["simhash"] == (1 << 64) - 5
     assert got["metadata"] == {"title": "A page", "lang": "en"}
-    assert got["archive"] == {"key": "ab/crawl-0001.warc.gz", "offset": 1234, "length": 567}
+    # the pointer names its bucket: a reader finds the object after ARCHIVE_S3_BUCKET changed
+    assert got["archive"] == {"key": "ab/crawl-0001.warc.gz", "offset": 1234, "length": 567, "bucket": "crawl-archive"}
     assert got["outlinks"] == [{"url": "http://example.com/b", "text": "B", "nofollow": False}]
 
 
@@ -71,7 +72,7 @@ def test_a_record_written_without_its_pointer_gets_it_later(store):
     assert store.get(url)["archive"] is None
     store.set_archive(url, ArchivePointer("cd/crawl-0002.warc.gz", 99, 42)).result(timeout=30)
     got = store.get(url)
-    assert got["archive"] == {"key": "cd/crawl-0002.warc.gz", "offset": 99, "length": 42}
+    assert got["archive"] == {"key": "cd/crawl-0002.warc.gz", "offset": 99, "length": 42, "bucket": ""}  # (local)
     assert got["metadata"] == {"title": "Later"} and got["status"] == 200  # the rest as it was
     # a refetch writes its record without a pointer until its own batch is stored
     store.record_fetch(_fetched(url, fetched_at=T + 60)).result(timeout=30)
@@ -264,7 +265,7 @@ def test_the_schedule_and_validators_round_trip_and_reschedule_keeps_the_rest(st
     assert got["fetched_at"] == pytest.approx(T + 100, abs=0.001)
     assert got["next_fetch_at"] == pytest.approx(T + 2000, abs=0.001)
     assert got["fetch_interval"] == 840.0
-    assert got["archive"] == {"key": "ab/r.warc.gz", "offset": 10, "length": 20}
+    assert got["archive"] == {"key": "ab/r.warc.gz", "offset": 10, "length": 20, "bucket": ""}
     assert got["metadata"] == {"title": "R"} and got["content_digest"] == "sha1:abc" and got["etag"] == '"v1"'
     assert got["status"] == 200 and got["fate"] == "fetched"
     # put back for a recrawl: only the due time moves

@@ -138,7 +138,7 @@ def test_records_with_absent_fields_write_no_tombstone(store, cassandra_session,
         "TimeoutError",
         None,
     )
-    assert store.get(urls[12])["archive"] == {"key": "ab/x.warc.gz", "offset": 10, "length": 20}
+    assert store.get(urls[12])["archive"] == {"key": "ab/x.warc.gz", "offset": 10, "length": 20, "bucket": ""}
     assert store.get(urls[25])["next_fetch_at"] is None and store.get(urls[35])["next_fetch_at"] == pytest.approx(
         T + 600
     )
@@ -313,7 +313,12 @@ def test_writes_are_sent_together_within_the_bound_and_the_later_one_wins(cassan
             got = store.get(f"http://o.example/{i}")
             assert got["metadata"] == {"a": "1", "b": "2"}
             if i % 2:
-                assert got["fate"] == "fetched" and got["archive"] == {"key": "last", "offset": 3, "length": 4}
+                assert got["fate"] == "fetched" and got["archive"] == {
+                    "key": "last",
+                    "offset": 3,
+                    "length": 4,
+                    "bucket": "",
+                }
             else:
                 assert got["fate"] == "timeout" and got["archive"] is None
     finally:
