@@ -30,7 +30,7 @@ from crawler.archive.collection import Collection
 from crawler.archive.storage import storage_from_settings
 from crawler.archive.warc import NOT_MODIFIED
 from crawler.config.validation import exit_if_invalid
-from crawler.urlstore.backends import urlstore_from_settings
+from crawler.urlstore.backends import tries_said, urlstore_from_settings
 from crawler.urlstore.sqlite import sqlite_path
 
 PROGRESS_EVERY = 2.0  # seconds between progress lines
@@ -119,7 +119,8 @@ class Command(ScrapyCommand):
             return None
 
         def titles(urls: list[str]) -> dict[str, str]:
-            store = urlstore_from_settings(s, readonly=True)
+            with tries_said("archive"):
+                store = urlstore_from_settings(s, readonly=True)
             try:
                 out = {}
                 for i in range(0, len(urls), 500):

@@ -35,7 +35,7 @@ from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
 from crawler.frontier.submit import use_published_scope
 from crawler.seeds.ingest import Every
-from crawler.urlstore.backends import urlstore_from_settings
+from crawler.urlstore.backends import tries_said, urlstore_from_settings
 from crawler.urlstore.sqlite import SQLITE_FILE
 
 
@@ -101,7 +101,8 @@ class Command(ScrapyCommand):
             _close(client)
             return self._fail(f"recrawl: cannot connect to Redis ({_where(settings)}): {_reason(exc)}")
         try:
-            store = urlstore_from_settings(settings)
+            with tries_said("recrawl"):
+                store = urlstore_from_settings(settings)
         except Exception as exc:
             _close(client)
             return self._fail(f"recrawl: cannot open the UrlStore: {_reason(exc)}")

@@ -28,7 +28,7 @@ from crawler.config.crawldir import crawls_holding
 from crawler.config.validation import exit_if_invalid
 from crawler.exceptions import ServiceUnreachable, StoreRefused
 from crawler.urls import InvalidURL, normalize_url, url_options
-from crawler.urlstore.backends import urlstore_from_settings
+from crawler.urlstore.backends import tries_said, urlstore_from_settings
 from crawler.urlstore.record import with_iso_times
 from crawler.urlstore.sqlite import SQLITE_FILE, sqlite_path
 
@@ -74,7 +74,8 @@ class Command(ScrapyCommand):
                 "name one with --crawl NAME"
             )
         try:
-            store = urlstore_from_settings(self.settings, readonly=True)  # creates and changes nothing
+            with tries_said("urlstore"):
+                store = urlstore_from_settings(self.settings, readonly=True)  # creates and changes nothing
         except StoreRefused as exc:  # no such keyspace: what was typed is wrong
             return self._fail(f"urlstore: {exc}", code=2)
         except Exception as exc:  # unreachable cluster, bad settings: one clear line

@@ -510,6 +510,23 @@ def test_a_crawl_whose_cassandra_is_not_there_says_so_in_one_line(tmp_path):
     ), line
 
 
+def test_scrapy_urlstore_says_each_try_to_reach_an_absent_cassandra(tmp_path):
+    """A read command on a Cassandra that is not there says each try as it happens (a person
+    does not wait CASSANDRA_CONNECT_TIMEOUT in silence), then one last line; no traceback."""
+    port = free_port()
+    settings = ["-s", "URLSTORE_BACKEND=cassandra", "-s", "CASSANDRA_HOSTS=127.0.0.1", "-s", f"CASSANDRA_PORT={port}"]
+    settings += ["-s", "CASSANDRA_CONNECT_TIMEOUT=4", "-s", f"CRAWL_DIR={tmp_path / 'crawl'}"]
+    proc = _run([sys.executable, "-m", "scrapy", "urlstore", "get", "http://a.example/", *settings], timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    where = f"127.0.0.1:{port}"
+    assert lines[:-1] == [
+        f"urlstore: Cassandra not reachable at {where} ({where}: Connection refused); trying again in {wait} s"
+        for wait in (1, 2)
+    ], lines
+    assert lines[-1].startswith(f"urlstore: Cassandra unreachable at {where} for 3 s (CASSANDRA_CONNECT_TIMEOUT 4 s)")
+
+
 def test_a_crawl_whose_every_seed_is_refused_ends_at_once_with_exit_2(tmp_path):
     """Seeds at loopback and private addresses without NETWORK_GUARD_ALLOW, and a line that
     is no URL: the worker says in one line that no seed was added and why (the setting
