@@ -18,6 +18,7 @@ from scrapy.utils.misc import load_object
 
 from crawler.frontier.connection import frontier_from_settings
 from crawler.items import PageStates
+from crawler.observe.trouble import StoreTrouble
 from crawler.page.budget import BodyBudget
 from crawler.page.workers import PageWorkers
 from crawler.urlstore.backends import urlstore_from_settings
@@ -53,6 +54,8 @@ class Services:
         # what goes along with a page through the pipelines but is no field of it (its
         # reading, its storing): kept by the page's URL and fetch time
         self.pages = PageStates()
+        # the stores' failures not yet followed by a success (crawler/observe/trouble.py)
+        self.trouble = StoreTrouble()
         crawler.signals.connect(self.close, signal=signals.engine_stopped)
 
     @property

@@ -7,8 +7,8 @@ Both verbs are blocking; the archive pipeline calls them from a thread.
                     request (one S3 PUT per object, never a multipart upload: PUTs are
                     what S3 bills and throttles); retried with exponential back-off
                     (jittered; the only retries: botocore's own are off) until it succeeds or the ``stop`` event is set (StorageStopped), each
-                    failure logged (and reported to ``on_retry``, a function of no
-                    argument, called from the uploading thread); the same key every time.
+                    failure logged (and reported to ``on_retry``, a function of the
+                    failure, called from the uploading thread); the same key every time.
                     An answer no retry mends (``refusal_code``: wrong credentials, no
                     such bucket, access denied, method not allowed, any 4xx but a
                     timeout or throttling) raises StorageRefused at once
@@ -71,6 +71,14 @@ def refusal_code(exc) -> str | None:
     if isinstance(status, int) and 400 <= status < 500 and status not in (408, 429) and code not in RETRIED_CODES:
         return code or str(status)
     return None
+
+
+def s3_reason(exc) -> str:
+    """A failed S3 call in a few words: ``S3 503 SlowDown``, ``S3 EndpointConnectionError``."""
+    response = getattr(exc, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code") or "")
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return " ".join(str(part) for part in ("S3", status, code or (None if status else type(exc).__name__)) if part)
 
 
 class LocalStorage:
@@ -144,7 +152,7 @@ class S3Storage:
             ),
         )
         self.puts = 0  # PUT requests sent (retries included)
-        self.on_retry = None  # called (from the uploading thread) before each retry
+        self.on_retry = None  # called (from the uploading thread) with the failure, before each retry
 
     def describe(self) -> str:
         return f"s3://{self.bucket}"
@@ -202,7 +210,7 @@ class S3Storage:
                     delay,
                 )
                 if self.on_retry is not None:
-                    self.on_retry()
+                    self.on_retry(exc)
                 if stop is not None:
                     stop.wait(wait)
                 else:

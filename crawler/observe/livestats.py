@@ -138,16 +138,24 @@ def read_waiting(client, keys: Keys, now: float, live_seconds: float = LIVE_SECO
 
 
 def waiting_lines(waiting: list[dict], now: float) -> list[str]:
-    """``worker-1 waits for the stores since 10:42:07 (3 min): 500 pages (12.3 MB) not yet stored``."""
+    """``worker-1 waits for the archive (S3 503 SlowDown, failing since 10:41:55) since
+    10:42:07 (180 s): 500 pages (12.3 MB) not yet stored`` (``the stores`` when none fails:
+    they are slow)."""
     lines = []
     for w in waiting:
         since = w.get("since", now)
-        clock = time.strftime("%H:%M:%S", time.localtime(since))
+        why = ""
+        if w.get("why"):
+            why = f" ({w['why']}, failing since {_clock(w.get('failing_since', since))})"
         lines.append(
-            f"{w['worker']} waits for {w.get('for', '?')} since {clock} ({now - since:.0f} s): "
+            f"{w['worker']} waits for {w.get('for', '?')}{why} since {_clock(since)} ({now - since:.0f} s): "
             f"{w.get('pages', 0)} pages ({w.get('bytes', 0) / 1e6:.1f} MB) not yet stored"
         )
     return lines
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
 
 
 def read_tally(raw: dict) -> dict[str, int]:

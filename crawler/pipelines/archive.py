@@ -66,7 +66,7 @@ from twisted.python.threadpool import ThreadPool
 
 from crawler import __version__
 from crawler.archive import cdxj
-from crawler.archive.storage import StorageRefused, StorageStopped, storage_from_settings
+from crawler.archive.storage import StorageRefused, StorageStopped, s3_reason, storage_from_settings
 from crawler.archive.uploads import UploadPool
 from crawler.archive.warc import (
     IDENTICAL_PAYLOAD,
@@ -80,6 +80,7 @@ from crawler.archive.warc import (
     recover,
 )
 from crawler.exceptions import StoreUnavailable
+from crawler.observe.trouble import ARCHIVE
 from crawler.scrapy_private import engine_closing
 from crawler.services import services
 from crawler.signals import frontier_waiting
@@ -96,6 +97,7 @@ class ArchivePipeline:
         self.crawler = crawler
         self.stats = crawler.stats
         self.pages = services(crawler).pages  # (each page's storing, for its lease)
+        self.trouble = services(crawler).trouble  # (what the worker waits for, said while it waits)
         self.storage = storage
         self.spool_dir = spool_dir
         self.max_bytes = max_bytes
@@ -135,8 +137,9 @@ class ArchivePipeline:
             s.getint("ARCHIVE_GZIP_LEVEL"),
         )
         crawler.signals.connect(pipeline._frontier_waiting, signal=frontier_waiting)
-        # an upload tried again (after a storage error) is counted in the reactor thread
-        pipeline.storage.on_retry = lambda: _reactor().callFromThread(crawler.stats.inc_value, "archive/retries")
+        # an upload tried again (after a storage error) is counted, and its failure kept, in
+        # the reactor thread
+        pipeline.storage.on_retry = lambda exc: _reactor().callFromThread(pipeline._retried, s3_reason(exc))
         return pipeline
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -333,9 +336,14 @@ class ArchivePipeline:
             return None
         self.stats.inc_value("archive/objects")
         self.stats.inc_value("archive/bytes", result)
+        self.trouble.stored(ARCHIVE)
         for w in waiters:
             w.callback(None)
         return None
+
+    def _retried(self, why: str) -> None:
+        self.stats.inc_value("archive/retries")
+        self.trouble.failed(ARCHIVE, why, time.time())
 
     def _refuse(self, exc: BaseException) -> None:
         """The store refused an upload for good (credentials, bucket): say so once and close

@@ -43,6 +43,7 @@ from twisted.internet.defer import Deferred
 from crawler.exceptions import StoreUnavailable
 from crawler.freshness.schedule import Bounds, Schedule, outcome, schedule
 from crawler.items import Page
+from crawler.observe.trouble import URLSTORE
 from crawler.page.headers import header
 from crawler.services import services
 from crawler.urlstore.record import ArchivePointer, FetchRecord, page_fate
@@ -165,7 +166,11 @@ class UrlStorePipeline:
     def __init__(self, crawler, store):
         self.stats = crawler.stats
         self.pages = services(crawler).pages  # (each page's storing: its pointer waits for its batch)
+        self.trouble = services(crawler).trouble  # (what the worker waits for, said while it waits)
         self.store = store
+        self.backend = {"cassandra": "Cassandra", "sqlite": "SQLite"}.get(
+            crawler.settings.get("URLSTORE_BACKEND").lower(), ""
+        )
         self.recrawl = crawler.settings.getfloat("RECRAWL_INTERVAL")
         self.retry = crawler.settings.getfloat("RECRAWL_RETRY_INTERVAL")
         self.bounds = schedule_bounds(crawler.settings)
@@ -206,8 +211,8 @@ class UrlStorePipeline:
         try:
             await maybe_deferred_to_future(_deferred(self.store.record_fetch(record)))
         except Exception as exc:
-            self.stats.inc_value("urlstore/failed")
-            raise StoreUnavailable(f"UrlStore write of {record.url} failed: {type(exc).__name__}: {exc}") from exc
+            raise self._failed(record.url, exc) from exc
+        self.trouble.stored(URLSTORE)
         self.stats.inc_value(f"urlstore/written/{record.fate}")
         if pointer is not None:
             self._pointers.add(archived)
@@ -225,10 +230,17 @@ class UrlStorePipeline:
                 _deferred(self.store.reschedule(item["url"], at, item["fetched_at"], interval))
             )
         except Exception as exc:
-            self.stats.inc_value("urlstore/failed")
-            raise StoreUnavailable(f"UrlStore write of {item['url']} failed: {type(exc).__name__}: {exc}") from exc
+            raise self._failed(item["url"], exc) from exc
+        self.trouble.stored(URLSTORE)
         self.stats.inc_value("recrawl/not_modified")
         return item
+
+    def _failed(self, url: str, exc: BaseException) -> StoreUnavailable:
+        """A write of ``url`` failed: counted, kept as the UrlStore's trouble until one is
+        written again; the exception that gives its page back."""
+        self.stats.inc_value("urlstore/failed")
+        self.trouble.failed(URLSTORE, f"{self.backend} {type(exc).__name__}", time.time())
+        return StoreUnavailable(f"UrlStore write of {url} failed: {type(exc).__name__}: {exc}")
 
     def _pointer_done(self, result, archived: Deferred):
         self._pointers.discard(archived)
@@ -240,9 +252,11 @@ class UrlStorePipeline:
 
         def failed(failure):
             self.stats.inc_value("urlstore/failed")
+            self.trouble.failed(URLSTORE, f"{self.backend} {failure.type.__name__}", time.time())
             raise StoreUnavailable(f"UrlStore archive pointer of {url} not written: {failure.getErrorMessage()}")
 
         def written(_):
+            self.trouble.stored(URLSTORE)
             self.stats.inc_value("urlstore/archive_pointers")
 
         return _deferred(self.store.set_archive(url, pointer)).addCallbacks(written, failed)

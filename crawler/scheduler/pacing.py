@@ -15,24 +15,36 @@
   the crawl, and a worker does not read the web into its memory and spool meanwhile.
 - **Stores down.** A page a store (the UrlStore, the archive) did not take is given back, and
   the worker leases nothing for a while, as during a Redis outage (half the outage so far,
-  from 0.5 s to 30 s), so that pages are not fetched only to be dropped; the first page
-  stored again ends the hold.
+  from 0.5 s to 30 s, less up to a quarter at random: workers a throttled store refused
+  together do not all come back at once), so that pages are not fetched only to be
+  dropped; the first page stored again ends the hold.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 
 from crawler.frontier.connection import outage_wait
+from crawler.observe.trouble import StoreTrouble
 
 logger = logging.getLogger(__name__)
 
 URGENT_LOOK_EVERY = 0.02  # seconds: between pops, how often a worker looks for a submission
+JITTER = 0.25  # a store hold is this much shorter at most, at random
 
 
 class Pacing:
-    def __init__(self, max_unread: int, stats=None, max_unstored: int = 500, max_unstored_bytes: int = 128 * 2**20):
+    def __init__(
+        self,
+        max_unread: int,
+        stats=None,
+        max_unstored: int = 500,
+        max_unstored_bytes: int = 128 * 2**20,
+        trouble: StoreTrouble | None = None,
+    ):
         self.stats = stats
+        self.trouble = trouble or StoreTrouble()  # which store fails, and why (said while waiting)
         self.max_unread = max(max_unread, 1)
         self.max_unstored = max(max_unstored, 1)
         self.max_unstored_bytes = max(max_unstored_bytes, 1)
@@ -72,8 +84,9 @@ class Pacing:
         if full and self.waiting_since is None:
             self.waiting_since = now
             logger.warning(
-                "Waiting for the stores: %d pages (%.1f MB) fetched and not yet stored, at the bound "
+                "Waiting for %s: %d pages (%.1f MB) fetched and not yet stored, at the bound "
                 "(FRONTIER_MAX_UNSTORED %d, FRONTIER_MAX_UNSTORED_BYTES %d): leasing nothing new meanwhile",
+                self._waited_for(),
                 len(self.held),
                 self.held_bytes / 1e6,
                 self.max_unstored,
@@ -86,7 +99,16 @@ class Pacing:
         """What the worker waits for, as the live stats publish it (None: nothing)."""
         if self.waiting_since is None:
             return None
-        return {"for": "the stores", "since": self.waiting_since, "pages": len(self.held), "bytes": self.held_bytes}
+        waiting = {"for": "the stores", "since": self.waiting_since, "pages": len(self.held), "bytes": self.held_bytes}
+        worst = self.trouble.worst()
+        if worst is not None:
+            waiting |= {"for": worst["store"], "why": worst["why"], "failing_since": worst["failing_since"]}
+        return waiting
+
+    def _waited_for(self) -> str:
+        """``the archive (S3 503 SlowDown)``, or ``the stores`` when none fails (slow)."""
+        worst = self.trouble.worst()
+        return "the stores" if worst is None else f"{worst['store']} ({worst['why']})"
 
     def done(self, lease, now: float) -> bool:
         """The lease's page is stored, given back or let go; whether a wait for the stores
@@ -125,7 +147,8 @@ class Pacing:
         ``frontier/store_holds``)."""
         if self.store_down_since is None:
             self.store_down_since = now
-        wait = outage_wait(now - self.store_down_since)
+        # (jittered: workers that a throttled store refused together do not come back together)
+        wait = outage_wait(now - self.store_down_since) * random.uniform(1 - JITTER, 1.0)
         if self.hold_until <= now:
             logger.warning(
                 "Pages not stored for %.0f s (a store did not take them; their leases are given back): "

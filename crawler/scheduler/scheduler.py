@@ -74,6 +74,7 @@ class FrontierScheduler:
             self.stats,
             max_unstored=s.getint("FRONTIER_MAX_UNSTORED"),
             max_unstored_bytes=s.getint("FRONTIER_MAX_UNSTORED_BYTES"),
+            trouble=services(crawler).trouble,
         )
         # hosts due this soon are handed out now; the rate limiter holds each request until
         # its host is due (without the limiter, nothing would hold it: no lookahead)

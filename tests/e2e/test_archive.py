@@ -409,7 +409,9 @@ def test_an_s3_outage_loses_nothing_and_ctrl_c_still_stops_a_worker(tmp_path, re
     # ... until each worker held FRONTIER_MAX_UNSTORED pages not stored (a, b, then c; a
     # download or two in flight each), and said so
     assert fetched_during <= 3 * (UNSTORED + 2), fetched_during
-    assert "Waiting for the stores: " in a.text() and "The stores caught up after" in a.text(), a.tail(60)
+    # naming the store that fails, and why (S3 away: its uploads cannot connect)
+    waited = re.findall(r"Waiting for the archive \(S3 (\w+)\): ", a.text())
+    assert waited and "The stores caught up after" in a.text(), a.tail(60)
 
     # A's uploads failed and were tried again with a doubling delay up to ARCHIVE_RETRY_MAX,
     # each failure counted, each stored at last after as many attempts as were logged

@@ -28,6 +28,7 @@ from crawler.observe.livestats import (
     tallied,
     waiting_lines,
 )
+from crawler.observe.trouble import ARCHIVE
 from crawler.scheduler.pacing import Pacing
 from crawler.services import services
 from crawler.spiders.broad import BroadSpider
@@ -318,6 +319,15 @@ def test_a_worker_waiting_for_the_stores_is_published_until_it_goes_on(redis_url
         line.startswith(f"{ext.worker} waits for the stores since ")
         and "(90 s): 2 pages (2.0 MB) not yet stored" in line
     )
+    # a store that fails is named, with why and since when (its uploads retried)
+    pacing.trouble.failed(ARCHIVE, "S3 503 SlowDown", now - 100)
+    assert ext.flush()
+    (waiting,) = activity(redis_client, crawl_name, now)["waiting"]
+    assert (waiting["for"], waiting["why"], waiting["failing_since"]) == ("the archive", "S3 503 SlowDown", now - 100)
+    (line,) = waiting_lines([waiting], now)
+    assert line.startswith(f"{ext.worker} waits for the archive (S3 503 SlowDown, failing since ")
+    pacing.trouble.stored(ARCHIVE)  # stored again: the stores are slow, not failing
+    assert ext.flush() and activity(redis_client, crawl_name, now)["waiting"][0]["for"] == "the stores"
     assert pacing.done(b"a", now)  # below the bound: it goes on
     assert ext.flush()
     assert activity(redis_client, crawl_name, now)["waiting"] == []

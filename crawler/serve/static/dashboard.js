@@ -458,7 +458,8 @@
     // workers at their bound of pages not yet stored (crawler/scheduler/pacing.py)
     const waiting = activity.waiting || [];
     $("workers-waiting").textContent = waiting.length
-      ? `${waiting.length} waiting for ${waiting[0].for} (${waiting.reduce((n, w) => n + w.pages, 0)} pages not stored)`
+      ? `${waiting.length} waiting for ${waiting[0].for}${waiting[0].why ? ": " + waiting[0].why : ""}` +
+        ` (${waiting.reduce((n, w) => n + w.pages, 0)} pages not stored)`
       : "publishing";
   }
 
