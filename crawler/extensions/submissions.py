@@ -3,7 +3,7 @@ takes up to FRONTIER_SUBMIT_BATCH values from the crawl's submission list and pu
 into the frontier (crawler/frontier/submit.py: each to the head of its host's queue, or
 through the front queues with a priority; one the crawl has queued already jumps to the
 head of its host's queue, unless the UrlStore says it was fetched within
-FETCH_POLICY_MAX_AGE). They are counted as the scheduler counts its pushes
+FETCH_POLICY_MAX_AGE: asked in a thread, never on the reactor). They are counted as the scheduler counts its pushes
 (``frontier/enqueued``, ``frontier/seen``, ``frontier/promoted``...), and under
 ``submit/taken`` and ``submit/invalid``; a value outside the crawl's scope (the frontier's
 ``current_scope()``: the spider's allowed domains and prefixes, the crawl rules, the trap
@@ -34,7 +34,7 @@ from functools import cached_property
 import redis
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
-from twisted.internet import task
+from twisted.internet import task, threads
 
 from crawler.freshness.policy import FetchPolicy
 from crawler.frontier import submit
@@ -51,8 +51,9 @@ logger = logging.getLogger(__name__)
 
 
 class Submissions:
-    def __init__(self, crawler, interval: float, batch: int):
+    def __init__(self, crawler, interval: float, batch: int, in_thread=None):
         self.crawler = crawler
+        self.in_thread = in_thread or threads.deferToThread  # (how the UrlStore is read: off the reactor)
         self.stats = crawler.stats
         self.interval = interval
         self.batch = batch
@@ -143,14 +144,33 @@ class Submissions:
 
     def put(self, frontier, entries: list[Entry]) -> bool:
         """Put entries into the frontier (those queued already promoted), counting what
-        became of each; whether any was added or promoted."""
+        became of each; whether any was added or promoted. Whether a URL seen already was
+        fetched recently is the UrlStore's to say, asked in a thread (``in_thread``), never
+        on the reactor: those entries are promoted (or not) and counted once it answers."""
         if not entries:
             return False
+        statuses = frontier.put(entries)
+        seen = submit.seen_urgent(entries, statuses)
         policy = self.policy
-        statuses = submit.put(frontier, entries, policy.recent if policy is not None else None)
+        if seen and policy is not None:
+            d = self.in_thread(policy.recent, [entries[i].url for i in seen])
+            d.addCallback(self._promote, frontier, entries, statuses, seen)
+            d.addErrback(lambda f: logger.warning("Submitted URLs not promoted: %s", f.getErrorMessage()))
+            self._count([s for i, s in enumerate(statuses) if i not in set(seen)])
+            return ADDED in statuses
+        self._count(submit.promote_queued(frontier, entries, statuses, seen, set()))
+        return ADDED in statuses or PROMOTED in statuses
+
+    def _promote(self, recent: set[str], frontier, entries: list[Entry], statuses: list[str], seen: list[int]):
+        """The UrlStore answered: the seen entries not fetched recently are promoted."""
+        statuses = submit.promote_queued(frontier, entries, statuses, seen, recent)
+        self._count([statuses[i] for i in seen])
+        if any(statuses[i] == PROMOTED for i in seen):
+            self.crawler.signals.send_catch_log(frontier_grew)
+
+    def _count(self, statuses: list[str]) -> None:
         for status in statuses:
             self.stats.inc_value(put_stat(status))
-        return ADDED in statuses or PROMOTED in statuses
 
 
 def _on_list_shard(frontier, call):

@@ -124,8 +124,22 @@ def put(frontier, entries: list[Entry], fetched: Callable | None = None, now: in
     """``frontier.put(entries)``, then the urgent entries found seen promoted when they
     are still queued (see ``submit``); one status per entry (``now``: ms, the clock's time)."""
     statuses = frontier.put(entries, now=now)
-    seen = [i for i, (e, status) in enumerate(zip(entries, statuses, strict=True)) if status == SEEN and e.urgent]
+    seen = seen_urgent(entries, statuses)
     recent = fetched([entries[i].url for i in seen]) if seen and fetched is not None else set()
+    return promote_queued(frontier, entries, statuses, seen, recent, now=now)
+
+
+def seen_urgent(entries: list[Entry], statuses: list[str]) -> list[int]:
+    """The indexes of the urgent entries the crawl had seen already: promoted unless fetched
+    recently (``promote_queued``)."""
+    return [i for i, (e, status) in enumerate(zip(entries, statuses, strict=True)) if status == SEEN and e.urgent]
+
+
+def promote_queued(
+    frontier, entries: list[Entry], statuses: list[str], seen: list[int], recent: set[str], now: int | None = None
+) -> list[str]:
+    """``statuses`` with the ``seen`` entries not fetched ``recent``ly promoted (PROMOTE:
+    those still queued)."""
     queued = [i for i in seen if entries[i].url not in recent]
     if queued:
         for i, status in zip(queued, frontier.promote([entries[i] for i in queued], now=now), strict=True):

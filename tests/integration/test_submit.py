@@ -184,6 +184,48 @@ def test_submissions_taken_while_redis_fails_are_put_at_the_next_look(redis_url,
     assert grew == [1, 1]
 
 
+def test_whether_a_seen_submission_was_fetched_is_asked_off_the_reactor(redis_url, crawl_name, redis_client):
+    """A submission of a URL the crawl has seen: whether it was fetched recently is the
+    UrlStore's to say, asked in a thread (here one the test runs by hand): the look returns
+    at once, and once the store answers the one still queued is promoted (counted, the
+    scheduler told) and the one fetched recently is not. (The store stands in for the
+    UrlStore's last_fetched: what is checked is where the read runs.)"""
+    from twisted.internet import defer
+
+    from crawler.freshness.policy import FetchPolicy
+
+    reads = []
+
+    def in_thread(fn, *args):
+        d = defer.Deferred()
+        reads.append((fn, args, d))
+        return d
+
+    class Store:
+        def last_fetched(self, urls, archived=False):
+            return {url: time.time() - 60 for url in urls if url.endswith("/old")}
+
+    crawler = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name))
+    ext = Submissions(crawler, 1.0, 100, in_thread=in_thread)
+    ext.policy = FetchPolicy(Store(), 86400, crawler.stats)
+    grew = []
+    crawler.signals.connect(lambda: grew.append(1), signal=frontier_grew, weak=False)
+    frontier = services(crawler).frontier
+    queued = ["http://s.example/old", "http://s.example/queued"]
+    frontier.put([Entry(url=u, payload=u.encode()) for u in ["http://s.example/first", *queued]])
+    redis_client.rpush(frontier.keys.submit, *queued)
+    ext.look()
+    assert len(reads) == 1 and not grew  # asked elsewhere; nothing promoted yet
+    assert crawler.stats.get_value("frontier/promoted") is None
+    fn, args, d = reads[0]
+    assert args == (queued,)
+    d.callback(fn(*args))  # the thread's answer, back in the reactor
+    assert grew == [1] and crawler.stats.get_value("frontier/promoted") == 1
+    assert crawler.stats.get_value("frontier/seen") == 1  # the one fetched an hour ago: left as it is
+    first = frontier.get(1)[0]
+    assert [codec.decode(lease.payload, None).url for lease in first] == ["http://s.example/queued"]
+
+
 def test_a_due_host_with_a_submission_is_handed_out_before_hosts_due_longer(redis_client, crawl_name):
     """Submissions first: of the hosts due, one with a submission waiting goes before those
     that fell due earlier (a busy crawl's hosts are all due, and the pop takes the longest
