@@ -98,8 +98,9 @@ class FrontierClient:
 
     @property
     def pending(self) -> bool:
-        """Offers not sent yet, or calls waiting in the outbox."""
-        return bool(self._pushes or self.outbox)
+        """Offers not sent yet, or calls waiting in the outbox (or, sharded, for a server
+        that is away)."""
+        return bool(self._pushes or self.outbox or self.frontier.owes())
 
     def _inc(self, key: str, count: int = 1) -> None:
         self.stats.inc_value(key, count)
@@ -301,14 +302,14 @@ class FrontierClient:
     def renew(self) -> list[bytes]:
         """Renew the leases held; those held longer than FRONTIER_LEASE_MAX_HOLD are let go
         (they expire and are fetched again): returned."""
-        if not self.held:
+        if not self.held and not self.frontier.owes():
             return []
         cutoff = self.now() - self.lease_max_hold
         gone = [lease for lease, (since, _) in self.held.items() if since < cutoff]
         for lease in gone:
             self.forget(lease)
             self._inc("frontier/lease/given_up")
-        if self.held:
+        if self.held or self.frontier.owes():  # (sharded: with the leases whose acks wait)
             try:
                 self.frontier.renew(list(self.held), now=self._now_ms())
             except redis.RedisError as exc:  # the next renewal comes well before expiry
@@ -331,6 +332,18 @@ class FrontierClient:
                 "Redis unreachable at close: %d pushes/acks not delivered; their pages' leases "
                 "expire and the pages are fetched again",
                 len(self.outbox),
+            )
+        if self.frontier.owes():
+            try:
+                self.frontier.deliver(self._now_ms())
+                self.frontier.ack(now=self._now_ms())  # (acks that waited for those pushes)
+            except redis.RedisError:
+                pass
+        if self.frontier.owes():
+            logger.error(
+                "A Redis server unreachable at close: %d pushes/acks owed to it not delivered; their "
+                "pages' leases expire and the pages are fetched again",
+                self.frontier.owes(),
             )
         unfinished = list(self.held)
         if unfinished:

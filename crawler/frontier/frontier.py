@@ -467,6 +467,12 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         value = p.execute()[-1]
         return int(value) if value else None
 
+    def deliver(self, now: int | None = None) -> None:
+        """Nothing is owed to one server (only a sharded frontier keeps outboxes)."""
+
+    def owes(self) -> int:
+        return 0
+
     def give_back(self, lease_ids) -> None:
         """Give leases back now: the next pop puts their URLs back in their queues."""
         if lease_ids:

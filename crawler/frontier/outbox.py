@@ -11,6 +11,7 @@ outage: ``on_refused`` closes the worker.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from crawler.frontier.words import put_stat
 logger = logging.getLogger(__name__)
 
 PUSH, ACK = "push", "ack"
+BATCH = 500  # operations of one kind delivered in one call
 
 
 class Outbox:
@@ -84,19 +86,26 @@ class Outbox:
             self._retry_call = self.clock.callLater(self.backoff, self._retry)
 
     def drain(self) -> bool:
-        """Deliver waiting pushes and acks in order. True when the outbox is empty."""
+        """Deliver waiting pushes and acks in order, a run of one kind (at most BATCH) a
+        call. True when the outbox is empty."""
         while self.ops:
-            kind, value = self.ops[0]
+            kind = self.ops[0][0]
+            run = list(itertools.islice(itertools.takewhile(lambda op, kind=kind: op[0] == kind, self.ops), BATCH))
+            values = [value for _, value in run]
             try:
                 now = int(self.clock.seconds() * 1000)
                 if kind == PUSH:
-                    self.stats.inc_value(put_stat(self.frontier.put([value], now=now)[0]))
-                elif self.frontier.ack(value, now=now):
-                    self.stats.inc_value("frontier/acked")
+                    for status in self.frontier.put(values, now=now):
+                        self.stats.inc_value(put_stat(status))
+                else:
+                    acked = self.frontier.ack(*values, now=now)
+                    if acked:
+                        self.stats.inc_value("frontier/acked", acked)
             except redis.RedisError as exc:
                 self.redis_down(exc)
                 return False
-            self.ops.popleft()
+            for _ in run:
+                self.ops.popleft()
         self.redis_up()
         return True
 

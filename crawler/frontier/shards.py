@@ -31,8 +31,9 @@ import redis
 
 from crawler.frontier.frontier import Entry, Frontier, Lease
 from crawler.frontier.keys import SEP, SHARD
+from crawler.frontier.shard_outboxes import ShardOutboxes
 from crawler.frontier.steering import budget_spent
-from crawler.frontier.words import FINISHED, PAUSED, RUNNING, WAITING
+from crawler.frontier.words import DEFERRED, FINISHED, PAUSED, RUNNING, WAITING
 from crawler.urls import InvalidURL
 
 logger = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def _lease_host(lease) -> str:
 @dataclass
 class ShardedPrepared:
     statuses: list
-    parts: list  # (shard, the indexes of its entries, its Prepared)
+    parts: list  # (shard, the indexes of its entries, its Prepared, its entries)
     moved: list  # follow-ups' leases held on another shard than their URL
 
 
@@ -98,9 +99,9 @@ class ShardedFrontier:
             shard.max_pages = 0
         self.last_acked = 0
         self._turn = 0
-        # per shard: acknowledgements and landings it could not take (it was down), sent
-        # with its next call; and, while it is down, when to try it again and the wait
-        self._owed: dict[int, tuple[list, list]] = {}
+        # one outbox a server (shard_outboxes.py): what a server that is away is owed; and,
+        # while it is down, when to try it again and the wait
+        self.outboxes = ShardOutboxes(len(shards))
         self._down: dict[int, tuple[float, float]] = {}
 
     def current_rules(self):
@@ -173,17 +174,48 @@ class ShardedFrontier:
                 moved.append(e.replaces_lease)
                 entries[i] = replace(e, replaces_lease=b"")
             groups.setdefault(shard, []).append(i)
-        parts = [(s, idx, self.shards[s].prepare([entries[i] for i in idx])) for s, idx in groups.items()]
+        parts = []
+        for s, idx in groups.items():
+            part = [entries[i] for i in idx]
+            parts.append((s, idx, self.shards[s].prepare(part), part))
         return ShardedPrepared([None] * len(entries), parts, moved)
 
     def send(self, prepared: ShardedPrepared, now: int | None = None) -> list[str]:
-        for s, indexes, part in prepared.parts:
-            statuses = self._on(s, lambda s=s, part=part: self.shards[s].send(part, now))
+        """Each server's part in one call; a server that is away (or still owed pushes) keeps
+        its part in its outbox, each of its entries ``deferred``, and the others' go on."""
+        self.deliver(now)
+        for s, indexes, part, entries in prepared.parts:
+            if s in self.outboxes.pushes:  # (after what it is owed already)
+                statuses = self._owe_pushes(s, entries)
+            else:
+                try:
+                    statuses = self._on(s, lambda s=s, part=part: self.shards[s].send(part, now))
+                except (redis.ConnectionError, redis.TimeoutError):
+                    statuses = self._owe_pushes(s, entries)
             for i, status in zip(indexes, statuses, strict=True):
                 prepared.statuses[i] = status
         if prepared.moved:  # a follow-up's lease on another shard ends once the follow-up is queued
             self.ack(*prepared.moved, now=now)
         return prepared.statuses
+
+    def _owe_pushes(self, s: int, entries: list[Entry]) -> list[str]:
+        self.outboxes.owe_pushes(s, entries)
+        return [DEFERRED] * len(entries)
+
+    def deliver(self, now: int | None = None) -> None:
+        """Deliver the pushes owed to each server that is due for another try, one call a
+        server (its acknowledgements waiting for them go with the next call that acks)."""
+        for s in list(self.outboxes.pushes):
+            entries = self.outboxes.pushes[s]
+            try:
+                self._on(s, lambda s=s, entries=entries: self.shards[s].put(entries, now))
+            except (redis.ConnectionError, redis.TimeoutError):
+                continue
+            self.outboxes.delivered_pushes(s)
+
+    def owes(self) -> int:
+        """Pushes and acknowledgements the servers that are away are owed."""
+        return self.outboxes.count()
 
     def promote(self, entries: list[Entry], now: int | None = None) -> list[str]:
         out: list[str | None] = [None] * len(entries)
@@ -217,11 +249,11 @@ class ShardedFrontier:
         if self.max_pages:  # (read before the pops: workers popping together may pass it by a pop each)
             budget = self.budget()
             n = max(min(n, self.max_pages - budget["done"] - budget["leased"]), 0)
-        acks, lands = self._by_shard(ack), self._by_shard(landed)
-        for s, (owed_acks, owed_lands) in self._owed.items():
+        self.deliver(now)
+        acks, lands = self._by_shard(self.outboxes.acks_to_send(ack)), self._by_shard(landed)
+        for s, (owed_acks, owed_lands) in self.outboxes.take_owed().items():
             acks.setdefault(s, [])[:0] = owed_acks
             lands.setdefault(s, [])[:0] = owed_lands
-        self._owed = {}
         leases: list[Lease] = []
         dues = []
         self.last_acked = 0
@@ -240,8 +272,8 @@ class ShardedFrontier:
                     continue
                 get = partial(shard.get, want, now, ack=a, landed=la, lookahead=lookahead, urgent_only=urgent_only)
                 got, due = self._on(s, get)
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                self._owed[s] = (a, la)
+            except redis.RedisError as exc:  # (the leases of the servers asked before are kept)
+                self.outboxes.owe(s, a, la)
                 failed.append(exc)
                 continue
             self.last_acked += shard.last_acked
@@ -285,15 +317,27 @@ class ShardedFrontier:
         return results
 
     def ack(self, *lease_ids, landed=(), now: int | None = None) -> int:
-        acks, lands = self._by_shard(lease_ids), self._by_shard(landed)
-        calls = [
-            lambda s=s: self._on(s, lambda: self.shards[s].ack(*acks.get(s, ()), landed=lands.get(s, ()), now=now))
-            for s in set(acks) | set(lands)
-        ]
-        return sum(self._each(calls))
+        """Acknowledge (after the pushes owed when they were made: shard_outboxes.py) and land;
+        what a server that is away cannot take waits for its next call. The number acked now."""
+        self.deliver(now)
+        acks, lands = self._by_shard(self.outboxes.acks_to_send(lease_ids)), self._by_shard(landed)
+        for s, (owed_acks, owed_lands) in self.outboxes.take_owed().items():
+            acks.setdefault(s, [])[:0] = owed_acks
+            lands.setdefault(s, [])[:0] = owed_lands
+        acked = 0
+        for s in set(acks) | set(lands):
+            a, la = acks.get(s, []), lands.get(s, [])
+            try:
+                acked += self._on(s, lambda s=s, a=a, la=la: self.shards[s].ack(*a, landed=la, now=now))
+            except (redis.ConnectionError, redis.TimeoutError):
+                self.outboxes.owe(s, a, la)
+        return acked
 
     def renew(self, lease_ids, now: int | None = None) -> None:
-        shards = self._by_shard(lease_ids).items()
+        """Renew these leases, and those whose acknowledgements wait for pushes owed to a
+        server that is away (their pages are handled: they must not expire meanwhile)."""
+        waiting = [lease for _, ids in self.outboxes.held_acks for lease in ids]
+        shards = self._by_shard([*lease_ids, *waiting]).items()
         self._each([lambda s=s, ls=ls: self._on(s, lambda: self.shards[s].renew(ls, now)) for s, ls in shards])
 
     def give_back(self, lease_ids) -> None:

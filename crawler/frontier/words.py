@@ -9,6 +9,7 @@ from crawler.scope.reasons import REJECTED as REJECTED
 from crawler.scope.reasons import stat
 
 ADDED, SEEN, PROMOTED = "added", "seen", "promoted"
+DEFERRED = "deferred"  # a put to a server of a sharded frontier that is away: in its outbox
 # why a host waits (hback reasons, and RETRY for URLs in the delayed set)
 THROTTLED, ROBOTS, DOWN, RETRY, INTERVAL = "throttled", "robots", "down", "retry", "interval"
 PAUSED = "paused"  # a host the operator paused (a reason why it waits), or the whole crawl (a state)

@@ -12,7 +12,6 @@ import time
 from collections import Counter, defaultdict
 from itertools import pairwise
 
-import pytest
 from scrapy.settings import Settings
 
 from crawler.demo.site import serve_site
@@ -175,13 +174,7 @@ def test_a_server_restarted_mid_crawl_holds_back_only_its_hosts_and_loses_nothin
         assert all(h.host not in on_victim for h in during), "a host of the stopped server was fetched"
         _assert_each_page_fetched_once(site, hits)
         assert frontier.outlook(0)["state"] == FINISHED
-        if not during:
-            # Known defect, measured in about 1 run in 8: a worker sometimes fetches nothing
-            # at all while one server is down (seen with the first server, which holds the
-            # crawl-wide keys, and with another whose push blocked the outbox); nothing is
-            # lost, but the other servers' hosts wait for it. To be fixed with an outbox per
-            # server; until then this part is an expected failure, not a silent pass.
-            pytest.xfail("the other servers' hosts did not go on while one server was down (known defect)")
+        assert during, "the other servers' hosts did not go on while one server was down"
     finally:
         for w in workers:
             w.kill()

@@ -392,3 +392,41 @@ def test_without_an_in_flight_limit_a_landing_still_counts(make_frontier):
     f.ack(landed=[(first.id, T0 + 3000)], now=T0 + 3000)  # a slow answer: it ended 3 s later
     assert f.get(1, now=T0 + 3999)[0] == []
     assert f.get(1, now=T0 + 4000)[0][0].payload == b"http://a.example/1"
+
+
+def test_the_outbox_delivers_a_run_of_pushes_or_acks_in_one_call(redis_client, crawl_name):
+    """Pushes and acks kept while Redis was away go back in order, a run of one kind a call
+    (three calls for 40 pushes, 10 acks, 5 pushes), not a round trip an entry."""
+    from scrapy.statscollectors import MemoryStatsCollector
+    from scrapy.utils.test import get_crawler
+    from twisted.internet import task
+
+    from crawler.frontier.outbox import ACK, PUSH, Outbox
+
+    frontier = Frontier(redis_client, crawl_name, host_interval=0)
+    frontier.put([Entry(url=f"http://o{i}.example/", payload=b"x") for i in range(10)])
+    leases, _ = frontier.get(10)
+    calls = []
+
+    class Counting:
+        def put(self, entries, now=None):
+            calls.append((PUSH, len(entries)))
+            return frontier.put(entries, now=now)
+
+        def ack(self, *ids, now=None):
+            calls.append((ACK, len(ids)))
+            return frontier.ack(*ids, now=now)
+
+    clock = task.Clock()
+    stats = MemoryStatsCollector(get_crawler())
+    outbox = Outbox(Counting(), stats, clock, on_up=lambda: None, on_refused=lambda exc: None)
+    for i in range(40):
+        outbox.defer(PUSH, Entry(url=f"http://p{i}.example/", payload=b"x"))
+    for lease in leases:
+        outbox.defer(ACK, lease.id)
+    for i in range(5):
+        outbox.defer(PUSH, Entry(url=f"http://q{i}.example/", payload=b"x"))
+    assert outbox.drain() and len(outbox) == 0
+    assert calls == [(PUSH, 40), (ACK, 10), (PUSH, 5)]
+    assert frontier.stats()["queued"] == 45 and frontier.stats()["leased"] == 0
+    outbox.stop()

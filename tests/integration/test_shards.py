@@ -182,3 +182,62 @@ def test_a_server_that_is_down_holds_back_only_its_hosts(tmp_path, caplog):
     finally:
         for s in servers:
             s.kill()
+
+
+def test_pushes_to_a_server_that_is_away_wait_in_its_outbox_and_the_others_go_on(tmp_path):
+    """One outbox a server: a put with entries for a server that is away sends the others'
+    (added) and keeps its own (deferred), later pushes to it after them; acknowledgements
+    made while a push is owed wait for it (a page's links before its lease ends), their
+    leases renewed meanwhile; one made when nothing is owed goes at once. Once the server is
+    back, the next call delivers its outbox in one put, then the acks that waited."""
+    servers = [RedisServer(tmp_path / f"r{i}", persistent=True).start() for i in range(2)]
+    try:
+        f = ShardedFrontier(
+            [Frontier(s.client, "away", host_interval=0, max_in_flight=0) for s in servers],
+            [server_name(s.url) for s in servers],
+        )
+        hosts = [f"h{i}.example" for i in range(12)]
+        on = {h: f.ring.index(h) for h in hosts}
+        away = on[hosts[0]]
+        up_hosts = [h for h in hosts if on[h] != away]
+        f.put([entry(f"http://{h}/0") for h in hosts], now=T0)
+        leases, _ = f.get(100, now=T0)
+        assert len(leases) == len(hosts)
+        on_up = [x for x in leases if on[_lease_host(x.id)] != away]
+        f.ack(on_up[0].id, now=T0)  # nothing owed: at once
+        assert f.last_acked == 0 and f.owes() == 0
+        servers[away].stop()
+        links = [entry(f"http://{h}/{n}") for n in (1, 2) for h in hosts]
+        statuses = f.put(links, now=T0 + 10)
+        assert [s for e, s in zip(links, statuses, strict=True) if on[e.url.split("/")[2]] != away] == ["added"] * (
+            2 * len(up_hosts)
+        )
+        assert [s for e, s in zip(links, statuses, strict=True) if on[e.url.split("/")[2]] == away] == ["deferred"] * (
+            2 * (len(hosts) - len(up_hosts))
+        )
+        assert f.put([entry(f"http://{hosts[0]}/3")], now=T0 + 20) == ["deferred"]  # after what is owed
+        # the up server's hosts go on; an ack made now waits for the pushes owed
+        more, _ = f.get(100, now=T0 + 30, ack=[x.id for x in on_up[1:]])
+        assert more and {on[_lease_host(x.id)] for x in more} == {1 - away}
+        assert f.last_acked == 0
+        assert f.shards[1 - away].stats()["leased"] == len(on_up) - 1 + len(more)
+        f.renew([], now=T0 + 40)  # (renews the leases whose acks wait)
+        servers[away].start()
+        time.sleep(DOWN_WAIT_MIN)
+        f.ack(now=T0 + 50)  # the outbox goes, then the acks that waited
+        assert f.owes() == 0
+        assert f.shards[1 - away].stats()["leased"] == len(more)
+        assert f.shards[away].stats()["queued"] == 2 * (len(hosts) - len(up_hosts)) + 1
+        handed = [x.payload.decode() for x in leases + more]
+        now, batch = T0 + 100, on_up[:0]
+        while True:
+            batch, _ = f.get(100, now=now, ack=[x.id for x in batch])
+            if not batch:
+                break
+            handed += [x.payload.decode() for x in batch]
+            now += 1000
+        expected = [f"http://{h}/{n}" for h in hosts for n in (0, 1, 2)] + [f"http://{hosts[0]}/3"]
+        assert sorted(handed) == sorted(expected)
+    finally:
+        for s in servers:
+            s.kill()
