@@ -45,7 +45,7 @@ class LiveStats:
         self.clock = clock  # UNIX time (a test's own clock)
         self.worker = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
         self.task: task.LoopingCall | None = None
-        self._target = None  # (client, keys) of the crawl's first shard
+        self._target = None  # (frontier, client, keys): the crawl's first shard's
         self._written: dict[str, int] = {}  # the tallied counters as last written
         self._buckets: dict[tuple[int, str], int] = {}  # (bucket, fate) -> pages not written yet
         self._recent: deque[dict] = deque(maxlen=RECENT)  # pages not written yet, oldest first
@@ -107,8 +107,8 @@ class LiveStats:
         try:
             if self._target is None:
                 frontier = services(self.crawler).frontier
-                self._target = (frontier.redis, frontier.keys)
-            client, keys = self._target
+                self._target = (frontier, frontier.redis, frontier.keys)
+            frontier, client, keys = self._target
             p = client.pipeline(transaction=False)
             for name, delta in deltas.items():
                 p.hincrby(keys.tally, name, delta)
@@ -134,7 +134,7 @@ class LiveStats:
                 p.zadd(keys.workers, {self.worker: now_ms})
                 p.hset(keys.published, mapping=self.published)
             p.zremrangebyscore(keys.workers, "-inf", now_ms - WORKERS_KEPT * 1000)
-            written = p.execute()
+            written = frontier.on_shard(0, p.execute)  # (sharded: through its down-server guard)
         except Exception as exc:  # Redis away (or refusing): kept for the next try
             self._failed(exc, closing)
             return False

@@ -103,6 +103,7 @@ class ShardedFrontier:
         # while it is down, when to try it again and the wait
         self.outboxes = ShardOutboxes(len(shards))
         self._down: dict[int, tuple[float, float]] = {}
+        self._epochs: dict[int, int | None] = {}  # each server's epoch as last read
 
     def current_rules(self):
         """The crawl rules as they stand (the same on every shard)."""
@@ -346,9 +347,18 @@ class ShardedFrontier:
 
     def epoch(self, create: bool = False):
         """Each shard's epoch: a shard that lost its keys changes the whole (None when
-        any has none)."""
-        epochs = tuple(shard.epoch(create) for shard in self.shards)
-        return None if None in epochs else epochs
+        any has none). A server that is away counts with its epoch as last read (it is read
+        again when it answers: one that lost its keys is seen then), so that the renewals of
+        the others' leases go on; one never read raises."""
+        epochs = []
+        for s, shard in enumerate(self.shards):
+            try:
+                self._epochs[s] = self._on(s, lambda shard=shard: shard.epoch(create))
+            except (redis.ConnectionError, redis.TimeoutError):
+                if s not in self._epochs:
+                    raise
+            epochs.append(self._epochs[s])
+        return None if None in epochs else tuple(epochs)
 
     # -- steering: the crawl on every shard, a host on its own ---------------------------
 

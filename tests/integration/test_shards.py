@@ -206,7 +206,9 @@ def test_pushes_to_a_server_that_is_away_wait_in_its_outbox_and_the_others_go_on
         on_up = [x for x in leases if on[_lease_host(x.id)] != away]
         f.ack(on_up[0].id, now=T0)  # nothing owed: at once
         assert f.last_acked == 0 and f.owes() == 0
+        epoch = f.epoch(create=True)
         servers[away].stop()
+        assert f.epoch() == epoch  # (the server away as last read: the others' renewals go on)
         links = [entry(f"http://{h}/{n}") for n in (1, 2) for h in hosts]
         statuses = f.put(links, now=T0 + 10)
         assert [s for e, s in zip(links, statuses, strict=True) if on[e.url.split("/")[2]] != away] == ["added"] * (
