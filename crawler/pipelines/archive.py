@@ -232,6 +232,9 @@ class ArchivePipeline:
             cdxj.rebuild(path, key, index)
             self.storage.put(key, path, stop=self._stop)
             self.storage.put(index_key(key), index, stop=self._stop)
+            logger.info("Stored the spool file %s left by an earlier worker: %d whole records", path, kept)
+        else:
+            logger.info("Discarded the spool file %s left by an earlier worker: no whole record in it", path)
         os.remove(path)
         if os.path.exists(index):
             os.remove(index)

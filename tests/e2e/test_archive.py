@@ -429,6 +429,8 @@ def test_an_s3_outage_loses_nothing_and_ctrl_c_still_stops_a_worker(tmp_path, re
     # C stored what B left, after the outage: each record of B's spool files
     assert _stat(c_text, "archive/recovered_records") == sum(map(len, given_back.values()))
     assert not list(spool.rglob("*.warc.gz"))
+    said = re.findall(r"(Stored|Discarded) the spool file \S+ left by an earlier worker", c_text)
+    assert "Stored" in said, c.tail(60)  # (each file: stored, or discarded when it holds no whole record)
 
     # nothing lost: every page of the site has its record; every page B gave back was
     # fetched again; no other page was fetched twice (A's leases were renewed while its
