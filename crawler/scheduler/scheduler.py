@@ -44,6 +44,7 @@ from crawler.frontier.frontier import Entry
 from crawler.frontier.verbs import FrontierVerbs
 from crawler.scheduler.cadence import Cadence
 from crawler.scheduler.closing import Closing
+from crawler.scheduler.leased_pages import LeasedPages
 from crawler.scheduler.pacing import Pacing
 from crawler.scheduler.policy_checks import PolicyChecks
 from crawler.scope.scope import CrawlScope
@@ -86,8 +87,6 @@ class FrontierScheduler:
             lookahead=self.lookahead,
             max_wait=s.getfloat("FRONTIER_MAX_WAIT"),
         )
-        # answers that are failures (failures.py): they do not bring a slowed host back
-        self.failure_codes = {int(c) for n in ("URL_RETRY_HTTP_CODES", "HOST_BACKOFF_HTTP_CODES") for c in s.getlist(n)}
         self.url_options = url_options(s)
         self.client = FrontierClient(
             frontier,
@@ -105,8 +104,9 @@ class FrontierScheduler:
         self.checks: PolicyChecks | None = None  # the fetch policy's (from_crawler), None when off
         self.spider = None
         self._buffer: list = []  # leased requests popped but not yet handed to the engine
-        self._answered: set[bytes] = set()  # leases whose hosts answered (see landed)
-        self._sizes: dict[bytes, int] = {}  # leases downloaded -> their bodies' bytes (see landed)
+        # answers that are failures (failures.py): they do not bring a slowed host back
+        failures = {int(c) for n in ("URL_RETRY_HTTP_CODES", "HOST_BACKOFF_HTTP_CODES") for c in s.getlist(n)}
+        self.pages = LeasedPages(self.client, self.pacing, self.clock, failures, wake=lambda: self.cadence.wake_in(0))
         self._renewer = task.LoopingCall(self._renew)
         self._renewer.clock = self.clock
 
@@ -191,7 +191,7 @@ class FrontierScheduler:
             not_before=not_before if lease else 0,
         )
         if lease:
-            self._forget(lease)  # (its follow-up is leased again)
+            self.pages.forget(lease)  # (its follow-up is leased again)
         self.client.offer([entry])
         return True
 
@@ -287,27 +287,47 @@ class FrontierScheduler:
             kept.append(lease)
         return kept, requests
 
-    # -- what becomes of a leased request ------------------------------------------------
+    # -- what becomes of a leased request (leased_pages.py) ---------------------------------
 
     def _downloaded(self, response, request, **kwargs) -> None:
-        # an HTTP answer that is not a failure (5xx, 429, 408): the host is well (landed)
         lease = request.meta.get(meta.LEASE)
         if lease:
-            self._sizes[lease] = len(response.body)
-        if lease and response.status < 500 and response.status not in self.failure_codes:
-            self._answered.add(lease)
+            self.pages.downloaded(lease, len(response.body), response.status)
 
     def landed(self, request, **kwargs) -> None:
-        """The download of this request ended: its host may take another request (and
-        gets back some of its rate if it was slowed and answered)."""
+        """The download of this request ended: its host may take another request."""
         lease = request.meta.get(meta.LEASE)
-        size = self._sizes.pop(lease, 0)
-        if lease in self.client.held:
-            self.pacing.downloaded(lease, size)
-        answered = lease in self._answered
-        self._answered.discard(lease)
         if lease:
-            self.client.landed(lease, answered)
+            self.pages.landed(lease)
+
+    def _read(self, item=None, response=None, **kwargs) -> None:
+        """An item of a leased page left the item pipelines (its lease may still wait for
+        its archive batch)."""
+        request = getattr(response, "request", None)
+        if request is not None:
+            self.pages.read(request.meta.get(meta.LEASE))
+
+    def ack(self, request, **kwargs) -> None:
+        """The page of this request has been handled: release its lease for good."""
+        lease = request.meta.get(meta.LEASE)
+        if lease:
+            self.pages.ack(lease)
+
+    def give_back(self, request, **kwargs) -> None:
+        """The page of this request could not be stored: its URL goes back to its queue
+        now, and the worker holds for a while (``pacing.py``)."""
+        lease = request.meta.get(meta.LEASE)
+        if lease:
+            self.pages.give_back(lease)
+
+    def _renew(self) -> None:
+        try:
+            if not self.closing.frontier_there():
+                return
+        except redis.RedisError as exc:
+            self.client.outbox.redis_down(exc)
+            return
+        self.pages.renew()
 
     def _land(self) -> None:
         """A landing must reach the frontier now (its host is due again): with a pop that
@@ -323,58 +343,6 @@ class FrontierScheduler:
         self._pop(max(self.prefetch - len(self._buffer), 0), self.clock.seconds())
         if self._buffer:
             self.cadence.wake_in(0)
-
-    def _read(self, item=None, response=None, **kwargs) -> None:
-        """An item of a leased page left the item pipelines: the page no longer counts as
-        unread (its lease may still wait for its archive batch)."""
-        request = getattr(response, "request", None)
-        if request is not None:
-            self._done_reading(request.meta.get(meta.LEASE))
-
-    def _forget(self, lease) -> None:
-        """The lease is no longer this worker's (acknowledged, given back, taken over by a
-        follow-up, or let go); its page is no longer unread."""
-        self.client.forget(lease)
-        self._done(lease)
-
-    def _done_reading(self, lease) -> None:
-        if self.pacing.read(lease):  # below FRONTIER_MAX_UNREAD again
-            self.cadence.wake_in(0)
-
-    def _done(self, lease) -> None:
-        """The lease's page is stored, given back or let go."""
-        if self.pacing.done(lease, self.clock.seconds()):  # below a bound again
-            self.cadence.wake_in(0)
-
-    def ack(self, request, **kwargs) -> None:
-        """The page of this request has been handled: release its lease for good."""
-        lease = request.meta.get(meta.LEASE)
-        if not lease:
-            return
-        self._done(lease)
-        if self.pacing.store_up(self.clock.seconds()):
-            self.cadence.wake_in(0)
-        self.client.ack(lease)
-
-    def give_back(self, request, **kwargs) -> None:
-        """The page of this request could not be stored: its URL goes back to its queue
-        now, and the worker holds for a while (``pacing.py``)."""
-        lease = request.meta.get(meta.LEASE)
-        if not lease:
-            return
-        self._done(lease)
-        self.pacing.store_down(self.clock.seconds())  # lease no more for a while (pacing.py)
-        self.client.give_back(lease)
-
-    def _renew(self) -> None:
-        try:
-            if not self.closing.frontier_there():
-                return
-        except redis.RedisError as exc:
-            self.client.outbox.redis_down(exc)
-            return
-        for lease in self.client.renew():  # (held longer than FRONTIER_LEASE_MAX_HOLD: let go)
-            self._done(lease)
 
     # -- closing ----------------------------------------------------------------------------
 
