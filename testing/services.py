@@ -1,4 +1,4 @@
-"""What a test needs that may not be on a user's machine (Cassandra, S3, Chromium...):
+"""What a test needs that may not be on a user's machine (Cassandra, S3, Chromium, Toxiproxy...):
 skipped there with the reason, failed in CI unless CRAWLER_TESTS_WITHOUT names it; and
 the project's settings as a dict, for components built in-process."""
 
@@ -19,7 +19,7 @@ def project_settings(**overrides) -> dict:
     return values
 
 
-SERVICES = ("cassandra", "s3", "chromium", "redis-tls", "redis-cli", "pywb", "luacheck")
+SERVICES = ("cassandra", "s3", "chromium", "redis-tls", "redis-cli", "pywb", "luacheck", "toxiproxy")
 
 OPTED_OUT = "CRAWLER_TESTS_WITHOUT"  # e.g. "chromium,redis-tls": CI skips those as a user's machine does
 

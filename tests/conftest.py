@@ -1,6 +1,6 @@
 """Shared fixtures: a real Redis for every test, Cassandra's session and keyspaces, S3's
-server and buckets (what they start comes from the testing package, which the benchmarks
-share); and each test's marker, its folder: ``unit`` (pure code), ``integration`` (real
+server and buckets, Toxiproxy to put between a test's workers and them (what they start
+comes from the testing package, which the benchmarks share); and each test's marker, its folder: ``unit`` (pure code), ``integration`` (real
 services in this process), ``e2e`` (commands and workers as subprocesses).
 
 With REDIS_URL set, tests use that server; otherwise one embedded redis-server
@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from testing.stores import cassandra_hosts, cassandra_port, new_s3_server
+from testing.toxiproxy import new_toxiproxy
 
 KINDS = ("unit", "integration", "e2e")  # the folders of tests/, each its marker
 
@@ -100,3 +101,25 @@ def s3(s3_server, monkeypatch):
     credentials in the environment (the AWS chain a worker reads)."""
     s3_server.use(monkeypatch)
     yield s3_server.endpoint, s3_server.new_bucket()
+
+
+# -- Toxiproxy: latency and faults between a test's workers and a store (scripts/toxiproxy.py)
+
+
+@pytest.fixture(scope="session")
+def toxiproxy_server(tmp_path_factory):
+    """One Toxiproxy server for the session, its API on a free loopback port."""
+    server = new_toxiproxy(tmp_path_factory.mktemp("toxiproxy"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def toxiproxy(toxiproxy_server):
+    """The session's Toxiproxy client; the proxies a test made (``create``) are deleted after it."""
+    client = toxiproxy_server.client
+    before = set(client.proxies())
+    yield client
+    for name, proxy in client.proxies().items():
+        if name not in before:
+            proxy.delete()

@@ -132,6 +132,7 @@ class S3Storage:
         retry_min: float = 1.0,
         retry_max: float = 60.0,
         proxy: str = "",
+        timeout: float = 60.0,
         client=None,
     ):
         import boto3
@@ -146,8 +147,8 @@ class S3Storage:
             region_name=region or None,
             config=Config(
                 retries={"mode": "standard", "max_attempts": 1},  # (one retry layer: put's own)
-                connect_timeout=10,
-                read_timeout=60,
+                connect_timeout=min(10.0, timeout),
+                read_timeout=timeout,
                 proxies=s3_proxies(proxy),
             ),
         )
@@ -261,6 +262,7 @@ def storage_from_settings(settings):
             retry_min=settings.getfloat("ARCHIVE_RETRY_MIN"),
             retry_max=settings.getfloat("ARCHIVE_RETRY_MAX"),
             proxy=settings.get("ARCHIVE_S3_PROXY"),
+            timeout=settings.getfloat("ARCHIVE_S3_TIMEOUT"),
         )
     root = settings.get("ARCHIVE_DIR") or os.path.join(settings.get("CRAWL_DIR"), settings.get("CRAWL_NAME"), "warc")
     return LocalStorage(root)

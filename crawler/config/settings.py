@@ -573,6 +573,12 @@ TABLE: tuple[Setting, ...] = (
         TEXT,
         "the proxy S3 calls go through: empty, none (HTTP_PROXY and HTTPS_PROXY are the crawl's, for the web); env: the environment's; or a proxy URL",
     ),
+    S(
+        "ARCHIVE_S3_TIMEOUT",
+        60.0,
+        POSITIVE_SECONDS,
+        "seconds an S3 call waits for each read of its answer (and 10 at most to connect): a store that takes a PUT and never answers (a blackhole) holds the upload this long before it is tried again",
+    ),
     S("ARCHIVE_PREFIX", "", TEXT, "in object keys, after their hash part: <hash>/<prefix><crawl>/..."),
     S("ARCHIVE_MAX_BYTES", 64 * 2**20, AT_LEAST_ONE, "a WARC batch is stored when it reaches this size..."),
     S(

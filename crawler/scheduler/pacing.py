@@ -11,7 +11,7 @@
   acknowledged: the archive's batch and the UrlStore's pointer wait): at the bound it
   leases nothing, submissions included, while it keeps renewing what it holds, and says
   so once when it starts waiting and once when it goes on (``frontier/unstored_waits``,
-  ``frontier/unstored_wait_seconds``). A store that is slow, throttled or away then slows
+  ``frontier/unstored_wait_seconds``; ``frontier/unstored_max``: the most it held). A store that is slow, throttled or away then slows
   the crawl, and a worker does not read the web into its memory and spool meanwhile.
 - **Stores down.** A page a store (the UrlStore, the archive) did not take is given back, and
   the worker leases nothing for a while, as during a Redis outage (half the outage so far,
@@ -76,6 +76,8 @@ class Pacing:
         self.unread.add(lease)
         self.held_bytes += size - self.held.get(lease, 0)
         self.held[lease] = size
+        if self.stats is not None:
+            self.stats.max_value("frontier/unstored_max", len(self.held))
 
     def unstored_full(self, now: float) -> bool:
         """At FRONTIER_MAX_UNSTORED pages, or FRONTIER_MAX_UNSTORED_BYTES, fetched and not
