@@ -2,30 +2,27 @@
 
     apt-get install -y python3-doc nodejs-doc rust-doc
     python -m bench.near_duplicates                 # 3,000 pages, 1,500 near copies
-    python -m bench.near_duplicates --pages 1000 --copies 500 --seed 2
-    python -m bench.near_duplicates --servers 3      # the index spread over 3 redis-servers (REDIS_URLS)
+    python -m bench.near_duplicates --servers 3      # the index over 3 redis-servers (REDIS_URLS)
     python -m bench.near_duplicates --cluster        # ... over a 3-master Redis Cluster (16 shards)
 
-The corpus: the documentation pages as they are (bench/page_reading.py's sample, up to
-``--pages``, the same bytes kept once; labelled distinct); ``--copies`` near copies of pages
-with at least CONTENT_SEEN_MIN_WORDS words of main text, 1-5% of the body's words replaced
-by words of other pages plus one more change (a header or footer, a moved section, a date
-line); ``--far`` copies with 10-30% replaced (shown apart, not in the targets); ``--exact``
-byte-for-byte copies. The content-seen pipeline (project settings, a throwaway
-redis-server, ``--fill`` synthetic pages indexed first) checks the pages as they are, then
-the copies, each in random order. A near mark is right when it names the copy's source; a
-mark between pages as they are is wrong unless the two are copies already (words in common
-of their visible text, 2 x sum of min counts / all words, 0.9 or more: rustdoc repeats
-itself). Targets: precision >= 99.5%, recall >= 95% of the 1-5% copies, the check with its
-lookup <= 2 ms per 100 KB page. Also: the former scheme (a 64-bit SimHash of the visible
-text's words, Hamming distance 3) on the same pages; CPU per page by stage; the lookup's
-wall time; Redis memory per indexed page and calls a check (sharded: each server's share).
+The corpus: the documentation pages (bench/page_reading.py's sample, up to ``--pages``, each
+body once; labelled distinct); ``--copies`` near copies of those with CONTENT_SEEN_MIN_WORDS
+words of main text, 1-5% of the words replaced plus a header, a footer, a moved section or a
+date line; ``--far`` copies with 10-30% replaced (not in the targets); ``--exact`` copies.
+The content-seen pipeline (project settings, a throwaway redis-server, ``--fill`` synthetic
+pages indexed first) checks the pages, then the copies, in random order. A near mark is
+right when it names the copy's source; a mark between pages as they are is wrong unless the
+two have 0.9 or more of words in common (rustdoc repeats itself). Targets: precision >=
+99.5%, recall >= 95% of the 1-5% copies, the check with its lookup <= 2 ms per 100 KB. Also:
+the former scheme (a SimHash of the visible text, Hamming distance 3) on the same pages, CPU
+by stage, the lookup's wall time, Redis memory an indexed page and calls a check.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import random
 import tempfile
 import time
@@ -106,8 +103,8 @@ def similarity(a: bytes, b: bytes) -> float:
 
 
 class Timed:
-    """page_fingerprints itself, with the CPU time of each stage: the functions it calls
-    through the module are wrapped with a clock while it runs."""
+    """page_fingerprints with the CPU time of each stage: the functions it calls through the
+    module are wrapped with a clock while it runs."""
 
     def __init__(self):
         self.cpu = collections.Counter()
@@ -115,22 +112,18 @@ class Timed:
     def run(self, body: bytes, min_words: int) -> fp.Fingerprints:
         saved = {name: getattr(fp, name) for name in STAGES}
         for name, fn in saved.items():
-            setattr(fp, name, self._clocked(STAGES[name], fn))
+            setattr(fp, name, functools.partial(self.clocked, STAGES[name], fn))
         try:
             return fp.page_fingerprints(body, min_words)
         finally:
             for name, fn in saved.items():
                 setattr(fp, name, fn)
 
-    def _clocked(self, stage: str, fn):
-        def clocked(*args):
-            t0 = time.process_time()
-            try:
-                return fn(*args)
-            finally:
-                self.cpu[stage] += time.process_time() - t0
-
-        return clocked
+    def clocked(self, stage: str, fn, *args):
+        t0 = time.process_time()
+        result = fn(*args)
+        self.cpu[stage] += time.process_time() - t0
+        return result
 
 
 def fill_index(pipeline, client, pages: int, seed: int) -> float:
