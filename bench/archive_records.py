@@ -1,24 +1,21 @@
-"""Benchmark: what the web archive's records cost. The archive's CPU per page and bytes per
-page before and after (warcinfo, metadata and revisit records, and the CDXJ index written
-as it goes), in one run, on real pages with planted exact copies.
+"""Benchmark: what the web archive's records cost. The archive's CPU and bytes per page
+before and after (warcinfo, metadata and revisit records, and the CDXJ index written as it
+goes), in one run, on real pages with planted exact copies.
 
-The corpus: ``--pages`` HTML pages of Debian's documentation packages (bench/page_reading.py's
-sample: ``apt-get install -y python3-doc nodejs-doc rust-doc``), each with its links read
-as the spider reads them; then ``--copies`` (a share) of them again under another URL, at
-random places in the stream, as exact copies (what content seen marks ``duplicate_of``).
+    apt-get install -y python3-doc nodejs-doc rust-doc
+    python -m bench.archive_records --pages 3000 --runs 9
 
-"Before" is the archive's ``warc.py`` as it was at ``--before`` (a commit, read with
-``git show``, loaded as a module of its own): a response and a request record per page,
-exact copies skipped. "After" is today's: a warcinfo record per file, per page a response
-(a revisit record for a copy) with its request and a metadata record (outlinks, fetch
-time), and each batch's index written at its close. Both write every page into batches of
-``ARCHIVE_MAX_BYTES`` in a temporary directory, as the pipeline's writer thread does
-(``WarcBatch.add``, then ``close``), after ``_raw_page`` builds the record's input; CPU is
-``time.thread_time()`` of this thread. The two write in step, page by page (each page's
-CPU counted to its version: the machine's drift, large on a shared virtual machine, falls
-on both alike); the median of ``--passes`` passes.
-Printed: CPU ms per page (all pages, copies included), bytes per page, the ratio after /
-before (goal: CPU at most 1.10), and the revisits' share of the bytes written.
+The corpus: ``--pages`` HTML pages of the documentation packages (bench/page_reading.py's
+sample), each with its links read as the spider reads them; then ``--copies`` (a share) of
+them again under another URL, at random places, as exact copies (``duplicate_of``).
+"Before" is ``crawler/archive/warc.py`` at ``--before`` (read with ``git show``): a response
+and a request record a page, exact copies skipped. "After" is today's: a warcinfo record a
+file, per page a response (a revisit for a copy), its request and a metadata record, and
+each batch's index at its close. Both write every page into batches of ARCHIVE_MAX_BYTES as
+the pipeline's writer thread does (``_raw_page``, ``WarcBatch.add``, ``close``), in step page
+by page (the machine's drift falls on both), CPU by ``time.thread_time()``; each of
+``--runs`` passes is a run. Figures: CPU ms and bytes a page of each, after / before (goal:
+CPU at most 1.10), and the revisits' share of the bytes written.
 """
 
 from __future__ import annotations
@@ -28,7 +25,6 @@ import hashlib
 import importlib.util
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +34,7 @@ from pathlib import Path
 from scrapy.settings import Settings
 
 from bench.page_reading import URL_OPTIONS, load_pages
+from bench.results import Results
 from crawler.archive import warc
 from crawler.page.reader import read_page
 from crawler.pipelines.archive import _raw_page, warcinfo
@@ -123,8 +120,7 @@ class Writer:
 
 
 def run(before, items: list[dict]) -> dict[str, Writer]:
-    """Every page written by both versions in step, page by page (each page's CPU counted
-    to its version), so that both see the same machine at the same moments."""
+    """Every page written by both versions in step, page by page."""
     info = warcinfo(Settings({"CRAWL_NAME": "bench", "USER_AGENT": "crawler/0.1"}))
     with tempfile.TemporaryDirectory(prefix="bench-archive-") as tmp:
         writers = {"before": Writer(before, tmp, "before", None), "after": Writer(warc, tmp, "after", info)}
@@ -143,15 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.archive_records", description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=3000, help="pages of the corpus (before copies)")
     parser.add_argument("--copies", type=float, default=0.10, help="share of the pages planted again as exact copies")
-    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3, help="passes over the pages")
     parser.add_argument("--before", default="24d464d", help="the commit whose warc.py is 'before'")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
-    try:
-        before = old_warc(args.before)
-    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
-        print(f"cannot read crawler/archive/warc.py at {args.before} with git: {exc}", file=sys.stderr)
-        return 1
+    results = Results("archive_records", runs=args.runs)
+    before = old_warc(args.before)
     items = corpus(args.pages, args.copies, args.seed)
     if not items:
         print("no documentation pages: apt-get install -y python3-doc nodejs-doc rust-doc", file=sys.stderr)
@@ -159,19 +152,24 @@ def main(argv: list[str] | None = None) -> int:
     n = len(items)
     copies = sum(1 for i in items if i.get("duplicate_of"))
     print(f"{n} pages ({copies} exact copies), {sum(len(i['body']) for i in items) / n / 1024:.1f} KB a page")
-    passes = [run(before, items) for _ in range(args.passes)]
-    figures = {}
-    for label in ("before", "after"):
-        cpu = statistics.median(p[label].cpu for p in passes) / n * 1000
-        size = statistics.median(p[label].written for p in passes) / n
-        figures[label] = (cpu, size)
-        print(f"{label:7s} {cpu:.3f} ms CPU a page, {size / 1024:.2f} KB a page (all {n} pages)")
-    pairs = [p["after"].cpu / p["before"].cpu for p in passes]
-    print("each pass, after / before: " + " ".join(f"{r:.3f}" for r in pairs))
-    (cpu_b, size_b), (cpu_a, size_a) = figures["before"], figures["after"]
-    share = statistics.median(p["after"].revisit_bytes / p["after"].written for p in passes)
-    print(f"after / before: CPU {cpu_a / cpu_b:.3f} (goal <= 1.10), bytes {size_a / size_b:.3f}")
-    print(f"revisit records: {share:.2%} of the bytes written, for {copies / n:.1%} of the pages")
+    for _ in range(args.runs):
+        writers = run(before, items)
+        for label, w in writers.items():
+            print(f"  {label:7s} {w.cpu / n * 1000:.3f} ms CPU a page, {w.written / n / 1024:.2f} KB a page", end="")
+            results.add(f"{label}: CPU a page", w.cpu / n * 1000, "ms")
+            results.add(f"{label}: bytes a page", w.written / n / 1024, "KB")
+        b, a = writers["before"], writers["after"]
+        print(
+            f"  after / before: CPU {a.cpu / b.cpu:.3f} (goal <= 1.10), bytes {a.written / b.written:.3f}", flush=True
+        )
+        results.add("after / before, CPU", a.cpu / b.cpu, "x", baseline="before: CPU a page")
+        results.add("after / before, bytes", a.written / b.written, "x", baseline="before: bytes a page")
+        results.add(
+            f"revisit records' share of the bytes ({copies / n:.1%} of the pages)",
+            100 * a.revisit_bytes / a.written,
+            "%",
+        )
+    results.write()
     return 0
 
 

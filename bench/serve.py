@@ -1,23 +1,19 @@
 """The read API (``scrapy serve``) under open-loop load on loopback: how many record
 look-ups a second one server answers from a UrlStore of a million records within p50 5 ms
 and p99 50 ms (under 1% errors and timeouts), and how many URLs a second the batch look-up
-answers; from SQLite, from a Cassandra node of its own (``--backends sqlite,cassandra``),
-or both in one run. The store is generated once (testing/urlstore.py) and reused; the
-Cassandra copy lives in a node of the benchmarks' own (testing/cassandra.py, ports 9342,
-7400, 7600, data kept in ~/.cache/crawler-bench/cassandra); the load is testing/load.py.
+answers; from SQLite, or a Cassandra node of the benchmarks' own (testing/cassandra.py), or
+both (``--backends sqlite,cassandra``). The store is generated once (testing/urlstore.py)
+and reused; the load is testing/load.py.
 
     python -m bench.serve                                  # 1,000,000 records, steps of 10 s
     python -m bench.serve --records 100000 --step-seconds 5
-    python -m bench.serve --rates 500,1000,2000 --batch-rates 5,10,20 --clients 2
     python -m bench.serve --set SERVE_PROCESSES=2           # two server processes on one port
-    python -m bench.serve --backends sqlite,cassandra       # the same records from both backends
 
 Each step prints the offered and answered rate, latency p50/p90/p99/max from the scheduled
-time, errors and timeouts, the server's (and node's, and busiest load process's) CPU as % of
-a core on a CPU / waiting for one, the server's CPU a request, the MB it read from storage,
-how late the load sent, and the cores other processes kept busy. At the end: the highest
-rate meeting the target and what held back the first step that missed it, and for each
-backend the highest rates answered with p99 <= 50 ms (recorded in bench/results/serve.json).
+time, errors and timeouts, the CPU of the server (and node, and load) as % of a core on a
+CPU / waiting for one, the server's CPU a request, the MB it read from storage, how late the
+load sent, and the cores other processes kept busy. Recorded: each backend's highest rate
+meeting the target, and the highest rates answered with p99 <= 50 ms.
 """
 
 from __future__ import annotations
@@ -44,9 +40,6 @@ BATCH_RATES = (5, 10, 20, 30, 40, 60)
 SAMPLE = 200_000  # stored URLs the clients pick from
 START_TIMEOUT = 90.0  # seconds for the server to answer
 WARM_UP = 10.0  # seconds of record look-ups at 100/s before the steps
-CLIENT_BUSY = 0.90  # share of a core above which a load process counts as the limit
-SERVER_BUSY = 0.80  # and the server (its Python code runs one thread at a time: one core at most)
-OTHERS_BUSY = 0.3  # cores other processes keep busy above which they count
 
 
 class Step(StepResult):
@@ -63,28 +56,6 @@ class Step(StepResult):
     @property
     def kept_up(self) -> bool:
         return self.achieved >= 0.95 * self.offered and self.failed_share < TARGET_FAILED
-
-    def limit(self, unit: int = 1) -> str:
-        """What held this step back, by the CPU figures."""
-        cost = f"{self.server_per / unit * 1e6:,.0f} us of server CPU a {'URL' if unit > 1 else 'request'}"
-        if self.client_cpu >= CLIENT_BUSY * 100:
-            return f"the load process ({self.client_cpu:.0f}% of a core)"
-        if self.server_cpu >= SERVER_BUSY * 100:
-            return f"the server's CPU ({self.server_cpu:.0f}% of a core, {cost})"
-        node = "" if self.node_cpu != self.node_cpu else f", the Cassandra node {self.node_cpu:.0f}%"
-        if self.server_cpu + self.client_cpu + (0 if node == "" else self.node_cpu) >= 170:
-            return (
-                f"the two cores, kept busy by the run itself (the server {self.server_cpu:.0f}% of one{node}, "
-                f"the load {self.client_cpu:.0f}%; {cost})"
-            )
-        if self.others >= OTHERS_BUSY and (self.server_wait >= 20 or self.client_wait >= 20):
-            return (
-                f"the two cores, shared: other processes kept {self.others:.1f} cores busy, the server got "
-                f"{self.server_cpu:.0f}% of one ({cost}) and its threads waited {self.server_wait:.0f}% of the time"
-            )
-        if self.late_p99 > self.p99 / 2:
-            return f"the load process sending late (p99 {self.late_p99 * 1000:.0f} ms)"
-        return f"the server's time per request ({cost}; {self.server_cpu:.0f}% of a core)"
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -111,27 +82,11 @@ def row(r: Step, unit: int = 1) -> str:
 
 
 def summary(results: list[Step], what: str, unit: int = 1) -> str:
-    met = [r for r in results if r.met]
-    best = max(met, key=lambda r: r.offered) if met else None
-    text = (
-        f"{what}: {best.offered * unit:,.0f}/s met the target (p50 {best.p50 * 1000:.1f} ms, "
-        f"p99 {best.p99 * 1000:.1f} ms, server {best.server_cpu:.0f}% of a core)"
-        if best
-        else f"{what}: no rate met the target"
-    )
+    """The highest rate that met the target, and the most answered."""
+    best = max((r for r in results if r.met), key=lambda r: r.offered, default=None)
     most = max(results, key=lambda r: r.achieved)
-    text += (
-        f"; the most answered: {most.achieved * unit:,.0f}/s (offered {most.offered * unit:,.0f}/s, "
-        f"p50 {most.p50 * 1000:,.0f} ms, p99 {most.p99 * 1000:,.0f} ms)"
-    )
-    missed = [r for r in results if not r.met and (best is None or r.offered > best.offered)]
-    if missed:
-        first = missed[0]
-        text += (
-            f"; {first.offered * unit:,.0f}/s missed it (p50 {first.p50 * 1000:,.1f} ms, "
-            f"p99 {first.p99 * 1000:,.0f} ms), held back by {first.limit(unit)}"
-        )
-    return text
+    text = f"{what}: " + (f"{best.offered * unit:,.0f}/s met the target" if best else "no rate met the target")
+    return text + f"; the most answered {most.achieved * unit:,.0f}/s (p99 {most.p99 * 1000:,.0f} ms)"
 
 
 def p99_rate(results: list[Step], unit: int = 1) -> Step | None:
@@ -242,22 +197,24 @@ def measure(args, backend, crawl_dir, crawl, known, unknown, rates, batch_rates,
             redis = FrontierRedis(crawl_dir.parent / f"{crawl_dir.name}-redis", crawl)
             settings |= node.settings(keyspace_name(args.records)) | {"REDIS_URL": redis.url}
         settings |= dict(s.split("=", 1) for s in args.set)
-        t0 = time.monotonic()
         server = ServeProcess(clean_env(), settings, crawl_dir / f"serve-{backend}.log", start_timeout=START_TIMEOUT)
-        base, server_pid = server.base, server.proc.pid
-        print(f"\n[{backend}] server: scrapy serve on {base}, answering after {time.monotonic() - t0:.1f} s")
+        server_pid = server.proc.pid
         load = Load(
-            args.clients, base, crawl, known, unknown, args.unknown, args.batch, args.connections, args.seed, Step
+            args.clients,
+            server.base,
+            crawl,
+            known,
+            unknown,
+            args.unknown,
+            args.batch,
+            args.connections,
+            args.seed,
+            Step,
         )
         load.run("record", 100, WARM_UP, args.timeout, None)  # warm-up: connections, caches, a JVM's compiler
         read0 = disk_read(server_pid) if server_pid else 0
         where = f"keyspace {keyspace_name(args.records)} of the Cassandra node" if backend == "cassandra" else "SQLite"
-        print(
-            f"\n[{backend}] GET /api/crawls/{crawl}/record?url=U from {where}, {args.unknown:.0%} unknown URLs, "
-            f"open-loop steps of {args.step_seconds:g} s, {args.clients} load process(es) x {args.connections} "
-            "connections\n(server, node, load: % of a core on a CPU / waiting for one; cpu: the server's CPU a "
-            "request; late: how late the load sent a request; others: cores other processes kept busy)"
-        )
+        print(f"\n[{backend}] GET /api/crawls/{crawl}/record?url=U from {where}, {args.unknown:.0%} unknown URLs")
         print(header("req"))
         singles: list[Step] = []
         for rate in rates:
@@ -298,33 +255,22 @@ def measure(args, backend, crawl_dir, crawl, known, unknown, rates, batch_rates,
             redis.stop()
 
 
-def print_summary(results: Steps, batch: int) -> None:
+def print_summary(results: Steps, batch: int, out: Results | None = None) -> None:
+    """Each backend's highest rates within the target and at p99 <= 50 ms (p50 not counted);
+    added to ``out`` when given."""
+    print(f"\nthe highest rates within the target, and answered with p99 <= {TARGET_P99 * 1000:.0f} ms:")
     for backend, (singles, batches) in results.items():
         print(f"[{backend}] " + summary(singles, "record look-up (requests/s)"))
-        if batches:
-            print(f"[{backend}] " + summary(batches, f"batch look-up of {batch} (URLs/s)", batch))
-    print(f"\nthe highest rate answered with p99 <= {TARGET_P99 * 1000:.0f} ms (p50 not counted):")
-    for backend, (singles, batches) in results.items():
-        parts = []
-        for steps, what, unit in ((singles, "record look-ups/s", 1), (batches, "URLs/s in batches", batch)):
-            if steps:
-                best = p99_rate(steps, unit)
-                parts.append(
-                    f"{best.offered * unit:,.0f} {what} (p99 {best.p99 * 1000:.1f} ms)" if best else f"no {what} rate"
-                )
-        print(f"  {backend:10} " + "; ".join(parts))
-
-
-def record(out: Results, results: Steps, batch: int) -> None:
-    """The headline figures: each backend's highest rates within the target, and at p99 <= 50 ms."""
-    for backend, (singles, batches) in results.items():
-        met = [r.offered for r in singles if r.met]
-        out.add(f"{backend}: record look-ups/s within p50 5 ms, p99 50 ms", max(met, default=0), "/s")
+        met = max((r.offered for r in singles if r.met), default=0)
+        figures = {f"{backend}: record look-ups/s within p50 5 ms, p99 50 ms": met}
         for steps, what, unit in ((singles, "record look-ups/s", 1), (batches, "URLs/s in batch look-ups", batch)):
             if steps:
                 best = p99_rate(steps, unit)
-                out.add(f"{backend}: {what} at p99 <= 50 ms", best.offered * unit if best else 0, "/s")
-    out.write()
+                figures[f"{backend}: {what} at p99 <= 50 ms"] = best.offered * unit if best else 0
+        print("  " + "; ".join(f"{name.split(': ', 1)[1]}: {value:,.0f}" for name, value in figures.items()))
+        for name, value in figures.items():
+            if out is not None:
+                out.add(name, value, "/s")
 
 
 def main() -> int:
@@ -342,9 +288,9 @@ def main() -> int:
         out = Results("serve")
         prepare_store(args.store, args.records, args.hosts, args.seed, args.cold)
         results = run(args)
-        print(f"\nload average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores\n")
-        print_summary(results, args.batch)
-        record(out, results, args.batch)
+        print(f"\nload average (1 min) at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+        print_summary(results, args.batch, out)
+        out.write()
     except Overdue as exc:
         print(exc, file=sys.stderr)
         return 1

@@ -74,7 +74,6 @@ from collections import Counter, defaultdict
 from functools import partial
 from pathlib import Path
 
-from bench.doc_crawl import error_lines
 from bench.results import Results
 from testing.docsites import KILL_AFTER, DocServer, MirrorHandler, Site, mirrored_sites, run_commands
 from testing.sampling import percentile
@@ -139,6 +138,28 @@ class LoggingServer(DocServer):
 
 
 # -- the runs ------------------------------------------------------------------------------
+
+
+def error_lines(lines: list[str]) -> Counter:
+    """(ERROR message with URLs and numbers blanked, the exception that follows it) -> count;
+    a traceback with no ERROR line before it counts as a message of its own."""
+    errors: Counter = Counter()
+    pending = None
+    for line in lines:
+        record = re.match(r"20\d\d-\d\d-\d\d ", line) is not None
+        if " ERROR: " in line or (line.startswith("Traceback") and pending is None):
+            if pending is not None:
+                errors[(pending, "")] += 1
+            pending = re.sub(r"https?://\S+|\d+", "#", line.split(" ERROR: ", 1)[-1])
+        elif pending is not None and re.match(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b", line):
+            errors[(pending, line)] += 1
+            pending = None
+        elif pending is not None and record:
+            errors[(pending, "")] += 1
+            pending = None
+    if pending is not None:
+        errors[(pending, "")] += 1
+    return errors
 
 
 def run_procs(cmds: list[tuple[list[str], Path, dict]], seconds: float, work: Path) -> tuple[list, list, object]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -22,7 +23,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from testing.workers import ROOT
+from testing.servers import RedisServer
+from testing.workers import ROOT, clean_env, read_pages
 
 RUST = "/usr/share/doc/rust-doc/html"
 
@@ -52,6 +54,7 @@ class Site:
         self.answers: Counter = Counter()  # HTTP status -> requests answered
         self.busy = 0.0  # seconds spent answering GETs
         self.gets = 0
+        self.arrivals: list[float] = []  # monotonic time of each GET's arrival
 
     @property
     def base(self) -> str:
@@ -103,6 +106,7 @@ class DocHandler(SimpleHTTPRequestHandler):
 
     def do_GET(self):
         started = time.perf_counter()
+        self.site.arrivals.append(time.monotonic())
         try:
             super().do_GET()
         finally:
@@ -125,7 +129,7 @@ class DocServer(ThreadingHTTPServer):
     """Threads per request; a client gone mid-answer is counted, not printed."""
 
     daemon_threads = True
-    handler = DocHandler  # (a subclass may take another: bench/importance.py notes arrivals)
+    handler = DocHandler
 
     def __init__(self, site: Site):
         self.site = site
@@ -211,6 +215,31 @@ def worker_commands(sites: list[Site], workers: int, work: Path, env: dict, sett
             cmd += ["-s", f"{name}={value}"]
         cmds.append((cmd, ROOT, env, work / f"worker-{n}.out"))
     return cmds
+
+
+def crawl_sites(sites: list[Site], workers: int, work: Path, settings: dict, limit: float) -> tuple[dict, float]:
+    """``workers`` workers crawl ``sites`` from their seeds (worker_commands) with a
+    throwaway redis-server, each killed ``limit`` s after the start: (run_commands's
+    answer, the workers' CPU seconds, their page processes included)."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "seeds.txt").write_text("".join(site.seed + "\n" for site in sites))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with RedisServer(str(work)) as redis_server:
+        env = {**clean_env(), "REDIS_URL": redis_server.url}
+        ended = run_commands(worker_commands(sites, workers, work, env, settings), limit)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # before redis-server ends
+    return ended, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def read_feeds(work: Path, workers: int) -> list[dict]:
+    """The Pages of the feeds of worker_commands's ``workers`` workers."""
+    return [page for n in range(workers) for page in read_pages(work / f"pages-{n}.jsonl")]
+
+
+def smallest_gap(sites: list[Site]) -> float:
+    """The smallest time between two arrivals at one site (NaN for none)."""
+    gaps = [b - a for s in sites for a, b in zip(sorted(s.arrivals), sorted(s.arrivals)[1:])]
+    return min(gaps, default=float("nan"))
 
 
 def run_commands(cmds: list[tuple[list[str], Path, dict, Path]], limit: float) -> dict[int, tuple[float, int | None]]:
