@@ -49,10 +49,10 @@ key                         type    contents
 ``flying``                  set     seq of every lease in flight
 ``leases``                  zset    lease -> expiry time (ms); a lease is
                                     ``<seq>\\x1f<attempt>\\x1f<host>\\x1f<payload>``
-``leased``                  hash    URL -> leases of it in ``leases`` (a payload stored
-                                    whole, ``J``, is not counted): PROMOTE finds a URL in
-                                    flight here, not by reading ``leases``; every script
-                                    that adds or removes a lease keeps it in step
+``leased``                  hash    URL (a payload's first field) -> leases of it in
+                                    ``leases``: PROMOTE finds a URL in flight here, not by
+                                    reading ``leases``; every script that adds or removes
+                                    a lease keeps it in step
 ``lease:seq``               string  lease counter (keeps two leases of a URL apart)
 ``seen:meta``               hash    URL-seen bookkeeping: ``gen`` (number of
                                     generations), ``n:<i>`` (URLs added to generation i)

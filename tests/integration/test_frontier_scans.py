@@ -1,4 +1,4 @@
-"""No frontier script reads a whole collection (docs/decisions/0053-no-script-scans-a-whole-collection.md):
+"""No frontier script reads a whole collection (docs/decisions/0053-no-script-reads-a-whole-collection.md):
 PROMOTE finds a URL in flight in the index of leases by URL (``leased``), kept in step as
 leases are handed out, renewed, expire, are replaced and acknowledged; a drop moves its
 host's queues a chunk a call without touching the other hosts' URLs; a host's delayed

@@ -202,11 +202,11 @@ end
 -- that PROMOTE finds whether a lease holds a URL without reading 'leases'. Every script
 -- that adds a lease (POP) or removes one (acknowledged, expired, replaced by a follow-up:
 -- POP, ACK, PUSH) calls leased with +1 or -1 for each member it added or removed (a
--- renewal or a give-back, ZADD XX from the client, changes no member). A payload stored
--- whole ('J') is never promoted: not counted.
+-- renewal or a give-back, ZADD XX from the client, changes no member). The URL is the
+-- payload's first field (a payload stored whole, 'J', is its own key).
 local function leased(prefix, member, by)
     local payload = split(member, 4)[4]
-    if not payload or string.byte(payload, 1) == 74 then return end
+    if not payload then return end
     local key = prefix .. K.leased
     local url = split(payload, 2)[1]
     if redis.call('HINCRBY', key, url, by) <= 0 then redis.call('HDEL', key, url) end
