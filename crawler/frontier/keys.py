@@ -40,12 +40,19 @@ key                         type    contents
                                     it last answered (comma separated)
 ``delayed``                 zset    ``<seq>\x1f<host>\x1f<payload>`` -> time (ms) a URL's
                                     own retry is due; moved to its back queue then
+``dq:<host>``               zset    the host's entries of ``delayed``, as
+                                    ``<seq>\x1f<payload>`` -> the same time: a drop finds
+                                    the host's retries here, not by reading ``delayed``
 ``hflight``                 hash    host -> leases in flight (popped, download not
                                     ended); a host at FRONTIER_HOST_MAX_IN_FLIGHT is
                                     out of the ready heap until one lands
 ``flying``                  set     seq of every lease in flight
 ``leases``                  zset    lease -> expiry time (ms); a lease is
                                     ``<seq>\\x1f<attempt>\\x1f<host>\\x1f<payload>``
+``leased``                  hash    URL (a payload's first field) -> leases of it in
+                                    ``leases``: PROMOTE finds a URL in flight here, not by
+                                    reading ``leases``; every script that adds or removes
+                                    a lease keeps it in step
 ``lease:seq``               string  lease counter (keeps two leases of a URL apart)
 ``seen:meta``               hash    URL-seen bookkeeping: ``gen`` (number of
                                     generations), ``n:<i>`` (URLs added to generation i)
@@ -94,6 +101,10 @@ key                         type    contents
                                     ``in_flight`` (written as its URLs are admitted)
 ``hdown``                   hash    host -> time (ms) of its first back-off (down, robots.txt
                                     unreachable) since it last answered
+``dropping``                zset    hosts dropped (``hdropped``) whose queues are still
+                                    being moved to ``drops``, a chunk a call (HOLD's
+                                    caller, POP) -> 1 while its delayed retries are to
+                                    move too, 0 when not
 ``drops``                   list    ``<code>\x1f<host>\x1f<payload>``: URLs to be recorded as
                                     not fetched (code 1 dropped by the operator, 2 host
                                     given up, 3 over its host's page quota); POP hands
@@ -160,6 +171,7 @@ NAMES = {
     "hflight": "hflight",
     "flying": "flying",
     "lease_seq": "lease:seq",
+    "leased": "leased",
     "seen_meta": "seen:meta",
     "counters": "counters",
     "workers": "workers",
@@ -177,6 +189,7 @@ NAMES = {
     "hdown": "hdown",
     "hlimit": "hlimit",
     "drops": "drops",
+    "dropping": "dropping",
     "recrawl_lock": "recrawl:lock",
     "acked_recent": "acked:recent",
     "tally": "tally",
@@ -188,6 +201,7 @@ NAMES = {
     "front": "fq:",
     "back": "bq:",
     "ranked": "rq:",
+    "host_delayed": "dq:",
     "seen": "seen:",
     "robots": "robots:",
     "robots_lock": "robots:lock:",
@@ -241,6 +255,9 @@ class Keys:
 
     def ranked(self, host: str) -> str:
         return f"{self.prefix}{NAMES['ranked']}{host}"
+
+    def host_delayed(self, host: str) -> str:
+        return f"{self.prefix}{NAMES['host_delayed']}{host}"
 
     def robots(self, origin: str) -> str:
         return f"{self.prefix}{NAMES['robots']}{origin}"

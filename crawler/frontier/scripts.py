@@ -25,6 +25,7 @@ Entry formats:
 """
 
 import re
+from collections.abc import Callable
 from importlib import resources
 
 from crawler.frontier.keys import lua_table
@@ -42,15 +43,17 @@ PREAMBLE = "-- luacheck: push ignore 211 631\n{}-- luacheck: pop\n".format(  # (
 _INCLUDE = re.compile(r'^--- @include "([a-z_]+)"\n', re.M)
 
 
-def _piece(name: str) -> str:
-    return SHARED.format(LUA.joinpath("includes", f"{name}.lua").read_text(encoding="utf-8"))
+def _read(path: str) -> str:
+    return LUA.joinpath(path).read_text(encoding="utf-8")
 
 
-def source(name: str) -> str:
+def source(name: str, read: Callable[[str], str] = _read) -> str:
     """The script ``name`` (``lua/<name>.lua``) as Redis runs it: the preamble, then its
-    text with each ``--- @include "piece"`` replaced by ``lua/includes/<piece>.lua``."""
-    text = LUA.joinpath(f"{name}.lua").read_text(encoding="utf-8")
-    return PREAMBLE + _INCLUDE.sub(lambda m: _piece(m[1]), text)
+    text with each ``--- @include "piece"`` replaced by ``lua/includes/<piece>.lua``.
+    ``read``: a file's text by its path under ``lua/`` (another commit's: a benchmark's
+    baseline, bench/frontier_scans.py)."""
+    text = read(f"{name}.lua")
+    return PREAMBLE + _INCLUDE.sub(lambda m: SHARED.format(read(f"includes/{m[1]}.lua")), text)
 
 
 PUSH, POP, BACKOFF, FAIL, SLOT, END, ACK, PROMOTE, HOLD, CREDIT = (source(name) for name in NAMES)

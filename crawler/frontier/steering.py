@@ -43,10 +43,19 @@ class FrontierSteering:
     def drop(self, host: str, now: int | None = None) -> bool:
         """Fetch nothing more of ``host``: its URLs queued, and any that come up later, are
         handed out to be recorded as not fetched (fate ``dropped``) without a request.
-        False when it was dropped (or given up) already."""
-        return self._hold_call("drop", host, now)
+        False when it was dropped (or given up) already. The host's queues move a chunk a
+        call (scripts.HOLD), each call atomic, so that a drop of a long queue never holds up
+        the other workers' calls for long."""
+        state = self._hold_script("drop", host, now)
+        if state == 2:  # entries left: the next chunks, until none is left
+            while self._hold_script("more", host, now):
+                pass
+        return state > 0
 
     def _hold_call(self, verb: str, host: str | None, now: int | None) -> bool:
+        return self._hold_script(verb, host, now) > 0
+
+    def _hold_script(self, verb: str, host: str | None, now: int | None) -> int:
         args = [
             self.keys.prefix,
             now_ms() if now is None else now,
@@ -55,7 +64,7 @@ class FrontierSteering:
             self.max_in_flight,
             self.host_interval_ms,
         ]
-        return bool(self._hold(keys=self._route, args=args))
+        return int(self._hold(keys=self._route, args=args))
 
     def paused(self) -> dict:
         """What the operator holds: {"crawl": the time (ms) the crawl was paused, or None;

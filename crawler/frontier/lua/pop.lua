@@ -28,7 +28,9 @@
 --   1. expired leases (up to 100) go back to the head of their host's back queue, or are
 --      abandoned (counted) after max attempts; a lease whose expiry is 0 was given back
 --      by its worker (release) and does not count as an attempt; retries that are due
---      (up to 100) move from the delayed set to the head of their host's back queue;
+--      (up to 100) move from the delayed set (and their host's index of it, dq:<host>) to
+--      the head of their host's back queue; a drop under way ('dropping', see HOLD) moves
+--      its next chunk (at most DROP_CHUNK entries; not in a call for submissions only);
 --   2. hand out one URL from each of the first n hosts due by now + lookahead: those with
 --      submissions waiting (rush) first, then the others of the ready heap, the longest due
 --      first;
@@ -40,6 +42,7 @@
 --   a URL promoted by a submission (PROMOTE) is queued twice: the first of its copies to
 --   come up in steps 2 and 3 is handed out, the second is dropped (the host keeps its
 --   turn; counted out of 'queued');
+--   every lease added or removed is counted in the index of leases by URL ('leased');
 --   every URL handed out is leased until now + lease time and is in flight until it
 --   lands; it is due at max(now, its host's due time); its host's next time becomes
 --   that + its interval (hdelay or the default); a
@@ -90,6 +93,7 @@ local function requeue_expired()
     for x = 1, #expired, 2 do
         local member = expired[x]
         redis.call('ZREM', leases, member)
+        leased(prefix, member, -1)
         land(prefix, member, now, false)
         local parts = split(member, 4)  -- seq, attempt, host, payload
         local attempt = tonumber(parts[2])
@@ -117,6 +121,7 @@ local function release_due_retries()
     for _, entry in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 100)) do
         redis.call('ZREM', delayed, entry)
         local parts = split(entry, 3)  -- seq, host, payload
+        redis.call('ZREM', prefix .. K.host_delayed .. parts[2], parts[1] .. SEP .. parts[3])
         redis.call('LPUSH', prefix .. K.back .. parts[2], parts[3])
         make_ready(prefix, parts[2], now)
     end
@@ -160,6 +165,7 @@ local function lease(host, payload, due, interval, untracked, cash)
     local seq = redis.call('INCR', prefix .. K.lease_seq)
     local member = seq .. SEP .. attempt .. SEP .. host .. SEP .. payload
     redis.call('ZADD', leases, now + lease_ms, member)
+    leased(prefix, member, 1)
     if not untracked then
         redis.call('SADD', prefix .. K.flying, seq)
         redis.call('HINCRBY', prefix .. K.hflight, host, '1')
@@ -319,6 +325,7 @@ end
 out[2] = settle(prefix, 14, now)  -- 0. acknowledgements and landings
 requeue_expired()  -- 1.
 release_due_retries()
+if not urgent_only then next_drop_chunk(prefix, nil) end
 if n == 0 or redis.call('EXISTS', prefix .. K.paused) == 1 then return out end  -- the operator's pause
 local budget = budget_left()  -- (a drop is no page: handed out before the budget)
 if not urgent_only then hand_out_drops() end  -- 2a.

@@ -8,9 +8,10 @@
 -- A queued URL sits in a front queue, a back queue or the delayed set, where finding it
 -- would mean reading the queue; instead a copy of it goes to the head of its host's back
 -- queue and the URL into 'promoted' (URL -> now): POP hands out whichever copy comes up
--- first and drops the other. A URL in flight (a lease holds it), or whose promoted copy was
--- handed out, is not promoted again; one promoted and not yet handed out is at the head of
--- its queue already.
+-- first and drops the other. A URL in flight (a lease holds it: the index of leases by URL,
+-- 'leased', counts it; see helpers), or whose promoted copy was handed out, is not promoted
+-- again; one promoted and not yet handed out is at the head of its queue already. Nothing
+-- here reads a whole collection: a call costs the same whatever the leases held.
 -- Returns one status per URL: 1 promoted, 0 not (in flight).
 -- Promotions older than ARGV[3] are forgotten (a URL promoted when it was queued nowhere:
 -- a page whose record the caller did not find, fetched by another worker meanwhile).
@@ -22,18 +23,14 @@ max_flight = tonumber(ARGV[4])
 default_interval = ARGV[5]
 local horizon = tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', promoted, '(' .. -horizon, '(' .. horizon)
-local flying = {}
-for _, member in ipairs(redis.call('ZRANGE', prefix .. K.leases, 0, -1)) do
-    local payload = split(member, 4)[4]
-    flying[split(payload, 2)[1]] = true
-end
 local out, added = {}, 0
 for i = 6, #ARGV do
     local parts = split(ARGV[i], 2)
     local host, payload = parts[1], parts[2]
     local url = split(payload, 2)[1]
     local at = redis.call('ZSCORE', promoted, url)
-    if flying[url] or (at and tonumber(at) < 0) then  -- in flight, or just handed out
+    local flying = redis.call('HEXISTS', prefix .. K.leased, url) == 1
+    if flying or (at and tonumber(at) < 0) then  -- in flight, or just handed out
         out[#out + 1] = 0
     elseif at then  -- promoted already, at the head of its queue
         out[#out + 1] = 1

@@ -16,7 +16,8 @@
 --          urgent     '1' (with back): a submission: its host is handed out before the
 --                     other due hosts (rush, hrush)
 --          retry_at   ms: not before that time: into the delayed set (a URL's own retry),
---                     from which POP moves it to the head of its back queue once due
+--                     and its host's index of it (dq:<host>: seq SEP payload), from which
+--                     POP moves it to the head of its back queue once due
 --          quota      the host's page quota, in place of ARGV[5] (the crawl rules' max_pages)
 --          in_flight  the host's in-flight limit (hlimit: the crawl rules' in_flight); '0':
 --                     none of its own (any before it forgotten)
@@ -29,7 +30,8 @@
 --          lease      i if the entry replaces lease ARGV[9 + n + i] (leases follow the
 --                     entries); the replaced lease ends (its download lands); a follow-up
 --                     whose lease is no longer held (a push sent twice after a timeout, or a
---                     lease that expired and was requeued) is not enqueued again (status 0)
+--                     lease that expired and was requeued) is not enqueued again (status 0);
+--                     the replaced lease leaves the index of leases by URL ('leased')
 --          hashes     the URL's bucket hash and fingerprint, two decimal 32-bit numbers
 --                     separated by a space ('' without check)
 --          host       politeness key
@@ -117,7 +119,9 @@ for e = 1, n do
     end
     if lease ~= '' then  -- before the enqueue: a follow-up may make its host ready
         local member = ARGV[9 + n + tonumber(lease)]
-        if redis.call('ZREM', prefix .. K.leases, member) == 0 and back == '1' then
+        if redis.call('ZREM', prefix .. K.leases, member) == 1 then
+            leased(prefix, member, -1)
+        elseif back == '1' then
             status = 0
         end
         land(prefix, member, now, false)
@@ -135,6 +139,7 @@ for e = 1, n do
         if retry_at ~= '' then
             local seq = redis.call('INCR', prefix .. K.lease_seq)
             redis.call('ZADD', prefix .. K.delayed, retry_at, seq .. SEP .. tail)
+            redis.call('ZADD', prefix .. K.host_delayed .. host, retry_at, seq .. SEP .. string.sub(tail, cut + 1))
         elseif back == '1' then
             redis.call('LPUSH', prefix .. K.back .. host, string.sub(tail, cut + 1))
             make_ready(prefix, host, now)

@@ -5,7 +5,8 @@
 -- A host backed off as down or for its robots.txt keeps the time of its first such back-off
 -- since it last answered (hdown); once that is ``give_up`` ms (HOST_GIVE_UP_AFTER; each
 -- script sets it, 0: never) ago, the host is given up: dropped (hdropped, reason 'down'),
--- its URLs to 'drops', to be recorded as not fetched.
+-- its URLs to 'drops', to be recorded as not fetched (a chunk now, the rest a chunk at
+-- each POP: see drop_queued).
 local give_up = 0
 local function back_off(prefix, host, now, lo, hi, quiet, retry_after, jitter, reason)
     if reason == 'down' or reason == 'robots' then

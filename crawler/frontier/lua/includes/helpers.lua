@@ -62,38 +62,79 @@ local function to_drops(prefix, entries)
         redis.call('RPUSH', prefix .. K.drops, unpack(entries, i, math.min(i + 999, #entries)))
     end
 end
--- a dropped host's back queue, ranked queue and (``delayed``: at the drop itself) its
--- delayed retries move to 'drops' (a requeued entry loses its attempt count)
+-- A drop moves a host's URLs to 'drops' a chunk at a time, at most DROP_CHUNK entries a
+-- call: its back queue first, then its ranked queue, then (``delayed``: at the drop itself)
+-- its delayed retries, found in its own index dq:<host> (never by reading 'delayed'). A
+-- host with entries left stays in 'dropping' (host -> 1 while its delayed retries are to
+-- move too), whose next chunk HOLD's caller or the next POP moves (next_drop_chunk); a
+-- requeued entry loses its attempt count. Returns true when the host's queues are done.
+local DROP_CHUNK = 1000
 local function drop_queued(prefix, host, code, delayed)
+    local dropping = prefix .. K.dropping
+    if not delayed then delayed = redis.call('ZSCORE', dropping, host) == '1' end
+    local head = code .. SEP .. host .. SEP
+    local moved, room = {}, DROP_CHUNK
     local bq = prefix .. K.back .. host
-    local moved = {}
-    for _, e in ipairs(redis.call('LRANGE', bq, 0, -1)) do
+    local entries = redis.call('LRANGE', bq, 0, room - 1)
+    for _, e in ipairs(entries) do
         if string.byte(e, 1) == 29 then e = split(string.sub(e, 2), 2)[2] end
-        moved[#moved + 1] = code .. SEP .. host .. SEP .. e
+        moved[#moved + 1] = head .. e
     end
-    redis.call('DEL', bq)
-    for _, url in ipairs(redis.call('ZRANGE', prefix .. K.ranked .. host, 0, -1)) do
-        moved[#moved + 1] = code .. SEP .. host .. SEP .. ranked_payload(prefix, url)
+    if #entries > 0 then redis.call('LTRIM', bq, #entries, -1) end
+    room = room - #entries
+    if room > 0 then
+        local rq = prefix .. K.ranked .. host
+        local urls = redis.call('ZRANGE', rq, 0, room - 1)
+        for _, url in ipairs(urls) do moved[#moved + 1] = head .. ranked_payload(prefix, url) end
+        if #urls > 0 then redis.call('ZREMRANGEBYRANK', rq, 0, #urls - 1) end
+        room = room - #urls
     end
-    redis.call('DEL', prefix .. K.ranked .. host)
     redis.call('HDEL', prefix .. K.hrush, host)
     redis.call('ZREM', prefix .. K.rush, host)
-    for _, m in ipairs(delayed and redis.call('ZRANGE', prefix .. K.delayed, 0, -1) or {}) do
-        local parts = split(m, 3)  -- seq, host, payload
-        if parts[2] == host then
-            redis.call('ZREM', prefix .. K.delayed, m)
-            moved[#moved + 1] = code .. SEP .. host .. SEP .. parts[3]
+    if delayed and room > 0 then
+        local dq = prefix .. K.host_delayed .. host
+        local retries = redis.call('ZRANGE', dq, 0, room - 1)
+        for _, m in ipairs(retries) do
+            local parts = split(m, 2)  -- seq, payload
+            redis.call('ZREM', prefix .. K.delayed, parts[1] .. SEP .. host .. SEP .. parts[2])
+            moved[#moved + 1] = head .. parts[2]
         end
+        if #retries > 0 then redis.call('ZREMRANGEBYRANK', dq, 0, #retries - 1) end
+        room = room - #retries
     end
     to_drops(prefix, moved)
+    if room > 0 then  -- every queue gave less than it was asked for: none is left
+        redis.call('ZREM', dropping, host)
+        return true
+    end
+    redis.call('ZADD', dropping, delayed and 1 or 0, host)
+    return false
 end
--- a host the operator paused (hpaused) stays out of the ready heap until resumed (HOLD); so
--- does a dropped one (hdropped), whose URLs go to 'drops' whenever they would make it ready
+-- the drop code of a host's hdropped value (``<ms>:<reason>``)
+local function drop_code(dropped)
+    return DROP[string.match(dropped, ':(%a+)$')] or DROP.operator
+end
+-- the next chunk of the drop of ``host`` (nil: the first host of 'dropping'; one resumed
+-- meanwhile leaves it); returns true while the host has entries left to move
+local function next_drop_chunk(prefix, host)
+    if not host then
+        host = redis.call('ZRANGE', prefix .. K.dropping, 0, 0)[1]
+        if not host then return false end
+    end
+    local dropped = redis.call('HGET', prefix .. K.hdropped, host)
+    if not dropped then
+        redis.call('ZREM', prefix .. K.dropping, host)
+        return false
+    end
+    return not drop_queued(prefix, host, drop_code(dropped), false)
+end
+-- a paused host (hpaused) stays out of the ready heap until resumed (HOLD); so does a
+-- dropped one (hdropped), whose URLs go to 'drops' (a chunk) whenever they would make it ready
 local function held(prefix, host)
     if redis.call('HEXISTS', prefix .. K.hpaused, host) == 1 then return true end
     local dropped = redis.call('HGET', prefix .. K.hdropped, host)
     if not dropped then return false end
-    drop_queued(prefix, host, DROP[string.match(dropped, ':(%a+)$')] or DROP.operator, false)
+    drop_queued(prefix, host, drop_code(dropped), false)
     return true
 end
 -- Submissions first: 'hrush' counts a host's submissions waiting at the head of its back
@@ -156,6 +197,19 @@ local function add_ready(prefix, host, now)
 end
 local function make_ready(prefix, host, now)
     if not redis.call('ZSCORE', prefix .. K.ready, host) then add_ready(prefix, host, now) end
+end
+-- Leases by URL: 'leased' counts the leases of each URL in 'leases' (URL -> count), so
+-- that PROMOTE finds whether a lease holds a URL without reading 'leases'. Every script
+-- that adds a lease (POP) or removes one (acknowledged, expired, replaced by a follow-up:
+-- POP, ACK, PUSH) calls leased with +1 or -1 for each member it added or removed (a
+-- renewal or a give-back, ZADD XX from the client, changes no member). The URL is the
+-- payload's first field (a payload stored whole, 'J', is its own key).
+local function leased(prefix, member, by)
+    local payload = split(member, 4)[4]
+    if not payload then return end
+    local key = prefix .. K.leased
+    local url = split(payload, 2)[1]
+    if redis.call('HINCRBY', key, url, by) <= 0 then redis.call('HDEL', key, url) end
 end
 -- a host's interval (ms): its own (hdelay: Crawl-delay or the operator's override) or
 -- the default, times its slow-down factor (hslow: failures slow a host, answers bring it back)

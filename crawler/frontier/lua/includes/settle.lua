@@ -7,7 +7,8 @@
 -- (``acked:recent``: field second mod 64, value ``<second>:<count>``, a field of an older
 -- second started again), so that the last minute's pages are a read of 64 fields, and in
 -- the counter ``done`` (pages handled: what CRAWL_MAX_PAGES counts, with the leases held;
--- a drop's lease, its attempt negative, is no page).
+-- a drop's lease, its attempt negative, is no page). An acknowledged lease held leaves the
+-- index of leases by URL ('leased', see helpers).
 local function count_recent(prefix, now, n)
     local second = math.floor(now / 1000)
     local field = tostring(second % 64)
@@ -34,6 +35,7 @@ local function settle(prefix, first, now)
     for i = first + 1, first + a do
         local was_held = redis.call('ZREM', prefix .. K.leases, ARGV[i])
         acked = acked + was_held
+        if was_held == 1 then leased(prefix, ARGV[i], -1) end
         if was_held == 1 and not string.find(ARGV[i], '^%d+\031%-') then done = done + 1 end  -- (not a drop's)
         land(prefix, ARGV[i], now, false)
     end
