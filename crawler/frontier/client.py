@@ -49,7 +49,27 @@ def _nothing(*args) -> None:
     return None
 
 
+def lookahead(settings) -> float:
+    """Seconds ahead a host due is handed out already (FRONTIER_LOOKAHEAD): the rate limiter
+    holds each request until its host is due; without the limiter nothing would, so none."""
+    return settings.getfloat("FRONTIER_LOOKAHEAD") if settings.getbool("RATE_LIMITER_ENABLED") else 0.0
+
+
 class FrontierClient:
+    @classmethod
+    def from_settings(cls, settings, frontier, stats, clock=None, **callbacks) -> FrontierClient:
+        """The client of ``frontier`` with the worker's settings (``callbacks``: on_added,
+        on_landing_due, on_up, on_refused)."""
+        return cls(
+            frontier,
+            stats,
+            clock,
+            seen_cache=settings.getint("FRONTIER_SEEN_CACHE"),
+            lease_max_hold=settings.getfloat("FRONTIER_LEASE_MAX_HOLD"),
+            lookahead=lookahead(settings),
+            **callbacks,
+        )
+
     def __init__(
         self,
         frontier,

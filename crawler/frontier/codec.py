@@ -27,6 +27,8 @@ from scrapy import Request
 from scrapy.utils.request import request_from_dict
 
 from crawler import meta
+from crawler.frontier.frontier import Entry
+from crawler.urls import normalize_url
 
 SEP = "\x1f"
 # a recrawl: {"interval", "digest", "etag", "last_modified", "fetched_at"} of the stored record
@@ -219,3 +221,23 @@ def leased_request(lease, spider, now_ms: int) -> Request:
     if lease.due > now_ms:
         request.meta[meta.DUE] = lease.due
     return request
+
+
+def queued_entry(request: Request, spider, url_options: dict) -> Entry:
+    """The frontier entry of a request the engine schedules: its normalized URL, its payload,
+    what the frontier needs of its meta; a request carrying a lease (a retry, a redirect)
+    is a follow-up that takes the lease over (and keeps its ``meta.NOT_BEFORE``). InvalidURL
+    or UnencodableRequest when it cannot be queued."""
+    url = normalize_url(request.url, **url_options)
+    lease = request.meta.get(meta.LEASE, "")
+    not_before = request.meta.pop(meta.NOT_BEFORE, 0)
+    return Entry(
+        url=url,
+        payload=encode(request, spider),
+        priority=request.priority,
+        depth=request.meta.get(meta.DEPTH, 0),
+        dont_filter=request.dont_filter,
+        follow_up=bool(lease),
+        replaces_lease=lease,
+        not_before=not_before if lease else 0,
+    )

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from crawler.frontier.client import lookahead
+
 
 class Cadence:
     def __init__(self, clock, wake: Callable[[], None], poll_interval: float, lookahead: float, max_wait: float):
@@ -27,6 +29,16 @@ class Cadence:
         self._turn_popped = False  # a pop was made in this reactor turn
         self._wakeup = None
         self._wake_at = 0.0  # when _wakeup fires
+
+    @classmethod
+    def from_settings(cls, settings, clock, wake: Callable[[], None]) -> Cadence:
+        return cls(
+            clock,
+            wake,
+            poll_interval=settings.getfloat("FRONTIER_POLL_INTERVAL"),
+            lookahead=lookahead(settings),
+            max_wait=settings.getfloat("FRONTIER_MAX_WAIT"),
+        )
 
     def pending(self) -> bool:
         """The last look found a URL due within FRONTIER_MAX_WAIT (pops come at least every

@@ -30,6 +30,13 @@ class LeasedPages:
         self._answered: set[bytes] = set()  # leases whose hosts answered (see landed)
         self._sizes: dict[bytes, int] = {}  # leases downloaded -> their bodies' bytes (see landed)
 
+    @classmethod
+    def from_settings(cls, settings, client, pacing, clock, wake_in: Callable[[float], None]) -> LeasedPages:
+        # answers that are failures (failures.py): they do not bring a slowed host back
+        names = ("URL_RETRY_HTTP_CODES", "HOST_BACKOFF_HTTP_CODES")
+        failures = {int(code) for name in names for code in settings.getlist(name)}
+        return cls(client, pacing, clock, failures, wake=lambda: wake_in(0))
+
     def downloaded(self, lease: bytes, size: int, status: int) -> None:
         self._sizes[lease] = size
         if status < 500 and status not in self.failure_codes:

@@ -58,6 +58,16 @@ class Pacing:
         self.store_down_since: float | None = None
         self.hold_until = 0.0  # lease nothing before (a store did not take a page)
 
+    @classmethod
+    def from_settings(cls, settings, stats=None, trouble: StoreTrouble | None = None) -> Pacing:
+        return cls(
+            settings.getint("FRONTIER_MAX_UNREAD"),
+            stats,
+            max_unstored=settings.getint("FRONTIER_MAX_UNSTORED"),
+            max_unstored_bytes=settings.getint("FRONTIER_MAX_UNSTORED_BYTES"),
+            trouble=trouble,
+        )
+
     @property
     def full(self) -> bool:
         """FRONTIER_MAX_UNREAD pages wait to be read."""

@@ -40,7 +40,6 @@ from crawler import meta
 from crawler.freshness.policy import FetchPolicy
 from crawler.frontier import codec
 from crawler.frontier.client import FrontierClient
-from crawler.frontier.frontier import Entry
 from crawler.frontier.verbs import FrontierVerbs
 from crawler.scheduler.cadence import Cadence
 from crawler.scheduler.closing import Closing
@@ -51,7 +50,7 @@ from crawler.scope.scope import CrawlScope
 from crawler.scrapy_private import wake_engine
 from crawler.services import services
 from crawler.signals import frontier_grew, frontier_waiting, page_handled, page_not_stored
-from crawler.urls import InvalidURL, normalize_url, url_options
+from crawler.urls import InvalidURL, url_options
 
 logger = logging.getLogger(__name__)
 
@@ -70,31 +69,15 @@ class FrontierScheduler:
         s = crawler.settings
         self.clock = clock if clock is not None else reactor
         self.prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
-        self.pacing = Pacing(
-            s.getint("FRONTIER_MAX_UNREAD"),
-            self.stats,
-            max_unstored=s.getint("FRONTIER_MAX_UNSTORED"),
-            max_unstored_bytes=s.getint("FRONTIER_MAX_UNSTORED_BYTES"),
-            trouble=services(crawler).trouble,
-        )
-        # hosts due this soon are handed out now; the rate limiter holds each request until
-        # its host is due (without the limiter, nothing would hold it: no lookahead)
-        self.lookahead = s.getfloat("FRONTIER_LOOKAHEAD") if s.getbool("RATE_LIMITER_ENABLED") else 0.0
-        self.cadence = Cadence(
-            self.clock,
-            lambda: wake_engine(self.crawler.engine),
-            poll_interval=s.getfloat("FRONTIER_POLL_INTERVAL"),
-            lookahead=self.lookahead,
-            max_wait=s.getfloat("FRONTIER_MAX_WAIT"),
-        )
         self.url_options = url_options(s)
-        self.client = FrontierClient(
+        self.pacing = Pacing.from_settings(s, self.stats, services(crawler).trouble)
+        self.cadence = Cadence.from_settings(s, self.clock, lambda: wake_engine(self.crawler.engine))
+        self.lookahead = self.cadence.lookahead
+        self.client = FrontierClient.from_settings(
+            s,
             frontier,
             self.stats,
             self.clock,
-            seen_cache=s.getint("FRONTIER_SEEN_CACHE"),
-            lease_max_hold=s.getfloat("FRONTIER_LEASE_MAX_HOLD"),
-            lookahead=self.lookahead,
             on_added=self.cadence.look_now,
             on_landing_due=self._land,
             on_up=self.cadence.look_again,
@@ -104,9 +87,7 @@ class FrontierScheduler:
         self.checks: PolicyChecks | None = None  # the fetch policy's (from_crawler), None when off
         self.spider = None
         self._buffer: list = []  # leased requests popped but not yet handed to the engine
-        # answers that are failures (failures.py): they do not bring a slowed host back
-        failures = {int(c) for n in ("URL_RETRY_HTTP_CODES", "HOST_BACKOFF_HTTP_CODES") for c in s.getlist(n)}
-        self.pages = LeasedPages(self.client, self.pacing, self.clock, failures, wake=lambda: self.cadence.wake_in(0))
+        self.pages = LeasedPages.from_settings(s, self.client, self.pacing, self.clock, self.cadence.wake_in)
         self._renewer = task.LoopingCall(self._renew)
         self._renewer.clock = self.clock
 
@@ -165,31 +146,15 @@ class FrontierScheduler:
     def enqueue_request(self, request) -> bool:
         lease = request.meta.get(meta.LEASE, "")
         try:
-            url = normalize_url(request.url, **self.url_options)
-        except InvalidURL:
-            self.stats.inc_value("frontier/invalid")
-            if lease:
+            entry = codec.queued_entry(request, self.spider, self.url_options)
+        except (InvalidURL, codec.UnencodableRequest) as exc:
+            invalid = isinstance(exc, InvalidURL)
+            self.stats.inc_value("frontier/invalid" if invalid else "frontier/unencodable")
+            if not invalid:
+                logger.error("Request not queued: %s", exc)
+            if lease:  # (a follow-up that cannot be queued: its page is done with)
                 self.ack(request)
             return False
-        not_before = request.meta.pop(meta.NOT_BEFORE, 0)
-        try:
-            payload = codec.encode(request, self.spider)
-        except codec.UnencodableRequest as exc:
-            self.stats.inc_value("frontier/unencodable")
-            logger.error("Request not queued: %s", exc)
-            if lease:
-                self.ack(request)
-            return False
-        entry = Entry(
-            url=url,
-            payload=payload,
-            priority=request.priority,
-            depth=request.meta.get(meta.DEPTH, 0),
-            dont_filter=request.dont_filter,
-            follow_up=bool(lease),
-            replaces_lease=lease,
-            not_before=not_before if lease else 0,
-        )
         if lease:
             self.pages.forget(lease)  # (its follow-up is leased again)
         self.client.offer([entry])
