@@ -220,7 +220,9 @@ class FrontierScheduler:
             return
         # fewer than asked for: the frontier said when the next host is due
         wait = self.cadence.nothing_due_for(next_due, now)
-        if not leases and (next_due is None or wait > QUIET_AFTER) and not self.crawler.engine.downloader.active:
+        checking = self.checks is not None and self.checks.running  # (leased, not yet downloading)
+        quiet = not (self._buffer or checking or self.crawler.engine.downloader.active)
+        if not leases and (next_due is None or wait > QUIET_AFTER) and quiet:
             # no more pages coming soon: let batches waiting for more (WARC) go
             self.crawler.signals.send_catch_log(frontier_waiting)
 

@@ -148,7 +148,6 @@ def test_cassandra_20ms_away_the_crawl_completes_and_loses_nothing(
         archived = check_archived({"CRAWL_NAME": crawl_name, **direct}, site)
     print(f"crawl with Cassandra 20 ms away: {took:.0f} s; {archived.summary()}")
     assert codes == [0] * WORKERS, "\n".join(w.tail(60) for w in workers)
-    assert all(w.pages() for w in workers), "a worker crawled nothing: the latency was not shared"
     for w in workers:
         assert "Traceback" not in w.text()
     assert archived.lost == 0, (archived.lost_records[:5], archived.lost_pointers[:5], archived.bad_pointers[:5])
