@@ -15,7 +15,7 @@ import time
 import uuid
 from importlib import resources
 
-from cassandra import InvalidRequest
+from cassandra import DriverException, InvalidRequest
 from cassandra.cluster import NoHostAvailable
 from cassandra.policies import RetryPolicy
 
@@ -44,6 +44,7 @@ WARN_EVERY = 30.0  # seconds between two warning lines of one kind of write fail
 
 
 RECONNECT_MAX = 10.0  # seconds between two tries of a node that went down, at most
+SCHEMA_TRIES = 4  # reads of the schema at start (the nodes may not agree yet), 1 s, 2 s, 3 s apart
 
 
 def schema_statements(keyspace: str, replication_factor: int = 1, datacenter: str = "") -> list[str]:
@@ -83,7 +84,15 @@ def add_columns(cluster, session, keyspace: str) -> None:
     adding them at the same moment). The schema is read once the nodes agree on it: a
     table another worker has just made may not have reached every node yet."""
     name = keyspace.lower()  # CQL folds unquoted names
-    cluster.refresh_schema_metadata()  # waits for the nodes to agree first (max_schema_agreement_wait)
+    for attempt in range(SCHEMA_TRIES):
+        try:
+            cluster.refresh_schema_metadata()  # waits for the nodes to agree first (max_schema_agreement_wait)
+            break
+        except DriverException as exc:  # (workers making the schema together, a node far away: again)
+            if attempt == SCHEMA_TRIES - 1:
+                raise
+            logger.warning("Cassandra schema not read (%s); trying again in %d s", exc, attempt + 1)
+            time.sleep(attempt + 1)
     try:
         have = cluster.metadata.keyspaces[name].tables["urls"].columns
     except KeyError:
