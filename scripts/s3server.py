@@ -41,13 +41,24 @@ import os
 import random
 import shutil
 import socket
-import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-from service import CACHE, ServiceError, answers, fail, read_pid, require, run_quietly, spawn, stop, wait_until
+from service import (
+    CACHE,
+    ServiceError,
+    answers,
+    fail,
+    go_module,
+    read_pid,
+    require,
+    run_quietly,
+    spawn,
+    stop,
+    wait_until,
+)
 
 MODULE = "github.com/seaweedfs/seaweedfs"
 VERSION = os.environ.get("SEAWEEDFS_VERSION", "v0.0.0-20261109003541-7506e5f91cd6")
@@ -68,16 +79,8 @@ def build() -> Path:
     """The weed binary, built from the Go module proxy the first time."""
     if WEED.exists():
         return WEED
-    go = require("go", "SeaweedFS is built from the Go module proxy with Go")
-    HOME.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(
-        [go, "mod", "download", "-json", f"{MODULE}@{VERSION}"], capture_output=True, text=True, cwd=HOME
-    )
-    try:
-        source = Path(json.loads(proc.stdout)["Dir"])
-    except (ValueError, KeyError) as exc:
-        lines = (proc.stdout + proc.stderr).strip().splitlines()
-        raise ServiceError(f"go mod download {MODULE}@{VERSION} failed: {lines[-1] if lines else exc}") from exc
+    source = go_module(MODULE, VERSION, HOME, "SeaweedFS")
+    go = require("go", "SeaweedFS is built with Go")
     src = HOME / "src"
     shutil.rmtree(src, ignore_errors=True)
     shutil.copytree(source, src)

@@ -9,6 +9,7 @@ Downloads and builds are kept under CRAWLER_SERVICES_CACHE (default
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -48,6 +49,21 @@ def run_quietly(cmd: list[str], what: str, cwd: Path | None = None, env: dict | 
         lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
         raise ServiceError(f"{what} failed (exit {proc.returncode}): {lines[-1] if lines else 'no output'}")
     print(f"{what}: done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+
+
+def go_module(module: str, version: str, home: Path, what: str) -> Path:
+    """The source of ``module@version`` from the Go module proxy (``go mod download``, into
+    Go's module cache, read-only), for building ``what`` in ``home``."""
+    go = require("go", f"{what} is built from the Go module proxy with Go")
+    home.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        [go, "mod", "download", "-json", f"{module}@{version}"], capture_output=True, text=True, cwd=home
+    )
+    try:
+        return Path(json.loads(proc.stdout)["Dir"])
+    except (ValueError, KeyError) as exc:
+        lines = (proc.stdout + proc.stderr).strip().splitlines()
+        raise ServiceError(f"go mod download {module}@{version} failed: {lines[-1] if lines else exc}") from exc
 
 
 def read_pid(path: Path) -> int | None:

@@ -25,12 +25,11 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
-from service import CACHE, ServiceError, fail, read_pid, require, run_quietly, spawn, stop, wait_until
+from service import CACHE, ServiceError, fail, go_module, read_pid, require, run_quietly, spawn, stop, wait_until
 
 MODULE = "github.com/Shopify/toxiproxy/v2"
 VERSION = os.environ.get("TOXIPROXY_VERSION", "v2.5.0")
@@ -42,16 +41,8 @@ def build() -> Path:
     """The server binary, built from the Go module proxy the first time."""
     if SERVER.exists():
         return SERVER
-    go = require("go", "Toxiproxy is built from the Go module proxy with Go")
-    HOME.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(
-        [go, "mod", "download", "-json", f"{MODULE}@{VERSION}"], capture_output=True, text=True, cwd=HOME
-    )
-    try:
-        json.loads(proc.stdout)["Dir"]
-    except (ValueError, KeyError) as exc:
-        lines = (proc.stdout + proc.stderr).strip().splitlines()
-        raise ServiceError(f"go mod download {MODULE}@{VERSION} failed: {lines[-1] if lines else exc}") from exc
+    go_module(MODULE, VERSION, HOME, "Toxiproxy")
+    go = require("go", "Toxiproxy is built with Go")
     # its go.mod has no replace directive: ``go install`` builds it as a main module, with
     # the versions its go.sum names
     bin_dir = HOME / "bin.part"

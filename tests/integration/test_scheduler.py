@@ -16,6 +16,7 @@ from crawler.frontier.client import PUSH_CHUNK
 from crawler.scheduler.scheduler import FrontierScheduler
 from crawler.spiders.broad import BroadSpider
 from testing.services import project_settings
+from testing.threads import FetchedOld, HeldThreads
 
 
 def open_scheduler(redis_url, crawl_name, **settings):
@@ -406,16 +407,8 @@ def test_the_fetch_policys_look_up_runs_off_the_reactor_and_its_answer_is_kept(r
     UrlStore's last_fetched: what is checked is where the read runs.)"""
     from crawler.freshness.policy import FetchPolicy
 
-    reads = []
-
-    def in_thread(fn, *args):
-        d = defer.Deferred()
-        reads.append((fn, args, d))
-        return d
-
-    class Store:
-        def last_fetched(self, urls, archived=False):
-            return {url: time.time() - 60 for url in urls if url.endswith("/old")}
+    in_thread = HeldThreads()
+    reads = in_thread.calls
 
     crawler = get_crawler(
         BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name, FRONTIER_PREFETCH=4)
@@ -428,14 +421,13 @@ def test_the_fetch_policys_look_up_runs_off_the_reactor_and_its_answer_is_kept(r
     clock.advance(time.time())
     scheduler = FrontierScheduler.from_crawler(crawler, clock, in_thread=in_thread)
     scheduler.open(BroadSpider.from_crawler(crawler))
-    scheduler.use_policy(FetchPolicy(Store(), 86400, crawler.stats))
+    scheduler.use_policy(FetchPolicy(FetchedOld(), 86400, crawler.stats))
     try:
         scheduler.client.offer_links(["http://a.example/old", "http://b.example/new"], 0, "http://seed.example/")
         scheduler.client.flush_pushes()
         assert asked(scheduler) is None and len(reads) == 1  # leased, looked up elsewhere
         assert scheduler.has_pending_requests()
-        fn, args, d = reads[0]
-        d.callback(fn(*args))  # the thread's answer, back in the reactor
+        in_thread.finish(0)  # the thread's answer, back in the reactor
         assert [r.url for r in [asked(scheduler)]] == ["http://b.example/new"]
         assert asked(scheduler) is None
         assert crawler.stats.get_value("fetchpolicy/skipped_recent") == 1

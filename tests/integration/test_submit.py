@@ -20,6 +20,7 @@ from crawler.signals import frontier_grew
 from crawler.spiders.broad import BroadSpider
 from testing.frontiers import drain
 from testing.services import project_settings
+from testing.threads import FetchedOld, HeldThreads
 
 
 def test_a_submission_goes_ahead_of_everything_its_host_has_queued(redis_client, crawl_name):
@@ -190,24 +191,13 @@ def test_whether_a_seen_submission_was_fetched_is_asked_off_the_reactor(redis_ur
     at once, and once the store answers the one still queued is promoted (counted, the
     scheduler told) and the one fetched recently is not. (The store stands in for the
     UrlStore's last_fetched: what is checked is where the read runs.)"""
-    from twisted.internet import defer
-
     from crawler.freshness.policy import FetchPolicy
 
-    reads = []
-
-    def in_thread(fn, *args):
-        d = defer.Deferred()
-        reads.append((fn, args, d))
-        return d
-
-    class Store:
-        def last_fetched(self, urls, archived=False):
-            return {url: time.time() - 60 for url in urls if url.endswith("/old")}
-
+    in_thread = HeldThreads()
+    reads = in_thread.calls
     crawler = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name))
     ext = Submissions(crawler, 1.0, 100, in_thread=in_thread)
-    ext.policy = FetchPolicy(Store(), 86400, crawler.stats)
+    ext.policy = FetchPolicy(FetchedOld(), 86400, crawler.stats)
     grew = []
     crawler.signals.connect(lambda: grew.append(1), signal=frontier_grew, weak=False)
     frontier = services(crawler).frontier
@@ -217,9 +207,8 @@ def test_whether_a_seen_submission_was_fetched_is_asked_off_the_reactor(redis_ur
     ext.look()
     assert len(reads) == 1 and not grew  # asked elsewhere; nothing promoted yet
     assert crawler.stats.get_value("frontier/promoted") is None
-    fn, args, d = reads[0]
-    assert args == (queued,)
-    d.callback(fn(*args))  # the thread's answer, back in the reactor
+    assert reads[0][1] == (queued,)
+    in_thread.finish(0)  # the thread's answer, back in the reactor
     assert grew == [1] and crawler.stats.get_value("frontier/promoted") == 1
     assert crawler.stats.get_value("frontier/seen") == 1  # the one fetched an hour ago: left as it is
     first = frontier.get(1)[0]
