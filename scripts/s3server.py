@@ -55,6 +55,7 @@ from service import (
     read_pid,
     require,
     run_quietly,
+    saved_ports,
     spawn,
     stop,
     wait_until,
@@ -311,10 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             was = stop(args.dir / "weed.pid", kill=args.kill, grace=30.0)
             print(f"SeaweedFS: {('killed' if args.kill else 'stopped') if was else 'not running'}", file=sys.stderr)
         elif args.verb in ("status", "env"):
-            saved = args.dir / "ports.json"
-            if not saved.exists():
-                raise ServiceError(f"no server was started in {args.dir}")
-            p = json.loads(saved.read_text())
+            p = saved_ports(args.dir / "ports.json")
             if args.verb == "env":
                 print(env_lines(p, identity(args.dir)))
                 return 0

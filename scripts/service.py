@@ -66,6 +66,14 @@ def go_module(module: str, version: str, home: Path, what: str) -> Path:
         raise ServiceError(f"go mod download {module}@{version} failed: {lines[-1] if lines else exc}") from exc
 
 
+def saved_ports(path: Path) -> dict:
+    """The ports a server saved in ``path`` when it started (its folder's ``*.json``);
+    ServiceError when no server was started there."""
+    if not path.exists():
+        raise ServiceError(f"no server was started in {path.parent}")
+    return json.loads(path.read_text())
+
+
 def read_pid(path: Path) -> int | None:
     """The pid in ``path`` while that process lives: any of its threads is not a zombie
     (a killed JVM's first thread is a zombie while the others still hold its sockets)."""

@@ -29,7 +29,19 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from service import CACHE, ServiceError, fail, go_module, read_pid, require, run_quietly, spawn, stop, wait_until
+from service import (
+    CACHE,
+    ServiceError,
+    fail,
+    go_module,
+    read_pid,
+    require,
+    run_quietly,
+    saved_ports,
+    spawn,
+    stop,
+    wait_until,
+)
 
 MODULE = "github.com/Shopify/toxiproxy/v2"
 VERSION = os.environ.get("TOXIPROXY_VERSION", "v2.5.0")
@@ -78,7 +90,7 @@ def start(root: Path, port: int, timeout: float) -> None:
     pid_file, log = root / "toxiproxy.pid", root / "toxiproxy.log"
     running = read_pid(pid_file)
     if running is not None:
-        saved = json.loads((root / "port.json").read_text())["port"]
+        saved = saved_ports(root / "port.json")["port"]
         if saved != port:
             raise ServiceError(f"already running in {root} on port {saved} (pid {running})")
     else:
@@ -109,10 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             was = stop(args.dir / "toxiproxy.pid", grace=10.0)
             print(f"Toxiproxy: {'stopped' if was else 'not running'}", file=sys.stderr)
         elif args.verb == "status":
-            saved = args.dir / "port.json"
-            if not saved.exists():
-                raise ServiceError(f"no server was started in {args.dir}")
-            port = json.loads(saved.read_text())["port"]
+            port = saved_ports(args.dir / "port.json")["port"]
             up = ready(port)
             pid = read_pid(args.dir / "toxiproxy.pid")
             print(f"127.0.0.1:{port}  pid {pid or '-'}  {'answers' if up else 'down'}")

@@ -183,6 +183,18 @@ def launch_worker(
     return Worker(label, proc, out, Path(settings["LOG_FILE"]), stdout)
 
 
+def until(condition, timeout: float, *workers: Worker) -> None:
+    """Wait until ``condition()`` holds; AssertionError, with the workers' logs, when one of
+    ``workers`` exits meanwhile or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        for w in workers:
+            code = w.proc.poll()
+            assert code is None, f"worker {w.label} exited ({code})\n{w.tail()}"
+        assert time.monotonic() < deadline, f"not within {timeout} s\n" + "\n".join(w.tail() for w in workers)
+        time.sleep(0.1)
+
+
 def wait4(proc: subprocess.Popen, timeout: float):
     """Wait for a worker (SIGINT past ``timeout``, then SIGKILL 15 s later): its exit code
     and resource usage."""

@@ -156,7 +156,8 @@ class Submissions:
             d = self.in_thread(policy.recent, [entries[i].url for i in seen])
             d.addCallback(self._promote, frontier, entries, statuses, seen)
             d.addErrback(lambda f: logger.warning("Submitted URLs not promoted: %s", f.getErrorMessage()))
-            self._count([s for i, s in enumerate(statuses) if i not in set(seen)])
+            asked = set(seen)
+            self._count([s for i, s in enumerate(statuses) if i not in asked])
             return ADDED in statuses
         self._count(submit.promote_queued(frontier, entries, statuses, seen, set()))
         return ADDED in statuses or PROMOTED in statuses

@@ -35,11 +35,9 @@ class ShardOutboxes:
         self.pushes.setdefault(s, []).extend(entries)
         self.owed_total[s] += len(entries)
 
-    def delivered_pushes(self, s: int) -> list[Entry]:
-        """Server ``s`` took what it was owed: those entries (its outbox is empty now)."""
-        entries = self.pushes.pop(s, [])
-        self.delivered[s] += len(entries)
-        return entries
+    def delivered_pushes(self, s: int) -> None:
+        """Server ``s`` took what it was owed (its outbox is empty now)."""
+        self.delivered[s] += len(self.pushes.pop(s, []))
 
     def acks_to_send(self, lease_ids) -> list:
         """Of ``lease_ids`` (acknowledgements made now) and those held before, the ones that

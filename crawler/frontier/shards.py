@@ -214,6 +214,16 @@ class ShardedFrontier:
                 continue
             self.outboxes.delivered_pushes(s)
 
+    def _owed_with(self, acks, landed, now: int | None) -> tuple[dict[int, list], dict[int, list]]:
+        """Each server's acknowledgements and landings to send now: these, after what it was
+        owed (an ack after the pushes owed when it was made: the pushes due go first)."""
+        self.deliver(now)
+        by_acks, by_lands = self._by_shard(self.outboxes.acks_to_send(acks)), self._by_shard(landed)
+        for s, (owed_acks, owed_lands) in self.outboxes.take_owed().items():
+            by_acks.setdefault(s, [])[:0] = owed_acks
+            by_lands.setdefault(s, [])[:0] = owed_lands
+        return by_acks, by_lands
+
     def owes(self) -> int:
         """Pushes and acknowledgements the servers that are away are owed."""
         return self.outboxes.count()
@@ -250,11 +260,7 @@ class ShardedFrontier:
         if self.max_pages:  # (read before the pops: workers popping together may pass it by a pop each)
             budget = self.budget()
             n = max(min(n, self.max_pages - budget["done"] - budget["leased"]), 0)
-        self.deliver(now)
-        acks, lands = self._by_shard(self.outboxes.acks_to_send(ack)), self._by_shard(landed)
-        for s, (owed_acks, owed_lands) in self.outboxes.take_owed().items():
-            acks.setdefault(s, [])[:0] = owed_acks
-            lands.setdefault(s, [])[:0] = owed_lands
+        acks, lands = self._owed_with(ack, landed, now)
         leases: list[Lease] = []
         dues = []
         self.last_acked = 0
@@ -320,11 +326,7 @@ class ShardedFrontier:
     def ack(self, *lease_ids, landed=(), now: int | None = None) -> int:
         """Acknowledge (after the pushes owed when they were made: shard_outboxes.py) and land;
         what a server that is away cannot take waits for its next call. The number acked now."""
-        self.deliver(now)
-        acks, lands = self._by_shard(self.outboxes.acks_to_send(lease_ids)), self._by_shard(landed)
-        for s, (owed_acks, owed_lands) in self.outboxes.take_owed().items():
-            acks.setdefault(s, [])[:0] = owed_acks
-            lands.setdefault(s, [])[:0] = owed_lands
+        acks, lands = self._owed_with(lease_ids, landed, now)
         acked = 0
         for s in set(acks) | set(lands):
             a, la = acks.get(s, []), lands.get(s, [])

@@ -211,7 +211,7 @@ class UrlStorePipeline:
         try:
             await maybe_deferred_to_future(_deferred(self.store.record_fetch(record)))
         except Exception as exc:
-            raise self._failed(record.url, exc) from exc
+            raise self._failed(exc, f"UrlStore write of {record.url} failed: {type(exc).__name__}: {exc}") from exc
         self.trouble.stored(URLSTORE)
         self.stats.inc_value(f"urlstore/written/{record.fate}")
         if pointer is not None:
@@ -230,17 +230,17 @@ class UrlStorePipeline:
                 _deferred(self.store.reschedule(item["url"], at, item["fetched_at"], interval))
             )
         except Exception as exc:
-            raise self._failed(item["url"], exc) from exc
+            raise self._failed(exc, f"UrlStore write of {item['url']} failed: {type(exc).__name__}: {exc}") from exc
         self.trouble.stored(URLSTORE)
         self.stats.inc_value("recrawl/not_modified")
         return item
 
-    def _failed(self, url: str, exc: BaseException) -> StoreUnavailable:
-        """A write of ``url`` failed: counted, kept as the UrlStore's trouble until one is
-        written again; the exception that gives its page back."""
+    def _failed(self, exc: BaseException, message: str) -> StoreUnavailable:
+        """A write failed with ``exc``: counted, kept as the UrlStore's trouble until one is
+        written again; the exception (saying ``message``) that gives its page back."""
         self.stats.inc_value("urlstore/failed")
         self.trouble.failed(URLSTORE, f"{self.backend} {type(exc).__name__}", time.time())
-        return StoreUnavailable(f"UrlStore write of {url} failed: {type(exc).__name__}: {exc}")
+        return StoreUnavailable(message)
 
     def _pointer_done(self, result, archived: Deferred):
         self._pointers.discard(archived)
@@ -251,9 +251,8 @@ class UrlStorePipeline:
         for this write, chained on the page's ``storing`` Deferred)."""
 
         def failed(failure):
-            self.stats.inc_value("urlstore/failed")
-            self.trouble.failed(URLSTORE, f"{self.backend} {failure.type.__name__}", time.time())
-            raise StoreUnavailable(f"UrlStore archive pointer of {url} not written: {failure.getErrorMessage()}")
+            message = f"UrlStore archive pointer of {url} not written: {failure.getErrorMessage()}"
+            raise self._failed(failure.value, message)
 
         def written(_):
             self.trouble.stored(URLSTORE)

@@ -139,9 +139,13 @@ class FrontierScheduler:
     # -- engine interface --------------------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        checking = self.checks is not None and self.checks.running
         # (or what the last pop saw: _spider_idle looks again before anything is closed)
-        return bool(self._buffer or checking or self.client.pending or self.client.down or self.cadence.pending())
+        return bool(self._buffer or self._checking or self.client.pending or self.client.down or self.cadence.pending())
+
+    @property
+    def _checking(self) -> bool:
+        """A pop's requests wait for the fetch policy's look-up (leased, not yet downloading)."""
+        return self.checks is not None and self.checks.running > 0
 
     def enqueue_request(self, request) -> bool:
         lease = request.meta.get(meta.LEASE, "")
@@ -220,8 +224,7 @@ class FrontierScheduler:
             return
         # fewer than asked for: the frontier said when the next host is due
         wait = self.cadence.nothing_due_for(next_due, now)
-        checking = self.checks is not None and self.checks.running  # (leased, not yet downloading)
-        quiet = not (self._buffer or checking or self.crawler.engine.downloader.active)
+        quiet = not (self._buffer or self._checking or self.crawler.engine.downloader.active)
         if not leases and (next_due is None or wait > QUIET_AFTER) and quiet:
             # no more pages coming soon: let batches waiting for more (WARC) go
             self.crawler.signals.send_catch_log(frontier_waiting)

@@ -15,6 +15,7 @@ from crawler.urlstore.cassandra_cluster import (
 )
 from crawler.urlstore.record import (
     ARCHIVE_COLUMNS,
+    pop_pointer,
     unsigned64,
 )
 
@@ -108,8 +109,7 @@ def _record(row) -> dict:
     record["redirect_chain"] = list(record["redirect_chain"] or [])
     record["simhash"] = unsigned64(record["simhash"])
     record["metadata"] = dict(record["metadata"] or {})
-    key, offset, length, bucket = (record.pop(c) for c in ARCHIVE)
-    record["archive"] = {"key": key, "offset": offset, "length": length, "bucket": bucket or ""} if key else None
+    record["archive"] = pop_pointer(record)
     record["outlinks"] = [{"url": u, "text": t, "nofollow": bool(n)} for u, t, n in record["outlinks"] or []]
     return record
 

@@ -185,6 +185,14 @@ COLUMN_NAMES = tuple(c[0] for c in COLUMNS)
 ARCHIVE_COLUMNS = ("archive_key", "archive_offset", "archive_length", "archive_bucket")
 
 
+def pop_pointer(row: dict) -> dict | None:
+    """The archive pointer of a urls row as read (its ARCHIVE_COLUMNS taken out of ``row``):
+    ``{"key", "offset", "length", "bucket"}`` (``bucket`` "" for the local archive), or None
+    when the record has none."""
+    key, offset, length, bucket = (row.pop(c) for c in ARCHIVE_COLUMNS)
+    return {"key": key, "offset": offset, "length": length, "bucket": bucket or ""} if key else None
+
+
 TIME_FIELDS = ("fetched_at", "next_fetch_at")
 
 

@@ -21,7 +21,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 
 from crawler.urlstore.record import (
-    ARCHIVE_COLUMNS,
     COLUMN_NAMES,
     COLUMNS,
     DUE_FIELDS,
@@ -29,6 +28,7 @@ from crawler.urlstore.record import (
     FetchRecord,
     answered,
     inlink_bucket,
+    pop_pointer,
     signed64,
     unsigned64,
 )
@@ -275,8 +275,7 @@ class SqliteUrlStore(UrlStore):
             record[name] = json.loads(record[name]) if record[name] else []
         record["metadata"] = json.loads(record["metadata"] or "{}")
         record["simhash"] = unsigned64(record["simhash"])
-        key, offset, length, bucket = (record.pop(c) for c in ARCHIVE_COLUMNS)
-        record["archive"] = {"key": key, "offset": offset, "length": length, "bucket": bucket or ""} if key else None
+        record["archive"] = pop_pointer(record)
         return record
 
     def due(

@@ -31,6 +31,7 @@ from testing.workers import (
     seed_file,
     start_worker,
     stop_workers,
+    until,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -252,15 +253,6 @@ def _worker_in_own_group(directory: Path, label: str, seeds: Path, settings: dic
     return Worker(label, proc, out, log, stdout)
 
 
-def _until(condition, timeout: float, *workers: Worker) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        for w in workers:
-            assert w.proc.poll() is None, f"worker {w.label} exited\n{w.tail()}"
-        assert time.monotonic() < deadline, "\n".join(w.tail() for w in workers)
-        time.sleep(0.1)
-
-
 UNSTORED = 15  # FRONTIER_MAX_UNSTORED in the S3 outage's crawl
 
 
@@ -337,7 +329,7 @@ def test_an_s3_outage_loses_nothing_and_ctrl_c_still_stops_a_worker(tmp_path, re
             def listed() -> set[str]:
                 return {o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])}
 
-            _until(lambda: len(site.page_hits()) >= 12 and listed(), 90, a, b)
+            until(lambda: len(site.page_hits()) >= 12 and listed(), 90, a, b)
             stored_before = listed()
             fetched_before = len(site.page_hits())
             down = time.monotonic()
@@ -346,7 +338,7 @@ def test_an_s3_outage_loses_nothing_and_ctrl_c_still_stops_a_worker(tmp_path, re
             stopping.start()
 
             # B's uploads fail and are tried again; then Ctrl-C, to its process group
-            _until(lambda: len(_failed_uploads(b.text())) >= 2, 30, a, b)
+            until(lambda: len(_failed_uploads(b.text())) >= 2, 30, a, b)
             os.killpg(b.pid, signal.SIGINT)
             interrupted = time.monotonic()
             b_code = b.wait(STOP_TIMEOUT + 30)

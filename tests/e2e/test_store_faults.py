@@ -15,21 +15,12 @@ from crawler.demo.site import serve_site
 from testing.archived import check_archived
 from testing.servers import RedisServer
 from testing.stores import cassandra_hosts, cassandra_port, s3_archive_settings
-from testing.workers import Worker, clean_env, launch_worker, loopback_settings, seed_file
+from testing.workers import Worker, clean_env, launch_worker, loopback_settings, seed_file, until
 
 UNSTORED = 10  # FRONTIER_MAX_UNSTORED of the blackhole's crawl
 BLACKHOLE = 20.0  # seconds S3 takes no byte and answers none
 S3_TIMEOUT = 4  # ARCHIVE_S3_TIMEOUT: how long an upload waits for an answer that never comes
 WORKERS = 2
-
-
-def _until(condition, timeout: float, workers: list[Worker]) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        for w in workers:
-            assert w.proc.poll() is None, f"worker {w.label} exited\n{w.tail()}"
-        assert time.monotonic() < deadline, "\n".join(w.tail() for w in workers)
-        time.sleep(0.1)
 
 
 def _crawl(tmp_path, site, settings: dict, env: dict) -> list[Worker]:
@@ -79,7 +70,7 @@ def test_s3_blackholed_with_redis_20ms_away_holds_the_bound_and_loses_nothing(tm
             def stored() -> int:
                 return client.list_objects_v2(Bucket=bucket).get("KeyCount", 0)
 
-            _until(lambda: stored() >= 2 and len(site.page_hits()) >= 20, 90, workers)
+            until(lambda: stored() >= 2 and len(site.page_hits()) >= 20, 90, *workers)
             fetched_before = len(site.page_hits())
             s3_proxy.blackhole()
             away = time.monotonic()

@@ -20,7 +20,7 @@ from crawler.frontier.keys import Keys
 from crawler.urlstore.record import ArchivePointer, FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
 from testing.servers import free_port
-from testing.workers import clean_env, launch_worker, loopback_settings
+from testing.workers import clean_env, launch_worker, loopback_settings, until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,18 +101,18 @@ def test_a_running_worker_fetches_submissions_and_keeps_the_policy(tmp_path, red
             env = {**clean_env(), "REDIS_URL": redis_url}
             worker = launch_worker(tmp_path, "worker", None, settings, env)
             try:
-                _wait_for(lambda: "Spider opened" in worker.text(), 60, worker)
+                until(lambda: "Spider opened" in worker.text(), 60, worker)
                 redis_client.rpush(keys.submit, pushed, json.dumps({"url": recent}), "not a url")
                 redis_client.rpush(keys.submit, json.dumps({"url": listed, "priority": 2}))
                 out = _submit_command(redis_url, name, submitted)
                 assert out.stdout.startswith(f"added {submitted}\n"), out.stderr
                 fetched = lambda: _fetched_urls(store_path)  # noqa: E731  (a page's record: once read)
-                _wait_for(lambda: {pushed, listed, submitted} <= fetched(), 30, worker)
-                _wait_for(lambda: "Fetch policy: " + recent in worker.text(), 10, worker)
+                until(lambda: {pushed, listed, submitted} <= fetched(), 30, worker)
+                until(lambda: "Fetch policy: " + recent in worker.text(), 10, worker)
                 assert recent not in fetched()
                 out = _submit_command(redis_url, name, "--force", recent)
                 assert out.stdout.startswith(f"added {recent}\n"), out.stderr
-                _wait_for(lambda: recent in fetched(), 30, worker)
+                until(lambda: recent in fetched(), 30, worker)
             finally:
                 if worker.proc.poll() is None:
                     worker.proc.send_signal(signal.SIGINT)
@@ -153,12 +153,12 @@ def test_a_url_queued_deep_in_a_busy_hosts_queue_is_fetched_at_its_next_turn(tmp
             )
             worker = launch_worker(tmp_path, "worker", seeds, settings, {**clean_env(), "REDIS_URL": redis_url})
             try:
-                _wait_for(lambda: len(_fetched_urls(store_path)) >= 5, 60, worker)
+                until(lambda: len(_fetched_urls(store_path)) >= 5, 60, worker)
                 done = sorted(_fetched_urls(store_path))[0]
                 asked = time.monotonic()
                 out = _submit_command(redis_url, name, "-s", f"URLSTORE_SQLITE_PATH={store_path}", urls[-1], done)
                 assert out.stdout.splitlines()[:2] == [f"promoted {urls[-1]}", f"seen {done}"], out.stdout + out.stderr
-                _wait_for(lambda: _key(urls[-1]) in {h.key for h in site.page_hits()}, 30, worker)
+                until(lambda: _key(urls[-1]) in {h.key for h in site.page_hits()}, 30, worker)
                 [hit] = [h for h in site.page_hits() if h.key == _key(urls[-1])]
                 code = worker.wait(120)
             finally:
@@ -195,16 +195,6 @@ def _key(url: str) -> tuple[str, str]:
     return parts.hostname, parts.path
 
 
-def _wait_for(condition, timeout: float, worker) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if worker.proc.poll() is not None:
-            raise AssertionError(f"worker exited ({worker.proc.returncode})\n{worker.tail()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s\n{worker.tail()}")
-        time.sleep(0.1)
-
-
 def test_scrapy_submit_holds_a_url_to_the_running_crawls_scope(tmp_path, redis_url, redis_client):
     """A worker started with -a allowed_domains=<one host> (loopback allowed by its
     NETWORK_GUARD_ALLOW): `scrapy submit`, given no setting of its own, refuses a URL of
@@ -226,7 +216,7 @@ def test_scrapy_submit_holds_a_url_to_the_running_crawls_scope(tmp_path, redis_u
             env = {**clean_env(), "REDIS_URL": redis_url}
             worker = launch_worker(tmp_path, "worker", None, settings, env, args={"allowed_domains": inside})
             try:
-                _wait_for(lambda: redis_client.exists(keys.scope), 60, worker)
+                until(lambda: redis_client.exists(keys.scope), 60, worker)
                 other = site.url(1, "/p4.html")
                 out = _submit_command(redis_url, name, other)
                 assert out.returncode == 2, out.stdout + out.stderr
@@ -247,8 +237,8 @@ def test_scrapy_submit_holds_a_url_to_the_running_crawls_scope(tmp_path, redis_u
                 wanted = site.url(0, "/p2.html")
                 out = _submit_command(redis_url, name, wanted)
                 assert (out.returncode, out.stdout.splitlines()[0]) == (0, f"added {wanted}"), out.stdout + out.stderr
-                _wait_for(lambda: _key(wanted) in {h.key for h in site.page_hits()}, 30, worker)
-                _wait_for(lambda: "Submission refused" in worker.text(), 10, worker)
+                until(lambda: _key(wanted) in {h.key for h in site.page_hits()}, 30, worker)
+                until(lambda: "Submission refused" in worker.text(), 10, worker)
             finally:
                 if worker.proc.poll() is None:
                     worker.proc.send_signal(signal.SIGINT)
