@@ -68,7 +68,7 @@ def check_archived(settings: dict, site) -> Archived:
                 out.lost_pointers.append(url)
                 continue
             try:
-                headers, _ = read_record(storage.get_range(pointer["key"], pointer["offset"], pointer["length"]))
+                headers, _ = read_record(storage.get_range(**pointer))  # (from the pointer's bucket)
             except Exception as exc:  # noqa: BLE001 - an object or a range that is not there
                 out.bad_pointers.append(f"{url}: {type(exc).__name__}: {exc}")
                 continue
