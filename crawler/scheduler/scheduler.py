@@ -3,8 +3,9 @@ FrontierClient (crawler/frontier/client.py: what it offers, the leases it holds,
 acknowledges, lands and renews, its outbox while Redis is away), which the links pipeline
 reaches too (``services(crawler).frontier_client``). Here: requests in and out (the payload
 codec) and the engine's signals; how much may be leased now is ``pacing.py``'s, when to look
-and wake the engine ``cadence.py``'s, the fetch policy's look-ups ``policy_checks.py``'s,
-when the worker stops ``closing.py``'s.
+and wake the engine ``cadence.py``'s, what a pop leased on its way to the engine
+``leased_requests.py``'s, what becomes of a leased page ``leased_pages.py``'s, when the
+worker stops ``closing.py``'s.
 
 Contract with the engine (scrapy.core.scheduler.BaseScheduler):
 
@@ -44,8 +45,8 @@ from crawler.frontier.verbs import FrontierVerbs
 from crawler.scheduler.cadence import Cadence
 from crawler.scheduler.closing import Closing
 from crawler.scheduler.leased_pages import LeasedPages
+from crawler.scheduler.leased_requests import LeasedRequests
 from crawler.scheduler.pacing import Pacing
-from crawler.scheduler.policy_checks import PolicyChecks
 from crawler.scope.scope import CrawlScope
 from crawler.scrapy_private import wake_engine
 from crawler.services import services
@@ -72,21 +73,19 @@ class FrontierScheduler:
         self.url_options = url_options(s)
         self.pacing = Pacing.from_settings(s, self.stats, services(crawler).trouble)
         self.cadence = Cadence.from_settings(s, self.clock, lambda: wake_engine(self.crawler.engine))
-        self.lookahead = self.cadence.lookahead
         self.client = FrontierClient.from_settings(
             s,
             frontier,
             self.stats,
             self.clock,
             on_added=self.cadence.look_now,
-            on_landing_due=self._land,
+            on_landing_due=lambda: self.leased.land(self.clock.seconds()),
             on_up=self.cadence.look_again,
             on_refused=self._refused,
         )
         self.closing = Closing(crawler, self.client, wake=self.cadence.wake_in, look_at=self.cadence.look_at)
-        self.checks: PolicyChecks | None = None  # the fetch policy's (from_crawler), None when off
+        self.leased = LeasedRequests(self.client, self.pacing, self.cadence, self.stats, self.prefetch, self._quiet)
         self.spider = None
-        self._buffer: list = []  # leased requests popped but not yet handed to the engine
         self.pages = LeasedPages.from_settings(s, self.client, self.pacing, self.clock, self.cadence.wake_in)
         self._renewer = task.LoopingCall(self._renew)
         self._renewer.clock = self.clock
@@ -115,12 +114,12 @@ class FrontierScheduler:
 
     def use_policy(self, policy: FetchPolicy | None) -> None:
         """Check each pop's requests against this fetch policy (None: no policy)."""
-        self.checks = None if policy is None else PolicyChecks(policy, self.client, self.in_thread, then=self._checked)
+        self.leased.use_policy(policy, self.in_thread)
 
     # -- lifecycle ---------------------------------------------------------------------
 
     def open(self, spider):
-        self.spider = spider
+        self.spider = self.leased.spider = spider
         if isinstance(getattr(spider, "scope", None), CrawlScope):  # what is offered is held to it
             self.frontier.use_scope(spider.scope)
         self._renewer.start(max(self.frontier.lease_ms / 3000, 0.05), now=False)
@@ -134,18 +133,14 @@ class FrontierScheduler:
         # off mid-download by the close) goes back to the frontier now, not at expiry.
         self.client.close()
         self.pacing.clear()
-        self._buffer.clear()
+        self.leased.buffer.clear()
 
     # -- engine interface --------------------------------------------------------------
 
     def has_pending_requests(self) -> bool:
         # (or what the last pop saw: _spider_idle looks again before anything is closed)
-        return bool(self._buffer or self._checking or self.client.pending or self.client.down or self.cadence.pending())
-
-    @property
-    def _checking(self) -> bool:
-        """A pop's requests wait for the fetch policy's look-up (leased, not yet downloading)."""
-        return self.checks is not None and self.checks.running > 0
+        busy = self.leased.buffer or self.leased.checking or self.client.pending or self.client.down
+        return bool(busy or self.cadence.pending())
 
     def enqueue_request(self, request) -> bool:
         lease = request.meta.get(meta.LEASE, "")
@@ -165,7 +160,7 @@ class FrontierScheduler:
         return True
 
     def next_request(self):
-        if not self._buffer:
+        if not self.leased.buffer:
             now = self.clock.seconds()
             began = self.pacing.waiting_since is None
             if self.pacing.unstored_full(now):  # the stores are behind: nothing new (pacing.py)
@@ -175,119 +170,56 @@ class FrontierScheduler:
             capped = self.pacing.full
             until = max(self.cadence.next_poll, self.pacing.hold_until)
             if capped or now < until:
-                if self._take_urgent(now):
-                    return self._buffer.pop(0)
+                if self.leased.take_urgent(now):
+                    return self.leased.buffer.pop(0)
                 if capped:  # pages read more slowly than they come: lease no more until some are read
                     self.pacing.capped = True
                     self.stats.inc_value("frontier/unread_full")
                 else:  # (a wake-up may fire a little early by this clock: look again then)
                     self.cadence.wake_in(until - now)
                 return None
-            if self.checks is not None and self.checks.behind:  # the look-ups' end wakes it
+            # the fetch policy's look-ups are behind (their end wakes it), or one pop a
+            # reactor turn was made (cadence.py)
+            if self.leased.behind or not self.cadence.take_turn():
                 return None
-            if not self.cadence.take_turn():  # one pop a reactor turn (cadence.py)
+            self.leased.pop(self.prefetch, now)
+            if not self.leased.buffer:
                 return None
-            self._pop(self.prefetch, now)
-            if not self._buffer:
-                return None
-        return self._buffer.pop(0)
+        return self.leased.buffer.pop(0)
 
-    def _take_urgent(self, now: float) -> bool:
-        """Between pops, lease due hosts' submissions (``pacing.py``); not while Redis is
-        away. Whether one is in the buffer now."""
-        room = 0 if self.client.down else self.pacing.urgent_room(now)
-        if not room:
-            return False
-        self._pop(room, now, urgent_only=True)
-        return bool(self._buffer)
-
-    def _pop(self, n: int, now: float, urgent_only: bool = False) -> None:
-        """Lease up to ``n`` requests into the buffer (the acks and landings owed ride
-        along); when none is due, note when the next one is and wake the engine then.
-        ``urgent_only``: only submissions (see Frontier.get), and no next due time."""
-        taken = self.client.take(n, int(self.lookahead * 1000), urgent_only)
-        if taken is None:  # Redis away: look again after the outbox's wait
-            self.cadence.poll_in(self.client.outbox.backoff, now)
-            return
-        leases, next_due = taken
-        leases, requests = self._decoded(leases, int(now * 1000))
-        if self.checks is not None and leases:  # looked up off the reactor; buffered then
-            self.checks.check(leases, requests, urgent_only)
-        else:
-            self._buffered(requests, urgent_only)
-        if urgent_only:  # (it says nothing of the other hosts)
-            return
-        if n and len(leases) == n:  # more may be due: look again at the engine's next call
-            self.cadence.more_due(now)
-            if not self._buffer:  # (every one skipped by the fetch policy: that call is now)
-                self.cadence.wake_in(0)
-            return
-        # fewer than asked for: the frontier said when the next host is due
-        wait = self.cadence.nothing_due_for(next_due, now)
-        quiet = not (self._buffer or self._checking or self.crawler.engine.downloader.active)
-        if not leases and (next_due is None or wait > QUIET_AFTER) and quiet:
-            # no more pages coming soon: let batches waiting for more (WARC) go
+    def _quiet(self, wait: float | None) -> None:
+        """A pop leased nothing, and the next host is ``wait`` seconds away (None: none is
+        queued): with nothing downloading, no more pages come soon, so batches waiting for
+        more (WARC) go."""
+        if (wait is None or wait > QUIET_AFTER) and not self.crawler.engine.downloader.active:
             self.crawler.signals.send_catch_log(frontier_waiting)
-
-    def _checked(self, kept: list, urgent: bool) -> None:
-        """The fetch policy looked a pop's requests up (policy_checks.py): these go to the engine."""
-        self._buffered(kept, urgent)
-        self.cadence.wake_in(0)
-
-    def _buffered(self, requests: list, urgent: bool) -> None:
-        """Leased requests for the engine (``urgent``: submissions taken between pops)."""
-        self._buffer.extend(requests)
-        if urgent and requests:
-            self.pacing.urgent.update(request.meta[meta.LEASE] for request in requests)
-            self.stats.inc_value("frontier/leased_urgent", len(requests))
-
-    def _decoded(self, leases, now_ms: int) -> tuple[list, list]:
-        """The leases whose payload is a request of this crawler, and those requests; any
-        other payload (written into Redis by something else) is acknowledged unread:
-        counted, one error line, never run."""
-        kept, requests = [], []
-        for lease in leases:
-            try:
-                requests.append(codec.leased_request(lease, self.spider, now_ms))
-            except codec.UndecodablePayload as exc:
-                self.stats.inc_value("frontier/undecodable")
-                logger.error("Queued payload dropped unread: %s", exc)
-                self.client.ack(lease.id)
-                continue
-            kept.append(lease)
-        return kept, requests
 
     # -- what becomes of a leased request (leased_pages.py) ---------------------------------
 
     def _downloaded(self, response, request, **kwargs) -> None:
-        lease = request.meta.get(meta.LEASE)
-        if lease:
+        if lease := request.meta.get(meta.LEASE):
             self.pages.downloaded(lease, len(response.body), response.status)
 
     def landed(self, request, **kwargs) -> None:
         """The download of this request ended: its host may take another request."""
-        lease = request.meta.get(meta.LEASE)
-        if lease:
+        if lease := request.meta.get(meta.LEASE):
             self.pages.landed(lease)
 
     def _read(self, item=None, response=None, **kwargs) -> None:
         """An item of a leased page left the item pipelines (its lease may still wait for
         its archive batch)."""
-        request = getattr(response, "request", None)
-        if request is not None:
+        if (request := getattr(response, "request", None)) is not None:
             self.pages.read(request.meta.get(meta.LEASE))
 
     def ack(self, request, **kwargs) -> None:
         """The page of this request has been handled: release its lease for good."""
-        lease = request.meta.get(meta.LEASE)
-        if lease:
+        if lease := request.meta.get(meta.LEASE):
             self.pages.ack(lease)
 
     def give_back(self, request, **kwargs) -> None:
         """The page of this request could not be stored: its URL goes back to its queue
         now, and the worker holds for a while (``pacing.py``)."""
-        lease = request.meta.get(meta.LEASE)
-        if lease:
+        if lease := request.meta.get(meta.LEASE):
             self.pages.give_back(lease)
 
     def _renew(self) -> None:
@@ -299,25 +231,10 @@ class FrontierScheduler:
             return
         self.pages.renew()
 
-    def _land(self) -> None:
-        """A landing must reach the frontier now (its host is due again): with a pop that
-        may lease the host's next URL, or alone while pages wait to be read."""
-        # (while the outbox holds pushes and acks, a pop still carries the landings: a host's
-        # next turn needs its landing, not its page's links, and the pop of a sharded
-        # frontier goes on with the servers that answer)
-        if not self.client.owes_landings:
-            return
-        if self.pacing.full or self.pacing.unstored_full(self.clock.seconds()):  # no room: the landing alone
-            self.client.flush_acks()
-            return
-        self._pop(max(self.prefetch - len(self._buffer), 0), self.clock.seconds())
-        if self._buffer:
-            self.cadence.wake_in(0)
-
     # -- closing ----------------------------------------------------------------------------
 
     def _spider_idle(self, spider):
-        self.closing.idle(busy=bool(self._buffer or self.client.pending))
+        self.closing.idle(busy=bool(self.leased.buffer or self.client.pending))
 
     def _refused(self, exc) -> None:
         self.closing.refused(exc)
