@@ -344,12 +344,36 @@ def authority_host(authority: str) -> str:
     return host if host and port.isdigit() and ":" not in host else authority
 
 
+# an http(s) URL whose authority is a lowercase ASCII name or an IPv4 address, with a port
+# or none (no user, no IPv6, no trailing dot): most URLs a crawl sees, read in a fraction of
+# urlsplit's time
+_PLAIN_AUTHORITY = re.compile(r"https?://([a-z0-9_-]+(?:\.[a-z0-9_-]+)*)(?::([0-9]{1,5}))?(?=[/?#]|$)")
+
+
+def url_authority(url: str) -> tuple[str, str]:
+    """(host, port or '') of a normalized URL: the host as ``url_host`` gives it, the port
+    when one is written (a normalized URL carries no default port). Raises
+    :class:`InvalidURL` if the URL has no usable host."""
+    plain = _PLAIN_AUTHORITY.match(url) if type(url) is str else None
+    if plain is not None:
+        return plain[1], plain[2] or ""
+    host = url_host(url)
+    try:
+        port = urlsplit(url).port
+    except ValueError:
+        port = None
+    return host, "" if port is None else str(port)
+
+
 def url_host(url: str) -> str:
     """Lowercase ASCII host of an (already normalized) URL, without port.
 
     IPv6 hosts come back without brackets (as ``urlsplit().hostname``).
     Raises :class:`InvalidURL` if the URL has no usable host.
     """
+    plain = _PLAIN_AUTHORITY.match(url) if type(url) is str else None
+    if plain is not None:
+        return plain[1]
     if not isinstance(url, str):
         raise InvalidURL(f"URL must be str, not {type(url).__name__}")
     try:

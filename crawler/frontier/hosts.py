@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import zlib
 from functools import lru_cache
-from urllib.parse import urlsplit
 
 from crawler.frontier.words import (
     THROTTLED,
     now_ms,
 )
-from crawler.urls import url_host
+from crawler.urls import url_authority
 
 
 @lru_cache(maxsize=1)
@@ -30,7 +29,7 @@ def politeness_key(url: str, mode: str = "host") -> str:
     URL carries no default port), so that one closed port leaves the others of the host
     alone; or its registered domain (``mode='domain'``, e.g. ``a.b.example.co.uk`` ->
     ``example.co.uk``), whatever the port."""
-    host, port = _plain_authority(url)
+    host, port = url_authority(url)
     if mode == "domain":
         ext = _domain_extractor()(host)
         if ext.domain and ext.suffix:
@@ -39,20 +38,6 @@ def politeness_key(url: str, mode: str = "host") -> str:
     if not port:
         return host
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _plain_authority(url: str) -> tuple[str, str]:
-    """(host, port or '') of a normalized URL, read without a full parse (urlsplit
-    otherwise)."""
-    netloc = url.partition("://")[2].partition("/")[0].partition("?")[0].partition("#")[0].rpartition("@")[2]
-    host, _, port = netloc.partition(":")
-    if not host or host[0] == "[" or host[-1] == "." or not host.isascii() or host != host.lower():
-        host = url_host(url)
-        try:
-            port = str(urlsplit(url).port or "")
-        except ValueError:
-            port = ""
-    return host, port if port.isdigit() else ""
 
 
 class FrontierHosts:

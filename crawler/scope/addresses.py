@@ -7,7 +7,8 @@ crawler/middlewares/netguard.py; seeds and submissions are held to it when they 
 from __future__ import annotations
 
 import ipaddress
-from urllib.parse import urlsplit
+
+from crawler.urls import InvalidURL, url_host
 
 
 class AddressPolicy:
@@ -35,15 +36,19 @@ class AddressPolicy:
                 return reason.replace("_", "-")
         return None if ip.is_global else "not-global"
 
-    def literal_refusal(self, url: str) -> tuple[str, str] | None:
-        """(address, why) when ``url``'s host is an address (or ``localhost``) this policy
-        refuses; None otherwise. Names are not resolved (the guard at fetch time does)."""
-        try:
-            host = urlsplit(url).hostname or ""
-        except ValueError:
-            return None
+    def literal_refusal(self, url: str, host: str | None = None) -> tuple[str, str] | None:
+        """(address, why) when ``url``'s host (``host``: as url_host gives it, read
+        already) is an address (or ``localhost``) this policy refuses; None otherwise. Names
+        are not resolved (the guard at fetch time does)."""
+        if host is None:
+            try:
+                host = url_host(url)
+            except InvalidURL:
+                return None
         if host == "localhost":
             host = "127.0.0.1"
+        elif ":" not in host and not host[-1:].isdigit():  # a name (an address ends in a digit)
+            return None
         if not ip_literal(host):
             return None
         why = self.refusal(host)

@@ -90,7 +90,7 @@ class CrawlScope:
             host = url_host(url)
         except InvalidURL:
             return INVALID
-        if guard and self._policy is not None and self._policy.literal_refusal(url):
+        if guard and self._policy is not None and self._policy.literal_refusal(url, host):
             return PRIVATE_ADDRESS
         if self.domains and not in_domains(host, self.domains):
             return OUT_OF_SCOPE

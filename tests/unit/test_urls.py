@@ -107,6 +107,35 @@ def test_url_host(url: str, host: str) -> None:
     assert url_host(url) == host
 
 
+_AUTHORITY_PIECES = st.sampled_from(
+    ["a", "b", "Z", "0", "9", "-", "_", ".", ":", "@", "[", "]", "/", "?", "#", "%", " ", "\t", "é", "8080", "xn--"]
+)
+
+
+@settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
+@given(scheme=st.sampled_from(["http://", "https://", "ftp://", "http:/", ""]), pieces=st.lists(_AUTHORITY_PIECES))
+@example(scheme="http://", pieces=["a", ".", "b", ":", "80", "@", "c"])
+@example(scheme="http://", pieces=["a", ".", "b", ".", "/"])
+@example(scheme="https://", pieces=["1", "2", "7", ".", "0", ":", "99999", "9"])
+@example(scheme="http://", pieces=["a", ":", "0", "8", "0"])
+def test_url_host_and_port_read_by_slicing_are_urlsplits(scheme: str, pieces: list[str]) -> None:
+    # the sliced read of a plain authority (urls._PLAIN_AUTHORITY) gives what the full parse
+    # gives for every URL, plain or not
+    url = scheme + "".join(pieces) + "/p?q=1"
+    try:
+        host = url_host(url)
+    except InvalidURL:
+        assert urls._PLAIN_AUTHORITY.match(url) is None
+        return
+    parsed = urlsplit(url)
+    if urls._PLAIN_AUTHORITY.match(url):
+        assert host == parsed.hostname
+        written = parsed.netloc.rpartition(":")[2] if ":" in parsed.netloc else ""
+        assert urls.url_authority(url) == (host, written)
+    else:
+        assert urls.url_authority(url)[0] == host
+
+
 @pytest.mark.parametrize("url", ["", "/path", "http:///x", "mailto:a@b", "http://[::1/"])
 def test_url_host_invalid(url: str) -> None:
     with pytest.raises(InvalidURL):
