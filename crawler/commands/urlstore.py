@@ -5,6 +5,9 @@ scrapy urlstore get URL        the URL's record as JSON (normalized first, then 
 scrapy urlstore content URL    the archived raw body, to stdout (a ranged read of the
                                WARC object named by the record's archive pointer)
 scrapy urlstore links URL      its outlinks and inlinks as JSON
+scrapy urlstore index-due      Cassandra: index the due times of records written before
+                               the due index (cassandra_due.py), once; the recrawl scans
+                               the urls table until then
 
 The crawl is CRAWL_NAME (or --crawl); the store and the archive are the ones its
 settings name (URLSTORE_BACKEND, ARCHIVE_DIR or ARCHIVE_S3_BUCKET). Times are ISO 8601
@@ -27,6 +30,7 @@ from crawler.archive.warc import read_payload
 from crawler.config.crawldir import crawls_holding
 from crawler.config.validation import exit_if_invalid
 from crawler.exceptions import ServiceUnreachable, StoreRefused
+from crawler.seeds.ingest import Every
 from crawler.urls import InvalidURL, normalize_url, url_options
 from crawler.urlstore.backends import tries_said, urlstore_from_settings
 from crawler.urlstore.record import with_iso_times
@@ -38,7 +42,7 @@ class Command(ScrapyCommand):
     default_settings = {"LOG_ENABLED": False}
 
     def syntax(self):
-        return "get|content|links URL [options]"
+        return "get|content|links URL | index-due [options]"
 
     def short_desc(self):
         return "Show what the UrlStore holds about a URL (record, archived body, links)"
@@ -53,8 +57,10 @@ class Command(ScrapyCommand):
         exit_if_invalid(self.settings, "urlstore")  # before anything starts or logs
 
     def run(self, args, opts):
+        if args == ["index-due"]:
+            return self._index_due(opts)
         if len(args) != 2 or args[0] not in ("get", "content", "links"):
-            raise UsageError("expected get, content or links, and one URL")
+            raise UsageError("expected get, content or links, and one URL; or index-due")
         action, url = args
         if opts.crawl:
             self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
@@ -96,6 +102,27 @@ class Command(ScrapyCommand):
                 self._content(store, url)
         except BrokenPipeError:  # the reader went away (``| head``): not an error
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        finally:
+            store.close()
+
+    def _index_due(self, opts) -> None:
+        if opts.crawl:
+            self.settings.set("CRAWL_NAME", opts.crawl, priority="cmdline")
+        if self.settings.get("URLSTORE_BACKEND").lower() != "cassandra":
+            print("urlstore: nothing to do: an SQLite UrlStore's due index is always whole")
+            return
+        try:
+            with tries_said("urlstore"):
+                store = urlstore_from_settings(self.settings, readonly=True)
+        except Exception as exc:
+            kind = "" if isinstance(exc, (ServiceUnreachable, StoreRefused)) else f"{type(exc).__name__}: "
+            return self._fail(f"urlstore: {kind}{exc}", code=2 if isinstance(exc, StoreRefused) else 1)
+        try:
+            if store.due_index.whole:
+                print("urlstore: the due index is whole already")
+                return
+            shown = Every(lambda n: print(f"  {n:,} due times indexed", file=sys.stderr, flush=True), 5.0)
+            print(f"urlstore: the due index is whole: {store.due_index.index_all(store, shown):,} due times indexed")
         finally:
             store.close()
 

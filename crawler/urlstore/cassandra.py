@@ -68,6 +68,7 @@ from crawler.urlstore.cassandra_cluster import (
     schema_statements,
     tls_context,
 )
+from crawler.urlstore.cassandra_due import DueIndex
 from crawler.urlstore.cassandra_reads import CassandraReads
 from crawler.urlstore.cassandra_rows import (
     _FETCHED,
@@ -151,6 +152,10 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         self._scan_stmt = prepare(_select(("token(url)", *DUE_FIELDS), "token(url) > ? LIMIT ?"))
         self._inlinks_stmt = prepare(_INLINKS)
         self._inlinks_after_stmt = prepare(_INLINKS_AFTER)
+        self._due_in_stmt = prepare(_select(DUE_FIELDS, "url IN ?"))
+        self._any_stmt = prepare("SELECT url FROM {ks}.urls LIMIT 1")
+        self.due_index = DueIndex(session, prepare, self.reads, max_in_flight)
+        self.due_index.ready(self)  # (whole, or the recrawl scans: see cassandra_due.py)
         # the writes waiting for the writer thread: (build, its argument, future)
         self._pending: list[tuple[object, object, Future]] = []
         self._lock = threading.Lock()
@@ -261,7 +266,8 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         }
         bucket = inlink_bucket(url, self.inlink_buckets)
         inlinks = [(link["url"], bucket, url, link.get("text", ""), bool(link.get("nofollow"))) for link in r.outlinks]
-        return [self._set(url, values), *self._inlink_batches(inlinks)]
+        due = self.due_index.statements(url, r.next_fetch_at, time.time())
+        return [self._set(url, values), *due, *self._inlink_batches(inlinks)]
 
     def _inlink_batches(self, rows: list[tuple]) -> list[tuple]:
         """(statement, None) for the inlink ``rows``: UNLOGGED batches of the rows of one
@@ -329,7 +335,11 @@ class CassandraUrlStore(CassandraReads, UrlStore):
             values["fetched_at"] = fetched_at
         if fetch_interval is not None:
             values["fetch_interval"] = fetch_interval
-        return self._write(lambda _: [self._set(self.normalize(url), values)], None)
+        return self._write(self._reschedule_statements, (self.normalize(url), values))
+
+    def _reschedule_statements(self, arg) -> list[tuple]:
+        url, values = arg
+        return [self._set(url, values), *self.due_index.statements(url, values["next_fetch_at"], time.time())]
 
     def _write(self, build, arg) -> Future:
         """Queue a write: on the writer thread, ``build(arg)`` gives its statements (an

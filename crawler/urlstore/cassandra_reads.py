@@ -7,9 +7,11 @@ inlinks over its buckets. Reads are plain calls on the caller's thread.
 from __future__ import annotations
 
 import logging
+import time
 
 from cassandra.concurrent import execute_concurrent
 
+from crawler.urlstore.cassandra_due import MIN_TOKEN
 from crawler.urlstore.cassandra_rows import (
     _read,
     _record,
@@ -24,12 +26,13 @@ from crawler.urlstore.record import (
 logger = logging.getLogger(__name__)
 
 SCAN_PAGES = 4  # pages of ``limit`` rows one ``due`` call reads at most (a token-range scan)
-MIN_TOKEN = -(2**63)  # Murmur3Partitioner's smallest token
 READ_KEYS = 25  # URLs one read asks for at most (WHERE url IN ...), all of one replica set: a read
 # of 100 keys took 60 ms on one coordinator, four of 25 side by side 15 ms
 
 
 class CassandraReads:
+    _said_unindexed = False  # the warning that the due index is not whole was logged
+
     def _row(self, url: str) -> dict | None:
         row = self.session.execute(self._select_stmt, (url,), execution_profile=self.reads).one()
         return None if row is None else _record(row)
@@ -68,10 +71,19 @@ class CassandraReads:
         host: str | None = None,
         fetched_before: float | None = None,
     ) -> tuple[list[dict], tuple | None]:
-        """A bounded token-range scan of the urls table (no index on next_fetch_at): at most
-        SCAN_PAGES pages of ``limit`` rows per call, filtered here, until ``limit`` rows
-        are found; a page may come back empty with a cursor (more to scan). Every due URL is found once per full pass, at
-        the cost of reading the whole table over the pass."""
+        """By due time, through the due index (cassandra_due.py: a round reads what is due,
+        and the rows of URLs whose due time moved since); with ``fetched_before``, by a
+        bounded token-range scan of the urls table: at most SCAN_PAGES pages of ``limit``
+        rows per call, filtered here, until ``limit`` rows are found. Either may give a
+        page with fewer rows, even none, and a cursor (more to read)."""
+        if fetched_before is None and self.due_index.whole:
+            return self.due_index.due(self, before, limit, after, host, time.time())
+        if fetched_before is None and not self._said_unindexed:
+            self._said_unindexed = True
+            logger.warning(
+                "The UrlStore's due index is not whole (records written before it): the recrawl scans the "
+                "urls table until `scrapy urlstore index-due` has run once"
+            )
         token = after[0] if after else MIN_TOKEN
         out: list[dict] = []
         for _ in range(SCAN_PAGES):
@@ -92,6 +104,10 @@ class CassandraReads:
             if len(rows) < limit:
                 return out, None
         return out, (token,)
+
+    def _due_records(self, urls: list[str]) -> list[dict]:
+        """The due fields of these URLs' records (``_read_keys``), those that have one."""
+        return [_read(row) for row in self._read_keys(self._due_in_stmt, urls)]
 
     def last_fetched(self, urls: list[str], archived: bool = False) -> dict[str, float]:
         """The URLs' rows read at once (``_read_keys``): one round trip's wait."""

@@ -315,6 +315,9 @@ def test_the_read_commands_and_recrawl_work_on_cassandra(crawled, on_cassandra, 
     held = json.loads(command("urlstore", "get", page).stdout)
     assert datetime.fromisoformat(held["next_fetch_at"]).timestamp() > time.time() + 3000
     assert cells_read(cassandra_session, f"{on_cassandra['keyspace']}.urls")[2] == 0  # reschedules too
+    # the recrawl read the due index, whole since the first worker started on the empty table
+    indexed = command("urlstore", "index-due")
+    assert indexed.returncode == 0 and indexed.stdout.decode().strip() == "urlstore: the due index is whole already"
 
 
 def test_nothing_fetched_on_cassandra_gives_the_fresh_start_that_works_there(tmp_path, redis_url, cassandra_session):

@@ -25,6 +25,7 @@ import crawler.urlstore.cassandra_reads as reading
 from crawler.exceptions import ServiceUnreachable
 from crawler.urlstore.cassandra import CassandraUrlStore
 from crawler.urlstore.cassandra_cluster import COLUMNS, IdempotentRetries, schema_statements
+from crawler.urlstore.cassandra_due import DUE_BUCKETS, HOUR_MS
 from crawler.urlstore.cassandra_reads import SCAN_PAGES
 from crawler.urlstore.record import ArchivePointer, FetchRecord
 from testing.servers import free_port
@@ -32,6 +33,7 @@ from testing.services import project_settings
 from testing.stores import cassandra_hosts, cassandra_port, cells_read
 
 T = 1_700_000_000.5
+HOUR = 3600
 
 
 def _fetched(url, **kw):
@@ -224,7 +226,8 @@ def test_workers_making_a_new_keyspace_at_once_make_one_schema(cassandra_session
                 "SELECT table_name, id FROM system_schema.tables WHERE keyspace_name = %s", (ks,)
             )
         }
-        assert ids == {"urls": cluster.table_id(ks, "urls"), "inlinks": cluster.table_id(ks, "inlinks")}
+        tables = ("urls", "inlinks", "urls_due", "urls_due_hours")
+        assert ids == {table: cluster.table_id(ks, table) for table in tables}
         stores[0].record_fetch(_fetched("http://k.example/")).result(30)
         assert stores[2].get("http://k.example/")["fate"] == "fetched"
     finally:
@@ -383,16 +386,16 @@ def test_last_fetched_and_get_many_read_their_urls_together_at_the_read_level(
         reads_one.close()
 
 
-def test_due_reads_a_bounded_number_of_pages_a_call(store, cassandra_session, cassandra_keyspace):
+def test_the_fetched_before_scan_reads_a_bounded_number_of_pages_a_call(store, cassandra_session, cassandra_keyspace):
     urls = [f"http://h{i % 3}.example/{i}" for i in range(60)]
-    _all_done([store.record_fetch(_fetched(u, next_fetch_at=T + (i % 4) * 100)) for i, u in enumerate(urls)])
+    _all_done([store.record_fetch(_fetched(u, fetched_at=T + (i % 4) * 100)) for i, u in enumerate(urls)])
     order = [r[0] for r in cassandra_session.execute(f"SELECT token(url) FROM {cassandra_keyspace}.urls")]
     found, cursor, calls = [], None, 0
     with Requests(cassandra_session) as requests:
         while True:
             start = order.index(cursor[0]) + 1 if cursor else 0
             scans = len(requests.sent)
-            rows, cursor = store.due(T + 150, 5, cursor)
+            rows, cursor = store.due(0, 5, cursor, fetched_before=T + 150)
             calls += 1
             assert len(requests.sent) - scans <= SCAN_PAGES and len(rows) <= 5
             if cursor is None:
@@ -402,9 +405,93 @@ def test_due_reads_a_bounded_number_of_pages_a_call(store, cassandra_session, ca
         found += rows
     assert sorted(r["url"] for r in found) == sorted(u for i, u in enumerate(urls) if i % 4 < 2)
     assert calls >= 30 // 5
-    # nothing due: a call reads its pages and says there is more
-    rows, cursor = store.due(T - 1, 5)
+    # none fetched that early: a call reads its pages and says there is more
+    rows, cursor = store.due(0, 5, fetched_before=T - 1)
     assert rows == [] and cursor == (order[SCAN_PAGES * 5 - 1],)
+
+
+def _due_pass(store, before, limit=5, **kw) -> list[dict]:
+    found, cursor = [], None
+    for _ in range(100):
+        rows, cursor = store.due(before, limit, cursor, **kw)
+        assert len(rows) <= limit
+        found += rows
+        if cursor is None:
+            return found
+    raise AssertionError("no end to the pass")
+
+
+def test_due_reads_the_hours_due_not_the_table(store, cassandra_session, cassandra_keyspace):
+    """300 URLs due in a year and 12 due over three hours: a pass reads the index rows of
+    those hours and the 12 records, never the urls table by token range, whatever the
+    table holds besides."""
+    later = [
+        store.record_fetch(_fetched(f"http://n{i % 7}.example/{i}", next_fetch_at=T + 365 * 86400)) for i in range(300)
+    ]
+    due = [f"http://d{i % 3}.example/{i}" for i in range(12)]
+    _all_done(later + [store.record_fetch(_fetched(u, next_fetch_at=T + (i % 3) * HOUR)) for i, u in enumerate(due)])
+    with Requests(cassandra_session) as requests:
+        found = _due_pass(store, T + 2 * HOUR + 1)
+    assert sorted(r["url"] for r in found) == sorted(due)
+    assert found[0]["next_fetch_at"] == pytest.approx(T, abs=0.001) and found[0]["fetched_at"] == pytest.approx(T)
+    assert not requests.of("token(url)")  # no scan of the urls table
+    index_reads = requests.of(f"FROM {cassandra_keyspace}.urls_due WHERE")
+    assert len(index_reads) <= DUE_BUCKETS * 6  # each of the 3 hours' partitions, twice at most
+    assert sum(1 for cql, _ in requests.of("WHERE url IN")) <= 12  # the due URLs' records
+    # by host: only its URLs
+    assert sorted(r["url"] for r in _due_pass(store, T + 2 * HOUR + 1, host="d1.example")) == sorted(due[1::3])
+
+
+def test_a_moved_due_time_leaves_a_stale_row_skipped_and_its_hour_dropped(store, cassandra_session, cassandra_keyspace):
+    ks = cassandra_keyspace
+    urls = [f"http://s.example/{i}" for i in range(6)]
+    _all_done([store.record_fetch(_fetched(u, next_fetch_at=T)) for u in urls])
+    later = T + 400 * 86400
+    _all_done([store.reschedule(u, later) for u in urls[:4]])  # moved a year on: their rows at T are stale
+
+    def hours():
+        return {r.due_hour for r in cassandra_session.execute(f"SELECT due_hour FROM {ks}.urls_due_hours")}
+
+    hour = round(T * 1000) // HOUR_MS
+    assert sorted(r["url"] for r in _due_pass(store, T + 60, 100)) == urls[4:]
+    assert hour in hours()  # two of its rows are live
+    _all_done([store.reschedule(u, later) for u in urls[4:]])
+    assert _due_pass(store, T + 60, 100) == []
+    assert hour not in hours()  # over, and all stale: dropped
+    assert not list(cassandra_session.execute(f"SELECT url FROM {ks}.urls_due WHERE due_hour = {hour} ALLOW FILTERING"))
+    assert sorted(r["url"] for r in _due_pass(store, later + 1)) == urls  # found at their new time
+    # a due time written into an hour already dropped is listed again
+    store.reschedule(urls[0], T + 30).result(30)
+    assert [r["url"] for r in _due_pass(store, T + 60)] == urls[:1]
+
+
+def test_records_written_before_the_index_are_scanned_until_index_all(
+    store, cassandra_session, cassandra_keyspace, caplog
+):
+    ks = cassandra_keyspace
+    urls = [f"http://o{i % 4}.example/{i}" for i in range(40)]
+    _all_done([store.record_fetch(_fetched(u, next_fetch_at=T + (i % 2) * 86400)) for i, u in enumerate(urls)])
+    for table in ("urls_due", "urls_due_hours"):  # as a store made before the index left them
+        cassandra_session.execute(f"TRUNCATE {ks}.{table}")
+    old = CassandraUrlStore(cassandra_session, ks)
+    try:
+        assert not old.due_index.whole
+        with caplog.at_level(logging.WARNING):
+            scanned = _due_pass(old, T + 60, 7)
+        assert sorted(r["url"] for r in scanned) == sorted(urls[::2])
+        assert sum("index-due" in r.getMessage() for r in caplog.records) == 1  # said once
+        assert old.due_index.index_all(old) == 40
+        assert old.due_index.whole
+        with Requests(cassandra_session) as requests:
+            assert sorted(r["url"] for r in _due_pass(old, T + 60, 7)) == sorted(urls[::2])
+        assert not requests.of("token(url)")
+    finally:
+        old.close()
+    again = CassandraUrlStore(cassandra_session, ks)  # the next store to start finds it whole
+    try:
+        assert again.due_index.whole
+    finally:
+        again.close()
 
 
 def test_a_write_the_replicas_cannot_take_fails_its_future_and_is_logged_once(cassandra_keyspace, caplog, monkeypatch):

@@ -1,0 +1,182 @@
+"""The Cassandra UrlStore's due index (``urls_due`` and ``urls_due_hours`` in schema.cql):
+the recrawl finds the URLs due by a time through it, so that a round reads what is due
+and not the whole urls table.
+
+- Each write of a URL's due time (a fetch's record, a reschedule) writes an index row
+  beside it, in the partition of the due time's hour (whole hours since 1970) and bucket
+  (crc32 of the URL, DUE_BUCKETS of them: an hour's URLs spread over the ring), clustered by
+  (due time in ms, URL); and the hour in ``urls_due_hours`` (written once an hour by each
+  store).
+- An index row is never updated: the record is the truth. ``due`` reads the rows of the
+  hours listed, oldest first, then the records of their URLs (``url IN ?``), and keeps a
+  URL whose due time is still its row's; a row whose URL's due time has moved since is
+  stale, and skipped.
+- An hour that is over and whose rows one call of ``due`` found all stale is deleted: its
+  partitions and its row in ``urls_due_hours`` (a tombstone a partition, never read again:
+  the hour is no longer listed).
+- The index is whole once ``urls_due_hours`` holds the hour INDEXED: written by the first
+  store to start on an empty urls table, or by ``index_all`` (one scan of the urls table,
+  ``scrapy urlstore index-due``) for records written before the index existed. Until then
+  ``due`` scans the urls table as a store without the index did, and says so once.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+
+from cassandra.concurrent import execute_concurrent
+
+from crawler.urlstore.cassandra_rows import _seconds
+from crawler.urlstore.record import DUE_FIELDS, url_in_host
+
+MIN_TOKEN = -(2**63)  # Murmur3Partitioner's smallest token
+SCAN_ROWS = 1000  # urls rows index_all reads a page
+DUE_BUCKETS = 16  # partitions an hour of due URLs is spread over
+HOUR_MS = 3_600_000
+HOURS_SHARD = 0  # urls_due_hours' one partition
+INDEXED = -1  # the hour in urls_due_hours that says every due time is indexed (no real hour: none is before 1970)
+DROP_AFTER_MS = HOUR_MS  # an hour's rows, all stale, are dropped this long after it ends (a
+# late write of a due time in that hour, by a clock behind, still lands after the drop)
+
+_ROW = "INSERT INTO {ks}.urls_due (due_hour, bucket, due_ms, url) VALUES (?, ?, ?, ?)"
+_HOUR = "INSERT INTO {ks}.urls_due_hours (shard, due_hour) VALUES (?, ?)"
+_HOURS = "SELECT due_hour FROM {ks}.urls_due_hours WHERE shard = ? AND due_hour >= ? AND due_hour <= ?"
+_PAGE = (
+    "SELECT due_ms, url FROM {ks}.urls_due WHERE due_hour = ? AND bucket = ? "
+    "AND (due_ms, url) > (?, ?) AND due_ms <= ? LIMIT ?"
+)
+_DROP_HOUR = "DELETE FROM {ks}.urls_due_hours WHERE shard = ? AND due_hour = ?"
+_DROP_PARTITION = "DELETE FROM {ks}.urls_due WHERE due_hour = ? AND bucket = ?"
+
+
+def due_ms(seconds: float) -> int:
+    """A due time as the index keeps it (ms, as the record's timestamp column)."""
+    return round(seconds * 1000)
+
+
+class DueIndex:
+    """The index's statements on a store's ``session`` (``prepare``: the store's, which
+    makes them idempotent), read with the ``reads`` execution profile."""
+
+    def __init__(self, session, prepare, reads, max_in_flight: int):
+        self.session = session
+        self.reads = reads
+        self.max_in_flight = max_in_flight
+        self._row = prepare(_ROW)
+        self._hour = prepare(_HOUR)
+        self._hours = prepare(_HOURS)
+        self._page = prepare(_PAGE)
+        self._drop_hour = prepare(_DROP_HOUR)
+        self._drop_partition = prepare(_DROP_PARTITION)
+        self._noted: set[int] = set()  # hours this store has written to urls_due_hours
+        self.whole = False  # every due time of the store is in the index (see ready)
+
+    def ready(self, store) -> bool:
+        """Whether the index is whole: it says so (INDEXED), or the urls table is empty and
+        it now says so. Read once, at the store's start."""
+        if not self._run([(self._hours, (HOURS_SHARD, INDEXED, INDEXED))])[0]:
+            if list(self.session.execute(store._any_stmt, execution_profile=self.reads)):
+                return False
+            self._run([(self._hour, (HOURS_SHARD, INDEXED))])
+        self.whole = True
+        return True
+
+    def index_all(self, store, progress=None) -> int:
+        """Index every record's due time (records written before the index), by one scan
+        of the urls table; then say the index is whole. The due times indexed."""
+        token, indexed = MIN_TOKEN, 0
+        while True:
+            rows = list(self.session.execute(store._scan_stmt, (token, SCAN_ROWS), execution_profile=self.reads))
+            writes = [
+                statement
+                for row in rows
+                if row.next_fetch_at is not None
+                for statement in self.statements(row.url, _seconds(row.next_fetch_at), time.time())
+            ]
+            self._run(writes)
+            indexed += sum(1 for row in rows if row.next_fetch_at is not None)
+            if progress is not None:
+                progress(indexed)
+            if len(rows) < SCAN_ROWS:
+                break
+            token = rows[-1][0]
+        self._run([(self._hour, (HOURS_SHARD, INDEXED))])
+        self.whole = True
+        return indexed
+
+    def statements(self, url: str, next_fetch_at: float | None, now: float) -> list[tuple]:
+        """(statement, parameters) that index ``url`` (normalized) as due at ``next_fetch_at``
+        (none when it has no due time)."""
+        if next_fetch_at is None:
+            return []
+        ms = due_ms(next_fetch_at)
+        hour = ms // HOUR_MS
+        out = [(self._row, (hour, zlib.crc32(url.encode()) % DUE_BUCKETS, ms, url))]
+        # the hour listed: once an hour a store, and each time for an hour that is over
+        # (it may have been dropped meanwhile)
+        if hour not in self._noted or hour < due_ms(now) // HOUR_MS:
+            self._noted.add(hour)
+            out.append((self._hour, (HOURS_SHARD, hour)))
+        return out
+
+    def due(self, store, before: float, limit: int, after: tuple | None, host: str | None, now: float):
+        """``store.due`` by the index (see the module's docstring): the rows, and the
+        cursor (hour, due ms, URL) of the last row read, or None when the index holds no
+        more due by ``before``. A page may hold fewer than ``limit`` rows (some were
+        stale) and still have a cursor."""
+        last = due_ms(before)
+        start_hour, start_ms, start_url = after if after else (0, -1, "")
+        listed = self._run([(self._hours, (HOURS_SHARD, start_hour, last // HOUR_MS))])[0]
+        hours = [row.due_hour for row in listed]
+        out: list[dict] = []
+        for hour in hours:
+            fresh = hour != start_hour or start_ms < 0  # read from the hour's first row
+            rows = self._hour_page(hour, (-1, "") if fresh else (start_ms, start_url), last, limit)
+            page = rows[:limit]
+            live = self._live(store, page, host)
+            out += live
+            if len(rows) > limit:  # more in this hour: the next call goes on after the last row read
+                return out, (hour, *page[-1])
+            ended = (hour + 1) * HOUR_MS + DROP_AFTER_MS <= due_ms(now)
+            if fresh and ended and not live and host is None:  # over, and every row of it stale
+                self._drop(hour)
+            if len(out) >= limit // 2 and hour != hours[-1]:  # a page's worth: the next hour, next call
+                return out, (hour + 1, -1, "")
+        return out, None
+
+    def _hour_page(self, hour: int, cursor: tuple, last: int, limit: int) -> list[tuple[int, str]]:
+        """Up to ``limit + 1`` rows of ``hour`` after ``cursor`` and due by ``last``
+        (ms), in order: each bucket's first ``limit + 1``, read at once, merged."""
+        reads = [(self._page, (hour, b, *cursor, last, limit + 1)) for b in range(DUE_BUCKETS)]
+        rows = sorted((r.due_ms, r.url) for result in self._run(reads) for r in result)
+        return rows[: limit + 1]
+
+    def _live(self, store, rows: list[tuple[int, str]], host: str | None) -> list[dict]:
+        """The rows whose URL's record still has their due time (and is ``host``'s), as
+        ``due`` gives them."""
+        wanted = [url for _, url in rows if not host or url_in_host(url, host)]
+        records = {r["url"]: r for r in store._due_records(wanted)} if wanted else {}
+        out = []
+        for ms, url in rows:
+            record = records.get(url)
+            if record is not None and record["next_fetch_at"] is not None and due_ms(record["next_fetch_at"]) == ms:
+                out.append({name: record[name] for name in DUE_FIELDS})
+        return out
+
+    def _drop(self, hour: int) -> None:
+        drops = [(self._drop_partition, (hour, b)) for b in range(DUE_BUCKETS)]
+        self._run(drops)
+        self._run([(self._drop_hour, (HOURS_SHARD, hour))])
+        self._noted.discard(hour)
+
+    def _run(self, statements: list[tuple]) -> list:
+        results = execute_concurrent(
+            self.session, statements, concurrency=self.max_in_flight, execution_profile=self.reads
+        )
+        out = []
+        for result in results:
+            if not result.success:
+                raise result.result_or_exc
+            out.append(result.result_or_exc)
+        return out
