@@ -1,29 +1,18 @@
-"""Benchmark: reading an HTML page once (crawler/page/reader.py) against the three separate
-reads it replaces, on real HTML.
-
-Setup (Debian's documentation packages: HTML that no one here wrote):
+"""Benchmark: reading an HTML page once (crawler/page/reader.py) against the three
+separate reads it replaces, on real HTML.
 
     apt-get install -y python3-doc nodejs-doc rust-doc
     python -m bench.page_reading                    # 3,000 pages, about a minute
     python -m bench.page_reading --pages 1000 --seed 2
 
-The pages: every HTML file of python3-doc and nodejs-doc and a random sample of rust-doc's
-(the sites of bench/doc_crawl.py), up to ``--pages``, each under the URL doc_crawl.py
-serves it at, with the header it serves (``Content-Type: text/html``).
-
-Each page is read the old way, three times:
-
-- links: what the broad spider did in the Scrapy process (an HtmlResponse, its decode and
-  selector, meta robots, Scrapy's LinkExtractor, ``normalize_url`` on each link);
-- ``page_fingerprints`` (content seen, in a page worker);
-- ``extract_metadata`` (metadata, in a page worker);
-
-then with one ``read_page``, whose stages are its own ``timings``; the links stage once
-more with nothing known from earlier pages (the reader's cache of link results emptied
-before the page), which is what a page of a site not seen yet costs. Printed: CPU
-milliseconds per page (``time.thread_time``) of each, the pages whose links, metadata and
-fingerprints are not the old ones (each listed), and the pickled size of a Reading (it goes
-back from a page worker process) against what the two page-worker reads it replaces sent.
+The pages: the documentation of testing/docsites.py (every file of python3-doc and
+nodejs-doc, a sample of rust-doc's), up to ``--pages``, as its sites serve them. Each is
+read the old way (the spider's links through Scrapy's HtmlResponse and LinkExtractor,
+``page_fingerprints``, ``extract_metadata``), then with one ``read_page`` (its stages by
+its own timings), and its links once more with the reader's cache of links emptied.
+Printed: CPU ms a page of each (``time.thread_time``), the pages whose links, metadata or
+fingerprints differ from the old reads, and the pickled size of a Reading against the
+two page-worker results it replaces.
 """
 
 from __future__ import annotations
