@@ -138,12 +138,8 @@ def warning_lines(logs: list[Path]) -> list[tuple[float, str]]:
     for log in logs:
         for m in filter(None, map(LOG_LINE.match, log.read_text(errors="replace").splitlines())):
             message = re.sub(r"\d+(\.\d+)?", "N", re.sub(r"https?://\S+", "URL", m.group(4)))
-            out.append(
-                (
-                    time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")),
-                    f"[{m.group(2)}] {m.group(3)}: {message[:110]}",
-                )
-            )
+            when = time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S"))
+            out.append((when, f"[{m.group(2)}] {m.group(3)}: {message[:110]}"))
     return out
 
 
@@ -168,15 +164,9 @@ def run(args) -> dict:
         expected = site.expected_fetches()
         redis_server = RedisServer(work / "redis").start()
         env = {**clean_env(), "REDIS_URL": redis_server.url}
-        store = {
-            "URLSTORE_BACKEND": "cassandra",
-            "CASSANDRA_HOSTS": ",".join(cluster.hosts),
-            "CASSANDRA_PORT": args.port,
-            "CASSANDRA_KEYSPACE": KEYSPACE,
-            "CASSANDRA_REPLICATION_FACTOR": 3,
-            "CASSANDRA_DATACENTER": DATACENTER,
-            "CASSANDRA_WRITE_CONSISTENCY": "LOCAL_QUORUM",
-        }
+        store = {"URLSTORE_BACKEND": "cassandra", "CASSANDRA_HOSTS": ",".join(cluster.hosts)}
+        store |= {"CASSANDRA_PORT": args.port, "CASSANDRA_WRITE_CONSISTENCY": "LOCAL_QUORUM"}
+        store |= {"CASSANDRA_KEYSPACE": KEYSPACE, "CASSANDRA_REPLICATION_FACTOR": 3, "CASSANDRA_DATACENTER": DATACENTER}
         seeds = seed_file(work, site.seeds)
         sampler = Sampler(redis_server.client)
         ev["crawl"] = time.time()

@@ -136,17 +136,11 @@ def main() -> None:
     def ms(seconds: float) -> str:
         return f"{seconds / n * 1000:7.3f}"
 
-    print(
-        f"\n{n} pages, {kb:.0f} KB on average, {statistics.mean(links_per_page):.0f} links each "
-        f"(after normalization and deduplication); CPU ms per page:"
-    )
-    print("  old: three reads")
-    print(
-        f"    links (Scrapy process)   {ms(old['links'])}   of which HtmlResponse decode + parse {ms(old['response'])}"
-    )
-    print(f"    page_fingerprints        {ms(old['fingerprints'])}")
-    print(f"    extract_metadata         {ms(old['metadata'])}")
-    print(f"    total                    {ms(old['total'])}")
+    links = statistics.mean(links_per_page)
+    print(f"\n{n} pages, {kb:.0f} KB on average, {links:.0f} links each (normalized, deduplicated); CPU ms a page:")
+    print(f"  old: three reads\n    links (Scrapy process)   {ms(old['links'])}   of which HtmlResponse decode + parse"
+          f" {ms(old['response'])}\n    page_fingerprints        {ms(old['fingerprints'])}\n    extract_metadata"
+          f"         {ms(old['metadata'])}\n    total                    {ms(old['total'])}")  # fmt: skip
     print("  read_page: one read, by stage (its timings)")
     for stage in STAGES:
         extra = f"   ({ms(new['links, nothing known']).strip()} with nothing known from earlier pages)"
@@ -155,17 +149,17 @@ def main() -> None:
         f"    total                    {ms(sum(new[s] for s in STAGES))}   (around the call: {ms(new['call']).strip()})"
     )
     print(
-        f"  old / new: {old['total'] / new['call']:.2f}x; links {old['links'] / new['links']:.2f}x "
-        "(the old way with its own decode and parse)"
+        f"  old / new: {old['total'] / new['call']:.2f}x; links {old['links'] / new['links']:.2f}x (old: its own parse)"
     )
     print("\nSame as the old reads:")
     for part, urls in differ.items():
         print(f"  {part:13s} {n - len(urls)} of {n} pages")
         for url in urls[:10]:
             print(f"    differs: {url}")
-    print("\nPickled size of a Reading (bytes):")
-    print(f"  mean {statistics.mean(sizes):.0f}, median {statistics.median(sizes):.0f}, max {max(sizes)}")
-    print("  by part, mean: " + ", ".join(f"{k} {statistics.mean(v):.0f}" for k, v in parts.items()))
+    print(
+        f"\nPickled size of a Reading (bytes): mean {statistics.mean(sizes):.0f}, median {statistics.median(sizes):.0f}"
+        f", max {max(sizes)}; by part, mean: " + ", ".join(f"{k} {statistics.mean(v):.0f}" for k, v in parts.items())
+    )
     print(
         f"  the two page-worker results it replaces (Fingerprints; metadata and problems): mean {statistics.mean(old_sizes):.0f}"
     )
