@@ -1,21 +1,16 @@
-"""Benchmark: what the web archive's records cost. The archive's CPU and bytes per page
-before and after (warcinfo, metadata and revisit records, and the CDXJ index written as it
-goes), in one run, on real pages with planted exact copies.
+"""Benchmark: what the web archive's records cost: CPU and bytes a page of the archive
+before and after its warcinfo, metadata and revisit records and its CDXJ index, on real
+pages with planted exact copies.
 
     apt-get install -y python3-doc nodejs-doc rust-doc
     python -m bench.archive_records --pages 3000 --runs 9
 
-The corpus: ``--pages`` HTML pages of the documentation packages (bench/page_reading.py's
-sample), each with its links read as the spider reads them; then ``--copies`` (a share) of
-them again under another URL, at random places, as exact copies (``duplicate_of``).
-"Before" is ``crawler/archive/warc.py`` at ``--before`` (read with ``git show``): a response
-and a request record a page, exact copies skipped. "After" is today's: a warcinfo record a
-file, per page a response (a revisit for a copy), its request and a metadata record, and
-each batch's index at its close. Both write every page into batches of ARCHIVE_MAX_BYTES as
-the pipeline's writer thread does (``_raw_page``, ``WarcBatch.add``, ``close``), in step page
-by page (the machine's drift falls on both), CPU by ``time.thread_time()``; each of
-``--runs`` passes is a run. Figures: CPU ms and bytes a page of each, after / before (goal:
-CPU at most 1.10), and the revisits' share of the bytes written.
+The corpus: bench/page_reading.py's ``--pages`` documentation pages, and ``--copies`` of them
+again under other URLs as exact copies. "Before" is crawler/archive/warc.py at ``--before``
+(``git show``: a response and a request record a page, copies skipped); "after" today's. Both
+write every page into ARCHIVE_MAX_BYTES batches as the pipeline's writer thread does, page
+by page in step, CPU by ``time.thread_time()``; a run a pass. Figures: CPU ms and KB a page
+of each, after / before (goal: CPU at most 1.10), the revisits' share of the bytes.
 """
 
 from __future__ import annotations
@@ -25,7 +20,6 @@ import hashlib
 import importlib.util
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,21 +28,18 @@ from pathlib import Path
 from scrapy.settings import Settings
 
 from bench.page_reading import URL_OPTIONS, load_pages
-from bench.results import Results
+from bench.results import Results, git
 from crawler.archive import warc
 from crawler.page.reader import read_page
 from crawler.pipelines.archive import _raw_page, warcinfo
 
-ROOT = Path(__file__).resolve().parents[1]
 MAX_BYTES = 64 * 2**20  # ARCHIVE_MAX_BYTES
 HEADERS = {"Content-Type": ["text/html"], "Server": ["nginx"], "Date": ["Thu, 26 Nov 2026 09:00:00 GMT"]}
 
 
 def old_warc(commit: str):
     """crawler/archive/warc.py as it was at ``commit``, as a module of its own."""
-    source = subprocess.run(
-        ["git", "show", f"{commit}:crawler/archive/warc.py"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
+    source = git("show", f"{commit}:crawler/archive/warc.py")
     path = Path(tempfile.mkdtemp(prefix="bench-warc-")) / "warc_before.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("warc_before", path)

@@ -1,54 +1,37 @@
 """A crawl as a user runs it: many loopback hosts, some of them broken, several local
-workers, default settings. Prints how it ended, what it left and why, how polite it was
-by the site's own arrival log, and its speed against the polite limit of the same run.
+workers, default settings: how it ended, what it left and why, how polite it was by the
+site's own arrival log, and its speed against the polite limit of the same run.
 
     python -m bench.broken_web                 # 200 hosts, 3 workers (a few minutes)
     python -m bench.broken_web --hosts 60 --workers 2
 
-The site (crawler/demo/site.py) has HOSTS hosts of PAGES pages. Broken ones, by host index:
-a tenth answer 500 or 503 for robots.txt; a fifth have one page answering a plain 503 for
-good, another fifth one page answering 500 twice and then the page; 3 hosts answer 500
-to every page; 3 refuse connections; 2 answer 429 to every page for 20 s; one has a page
-answering 503 with Retry-After: 3600. Every page answers after SITE_DELAY. Pages carry a
-text of their own inside the same frame, and every fourth one links a near copy of
-itself (the demo site's ``framed`` option).
-
-The workers run ``scrapy crawl broad`` with the project's defaults except the interval
-(FRONTIER_HOST_INTERVAL, 0.25 s as given), loopback allowed, and a throwaway
-redis-server (testing/servers.py). Nothing is sent anywhere but 127.0.0.0/8; every
-worker is killed if it has not ended after --timeout seconds.
-
-Figures:
-- the end: when the last healthy page was fetched, when each worker exited by itself,
-  and the deferred hosts and URLs by reason from the closing summary;
-- politeness: per host, the smallest gap between two arrivals at the site (robots.txt
-  and its redirect hops included), and how many gaps were below the interval - 10 ms;
-- retries: requests per always-failing URL (at most URL_RETRY_ATTEMPTS);
-- near copies: the planted copies marked near their page, and any other near or exact
-  mark (wrong: every other page is distinct);
-- speed: healthy pages per second while the bulk was fetched, against the polite limit
-  of the run, sum over hosts of 1 / (interval + mean response time of that host).
+The demo site (crawler/demo/site.py, framed pages, every fourth linking a near copy of
+itself) with broken hosts: robots.txt answering 500/503, a page answering 503 for good or
+500 twice, hosts answering 500 to everything, refusing connections, answering 429 for 20 s,
+or 503 with Retry-After: 3600 (broken_site). The workers: ``scrapy crawl broad``, the
+project's defaults but FRONTIER_HOST_INTERVAL 0.25 s, a throwaway redis-server; killed
+after --timeout. Figures: the healthy pages fetched and when the workers ended, the closing
+summary's deferred hosts and URLs, the smallest arrival gap per host and the gaps below the
+interval - 10 ms, requests per always-failing URL, the planted near copies found and wrong
+marks, the reactor's longest stall, and healthy pages/s against the polite limit (sum over
+hosts of 1 / (interval + mean answer)).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from collections import defaultdict
-from itertools import pairwise
 from pathlib import Path
 
 from bench.results import Results
 from crawler.demo.site import Site
+from testing.docsites import wait_or_kill
+from testing.sampling import arrival_gaps
 from testing.servers import RedisServer
-from testing.workers import read_pages
-
-ROOT = Path(__file__).resolve().parents[1]
+from testing.workers import clean_env, crawl_command, dumped_stats, read_pages, start_worker
 
 INTERVAL = 0.25
 SITE_DELAY = 0.02
@@ -59,30 +42,16 @@ def broken_site(hosts: int, pages: int) -> tuple[Site, dict]:
     """The site, and what is broken where (host index sets)."""
     idx = list(range(1, hosts))  # host 0 serves the seed and stays healthy
     tenth, fifth = max(hosts // 10, 1), max(hosts // 5, 1)
-    plan = {
-        "robots_5xx": idx[0:tenth],
-        "page_503": idx[tenth : tenth + fifth],
-        "page_500_twice": idx[tenth + fifth : tenth + 2 * fifth],
-        "all_500": idx[tenth + 2 * fifth : tenth + 2 * fifth + 3],
-        "refuse": idx[tenth + 2 * fifth + 3 : tenth + 2 * fifth + 6],
-        "throttled_20s": idx[tenth + 2 * fifth + 6 : tenth + 2 * fifth + 8],
-        "retry_after_3600": idx[tenth + 2 * fifth + 8 : tenth + 2 * fifth + 9],
-    }
+    sizes = {"robots_5xx": tenth, "page_503": fifth, "page_500_twice": fifth, "all_500": 3, "refuse": 3}
+    plan, at = {}, 0
+    for key, n in (sizes | {"throttled_20s": 2, "retry_after_3600": 1}).items():
+        plan[key], at = idx[at : at + n], at + n
     robots = {i: (500 if n % 2 else 503) for n, i in enumerate(plan["robots_5xx"])}
     fail_pages = {i: {"/p3.html": 503} for i in plan["page_503"]}
     fail_pages.update({i: {"/p4.html": [500, 500, None]} for i in plan["page_500_twice"]})
     fail_pages.update({i: {"/p2.html": (503, {"Retry-After": "3600"})} for i in plan["retry_after_3600"]})
-    site = Site(
-        hosts,
-        pages,
-        SITE_DELAY,
-        robots=robots,
-        fail_pages=fail_pages,
-        fail_all={i: 500 for i in plan["all_500"]},
-        throttle_for={i: 20 for i in plan["throttled_20s"]},
-        refuse=plan["refuse"],
-        framed=True,
-    )
+    site = Site(hosts, pages, SITE_DELAY, robots=robots, fail_pages=fail_pages, fail_all=dict.fromkeys(plan["all_500"], 500),
+                throttle_for=dict.fromkeys(plan["throttled_20s"], 20), refuse=plan["refuse"], framed=True)  # fmt: skip
     return site, plan
 
 
@@ -94,36 +63,16 @@ def run(hosts: int, pages: int, workers: int, timeout: float) -> dict:
     seeds.write_text(site.seeds[0] + "\n")
     print(f"site: {hosts} hosts x {pages} pages on 127.0.0.2-{site.hosts[-1]}:{site.port}; workdir {work}")
     print("broken: " + ", ".join(f"{k} {len(v)}" for k, v in plan.items()))
-    procs = []
     with RedisServer(str(work)) as redis_server:
-        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CRAWL_NAME", "CRAWL_DIR")}
-        env["REDIS_URL"] = redis_server.url
+        env = {**clean_env(), "REDIS_URL": redis_server.url}
         started = time.monotonic()
+        procs = []
         for n in range(workers):
-            cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-o", str(work / f"pages-{n}.jsonl")]
-            if n == 0:
-                cmd += ["-a", f"seeds={seeds}"]
-            for name, value in {
-                "CRAWL_NAME": "broken-web",
-                "CRAWL_DIR": work / "crawl",
-                "FRONTIER_HOST_INTERVAL": INTERVAL,
-                "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-                "LOG_FILE": work / f"worker-{n}.log",
-            }.items():
-                cmd += ["-s", f"{name}={value}"]
-            procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
-        ended = {}
-        try:
-            while len(ended) < workers and time.monotonic() - started < timeout:
-                for n, p in enumerate(procs):
-                    if n not in ended and p.poll() is not None:
-                        ended[n] = (time.monotonic() - started, p.returncode)
-                time.sleep(0.2)
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+            settings = {"CRAWL_NAME": "broken-web", "FRONTIER_HOST_INTERVAL": INTERVAL, "ARCHIVE_MAX_SECONDS": None}
+            settings |= {"NETWORK_GUARD_ALLOW": "127.0.0.0/8", "LOG_FILE": work / f"worker-{n}.log"}
+            cmd = crawl_command(work / f"pages-{n}.jsonl", seeds if n == 0 else None, settings, append=True)
+            procs.append(start_worker(cmd, env, work / f"worker-{n}.out"))
+        ended = wait_or_kill(procs, started, timeout)
     site.stop()
     return report(site, plan, started, ended, workers, work, timeout)
 
@@ -143,11 +92,15 @@ def report(site: Site, plan: dict, started: float, ended: dict, workers: int, wo
             fetched_ok[h.key] = h.start
     missing = healthy - set(fetched_ok)
     print()
-    for n in range(workers):
-        if n in ended:
-            print(f"worker {n}: exited by itself after {ended[n][0]:.0f} s, exit code {ended[n][1]}")
-        else:
-            print(f"worker {n}: still running after {timeout:.0f} s (killed)")
+    for n, (t, code) in ended.items():
+        print(
+            f"worker {n}: "
+            + (
+                f"exited by itself after {t:.0f} s, exit code {code}"
+                if code is not None
+                else f"still running after {timeout:.0f} s (killed)"
+            )
+        )
     if fetched_ok:
         times = sorted(t - started for t in fetched_ok.values())
         p95 = times[int(len(times) * 0.95) - 1]
@@ -156,13 +109,13 @@ def report(site: Site, plan: dict, started: float, ended: dict, workers: int, wo
             f"healthy pages: {len(fetched_ok)} of {len(healthy)} fetched; 95% by {p95:.0f} s, "
             f"the last at {times[-1]:.0f} s" + (f"; missing {sorted(missing)[:5]}" if missing else "")
         )
-    if len(ended) == workers and all(code == 0 for _, code in ended.values()):
+    if all(code == 0 for _, code in ended.values()):
         figures["the last worker ended by itself after"] = (max(t for t, _ in ended.values()), "s")
     summaries, stalls = [], []
     for n in range(workers):
         text = (work / f"worker-{n}.log").read_text(errors="replace")
         summaries += re.findall(r"Crawl summary.*?(?=\n20\d\d-|\Z)", text, re.S)
-        stalls += [float(v) for v in re.findall(r"'reactor/stall_max_ms': ([\d.]+)", text)]
+        stalls += [v for k, v in dumped_stats(text).items() if k == "reactor/stall_max_ms"]
     if stalls:  # (crawler/extensions/stalls.py)
         figures["reactor stall, the workers' longest"] = (max(stalls), "ms")
         print(f"reactor stalls: longest {max(stalls):.0f} ms (each worker's: {', '.join(f'{v:.0f}' for v in stalls)})")
@@ -185,21 +138,13 @@ def report(site: Site, plan: dict, started: float, ended: dict, workers: int, wo
     )
 
     # politeness, by the site's own arrival log
-    arrivals = defaultdict(list)
-    for h in hits:
-        arrivals[h.host].append(h.start)
-    smallest, close = [], 0
-    for times in arrivals.values():
-        times.sort()
-        gaps = [b - a for a, b in pairwise(times)]
-        if gaps:
-            smallest.append(min(gaps))
-            close += sum(1 for g in gaps if g < INTERVAL - TOLERANCE)
-    smallest.sort()
+    gaps = arrival_gaps(hits)
+    smallest = sorted(min(g) for g in gaps.values() if g)
+    close = sum(1 for g in gaps.values() for x in g if x < INTERVAL - TOLERANCE)
     figures["smallest arrival gap at a host"] = (smallest[0], "s")
     figures["arrival gaps below the interval"] = (close, "gaps")
     print(
-        f"politeness: {len(hits)} requests to {len(arrivals)} hosts; smallest arrival gap per host: "
+        f"politeness: {len(hits)} requests to {len(gaps)} hosts; smallest arrival gap per host: "
         f"min {smallest[0]:.3f} s, median {smallest[len(smallest) // 2]:.3f} s; "
         f"{close} gaps below {INTERVAL - TOLERANCE:.2f} s"
     )

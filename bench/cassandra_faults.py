@@ -1,27 +1,19 @@
-"""A crawl that survives Cassandra node failures, measured: two workers crawl loopback hosts
-into a three-node Cassandra cluster of its own (replication factor 3, writes at
-LOCAL_QUORUM); node 2 is SIGKILLed mid-crawl and started again a minute later (scenario 1),
-then all three are stopped for 30 s (scenario 2). Every page the site answered 200 (by its
-own log) must then have its row, read at QUORUM and at ALL, with an archive pointer that
-reads back its WARC record.
+"""A crawl that survives Cassandra node failures: two workers crawl the demo site into a
+three-node Cassandra cluster of its own (replication factor 3, writes at LOCAL_QUORUM);
+node 2 is SIGKILLed mid-crawl and started again (scenario 1), then all three are stopped
+for a while (scenario 2). Every page the site answered 200 must then have its row, read at
+QUORUM and at ALL, with an archive pointer that reads back its WARC record.
 
     python -m bench.cassandra_faults                        # about 12 minutes on 2 cores
     python -m bench.cassandra_faults --outage-signal term   # scenario 2 by SIGTERM
     python -m bench.cassandra_faults --hosts 40 --pages 100 --interval 2 --s1-at 0.05 \
         --node-down 20 --settle 5 --s2-at 0.3 --outage 20   # a smaller crawl
 
-Needs what scripts/cassandra.py needs (Java 11 or 17; Cassandra 5.0). Nodes on
-127.0.0.1-3 with ports of their own (--port, --storage-port, --jmx-port; it refuses to
-start when one is taken), the demo site (crawler/demo/site.py, its request log), a private
-redis-server; everything is stopped at the end, on failure and SIGTERM too.
-
-Scenario 1 starts once --s1-at of the pages were requested; scenario 2 --settle s after
-node 2 answers again (and past --s2-at); after it node 1 (the seed) is started, then nodes
-2 and 3. The workers end by themselves (killed after --timeout). Figures: pages, rows and
-lost pages at QUORUM and ALL, pointers read back, records written and writes failed in
-each scenario (the workers' live tally in Redis), refetches, when the nodes and the writes
-came back, warning lines, the crawl's duration and the smallest gap between two requests
-to a host; and checks (exit code 1 when one fails).
+Needs scripts/cassandra.py's Cassandra (Java); nodes on 127.0.0.1-3 on ports of their own.
+Figures: pages, rows and lost pages at QUORUM and ALL, pointers read back, records written
+and writes failed in each scenario (the workers' tally in Redis), refetches, when the nodes
+and the writes came back, warning lines, the crawl's duration, the smallest gap between two
+requests to a host; and checks (exit code 1 when one fails).
 """
 
 from __future__ import annotations
@@ -34,8 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter, defaultdict
-from itertools import pairwise
+from collections import Counter
 from pathlib import Path
 
 import redis
@@ -48,6 +39,7 @@ from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.urls import normalize_url
 from testing.cassandra import CassandraNodes, answers
+from testing.sampling import arrival_gaps
 from testing.servers import RedisServer
 from testing.workers import clean_env, launch_worker, loopback_settings, read_pages, seed_file
 
@@ -146,22 +138,9 @@ def warning_lines(logs: list[Path]) -> list[tuple[float, str]]:
     for log in logs:
         for m in filter(None, map(LOG_LINE.match, log.read_text(errors="replace").splitlines())):
             message = re.sub(r"\d+(\.\d+)?", "N", re.sub(r"https?://\S+", "URL", m.group(4)))
-            out.append(
-                (
-                    time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")),
-                    f"[{m.group(2)}] {m.group(3)}: {message[:110]}",
-                )
-            )
+            when = time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S"))
+            out.append((when, f"[{m.group(2)}] {m.group(3)}: {message[:110]}"))
     return out
-
-
-def smallest_gaps(hits) -> list[float]:
-    """Each host's smallest gap between two request arrivals, sorted."""
-    arrivals = defaultdict(list)
-    for h in hits:
-        arrivals[h.host].append(h.start)
-    gaps = [min(b - a for a, b in pairwise(sorted(s))) for s in arrivals.values() if len(s) > 1]
-    return sorted(gaps)
 
 
 def run(args) -> dict:
@@ -185,15 +164,9 @@ def run(args) -> dict:
         expected = site.expected_fetches()
         redis_server = RedisServer(work / "redis").start()
         env = {**clean_env(), "REDIS_URL": redis_server.url}
-        store = {
-            "URLSTORE_BACKEND": "cassandra",
-            "CASSANDRA_HOSTS": ",".join(cluster.hosts),
-            "CASSANDRA_PORT": args.port,
-            "CASSANDRA_KEYSPACE": KEYSPACE,
-            "CASSANDRA_REPLICATION_FACTOR": 3,
-            "CASSANDRA_DATACENTER": DATACENTER,
-            "CASSANDRA_WRITE_CONSISTENCY": "LOCAL_QUORUM",
-        }
+        store = {"URLSTORE_BACKEND": "cassandra", "CASSANDRA_HOSTS": ",".join(cluster.hosts)}
+        store |= {"CASSANDRA_PORT": args.port, "CASSANDRA_WRITE_CONSISTENCY": "LOCAL_QUORUM"}
+        store |= {"CASSANDRA_KEYSPACE": KEYSPACE, "CASSANDRA_REPLICATION_FACTOR": 3, "CASSANDRA_DATACENTER": DATACENTER}
         seeds = seed_file(work, site.seeds)
         sampler = Sampler(redis_server.client)
         ev["crawl"] = time.time()
@@ -371,7 +344,7 @@ def report(args, got: dict, results: Results) -> int:
     checks.append(("the workers ended by themselves, exit code 0", all(c == 0 for c, _ in got["ends"].values())))
     frontier = got["frontier"]
     checks.append(("nothing left in the frontier", frontier["queued"] == 0 and frontier["leased"] == 0))
-    gaps = smallest_gaps(hits)
+    gaps = sorted(min(g) for g in arrival_gaps(hits).values() if g)
     figure("politeness: smallest gap between two requests to a host", gaps[0], "s")
     checks.append(("politeness: no gap below the interval", gaps[0] >= args.interval - TOLERANCE))
 

@@ -1,15 +1,12 @@
-"""Benchmark: content seen on one Redis, by its one script (``ContentIndex``: CONTENT_SEEN,
-one round trip a page) against the sharded algorithm run on that one Redis as its only
-shard (``ShardedContentIndex``: up to three calls a page).
+"""Benchmark: content seen on one Redis by its one script (``ContentIndex``, one round trip
+a page) against the sharded algorithm on that Redis as its only shard
+(``ShardedContentIndex``, up to three calls a page).
 
-    python -m bench.contentseen_paths                 # 3,000 pages
     python -m bench.contentseen_paths --pages 10000 --runs 3
 
-The pages: generated texts of 300 words from a 5,000-word vocabulary, a fifth of them near
-copies of an earlier page (3% of the words changed) and a tenth exact copies. Each path gets
-a fresh redis-server and checks the same pages in the same order, one at a time, as a
-worker does. Figures of each: wall ms a check (p50, p99), round trips and Redis CPU ms a
-check; and whether both gave the same verdicts.
+Generated pages (a fifth near copies, a tenth exact copies), checked one at a time, each
+path on a fresh redis-server. Figures: wall ms a check (p50, p99), round trips and Redis
+CPU ms a check, and the pages where both gave the same verdict.
 """
 
 from __future__ import annotations

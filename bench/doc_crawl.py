@@ -4,31 +4,25 @@
     python -m bench.doc_crawl                          # 2 workers, 90 s
     python -m bench.doc_crawl --workers 3 --seconds 60 --interval 0.1
 
-The sites of testing/docsites.py (Debian's documentation, one loopback address each, each
-crawled within its own path); ``--workers`` ``scrapy crawl broad`` workers with the
-project's defaults but loopback allowed, FRONTIER_HOST_INTERVAL (--interval) and
-CLOSESPIDER_TIMEOUT (--seconds), one throwaway redis-server; each is killed 60 s past
---seconds.
-
-Figures: pages fetched (200) and pages/s against the polite limit, the workers' CPU per
-page; exact copies (``duplicate_of``) checked byte for byte against the files on disk; every
-near mark (``near_duplicate_of``) judged from the two files, independently of the detector:
-the share of words in common of their whole visible text (2 x sum of min word counts / all
-words), a mark below 0.9 counting as wrong; the lowest ones are printed with both URLs; the
-ERROR lines of the workers' logs.
+The sites of testing/docsites.py, crawled by ``--workers`` workers with the project's
+defaults (FRONTIER_HOST_INTERVAL --interval, CLOSESPIDER_TIMEOUT --seconds) and a throwaway
+redis-server. Figures: pages fetched and pages/s against the polite limit, the workers'
+CPU a page; exact copies checked byte for byte against the files on disk; each near mark
+judged by the two files' share of words in common (2 x sum of min word counts / all
+words), below 0.9 counting as wrong; the workers' ERROR lines.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
-import re
 from collections import Counter
 from urllib.parse import urlsplit
 
 from bench.results import Results
 from crawler.contentseen import fingerprints as fp
 from testing.docsites import KILL_AFTER, crawl_sites, read_feeds, served_sites, stop_sites
+from testing.workers import error_lines
 
 SHARE_BINS = ((0.0, 0.5, "below 0.5"), (0.5, 0.8, "0.5-0.8"), (0.8, 0.9, "0.8-0.9"), (0.9, 9.9, ">= 0.9"))
 WRONG_BELOW = 0.9
@@ -39,7 +33,7 @@ def crawl(sites, workers: int, seconds: float, interval: float, work) -> tuple[d
     """``workers`` workers crawl ``sites`` for ``seconds`` (bench/urlstore.py's crawl too):
     ({worker: (seconds, exit code or None)}, the workers' CPU seconds)."""
     settings = {"CRAWL_NAME": "doc-crawl", "FRONTIER_HOST_INTERVAL": interval, "CLOSESPIDER_TIMEOUT": seconds}
-    return crawl_sites(sites, workers, work, settings, seconds + KILL_AFTER)
+    return crawl_sites(sites, workers, work, settings, seconds + KILL_AFTER)[:2]
 
 
 def words_of(path) -> Counter:
@@ -119,12 +113,10 @@ def main() -> None:
 
         for n in range(args.workers):
             log = work / f"worker-{n}.log"
-            text = log.read_text(errors="replace") if log.exists() else ""
-            errors = Counter(re.sub(r"https?://\S+|\d+", "#", m) for m in re.findall(r" ERROR: (.*)", text))
-            print(
-                f"worker {n}: {sum(errors.values())} ERROR lines"
-                + "".join(f"\n  {c} x {m[:160]}" for m, c in errors.most_common(5))
-            )
+            errors = error_lines(log.read_text(errors="replace") if log.exists() else "")
+            print(f"worker {n}: {sum(errors.values())} errors")
+            for (message, exception), count in errors.most_common(5):
+                print(f"  {count} x {message[:160]}" + (f" / {exception[:160]}" if exception else ""))
     results.write()
 
 

@@ -1,31 +1,19 @@
 """Benchmark: our Redis frontier against stock scrapy-redis, and URL-seen's bytes per URL
-as it grows past its capacity.
-
-Both sides run in this process, one thread, on a redis-server of the run's own
-(testing/servers.py), on the same Scrapy requests: N URLs of N hosts
-(``https://www.site<h>.com/articles/...``, already in normal form) with ``depth`` meta and
-a ``Referer``, as a spider's links reach the scheduler.
-
-Ours (crawler.frontier.frontier.Frontier, host interval 1 s): push is ``normalize_url`` +
-``codec.encode`` + ``put`` of one entry, as the scheduler's ``enqueue_request`` does, or
-``put`` of 1,000 (seed ingestion); pop is ``get(n)`` + ``codec.decode``, the acks of one
-get riding on the next (n = 1, 16). scrapy-redis (PriorityQueue + RFPDupeFilter): push is
-``request_seen`` and ``queue.push`` if unseen (its scheduler's ``enqueue_request``); pop is
-``queue.pop()``. The two sides run in alternating chunks of 500 (theirs, ours, ours,
-theirs...) so that other load on the machine hits both alike, each phase at most
-``--phase-seconds`` a side. Figures: requests/s of each side and ours / theirs, Redis time
-a request (INFO commandstats), and ``MEMORY USAGE`` a request of the seen keys and of the
-queue once N are pushed.
-
-URL-seen growth: a frontier of capacity C (``--seen-capacity``, error 1e-6) takes distinct
-URLs with put(1000) up to 100 C; at 0.5 ... 100 C: bytes of its ``seen:*`` keys per URL
-(target <= 5), generations, estimated false-positive rate, put rate and Redis CPU a URL
-since the last point; beside pybloom-live's ScalableBloomFilter given the same URLs (the
-baseline). Bounded by ``--seen-seconds``. (One Redis server against three: bench/shards.py.)
+as it grows past its capacity, on a redis-server of the run's own, one thread.
 
     python -m bench.frontier                       # N=100,000; both parts
     python -m bench.frontier --n 20000 --runs 3 --only versus
     python -m bench.frontier --only memory --seen-capacity 5000
+
+Head to head, on N Scrapy requests of N hosts: push (ours: ``normalize_url`` +
+``codec.encode`` + ``put`` of one entry, or ``put`` of 1,000; theirs: ``request_seen`` and
+``queue.push``) and pop (ours: ``get(n)`` + ``codec.decode``, acks on the next get, n = 1,
+16; theirs: ``queue.pop()``), in alternating chunks of 500, at most ``--phase-seconds`` a
+side. Figures: requests/s of each and ours / theirs, Redis time a request, memory a request
+of the seen keys and of the queue. URL-seen growth: a frontier of capacity C
+(``--seen-capacity``, error 1e-6) takes distinct URLs up to 100 C: bytes of its seen keys
+a URL at 0.5 ... 100 C (target <= 5) and Redis CPU a put, beside pybloom-live's
+ScalableBloomFilter; bounded by ``--seen-seconds``.
 """
 
 from __future__ import annotations

@@ -1,35 +1,28 @@
-"""Benchmark: the frontier's verbs on a big frontier, with the scripts as they are and as they
-were at an earlier commit (``--base``, read with ``git show``), one after the other on the
-same state: POP, PROMOTE and a drop (``scrapy frontier drop``) with 100,000 leases held and
-1,000,000 retries in the delayed set (docs/decisions/0053: no script reads a whole
-collection).
-
-Setup: none but redis-server (a private one on 127.0.0.1, started and killed here)::
+"""Benchmark: the frontier's verbs on a big frontier, with the scripts as they are and as
+they were at an earlier commit (``--base``, read with ``git show``), on the same state in
+one private redis-server: POP, PROMOTE and a drop (``scrapy frontier drop``) with 100,000
+leases held and 1,000,000 retries in the delayed set (docs/decisions/0053).
 
     python -m bench.frontier_scans                    # against the commit before the indexes
     python -m bench.frontier_scans --leases 10000 --delayed 100000   # a quick look
 
-The state, built through the frontier's own verbs (put and get, large batches): the retries
-of 1,000 hosts, due in a day; the leases, one URL of 10 per host handed out and held; 10,000
-URLs queued for the POPs; 5,000 URLs in the back queue of each dropped host. Timed, each call
-on its own (the client's round trip included): POP (10 URLs a call, acknowledging the 10 of the
-call before), PROMOTE (10 URLs waiting in the delayed set a call), and the drop of a host with
-its back queue and its 1,000 retries (the whole verb, and each script call it makes: what the
-other workers wait for). Printed and recorded (bench/results/frontier_scans.json): the p99 of
-each, before and after, and Redis's memory with the state in place.
+The state, made by the frontier's own verbs: the retries of 1,000 hosts due in a day, the
+leases (one URL of 10 a host held), 10,000 URLs queued, 5,000 URLs queued for each dropped
+host. Timed, call by call, the versions in turn: POP (10 URLs, acknowledging the call
+before's), PROMOTE (10 delayed URLs), the drop of a host (the verb, and each script call
+it makes). Figures: each one's p99 before and after, and Redis's memory of the state.
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import time
 
 import redis
 
-from bench.results import ROOT, Results
+from bench.results import Results, git
 from crawler.frontier import scripts
 from crawler.frontier.frontier import Entry, Frontier
 from testing.sampling import percentile
@@ -42,25 +35,16 @@ BATCH = 10_000
 
 def base_commit() -> str:
     """The commit before the one that added the index of leases by URL."""
-    out = subprocess.run(
-        ["git", "log", "--reverse", "--format=%H", "-S", "K.leased", "--", "crawler/frontier/lua/"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    out = git("log", "--reverse", "--format=%H", "-S", "K.leased", "--", "crawler/frontier/lua/").split()
     return f"{out[0]}~1" if out else "HEAD"
 
 
 def scripts_at(commit: str) -> dict[str, str]:
     """Every script as Redis runs it, assembled from ``commit``'s files."""
-
-    def read(path: str) -> str:
-        return subprocess.run(
-            ["git", "show", f"{commit}:crawler/frontier/lua/{path}"], cwd=ROOT, capture_output=True, check=True
-        ).stdout.decode()
-
-    return {name: scripts.source(name, read) for name in scripts.NAMES}
+    return {
+        name: scripts.source(name, lambda path: git("show", f"{commit}:crawler/frontier/lua/{path}"))
+        for name in scripts.NAMES
+    }
 
 
 def frontier(client, name: str, texts: dict[str, str] | None) -> Frontier:
@@ -195,8 +179,7 @@ def main() -> int:
     base = args.base or base_commit()
     results = Results("frontier_scans")
     old = scripts_at(base)
-    short = subprocess.run(["git", "rev-parse", "--short", base], cwd=ROOT, capture_output=True, text=True)
-    print(f"before: the scripts at {short.stdout.strip()} ({base}); after: as they are")
+    print(f"before: the scripts at {git('rev-parse', '--short', base).strip()} ({base}); after: as they are")
     with tempfile.TemporaryDirectory() as work, RedisServer(work) as server:
         client = redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=120)
         versions = [prepare(client, old, "before", args, results), prepare(client, None, "after", args, results)]

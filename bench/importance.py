@@ -1,19 +1,14 @@
-"""Important pages first: FRONTIER_ORDER importance (OPIC) beside fifo, on real documentation
+"""Important pages first: FRONTIER_ORDER importance (OPIC) beside fifo, on the documentation
 sites, with a page budget of a tenth of their pages.
 
     apt-get install -y python3-doc nodejs-doc rust-doc
-    python -m bench.importance                      # 2 workers, interval 0.1 s
     python -m bench.importance --runs 2 --share 0.1
 
-The in-links of every page are counted offline from the files on disk (each ``<a href>``
-resolved and normalized as the crawler does, one per source page, within the site's scope);
-a site's most-linked pages are the top ``--share`` of its pages. Each order then crawls each
-site alone (with all at once each host's polite rate, not the order, decides what is
-fetched) with CRAWL_MAX_PAGES = ``--share`` of its pages; the figure is the share of the
-most-linked pages among those fetched, over all the sites. Beside it: the smallest gap
-between two requests to one host at the sites (politeness); the workers' CPU per page, a
-crawl of all the sites of ``--cpu-pages`` pages less one of a single page (the workers'
-start); and the Redis bytes a queued URL takes. Every worker is killed 120 s after its start.
+Each site's in-links are counted offline from its files; its most-linked pages are the top
+``--share``. Each order crawls each site alone with CRAWL_MAX_PAGES = ``--share`` of its
+pages. Figures: the share of the most-linked pages fetched; the smallest gap between two
+requests to one host; the workers' CPU a page (a crawl of ``--cpu-pages`` less one of a
+page); the Redis bytes a queued URL.
 """
 
 from __future__ import annotations
@@ -67,7 +62,7 @@ def crawl(sites: list[Site], order: str, budget: int, args, work: Path) -> dict:
         site.arrivals.clear()
     settings = {"CRAWL_NAME": "importance", "FRONTIER_HOST_INTERVAL": args.interval}
     settings |= {"FRONTIER_ORDER": order, "CRAWL_MAX_PAGES": budget}
-    ended, cpu = crawl_sites(sites, args.workers, work, settings, LIMIT)
+    ended, cpu, _ = crawl_sites(sites, args.workers, work, settings, LIMIT)
     fetched = {
         (p.get("final_url") or p["url"]).split("#", 1)[0]
         for p in read_feeds(work, args.workers)

@@ -1,30 +1,18 @@
 """Resident memory of one worker over a long crawl of real HTML, every process of it.
 
-Setup (the sites of bench/doc_crawl.py: Debian's documentation trees on 127.0.0.2..):
-
     apt-get install -y python3-doc nodejs-doc rust-doc
     python -m bench.memory                     # ten minutes, interval 0.05 s
-    python -m bench.memory --seconds 120 --every 5
-    python -m bench.memory --seconds 150 --set PAGE_PROCESSES=2
+    python -m bench.memory --seconds 150 --every 5 --set PAGE_PROCESSES=2
 
-The sites hold some 3,900 pages, a minute and a half of crawling, so each is also served
-as --mirrors copies (12: enough pages for more than ten minutes), on 127.0.K.x for copy K
-of the site on 127.0.0.x; each HTML page of copy K ends with a comment naming it, so no
-page is an exact copy of another (an exact copy's links are not followed): the copies are
-near copies, read, archived and stored like any page. One ``scrapy crawl broad`` worker
-with the project's defaults (every pipeline, the local WARC archive, the SQLite UrlStore;
-``--set NAME=VALUE`` changes one) on its own throwaway redis-server, at
-FRONTIER_HOST_INTERVAL=--interval (0.05 s over a hundred hosts: the highest rate the
-worker reaches here is set by its CPU, not by politeness), ended by CLOSESPIDER_TIMEOUT
-(--seconds) and killed if it has not ended 60 s after that. Every --every seconds the
-resident set size (VmRSS) of the worker's process and of each of its child processes
-(the page processes) is read with psutil. Nothing is sent anywhere but 127.0.0.0/8.
-
-Figures: a line per sample (seconds, pages answered so far and pages/s since the last
-sample, MB of the worker, of its children, in all); then per process and in all the peak,
-the steady figure (the median of the samples of the second half of the run) and the
-growth (the median of the last quarter's samples less that of the second quarter's),
-against the target of 300 MB per worker with all its processes.
+The documentation sites of testing/docsites.py and --mirrors copies of each (127.0.K.x,
+every HTML page marked as copy K: near copies, read, archived and stored like any page),
+crawled by one ``scrapy crawl broad`` worker with the project's defaults (``--set``
+changes one) and a redis-server of its own, at FRONTIER_HOST_INTERVAL=--interval, ended by
+CLOSESPIDER_TIMEOUT (--seconds). Every --every seconds psutil reads the resident set size
+of the worker and of each of its children (page processes). Figures: a line a sample, then
+for the worker, its children and all, the peak, the steady figure (median of the second
+half's samples) and the growth (last quarter's median less the second quarter's), against
+the target of 300 MB a worker with all its processes.
 """
 
 from __future__ import annotations
@@ -32,20 +20,16 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import psutil
 
 from bench.results import Results
-from testing.docsites import KILL_AFTER, mirrored_sites, wait_or_kill
+from testing.docsites import KILL_AFTER, mirrored_sites, wait_or_kill, worker_commands
 from testing.sampling import children, rss_mb
 from testing.servers import RedisServer
 from testing.workers import clean_env
-
-ROOT = Path(__file__).resolve().parents[1]
 
 TARGET_MB = 300
 
@@ -85,22 +69,11 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     with mirrored_sites(args.keep, args.mirrors) as (sites, work), RedisServer(str(work)) as redis_server:
-        seeds = work / "seeds.txt"
-        seeds.write_text("".join(site.seed + "\n" for site in sites))
-        cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seeds}"]
-        cmd += ["-a", "allowed_prefixes=" + ",".join(s.scope for s in sites)]
-        for name, value in {
-            "CRAWL_NAME": "memory",
-            "CRAWL_DIR": work / "crawl",
-            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-            "FRONTIER_HOST_INTERVAL": args.interval,
-            "CLOSESPIDER_TIMEOUT": args.seconds,
-            "LOG_FILE": work / "worker.log",
-        }.items():
-            cmd += ["-s", f"{name}={value}"]
-        for setting in args.set:
-            cmd += ["-s", setting]
+        (work / "seeds.txt").write_text("".join(site.seed + "\n" for site in sites))
+        settings = {"CRAWL_NAME": "memory", "FRONTIER_HOST_INTERVAL": args.interval}
+        settings |= {"CLOSESPIDER_TIMEOUT": args.seconds} | dict(s.split("=", 1) for s in args.set)
         env = {**clean_env(), "REDIS_URL": redis_server.url}
+        [(cmd, cwd, env, output)] = worker_commands(sites, 1, work, env, settings, feed=False)
         print(
             f"one worker, {args.seconds:g} s, interval {args.interval:g} s, {len(sites)} sites, "
             f"a sample every {args.every:g} s" + (f"; {', '.join(args.set)}" if args.set else "")
@@ -108,8 +81,8 @@ def main() -> None:
         rows: list = []
         stop = threading.Event()
         started = time.monotonic()
-        with open(work / "out.txt", "wb") as out:
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+        with open(output, "wb") as out:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
         sampler = threading.Thread(target=sample, args=(proc, args.every, started, sites, rows, stop), daemon=True)
         sampler.start()
         (ended,) = wait_or_kill([proc], started, args.seconds + KILL_AFTER).values()

@@ -3,26 +3,23 @@
     apt-get install -y python3-doc nodejs-doc rust-doc
     python -m bench.near_duplicates                 # 3,000 pages, 1,500 near copies
     python -m bench.near_duplicates --servers 3      # the index over 3 redis-servers (REDIS_URLS)
-    python -m bench.near_duplicates --cluster        # ... over a 3-master Redis Cluster (16 shards)
+    python -m bench.near_duplicates --cluster        # ... over a 3-master Redis Cluster
 
-The corpus: the documentation pages (bench/page_reading.py's sample, up to ``--pages``, each
-body once; labelled distinct); ``--copies`` near copies of those with CONTENT_SEEN_MIN_WORDS
-words of main text, 1-5% of the words replaced plus a header, a footer, a moved section or a
-date line; ``--far`` copies with 10-30% replaced (not in the targets); ``--exact`` copies.
-The content-seen pipeline (project settings, a throwaway redis-server, ``--fill`` synthetic
-pages indexed first) checks the pages, then the copies, in random order. A near mark is
-right when it names the copy's source; a mark between pages as they are is wrong unless the
-two have 0.9 or more of words in common (rustdoc repeats itself). Targets: precision >=
-99.5%, recall >= 95% of the 1-5% copies, the check with its lookup <= 2 ms per 100 KB. Also:
-the former scheme (a SimHash of the visible text, Hamming distance 3) on the same pages, CPU
-by stage, the lookup's wall time, Redis memory an indexed page and calls a check.
+The corpus: bench/page_reading.py's documentation pages (``--pages``, distinct); ``--copies``
+near copies (1-5% of the words replaced, plus a header, a footer, a moved section or a
+date line), ``--far`` copies (10-30%) and ``--exact`` copies, checked in random order by
+the content-seen pipeline (project settings, throwaway redis-servers, ``--fill`` synthetic
+pages indexed first). A near mark is right when it names the copy's source; a mark between
+distinct pages is wrong unless they share 0.9 of their words. Figures: precision (target
+>= 99.5%), recall of the 1-5% copies (>= 95%), the check with its lookup per 100 KB (<= 2
+ms), CPU by stage, the lookup's wall time, Redis memory an indexed page and calls a check,
+and the former scheme (a SimHash of the visible text within 3 bits) on the same pages.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import functools
 import random
 import tempfile
 import time
@@ -33,10 +30,11 @@ import lxml.etree
 import lxml.html
 import numpy as np
 
+from bench import doc_crawl
 from bench.page_reading import load_pages
 from bench.results import Results
 from crawler.contentseen import fingerprints as fp
-from testing.sampling import percentile
+from testing.sampling import StageClock, percentile
 from testing.servers import RedisServer, start_cluster
 
 NEAR_SHARES = (0.01, 0.02, 0.03, 0.04, 0.05)
@@ -95,35 +93,8 @@ def mutate(body: bytes, share: float, change: str, vocab: list[str], rng: random
 
 
 def similarity(a: bytes, b: bytes) -> float:
-    """The share of words in common of two pages' visible texts (2 x sum of min counts /
-    all words), exact and independent of the detector."""
-    ca, cb = (collections.Counter(fp.page_text(x).lower().split()) for x in (a, b))
-    total = sum(ca.values()) + sum(cb.values())
-    return 2 * sum((ca & cb).values()) / total if total else 1.0
-
-
-class Timed:
-    """page_fingerprints with the CPU time of each stage: the functions it calls through the
-    module are wrapped with a clock while it runs."""
-
-    def __init__(self):
-        self.cpu = collections.Counter()
-
-    def run(self, body: bytes, min_words: int) -> fp.Fingerprints:
-        saved = {name: getattr(fp, name) for name in STAGES}
-        for name, fn in saved.items():
-            setattr(fp, name, functools.partial(self.clocked, STAGES[name], fn))
-        try:
-            return fp.page_fingerprints(body, min_words)
-        finally:
-            for name, fn in saved.items():
-                setattr(fp, name, fn)
-
-    def clocked(self, stage: str, fn, *args):
-        t0 = time.process_time()
-        result = fn(*args)
-        self.cpu[stage] += time.process_time() - t0
-        return result
+    """The share of words in common of two pages' visible texts, independent of the detector."""
+    return doc_crawl.share(*(collections.Counter(fp.page_text(x).lower().split()) for x in (a, b)))
 
 
 def fill_index(pipeline, client, pages: int, seed: int) -> float:
@@ -182,14 +153,14 @@ class Servers:
         return sizes, indexed
 
 
-def corpus(args, rng: random.Random, timed: Timed, min_words: int) -> tuple[list[Doc], list[Doc], dict]:
+def corpus(args, rng: random.Random, fingerprint, min_words: int) -> tuple[list[Doc], list[Doc], dict]:
     """(pages as they are, copies, url -> fingerprints), in the order they are checked."""
     base, bodies = [], set()
     for url, body in load_pages(args.pages, rng):
         if body not in bodies:
             bodies.add(body)
             base.append(Doc(url, body))
-    prints = {d.url: timed.run(d.body, min_words) for d in base}
+    prints = {d.url: fingerprint(d.body, min_words) for d in base}
     eligible = [i for i, d in enumerate(base) if prints[d.url].sketch is not None]
     print(f"  {len(base)} distinct files, {len(eligible)} with at least {min_words} words of main text")
     vocab = set()
@@ -211,7 +182,7 @@ def corpus(args, rng: random.Random, timed: Timed, min_words: int) -> tuple[list
     for n, i in enumerate(rng.sample(range(len(base)), min(args.exact, len(base)))):
         copies.append(copy("exact", n, i, 0.0, "exact", base[i].body))
     rng.shuffle(copies)
-    prints |= {d.url: timed.run(d.body, min_words) for d in copies}
+    prints |= {d.url: fingerprint(d.body, min_words) for d in copies}
     return base, copies, prints
 
 
@@ -235,9 +206,14 @@ def main() -> None:
     from testing.services import project_settings
 
     settings = project_settings()
-    timed = Timed()
+    clock = StageClock()
+
+    def fingerprint(body: bytes, min_words: int) -> fp.Fingerprints:
+        with clock.patched(fp, STAGES):
+            return fp.page_fingerprints(body, min_words)
+
     print("Corpus:")
-    base, copies, prints = corpus(args, rng, timed, settings["CONTENT_SEEN_MIN_WORDS"])
+    base, copies, prints = corpus(args, rng, fingerprint, settings["CONTENT_SEEN_MIN_WORDS"])
     print(
         f"  {len(copies)} copies: "
         + ", ".join(f"{n} {k}" for k, n in collections.Counter(d.change for d in copies).items())
@@ -353,7 +329,7 @@ def main() -> None:
     n_pages = len(base) + len(copies)
     kb = sum(len(b) for b in body_of.values()) / n_pages / 1000
     per100 = 100 / kb
-    cpu_ms = {k: v / n_pages * 1000 for k, v in timed.cpu.items()}
+    cpu_ms = {k: v / n_pages * 1000 for k, v in clock.cpu.items()}
     wall, cpu_here = np.array(lookups) * 1000, np.array(lookup_cpu) * 1000
     sketched = np.array([prints[d.url].sketch is not None for d in [*base, *copies]])
     check_ms = (cpu_ms["words"] + cpu_ms["sketch"] + wall.mean()) * per100

@@ -1,29 +1,18 @@
-"""Benchmark: reading an HTML page once (crawler/page/reader.py) against the three separate
-reads it replaces, on real HTML.
-
-Setup (Debian's documentation packages: HTML that no one here wrote):
+"""Benchmark: reading an HTML page once (crawler/page/reader.py) against the three
+separate reads it replaces, on real HTML.
 
     apt-get install -y python3-doc nodejs-doc rust-doc
     python -m bench.page_reading                    # 3,000 pages, about a minute
     python -m bench.page_reading --pages 1000 --seed 2
 
-The pages: every HTML file of python3-doc and nodejs-doc and a random sample of rust-doc's
-(the sites of bench/doc_crawl.py), up to ``--pages``, each under the URL doc_crawl.py
-serves it at, with the header it serves (``Content-Type: text/html``).
-
-Each page is read the old way, three times:
-
-- links: what the broad spider did in the Scrapy process (an HtmlResponse, its decode and
-  selector, meta robots, Scrapy's LinkExtractor, ``normalize_url`` on each link);
-- ``page_fingerprints`` (content seen, in a page worker);
-- ``extract_metadata`` (metadata, in a page worker);
-
-then with one ``read_page``, whose stages are its own ``timings``; the links stage once
-more with nothing known from earlier pages (the reader's cache of link results emptied
-before the page), which is what a page of a site not seen yet costs. Printed: CPU
-milliseconds per page (``time.thread_time``) of each, the pages whose links, metadata and
-fingerprints are not the old ones (each listed), and the pickled size of a Reading (it goes
-back from a page worker process) against what the two page-worker reads it replaces sent.
+The pages: the documentation of testing/docsites.py (every file of python3-doc and
+nodejs-doc, a sample of rust-doc's), up to ``--pages``, as its sites serve them. Each is
+read the old way (the spider's links through Scrapy's HtmlResponse and LinkExtractor,
+``page_fingerprints``, ``extract_metadata``), then with one ``read_page`` (its stages by
+its own timings), and its links once more with the reader's cache of links emptied.
+Printed: CPU ms a page of each (``time.thread_time``), the pages whose links, metadata or
+fingerprints differ from the old reads, and the pickled size of a Reading against the
+two page-worker results it replaces.
 """
 
 from __future__ import annotations
@@ -147,17 +136,11 @@ def main() -> None:
     def ms(seconds: float) -> str:
         return f"{seconds / n * 1000:7.3f}"
 
-    print(
-        f"\n{n} pages, {kb:.0f} KB on average, {statistics.mean(links_per_page):.0f} links each "
-        f"(after normalization and deduplication); CPU ms per page:"
-    )
-    print("  old: three reads")
-    print(
-        f"    links (Scrapy process)   {ms(old['links'])}   of which HtmlResponse decode + parse {ms(old['response'])}"
-    )
-    print(f"    page_fingerprints        {ms(old['fingerprints'])}")
-    print(f"    extract_metadata         {ms(old['metadata'])}")
-    print(f"    total                    {ms(old['total'])}")
+    links = statistics.mean(links_per_page)
+    print(f"\n{n} pages, {kb:.0f} KB on average, {links:.0f} links each (normalized, deduplicated); CPU ms a page:")
+    print(f"  old: three reads\n    links (Scrapy process)   {ms(old['links'])}   of which HtmlResponse decode + parse"
+          f" {ms(old['response'])}\n    page_fingerprints        {ms(old['fingerprints'])}\n    extract_metadata"
+          f"         {ms(old['metadata'])}\n    total                    {ms(old['total'])}")  # fmt: skip
     print("  read_page: one read, by stage (its timings)")
     for stage in STAGES:
         extra = f"   ({ms(new['links, nothing known']).strip()} with nothing known from earlier pages)"
@@ -166,17 +149,17 @@ def main() -> None:
         f"    total                    {ms(sum(new[s] for s in STAGES))}   (around the call: {ms(new['call']).strip()})"
     )
     print(
-        f"  old / new: {old['total'] / new['call']:.2f}x; links {old['links'] / new['links']:.2f}x "
-        "(the old way with its own decode and parse)"
+        f"  old / new: {old['total'] / new['call']:.2f}x; links {old['links'] / new['links']:.2f}x (old: its own parse)"
     )
     print("\nSame as the old reads:")
     for part, urls in differ.items():
         print(f"  {part:13s} {n - len(urls)} of {n} pages")
         for url in urls[:10]:
             print(f"    differs: {url}")
-    print("\nPickled size of a Reading (bytes):")
-    print(f"  mean {statistics.mean(sizes):.0f}, median {statistics.median(sizes):.0f}, max {max(sizes)}")
-    print("  by part, mean: " + ", ".join(f"{k} {statistics.mean(v):.0f}" for k, v in parts.items()))
+    print(
+        f"\nPickled size of a Reading (bytes): mean {statistics.mean(sizes):.0f}, median {statistics.median(sizes):.0f}"
+        f", max {max(sizes)}; by part, mean: " + ", ".join(f"{k} {statistics.mean(v):.0f}" for k, v in parts.items())
+    )
     print(
         f"  the two page-worker results it replaces (Fingerprints; metadata and problems): mean {statistics.mean(old_sizes):.0f}"
     )

@@ -1,50 +1,34 @@
-"""Benchmark: what the item pipelines cost. CPU milliseconds per page of each pipeline
-stage on realistic pages, S3 PUT requests per 1,000 pages, and the pages/s of one worker
-with every pipeline on versus off, in one run.
-
-1. Stages, in this process. testing/corpus.py's ``--pages`` article pages of 50-200 KB
-   (about 200 links each, 8% near and 2% exact copies) become Page items as the spider
-   makes them (its outlinks timed as a reference row), then go through the pipelines in
-   order, built from the project's settings with ``get_crawler`` on a redis-server of the
-   run's own: content seen (``process_now``; its fingerprint functions timed one by one),
-   links (the engine a stub that keeps the requests), metadata, the archive
-   (``_raw_page`` + ``WarcBatch.add``, batches closed at ARCHIVE_MAX_BYTES; exact copies
-   skipped as the pipeline skips them), the UrlStore (SQLite ``record_fetch``: the
-   caller's CPU, and the writer thread's). CPU is the calling thread's
-   (``time.thread_time``); each of ``--passes`` passes is a fresh crawl.
-2. S3 PUTs: ``--s3-pages`` pages through ``WarcBatch`` + ``S3Storage`` into a SeaweedFS
-   server of the run's own (scripts/s3server.py, built once), a batch PUT when it reaches
-   ARCHIVE_MAX_BYTES: PUTs per 1,000 pages (target <= 2; one object a page: 1,000). The
-   age bound (ARCHIVE_MAX_SECONDS) gives 1000 / (pages/s x 30) more.
-3. One worker (``scrapy crawl broad``) on crawler.demo.site's loopback site (``--hosts``
-   hosts of ``--site-pages`` pages, each served as a corpus-like 50-200 KB page carrying
-   the demo's links), pipelines off (the links pipeline only) and on (the defaults), in
-   ABBA order, ``--rounds`` rounds; FRONTIER_HOST_INTERVAL=0, FRONTIER_POLL_INTERVAL=0.1
-   (at the default 1 s the worker idles on a few hosts and the pipelines' cost hides).
-   pages/s = page requests the site saw / the time from the first to the last; the
-   worker's CPU a page (wait4, start-up included). Target: on / off >= 0.70.
+"""Benchmark: what the item pipelines cost: CPU ms a page of each pipeline stage on
+realistic pages, S3 PUTs per 1,000 pages, and the pages/s of one worker with every
+pipeline on against off.
 
     python -m bench.pipelines                               # 200 pages x 3 passes, 120 hosts x 5, 3 rounds
     python -m bench.pipelines --pages 100 --passes 2 --s3-pages 500 --hosts 60 --rounds 1
     python -m bench.pipelines --skip-crawl --skip-s3        # part 1 only
 
-Nothing leaves 127.0.0.0/8.
+1. Stages, in this process: testing/corpus.py's ``--pages`` article pages of 50-200 KB go
+   through the pipelines built from the project's settings on a redis-server of the run's
+   own (content seen and its fingerprint functions, links, metadata, the archive's add and
+   close, the SQLite UrlStore's caller and writer thread; the spider's outlinks as a
+   reference), ``--passes`` fresh crawls; CPU of the calling thread.
+2. S3: ``--s3-pages`` pages archived to a SeaweedFS of the run's own (scripts/s3server.py):
+   PUTs per 1,000 pages with the size bound (target <= 2).
+3. One worker on the demo site (``--hosts`` x ``--site-pages`` pages of 50-200 KB),
+   pipelines off (links only) and on, ABBA, ``--rounds`` rounds, FRONTIER_HOST_INTERVAL=0:
+   pages/s by the site's log, the worker's CPU a page; target on / off >= 0.70.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import contextlib
 import json
 import os
 import random
 import statistics
-import subprocess
 import tempfile
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 
 from scrapy.http import HtmlResponse
@@ -64,10 +48,11 @@ from crawler.pipelines.urlstore import fetch_record
 from crawler.spiders.broad import BroadSpider
 from crawler.urlstore.backends import urlstore_from_settings
 from testing.corpus import KINDS, Words, build_corpus, make_page
+from testing.sampling import StageClock
 from testing.servers import RedisServer
 from testing.services import project_settings
 from testing.stores import S3Server
-from testing.workers import ROOT, clean_env, crawl_command, log_tail, wait4
+from testing.workers import clean_env, crawl_demo_site
 
 SEED, RUN_TIMEOUT, POLL_INTERVAL = 1, 120, 0.1
 TARGET_PUTS, TARGET_RATIO = 2.0, 0.70  # PUTs per 1,000 pages; pages/s on / off
@@ -80,28 +65,6 @@ WRAPPED = {"body_digest": "cs body SHA-1", "parse": "cs parse", "main_text": "cs
            "word_bag": "cs words", "minhash": "cs sketch", "sketch_bytes": "cs sketch", "band_keys": "cs sketch",
            "simhash": "cs SimHash"}  # fmt: skip
 PIPELINES = ("content seen", "links", "metadata", "archive: add", "archive: close (fsync)", "UrlStore: caller")
-
-
-class Clock:
-    """CPU seconds of the calling thread, by stage."""
-
-    def __init__(self):
-        self.cpu: Counter = Counter()
-
-    def wrap(self, name: str, fn):
-        def timed(*args, **kwargs):
-            with self.stage(name):
-                return fn(*args, **kwargs)
-
-        return timed
-
-    @contextlib.contextmanager
-    def stage(self, name: str):
-        c = time.thread_time()
-        try:
-            yield
-        finally:
-            self.cpu[name] += time.thread_time() - c
 
 
 class StubEngine:
@@ -126,7 +89,7 @@ def make_item(url: str, body: bytes) -> Page:
 
 def stage_pass(corpus, server: RedisServer, crawl_dir: Path) -> dict[str, float]:
     """One pass of the corpus through the pipelines on a fresh crawl: CPU ms a page by stage."""
-    clock = Clock()
+    clock = StageClock()
     settings = project_settings(
         REDIS_URL=server.url, CRAWL_NAME=f"bench-pipes-{uuid.uuid4().hex[:10]}", CRAWL_DIR=str(crawl_dir)
     )
@@ -140,10 +103,7 @@ def stage_pass(corpus, server: RedisServer, crawl_dir: Path) -> dict[str, float]
     store = urlstore_from_settings(crawler.settings)
     max_bytes = crawler.settings.getint("ARCHIVE_MAX_BYTES")
     batch, seq, items = None, 0, []
-    saved = {name: getattr(fingerprints_module, name) for name in WRAPPED}
-    try:
-        for name, fn in saved.items():
-            setattr(fingerprints_module, name, clock.wrap(WRAPPED[name], fn))
+    with clock.patched(fingerprints_module, WRAPPED):
         for page in corpus:
             item = make_item(page.url, page.body)
             with clock.stage("spider: outlinks (reference)"):
@@ -168,9 +128,6 @@ def stage_pass(corpus, server: RedisServer, crawl_dir: Path) -> dict[str, float]
                 os.remove(batch.path)
                 batch = None
             items.append(item)
-    finally:
-        for name, fn in saved.items():
-            setattr(fingerprints_module, name, fn)
     # every write submitted, then all awaited (many pages are in the pipelines at once)
     process, caller = time.process_time(), time.thread_time()
     futures = []
@@ -270,44 +227,13 @@ class BigPageSite(Site):
 
 def run_crawl(mode: str, server: RedisServer, site: BigPageSite, tmp: Path, name: str) -> dict:
     """One worker crawling the site, pipelines ``on`` or ``off``: its pages, rate and CPU."""
-    crawl_dir = tmp / name
-    settings = {
-        "CRAWL_NAME": name,
-        "CRAWL_DIR": crawl_dir,
-        "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-        "FRONTIER_HOST_INTERVAL": 0,
-        "FRONTIER_IDLE_SECONDS": 2,
-        "FRONTIER_POLL_INTERVAL": POLL_INTERVAL,
-        "CLOSESPIDER_TIMEOUT": RUN_TIMEOUT,
-        "LOG_FILE": tmp / f"{name}.log",
-    }
+    settings = {"CRAWL_NAME": name, "CRAWL_DIR": tmp / name, "NETWORK_GUARD_ALLOW": "127.0.0.0/8"}
+    settings |= {"FRONTIER_HOST_INTERVAL": 0, "FRONTIER_IDLE_SECONDS": 2, "FRONTIER_POLL_INTERVAL": POLL_INTERVAL}
+    settings |= {"CLOSESPIDER_TIMEOUT": RUN_TIMEOUT}
     if mode == "off":
         settings["ITEM_PIPELINES_BASE"] = json.dumps({"crawler.pipelines.links.FollowLinksPipeline": 150})
-    seeds = tmp / f"{name}-seeds.txt"
-    seeds.write_text("\n".join(site.seeds) + "\n")
-    cmd = crawl_command(tmp / f"{name}.jsonl", seeds, settings)
-    del cmd[cmd.index("-O") : cmd.index("-O") + 2]  # no feed of base64 bodies: no part of a crawl
     env = clean_env() | {"REDIS_URL": server.url}
-    before = len(site.hits())
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        status, usage = wait4(proc, RUN_TIMEOUT + 30)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            proc.wait()
-    pages = [h for h in site.hits()[before:] if not h.path.endswith("/robots.txt")]
-    span = max(h.start for h in pages) - pages[0].start if pages else 0.0
-    missing = len(site.expected_fetches() - {h.key for h in pages})
-    if missing or status:
-        print(log_tail([tmp / f"{name}.log"], 15, "  (no worker log)"))
-    return {
-        "pages": len(pages),
-        "rate": len(pages) / span if span else 0.0,
-        "cpu_ms": 1000 * (usage.ru_utime + usage.ru_stime) / len(pages) if pages and usage else 0.0,
-        "missing": missing,
-        "exit": status,
-    }
+    return crawl_demo_site(site, tmp, name, settings, env, RUN_TIMEOUT + 30, feed=False)
 
 
 def main(argv=None) -> int:
@@ -370,10 +296,10 @@ def main(argv=None) -> int:
                         got[mode] = run = run_crawl(mode, server, site, tmp, f"run{i}-{mode}")
                         print(
                             f"  round {i + 1} {mode:3}: {run['pages']} pages, {run['rate']:.1f} pages/s, "
-                            f"{run['cpu_ms']:.2f} ms CPU a page, {run['missing']} missing, exit {run['exit']}"
+                            f"{run['cpu']:.2f} ms CPU a page, {run['missing']} missing, exit {run['exit']}"
                         )
                         results.add(f"one worker, pipelines {mode}", run["rate"], "pages/s")
-                        results.add(f"one worker, pipelines {mode}: CPU a page", run["cpu_ms"], "ms")
+                        results.add(f"one worker, pipelines {mode}: CPU a page", run["cpu"], "ms")
                     ratio = got["on"]["rate"] / got["off"]["rate"] if got["off"]["rate"] else 0.0
                     print(f"  round {i + 1}: on / off {ratio:.3f} (target >= {TARGET_RATIO})")
                     results.add("pages/s, pipelines on / off", ratio, "x", baseline="one worker, pipelines off")

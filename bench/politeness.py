@@ -1,26 +1,17 @@
-"""Benchmark: what politeness costs one worker. Pages/s of a single ``scrapy crawl broad``
-worker over many hosts with the shared rate limiter and the robots.txt cache on versus off,
-in one run; and the Redis commands a page of each.
+"""Benchmark: what politeness costs one worker: pages/s of one ``scrapy crawl broad``
+worker over many hosts with the shared rate limiter and the robots.txt cache on against
+off, and the Redis commands a page of each.
 
     python -m bench.politeness                 # 150 hosts x 10 pages: 2 runs of each + 2 monitored runs
-    python -m bench.politeness --hosts 80 --pages 8 --runs 1
-    python -m bench.politeness --no-monitor    # pages/s only
+    python -m bench.politeness --hosts 80 --pages 8 --runs 1 --no-monitor
 
-The site is crawler.demo.site (``--hosts`` loopback hosts, ``--pages`` pages each), every
-host with a robots.txt that disallows nothing the crawl fetches, so that an "on" run
-fetches, shares (Redis) and parses one a host. Each run is one worker crawling the whole
-site from its seed on a fresh crawl name, with FRONTIER_HOST_INTERVAL=0 (this measures
-overhead, not the intervals) and: "on", the defaults (RATE_LIMITER_ENABLED, ROBOTSTXT_OBEY);
-"off", both false. Pages/s = page requests the site saw / time from the first to the last
-page request's arrival (start-up and the idle end left out). The runs alternate ABBA (off on
-on off ...) so that a drift in load hits both alike. Target: on/off >= 0.9.
-
-Redis commands: the bench's own redis-server, and after the timed runs one more run of each
-mode with MONITOR read on a raw socket (MONITOR is not free: those runs' pages/s are not in
-the figures). Counted: the commands the worker sent (those run inside Lua scripts left out;
-a pipeline's commands count one each) between the first and the last page request, and over
-the whole run. Also each run's worker CPU a page (start-up included). Nothing leaves
-127.0.0.0/8.
+The demo site (``--hosts`` x ``--pages``, a robots.txt a host that disallows nothing
+crawled), crawled whole from its seed a run, FRONTIER_HOST_INTERVAL=0; "on" the defaults,
+"off" RATE_LIMITER_ENABLED and ROBOTSTXT_OBEY false; ABBA order. Pages/s: page requests
+the site saw / the time from the first to the last (target on / off >= 0.9); the worker's
+CPU and EVALSHA a page. Then one more run of each with MONITOR read on a raw socket (not
+timed): the commands the worker sent a page (those inside Lua scripts aside), between the
+first and last page request and over the whole run.
 """
 
 from __future__ import annotations
@@ -38,7 +29,7 @@ from pathlib import Path
 from bench.results import Results
 from crawler.demo.site import serve_site
 from testing.servers import RedisServer
-from testing.workers import clean_env, crawl_command, log_tail, start_worker, wait4
+from testing.workers import clean_env, crawl_demo_site
 
 TARGET = 0.9
 ROBOTS_BODY = "User-agent: *\nDisallow: /nothing-here\n"
@@ -83,52 +74,21 @@ class Monitor:
 def run_crawl(mode: str, monitored: bool, args, server: RedisServer, site, tmp: Path, index: int) -> dict:
     """One worker crawls the whole site: its figures."""
     name = f"run{index + 1}-{mode}{'-monitored' if monitored else ''}"
-    seeds = tmp / f"{name}-seeds.txt"
-    seeds.write_text("\n".join(site.seeds) + "\n")
-    settings = {
-        "CRAWL_NAME": f"bench-polite-{uuid.uuid4().hex[:10]}",
-        "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
-        "FRONTIER_HOST_INTERVAL": 0,
-        "FRONTIER_IDLE_SECONDS": 2,
-        "CLOSESPIDER_TIMEOUT": args.run_timeout,
-        "LOG_FILE": tmp / f"{name}.log",
-        **MODES[mode],
-    }
-    seen_before = len(site.hits())  # one site serves every run
+    settings = {"CRAWL_NAME": f"bench-polite-{uuid.uuid4().hex[:10]}", "NETWORK_GUARD_ALLOW": "127.0.0.0/8"}
+    settings |= {"FRONTIER_HOST_INTERVAL": 0, "FRONTIER_IDLE_SECONDS": 2, "CLOSESPIDER_TIMEOUT": args.run_timeout}
     evalsha0 = server.evalsha_stats()[0]
     monitor = Monitor(server.port) if monitored else None
-    proc = start_worker(
-        crawl_command(tmp / f"{name}.jsonl", seeds, settings),
-        {**clean_env(), "REDIS_URL": server.url},
-        tmp / f"{name}.out",
-    )
     try:
-        status, usage = wait4(proc, args.run_timeout + 30)
+        env = {**clean_env(), "REDIS_URL": server.url}
+        r = crawl_demo_site(site, tmp, name, settings | MODES[mode], env, args.run_timeout + 30)
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            proc.wait()
         commands = monitor.stop() if monitor else []
-    hits = site.hits()[seen_before:]
-    pages = [h for h in hits if not h.path.endswith("/robots.txt")]
-    missing = len(site.expected_fetches() - {h.key for h in pages})
-    starts = [h.start for h in pages] or [0.0]
-    span = max(starts) - min(starts)
-    first_wall = min((h.wall for h in pages), default=0.0)
-    if missing or status:
-        print(log_tail([tmp / f"{name}.log"], 15, "  (no worker log)"))
-    return {
+    first, pages = r["first_wall"], max(r["pages"], 1)
+    return r | {
         "mode": mode,
         "monitored": monitored,
-        "pages": len(pages),
-        "robots": len(hits) - len(pages),
-        "span": span,
-        "rate": len(pages) / span if span else 0.0,
-        "missing": missing,
-        "exit": status,
-        "cpu": (usage.ru_utime + usage.ru_stime) / max(len(pages), 1) * 1000 if usage else 0.0,
-        "evalsha": (server.evalsha_stats()[0] - evalsha0) / max(len(pages), 1),
-        "window": Counter(n for t, n in commands if first_wall <= t <= first_wall + span),
+        "evalsha": (server.evalsha_stats()[0] - evalsha0) / pages,
+        "window": Counter(n for t, n in commands if first <= t <= first + r["span"]),
         "total": Counter(n for _, n in commands),
     }
 

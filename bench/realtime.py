@@ -4,21 +4,14 @@
     python -m bench.realtime                      # 2 workers, 100 busy hosts, 3 URLs/s for 60 s
     python -m bench.realtime --interval 1 --seconds 30
 
-A loopback site (crawler/demo/site.py) whose pages answer after --delay s; a throwaway
-redis-server; --workers workers (links not followed, one SQLite UrlStore, FRONTIER_HOST_INTERVAL
---interval), the first seeded with --pages pages of each of --hosts hosts: every host has a
-long queue for the whole run. After --warmup s, --rate URLs a second for --seconds are
-submitted through ``scrapy submit``'s code path, the three kinds in turn: ``new host`` (its
-robots.txt first), ``new URL, busy host`` (a page of a seeded host not seeded) and ``queued
-deep`` (a seeded page of the last quarter of its host's queue, promoted; with
---no-promotion put as before promotion: it waits its turn). A reader thread polls the SQLite
-file every 10 ms. The workers are stopped --drain s after the last submission.
-
-Figures of each kind: submission -> readable p50/p90/p99 (targets p50 <= 0.5 s, p99 <= 2 s),
-and where the time went (p50): to the request at the site, the answer, the answer to the
-worker's callback (the record's fetched_at), the callback to the record. Also the crawl's
-pages/s against the busy hosts' polite limit, and the smallest gap between two requests to
-one host at the site.
+--workers workers (links not followed, one SQLite UrlStore) crawl the demo site, seeded with
+--pages pages of each of --hosts hosts (a long queue a host). After --warmup s, --rate URLs
+a second are submitted for --seconds through ``scrapy submit``'s code path, in turn: a new
+host, a new URL of a busy host, and a queued page deep in its host's queue (promoted; with
+--no-promotion put as before). A thread polls the SQLite file every 10 ms. Figures of each
+kind: submission -> readable p50/p90/p99 (targets p50 <= 0.5 s, p99 <= 2 s) and where the
+time went (p50); the crawl's pages/s against the busy hosts' polite limit, and the smallest
+gap between two requests to one host.
 """
 
 from __future__ import annotations
@@ -41,9 +34,9 @@ from crawler.freshness.policy import FetchPolicy
 from crawler.frontier import submit
 from crawler.frontier.connection import frontier_from_settings
 from crawler.urls import url_options
-from testing.sampling import percentile
+from testing.sampling import arrival_gaps, percentile
 from testing.servers import RedisServer
-from testing.workers import clean_env, launch_worker, loopback_settings, wait4
+from testing.workers import clean_env, launch_worker, loopback_settings, until, wait4
 
 TARGET_P50, TARGET_P99 = 0.5, 2.0
 KINDS = ("new host", "new URL, busy host", "queued deep")
@@ -126,30 +119,15 @@ def main() -> int:
             "".join(site.url(h, f"/p{p}.html") + "\n" for p in range(args.pages) for h in range(args.hosts))
         )
         env = {**clean_env(), "REDIS_URL": redis_server.url}
-        overrides = {
-            "FRONTIER_CLOSE_WHEN_IDLE": False,
-            "CRAWL_FOLLOW_LINKS": False,
-            "FRONTIER_HOST_INTERVAL": args.interval,
-        }
-        overrides |= dict(pair.split("=", 1) for pair in args.set)
-        workers = [
-            launch_worker(
-                work,
-                f"w{n}",
-                seeds if n == 0 else None,
-                loopback_settings("realtime", work / f"w{n}.log", **overrides),
-                env,
-            )
-            for n in range(args.workers)
-        ]
+        overrides = {"FRONTIER_CLOSE_WHEN_IDLE": False, "CRAWL_FOLLOW_LINKS": False}
+        overrides |= {"FRONTIER_HOST_INTERVAL": args.interval} | dict(pair.split("=", 1) for pair in args.set)
+        workers = []
+        for n in range(args.workers):
+            settings = loopback_settings("realtime", work / f"w{n}.log", **overrides)
+            workers.append(launch_worker(work, f"w{n}", seeds if n == 0 else None, settings, env))
         reader = Reader(work / "crawl" / "realtime" / "urlstore.sqlite")
         try:
-            deadline = time.monotonic() + 120
-            while not all("Spider opened" in w.text() for w in workers) or not reader.path.exists():
-                if time.monotonic() > deadline or any(w.proc.poll() is not None for w in workers):
-                    print("workers did not start:\n" + "\n".join(w.tail() for w in workers))
-                    return 1
-                time.sleep(0.1)
+            until(lambda: all("Spider opened" in w.text() for w in workers) and reader.path.exists(), 120, *workers)
             reader.start()
             settings = Settings()
             settings.setmodule("settings.local")
@@ -234,12 +212,7 @@ def main() -> int:
         )
         for q, value in (("p50", p50), ("p90", p90), ("p99", p99)):
             results.add(f"{kind}: submission to readable, {q}", value, "s")
-        stages: dict[str, list[float]] = {
-            "to the site": [],
-            "the answer": [],
-            "answer to callback": [],
-            "callback to record": [],
-        }
+        stages = {k: [] for k in ("to the site", "the answer", "answer to callback", "callback to record")}
         for u in urls:
             host, path = u.split("://", 1)[1].split("/", 1)
             hit = first_hit.get((host.split(":")[0], "/" + path))
@@ -260,10 +233,7 @@ def main() -> int:
             )
             for k, v in stages.items():
                 results.add(f"{kind}: {k}, p50", percentile(v, 0.5), "s")
-    starts: dict[str, list[float]] = {}
-    for hit in hits:
-        starts.setdefault(hit.host, []).append(hit.start)
-    smallest = min((b - a for s in starts.values() for a, b in zip(s, s[1:])), default=0.0)
+    smallest = min((g for gaps in arrival_gaps(hits).values() for g in gaps), default=0.0)
     print(f"politeness (the site's arrival log): smallest gap between two requests to one host {smallest:.3f} s")
     results.add("smallest gap between two requests to one host", smallest, "s")
     results.write()

@@ -1,48 +1,27 @@
-"""What remote stores cost a crawl: two workers crawl the loopback demo site with Toxiproxy
-(scripts/toxiproxy.py) between them and Redis, Cassandra and S3, with latency or a fault
-on one of them, each run against the 0 ms run of the same call.
+"""What remote stores cost a crawl: two workers crawl the demo site with Toxiproxy between
+them and Redis, Cassandra and S3, with latency or a fault on one of them, each run against
+the 0 ms run (base).
 
     python -m bench.remote_stores                           # every scenario, some 15 minutes
     python -m bench.remote_stores --only base,cassandra-20,s3-20,redis-1,combined
     python -m bench.remote_stores --hosts 20 --pages 15 --blackhole 60 --pause 20
 
-Needs scripts/cassandra.py's Cassandra (Java), and the SeaweedFS and Toxiproxy builds
-(``python scripts/s3server.py build``, ``python scripts/toxiproxy.py build``). It starts its
-own of everything, on loopback ports of its own, and stops them at the end: a Cassandra
-node (CQL --cassandra-port, 9442; never the shared 9042, since one scenario SIGSTOPs it),
-a SeaweedFS, a Toxiproxy, and for each run a redis-server, a keyspace and a bucket. Every
-store is reached through Toxiproxy in every run, the 0 ms one too, so that a ratio
-measures the latency or the fault, not the proxy.
-
-The scenarios (``--only`` names some; ``base`` always runs first, as the baseline):
-base (0 ms everywhere); cassandra-5/-20/-50 and s3-5/-20/-50 (that many ms added to each
-answer of the store: a latency toxic downstream); redis-1/-5; combined (Cassandra and S3
-20 ms, Redis 1 ms); s3-slow-put (each S3 answer 2 s late: every PUT takes 2 s);
-s3-blackhole (S3 takes no byte and answers none, both ways, for --blackhole seconds, from
-when a fifth of the site is fetched); cassandra-pause (the Cassandra node SIGSTOPped for
---pause seconds, from the same point).
-
-The workers: ``scrapy crawl broad``, the project's defaults except FRONTIER_HOST_INTERVAL
-(--interval), FRONTIER_MAX_UNSTORED (--unstored: small enough that the bound bites during
-a blackhole), ARCHIVE_MAX_SECONDS 1, ARCHIVE_S3_TIMEOUT and ARCHIVE_RETRY_MAX (--s3-timeout,
-10 s: a blackholed upload is tried again after that), the UrlStore on Cassandra, the
-archive on S3. A run ends when the workers end by themselves (SIGINT after --seconds).
-
-Figures of each run: pages/s (pages answered 200, between the first and the last, by the
-site's own log) and the workers' CPU ms a page, each against base's; the workers' reactor
-stall p99 and max (reactor/stall_p99_ms, reactor/stall_max_ms, crawler/extensions/stalls.py);
-the pages a worker held fetched and not stored at most (frontier/unstored_max); pages
-fetched again (answered 200 twice); records and pointers lost (testing/archived.py: every
-page of the site read back from the keyspace and the bucket); whether the workers ended by
-themselves; for s3-blackhole the pages fetched while S3 was away, against --unstored x
-workers + one a host in flight. The goals it is read against are docs/BENCHMARKS.md's.
+Needs scripts/cassandra.py's Cassandra and the SeaweedFS and Toxiproxy builds; it starts its
+own of each on loopback (Cassandra's CQL on --cassandra-port), and a redis-server, keyspace
+and bucket a run; every store is reached through Toxiproxy, in base too. Scenarios: base;
+cassandra-5/-20/-50 and s3-5/-20/-50 (ms added to each answer); redis-1/-5; combined
+(Cassandra and S3 20 ms, Redis 1 ms); s3-slow-put (2 s); s3-blackhole (--blackhole s) and
+cassandra-pause (the node SIGSTOPped --pause s), from a fifth of the site fetched.
+Figures of a run: pages/s (by the site's log) and the workers' CPU a page, against base's;
+reactor stall p99 and max; the most pages a worker held unstored; pages fetched again;
+records and pointers lost (testing/archived.py); whether the workers ended by themselves;
+for a fault, the pages fetched meanwhile (bound: --unstored x workers + a host each).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import tempfile
 import threading
@@ -58,7 +37,7 @@ from testing.cassandra import CassandraNodes
 from testing.servers import RedisServer
 from testing.stores import S3Server, s3_archive_settings
 from testing.toxiproxy import ToxiproxyServer
-from testing.workers import clean_env, crawl_command, start_worker, wait4
+from testing.workers import clean_env, crawl_command, dumped_stats, start_worker, wait4
 
 WORKERS = 2
 REDIS_MS = (1, 5)
@@ -83,14 +62,6 @@ def scenarios() -> list[Scenario]:
     out.append(Scenario("s3-blackhole", fault="blackhole"))
     out.append(Scenario("cassandra-pause", fault="pause"))
     return out
-
-
-STAT = re.compile(r"'([\w/]+)': ([\d.]+)")
-
-
-def stats_of(text: str) -> dict[str, float]:
-    """The last value of each numeric stat a worker's log dumped (its closing stats)."""
-    return {name: float(value) for name, value in STAT.findall(text)}
 
 
 class Bench:
@@ -229,7 +200,7 @@ class Bench:
         ok = sorted(h.start for h in site.page_hits() if h.status == 200)
         rate = (len(ok) - 1) / max(ok[-1] - ok[0], 1e-9) if len(ok) > 1 else 0.0
         cpu = sum(usage.ru_utime + usage.ru_stime for _, (_, usage, _) in ended.items())
-        stats = [stats_of(log.read_text(errors="replace")) if log.exists() else {} for log in logs]
+        stats = [dumped_stats(log.read_text(errors="replace")) if log.exists() else {} for log in logs]
         by_itself = all(code == 0 for code, _, _ in ended.values()) and all(
             when - started < self.args.seconds for _, _, when in ended.values()
         )

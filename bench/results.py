@@ -40,13 +40,17 @@ SHARED_LOAD = 0.5  # load average at the start above which the machine counts as
 SHARED_CORES = 0.25  # cores other processes kept busy during the bench above which it does
 
 
+def git(*args: str) -> str:
+    """What a git command in the project prints (e.g. ``git("show", "HEAD~1:a/b.py")``)."""
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
 def commit() -> dict:
     """The short hash of HEAD and whether tracked files differ from it."""
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-
-    return {"hash": git("rev-parse", "--short", "HEAD"), "dirty": bool(git("status", "--porcelain", "-uno"))}
+    return {
+        "hash": git("rev-parse", "--short", "HEAD").strip(),
+        "dirty": bool(git("status", "--porcelain", "-uno").strip()),
+    }
 
 
 def cpu_model() -> str:

@@ -1,18 +1,13 @@
-"""What a worker's death costs, against what its archive's objects cost: pages fetched
-twice after one of three workers is SIGKILLed, and WARC objects (S3 PUTs) per 1,000
-pages, for several ARCHIVE_MAX_SECONDS.
+"""What a worker's death costs against what its archive's objects cost: pages fetched
+twice after one of three workers is SIGKILLed, and WARC objects (S3 PUTs) per 1,000 pages,
+for several ARCHIVE_MAX_SECONDS (a lease is acknowledged once its WARC batch is stored).
 
     python -m bench.rework                         # 30, 10, 5 and 2 s; kill at 20 s
     python -m bench.rework --ages 30,5 --kill-at 15
 
-A page's lease is acknowledged once its WARC batch is stored, so a dead worker loses its
-downloads in flight and the pages of its open batch. Each run: the demo site (--hosts
-hosts of --pages pages, --delay s an answer), a throwaway redis-server, three ``scrapy
-crawl broad`` workers with the defaults but ARCHIVE_MAX_SECONDS and an interval of 0.25 s,
-the local WARC directory standing in for S3 (one object, one PUT). Worker 0 is SIGKILLed
---kill-at s in; the others end by themselves (killed at --timeout). From the site's own
-log: pages (distinct URLs answered), pages fetched twice (answers past the first of a URL);
-objects stored, per 1,000 pages.
+Each run: the demo site, a throwaway redis-server, three workers (interval 0.25 s, the
+local WARC directory for S3); worker 0 SIGKILLed at --kill-at s. By the site's log: pages
+fetched twice; and the objects stored per 1,000 pages.
 """
 
 from __future__ import annotations

@@ -1,26 +1,20 @@
 """Benchmark: seed-file ingestion (crawler.seeds.files.ingest) into a real Redis.
 
-Generates a seed file of N lines in a temporary directory: URLs over many hosts
-(``https://www.site<h>.com/...``, some with tracking parameters, unsorted queries, a
-priority column), about 2% duplicates of earlier lines, about 1% invalid lines
-(not URLs, bad priorities, too many columns), and a few comments and blank lines.
-It is ingested into a fresh crawl (``bench-seed-<random>``) with the project's
-default frontier settings, the rate is printed, and every key of that crawl is
-deleted at the end (``Frontier.clear()``), also on errors or Ctrl-C.
-
     python -m bench.seed_ingest                       # 1,000,000 lines
-    python -m bench.seed_ingest --lines 200000 --batch 1000
-    python -m bench.seed_ingest --gz                  # the same file gzipped
-    python -m bench.seed_ingest --profile             # + cProfile of the client side
-    python -m bench.seed_ingest -s FRONTIER_SEEN_ERROR_RATE=1e-4   # any project setting
+    python -m bench.seed_ingest --lines 200000 --batch 1000 --gz
+    python -m bench.seed_ingest --profile -s FRONTIER_SEEN_ERROR_RATE=1e-4
 
-"Redis s" is server-side time of the push script (EVALSHA) from INFO commandstats
-deltas; approximate if other clients use the same Redis. Target: 20,000 URLs/s.
+A generated seed file of N lines over many hosts (tracking parameters, priorities, ~2%
+duplicates, ~1% invalid lines, comments) is ingested into a fresh crawl with the
+project's frontier settings, whose keys are deleted at the end. Figures: URLs/s (target
+20,000) and the push script's Redis time a URL (INFO commandstats: approximate if other
+clients share the Redis); then each stage timed alone on --stages lines.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gzip
 import itertools
@@ -31,6 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
+from functools import partial
 
 import redis
 from scrapy.settings import Settings
@@ -118,17 +113,16 @@ def stage_breakdown(path: str, settings: Settings, client, n: int, batch: int) -
     def normalize_all():
         out = []
         for item in items:
-            try:
+            with contextlib.suppress(InvalidURL):
                 out.append(normalize_url(item.url))
-            except InvalidURL:
-                pass
         return out
 
     try:
         items = timed("read + parse lines", lambda: list(itertools.islice(read_seeds(path), n)))
         items = [i for i in items if type(i) is SeedLine]
         urls = timed("normalize_url", normalize_all)
-        timed("put: trap guards", lambda: [frontier.traps.check(u, 0) for u in urls])
+        scope = frontier.current_scope()  # (the trap guards are the scope's)
+        timed("put: trap guards", lambda: [scope.verdict(u) for u in urls])
         timed("put: politeness_key", lambda: [politeness_key(u, frontier.politeness) for u in urls])
         entries = [Entry(url=u, payload=encode_url(u)) for u in urls]
         before = evalsha_usec(client)
@@ -162,9 +156,7 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=50_000, help="distinct hosts (default 50,000)")
     parser.add_argument("--batch", type=int, default=2000, help="URLs per put (default 2000)")
     parser.add_argument("--gz", action="store_true", help="gzip the seed file")
-    parser.add_argument(
-        "-s", "--set", action="append", default=[], metavar="NAME=VALUE", help="override a setting (repeatable)"
-    )
+    parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE", help="override a setting")
     parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
     parser.add_argument("--runs", type=int, default=1, help="times the file is ingested (each into a new crawl)")
     parser.add_argument("--profile", action="store_true", help="cProfile the ingestion (slower), print the top")
@@ -184,16 +176,7 @@ def main() -> int:
     push_profiler = None
     if opts.profile:  # the push thread gets its own profiler (cProfile is per thread)
         push_profiler = cProfile.Profile()
-        send = frontier.send
-
-        def profiled_send(*args):
-            push_profiler.enable()
-            try:
-                return send(*args)
-            finally:
-                push_profiler.disable()
-
-        frontier.send = profiled_send
+        frontier.send = partial(push_profiler.runcall, frontier.send)
     with tempfile.TemporaryDirectory(prefix="seed-bench-") as tmp:
         path = os.path.join(tmp, "seeds.txt.gz" if opts.gz else "seeds.txt")
         t = time.perf_counter()
@@ -209,17 +192,10 @@ def main() -> int:
             profiler = cProfile.Profile() if opts.profile else None
             redis_before = evalsha_usec(client)
             try:
-                if profiler:
-                    profiler.enable()
-                report = ingest(
-                    frontier,
-                    path,
-                    batch_size=opts.batch,
-                    strip_params=tuple(settings.getlist("URL_STRIP_PARAMS")) or None,
-                    sort_query=settings.getbool("URL_SORT_QUERY"),
-                )
-                if profiler:
-                    profiler.disable()
+                options = {"strip_params": tuple(settings.getlist("URL_STRIP_PARAMS")) or None}
+                options |= {"batch_size": opts.batch, "sort_query": settings.getbool("URL_SORT_QUERY")}
+                with profiler or contextlib.nullcontext():
+                    report = ingest(frontier, path, **options)
                 redis_s = (evalsha_usec(client) - redis_before) / 1e6
                 stats = frontier.stats()
             finally:

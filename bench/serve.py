@@ -1,19 +1,16 @@
-"""The read API (``scrapy serve``) under open-loop load on loopback: how many record
-look-ups a second one server answers from a UrlStore of a million records within p50 5 ms
-and p99 50 ms (under 1% errors and timeouts), and how many URLs a second the batch look-up
-answers; from SQLite, or a Cassandra node of the benchmarks' own (testing/cassandra.py), or
-both (``--backends sqlite,cassandra``). The store is generated once (testing/urlstore.py)
-and reused; the load is testing/load.py.
+"""The read API (``scrapy serve``) under open-loop load on loopback (testing/load.py): the
+record look-ups a second one server answers from a UrlStore of a million records within
+p50 5 ms and p99 50 ms (under 1% failed), and the URLs a second of batch look-ups; from
+SQLite, a Cassandra node of its own (testing/cassandra.py), or both (``--backends``).
 
     python -m bench.serve                                  # 1,000,000 records, steps of 10 s
     python -m bench.serve --records 100000 --step-seconds 5
     python -m bench.serve --set SERVE_PROCESSES=2           # two server processes on one port
 
-Each step prints the offered and answered rate, latency p50/p90/p99/max from the scheduled
-time, errors and timeouts, the CPU of the server (and node, and load) as % of a core on a
-CPU / waiting for one, the server's CPU a request, the MB it read from storage, how late the
-load sent, and the cores other processes kept busy. Recorded: each backend's highest rate
-meeting the target, and the highest rates answered with p99 <= 50 ms.
+Each step prints the rates offered and answered, latency p50/p90/p99/max, failures, the
+CPU of the server, node and load (% of a core: on a CPU / waiting), the server's CPU a
+request, MB read from storage, the load's lateness and the other processes' cores.
+Recorded: each backend's highest rate within the target, and at p99 <= 50 ms.
 """
 
 from __future__ import annotations
@@ -81,14 +78,6 @@ def row(r: Step, unit: int = 1) -> str:
     )
 
 
-def summary(results: list[Step], what: str, unit: int = 1) -> str:
-    """The highest rate that met the target, and the most answered."""
-    best = max((r for r in results if r.met), key=lambda r: r.offered, default=None)
-    most = max(results, key=lambda r: r.achieved)
-    text = f"{what}: " + (f"{best.offered * unit:,.0f}/s met the target" if best else "no rate met the target")
-    return text + f"; the most answered {most.achieved * unit:,.0f}/s (p99 {most.p99 * 1000:,.0f} ms)"
-
-
 def p99_rate(results: list[Step], unit: int = 1) -> Step | None:
     """The step of the highest rate answered with p99 <= TARGET_P99, under TARGET_FAILED
     failed and at least 95% of the offered rate answered (p50 not counted)."""
@@ -107,18 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--hosts", type=int, default=10_000)
-    parser.add_argument(
-        "--store",
-        type=Path,
-        default=Path("/tmp/bench-serve/bench") / SQLITE_FILE,
-        help="the store: CRAWL_DIR/CRAWL_NAME/urlstore.sqlite (generated when missing or of another size)",
-    )
+    store = Path("/tmp/bench-serve/bench") / SQLITE_FILE
+    parser.add_argument("--store", type=Path, default=store, help=f"the store: CRAWL_DIR/CRAWL_NAME/{SQLITE_FILE}")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument(
-        "--backends",
-        default="sqlite",
-        help="the UrlStore backends the server reads, one after the other: sqlite, cassandra or sqlite,cassandra",
-    )
+    parser.add_argument("--backends", default="sqlite", help="sqlite, cassandra or sqlite,cassandra: read in turn")
     parser.add_argument("--cassandra-dir", type=Path, default=CACHE_DIR, help="the Cassandra node's directory")
     parser.add_argument("--cassandra-port", type=int, default=PORTS[0], help="its CQL port")
     parser.add_argument("--cassandra-storage-port", type=int, default=PORTS[1])
@@ -135,9 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--connections", type=int, default=256, help="connection pool of each load process")
     parser.add_argument("--timeout", type=float, default=2.0, help="seconds a request waits for its answer")
     parser.add_argument("--limit", type=float, default=1800.0, help="seconds the whole run may take")
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="NAME=VALUE", help="a setting of the server (SERVE_PROCESSES=2)"
-    )
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a setting of the server")
     return parser
 
 
@@ -148,11 +127,6 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     args.backend_list = [b.strip().lower() for b in args.backends.split(",") if b.strip()]
     if not args.backend_list or any(b not in BACKENDS for b in args.backend_list):
         parser.error(f"--backends: one or more of {', '.join(BACKENDS)}")
-
-
-def node_of(args: argparse.Namespace) -> CassandraNodes:
-    ports = (args.cassandra_port, args.cassandra_storage_port, args.cassandra_jmx_port)
-    return CassandraNodes(args.cassandra_dir, 1, *ports, heap=args.cassandra_heap)
 
 
 Steps = dict  # backend -> (record steps, batch steps)
@@ -171,7 +145,8 @@ def run(args: argparse.Namespace, node: CassandraNodes | None = None) -> Steps:
     try:
         if "cassandra" in args.backend_list:
             if node is None:
-                node = own_node = node_of(args)
+                ports = (args.cassandra_port, args.cassandra_storage_port, args.cassandra_jmx_port)
+                node = own_node = CassandraNodes(args.cassandra_dir, 1, *ports, heap=args.cassandra_heap)
                 took = node.start()
                 print(f"cassandra: node in {node.dir} on 127.0.0.1:{node.port} (pid {node.pid()}), up in {took:.0f} s")
             ensure_keyspace(node, args.store, keyspace)
@@ -199,18 +174,8 @@ def measure(args, backend, crawl_dir, crawl, known, unknown, rates, batch_rates,
         settings |= dict(s.split("=", 1) for s in args.set)
         server = ServeProcess(clean_env(), settings, crawl_dir / f"serve-{backend}.log", start_timeout=START_TIMEOUT)
         server_pid = server.proc.pid
-        load = Load(
-            args.clients,
-            server.base,
-            crawl,
-            known,
-            unknown,
-            args.unknown,
-            args.batch,
-            args.connections,
-            args.seed,
-            Step,
-        )
+        load = Load(args.clients, server.base, crawl, known, unknown, args.unknown, args.batch, args.connections,
+                    args.seed, Step)  # fmt: skip
         load.run("record", 100, WARM_UP, args.timeout, None)  # warm-up: connections, caches, a JVM's compiler
         read0 = disk_read(server_pid) if server_pid else 0
         where = f"keyspace {keyspace_name(args.records)} of the Cassandra node" if backend == "cassandra" else "SQLite"
@@ -255,18 +220,24 @@ def measure(args, backend, crawl_dir, crawl, known, unknown, rates, batch_rates,
             redis.stop()
 
 
-def print_summary(results: Steps, batch: int, out: Results | None = None) -> None:
-    """Each backend's highest rates within the target and at p99 <= 50 ms (p50 not counted);
-    added to ``out`` when given."""
+def print_summary(results: Steps, batch: int, out: Results | None = None, prefix: str = "") -> None:
+    """Each backend's highest rates within the target and at p99 <= 50 ms (p50 not counted),
+    added to ``out`` when given; ``prefix``: of the names, and the p99 rates only."""
     print(f"\nthe highest rates within the target, and answered with p99 <= {TARGET_P99 * 1000:.0f} ms:")
     for backend, (singles, batches) in results.items():
-        print(f"[{backend}] " + summary(singles, "record look-up (requests/s)"))
-        met = max((r.offered for r in singles if r.met), default=0)
-        figures = {f"{backend}: record look-ups/s within p50 5 ms, p99 50 ms": met}
+        best = max((r for r in singles if r.met), key=lambda r: r.offered, default=None)
+        most = max(singles, key=lambda r: r.achieved)
+        print(
+            f"[{backend}] record look-up (requests/s): "
+            + (f"{best.offered:,.0f}/s met the target" if best else "no rate met the target")
+            + f"; the most answered {most.achieved:,.0f}/s (p99 {most.p99 * 1000:,.0f} ms)"
+        )
+        within = f"{backend}: record look-ups/s within p50 5 ms, p99 50 ms"
+        figures = {} if prefix else {within: best.offered if best else 0}
         for steps, what, unit in ((singles, "record look-ups/s", 1), (batches, "URLs/s in batch look-ups", batch)):
             if steps:
-                best = p99_rate(steps, unit)
-                figures[f"{backend}: {what} at p99 <= 50 ms"] = best.offered * unit if best else 0
+                good = p99_rate(steps, unit)
+                figures[f"{backend}: {prefix}{what} at p99 <= 50 ms"] = good.offered * unit if good else 0
         print("  " + "; ".join(f"{name.split(': ', 1)[1]}: {value:,.0f}" for name, value in figures.items()))
         for name, value in figures.items():
             if out is not None:

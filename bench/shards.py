@@ -1,18 +1,13 @@
 """Benchmark: the frontier on one Redis server against three (REDIS_URLS) and a three-master
-Redis Cluster (REDIS_CLUSTER_URL, 16 shards) (crawler/frontier/shards.py).
-
-Throwaway redis-servers on 127.0.0.1 (testing/servers.py). For each layout, ``--clients``
-processes (each its own frontier, as workers are) put ``--urls`` URLs of ``--hosts`` hosts
-in batches of 500, then get them back 64 at a time, acknowledging each batch with the next
-get, until none is left (host interval 0: the frontier's own speed, not politeness).
-
-Figures per layout: URLs/s put and got (all clients), Redis CPU ms per 1,000 URLs summed
-over the servers and on the busiest one (INFO cpu: what sharding divides), the servers'
-memory per URL. On 2 cores the clients and servers share the CPU, so the rates show the
-cost of sharding more than its gain; the busiest server's CPU bounds a bigger crawl.
+Redis Cluster (16 shards) (crawler/frontier/shards.py), on throwaway redis-servers.
 
     python -m bench.shards                      # 200,000 URLs of 2,000 hosts, 2 clients
     python -m bench.shards --urls 50000 --clients 1 --runs 3
+
+``--clients`` processes (a frontier each, host interval 0) put ``--urls`` URLs in batches
+of 500, then get them back 64 at a time, acknowledging with the next get. Figures per
+layout: URLs/s put and got, Redis CPU ms per 1,000 URLs over all the servers and on the
+busiest (what sharding divides), and memory a URL.
 """
 
 from __future__ import annotations

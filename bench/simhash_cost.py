@@ -1,17 +1,12 @@
-"""Benchmark: the stored 64-bit SimHash of a page's word bag, computed by the crawler
-(crawler/contentseen/fingerprints.py: a numpy majority vote over the word hashes it already has)
-against the ``simhash`` package (``Simhash`` over the same hashes, and over the words'
-own MD5 as it does by default), on real HTML.
-
-Setup (Debian's documentation packages: HTML that no one here wrote):
+"""Benchmark: the stored 64-bit SimHash of a page's word bag, by the crawler
+(crawler/contentseen/fingerprints.py: a numpy majority vote) against the ``simhash``
+package (over the same hashes, and over MD5 of the words), on python3-doc's HTML.
 
     apt-get install -y python3-doc
-    python -m bench.simhash_cost                  # the first 400 pages of the library reference
-    python -m bench.simhash_cost --runs 3         # each way timed three times (bench/results/simhash_cost.json)
+    python -m bench.simhash_cost --runs 3         # the first 400 pages of the library reference
 
-Printed: pages, word-bag sizes, CPU milliseconds per page (p50, p90) of each way, and
-whether the crawler's SimHash and the package's agree bit for bit on every page. The
-budget for the stored SimHash is 0.3 ms a page (docs/decisions/0001-simhash.md).
+Figures: CPU ms a page of each (p50, p90; budget 0.3 ms, docs/decisions/0001-simhash.md),
+and the pages where the crawler's SimHash and the package's agree bit for bit.
 """
 
 from __future__ import annotations

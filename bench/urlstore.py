@@ -1,34 +1,20 @@
-"""The Cassandra UrlStore on a node of the run's own, beside the SQLite one.
+"""The Cassandra UrlStore on a node of the run's own (testing/cassandra.py), beside the SQLite one.
 
     python -m bench.urlstore                       # every part, 1,000,000-row tables, a 60 s crawl
-    python -m bench.urlstore --only writes --seconds 30
     python -m bench.urlstore --only lookups,scan --rows 100000
 
-Needs what scripts/cassandra.py needs (Java 11 or 17; Cassandra 5.0) and, for the writes,
-Debian's documentation packages (python3-doc nodejs-doc rust-doc: bench/doc_crawl.py's
-sites). Only 127.0.0.0/8 is used. The node (testing/cassandra.py, heap 1G, ports 9342,
-7400, 7600 unless given) keeps its data in --cassandra-dir between runs, so that the
-generated keyspace is reused; it is started after the crawl and stopped at the end. Each
-part warms the node up first, uncounted (--warm seconds; the writes three times that).
+Needs scripts/cassandra.py's Cassandra, and for the writes the documentation sites of
+testing/docsites.py. The tables: bench/serve.py's generated SQLite store of --rows records,
+with --popular inlinks to its first URL, copied into the node (kept in --cassandra-dir).
+Each part warms the node up first (--warm s). Parts (``--only``):
 
-The tables: bench/serve.py's generated SQLite store of --rows records (testing/urlstore.py),
-plus --popular inlinks to its first URL, copied into the node's keyspace serve_ROWS.
-
-Parts (``--only``, comma-separated):
-
-writes  One worker crawls the documentation sites for --seconds (bench/doc_crawl.py's
-        crawl, the SQLite UrlStore): the records it wrote a second are the page rate. Its
-        records are written again by 1 and by 2 processes as the UrlStore pipeline writes
-        them (``record_fetch`` without the archive pointer, then ``set_archive``), at most
-        --window pages in flight, for --write-seconds, pass after pass under new paths;
-        into Cassandra and into SQLite. Records/s, / the page rate (the goal: 2x or more),
-        the node's and the writers' CPU a record.
-lookups ``get`` of a stored URL and ``last_fetched`` of 100 URLs (--unknown not stored), one
-        call after the other: p50/p99, and the caller's and the node's CPU a call.
-scan    The recrawl's due scan (``due(now, 500, cursor)`` to the end) and the popular URL's
-        inlinks paged by 1,000: seconds, rows/s, pages/s.
-serve   bench/serve.py on both backends: the highest record look-ups/s and batch URLs/s
-        answered with p99 <= 50 ms.
+writes  the records of a --seconds crawl (its records a second: the page rate) written
+        again by 1 and 2 processes as the UrlStore pipeline writes them, --window in
+        flight, for --write-seconds, into Cassandra and SQLite: records/s, / the page
+        rate (goal 2x), the writers' and the node's CPU a record.
+lookups ``get`` of a stored URL and ``last_fetched`` of 100 URLs: p50/p99, CPU a call.
+scan    the recrawl's due scan to the end, and the popular URL's inlinks by 1,000.
+serve   bench/serve.py on both backends: the highest rates answered with p99 <= 50 ms.
 """
 
 from __future__ import annotations
@@ -38,7 +24,6 @@ import json
 import multiprocessing
 import random
 import re
-import resource
 import shutil
 import signal
 import sqlite3
@@ -158,7 +143,7 @@ def writer_main(conn, backend: str, node_settings: dict | None, path: str | None
         else:
             store.set_archive(url, pointer).add_done_callback(page_done)
 
-    usage0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    cpu0, t0 = time.process_time(), time.perf_counter()
     for record, pointer in pages:
         slots.acquire()
         if time.perf_counter() - t0 > plan["seconds"]:
@@ -172,9 +157,7 @@ def writer_main(conn, backend: str, node_settings: dict | None, path: str | None
         if state["in flight"] == 0:
             finished.set()
     finished.wait(WRITE_TIMEOUT)
-    took = time.perf_counter() - t0
-    usage1 = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = usage1.ru_utime - usage0.ru_utime + usage1.ru_stime - usage0.ru_stime
+    took, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     store.close()
     conn.send({"records": state["sent"] - state["in flight"], "seconds": took, "cpu": cpu, "failed": failed})
 
@@ -294,19 +277,12 @@ def ensure_popular(store: Path, count: int, seed: int) -> tuple[str, int]:
 
 def serve_args(args) -> argparse.Namespace:
     """bench/serve.py's options for this run."""
-    argv = ["--records", str(args.rows), "--store", str(args.store), "--backends", "sqlite,cassandra"]
-    argv += [
-        "--step-seconds",
-        str(args.step_seconds),
-        "--unknown",
-        str(args.unknown),
-        "--cassandra-dir",
-        str(args.cassandra_dir),
-    ]
-    argv += ["--cassandra-port", str(args.port), "--cassandra-storage-port", str(args.storage_port)]
-    argv += ["--cassandra-jmx-port", str(args.jmx_port), "--rates", args.rates, "--batch-rates", args.batch_rates]
+    argv = ["--records", args.rows, "--store", args.store, "--backends", "sqlite,cassandra", "--step-seconds",
+            args.step_seconds, "--unknown", args.unknown, "--cassandra-dir", args.cassandra_dir, "--cassandra-port",
+            args.port, "--cassandra-storage-port", args.storage_port, "--cassandra-jmx-port", args.jmx_port,
+            "--rates", args.rates, "--batch-rates", args.batch_rates]  # fmt: skip
     parser = serve.build_parser()
-    parsed = parser.parse_args(argv)
+    parsed = parser.parse_args([str(a) for a in argv])
     serve.check_args(parser, parsed)
     return parsed
 
@@ -314,14 +290,13 @@ def serve_args(args) -> argparse.Namespace:
 def timed(call, calls: list, node: CassandraNodes | None) -> tuple[list[float], float, float]:
     """``call(arg)`` for each of ``calls`` in turn: each one's seconds, this process's CPU
     and the node's over them."""
-    node0, usage0 = node.cpu_seconds() if node else float("nan"), resource.getrusage(resource.RUSAGE_SELF)
+    node0, cpu0 = node.cpu_seconds() if node else float("nan"), time.process_time()
     times = []
     for arg in calls:
         t0 = time.perf_counter()
         call(arg)
         times.append(time.perf_counter() - t0)
-    usage1 = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = usage1.ru_utime - usage0.ru_utime + usage1.ru_stime - usage0.ru_stime
+    cpu = time.process_time() - cpu0
     return times, cpu, (node.cpu_seconds() - node0) if node else float("nan")
 
 
@@ -462,17 +437,7 @@ def main() -> int:
             run_scan(args, node, target, inlinks, results)
         if "serve" in parts:
             served = serve.run(sargs, node)
-            print()
-            serve.print_summary(served, sargs.batch)
-            for backend, (singles, batches) in served.items():
-                for steps, what, unit in (
-                    (singles, "record look-ups/s", 1),
-                    (batches, "URLs/s in batch look-ups", 100),
-                ):
-                    best = serve.p99_rate(steps, unit)
-                    results.add(
-                        f"{backend}: scrapy serve {what} at p99 <= 50 ms", best.offered * unit if best else 0, "/s"
-                    )
+            serve.print_summary(served, sargs.batch, results, "scrapy serve ")
         results.write()
     finally:
         node.close()

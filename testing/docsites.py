@@ -195,15 +195,22 @@ def available_sites() -> list[Site]:
     return sites
 
 
-def worker_commands(sites: list[Site], workers: int, work: Path, env: dict, settings: dict) -> list:
+def worker_commands(
+    sites: list[Site], workers: int, work: Path, env: dict, settings: dict, feed: bool = True, pin: bool = False
+) -> list:
     """The commands of ``workers`` workers crawling ``sites`` (each within its scope) from
     ``work``/seeds.txt, for run_commands: the project's defaults but loopback allowed, one
-    crawl directory, a feed and a log each, and ``settings``."""
+    crawl directory, a log each, a feed each unless not ``feed``, and ``settings``;
+    ``pin``: worker n (its page processes too) on core n (taskset)."""
     cmds = []
     for n in range(workers):
         # every worker seeds (the frontier keeps each URL once), so that none finds
         # the frontier empty and closes before the first one has seeded it
-        cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-O", str(work / f"pages-{n}.jsonl")]
+        cmd = [sys.executable, "-m", "scrapy", "crawl", "broad"]
+        if pin:
+            cmd = ["taskset", "-c", str(n % (os.cpu_count() or 1)), *cmd]
+        if feed:
+            cmd += ["-O", str(work / f"pages-{n}.jsonl")]
         cmd += ["-a", f"seeds={work / 'seeds.txt'}", "-a", "allowed_prefixes=" + ",".join(s.scope for s in sites)]
         values = {
             "CRAWL_DIR": work / "crawl",
@@ -217,18 +224,22 @@ def worker_commands(sites: list[Site], workers: int, work: Path, env: dict, sett
     return cmds
 
 
-def crawl_sites(sites: list[Site], workers: int, work: Path, settings: dict, limit: float) -> tuple[dict, float]:
-    """``workers`` workers crawl ``sites`` from their seeds (worker_commands) with a
-    throwaway redis-server, each killed ``limit`` s after the start: (run_commands's
-    answer, the workers' CPU seconds, their page processes included)."""
+def crawl_sites(
+    sites: list[Site], workers: int, work: Path, settings: dict, limit: float, **options
+) -> tuple[dict, float, float]:
+    """``workers`` workers crawl ``sites`` from their seeds (worker_commands, with its
+    ``options``) with a throwaway redis-server, each killed ``limit`` s after the start:
+    (run_commands's answer, the workers' CPU seconds, their page processes included, and
+    the redis-server's)."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "seeds.txt").write_text("".join(site.seed + "\n" for site in sites))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with RedisServer(str(work)) as redis_server:
         env = {**clean_env(), "REDIS_URL": redis_server.url}
-        ended = run_commands(worker_commands(sites, workers, work, env, settings), limit)
+        ended = run_commands(worker_commands(sites, workers, work, env, settings, **options), limit)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)  # before redis-server ends
-    return ended, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        redis_cpu = redis_server.cpu_seconds()
+    return ended, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), redis_cpu
 
 
 def read_feeds(work: Path, workers: int) -> list[dict]:

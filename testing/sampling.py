@@ -1,10 +1,14 @@
-"""Figures of a test or benchmark: a quantile by nearest rank, and the CPU and memory of
-the machine and of processes with their descendants (psutil), read the same way by every
-benchmark."""
+"""Figures of a test or benchmark: a quantile by nearest rank, the gaps between a site's
+requests to a host, the CPU and memory of the machine and of processes with their
+descendants (psutil), and a thread's CPU by stage, read the same way by every benchmark."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
+from collections import Counter, defaultdict
+from itertools import pairwise
 
 import psutil
 
@@ -14,6 +18,50 @@ def percentile(values, q: float) -> float:
     tests and benchmarks report."""
     ordered = sorted(values)
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)] if ordered else float("nan")
+
+
+def arrival_gaps(hits) -> dict[str, list[float]]:
+    """Each host's gaps between the arrivals of two consecutive requests (the demo site's
+    hits: ``host``, ``start``), in order."""
+    arrivals = defaultdict(list)
+    for h in hits:
+        arrivals[h.host].append(h.start)
+    return {host: [b - a for a, b in pairwise(sorted(starts))] for host, starts in arrivals.items()}
+
+
+class StageClock:
+    """CPU seconds of the calling thread by stage (``time.thread_time``): a block
+    (``stage``), a function (``wrap``), or functions of a module while a block runs
+    (``patched``: name -> stage, restored after)."""
+
+    def __init__(self):
+        self.cpu: Counter = Counter()
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        started = time.thread_time()
+        try:
+            yield
+        finally:
+            self.cpu[name] += time.thread_time() - started
+
+    def wrap(self, name: str, fn):
+        def clocked(*args, **kwargs):
+            with self.stage(name):
+                return fn(*args, **kwargs)
+
+        return clocked
+
+    @contextlib.contextmanager
+    def patched(self, module, stages: dict[str, str]):
+        saved = {name: getattr(module, name) for name in stages}
+        try:
+            for name, fn in saved.items():
+                setattr(module, name, self.wrap(stages[name], fn))
+            yield self
+        finally:
+            for name, fn in saved.items():
+                setattr(module, name, fn)
 
 
 def machine_cpu() -> tuple[float, float]:

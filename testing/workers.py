@@ -7,12 +7,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,7 +88,8 @@ def crawl_command(
 ) -> list[str]:
     """``scrapy crawl broad`` writing its Pages to ``out`` (``-O``, or ``-o`` with
     ``append``, as a resumed crawl is run), seeding ``seeds`` when given, with
-    ``-a NAME=VALUE`` for each of ``args`` and ``-s NAME=VALUE`` for each of ``settings``."""
+    ``-a NAME=VALUE`` for each of ``args`` and ``-s NAME=VALUE`` for each of ``settings``
+    (a setting given as None left to the project's default)."""
     cmd = [sys.executable, "-m", "scrapy", "crawl", "broad", "-o" if append else "-O", str(out)]
     if seeds is not None:
         cmd += ["-a", f"seeds={seeds}"]
@@ -96,8 +99,41 @@ def crawl_command(
     # archive batches closed after a second, unless the test says otherwise
     settings = {"CRAWL_DIR": out.parent / "crawl", "ARCHIVE_MAX_SECONDS": 1, **(settings or {})}
     for name, value in settings.items():
-        cmd += ["-s", f"{name}={value}"]
+        if value is not None:
+            cmd += ["-s", f"{name}={value}"]
     return cmd
+
+
+_STAT = re.compile(r"'([\w/]+)': ([\d.]+)")
+_ERROR_EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
+
+
+def dumped_stats(text: str) -> dict[str, float]:
+    """The numeric stats of a worker's log's last stats dump (its closing stats; the whole
+    log when it has none)."""
+    return {name: float(value) for name, value in _STAT.findall(text[max(text.rfind("Dumping Scrapy stats"), 0) :])}
+
+
+def error_lines(text: str) -> Counter:
+    """A log's errors: (ERROR message with URLs and numbers blanked, the exception that
+    follows it) -> count; a traceback with no ERROR line before it counts as a message of
+    its own."""
+    errors: Counter = Counter()
+    pending = None
+    for line in text.splitlines():
+        if " ERROR: " in line or (line.startswith("Traceback") and pending is None):
+            if pending is not None:
+                errors[(pending, "")] += 1
+            pending = re.sub(r"https?://\S+|\d+", "#", line.split(" ERROR: ", 1)[-1])
+        elif pending is not None and _ERROR_EXCEPTION.match(line):
+            errors[(pending, line)] += 1
+            pending = None
+        elif pending is not None and re.match(r"20\d\d-\d\d-\d\d ", line):
+            errors[(pending, "")] += 1
+            pending = None
+    if pending is not None:
+        errors[(pending, "")] += 1
+    return errors
 
 
 def seed_file(directory: Path, urls) -> Path:
@@ -215,6 +251,44 @@ def wait4(proc: subprocess.Popen, timeout: float):
             proc.returncode = os.waitstatus_to_exitcode(status)
             return proc.returncode, usage
         time.sleep(0.05)
+
+
+def crawl_demo_site(site, directory: Path, name: str, settings: dict, env: dict, timeout: float, feed: bool = True):
+    """One worker crawls the demo site ``site`` (crawler/demo/site.py) from its seeds, with
+    ``settings``, its feed ``directory/name.jsonl`` (none unless ``feed``), its log
+    ``directory/name.log`` (its tail printed when it failed or pages are missing), waited for
+    by wait4 (``timeout``). By the site's log: its page requests (robots.txt aside), the
+    robots.txt ones, pages/s from the first page request's arrival to the last's, the pages
+    of the site never requested, its exit code and its CPU ms a page."""
+    seeds = directory / f"{name}-seeds.txt"
+    seeds.write_text("\n".join(site.seeds) + "\n")
+    cmd = crawl_command(directory / f"{name}.jsonl", seeds, {"LOG_FILE": directory / f"{name}.log", **settings})
+    if not feed:  # a feed of base64 bodies is no part of a crawl
+        del cmd[cmd.index("-O") : cmd.index("-O") + 2]
+    before = len(site.hits())  # one site may serve several runs
+    proc = start_worker(cmd, env, directory / f"{name}.out")
+    try:
+        status, usage = wait4(proc, timeout)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
+    hits = site.hits()[before:]
+    pages = [h for h in hits if not h.path.endswith("/robots.txt")]
+    span = max(h.start for h in pages) - min(h.start for h in pages) if pages else 0.0
+    missing = len(site.expected_fetches() - {h.key for h in pages})
+    if missing or status:
+        print(log_tail([directory / f"{name}.log"], 15, "  (no worker log)"))
+    return {
+        "pages": len(pages),
+        "robots": len(hits) - len(pages),
+        "span": span,
+        "first_wall": min((h.wall for h in pages), default=0.0),
+        "rate": len(pages) / span if span else 0.0,
+        "missing": missing,
+        "exit": status,
+        "cpu": 1000 * (usage.ru_utime + usage.ru_stime) / max(len(pages), 1) if usage else 0.0,
+    }
 
 
 class ServeProcess:
