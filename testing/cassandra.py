@@ -245,6 +245,7 @@ def copy_to_keyspace(session, store: Path, keyspace: str) -> tuple[int, int]:
     )
     counts = [0, 0]
     t0 = last = time.monotonic()
+    now = time.time()
 
     def progress() -> None:
         nonlocal last
@@ -264,7 +265,8 @@ def copy_to_keyspace(session, store: Path, keyspace: str) -> tuple[int, int]:
             values["redirect_chain"] = json.loads(values["redirect_chain"] or "[]")
             values["metadata"] = json.loads(values["metadata"] or "{}")
             values["outlinks"] = [(o["url"], o["text"], o["nofollow"]) for o in json.loads(values["outlinks"] or "[]")]
-            yield writer._set(row[0], {column: values[column] for column in COLUMNS})
+            yield writer._set(row[0], {column: values.get(column) for column in COLUMNS})
+            yield from writer.due_index.statements(row[0], values["next_fetch_at"], now)
 
     def inlinks(rows):
         for target, bucket, source, text, nofollow in rows:
