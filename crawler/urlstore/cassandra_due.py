@@ -33,6 +33,7 @@ from crawler.urlstore.record import DUE_FIELDS, url_in_host
 MIN_TOKEN = -(2**63)  # Murmur3Partitioner's smallest token
 SCAN_ROWS = 1000  # urls rows index_all reads a page
 DUE_BUCKETS = 16  # partitions an hour of due URLs is spread over
+HOURS_AT_ONCE = 8  # hours whose partitions one read of ``due`` asks for together
 HOUR_MS = 3_600_000
 HOURS_SHARD = 0  # urls_due_hours' one partition
 INDEXED = -1  # the hour in urls_due_hours that says every due time is indexed (no real hour: none is before 1970)
@@ -124,31 +125,41 @@ class DueIndex:
         """``store.due`` by the index (see the module's docstring): the rows, and the
         cursor (hour, due ms, URL) of the last row read, or None when the index holds no
         more due by ``before``. A page may hold fewer than ``limit`` rows (some were
-        stale) and still have a cursor."""
+        stale) and still have a cursor. HOURS_AT_ONCE hours are read at a time."""
         last = due_ms(before)
         start_hour, start_ms, start_url = after if after else (0, -1, "")
         listed = self._run([(self._hours, (HOURS_SHARD, start_hour, last // HOUR_MS))])[0]
         hours = [row.due_hour for row in listed]
         out: list[dict] = []
-        for hour in hours:
-            fresh = hour != start_hour or start_ms < 0  # read from the hour's first row
-            rows = self._hour_page(hour, (-1, "") if fresh else (start_ms, start_url), last, limit)
-            page = rows[:limit]
+        for i in range(0, len(hours), HOURS_AT_ONCE):
+            group, want = hours[i : i + HOURS_AT_ONCE], limit - len(out)
+            cursor = {start_hour: (start_ms, start_url)} if start_ms >= 0 else {}
+            rows = self._rows(group, cursor, last, want)
+            page = rows[:want]
             live = self._live(store, page, host)
             out += live
-            if len(rows) > limit:  # more in this hour: the next call goes on after the last row read
-                return out, (hour, *page[-1])
-            ended = (hour + 1) * HOUR_MS + DROP_AFTER_MS <= due_ms(now)
-            if fresh and ended and not live and host is None:  # over, and every row of it stale
-                self._drop(hour)
-            if len(out) >= limit // 2 and hour != hours[-1]:  # a page's worth: the next hour, next call
-                return out, (hour + 1, -1, "")
+            more = len(rows) > want  # the next call goes on after the last row read
+            read_whole = [h for h in group if h not in cursor and (not more or h < page[-1][0] // HOUR_MS)]
+            living = {due_ms(r["next_fetch_at"]) // HOUR_MS for r in live}
+            for hour in read_whole:
+                ended = (hour + 1) * HOUR_MS + DROP_AFTER_MS <= due_ms(now)
+                if ended and host is None and hour not in living:  # over, and every row of it stale
+                    self._drop(hour)
+            if more:
+                return out, (page[-1][0] // HOUR_MS, *page[-1])
+            if len(out) >= limit // 2 and i + HOURS_AT_ONCE < len(hours):  # a page's worth: next call
+                return out, (hours[i + HOURS_AT_ONCE], -1, "")
         return out, None
 
-    def _hour_page(self, hour: int, cursor: tuple, last: int, limit: int) -> list[tuple[int, str]]:
-        """Up to ``limit + 1`` rows of ``hour`` after ``cursor`` and due by ``last``
-        (ms), in order: each bucket's first ``limit + 1``, read at once, merged."""
-        reads = [(self._page, (hour, b, *cursor, last, limit + 1)) for b in range(DUE_BUCKETS)]
+    def _rows(self, hours: list[int], cursor: dict, last: int, limit: int) -> list[tuple[int, str]]:
+        """Up to ``limit + 1`` rows of ``hours`` (after ``cursor[hour]`` in an hour that has
+        one) due by ``last`` (ms), in order: each partition's first ``limit + 1``, read at
+        once, merged."""
+        reads = [
+            (self._page, (hour, b, *cursor.get(hour, (-1, "")), last, limit + 1))
+            for hour in hours
+            for b in range(DUE_BUCKETS)
+        ]
         rows = sorted((r.due_ms, r.url) for result in self._run(reads) for r in result)
         return rows[: limit + 1]
 
