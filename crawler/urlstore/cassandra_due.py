@@ -33,7 +33,7 @@ from crawler.urlstore.record import DUE_FIELDS, url_in_host
 MIN_TOKEN = -(2**63)  # Murmur3Partitioner's smallest token
 SCAN_ROWS = 1000  # urls rows index_all reads a page
 DUE_BUCKETS = 16  # partitions an hour of due URLs is spread over
-HOURS_AT_ONCE = 8  # hours whose partitions one read of ``due`` asks for together
+HOURS_AT_ONCE = 8  # hours whose partitions one read of ``due`` asks for together, at most
 HOUR_MS = 3_600_000
 HOURS_SHARD = 0  # urls_due_hours' one partition
 INDEXED = -1  # the hour in urls_due_hours that says every due time is indexed (no real hour: none is before 1970)
@@ -125,14 +125,15 @@ class DueIndex:
         """``store.due`` by the index (see the module's docstring): the rows, and the
         cursor (hour, due ms, URL) of the last row read, or None when the index holds no
         more due by ``before``. A page may hold fewer than ``limit`` rows (some were
-        stale) and still have a cursor. HOURS_AT_ONCE hours are read at a time."""
+        stale) and still have a cursor. Up to HOURS_AT_ONCE hours are read at a time."""
         last = due_ms(before)
         start_hour, start_ms, start_url = after if after else (0, -1, "")
         listed = self._run([(self._hours, (HOURS_SHARD, start_hour, last // HOUR_MS))])[0]
         hours = [row.due_hour for row in listed]
         out: list[dict] = []
-        for i in range(0, len(hours), HOURS_AT_ONCE):
-            group, want = hours[i : i + HOURS_AT_ONCE], limit - len(out)
+        i, size = 0, 1
+        while i < len(hours):
+            group, want = hours[i : i + size], limit - len(out)
             cursor = {start_hour: (start_ms, start_url)} if start_ms >= 0 else {}
             rows = self._rows(group, cursor, last, want)
             page = rows[:want]
@@ -147,8 +148,12 @@ class DueIndex:
                     self._drop(hour)
             if more:
                 return out, (page[-1][0] // HOUR_MS, *page[-1])
-            if len(out) >= limit // 2 and i + HOURS_AT_ONCE < len(hours):  # a page's worth: next call
-                return out, (hours[i + HOURS_AT_ONCE], -1, "")
+            i += len(group)
+            if len(out) >= limit // 2 and i < len(hours):  # a page's worth: the next call
+                return out, (hours[i], -1, "")
+            # hours that held few rows: more of them at once next (each partition read
+            # gives up to ``want + 1`` rows, and one hour dense with rows is read alone)
+            size = min(size * 2, HOURS_AT_ONCE) if len(rows) <= want // 4 else 1
         return out, None
 
     def _rows(self, hours: list[int], cursor: dict, last: int, limit: int) -> list[tuple[int, str]]:
