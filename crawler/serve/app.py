@@ -77,14 +77,12 @@ async def stored(request: web.Request) -> tuple[Server, Crawl, dict]:
     server = request.app[SERVER]
     crawl = await server.crawl(request)
     url = server.url_param(request)
-    found = await server.blocking("The UrlStore", _get, crawl, url, bool(request.query.get("raw")))
+    raw = bool(request.query.get("raw"))
+    store = await server.blocking("The UrlStore", crawl.store)
+    found = await server.reading("The UrlStore", store, "get", url, not raw, not raw)
     if found is None:
         raise error(404, f"{url} is not in the store")
     return server, crawl, found
-
-
-def _get(crawl: Crawl, url: str, raw: bool) -> dict | None:
-    return crawl.store().get(url, follow_canonical=not raw, normalize=not raw)
 
 
 async def record(request: web.Request) -> web.Response:
@@ -157,12 +155,7 @@ async def lookup(request: web.Request) -> web.Response:
         raise error(400, 'give the URLs: {"urls": ["http://...", ...]}')
     if len(urls) > server.batch_max:
         raise error(413, f"at most {server.batch_max} URLs in one lookup, not {len(urls)}")
-    results = await server.blocking("The UrlStore", _lookup, server, crawl, urls)
-    return web.json_response({"results": results}, dumps=_dumps)
-
-
-def _lookup(server: Server, crawl: Crawl, urls: list[str]) -> list[dict]:
-    store = crawl.store()
+    store = await server.blocking("The UrlStore", crawl.store)
     out: list[dict | None] = []
     valid = []  # (place in out, url)
     for url in urls:
@@ -173,9 +166,10 @@ def _lookup(server: Server, crawl: Crawl, urls: list[str]) -> list[dict]:
             continue
         valid.append((len(out), url))
         out.append(None)
-    for (place, url), found in zip(valid, store.get_many([u for _, u in valid]), strict=True):
+    records = await server.reading("The UrlStore", store, "get_many", [u for _, u in valid])
+    for (place, url), found in zip(valid, records, strict=True):
         out[place] = {"url": url, "record": record_json(found) if found else None}
-    return out
+    return web.json_response({"results": out}, dumps=_dumps)
 
 
 async def store_totals(request: web.Request) -> web.Response:

@@ -122,9 +122,21 @@ class Server:
         own)."""
         loop = asyncio.get_running_loop()
         pool = self.pools.get(what, self.pools["Redis"])
+        return await self.awaiting(what, loop.run_in_executor(pool, fn, *args))
+
+    async def reading(self, what: str, store, method: str, *args):
+        """``store.<method>(*args)`` of a UrlStore: awaited on this loop when the store
+        ``reads_async`` (``a<method>``), else on the UrlStore's pool; as ``blocking``."""
+        if store.reads_async:
+            return await self.awaiting(what, getattr(store, f"a{method}")(*args))
+        return await self.blocking(what, getattr(store, method), *args)
+
+    async def awaiting(self, what: str, awaitable):
+        """What ``awaitable`` gives, within SERVE_TIMEOUT; Unavailable if it fails or takes
+        longer."""
         try:
             async with asyncio.timeout(self.timeout):  # (no task of its own, as wait_for makes)
-                return await loop.run_in_executor(pool, fn, *args)
+                return await awaitable
         except TimeoutError:
             logger.warning("%s did not answer within %.1f s", what, self.timeout)
             raise Unavailable(f"{what} did not answer within {self.timeout:g} s") from None

@@ -6,6 +6,7 @@ inlinks over its buckets. Reads are plain calls on the caller's thread.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -42,9 +43,14 @@ class CassandraReads:
         return {row.url: _record(row) for row in self._read_keys(self._select_in_stmt, urls)}
 
     def _read_keys(self, statement, urls: list[str]) -> list:
-        """The rows of ``urls`` by ``statement`` (``... WHERE url IN ?``): one read of at
-        most READ_KEYS URLs per replica set, each sent to those replicas (the token map:
-        no coordinator fans out to other nodes), all at once."""
+        """The rows of ``urls`` by ``statement`` (``... WHERE url IN ?``), all read at once
+        (``_key_reads``)."""
+        return [row for result in self._read_all(self._key_reads(statement, urls)) for row in result]
+
+    def _key_reads(self, statement, urls: list[str]) -> list[tuple]:
+        """The reads of ``urls`` by ``statement``: one of at most READ_KEYS URLs per replica
+        set, each sent to those replicas (the token map: no coordinator fans out to other
+        nodes)."""
         reads = []
         key = lambda url: self._select_stmt.bind((url,)).routing_key  # noqa: E731
         for group in self._replica_groups(urls, key).values():
@@ -53,7 +59,36 @@ class CassandraReads:
                 bound = _Routed(statement).bind((chunk,))
                 bound.routing_key = key(chunk[0])  # to its replicas
                 reads.append((bound, None))
-        return [row for result in self._read_all(reads) for row in result]
+        return reads
+
+    # -- on an asyncio loop: the driver's own I/O, its answers handed to the loop
+
+    reads_async = True
+
+    async def _aread(self, urls: list[str]) -> dict[str, dict]:
+        if len(urls) == 1:
+            rows = await self._answer(self._select_stmt, (urls[0],))
+        else:
+            reads = self._key_reads(self._select_in_stmt, urls)
+            rows = [row for result in await asyncio.gather(*(self._answer(*r) for r in reads)) for row in result]
+        return {row.url: _record(row) for row in rows}
+
+    def _answer(self, statement, parameters) -> asyncio.Future:
+        """The rows of one read, as a future of the running loop: the driver sends it from
+        its own I/O thread, whose callback hands the answer to the loop."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def settle(how, value) -> None:
+            if not future.done():
+                how(value)
+
+        response = self.session.execute_async(statement, parameters, execution_profile=self.reads)
+        response.add_callbacks(
+            lambda rows: loop.call_soon_threadsafe(settle, future.set_result, list(rows)),
+            lambda exc: loop.call_soon_threadsafe(settle, future.set_exception, exc),
+        )
+        return future
 
     def _read_all(self, statements: list[tuple]) -> list:
         """The result of each (statement, parameters), all sent at once (at most

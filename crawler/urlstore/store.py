@@ -98,20 +98,53 @@ class UrlStore:
         """Links to a normalized URL by source URL, those after ``after`` only."""
         raise NotImplementedError
 
+    # -- get and get_many: their steps without I/O, run by a blocking or an asyncio reader
+
+    #: the store reads without a thread on an asyncio loop (``aget``, ``aget_many``); else
+    #: a server runs ``get`` and ``get_many`` in a thread
+    reads_async = False
+
     def get(self, url: str, follow_canonical: bool = True, normalize: bool = True) -> dict | None:
         """The record of ``url`` (normalized first, unless ``normalize`` is false: the
         URL's own row, as stored); with follow_canonical, the record of its canonical URL
         when one is known and stored (``requested_url`` says which URL was asked for).
         None when the URL is unknown."""
+        return _run(self._get_steps(url, follow_canonical, normalize), self._read)
+
+    def get_many(self, urls: list[str]) -> list[dict | None]:
+        """``get`` of each of ``urls`` (normalized, canonical URLs followed), in order; a
+        backend that reads several rows at once (``_rows``) reads each hop's rows at once."""
+        return _run(self._get_many_steps(urls), self._read)
+
+    async def aget(self, url: str, follow_canonical: bool = True, normalize: bool = True) -> dict | None:
+        """``get`` on the running asyncio loop (a store that ``reads_async``)."""
+        return await _arun(self._get_steps(url, follow_canonical, normalize), self._aread)
+
+    async def aget_many(self, urls: list[str]) -> list[dict | None]:
+        """``get_many`` on the running asyncio loop (a store that ``reads_async``)."""
+        return await _arun(self._get_many_steps(urls), self._aread)
+
+    def _read(self, urls: list[str]) -> dict[str, dict]:
+        if len(urls) == 1:
+            row = self._row(urls[0])
+            return {} if row is None else {urls[0]: row}
+        return self._rows(urls)
+
+    async def _aread(self, urls: list[str]) -> dict[str, dict]:
+        """``_read`` on the running asyncio loop."""
+        raise NotImplementedError
+
+    def _get_steps(self, url: str, follow_canonical: bool, normalize: bool):
+        # yields the URLs whose rows it needs next, is sent {url: row}, returns the record
         if normalize:
             url = self.normalize(url)
-        row = self._row(url)
+        row = (yield [url]).get(url)
         hops = 0
         while follow_canonical and row and row.get("canonical_url") and hops < MAX_CANONICAL_HOPS:
             target = row["canonical_url"]
             if target == row["url"]:
                 break
-            canonical = self._row(target)
+            canonical = (yield [target]).get(target)
             if canonical is None:
                 break
             row, hops = canonical, hops + 1
@@ -119,11 +152,9 @@ class UrlStore:
             row["requested_url"] = url
         return row
 
-    def get_many(self, urls: list[str]) -> list[dict | None]:
-        """``get`` of each of ``urls`` (normalized, canonical URLs followed), in order; a
-        backend that reads several rows at once (``_rows``) reads each hop's rows at once."""
+    def _get_many_steps(self, urls: list[str]):
         asked = [self.normalize(u) for u in urls]
-        rows = self._rows(list(dict.fromkeys(asked)))
+        rows = yield list(dict.fromkeys(asked))
         found = {u: rows.get(u) for u in asked}
         settled: set[str] = set()  # URLs whose canonical URL is not stored: their row stays
         for _ in range(MAX_CANONICAL_HOPS):
@@ -134,7 +165,7 @@ class UrlStore:
             }
             if not hops:
                 break
-            targets = self._rows(list(dict.fromkeys(hops.values())))
+            targets = yield list(dict.fromkeys(hops.values()))
             for u, target in hops.items():
                 if targets.get(target) is None:
                     settled.add(u)
@@ -193,3 +224,23 @@ class UrlStore:
 
     def close(self) -> None:
         """Wait for pending writes and release connections."""
+
+
+def _run(steps, read):
+    """The result of ``steps`` (a generator of ``_get_steps``' kind), each read by ``read``."""
+    try:
+        asked = next(steps)
+        while True:
+            asked = steps.send(read(asked) if asked else {})
+    except StopIteration as done:
+        return done.value
+
+
+async def _arun(steps, aread):
+    """``_run`` with an asyncio ``aread``."""
+    try:
+        asked = next(steps)
+        while True:
+            asked = steps.send(await aread(asked) if asked else {})
+    except StopIteration as done:
+        return done.value

@@ -3,6 +3,7 @@ cluster CASSANDRA_HOSTS names (contact points, comma separated; each test create
 drops a keyspace of its own); without it skipped, or failed in CI (tests/conftest.py).
 What only the Cassandra backend does is tested in tests/*/test_urlstore_cassandra.py."""
 
+import asyncio
 import os
 import re
 import sqlite3
@@ -179,6 +180,15 @@ def test_get_follows_canonical_url(store):
     ]
     assert store.get_many(asked) == [store.get(u) for u in asked]
     assert store.get_many([]) == []
+    if store.reads_async:  # the same, read on an asyncio loop (scrapy serve's)
+
+        async def on_a_loop():
+            got = [await store.aget(u) for u in asked]
+            return got, await store.aget_many(asked), await store.aget(asked[0], False, True)
+
+        one_by_one, many, own = asyncio.run(on_a_loop())
+        assert one_by_one == many == store.get_many(asked)
+        assert own == store.get(asked[0], follow_canonical=False)
 
 
 def test_outlinks_and_inlinks_agree(store):
