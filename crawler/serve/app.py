@@ -78,7 +78,7 @@ async def stored(request: web.Request) -> tuple[Server, Crawl, dict]:
     crawl = await server.crawl(request)
     url = server.url_param(request)
     raw = bool(request.query.get("raw"))
-    store = await server.blocking("The UrlStore", crawl.store)
+    store = await server.store(crawl)
     found = await server.reading("The UrlStore", store, "get", url, not raw, not raw)
     if found is None:
         raise error(404, f"{url} is not in the store")
@@ -130,7 +130,7 @@ async def inlinks(request: web.Request) -> web.Response:
     url = server.url_param(request)
     limit = int_param(request, "limit", 100, 1, MAX_LINKS_PAGE)
     after = request.query.get("after") or None
-    store = await server.blocking("The UrlStore", crawl.store)
+    store = await server.store(crawl)
     # one more than asked: whether there is a next page
     links = await server.blocking("The UrlStore", store.inlinks, url, limit + 1, after)
     more = len(links) > limit
@@ -155,7 +155,7 @@ async def lookup(request: web.Request) -> web.Response:
         raise error(400, 'give the URLs: {"urls": ["http://...", ...]}')
     if len(urls) > server.batch_max:
         raise error(413, f"at most {server.batch_max} URLs in one lookup, not {len(urls)}")
-    store = await server.blocking("The UrlStore", crawl.store)
+    store = await server.store(crawl)
     out: list[dict | None] = []
     valid = []  # (place in out, url)
     for url in urls:

@@ -77,6 +77,11 @@ class Crawl:
             self._store = urlstore_from_settings(self.settings, readonly=True)
         return self._store
 
+    @property
+    def opened_store(self):
+        """The UrlStore once ``store()`` has opened it, else None."""
+        return self._store
+
     def storage(self):
         if self._storage is None:
             self._storage = storage_from_settings(self.settings)
@@ -123,6 +128,11 @@ class Server:
         loop = asyncio.get_running_loop()
         pool = self.pools.get(what, self.pools["Redis"])
         return await self.awaiting(what, loop.run_in_executor(pool, fn, *args))
+
+    async def store(self, crawl: Crawl):
+        """The crawl's UrlStore, opened on the UrlStore's pool the first time (a Cassandra
+        store connects to its cluster)."""
+        return crawl.opened_store or await self.blocking("The UrlStore", crawl.store)
 
     async def reading(self, what: str, store, method: str, *args):
         """``store.<method>(*args)`` of a UrlStore: awaited on this loop when the store
