@@ -127,7 +127,8 @@ class DueIndex:
         more due by ``before``. A page may hold fewer than ``limit`` rows (some were
         stale) and still have a cursor. Up to HOURS_AT_ONCE hours are read at a time."""
         last = due_ms(before)
-        start_hour, start_ms, start_url = after if after else (0, -1, "")
+        # (a cursor of the scan, given before the index became whole: the pass starts over)
+        start_hour, start_ms, start_url = after if after and len(after) == 3 else (0, -1, "")
         listed = self._run([(self._hours, (HOURS_SHARD, start_hour, last // HOUR_MS))])[0]
         hours = [row.due_hour for row in listed]
         out: list[dict] = []
