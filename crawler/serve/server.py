@@ -1,7 +1,8 @@
 """What ``scrapy serve`` holds while it serves: the crawls it can read (each opened on first
-ask: its frontier in Redis, its UrlStore, its archive) and the thread pool their reads run
-in, each read bounded by SERVE_TIMEOUT (else 503 with Retry-After); the JSON error
-answers; what a request's parameters may be (crawler/serve/app.py routes to them).
+ask: its frontier in Redis, its UrlStore, its archive) and the thread pools their reads run
+in (a UrlStore that ``reads_async``, Cassandra's, is read on the server's own loop), each
+read bounded by SERVE_TIMEOUT (else 503 with Retry-After); the JSON error answers; what a
+request's parameters may be (crawler/serve/app.py routes to them).
 """
 
 from __future__ import annotations
