@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import multiprocessing
 import random
 import tempfile
 import time
@@ -23,7 +22,9 @@ from pathlib import Path
 from bench.results import Results
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import Entry, Frontier
+from testing.frontiers import hand_out_all
 from testing.servers import RedisServer
+from testing.workers import summed_in_processes
 
 WORDS = "news article blog products item category page docs about 2024 en wiki guide help shop".split()
 BATCH, POP, LOOPS = 1000, 64, 2
@@ -46,14 +47,7 @@ def frontier(url: str, order: str, capacity: int) -> Frontier:
 
 
 def pop_loop(url: str, order: str, capacity: int, out) -> None:
-    f, got, acks, empty = frontier(url, order, capacity), 0, [], 0
-    while empty < 3:
-        leases, _ = f.get(POP, ack=acks)
-        acks = [lease.id for lease in leases]
-        got += len(leases)
-        empty = 0 if leases else empty + 1
-    f.ack(*acks)
-    out.put(got)
+    out.put(hand_out_all(frontier(url, order, capacity), POP))
 
 
 def run(server: RedisServer, order: str, args) -> dict:
@@ -71,19 +65,12 @@ def run(server: RedisServer, order: str, args) -> dict:
         pushed += f.put(batch).count("added")
     push_s = time.perf_counter() - t
     peak = server.client.info("memory")["used_memory"] - before
-    out = multiprocessing.Queue()
-    loops = [multiprocessing.Process(target=pop_loop, args=(server.url, order, args.urls, out)) for _ in range(LOOPS)]
-    t = time.perf_counter()
-    for p in loops:
-        p.start()
-    got = sum(out.get() for _ in loops)
-    for p in loops:
-        p.join()
+    got, pop_s = summed_in_processes(pop_loop, [(server.url, order, args.urls)] * LOOPS)
     return {
         "pushed": pushed,
         "push": pushed / push_s,
         "got": got,
-        "pop": got / (time.perf_counter() - t),
+        "pop": got / pop_s,
         "bytes": peak / pushed,
     }
 

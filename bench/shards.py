@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import multiprocessing
 import tempfile
-import time
 from pathlib import Path
 
 import redis
@@ -25,7 +23,9 @@ from redis.cluster import RedisCluster
 from bench.results import Results
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.shards import ShardedFrontier, server_name
+from testing.frontiers import hand_out_all
 from testing.servers import RedisServer, start_cluster
+from testing.workers import summed_in_processes
 
 NAME, BATCH, GET, CLUSTER_SHARDS = "bench-shards", 500, 64, 16
 
@@ -42,38 +42,24 @@ def frontier(urls: list[str], capacity: int, cluster: bool):
     return shards[0] if len(shards) == 1 else ShardedFrontier(shards, [server_name(u) for u in urls])
 
 
-def put(f, out, part: list[str]) -> None:
+def put(f, part: list[str], out) -> None:
     for i in range(0, len(part), BATCH):
         f.put([Entry(url=u, payload=u.encode()) for u in part[i : i + BATCH]])
     out.put(len(part))
 
 
 def get(f, out) -> None:
-    got, acks, empty = 0, [], 0
-    while empty < 3:
-        leases, _ = f.get(GET, ack=acks)
-        acks = [lease.id for lease in leases]
-        got += len(leases)
-        empty = 0 if leases else empty + 1
-    f.ack(*acks)
-    out.put(got)
+    out.put(hand_out_all(f, GET))
 
 
-def client(work, urls: list[str], capacity: int, cluster: bool, out, *args) -> None:
-    work(frontier(urls, capacity, cluster), out, *args)
+def client(work, urls: list[str], capacity: int, cluster: bool, *args) -> None:
+    """``work`` on a frontier of its own; its last argument: the queue of the count."""
+    work(frontier(urls, capacity, cluster), *args)
 
 
 def phase(work, parts: list, urls: list[str], capacity: int, cluster: bool) -> tuple[int, float]:
     """``work`` in one process a client (each with its frontier): (URLs done, seconds)."""
-    out = multiprocessing.Queue()
-    procs = [multiprocessing.Process(target=client, args=(work, urls, capacity, cluster, out, *p)) for p in parts]
-    started = time.perf_counter()
-    for p in procs:
-        p.start()
-    done = sum(out.get() for _ in procs)
-    for p in procs:
-        p.join()
-    return done, time.perf_counter() - started
+    return summed_in_processes(client, [(work, urls, capacity, cluster, *p) for p in parts])
 
 
 def run(servers: list[RedisServer], args, cluster: bool = False) -> dict:

@@ -78,6 +78,20 @@ def drain(frontier) -> list[bytes]:
         frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases])
 
 
+def hand_out_all(frontier, n: int) -> int:
+    """Lease what ``frontier`` hands out, ``n`` a pop, each pop acknowledging the previous
+    one's leases (as a worker's pops carry its acks), until three pops in a row get
+    nothing: how many were leased."""
+    got, acks, empty = 0, [], 0
+    while empty < 3:
+        leases, _ = frontier.get(n, ack=acks)
+        acks = [lease.id for lease in leases]
+        got += len(leases)
+        empty = 0 if leases else empty + 1
+    frontier.ack(*acks)
+    return got
+
+
 def drain_concurrently(make, workers: int = 4) -> list[str]:
     """URLs handed out to ``workers`` threads, each with its own frontier from ``make``,
     getting three at a time and acknowledging them, until nothing is queued."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import os
 import re
 import signal
@@ -361,3 +362,19 @@ class ServeProcess:
         for child in children:
             with contextlib.suppress(psutil.Error):
                 child.kill()
+
+
+def summed_in_processes(target, arg_lists: list[tuple]) -> tuple[int, float]:
+    """``target(*args, out)`` in a process of its own for each ``args`` of ``arg_lists``,
+    each putting one number on ``out`` (a queue): their sum, and the seconds from the
+    first start to the last number."""
+    out = multiprocessing.Queue()
+    procs = [multiprocessing.Process(target=target, args=(*args, out)) for args in arg_lists]
+    started = time.perf_counter()
+    for p in procs:
+        p.start()
+    total = sum(out.get() for _ in procs)
+    seconds = time.perf_counter() - started
+    for p in procs:
+        p.join()
+    return total, seconds
