@@ -122,7 +122,7 @@ class Command(ScrapyCommand):
                 print("urlstore: the due index is whole already")
                 return
             shown = Every(lambda n: print(f"  {n:,} due times indexed", file=sys.stderr, flush=True), 5.0)
-            print(f"urlstore: the due index is whole: {store.due_index.index_all(store, shown):,} due times indexed")
+            print(f"urlstore: the due index is whole: {store.due_index.index_all(shown):,} due times indexed")
         finally:
             store.close()
 

@@ -154,8 +154,8 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         self._inlinks_after_stmt = prepare(_INLINKS_AFTER)
         self._due_in_stmt = prepare(_select(DUE_FIELDS, "url IN ?"))
         self._any_stmt = prepare("SELECT url FROM {ks}.urls LIMIT 1")
-        self.due_index = DueIndex(session, prepare, self.reads, max_in_flight)
-        self.due_index.ready(self)  # (whole, or the recrawl scans: see cassandra_due.py)
+        self.due_index = DueIndex(self, prepare)
+        self.due_index.ready()  # (whole, or the recrawl scans: see cassandra_due.py)
         # the writes waiting for the writer thread: (build, its argument, future)
         self._pending: list[tuple[object, object, Future]] = []
         self._lock = threading.Lock()

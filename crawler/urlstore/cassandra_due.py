@@ -25,8 +25,6 @@ from __future__ import annotations
 import time
 import zlib
 
-from cassandra.concurrent import execute_concurrent
-
 from crawler.urlstore.cassandra_rows import _seconds
 from crawler.urlstore.record import DUE_FIELDS, url_in_host
 
@@ -57,13 +55,12 @@ def due_ms(seconds: float) -> int:
 
 
 class DueIndex:
-    """The index's statements on a store's ``session`` (``prepare``: the store's, which
-    makes them idempotent), read with the ``reads`` execution profile."""
+    """The index of a CassandraUrlStore, ``store``: its statements prepared by the store's
+    ``prepare`` (which makes them idempotent), run through the store's ``_read_all`` (its
+    read profile; ``index_all``'s writes with its write profile)."""
 
-    def __init__(self, session, prepare, reads, max_in_flight: int):
-        self.session = session
-        self.reads = reads
-        self.max_in_flight = max_in_flight
+    def __init__(self, store, prepare):
+        self.store = store
         self._row = prepare(_ROW)
         self._hour = prepare(_HOUR)
         self._hours = prepare(_HOURS)
@@ -73,36 +70,32 @@ class DueIndex:
         self._noted: set[int] = set()  # hours this store has written to urls_due_hours
         self.whole = False  # every due time of the store is in the index (see ready)
 
-    def ready(self, store) -> bool:
-        """Whether the index is whole: it says so (INDEXED), or the urls table is empty and
-        it now says so. Read once, at the store's start."""
-        if not self._run([(self._hours, (HOURS_SHARD, INDEXED, INDEXED))])[0]:
-            if list(self.session.execute(store._any_stmt, execution_profile=self.reads)):
-                return False
-            self._run([(self._hour, (HOURS_SHARD, INDEXED))])
+    def ready(self) -> None:
+        """Note whether the index is whole: it says so (INDEXED), or the urls table is
+        empty and it now says so. Read once, at the store's start."""
+        if not self._read([(self._hours, (HOURS_SHARD, INDEXED, INDEXED))])[0]:
+            if list(self._read([(self.store._any_stmt, None)])[0]):
+                return
+            # (at the read consistency, as the look-up: a store starts when its cluster
+            # answers reads, whether or not it takes writes at the write consistency now)
+            self._read([(self._hour, (HOURS_SHARD, INDEXED))])
         self.whole = True
-        return True
 
-    def index_all(self, store, progress=None) -> int:
+    def index_all(self, progress=None) -> int:
         """Index every record's due time (records written before the index), by one scan
         of the urls table; then say the index is whole. The due times indexed."""
         token, indexed = MIN_TOKEN, 0
         while True:
-            rows = list(self.session.execute(store._scan_stmt, (token, SCAN_ROWS), execution_profile=self.reads))
-            writes = [
-                statement
-                for row in rows
-                if row.next_fetch_at is not None
-                for statement in self.statements(row.url, _seconds(row.next_fetch_at), time.time())
-            ]
-            self._run(writes)
-            indexed += sum(1 for row in rows if row.next_fetch_at is not None)
+            rows = list(self._read([(self.store._scan_stmt, (token, SCAN_ROWS))])[0])
+            now, due = time.time(), [row for row in rows if row.next_fetch_at is not None]
+            self._write([s for row in due for s in self.statements(row.url, _seconds(row.next_fetch_at), now)])
+            indexed += len(due)
             if progress is not None:
                 progress(indexed)
             if len(rows) < SCAN_ROWS:
                 break
             token = rows[-1][0]
-        self._run([(self._hour, (HOURS_SHARD, INDEXED))])
+        self._write([(self._hour, (HOURS_SHARD, INDEXED))])
         self.whole = True
         return indexed
 
@@ -121,7 +114,7 @@ class DueIndex:
             out.append((self._hour, (HOURS_SHARD, hour)))
         return out
 
-    def due(self, store, before: float, limit: int, after: tuple | None, host: str | None, now: float):
+    def due(self, before: float, limit: int, after: tuple | None, host: str | None, now: float):
         """``store.due`` by the index (see the module's docstring): the rows, and the
         cursor (hour, due ms, URL) of the last row read, or None when the index holds no
         more due by ``before``. A page may hold fewer than ``limit`` rows (some were
@@ -129,23 +122,23 @@ class DueIndex:
         last = due_ms(before)
         # (a cursor of the scan, given before the index became whole: the pass starts over)
         start_hour, start_ms, start_url = after if after and len(after) == 3 else (0, -1, "")
-        listed = self._run([(self._hours, (HOURS_SHARD, start_hour, last // HOUR_MS))])[0]
+        listed = self._read([(self._hours, (HOURS_SHARD, start_hour, last // HOUR_MS))])[0]
         hours = [row.due_hour for row in listed]
+        cursor = {start_hour: (start_ms, start_url)} if start_ms >= 0 else {}
+        over = due_ms(now) - DROP_AFTER_MS  # an hour that ended before this may be dropped
         out: list[dict] = []
         i, size = 0, 1
         while i < len(hours):
             group, want = hours[i : i + size], limit - len(out)
-            cursor = {start_hour: (start_ms, start_url)} if start_ms >= 0 else {}
             rows = self._rows(group, cursor, last, want)
             page = rows[:want]
-            live = self._live(store, page, host)
+            live = self._live(page, host)
             out += live
             more = len(rows) > want  # the next call goes on after the last row read
             read_whole = [h for h in group if h not in cursor and (not more or h < page[-1][0] // HOUR_MS)]
             living = {due_ms(r["next_fetch_at"]) // HOUR_MS for r in live}
             for hour in read_whole:
-                ended = (hour + 1) * HOUR_MS + DROP_AFTER_MS <= due_ms(now)
-                if ended and host is None and hour not in living:  # over, and every row of it stale
+                if (hour + 1) * HOUR_MS <= over and host is None and hour not in living:  # every row stale
                     self._drop(hour)
             if more:
                 return out, (page[-1][0] // HOUR_MS, *page[-1])
@@ -166,14 +159,14 @@ class DueIndex:
             for hour in hours
             for b in range(DUE_BUCKETS)
         ]
-        rows = sorted((r.due_ms, r.url) for result in self._run(reads) for r in result)
+        rows = sorted((r.due_ms, r.url) for result in self._read(reads) for r in result)
         return rows[: limit + 1]
 
-    def _live(self, store, rows: list[tuple[int, str]], host: str | None) -> list[dict]:
+    def _live(self, rows: list[tuple[int, str]], host: str | None) -> list[dict]:
         """The rows whose URL's record still has their due time (and is ``host``'s), as
         ``due`` gives them."""
         wanted = [url for _, url in rows if not host or url_in_host(url, host)]
-        records = {r["url"]: r for r in store._due_records(wanted)} if wanted else {}
+        records = {r["url"]: r for r in self.store._due_records(wanted)} if wanted else {}
         out = []
         for ms, url in rows:
             record = records.get(url)
@@ -182,18 +175,14 @@ class DueIndex:
         return out
 
     def _drop(self, hour: int) -> None:
-        drops = [(self._drop_partition, (hour, b)) for b in range(DUE_BUCKETS)]
-        self._run(drops)
-        self._run([(self._drop_hour, (HOURS_SHARD, hour))])
+        # (at the read consistency, as the pass that found the hour stale: a pass works
+        # whenever the cluster answers reads; a drop lost is made by a later pass)
+        self._read([(self._drop_partition, (hour, b)) for b in range(DUE_BUCKETS)])
+        self._read([(self._drop_hour, (HOURS_SHARD, hour))])
         self._noted.discard(hour)
 
-    def _run(self, statements: list[tuple]) -> list:
-        results = execute_concurrent(
-            self.session, statements, concurrency=self.max_in_flight, execution_profile=self.reads
-        )
-        out = []
-        for result in results:
-            if not result.success:
-                raise result.result_or_exc
-            out.append(result.result_or_exc)
-        return out
+    def _read(self, statements: list[tuple]) -> list:
+        return self.store._read_all(statements)
+
+    def _write(self, statements: list[tuple]) -> list:
+        return self.store._read_all(statements, self.store.writes)

@@ -90,11 +90,12 @@ class CassandraReads:
         )
         return future
 
-    def _read_all(self, statements: list[tuple]) -> list:
+    def _read_all(self, statements: list[tuple], profile=None) -> list:
         """The result of each (statement, parameters), all sent at once (at most
-        max_in_flight at a time); the first error is raised."""
+        max_in_flight at a time) with the read profile (or ``profile``); the first error
+        is raised."""
         results = execute_concurrent(
-            self.session, statements, concurrency=self.max_in_flight, execution_profile=self.reads
+            self.session, statements, concurrency=self.max_in_flight, execution_profile=profile or self.reads
         )
         return [r.result_or_exc for r in results]
 
@@ -112,7 +113,7 @@ class CassandraReads:
         rows per call, filtered here, until ``limit`` rows are found. Either may give a
         page with fewer rows, even none, and a cursor (more to read)."""
         if fetched_before is None and self.due_index.whole:
-            return self.due_index.due(self, before, limit, after, host, time.time())
+            return self.due_index.due(before, limit, after, host, time.time())
         if fetched_before is None and not self._said_unindexed:
             self._said_unindexed = True
             logger.warning(

@@ -480,7 +480,7 @@ def test_records_written_before_the_index_are_scanned_until_index_all(
             scanned = _due_pass(old, T + 60, 7)
         assert sorted(r["url"] for r in scanned) == sorted(urls[::2])
         assert sum("index-due" in r.getMessage() for r in caplog.records) == 1  # said once
-        assert old.due_index.index_all(old) == 40
+        assert old.due_index.index_all() == 40
         assert old.due_index.whole
         with Requests(cassandra_session) as requests:
             assert sorted(r["url"] for r in _due_pass(old, T + 60, 7)) == sorted(urls[::2])
