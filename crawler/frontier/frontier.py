@@ -347,8 +347,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             self.max_in_flight,
             self.host_interval_ms,
         ]
-        mid, last = (self.levels - 1) // 2, self.levels - 1  # (level(), inline: once a URL)
-        sep = SEP
+        level = self.level
         leases = []
         for _, e, host in batch:
             # an entry's fields, in the order push.lua reads them ('' for one not given)
@@ -365,16 +364,21 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             if e.replaces_lease:
                 leases.append(e.replaces_lease)
                 lease = len(leases)
-            check = "" if e.dont_filter else 1
-            back = 1 if e.follow_up or e.urgent else ""
-            urgent = 1 if e.urgent else ""
-            retry_at = int(e.not_before) if delayed else ""
-            cash = f"{e.cash:.9g}" if ranked else ""
-            level = min(max(mid - priority, 0), last)
-            hashes = "" if e.dont_filter else "{} {}".format(*url_hashes(e.url))
-            flags = f"{check}{sep}{back}{sep}{urgent}{sep}{retry_at}{sep}{quota}{sep}{in_flight}{sep}"
-            rank = f"{1 if ranked else ''}{sep}{cash}{sep}{level}{sep}{lease}{sep}{hashes}{sep}{host}{sep}"
-            args.append((flags + rank).encode() + e.payload)
+            fields = (
+                "" if e.dont_filter else 1,  # check
+                1 if e.follow_up or e.urgent else "",  # back
+                1 if e.urgent else "",  # urgent
+                int(e.not_before) if delayed else "",  # retry_at
+                quota,
+                in_flight,
+                1 if ranked else "",  # ranked
+                f"{e.cash:.9g}" if ranked else "",  # cash
+                level(priority),
+                lease,
+                "" if e.dont_filter else "{} {}".format(*url_hashes(e.url)),  # hashes
+                host,
+            )
+            args.append(SEP.join(map(str, fields)).encode() + SEP.encode() + e.payload)
         return args + leases
 
     def _read_generation(self) -> int:

@@ -69,7 +69,6 @@ class FrontierScheduler:
         self.stats = crawler.stats
         s = crawler.settings
         self.clock = clock if clock is not None else reactor
-        self.prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
         self.url_options = url_options(s)
         self.pacing = Pacing.from_settings(s, self.stats, services(crawler).trouble)
         self.cadence = Cadence.from_settings(s, self.clock, lambda: wake_engine(self.crawler.engine))
@@ -84,7 +83,8 @@ class FrontierScheduler:
             on_refused=self._refused,
         )
         self.closing = Closing(crawler, self.client, wake=self.cadence.wake_in, look_at=self.cadence.look_at)
-        self.leased = LeasedRequests(self.client, self.pacing, self.cadence, self.stats, self.prefetch, self._quiet)
+        prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
+        self.leased = LeasedRequests(self.client, self.pacing, self.cadence, self.stats, prefetch, self._quiet)
         self.spider = None
         self.pages = LeasedPages.from_settings(s, self.client, self.pacing, self.clock, self.cadence.wake_in)
         self._renewer = task.LoopingCall(self._renew)
@@ -182,7 +182,7 @@ class FrontierScheduler:
             # reactor turn was made (cadence.py)
             if self.leased.behind or not self.cadence.take_turn():
                 return None
-            self.leased.pop(self.prefetch, now)
+            self.leased.pop(self.leased.prefetch, now)
             if not self.leased.buffer:
                 return None
         return self.leased.buffer.pop(0)

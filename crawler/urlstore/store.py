@@ -109,20 +109,20 @@ class UrlStore:
         URL's own row, as stored); with follow_canonical, the record of its canonical URL
         when one is known and stored (``requested_url`` says which URL was asked for).
         None when the URL is unknown."""
-        return _run(self._get_steps(url, follow_canonical, normalize), self._read)
+        return _read_through(self._get_steps(url, follow_canonical, normalize), self._read)
 
     def get_many(self, urls: list[str]) -> list[dict | None]:
         """``get`` of each of ``urls`` (normalized, canonical URLs followed), in order; a
         backend that reads several rows at once (``_rows``) reads each hop's rows at once."""
-        return _run(self._get_many_steps(urls), self._read)
+        return _read_through(self._get_many_steps(urls), self._read)
 
     async def aget(self, url: str, follow_canonical: bool = True, normalize: bool = True) -> dict | None:
         """``get`` on the running asyncio loop (a store that ``reads_async``)."""
-        return await _arun(self._get_steps(url, follow_canonical, normalize), self._aread)
+        return await _aread_through(self._get_steps(url, follow_canonical, normalize), self._aread)
 
     async def aget_many(self, urls: list[str]) -> list[dict | None]:
         """``get_many`` on the running asyncio loop (a store that ``reads_async``)."""
-        return await _arun(self._get_many_steps(urls), self._aread)
+        return await _aread_through(self._get_many_steps(urls), self._aread)
 
     def _read(self, urls: list[str]) -> dict[str, dict]:
         if len(urls) == 1:
@@ -226,7 +226,7 @@ class UrlStore:
         """Wait for pending writes and release connections."""
 
 
-def _run(steps, read):
+def _read_through(steps, read):
     """The result of ``steps`` (a generator of ``_get_steps``' kind), each read by ``read``."""
     try:
         asked = next(steps)
@@ -236,8 +236,8 @@ def _run(steps, read):
         return done.value
 
 
-async def _arun(steps, aread):
-    """``_run`` with an asyncio ``aread``."""
+async def _aread_through(steps, aread):
+    """``_read_through`` with an asyncio ``aread``."""
     try:
         asked = next(steps)
         while True:
