@@ -78,13 +78,17 @@ def drain(frontier) -> list[bytes]:
         frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases])
 
 
-def hand_out_all(frontier, n: int) -> int:
+def hand_out_all(frontier, n: int, spill=None) -> int:
     """Lease what ``frontier`` hands out, ``n`` a pop, each pop acknowledging the previous
     one's leases (as a worker's pops carry its acks), until three pops in a row get
-    nothing: how many were leased."""
-    got, acks, empty = 0, [], 0
+    nothing: how many were leased. ``spill``: the crawl's Spill (crawler/frontier/spill.py),
+    whose round runs before a pop whenever the last one got fewer than ``n``."""
+    got, acks, empty, short = 0, [], 0, True
     while empty < 3:
+        if spill is not None and short:
+            spill.round()
         leases, _ = frontier.get(n, ack=acks)
+        short = len(leases) < n
         acks = [lease.id for lease in leases]
         got += len(leases)
         empty = 0 if leases else empty + 1

@@ -244,6 +244,24 @@ TABLE: tuple[Setting, ...] = (
         "seconds: a host due this soon is handed out already, and its request held by the rate limiter until the host is due (0 when `RATE_LIMITER_ENABLED` is off)",
     ),
     S("FRONTIER_REFILL_BATCH", 100, AT_LEAST_ONE, "front-queue entries moved to back queues per pop, at most"),
+    S(
+        "FRONTIER_HOST_WINDOW",
+        0,
+        COUNT,
+        "URLs of a host's queue kept in Redis (its window); the rest is spilled to disk in chunks of this size (SQLite under CRAWL_DIR, or Cassandra's keyspace with URLSTORE_BACKEND cassandra) and loaded back as the window runs low; 0: every queued URL in Redis (decision 0055)",
+    ),
+    S(
+        "FRONTIER_ACTIVE_HOSTS",
+        10_000,
+        COUNT,
+        "with FRONTIER_HOST_WINDOW: hosts with a window at most; the others wait wholly on disk until one finishes (0: no limit)",
+    ),
+    S(
+        "FRONTIER_SPILL_AGE",
+        5.0,
+        SECONDS,
+        "with FRONTIER_HOST_WINDOW: seconds a host's buffer of URLs smaller than a chunk waits before it is written to disk",
+    ),
     S("FRONTIER_POLL_INTERVAL", 1.0, POSITIVE_SECONDS, "seconds between polls when no host is due"),
     S(
         "FRONTIER_SUBMIT_INTERVAL",

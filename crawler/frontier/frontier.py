@@ -52,7 +52,7 @@ from crawler.frontier.hosts import FrontierHosts, politeness_key
 from crawler.frontier.intervals import HostIntervals, intervals_from_file
 from crawler.frontier.keys import EPOCH, SEP, Keys
 from crawler.frontier.reports import FrontierReports
-from crawler.frontier.scripts import ACK, BACKOFF, CREDIT, END, FAIL, HOLD, POP, PROMOTE, PUSH, SLOT
+from crawler.frontier.scripts import ACK, BACKOFF, CREDIT, END, FAIL, HOLD, LOAD, POP, PROMOTE, PUSH, SLOT, SPILL
 from crawler.frontier.steering import FrontierSteering
 from crawler.frontier.urlseen import SeenLayout, url_hashes
 from crawler.frontier.words import (
@@ -135,6 +135,9 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         max_pages: int = 0,
         give_up: float = 0.0,
         order: str = "fifo",
+        window: int = 0,
+        active_hosts: int = 0,
+        spill_age: float = 5.0,
         intervals: HostIntervals | None = None,
         scope: CrawlScope | None = None,
         rules: RulesWatch | None = None,
@@ -163,6 +166,9 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         if order not in ("fifo", "importance"):
             raise ValueError("FRONTIER_ORDER is fifo or importance")
         self.ranked = order == "importance"  # new URLs in their hosts' ranked queues (OPIC)
+        self.window = window  # URLs of a host's queue in Redis; the rest spilled (0: none; spill.py)
+        self.active_hosts = active_hosts  # hosts with a window at most (0: no limit)
+        self.spill_age_ms = int(spill_age * 1000)  # a partial buffer is written out after this
         self.intervals = intervals or HostIntervals()
         self.scope = scope or CrawlScope()  # what is in the crawl (its rules: the watch's, below)
         self.rules = rules  # the crawl rules (CRAWL_RULES), read again when the file changes
@@ -177,6 +183,8 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self._promote = redis.register_script(PROMOTE)
         self._hold = redis.register_script(HOLD)
         self._credit = redis.register_script(CREDIT)
+        self._spill = redis.register_script(SPILL)
+        self._load = redis.register_script(LOAD)
         self._generation = 0  # URL-seen generations known to this client; read on first push
         self.last_acked = 0  # leases the last get() acknowledged
 
@@ -202,6 +210,9 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             max_pages=settings.getint("CRAWL_MAX_PAGES"),
             give_up=settings.getfloat("HOST_GIVE_UP_AFTER"),
             order=settings.get("FRONTIER_ORDER"),
+            window=settings.getint("FRONTIER_HOST_WINDOW"),
+            active_hosts=settings.getint("FRONTIER_ACTIVE_HOSTS"),
+            spill_age=settings.getfloat("FRONTIER_SPILL_AGE"),
             intervals=intervals_from_file(settings.get("FRONTIER_HOST_INTERVALS_FILE")),
             scope=CrawlScope.from_settings(settings, rules=EMPTY),
             rules=rules_from_settings(settings),
@@ -227,6 +238,11 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         if self._ruled[0] is not rules:
             self._ruled = (rules, self.scope.with_rules(rules))
         return self._ruled[1]
+
+    @property
+    def shards(self) -> list[Frontier]:
+        """The frontiers the crawl's queues are on: this one (a ShardedFrontier has several)."""
+        return [self]
 
     def shard_for(self, host: str) -> Frontier:
         """The frontier ``host`` lives on (this one; see shards.py)."""
@@ -346,6 +362,9 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             len(batch),
             self.max_in_flight,
             self.host_interval_ms,
+            self.window,
+            self.active_hosts,
+            self.spill_age_ms,
         ]
         level = self.level
         leases = []
@@ -416,6 +435,8 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
                 lookahead,
                 self.max_pages,
                 int(urgent_only),
+                self.window,
+                self.active_hosts,
                 len(ack),
                 *ack,
                 *_landings(landed, now),
@@ -428,6 +449,56 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             for due, interval, cash, lease in zip(out[2::4], out[3::4], out[4::4], out[5::4], strict=True)
         ]
         return leases, (None if next_due < 0 else next_due)
+
+    # -- spill (spill.py moves the chunks; scripts SPILL and LOAD keep the queues whole) --------
+
+    def spill_claim(self, token: str, claim_ms: int, most: int, now: int | None = None) -> list[tuple]:
+        """Claim up to ``most`` hosts' buffers that are due to be written out: (host, chunk
+        id, entries) each, the chunk to write under (host, id) before ``spill_commit``."""
+        now = now_ms() if now is None else now
+        out = self._spill(keys=self._route, args=[self.keys.prefix, now, "claim", token, self.window, claim_ms, most])
+        chunks, i = [], 0
+        while i < len(out):
+            host, chunk, count = out[i].decode(), int(out[i + 1]), int(out[i + 2])
+            chunks.append((host, chunk, out[i + 3 : i + 3 + count]))
+            i += 3 + count
+        return chunks
+
+    def spill_commit(self, token: str, chunks, now: int | None = None) -> set[int]:
+        """The chunks written, (host, id, entries) each: they leave their buffers for their
+        hosts' lists of chunks. Returns the ids committed (one missing: its claim was lost,
+        and the chunk is the caller's to delete)."""
+        if not chunks:
+            return set()
+        now = now_ms() if now is None else now
+        args = [self.keys.prefix, now, "commit", token, self.window, self.spill_age_ms]
+        for host, chunk, entries in chunks:
+            args += [host, chunk, len(entries)]
+        return {int(c) for c in self._spill(keys=self._route, args=args)}
+
+    def load_claim(self, token: str, claim_ms: int, most: int, now: int | None = None) -> list[tuple[str, int]]:
+        """Claim the oldest chunk of up to ``most`` hosts whose windows ran low: (host, id)."""
+        now = now_ms() if now is None else now
+        args = [self.keys.prefix, now, "claim", token, self.window, self.active_hosts, claim_ms, most]
+        out = self._load(keys=self._route, args=args)
+        return [(out[i].decode(), int(out[i + 1])) for i in range(0, len(out), 2)]
+
+    def chunk_keys(self) -> list[tuple[str, int]]:
+        """(host, chunk id) of every chunk the hosts' queues list (spill.py ``clear``)."""
+        keys, start = [], len(self.keys.spilled(""))
+        pattern = self.keys.spilled("").replace("{", "\\{").replace("}", "\\}") + "*"
+        for key in self.redis.scan_iter(match=pattern, count=1000):
+            host = key[start:].decode()
+            keys += [(host, int(chunk)) for chunk in self.redis.lrange(key, 0, -1)]
+        return keys
+
+    def load(self, token: str, host: str, chunk: int, entries: list, now: int | None = None) -> int:
+        """Put a claimed chunk's entries into its host's window: 1 loaded, 2 loaded before
+        (the chunk may go), 0 the claim was lost (the chunk stays)."""
+        now = now_ms() if now is None else now
+        args = [self.keys.prefix, now, "load", token, self.window, self.active_hosts]
+        args += [self.host_interval_ms, self.max_in_flight, host, chunk, *entries]
+        return int(self._load(keys=self._route, args=args))
 
     def ack(self, *lease_ids, landed=(), now: int | None = None) -> int:
         """Forget these leases (their pages are handled) and land the ``landed`` ones

@@ -58,7 +58,8 @@ key                         type    contents
                                     generations), ``n:<i>`` (URLs added to generation i)
 ``seen:<i>:<b>``            string  bucket b of URL-seen generation i: 4-byte
                                     fingerprints (urlseen.py)
-``counters``                hash    queued, turn, pushed, expired, abandoned, epoch
+``counters``                hash    queued, turn, pushed, expired, abandoned, epoch,
+                                    spilled (URLs in chunks of the spill store)
                                     (frontier-wide counters)
 ``workers``                 zset    worker id -> last heartbeat (ms): written at each
                                     live-stats flush, removed when the worker closes
@@ -132,6 +133,23 @@ key                         type    contents
                                     expires ROBOTSTXT_CACHE_SECONDS + STALE_SECONDS
                                     after its last fetch
 ``robots:lock:<origin>``    string  the worker fetching that robots.txt (expires)
+``sb:<host>``                list    spill buffer (FRONTIER_HOST_WINDOW > 0; decision 0055):
+                                    the host's newest URLs, behind its window and its
+                                    chunks, not yet written to the spill store; an
+                                    entry is a payload, or ``\x1e<score>\x1f<payload>``
+                                    for a ranked queue
+``sc:<host>``                list    ids of the host's chunks in the spill store, oldest
+                                    first: its queue between its window and its buffer
+``spill``                   zset    host -> time (ms) its buffer is to be written out (a
+                                    full chunk at once, a partial one after
+                                    FRONTIER_SPILL_AGE)
+``sclaim``                  hash    host -> ``<token>:<chunk id>:<count>:<expiry ms>``: a
+                                    worker is writing the head of its buffer as a chunk
+``refill``                  zset    host -> time (ms) from which a worker may load its
+                                    oldest chunk into its window (the window ran low)
+``lclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>``: a worker is
+                                    loading that chunk
+``chunk:seq``               string  chunk id counter
 ``cdigest``                 hash    body digest -> URL of the first page with that body
                                     (sharded: each digest on the shard it hashes to)
 ``ndseq``                   string  near-duplicate index: page number counter
@@ -198,6 +216,13 @@ NAMES = {
     "near_seq": "ndseq",
     "near_pages": "ndpage",
     "ranked_payloads": "rqpay",
+    "spill": "spill",
+    "spill_claims": "sclaim",
+    "refill": "refill",
+    "load_claims": "lclaim",
+    "chunk_seq": "chunk:seq",
+    "buffer": "sb:",
+    "spilled": "sc:",
     "front": "fq:",
     "back": "bq:",
     "ranked": "rq:",
@@ -255,6 +280,12 @@ class Keys:
 
     def ranked(self, host: str) -> str:
         return f"{self.prefix}{NAMES['ranked']}{host}"
+
+    def buffer(self, host: str) -> str:
+        return f"{self.prefix}{NAMES['buffer']}{host}"
+
+    def spilled(self, host: str) -> str:
+        return f"{self.prefix}{NAMES['spilled']}{host}"
 
     def host_delayed(self, host: str) -> str:
         return f"{self.prefix}{NAMES['host_delayed']}{host}"

@@ -77,6 +77,7 @@ class FrontierReports:
             "expired": counters.get("expired", 0),
             "abandoned": counters.get("abandoned", 0),
             "done": counters.get("done", 0),  # pages handled (acknowledged): what CRAWL_MAX_PAGES counts
+            "spilled": counters.get("spilled", 0),  # queued URLs in chunks of the spill store (FRONTIER_HOST_WINDOW)
             "paused": paused,  # 1 while the operator has paused the crawl
             "hosts_paused": hosts_paused,
             "seen": self.layout.report([meta.get(f"n:{i}", 0) for i in range(gen)]),
@@ -100,11 +101,13 @@ class FrontierReports:
         p.zrange(k.delayed, 0, 0, withscores=True)
         p.get(k.paused)
         p.hget(k.counters, "done")
+        p.zrange(k.refill, 0, 0, withscores=True)  # hosts waiting for a chunk to be loaded
+        p.zrange(k.spill, 0, 0, withscores=True)  # buffers waiting to be written out
         for level in range(self.levels):
             p.llen(k.front(level))
-        queued, leased, returned, ready, delayed, paused, done, *front = p.execute()
+        queued, leased, returned, ready, delayed, paused, done, refill, spill, *front = p.execute()
         queued = int(queued or 0) + returned
-        firsts = [int(score) for entries in (ready, delayed) for _, score in entries[:1]]
+        firsts = [int(score) for entries in (ready, delayed, refill, spill) for _, score in entries[:1]]
         next_due = min(firsts) if firsts else None
         if sum(front) or returned:
             next_due = now

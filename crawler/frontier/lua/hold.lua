@@ -48,4 +48,5 @@ if resumed == 0 then return 0 end
 redis.call('HDEL', prefix .. K.hdown, host)
 redis.call('ZREM', prefix .. K.dropping, host)
 if has_queue(prefix, host) then make_ready(prefix, host, now) end
+wants_load(prefix, host, now)  -- (its chunks on disk, if it has any)
 return 1

@@ -14,7 +14,9 @@
 -- ARGV[13] '1': submissions only: step 2 looks at the due hosts with submissions waiting
 --           (rush) and nothing else, steps 2a and 3 are skipped, and next_due is -1 (a
 --           worker that holds as many unread pages as it may still takes a submission)
--- ARGV[14..] acknowledgements and landings, as ACK takes them (see ACK), so that a
+-- ARGV[14] the host window (FRONTIER_HOST_WINDOW; 0: no spill)
+-- ARGV[15] hosts with a window at most (FRONTIER_ACTIVE_HOSTS; 0: no limit)
+-- ARGV[16..] acknowledgements and landings, as ACK takes them (see ACK), so that a
 --           worker's acks ride on its next pop instead of costing a round trip each
 -- Steps, all in one atomic call:
 --   0. acknowledge and land the given leases (as ACK does);
@@ -39,6 +41,10 @@
 --      starved; at most ARGV[6] entries): an entry whose host has no back queue and is
 --      due (hnext <= now + lookahead) is handed out at once; any other entry joins its
 --      host's back queue, and a host new to the heap is due at its hnext time;
+--   with a window (ARGV[14] > 0), a host's window that a hand-out leaves at half its size
+--   or less is topped up (helpers: spill): from its buffer, or it is marked for a worker to
+--   load its oldest chunk ('refill'); a host whose window is empty leaves the heap until
+--   then;
 --   a URL promoted by a submission (PROMOTE) is queued twice: the first of its copies to
 --   come up in steps 2 and 3 is handed out, the second is dropped (the host keeps its
 --   turn; counted out of 'queued');
@@ -54,7 +60,9 @@
 -- carries, OPIC's, to share among its links: 0 but from a ranked queue); when
 -- fewer than n URLs were handed out, next_due is the earliest time (ms) any host in the
 -- heap or any delayed retry is due (now when the refill stopped at its limit with front
--- queue entries left; -1: nothing is queued but in front queues, i.e. nothing at all);
+-- queue entries left; a host waiting for its chunk to be loaded or a buffer waiting to be
+-- written out counts, at the time it may be; -1: nothing is queued but in front queues,
+-- i.e. nothing at all);
 -- otherwise it is -1 (not looked up).
 --- @include "helpers"
 --- @include "settle"
@@ -70,6 +78,8 @@ recovery = tonumber(ARGV[10])
 local horizon = now + tonumber(ARGV[11])
 local max_pages = tonumber(ARGV[12])
 local urgent_only = ARGV[13] == '1'
+window = tonumber(ARGV[14])
+active_hosts = tonumber(ARGV[15])
 local ready = prefix .. K.ready
 local counters = prefix .. K.counters
 local leases = prefix .. K.leases
@@ -238,6 +248,7 @@ local function hand_out_due(hosts)
         if payload then
             local nxt = hand_out(host, payload, due, cash)
             rushed(prefix, host)
+            top_up(prefix, host, now)
             if not has_queue(prefix, host) then
                 emptied(prefix, host)
             elseif at_limit(prefix, host) then
@@ -246,7 +257,8 @@ local function hand_out_due(hosts)
                 ready_at(prefix, host, nxt)
             end
         else
-            emptied(prefix, host)
+            top_up(prefix, host, now)
+            if not has_queue(prefix, host) then emptied(prefix, host) end
         end
     end
 end
@@ -314,7 +326,7 @@ end
 -- when the next host or delayed retry is due (ms), -1 when neither is
 local function next_due()
     local at = -1
-    for _, key in ipairs({ready, delayed}) do
+    for _, key in ipairs({ready, delayed, prefix .. K.refill, prefix .. K.spill}) do
         local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
         if first[2] and (at < 0 or tonumber(first[2]) < at) then at = tonumber(first[2]) end
     end
@@ -322,7 +334,7 @@ local function next_due()
 end
 
 -- the steps
-out[2] = settle(prefix, 14, now)  -- 0. acknowledgements and landings
+out[2] = settle(prefix, 16, now)  -- 0. acknowledgements and landings
 requeue_expired()  -- 1.
 release_due_retries()
 if not urgent_only then next_drop_chunk(prefix, nil) end

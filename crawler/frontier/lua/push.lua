@@ -7,7 +7,10 @@
 -- ARGV[6]  now (ms)
 -- ARGV[7]  number of entries     ARGV[8]  max requests in flight per host (0: no limit)
 -- ARGV[9]  default host interval (ms)
--- ARGV[10..] one value per entry (fewer arguments are cheaper for the client to send):
+-- ARGV[10] the host window (FRONTIER_HOST_WINDOW; 0: no spill)   ARGV[11] hosts with a window
+--          at most (FRONTIER_ACTIVE_HOSTS; 0: no limit)   ARGV[12] ms a partial spill buffer
+--          waits before it is written out (FRONTIER_SPILL_AGE)
+-- ARGV[13..] one value per entry (fewer arguments are cheaper for the client to send):
 --          its fields joined by \x1f, in this order, '' for one not given (the last two,
 --          host and payload, are the front queue entry as it stands):
 --          check      '1': check and update URL-seen
@@ -27,7 +30,7 @@
 --                     the page that links to it; a URL seen and still in its ranked queue
 --                     gains it)
 --          level      front queue level (0 = highest)
---          lease      i if the entry replaces lease ARGV[9 + n + i] (leases follow the
+--          lease      i if the entry replaces lease ARGV[12 + n + i] (leases follow the
 --                     entries); the replaced lease ends (its download lands); a follow-up
 --                     whose lease is no longer held (a push sent twice after a timeout, or a
 --                     lease that expired and was requeued) is not enqueued again (status 0);
@@ -42,6 +45,10 @@
 -- fingerprint is added to its bucket in generation G-1. A bucket is rewritten whole (SET)
 -- rather than appended to: APPEND and SETRANGE grow a string's allocation by doubling
 -- (~30% unused on average), SET allocates what the string needs.
+-- With a window (ARGV[10] > 0), a new URL (neither back nor retry_at) goes to its host's
+-- window while it has room, nothing of the host is spilled or buffered, and the host has a
+-- window or there is room for one more (helpers: spill); otherwise to its buffer, which is
+-- due to be written out (spill) at once when it holds a window's worth, else after ARGV[12].
 -- Returns: -1 if G is not the current generation (caller reloads and retries; nothing
 --          was changed), else one status per entry processed: 1 added, 0 already seen,
 --          2 over its host's quota (the URL stays marked as seen, and goes to 'drops', to
@@ -81,11 +88,31 @@ local now = tonumber(ARGV[6])
 local n = tonumber(ARGV[7])
 max_flight = tonumber(ARGV[8])
 default_interval = ARGV[9]
+window = tonumber(ARGV[10])
+active_hosts = tonumber(ARGV[11])
+local spill_age = tonumber(ARGV[12])
+local FIRST = 12  -- the entries follow
 local out, front = {}, {}
+-- with a window: whether a new URL of the host goes to its window (true) or its buffer
+local function window_has_room(host)
+    if redis.call('EXISTS', prefix .. K.spilled .. host, prefix .. K.buffer .. host) > 0 then return false end
+    local have = window_size(prefix, host)
+    if have >= window then return false end
+    return have > 0 or room_for_host(prefix)
+end
+-- to the host's buffer, due to be written out when full or old
+local function buffered(host, entry)
+    local size = redis.call('RPUSH', prefix .. K.buffer .. host, entry)
+    if size >= window then
+        redis.call('ZADD', prefix .. K.spill, 'LT', now, host)
+    else
+        redis.call('ZADD', prefix .. K.spill, 'NX', now + spill_age, host)
+    end
+end
 local added, full = 0, false
 for e = 1, n do
     local check, back, urgent, retry_at, quota, in_flight, ranked, cash, level, lease, hashes, tail =
-        string.match(ARGV[9 + e], ENTRY)
+        string.match(ARGV[FIRST + e], ENTRY)
     local cut = string.find(tail, SEP, 1, true)
     local host = string.sub(tail, 1, cut - 1)
     local status = 1
@@ -118,7 +145,7 @@ for e = 1, n do
         end
     end
     if lease ~= '' then  -- before the enqueue: a follow-up may make its host ready
-        local member = ARGV[9 + n + tonumber(lease)]
+        local member = ARGV[FIRST + n + tonumber(lease)]
         if redis.call('ZREM', prefix .. K.leases, member) == 1 then
             leased(prefix, member, -1)
         elseif back == '1' then
@@ -144,6 +171,13 @@ for e = 1, n do
             redis.call('LPUSH', prefix .. K.back .. host, string.sub(tail, cut + 1))
             make_ready(prefix, host, now)
             if urgent == '1' then rush(prefix, host) end
+        elseif window > 0 and not window_has_room(host) then
+            local payload = string.sub(tail, cut + 1)
+            if ranked == '1' then
+                local score = tonumber(level) * RANK - (tonumber(cash) or 0)
+                payload = '\030' .. string.format('%.17g', score) .. SEP .. payload
+            end
+            buffered(host, payload)
         elseif ranked == '1' then
             local payload = string.sub(tail, cut + 1)
             local url, rest = payload, payload
@@ -158,6 +192,9 @@ for e = 1, n do
             else  -- waiting there already (a URL pushed again past URL-seen: a recrawl's)
                 status = 0
             end
+        elseif window > 0 then
+            redis.call('RPUSH', prefix .. K.back .. host, string.sub(tail, cut + 1))
+            make_ready(prefix, host, now)
         else
             local q = front[level]
             if not q then q = {}; front[level] = q end

@@ -55,6 +55,80 @@ local function take_ranked(prefix, host)
     if cash < 0 then cash = cash + RANK end
     return ranked_payload(prefix, top[1]), cash
 end
+-- Spill (decision 0055): with a window (FRONTIER_HOST_WINDOW > 0) a host's queue is, in
+-- order, its window in Redis (its back and ranked queues), its chunks in the spill store
+-- (sc:<host>: their ids, oldest first) and its buffer (sb:<host>: URLs not yet written out;
+-- a ranked one as '\030<score>\031<payload>'). Only hosts with a window are in the ready
+-- heap; at most active_hosts of them get a window that they did not have (a new host's
+-- URLs, a chunk loaded for a host without one), the others wait on disk. A window at half
+-- its size or less is topped up: from the buffer when no chunk is on disk and no worker is
+-- writing one, else by a worker that loads the oldest chunk (refill). Each script that tops
+-- up sets these first (window 0: no spill, everything in the window).
+local window = 0
+local active_hosts = 0
+local function window_size(prefix, host)
+    return redis.call('LLEN', prefix .. K.back .. host) + redis.call('ZCARD', prefix .. K.ranked .. host)
+end
+-- a host without a window may get one: fewer than active_hosts hosts are in the ready heap
+local function room_for_host(prefix)
+    return active_hosts <= 0 or redis.call('ZCARD', prefix .. K.ready) < active_hosts
+end
+-- buffer entries (payloads, or ranked '\030<score>\031<payload>') at the tail of the host's
+-- window; returns how many were there already (a ranked URL waiting twice: counted out)
+local function to_window(prefix, host, entries)
+    local twice = 0
+    for _, e in ipairs(entries) do
+        if string.byte(e, 1) == 30 then
+            local cut = string.find(e, SEP, 2, true)
+            local score, payload = tonumber(string.sub(e, 2, cut - 1)), string.sub(e, cut + 1)
+            local url, rest = payload, payload
+            if string.byte(payload, 1) ~= 74 then  -- 'J': kept whole, keyed by its own text
+                url = split(payload, 2)[1]
+                rest = string.sub(payload, #url + 1)
+            end
+            if redis.call('ZADD', prefix .. K.ranked .. host, 'NX', score, url) == 1 then
+                redis.call('HSET', prefix .. K.ranked_payloads, url, rest)
+            else
+                twice = twice + 1
+            end
+        else
+            redis.call('RPUSH', prefix .. K.back .. host, e)
+        end
+    end
+    if twice > 0 then redis.call('HINCRBY', prefix .. K.counters, 'queued', -twice) end
+    return twice
+end
+-- the payload of a buffer entry
+local function buffered_payload(e)
+    if string.byte(e, 1) == 30 then return string.sub(e, string.find(e, SEP, 2, true) + 1) end
+    return e
+end
+-- a worker is to load the host's oldest chunk: from now on, or first of all (0) for a host
+-- with a window or in the heap (the hosts being crawled go before those waiting for one)
+local function wants_load(prefix, host, now)
+    if redis.call('EXISTS', prefix .. K.spilled .. host) == 0 then return false end
+    local at = now
+    if window_size(prefix, host) > 0 or redis.call('ZSCORE', prefix .. K.ready, host) then at = 0 end
+    redis.call('ZADD', prefix .. K.refill, 'LT', at, host)
+    return true
+end
+-- top the host's window up when it is at half its size or less (see above)
+local function top_up(prefix, host, now)
+    if window <= 0 then return end
+    local have = window_size(prefix, host)
+    if have * 2 > window then return end
+    if wants_load(prefix, host, now) then return end
+    if redis.call('HEXISTS', prefix .. K.spill_claims, host) == 1 then return end
+    if have == 0 and not room_for_host(prefix) and redis.call('ZSCORE', prefix .. K.ready, host) == false then
+        return
+    end
+    local sb = prefix .. K.buffer .. host
+    local entries = redis.call('LPOP', sb, window - have)
+    if entries then
+        to_window(prefix, host, entries)
+        if redis.call('EXISTS', sb) == 0 then redis.call('ZREM', prefix .. K.spill, host) end
+    end
+end
 -- URLs to be recorded as not fetched: 'drops' holds code SEP host SEP payload (code 1: the
 -- host dropped by the operator, 2: given up, down too long, 3: over its host's page quota)
 local function to_drops(prefix, entries)
@@ -89,6 +163,15 @@ local function drop_queued(prefix, host, code, delayed)
         if #urls > 0 then redis.call('ZREMRANGEBYRANK', rq, 0, #urls - 1) end
         room = room - #urls
     end
+    if room > 0 and redis.call('HEXISTS', prefix .. K.spill_claims, host) == 0 then  -- its buffer
+        local sb = prefix .. K.buffer .. host
+        local buffered = redis.call('LRANGE', sb, 0, room - 1)
+        for _, e in ipairs(buffered) do moved[#moved + 1] = head .. buffered_payload(e) end
+        if #buffered > 0 then redis.call('LTRIM', sb, #buffered, -1) end
+        if redis.call('EXISTS', sb) == 0 then redis.call('ZREM', prefix .. K.spill, host) end
+        room = room - #buffered
+    end
+    wants_load(prefix, host, 0)  -- its chunks: each goes to 'drops' as it is loaded
     redis.call('HDEL', prefix .. K.hrush, host)
     redis.call('ZREM', prefix .. K.rush, host)
     if delayed and room > 0 then

@@ -1,0 +1,102 @@
+"""The spill store's chunks (decision 0055): a host's queued URLs beyond its window, written
+out of Redis in chunks of up to FRONTIER_HOST_WINDOW entries, each under (crawl, host, id)
+and read by that exact key, then deleted once loaded.
+
+A chunk's body is its entries (as the host's buffer held them: a payload, or
+``\\x1e<score>\\x1f<payload>`` for a ranked queue), each preceded by its length (4 bytes),
+compressed with zlib. ``crawl`` is the frontier's key prefix (a crawl's shard has its own).
+
+``SqliteChunks`` keeps them in a file beside the embedded Redis (CRAWL_DIR); Cassandra's
+are in crawler/urlstore/cassandra_chunks.py. Both have ``write``, ``read``, ``delete``,
+``clear`` and ``close``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import struct
+import threading
+import zlib
+
+_LEN = struct.Struct(">I")
+LEVEL = 1  # zlib's fastest: URLs of one host compress to about a third already
+
+
+def pack(entries: list[bytes]) -> bytes:
+    """A chunk's body."""
+    return zlib.compress(b"".join(_LEN.pack(len(e)) + e for e in entries), LEVEL)
+
+
+def unpack(body: bytes) -> list[bytes]:
+    """A chunk's entries."""
+    raw = zlib.decompress(body)
+    out, at = [], 0
+    while at < len(raw):
+        (size,) = _LEN.unpack_from(raw, at)
+        out.append(raw[at + 4 : at + 4 + size])
+        at += 4 + size
+    return out
+
+
+class SqliteChunks:
+    """Chunks in an SQLite file (WAL: the workers of one machine share it)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._local = threading.local()
+        with self._db() as db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS chunks (crawl TEXT, host TEXT, id INTEGER, body BLOB,"
+                " PRIMARY KEY (crawl, host, id)) WITHOUT ROWID"
+            )
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._local.db = db
+        return db
+
+    def write(self, crawl: str, chunks: list[tuple[str, int, bytes]]) -> None:
+        """Write chunks, (host, id, body) each; one written again replaces itself."""
+        db = self._db()
+        with db:
+            db.execute("BEGIN")
+            db.executemany("INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?)", [(crawl, *c) for c in chunks])
+
+    def read(self, crawl: str, host: str, chunk: int) -> bytes | None:
+        row = (
+            self._db()
+            .execute("SELECT body FROM chunks WHERE crawl = ? AND host = ? AND id = ?", (crawl, host, chunk))
+            .fetchone()
+        )
+        return None if row is None else row[0]
+
+    def delete(self, crawl: str, keys: list[tuple[str, int]]) -> None:
+        """Delete chunks, (host, id) each."""
+        db = self._db()
+        with db:
+            db.execute("BEGIN")
+            db.executemany("DELETE FROM chunks WHERE crawl = ? AND host = ? AND id = ?", [(crawl, *k) for k in keys])
+
+    def clear(self, crawl: str, keys: list[tuple[str, int]]) -> int:
+        """Delete every chunk of the crawl (``keys``: those its queues list; an SQLite file
+        finds the others too). Returns how many there were."""
+        db = self._db()
+        with db:
+            return db.execute("DELETE FROM chunks WHERE crawl = ?", (crawl,)).rowcount
+
+    def size(self, crawl: str) -> tuple[int, int]:
+        """(chunks, bytes of their bodies) of the crawl."""
+        row = self._db().execute(
+            "SELECT count(*), coalesce(sum(length(body)), 0) FROM chunks WHERE crawl = ?", (crawl,)
+        )
+        return tuple(row.fetchone())
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None

@@ -1,0 +1,79 @@
+-- LOAD: a worker loads hosts' oldest chunks from the spill store into their windows
+-- (decision 0055).
+--
+-- ARGV[1] key prefix   ARGV[2] now (ms)   ARGV[3] 'claim' or 'load'
+-- ARGV[4] the worker's token (unique per worker)   ARGV[5] the host window
+-- ARGV[6] hosts with a window at most (FRONTIER_ACTIVE_HOSTS; 0: no limit)
+-- claim: ARGV[7] claim time (ms)   ARGV[8] hosts at most
+--   Takes up to ARGV[8] hosts of 'refill' due by now, oldest first, skipping those another
+--   worker holds a live claim on, and those without a window while as many hosts as
+--   ARGV[6] have one (a dropped host's chunks are loaded whatever the room: they go to
+--   'drops'); notes ``<token>:<id>:<expiry>`` in 'lclaim' for the host's oldest chunk and
+--   puts the host in 'refill' at the expiry (another worker tries again then). A host
+--   without chunks leaves 'refill'. Returns {host, id, host, id...}.
+-- load: ARGV[7] default host interval (ms)   ARGV[8] max requests in flight per host (0: no
+--   limit)   ARGV[9] host   ARGV[10] chunk id   ARGV[11..] the chunk's entries
+--   If the chunk is still the host's oldest and the claim the caller's, its entries join the
+--   tail of the host's window (a dropped host's go to 'drops' as its window does), the chunk
+--   leaves sc:<host> and the counter 'spilled', and the host is ready (add_ready: unless
+--   paused or at its limit) and marked for its next chunk if its window is still low.
+-- Returns (load): 1 loaded (the caller deletes the chunk), 2 the chunk is no longer listed
+-- (loaded before: the caller deletes it), 0 the claim was lost (the chunk stays: another
+-- worker loads it).
+--- @include "helpers"
+local prefix, now, verb, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+window = tonumber(ARGV[5])
+active_hosts = tonumber(ARGV[6])
+local refill = prefix .. K.refill
+local claims = prefix .. K.load_claims
+
+local function claim()
+    local claim_ms, most = tonumber(ARGV[7]), tonumber(ARGV[8])
+    local out = {}
+    local crawled = redis.call('ZCARD', prefix .. K.ready)  -- hosts with a window, and those claimed here
+    for _, host in ipairs(redis.call('ZRANGEBYSCORE', refill, '-inf', now, 'LIMIT', 0, most * 4)) do
+        if #out >= most * 2 then break end
+        local id = redis.call('LINDEX', prefix .. K.spilled .. host, 0)
+        local claimed = redis.call('HGET', claims, host)
+        local live = claimed and tonumber(string.match(claimed, ':(%d+)$')) > now  -- another's
+        if not id then
+            redis.call('ZREM', refill, host)
+            redis.call('HDEL', claims, host)
+        elseif not live and (active_hosts <= 0 or crawled < active_hosts or window_size(prefix, host) > 0
+                or redis.call('ZSCORE', prefix .. K.ready, host)
+                or redis.call('HEXISTS', prefix .. K.hdropped, host) == 1) then
+            if window_size(prefix, host) == 0 then crawled = crawled + 1 end
+            redis.call('HSET', claims, host, string.format('%s:%s:%d', token, id, now + claim_ms))
+            redis.call('ZADD', refill, now + claim_ms, host)
+            out[#out + 1] = host
+            out[#out + 1] = id
+        end
+    end
+    return out
+end
+
+local function load()
+    default_interval = ARGV[7]
+    max_flight = tonumber(ARGV[8])
+    local host, id = ARGV[9], ARGV[10]
+    local sc = prefix .. K.spilled .. host
+    if redis.call('LINDEX', sc, 0) ~= id then
+        if redis.call('LPOS', sc, id) then return 0 end
+        return 2
+    end
+    local claimed = redis.call('HGET', claims, host)
+    if not claimed or string.find(claimed, token .. ':' .. id .. ':', 1, true) ~= 1 then return 0 end
+    redis.call('HDEL', claims, host)
+    redis.call('LPOP', sc)
+    redis.call('ZREM', refill, host)
+    local entries = {}
+    for i = 11, #ARGV do entries[#entries + 1] = ARGV[i] end
+    redis.call('HINCRBY', prefix .. K.counters, 'spilled', -#entries)
+    to_window(prefix, host, entries)
+    if has_queue(prefix, host) then make_ready(prefix, host, now) end
+    top_up(prefix, host, now)
+    return 1
+end
+
+if verb == 'claim' then return claim() end
+return load()

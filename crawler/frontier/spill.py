@@ -1,0 +1,121 @@
+"""Moving queued URLs between Redis and the spill store (FRONTIER_HOST_WINDOW > 0; decision
+0055). Redis keeps each host's window, the scripts SPILL and LOAD keep every host's queue
+whole and in order (window, chunks, buffer), and a ``Spill`` does the disk's half, with
+blocking I/O: run it off the reactor.
+
+- ``spill(now)``: claim the hosts' buffers that are due (full, or older than
+  FRONTIER_SPILL_AGE), write each as a chunk, commit. A worker that dies between the write
+  and the commit leaves its claim to expire; the next claim writes a new chunk, and the
+  first one is never listed, never read.
+- ``refill(now)``: claim the oldest chunk of hosts whose windows ran low, read it, load it
+  into the window (only if it is still the oldest and the claim still ours), then delete it.
+  A worker that dies before the load leaves the chunk listed: the next claim loads it; one
+  that dies after it leaves a chunk that is no longer listed, never read again.
+- ``round(now)``: both, until nothing is due or ``most`` chunks were moved.
+- ``clear()``: every chunk of the crawl, for ``scrapy frontier clear``.
+
+``frontier``: a Frontier or a ShardedFrontier (its ``shards``, each with its own chunks).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from crawler.frontier.chunks import pack, unpack
+from crawler.frontier.words import now_ms
+
+logger = logging.getLogger(__name__)
+
+CLAIM_MS = 60_000  # a claim a worker does not commit in this time passes to another
+HOSTS_A_CALL = 64  # hosts a claim takes at most
+
+
+class Spill:
+    def __init__(self, frontier, chunks, stats=None, token: str | None = None):
+        self.shards = frontier.shards
+        self.chunks = chunks
+        self.stats = stats  # Scrapy's stats collector (None: not counted)
+        self.token = token or uuid.uuid4().hex[:16]
+        self.lost = 0  # chunks listed in Redis but missing from the store
+
+    @property
+    def enabled(self) -> bool:
+        return self.shards[0].window > 0
+
+    def _inc(self, key: str, count: int) -> None:
+        if self.stats is not None and count:
+            self.stats.inc_value(key, count)
+
+    def spill(self, now: int | None = None) -> int:
+        """Write out one claim's worth of buffers on each shard; URLs written."""
+        urls = 0
+        for shard in self.shards:
+            t = now_ms() if now is None else now
+            claimed = shard.spill_claim(self.token, CLAIM_MS, HOSTS_A_CALL, now=t)
+            if not claimed:
+                continue
+            crawl = shard.keys.prefix
+            self.chunks.write(crawl, [(host, chunk, pack(entries)) for host, chunk, entries in claimed])
+            committed = shard.spill_commit(self.token, claimed, now=t)
+            lost = [(host, chunk) for host, chunk, _ in claimed if chunk not in committed]
+            if lost:  # (claims that expired: another worker writes those URLs)
+                self.chunks.delete(crawl, lost)
+            urls += sum(len(entries) for _, chunk, entries in claimed if chunk in committed)
+        self._inc("frontier/spilled", urls)
+        return urls
+
+    def refill(self, now: int | None = None) -> int:
+        """Load one claim's worth of chunks on each shard into their hosts' windows; URLs
+        loaded."""
+        urls = 0
+        for shard in self.shards:
+            t = now_ms() if now is None else now
+            claimed = shard.load_claim(self.token, CLAIM_MS, HOSTS_A_CALL, now=t)
+            if not claimed:
+                continue
+            crawl = shard.keys.prefix
+            done = []
+            for host, chunk in claimed:
+                body = self.chunks.read(crawl, host, chunk)
+                if body is None:
+                    # (never so but for a store that lost data: said, counted, and passed over)
+                    self.lost += 1
+                    self._inc("frontier/spill_chunks_lost", 1)
+                    logger.error("Chunk %d of %s is missing from the spill store: its URLs are lost", chunk, host)
+                    shard.load(self.token, host, chunk, [], now=t)
+                    continue
+                entries = unpack(body)
+                if shard.load(self.token, host, chunk, entries, now=t):
+                    done.append((host, chunk))
+                    urls += len(entries)
+            if done:
+                self.chunks.delete(crawl, done)
+        self._inc("frontier/loaded", urls)
+        return urls
+
+    def round(self, now: int | None = None, most: int = 100_000) -> tuple[int, int]:
+        """Spill and refill until nothing more is due (or ``most`` URLs each way):
+        (URLs written out, URLs loaded)."""
+        spilled = loaded = 0
+        while spilled < most:
+            n = self.spill(now)
+            spilled += n
+            if not n:
+                break
+        while loaded < most:
+            n = self.refill(now)
+            loaded += n
+            if not n:
+                break
+        return spilled, loaded
+
+    def clear(self) -> int:
+        """Delete every chunk of the crawl's queues (before their keys go). Returns how many."""
+        deleted = 0
+        for shard in self.shards:
+            deleted += self.chunks.clear(shard.keys.prefix, shard.chunk_keys())
+        return deleted
+
+    def close(self) -> None:
+        self.chunks.close()

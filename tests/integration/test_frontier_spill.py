@@ -1,0 +1,201 @@
+"""The spill (FRONTIER_HOST_WINDOW, decision 0055) on a real Redis and a real SQLite spill
+store: a host's URLs beyond its window leave Redis in chunks and come back as its window
+runs low, each handed out once and in order; workers that die between a claim and its
+commit or load lose nothing and hand nothing out twice; at most FRONTIER_ACTIVE_HOSTS
+hosts hold a window; a drop, a pause, ``clear`` and the counts see the spilled URLs."""
+
+from __future__ import annotations
+
+import redis
+
+from crawler.frontier.chunks import SqliteChunks, pack, unpack
+from crawler.frontier.codec import encode_url
+from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.spill import CLAIM_MS, Spill
+from testing.frontiers import payload_url
+
+T0 = 1_800_000_000_000  # ms: every verb gets its now from the test
+
+
+def _frontier(redis_url, crawl_name, **kw) -> Frontier:
+    options = {"host_interval": 0.0, "max_in_flight": 0, "window": 8, "active_hosts": 0, "spill_age": 1.0}
+    return Frontier(redis.Redis.from_url(redis_url), crawl_name, **{**options, **kw})
+
+
+def _urls(hosts: int, per_host: int) -> list[str]:
+    return [f"http://h{h}.example/p{i}" for i in range(per_host) for h in range(hosts)]
+
+
+def _push(frontier, urls, now=T0, cash=None) -> None:
+    entries = [Entry(url=u, payload=encode_url(u), cash=(cash or {}).get(u, 0.0)) for u in urls]
+    for i in range(0, len(entries), 100):
+        assert set(frontier.put(entries[i : i + 100], now=now)) == {"added"}
+
+
+def _drain(frontier, spill, now=T0) -> list[str]:
+    """Everything handed out, a pop of 5 at a time, the spill's round before each pop."""
+    out, empty = [], 0
+    while empty < 3:
+        spill.round(now)
+        leases, _ = frontier.get(5, now=now)
+        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=now)
+        out += [payload_url(lease.payload) for lease in leases]
+        empty = 0 if leases else empty + 1
+    return out
+
+
+def _redis_urls(frontier) -> int:
+    """URLs held in Redis's windows and buffers now."""
+    r, k = frontier.redis, frontier.keys
+    total = 0
+    for pattern in (k.back("*"), k.ranked("*"), k.buffer("*")):
+        for key in r.scan_iter(match=pattern.replace("{", "\\{").replace("}", "\\}")):
+            total += r.llen(key) if r.type(key) == b"list" else r.zcard(key)
+    return total
+
+
+def test_urls_beyond_the_window_go_to_disk_and_come_back_once_each_in_order(redis_url, crawl_name, tmp_path):
+    frontier = _frontier(redis_url, crawl_name)
+    chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+    spill = Spill(frontier, chunks)
+    urls = _urls(3, 100)
+    _push(frontier, urls)
+    # each host: a window of 8 in Redis, its 92 others buffered; written out at once (full chunks)
+    assert _redis_urls(frontier) == 300
+    written, _ = spill.round(T0)
+    assert written == 3 * 88  # (the last 4 of each host: a partial buffer, due after FRONTIER_SPILL_AGE)
+    assert _redis_urls(frontier) == 3 * (8 + 4)
+    assert frontier.stats()["spilled"] == 264 and frontier.stats()["queued"] == 300
+    assert chunks.size(frontier.keys.prefix)[0] == 3 * 11
+    assert spill.round(T0 + 1000) == (12, 0)
+    assert frontier.stats()["spilled"] == 276
+
+    got = _drain(frontier, spill, T0 + 2000)
+    assert sorted(got) == sorted(urls)  # every URL once
+    for h in range(3):  # each host's in the order pushed
+        assert [u for u in got if u.startswith(f"http://h{h}.")] == [u for u in urls if u.startswith(f"http://h{h}.")]
+    stats = frontier.stats()
+    assert stats["queued"] == 0 and stats["spilled"] == 0
+    assert chunks.size(frontier.keys.prefix) == (0, 0)  # each chunk deleted once loaded
+
+
+def test_importance_order_holds_in_the_window_and_chunks_keep_their_scores(redis_url, crawl_name, tmp_path):
+    frontier = _frontier(redis_url, crawl_name, order="importance")
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    urls = [f"http://a.example/p{i}" for i in range(40)]
+    cash = {u: float(i % 10) for i, u in enumerate(urls)}
+    _push(frontier, urls, cash=cash)
+    got = _drain(frontier, spill, T0 + 2000)
+    assert sorted(got) == sorted(urls)
+    # the first window's best half before anything is loaded; the URLs of each chunk (8 in
+    # the order pushed) come out most cash first: their scores went to disk and back
+    assert set(got[:4]) == set(sorted(urls[:8], key=cash.get, reverse=True)[:4])
+    for start in range(0, 40, 8):
+        block = [u for u in got if u in urls[start : start + 8]]
+        assert [cash[u] for u in block] == sorted((cash[u] for u in block), reverse=True)
+
+
+def test_a_worker_dying_between_claim_and_commit_or_load_loses_nothing(redis_url, crawl_name, tmp_path):
+    frontier = _frontier(redis_url, crawl_name)
+    chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+    urls = _urls(1, 24)
+    _push(frontier, urls)
+    crawl = frontier.keys.prefix
+    # worker A claims the buffer (16 URLs: two chunks' worth) and writes its chunk, then dies
+    claimed = frontier.spill_claim("A", CLAIM_MS, 64, now=T0)
+    assert [(h, len(e)) for h, _, e in claimed] == [("h0.example", 8)]
+    chunks.write(crawl, [(h, c, pack(e)) for h, c, e in claimed])
+    assert frontier.spill_claim("B", CLAIM_MS, 64, now=T0 + 1) == []  # A's claim holds
+    # after it expires, B writes the same URLs as a chunk of its own
+    b = Spill(frontier, chunks, token="B")
+    assert b.spill(T0 + CLAIM_MS + 1) == 8
+    assert frontier.spill_commit("A", claimed, now=T0 + CLAIM_MS + 2) == set()  # A's commit comes late: refused
+    # worker C claims a load and dies before loading; D loads after the claim expires
+    for url in _drain_window(frontier, T0 + CLAIM_MS + 3):
+        urls.remove(url)
+    [(host, chunk)] = frontier.load_claim("C", CLAIM_MS, 64, now=T0 + CLAIM_MS + 4)
+    assert frontier.load_claim("D", CLAIM_MS, 64, now=T0 + CLAIM_MS + 5) == []
+    d = Spill(frontier, chunks, token="D")
+    assert d.refill(T0 + 2 * CLAIM_MS + 5) == 8
+    # C wakes up and loads what it read: refused, nothing handed out twice
+    assert (
+        frontier.load("C", host, chunk, unpack(chunks.read(crawl, host, chunk) or pack([])), now=T0 + 2 * CLAIM_MS + 6)
+        == 2
+    )
+    got = _drain(frontier, d, T0 + 3 * CLAIM_MS)
+    assert sorted(got) == sorted(urls)
+
+
+def _drain_window(frontier, now) -> list[str]:
+    out = []
+    while True:
+        leases, _ = frontier.get(5, now=now)
+        if not leases:
+            return out
+        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=now)
+        out += [payload_url(lease.payload) for lease in leases]
+
+
+def test_at_most_the_active_hosts_hold_a_window_and_the_others_wait_on_disk(redis_url, crawl_name, tmp_path):
+    frontier = _frontier(redis_url, crawl_name, active_hosts=2)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    urls = _urls(6, 10)
+    _push(frontier, urls)
+    assert frontier.redis.zcard(frontier.keys.ready) == 2
+    spill.round(T0 + 2000)  # the other 4 hosts: a chunk each to disk, 2 left in a partial buffer
+    assert _redis_urls(frontier) == 2 * 8 + 4 * 2  # (the active ones' overflow of 2: written, old enough)
+    got, most = [], 0
+    now = T0 + 3000
+    while len(got) < len(urls):
+        spill.round(now)
+        most = max(most, frontier.redis.zcard(frontier.keys.ready))
+        leases, _ = frontier.get(5, now=now)
+        assert leases, (len(got), frontier.stats())
+        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=now)
+        got += [payload_url(lease.payload) for lease in leases]
+        now += 10
+    assert sorted(got) == sorted(urls)
+    assert most <= 3  # (a host claimed for a load while another leaves)
+
+
+def test_a_dropped_host_records_its_spilled_urls_and_clear_deletes_the_chunks(redis_url, crawl_name, tmp_path):
+    frontier = _frontier(redis_url, crawl_name)
+    chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+    spill = Spill(frontier, chunks)
+    _push(frontier, _urls(2, 40))
+    spill.round(T0 + 2000)
+    assert frontier.stats()["spilled"] == 64
+    assert frontier.drop("h0.example", now=T0 + 2000) in (True, 1, 2)
+    dropped = [lease for lease in _leases(frontier, spill, T0 + 3000) if lease.due < 0]
+    assert len(dropped) == 40  # window, chunks and buffer of h0: each recorded as not fetched
+    assert {payload_url(lease.payload).split("/")[2] for lease in dropped} == {"h0.example"}
+    # clear: h1's chunks go with its keys
+    assert chunks.size(frontier.keys.prefix)[0] == 0  # (all loaded by the drain)
+    _push(frontier, [f"http://h2.example/q{i}" for i in range(40)], now=T0 + 4000)
+    spill.round(T0 + 6000)
+    assert chunks.size(frontier.keys.prefix)[0] == 4
+    assert spill.clear() == 4 and chunks.size(frontier.keys.prefix)[0] == 0
+
+
+def _leases(frontier, spill, now) -> list:
+    out, empty = [], 0
+    while empty < 3:
+        spill.round(now)
+        leases, _ = frontier.get(5, now=now)
+        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=now)
+        out += leases
+        empty = 0 if leases else empty + 1
+    return out
+
+
+def test_a_paused_host_keeps_its_chunks_until_resumed(redis_url, crawl_name, tmp_path):
+    frontier = _frontier(redis_url, crawl_name)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    urls = _urls(1, 30)
+    _push(frontier, urls)
+    spill.round(T0 + 2000)
+    frontier.pause("h0.example", now=T0 + 2000)
+    assert _leases(frontier, spill, T0 + 3000) == []
+    frontier.resume("h0.example", now=T0 + 4000)
+    got = [payload_url(lease.payload) for lease in _leases(frontier, spill, T0 + 5000)]
+    assert got == urls
