@@ -4,10 +4,16 @@ POP loops (processes, 64 URLs a pop, acknowledged with the next pop, no politene
 
     python -m bench.frontier_scale                                # 1,000,000 URLs, 10,000 hosts
     python -m bench.frontier_scale --urls 10000000 --hosts 100000 --orders fifo,importance
+    python -m bench.frontier_scale --modes spill --window 32 --active-hosts 10000
 
-Figures per order (FRONTIER_ORDER fifo, importance): Redis bytes a queued URL at the peak
-(used_memory after the push, less before it), URLs/s pushed (batches of 1,000, one client)
-and handed out (both loops), and whether every URL came out once.
+Each order (FRONTIER_ORDER fifo, importance) runs in each mode: ``redis``, every queued URL
+in Redis (FRONTIER_HOST_WINDOW 0), and ``spill``, a window of --window URLs a host in Redis
+for at most --active-hosts hosts and the rest in chunks in an SQLite spill store
+(crawler/frontier/spill.py; the pusher writes buffers out after each 10 batches, each POP
+loop runs the spill's round when a pop comes back short). Figures: Redis bytes a queued URL
+at the peak (used_memory, sampled after each batch, less before the push), the spill store's
+bytes a URL (its chunks' bodies at the end of the push), URLs/s pushed (batches of 1,000, one
+client) and handed out (both loops), and whether every URL came out once.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ import time
 from pathlib import Path
 
 from bench.results import Results
+from crawler.frontier.chunks import SqliteChunks
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.spill import Spill
 from testing.frontiers import hand_out_all
 from testing.servers import RedisServer
 from testing.workers import summed_in_processes
@@ -39,39 +47,73 @@ def urls(n: int, hosts: int, seed: int = 1):
         yield f"https://www.site{h}.example/{path}/{i}.html"
 
 
-def frontier(url: str, order: str, capacity: int) -> Frontier:
+def frontier(url: str, order: str, capacity: int, window: int = 0, active: int = 0) -> Frontier:
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=120)
-    return Frontier(client, "bench-scale", host_interval=0.0, max_in_flight=0, seen_capacity=capacity, order=order)
+    return Frontier(
+        client,
+        "bench-scale",
+        host_interval=0.0,
+        max_in_flight=0,
+        seen_capacity=capacity,
+        order=order,
+        window=window,
+        active_hosts=active,
+        spill_age=1.0,
+    )
 
 
-def pop_loop(url: str, order: str, capacity: int, out) -> None:
-    out.put(hand_out_all(frontier(url, order, capacity), POP))
+def pop_loop(url: str, order: str, capacity: int, window: int, active: int, store: str, out) -> None:
+    f = frontier(url, order, capacity, window, active)
+    spill = Spill(f, SqliteChunks(store)) if window else None
+    out.put(hand_out_all(f, POP, spill))
 
 
-def run(server: RedisServer, order: str, args) -> dict:
+def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     server.client.flushall()
+    window, active = (args.window, args.active_hosts) if mode == "spill" else (0, 0)
+    chunks = SqliteChunks(store) if window else None
     before = server.client.info("memory")["used_memory"]
-    f = frontier(server.url, order, args.urls)
-    t, pushed = time.perf_counter(), 0
+    f = frontier(server.url, order, args.urls, window, active)
+    spill = Spill(f, chunks) if window else None
+    t, pushed, peak, batches = time.perf_counter(), 0, 0, 0
     batch = []
+
+    def send(batch) -> int:
+        nonlocal peak, batches
+        added = f.put(batch).count("added")
+        batches += 1
+        if spill is not None and batches % 10 == 0:
+            spill.round(most=10**9)
+        if batches % 10 == 0:
+            peak = max(peak, server.client.info("memory")["used_memory"] - before)
+        return added
+
     for u in urls(args.urls, args.hosts):
         batch.append(Entry(url=u, payload=encode_url(u), depth=1, cash=0.01))
         if len(batch) == BATCH:
-            pushed += f.put(batch).count("added")
+            pushed += send(batch)
             batch = []
     if batch:
-        pushed += f.put(batch).count("added")
+        pushed += send(batch)
+    if spill is not None:
+        spill.round(most=10**9)
     push_s = time.perf_counter() - t
-    peak = server.client.info("memory")["used_memory"] - before
-    got, pop_s = summed_in_processes(pop_loop, [(server.url, order, args.urls)] * LOOPS)
+    peak = max(peak, server.client.info("memory")["used_memory"] - before)
+    disk = chunks.size(f.keys.prefix)[1] if chunks else 0
+    spilled = f.stats()["spilled"]
+    got, pop_s = summed_in_processes(pop_loop, [(server.url, order, args.urls, window, active, store)] * LOOPS)
+    if spill is not None:  # (what the loops left for the last one: a partial buffer)
+        got += hand_out_all(f, POP, spill)
     return {
         "pushed": pushed,
         "push": pushed / push_s,
         "got": got,
         "pop": got / pop_s,
         "bytes": peak / pushed,
+        "disk": disk / max(spilled, 1),
+        "spilled": spilled,
     }
 
 
@@ -80,24 +122,36 @@ def main() -> int:
     parser.add_argument("--urls", type=int, default=1_000_000)
     parser.add_argument("--hosts", type=int, default=10_000)
     parser.add_argument("--orders", default="fifo,importance", help="FRONTIER_ORDER values, comma-separated")
+    parser.add_argument("--modes", default="redis,spill", help="redis (all in Redis), spill, or both")
+    parser.add_argument("--window", type=int, default=32, help="spill: FRONTIER_HOST_WINDOW")
+    parser.add_argument("--active-hosts", type=int, default=10_000, help="spill: FRONTIER_ACTIVE_HOSTS")
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
     results = Results("frontier_scale", runs=args.runs)
     print(f"{args.urls:,} URLs over {args.hosts:,} hosts (Zipf), {LOOPS} POP loops of {POP}")
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis", socket_timeout=120) as server:
         for order in args.orders.split(","):
-            for _ in range(args.runs):
-                r = run(server, order, args)
-                once = "every URL once" if r["got"] == r["pushed"] else f"MISMATCH: {r['got']:,} of {r['pushed']:,}"
-                print(
-                    f"{order:>10}: {r['bytes']:.1f} Redis bytes a queued URL; pushed {r['push']:,.0f} URLs/s, "
-                    f"handed out {r['pop']:,.0f} URLs/s; {once}",
-                    flush=True,
-                )
-                name = f"all in Redis, {order}, {args.urls:,} URLs"
-                results.add(f"{name}: Redis memory a queued URL", r["bytes"], "bytes")
-                results.add(f"{name}: pushed", r["push"], "URLs/s")
-                results.add(f"{name}: handed out", r["pop"], "URLs/s")
+            for mode in args.modes.split(","):
+                for run_no in range(args.runs):
+                    store = str(Path(tmp) / f"spill-{order}-{run_no}.sqlite")
+                    r = run(server, order, mode, store, args)
+                    once = "every URL once" if r["got"] == r["pushed"] else f"MISMATCH: {r['got']:,} of {r['pushed']:,}"
+                    disk = f", {r['disk']:.1f} disk bytes a spilled URL ({r['spilled']:,})" if mode == "spill" else ""
+                    print(
+                        f"{order:>10} {mode:>5}: {r['bytes']:.1f} Redis bytes a queued URL{disk}; pushed "
+                        f"{r['push']:,.0f} URLs/s, handed out {r['pop']:,.0f} URLs/s; {once}",
+                        flush=True,
+                    )
+                    name = (
+                        f"all in Redis, {order}, {args.urls:,} URLs"
+                        if mode == "redis"
+                        else f"spilled (window {args.window}, {args.active_hosts:,} active hosts), {order}, {args.urls:,} URLs"
+                    )
+                    results.add(f"{name}: Redis memory a queued URL", r["bytes"], "bytes")
+                    if mode == "spill":
+                        results.add(f"{name}: spill store a spilled URL", r["disk"], "bytes")
+                    results.add(f"{name}: pushed", r["push"], "URLs/s")
+                    results.add(f"{name}: handed out", r["pop"], "URLs/s")
     results.write()
     return 0
 

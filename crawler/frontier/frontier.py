@@ -492,13 +492,15 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             keys += [(host, int(chunk)) for chunk in self.redis.lrange(key, 0, -1)]
         return keys
 
-    def load(self, token: str, host: str, chunk: int, entries: list, now: int | None = None) -> int:
-        """Put a claimed chunk's entries into its host's window: 1 loaded, 2 loaded before
-        (the chunk may go), 0 the claim was lost (the chunk stays)."""
+    def load(self, token: str, chunks, now: int | None = None) -> list[int]:
+        """Put claimed chunks, (host, id, entries) each, into their hosts' windows; for each:
+        1 loaded, 2 loaded before (the chunk may go), 0 the claim was lost (the chunk stays)."""
         now = now_ms() if now is None else now
         args = [self.keys.prefix, now, "load", token, self.window, self.active_hosts]
-        args += [self.host_interval_ms, self.max_in_flight, host, chunk, *entries]
-        return int(self._load(keys=self._route, args=args))
+        args += [self.host_interval_ms, self.max_in_flight]
+        for host, chunk, entries in chunks:
+            args += [host, chunk, len(entries), *entries]
+        return [int(r) for r in self._load(keys=self._route, args=args)]
 
     def ack(self, *lease_ids, landed=(), now: int | None = None) -> int:
         """Forget these leases (their pages are handled) and land the ``landed`` ones

@@ -147,6 +147,8 @@ key                         type    contents
                                     worker is writing the head of its buffer as a chunk
 ``refill``                  zset    host -> time (ms) from which a worker may load its
                                     oldest chunk into its window (the window ran low)
+``dormant``                 zset    host -> time (ms) since which it waits wholly on disk
+                                    for a window (FRONTIER_ACTIVE_HOSTS had one each)
 ``lclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>``: a worker is
                                     loading that chunk
 ``chunk:seq``               string  chunk id counter
@@ -219,6 +221,7 @@ NAMES = {
     "spill": "spill",
     "spill_claims": "sclaim",
     "refill": "refill",
+    "dormant": "dormant",
     "load_claims": "lclaim",
     "chunk_seq": "chunk:seq",
     "buffer": "sb:",

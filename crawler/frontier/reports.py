@@ -102,12 +102,13 @@ class FrontierReports:
         p.get(k.paused)
         p.hget(k.counters, "done")
         p.zrange(k.refill, 0, 0, withscores=True)  # hosts waiting for a chunk to be loaded
+        p.zrange(k.dormant, 0, 0, withscores=True)  # hosts waiting on disk for a window
         p.zrange(k.spill, 0, 0, withscores=True)  # buffers waiting to be written out
         for level in range(self.levels):
             p.llen(k.front(level))
-        queued, leased, returned, ready, delayed, paused, done, refill, spill, *front = p.execute()
+        queued, leased, returned, ready, delayed, paused, done, refill, dormant, spill, *front = p.execute()
         queued = int(queued or 0) + returned
-        firsts = [int(score) for entries in (ready, delayed, refill, spill) for _, score in entries[:1]]
+        firsts = [int(score) for entries in (ready, delayed, refill, dormant, spill) for _, score in entries[:1]]
         next_due = min(firsts) if firsts else None
         if sum(front) or returned:
             next_due = now

@@ -5,19 +5,19 @@
 -- ARGV[4] the worker's token (unique per worker)   ARGV[5] the host window
 -- ARGV[6] hosts with a window at most (FRONTIER_ACTIVE_HOSTS; 0: no limit)
 -- claim: ARGV[7] claim time (ms)   ARGV[8] hosts at most
---   Takes up to ARGV[8] hosts of 'refill' due by now, oldest first, skipping those another
---   worker holds a live claim on, and those without a window while as many hosts as
---   ARGV[6] have one (a dropped host's chunks are loaded whatever the room: they go to
---   'drops'); notes ``<token>:<id>:<expiry>`` in 'lclaim' for the host's oldest chunk and
---   puts the host in 'refill' at the expiry (another worker tries again then). A host
---   without chunks leaves 'refill'. Returns {host, id, host, id...}.
+--   Takes up to ARGV[8] hosts: first those of 'refill' due by now (hosts with a window, or a
+--   dropped host's: its chunks go to 'drops'), then, while fewer than ARGV[6] hosts are in the
+--   ready heap (with those claimed here), the longest waiting of 'dormant'; skips those
+--   another worker holds a live claim on; notes ``<token>:<id>:<expiry>`` in 'lclaim' for the
+--   host's oldest chunk and puts the host in 'refill' at the expiry (another worker tries
+--   again then). A host without chunks leaves both. Returns {host, id, host, id...}.
 -- load: ARGV[7] default host interval (ms)   ARGV[8] max requests in flight per host (0: no
---   limit)   ARGV[9] host   ARGV[10] chunk id   ARGV[11..] the chunk's entries
---   If the chunk is still the host's oldest and the claim the caller's, its entries join the
+--   limit)   ARGV[9..] chunks read: host, chunk id, the number of its entries, the entries;
+--   for each: if the chunk is still the host's oldest and the claim the caller's, its entries join the
 --   tail of the host's window (a dropped host's go to 'drops' as its window does), the chunk
 --   leaves sc:<host> and the counter 'spilled', and the host is ready (add_ready: unless
 --   paused or at its limit) and marked for its next chunk if its window is still low.
--- Returns (load): 1 loaded (the caller deletes the chunk), 2 the chunk is no longer listed
+-- Returns (load): for each chunk, 1 loaded (the caller deletes the chunk), 2 the chunk is no longer listed
 -- (loaded before: the caller deletes it), 0 the claim was lost (the chunk stays: another
 -- worker loads it).
 --- @include "helpers"
@@ -30,32 +30,38 @@ local claims = prefix .. K.load_claims
 local function claim()
     local claim_ms, most = tonumber(ARGV[7]), tonumber(ARGV[8])
     local out = {}
-    local crawled = redis.call('ZCARD', prefix .. K.ready)  -- hosts with a window, and those claimed here
-    for _, host in ipairs(redis.call('ZRANGEBYSCORE', refill, '-inf', now, 'LIMIT', 0, most * 4)) do
-        if #out >= most * 2 then break end
+    local dormant = prefix .. K.dormant
+    -- the host's oldest chunk, unless another worker loads it now; whether it was claimed
+    local function take(host)
         local id = redis.call('LINDEX', prefix .. K.spilled .. host, 0)
         local claimed = redis.call('HGET', claims, host)
-        local live = claimed and tonumber(string.match(claimed, ':(%d+)$')) > now  -- another's
+        if claimed and tonumber(string.match(claimed, ':(%d+)$')) > now then return false end
         if not id then
             redis.call('ZREM', refill, host)
+            redis.call('ZREM', dormant, host)
             redis.call('HDEL', claims, host)
-        elseif not live and (active_hosts <= 0 or crawled < active_hosts or window_size(prefix, host) > 0
-                or redis.call('ZSCORE', prefix .. K.ready, host)
-                or redis.call('HEXISTS', prefix .. K.hdropped, host) == 1) then
-            if window_size(prefix, host) == 0 then crawled = crawled + 1 end
-            redis.call('HSET', claims, host, string.format('%s:%s:%d', token, id, now + claim_ms))
-            redis.call('ZADD', refill, now + claim_ms, host)
-            out[#out + 1] = host
-            out[#out + 1] = id
+            return false
         end
+        redis.call('HSET', claims, host, string.format('%s:%s:%d', token, id, now + claim_ms))
+        redis.call('ZADD', refill, now + claim_ms, host)
+        redis.call('ZREM', dormant, host)
+        out[#out + 1] = host
+        out[#out + 1] = id
+        return true
+    end
+    for _, host in ipairs(redis.call('ZRANGEBYSCORE', refill, '-inf', now, 'LIMIT', 0, most)) do
+        take(host)
+    end
+    local room = most - #out / 2
+    if active_hosts > 0 then room = math.min(room, active_hosts - redis.call('ZCARD', prefix .. K.ready)) end
+    if room > 0 then
+        for _, host in ipairs(redis.call('ZRANGE', dormant, 0, room - 1)) do take(host) end
     end
     return out
 end
 
-local function load()
-    default_interval = ARGV[7]
-    max_flight = tonumber(ARGV[8])
-    local host, id = ARGV[9], ARGV[10]
+-- one chunk read, its entries ARGV[first..last]
+local function load_one(host, id, first, last)
     local sc = prefix .. K.spilled .. host
     if redis.call('LINDEX', sc, 0) ~= id then
         if redis.call('LPOS', sc, id) then return 0 end
@@ -66,13 +72,26 @@ local function load()
     redis.call('HDEL', claims, host)
     redis.call('LPOP', sc)
     redis.call('ZREM', refill, host)
+    redis.call('ZREM', prefix .. K.dormant, host)
     local entries = {}
-    for i = 11, #ARGV do entries[#entries + 1] = ARGV[i] end
+    for i = first, last do entries[#entries + 1] = ARGV[i] end
     redis.call('HINCRBY', prefix .. K.counters, 'spilled', -#entries)
     to_window(prefix, host, entries)
     if has_queue(prefix, host) then make_ready(prefix, host, now) end
     top_up(prefix, host, now)
     return 1
+end
+
+local function load()
+    default_interval = ARGV[7]
+    max_flight = tonumber(ARGV[8])
+    local out, i = {}, 9
+    while i <= #ARGV do
+        local count = tonumber(ARGV[i + 2])
+        out[#out + 1] = load_one(ARGV[i], ARGV[i + 1], i + 3, i + 2 + count)
+        i = i + 3 + count
+    end
+    return out
 end
 
 if verb == 'claim' then return claim() end

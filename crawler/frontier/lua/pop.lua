@@ -35,7 +35,8 @@
 --      its next chunk (at most DROP_CHUNK entries; not in a call for submissions only);
 --   2. hand out one URL from each of the first n hosts due by now + lookahead: those with
 --      submissions waiting (rush) first, then the others of the ready heap, the longest due
---      first;
+--      first (a host without politeness, its interval 0 and no in-flight limit, up to its
+--      share of the pop);
 --   3. while fewer than n were handed out, refill from the front queues (weighted round
 --      robin over the levels, so a higher level is preferred but a lower one is never
 --      starved; at most ARGV[6] entries): an entry whose host has no back queue and is
@@ -234,19 +235,34 @@ end
 -- step 2: the next URL of each of these hosts (its back queue first, then its ranked
 -- queue); the host stays in the heap at its next time, leaves it at its in-flight limit,
 -- or leaves it for good with its queue empty
+-- the host's next URL (its back queue first, then its ranked queue): payload, cash; nil
+local function next_of(host)
+    local bq = prefix .. K.back .. host
+    local payload = redis.call('LPOP', bq)
+    while payload and stale(payload) do payload = redis.call('LPOP', bq) end
+    if payload then return payload, 0 end
+    local cash
+    payload, cash = take_ranked(prefix, host)
+    while payload and stale(payload) do payload, cash = take_ranked(prefix, host) end
+    return payload, cash
+end
+
 local function hand_out_due(hosts)
+    -- a host without politeness (its interval 0, no in-flight limit) gives up to its share
+    -- of the pop, not one URL: as the front queues' hand-outs do (step 3)
+    local share = math.max(math.floor((n - popped) / math.max(#hosts / 2, 1)), 1)
     for i = 1, #hosts, 2 do
         local host, due = hosts[i], math.max(tonumber(hosts[i + 1]), now)
-        local bq = prefix .. K.back .. host
-        local payload = redis.call('LPOP', bq)
-        while payload and stale(payload) do payload = redis.call('LPOP', bq) end
-        local cash = 0
-        if not payload then
-            payload, cash = take_ranked(prefix, host)
-            while payload and stale(payload) do payload, cash = take_ranked(prefix, host) end
-        end
+        local payload, cash = next_of(host)
         if payload then
             local nxt = hand_out(host, payload, due, cash)
+            if nxt == due and max_flight <= 0 then
+                for _ = 2, share do
+                    payload, cash = next_of(host)
+                    if not payload then break end
+                    hand_out(host, payload, due, cash)
+                end
+            end
             rushed(prefix, host)
             top_up(prefix, host, now)
             if not has_queue(prefix, host) then
@@ -326,7 +342,7 @@ end
 -- when the next host or delayed retry is due (ms), -1 when neither is
 local function next_due()
     local at = -1
-    for _, key in ipairs({ready, delayed, prefix .. K.refill, prefix .. K.spill}) do
+    for _, key in ipairs({ready, delayed, prefix .. K.refill, prefix .. K.dormant, prefix .. K.spill}) do
         local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
         if first[2] and (at < 0 or tonumber(first[2]) < at) then at = tonumber(first[2]) end
     end

@@ -93,21 +93,32 @@ active_hosts = tonumber(ARGV[11])
 local spill_age = tonumber(ARGV[12])
 local FIRST = 12  -- the entries follow
 local out, front = {}, {}
--- with a window: whether a new URL of the host goes to its window (true) or its buffer
-local function window_has_room(host)
-    if redis.call('EXISTS', prefix .. K.spilled .. host, prefix .. K.buffer .. host) > 0 then return false end
-    local have = window_size(prefix, host)
-    if have >= window then return false end
-    return have > 0 or room_for_host(prefix)
-end
--- to the host's buffer, due to be written out when full or old
-local function buffered(host, entry)
-    local size = redis.call('RPUSH', prefix .. K.buffer .. host, entry)
-    if size >= window then
-        redis.call('ZADD', prefix .. K.spill, 'LT', now, host)
-    else
-        redis.call('ZADD', prefix .. K.spill, 'NX', now + spill_age, host)
+-- With a window, each host's decision is made once a call: room[host] is how many more new
+-- URLs its window takes in this call (0: the rest go to its buffer); the URLs for windows and
+-- buffers are gathered per host and written after the loop (tails[host], buffers[host]).
+local room, tails, buffers = {}, {}, {}
+local opened = 0  -- hosts given a window in this call (in the ready heap after the loop)
+local function window_room(host)
+    local r = room[host]
+    if r == nil then
+        r = 0
+        if redis.call('EXISTS', prefix .. K.spilled .. host, prefix .. K.buffer .. host) == 0 then
+            local have = window_size(prefix, host)
+            if have > 0 then
+                r = math.max(window - have, 0)
+            elseif active_hosts <= 0 or redis.call('ZCARD', prefix .. K.ready) + opened < active_hosts then
+                r = window
+                opened = opened + 1
+            end
+        end
+        room[host] = r
     end
+    return r
+end
+local function gather(into, host, entry)
+    local q = into[host]
+    if not q then q = {}; into[host] = q end
+    q[#q + 1] = entry
 end
 local added, full = 0, false
 for e = 1, n do
@@ -171,13 +182,13 @@ for e = 1, n do
             redis.call('LPUSH', prefix .. K.back .. host, string.sub(tail, cut + 1))
             make_ready(prefix, host, now)
             if urgent == '1' then rush(prefix, host) end
-        elseif window > 0 and not window_has_room(host) then
+        elseif window > 0 and window_room(host) == 0 then
             local payload = string.sub(tail, cut + 1)
             if ranked == '1' then
                 local score = tonumber(level) * RANK - (tonumber(cash) or 0)
                 payload = '\030' .. string.format('%.17g', score) .. SEP .. payload
             end
-            buffered(host, payload)
+            gather(buffers, host, payload)
         elseif ranked == '1' then
             local payload = string.sub(tail, cut + 1)
             local url, rest = payload, payload
@@ -188,13 +199,17 @@ for e = 1, n do
             local score = tonumber(level) * RANK - (tonumber(cash) or 0)
             if redis.call('ZADD', prefix .. K.ranked .. host, 'NX', score, url) == 1 then
                 redis.call('HSET', prefix .. K.ranked_payloads, url, rest)
-                make_ready(prefix, host, now)
+                if window > 0 then
+                    room[host] = room[host] - 1
+                else
+                    make_ready(prefix, host, now)
+                end
             else  -- waiting there already (a URL pushed again past URL-seen: a recrawl's)
                 status = 0
             end
         elseif window > 0 then
-            redis.call('RPUSH', prefix .. K.back .. host, string.sub(tail, cut + 1))
-            make_ready(prefix, host, now)
+            gather(tails, host, string.sub(tail, cut + 1))
+            room[host] = room[host] - 1
         else
             local q = front[level]
             if not q then q = {}; front[level] = q end
@@ -204,6 +219,28 @@ for e = 1, n do
     end
     out[e] = status
     if full then break end
+end
+-- with a window: each host's new URLs at the tail of its window, the others in its buffer
+for host, q in pairs(tails) do
+    for i = 1, #q, 1000 do
+        redis.call('RPUSH', prefix .. K.back .. host, unpack(q, i, math.min(i + 999, #q)))
+    end
+end
+if window > 0 then
+    for host in pairs(room) do
+        if has_queue(prefix, host) then make_ready(prefix, host, now) end
+    end
+end
+for host, q in pairs(buffers) do
+    local size
+    for i = 1, #q, 1000 do
+        size = redis.call('RPUSH', prefix .. K.buffer .. host, unpack(q, i, math.min(i + 999, #q)))
+    end
+    if size >= window then  -- a chunk's worth: due to be written out now, else when old
+        redis.call('ZADD', prefix .. K.spill, 'LT', now, host)
+    else
+        redis.call('ZADD', prefix .. K.spill, 'NX', now + spill_age, host)
+    end
 end
 for level, q in pairs(front) do
     for i = 1, #q, 1000 do

@@ -103,13 +103,16 @@ local function buffered_payload(e)
     if string.byte(e, 1) == 30 then return string.sub(e, string.find(e, SEP, 2, true) + 1) end
     return e
 end
--- a worker is to load the host's oldest chunk: from now on, or first of all (0) for a host
--- with a window or in the heap (the hosts being crawled go before those waiting for one)
-local function wants_load(prefix, host, now)
+-- a worker is to load the host's oldest chunk: at once ('refill') for a host with a window
+-- or in the heap (or ``now_or_never``: a dropped host's), when there is room for one more
+-- window ('dormant', oldest first) else
+local function wants_load(prefix, host, now, now_or_never, have)
     if redis.call('EXISTS', prefix .. K.spilled .. host) == 0 then return false end
-    local at = now
-    if window_size(prefix, host) > 0 or redis.call('ZSCORE', prefix .. K.ready, host) then at = 0 end
-    redis.call('ZADD', prefix .. K.refill, 'LT', at, host)
+    if now_or_never or (have or window_size(prefix, host)) > 0 or redis.call('ZSCORE', prefix .. K.ready, host) then
+        redis.call('ZADD', prefix .. K.refill, 'LT', now, host)
+    else
+        redis.call('ZADD', prefix .. K.dormant, 'NX', now, host)
+    end
     return true
 end
 -- top the host's window up when it is at half its size or less (see above)
@@ -117,7 +120,7 @@ local function top_up(prefix, host, now)
     if window <= 0 then return end
     local have = window_size(prefix, host)
     if have * 2 > window then return end
-    if wants_load(prefix, host, now) then return end
+    if wants_load(prefix, host, now, false, have) then return end
     if redis.call('HEXISTS', prefix .. K.spill_claims, host) == 1 then return end
     if have == 0 and not room_for_host(prefix) and redis.call('ZSCORE', prefix .. K.ready, host) == false then
         return
@@ -171,7 +174,7 @@ local function drop_queued(prefix, host, code, delayed)
         if redis.call('EXISTS', sb) == 0 then redis.call('ZREM', prefix .. K.spill, host) end
         room = room - #buffered
     end
-    wants_load(prefix, host, 0)  -- its chunks: each goes to 'drops' as it is loaded
+    wants_load(prefix, host, 0, true)  -- its chunks: each goes to 'drops' as it is loaded
     redis.call('HDEL', prefix .. K.hrush, host)
     redis.call('ZREM', prefix .. K.rush, host)
     if delayed and room > 0 then
