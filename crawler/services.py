@@ -12,20 +12,39 @@ summary) is done.
 from __future__ import annotations
 
 import logging
+import os
 
 from scrapy import signals
 from scrapy.utils.misc import load_object
 
+from crawler.frontier.chunks import SqliteChunks
 from crawler.frontier.connection import frontier_from_settings
+from crawler.frontier.spill import Spill
 from crawler.items import PageStates
 from crawler.observe.trouble import StoreTrouble
 from crawler.page.budget import BodyBudget
 from crawler.page.workers import PageWorkers
 from crawler.urlstore.backends import urlstore_from_settings
+from crawler.urlstore.cassandra_chunks import CassandraChunks
 
 logger = logging.getLogger(__name__)
 
 _ATTRIBUTE = "_crawler_services"  # where a crawler keeps its Services
+SPILL_FILE = "frontier-spill.sqlite"  # the local spill store, in CRAWL_DIR/<crawl name>/
+
+
+def spill_from_settings(settings, frontier, stats=None, urlstore=None) -> Spill | None:
+    """The crawl's spill (crawler/frontier/spill.py) when FRONTIER_HOST_WINDOW is set, else
+    None: its chunks in the UrlStore's Cassandra keyspace (``urlstore``, opened here when not
+    given) with URLSTORE_BACKEND cassandra, else in an SQLite file beside the embedded Redis."""
+    if settings.getint("FRONTIER_HOST_WINDOW") <= 0:
+        return None
+    if settings.get("URLSTORE_BACKEND").lower() == "cassandra":
+        chunks = CassandraChunks(urlstore or urlstore_from_settings(settings), owned=urlstore is None)
+        return Spill(frontier, chunks, stats)
+    folder = os.path.join(os.path.abspath(settings.get("CRAWL_DIR")), settings.get("CRAWL_NAME"))
+    os.makedirs(folder, exist_ok=True)
+    return Spill(frontier, SqliteChunks(os.path.join(folder, SPILL_FILE)), stats)
 
 
 def services(crawler) -> Services:
@@ -42,6 +61,7 @@ class Services:
         self.crawler = crawler
         self._frontier = None
         self._urlstore = None
+        self._spill: Spill | None | bool = False  # (False: not asked yet)
         self._page_workers: PageWorkers | None = None
         self._body_budget: BodyBudget | None = None
         self._frontier_scheduled: bool | None = None
@@ -73,6 +93,17 @@ class Services:
         if self._frontier is None:
             self._frontier = frontier_from_settings(self.crawler.settings)
         return self._frontier
+
+    @property
+    def spill(self) -> Spill | None:
+        """The crawl's spill (FRONTIER_HOST_WINDOW), None without one."""
+        if self._spill is False:
+            s = self.crawler.settings
+            cassandra = s.get("URLSTORE_BACKEND").lower() == "cassandra"
+            self._spill = spill_from_settings(
+                s, self.frontier, self.crawler.stats, self.urlstore if cassandra else None
+            )
+        return self._spill
 
     @property
     def urlstore(self):
@@ -111,5 +142,7 @@ class Services:
         pools, which go with the process."""
         if self._page_workers is not None:
             self._page_workers.close()
+        if self._spill:
+            self._spill.close()
         if self._urlstore is not None:
             self._urlstore.close()

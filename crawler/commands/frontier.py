@@ -39,6 +39,7 @@ from crawler.frontier.words import REASONS
 from crawler.observe.livestats import waiting_lines
 from crawler.observe.report import count as plural
 from crawler.observe.report import deferred_lines, numbers, status_line, totals_text, when
+from crawler.services import spill_from_settings
 from crawler.urlstore.sqlite import sqlite_path
 
 
@@ -195,7 +196,16 @@ def clear(settings, yes: bool, with_store: bool, store: list[str]) -> int:
     if not yes:
         print(f"clear deletes {what}; add --yes")
         return 2
-    deleted = frontier_from_settings(settings).clear() if crawl_exists(settings) else 0
+    deleted = chunks = 0
+    if crawl_exists(settings):
+        frontier = frontier_from_settings(settings)
+        spill = spill_from_settings(settings, frontier)
+        if spill is not None:  # (before the keys that list the chunks go)
+            chunks = spill.clear()
+            spill.close()
+        deleted = frontier.clear()
+    if chunks:
+        print(f"deleted {chunks} chunks of queued URLs from the spill store")
     if with_store:
         for path in store:
             os.remove(path)
@@ -244,7 +254,8 @@ def format_stats(name: str, s: dict, cluster: bool = False) -> str:
             f"workers          {workers_line(s.get('workers'), s.get('published') or {})}",
             *(f"                 {line}" for line in waiting_lines(s.get("waiting") or [], s.get("read_at", 0) / 1000)),
             *steering_lines(s.get("paused"), s.get("budget")),
-            f"queued           {s['queued']}  (front queues by level: {levels})",
+            f"queued           {s['queued']}  (front queues by level: {levels}"
+            + (f"; {s['spilled']} on disk, in the spill store)" if s.get("spilled") else ")"),
             f"hosts            {s['hosts_with_urls']} with URLs queued: {s['hosts_queued']} ready ({s['hosts_due']} due now), "
             f"{s['hosts_in_flight']} downloading, {s['hosts_seen']} handed out so far",
             f"leased           {s['leased']} ({s['in_flight']} downloading){_oldest(s)}"

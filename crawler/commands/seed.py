@@ -36,6 +36,7 @@ from crawler.scope.addresses import guard_hint
 from crawler.scope.reasons import PRIVATE_ADDRESS
 from crawler.seeds.files import STDIN, SeedFileError, check_readable
 from crawler.seeds.ingest import Every, IngestReport, ingest
+from crawler.services import spill_from_settings
 from crawler.urls import url_options
 
 
@@ -156,14 +157,17 @@ class Command(ScrapyCommand):
             return self._fail(f"seed: cannot connect to Redis ({_where(settings)}): {_reason(exc)}")
 
         progress = ProgressLine(enabled=not opts.no_progress, every=settings.getfloat("SEED_PROGRESS_INTERVAL"))
+        spill = None
         try:
             use_published_scope(frontier)
+            spill = spill_from_settings(settings, frontier)
             report = ingest(
                 frontier,
                 args,
                 batch_size=batch,
                 **url_options(settings),
                 progress=progress,
+                spill=spill,
             )
         except SeedFileError as exc:
             progress.clear()
@@ -180,6 +184,8 @@ class Command(ScrapyCommand):
             return
         finally:
             _close(client)
+            if spill is not None:
+                spill.close()
         progress.clear()
         self._print_report(report)
         if report.refused_by.get(PRIVATE_ADDRESS):

@@ -19,6 +19,10 @@ and every frontier verb gets its ``now`` from it.
   again less the lookahead (``on_landing_due``). A page's links are always sent before its
   acknowledgement. Leases held are renewed (``renew``) until acknowledged, given back, or
   held longer than FRONTIER_LEASE_MAX_HOLD.
+- **The spill** (FRONTIER_HOST_WINDOW; ``spill``, crawler/frontier/spill.py): after a take,
+  one round at a time runs off the reactor (``in_thread``), at once when the take came back
+  short, else at most every SPILL_EVERY seconds: buffers written out, low windows refilled
+  from disk; a refill that loaded URLs says so (``on_added``: hosts may be due).
 - **Outages**: a push or an acknowledgement that fails waits in the outbox, in order, and
   is delivered once Redis answers (crawler/frontier/outbox.py); landings, renewals and
   credits are not kept (landings ride on the next take, renewals come again, a credit is
@@ -32,7 +36,7 @@ import logging
 from collections.abc import Callable
 
 import redis
-from twisted.internet import reactor
+from twisted.internet import reactor, threads
 
 from crawler.frontier import codec
 from crawler.frontier.frontier import Entry
@@ -43,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 PUSH_CHUNK = 256  # entries a PUSH call takes (Redis runs a call of 256 links in some 5 ms)
 ACK_DELAY = 0.25  # seconds an acknowledgement may wait for a take to carry it
+SPILL_EVERY = 0.5  # seconds between two spill rounds after takes that leased all they asked for
 
 
 def _nothing(*args) -> None:
@@ -57,13 +62,17 @@ def lookahead(settings) -> float:
 
 class FrontierClient:
     @classmethod
-    def from_settings(cls, settings, frontier, stats, clock=None, **callbacks) -> FrontierClient:
+    def from_settings(
+        cls, settings, frontier, stats, clock=None, spill=None, in_thread=None, **callbacks
+    ) -> FrontierClient:
         """The client of ``frontier`` with the worker's settings (``callbacks``: on_added,
         on_landing_due, on_up, on_refused)."""
         return cls(
             frontier,
             stats,
             clock,
+            spill=spill,
+            in_thread=in_thread,
             seen_cache=settings.getint("FRONTIER_SEEN_CACHE"),
             lease_max_hold=settings.getfloat("FRONTIER_LEASE_MAX_HOLD"),
             lookahead=lookahead(settings),
@@ -83,8 +92,14 @@ class FrontierClient:
         on_landing_due: Callable[[], None] = _nothing,
         on_up: Callable[[], None] = _nothing,
         on_refused: Callable[[Exception], None] = _nothing,
+        spill=None,
+        in_thread=None,
     ):
         self.frontier = frontier
+        self.spill = spill  # the crawl's Spill (FRONTIER_HOST_WINDOW), None without one
+        self.in_thread = in_thread or threads.deferToThread  # how a spill round runs off the reactor
+        self._moving = False  # a spill round is running
+        self._moved_at = float("-inf")  # when the last one started
         self.stats = stats
         self.clock = clock if clock is not None else reactor
         self.seen_cache = seen_cache  # FRONTIER_SEEN_CACHE: URLs pushed before, not sent again
@@ -246,7 +261,27 @@ class FrontierClient:
             self.held[lease.id] = (now, lease.interval / 1000)
         if leases:
             self._inc("frontier/leased", len(leases))
+        if self.spill is not None and not urgent_only:
+            self._move(now, short=len(leases) < n)
         return leases, next_due
+
+    def _move(self, now: float, short: bool) -> None:
+        """A spill round off the reactor, unless one is running (see the module's docstring)."""
+        if self._moving or (not short and now - self._moved_at < SPILL_EVERY):
+            return
+        self._moving, self._moved_at = True, now
+        d = self.in_thread(self.spill.round, self._now_ms())
+        d.addCallbacks(self._moved, self._move_failed)
+
+    def _moved(self, counts) -> None:
+        self._moving = False
+        if counts[1]:  # URLs loaded into windows: their hosts may be due
+            self.on_added()
+
+    def _move_failed(self, failure) -> None:
+        self._moving = False
+        self._inc("frontier/spill_errors")
+        logger.warning("Spill round failed (tried again after the next take): %s", failure.getErrorMessage())
 
     def forget(self, lease) -> None:
         """The lease is no longer this worker's to renew or give back (taken over by a

@@ -77,6 +77,8 @@ class FrontierScheduler:
             frontier,
             self.stats,
             self.clock,
+            spill=services(crawler).spill,
+            in_thread=self.in_thread,
             on_added=self.cadence.look_now,
             on_landing_due=lambda: self.leased.land(self.clock.seconds()),
             on_up=self.cadence.look_again,

@@ -137,6 +137,7 @@ def ingest(
     strip_params: Iterable[str] | None = None,
     sort_query: bool = True,
     progress: Callable[[IngestReport], object] | None = None,
+    spill=None,
 ) -> IngestReport:
     """Read, normalize and push the seeds of ``paths`` into ``frontier``, which holds each
     to the crawl's scope (a seed the network guard refuses, out of scope, rejected by the
@@ -148,6 +149,8 @@ def ingest(
     ``progress(report)`` is called after each batch is pushed, with the running
     report (``lines`` counts lines read so far, ``bytes_read`` the input read). Raises ``SeedFileError`` (see the
     module docstring) and lets Redis errors through.
+    ``spill``: the crawl's Spill (FRONTIER_HOST_WINDOW), whose round follows each
+    batch: the hosts' buffers beyond their windows go to disk as they fill.
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -157,7 +160,14 @@ def ingest(
     position = InputPosition(paths)
     report = IngestReport(bytes_total=position.total)
     started = time.perf_counter()
-    prepare, send = frontier.prepare, frontier.send  # prepared here, sent by the pool
+    prepare = frontier.prepare  # prepared here, sent by the pool
+
+    def send(prepared):
+        statuses = frontier.send(prepared)
+        if spill is not None:
+            spill.round()
+        return statuses
+
     pending: tuple[Future, list[tuple[str, int]]] | None = None
 
     def collect() -> None:

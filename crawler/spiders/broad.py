@@ -214,6 +214,7 @@ class BroadSpider(scrapy.Spider):
                     lambda report: logger.info("Seeding: %s", report.progress_text()),
                     s.getfloat("SEED_PROGRESS_INTERVAL"),
                 ),
+                spill=services(self.crawler).spill,
             )
         except SeedFileError as exc:
             return str(exc), None

@@ -60,7 +60,7 @@ def schema_statements(keyspace: str, replication_factor: int = 1, datacenter: st
         replication = f"{{'class': 'SimpleStrategy', 'replication_factor': {int(replication_factor)}}}"
     lines = [line.split("--", 1)[0] for line in SCHEMA.read_text(encoding="utf-8").splitlines()]
     text = "\n".join(lines).replace("{keyspace}", keyspace).replace("{replication}", replication)
-    for table in ("urls", "inlinks", "urls_due", "urls_due_hours"):
+    for table in ("urls", "inlinks", "urls_due", "urls_due_hours", "frontier_chunks"):
         text = text.replace(f"{{{table}_id}}", str(table_id(keyspace, table)))
     return [" ".join(s.split()) for s in text.split(";") if s.strip()]
 

@@ -31,7 +31,7 @@ from crawler.demo.site import Site, serve_site
 from crawler.frontier.frontier import Frontier
 from testing.frontiers import read_pop_log
 from testing.servers import stop_leftover_redis
-from testing.workers import Worker, clean_env, launch_worker
+from testing.workers import Worker, clean_env, dumped_stats, launch_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -263,6 +263,34 @@ def test_two_workers_share_one_frontier(site, launch, tmp_path, redis_url, redis
 
     _assert_polite(site, [a, b], logs)
     _assert_frontier_drained(Frontier(redis_client, crawl_name).stats(), logs)
+
+
+def test_two_workers_crawl_with_most_queued_urls_on_disk(site, launch, tmp_path, redis_url, redis_client, crawl_name):
+    """FRONTIER_HOST_WINDOW 4 and FRONTIER_ACTIVE_HOSTS 2: every page is seeded, so that
+    most of each host's queue is written to the spill store (SQLite under CRAWL_DIR) and
+    loaded back by the workers as windows run low; the crawl is the same as all in Redis."""
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("\n".join(site.url(h, p) for h in site.hosts for p in site.page_paths()) + "\n")
+    spill = {"FRONTIER_HOST_WINDOW": 4, "FRONTIER_ACTIVE_HOSTS": 2, "FRONTIER_SPILL_AGE": 0.2, "CRAWL_DIR": tmp_path}
+    a = launch("a", crawl_name, seeds=seeds, redis_url=redis_url, settings=spill)
+    b = launch("b", crawl_name, seeds=None, redis_url=redis_url, settings=spill)
+    rc_a, rc_b = a.wait(WORKER_TIMEOUT), b.wait(WORKER_TIMEOUT)
+    logs = _tails(a, b)
+    assert (rc_a, rc_b) == (0, 0), f"worker exit codes {rc_a}, {rc_b}\n{logs}"
+
+    counts = _fetch_counts(site)
+    _assert_nothing_forbidden(site, counts, logs)
+    _assert_all_fetched(site, counts, logs)
+    twice = sorted((k, n) for k, n in counts.items() if n > 1)
+    assert not twice, f"pages fetched more than once: {twice}\n{logs}"
+    _assert_polite(site, [a, b], logs)
+    stats = Frontier(redis_client, crawl_name).stats()
+    _assert_frontier_drained(stats, logs)
+    assert stats["spilled"] == 0, stats
+    moved = [dumped_stats(w.text()) for w in (a, b)]
+    spilled = sum(m.get("frontier/spilled", 0) for m in moved)
+    loaded = sum(m.get("frontier/loaded", 0) for m in moved)
+    assert spilled >= 50 and loaded == spilled, f"{spilled} URLs written to disk, {loaded} loaded\n{logs}"
 
 
 # -- 2. a worker killed mid-crawl ---------------------------------------------------------

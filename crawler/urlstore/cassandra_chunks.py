@@ -1,0 +1,50 @@
+"""The frontier's spill store on Cassandra (crawler/frontier/chunks.py says what a chunk is):
+the table ``frontier_chunks`` of the UrlStore's keyspace (schema.cql), a chunk a partition,
+written once, read by its exact key and deleted once, through the UrlStore's session, its
+consistency levels and its retries of idempotent statements."""
+
+from __future__ import annotations
+
+
+class CassandraChunks:
+    def __init__(self, store, owned: bool = False):
+        """``store``: the crawl's CassandraUrlStore (its session, keyspace and profiles);
+        ``owned``: opened for the chunks alone, closed with them."""
+        self.store = store if owned else None
+        self.session = store.session
+        self.reads, self.writes = store.reads, store.writes
+        ks = store.keyspace
+        self._insert = self._prepare(f"INSERT INTO {ks}.frontier_chunks (crawl, host, id, body) VALUES (?, ?, ?, ?)")
+        self._select = self._prepare(f"SELECT body FROM {ks}.frontier_chunks WHERE crawl = ? AND host = ? AND id = ?")
+        self._delete = self._prepare(f"DELETE FROM {ks}.frontier_chunks WHERE crawl = ? AND host = ? AND id = ?")
+
+    def _prepare(self, cql: str):
+        statement = self.session.prepare(cql)
+        statement.is_idempotent = True  # a chunk written or deleted twice is so once
+        return statement
+
+    def _all(self, statement, rows) -> None:
+        futures = [self.session.execute_async(statement, row, execution_profile=self.writes) for row in rows]
+        for future in futures:
+            future.result()
+
+    def write(self, crawl: str, chunks: list[tuple[str, int, bytes]]) -> None:
+        self._all(self._insert, [(crawl, host, chunk, body) for host, chunk, body in chunks])
+
+    def read(self, crawl: str, host: str, chunk: int) -> bytes | None:
+        row = self.session.execute(self._select, (crawl, host, chunk), execution_profile=self.reads).one()
+        return None if row is None else row.body
+
+    def delete(self, crawl: str, keys: list[tuple[str, int]]) -> None:
+        self._all(self._delete, [(crawl, host, chunk) for host, chunk in keys])
+
+    def clear(self, crawl: str, keys: list[tuple[str, int]]) -> int:
+        """Delete the chunks the crawl's queues list (Cassandra is not scanned: a chunk a
+        dead worker wrote and never committed stays, unread)."""
+        self.delete(crawl, keys)
+        return len(keys)
+
+    def close(self) -> None:
+        """(The session is the UrlStore's: closed here only when opened for the chunks.)"""
+        if self.store is not None:
+            self.store.close()
