@@ -1,0 +1,73 @@
+"""The spill store's contract, on SQLite and on the real Cassandra node (one suite): a chunk
+is read back by its key exactly as written, deleted once, and a crawl's chunks are apart
+from another's; then a frontier spilling to Cassandra hands every URL out once, leaving no
+row behind."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from crawler.frontier.chunks import SqliteChunks, pack, unpack
+from crawler.frontier.codec import encode_url
+from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.spill import Spill
+from crawler.urlstore.cassandra_chunks import CassandraChunks
+from crawler.urlstore.cassandra_cluster import schema_statements
+from testing.frontiers import hand_out_all
+
+
+@pytest.fixture(params=["sqlite", "cassandra"])
+def chunks(request, tmp_path):
+    if request.param == "sqlite":
+        store = SqliteChunks(str(tmp_path / "spill.sqlite"))
+        yield store
+        store.close()
+        return
+    from crawler.urlstore.cassandra import CassandraUrlStore
+
+    session = request.getfixturevalue("cassandra_session")
+    keyspace = request.getfixturevalue("cassandra_keyspace")
+    for statement in schema_statements(keyspace):
+        session.execute(statement)
+    urlstore = CassandraUrlStore(session, keyspace)
+    yield CassandraChunks(urlstore)
+    urlstore.close()
+
+
+ENTRIES = [b"http://a.example/1", b"\x1e-0.5\x1fhttp://a.example/2\x1f{}", b"J" + "é\n\x00".encode() * 100, b""]
+
+
+def test_a_chunk_reads_back_as_written_and_is_deleted_once(chunks):
+    crawl, other = "crawl:{one}:", "crawl:{two}:"
+    chunks.write(crawl, [("a.example", 1, pack(ENTRIES)), ("a.example", 2, pack(ENTRIES[:1]))])
+    chunks.write(other, [("a.example", 1, pack(ENTRIES[1:]))])
+    assert unpack(chunks.read(crawl, "a.example", 1)) == ENTRIES
+    assert unpack(chunks.read(crawl, "a.example", 2)) == ENTRIES[:1]
+    assert unpack(chunks.read(other, "a.example", 1)) == ENTRIES[1:]
+    assert chunks.read(crawl, "b.example", 1) is None
+    chunks.write(crawl, [("a.example", 1, pack(ENTRIES))])  # written again: the same chunk
+    chunks.delete(crawl, [("a.example", 1)])
+    assert chunks.read(crawl, "a.example", 1) is None
+    chunks.delete(crawl, [("a.example", 1)])  # deleted twice: still gone, no error
+    assert chunks.clear(crawl, [("a.example", 2)]) == 1
+    assert chunks.read(crawl, "a.example", 2) is None
+    assert unpack(chunks.read(other, "a.example", 1)) == ENTRIES[1:]
+
+
+def test_a_frontier_spilling_to_the_store_hands_each_url_out_once(chunks, redis_url, crawl_name):
+    frontier = Frontier(
+        redis.Redis.from_url(redis_url), crawl_name, host_interval=0.0, max_in_flight=0, window=8, spill_age=0.0
+    )
+    spill = Spill(frontier, chunks)
+    urls = [f"http://h{i % 5}.example/p{i}" for i in range(500)]
+    entries = [Entry(url=u, payload=encode_url(u)) for u in urls]
+    assert frontier.put(entries).count("added") == 500
+    written, _ = spill.round()
+    assert written == 500 - 5 * 8
+    assert hand_out_all(frontier, 16, spill) == 500
+    stats = frontier.stats()
+    assert stats["queued"] == 0 and stats["spilled"] == 0
+    assert frontier.chunk_keys() == []
+    for host in {u.split("/")[2] for u in urls}:  # every chunk was deleted once loaded
+        assert all(chunks.read(frontier.keys.prefix, host, chunk) is None for chunk in range(1, 80))
