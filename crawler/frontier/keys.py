@@ -138,6 +138,10 @@ key                         type    contents
                                     chunks, not yet written to the spill store; an
                                     entry is a payload, or ``\x1e<score>\x1f<payload>``
                                     for a ranked queue
+``scr:<host>``               hash    FRONTIER_ORDER importance: URL -> cash it gained by
+                                    links while in the host's buffer or chunks; added to
+                                    its score when it reaches the window; deleted with
+                                    the host's last chunk and buffer
 ``sc:<host>``                list    ids of the host's chunks in the spill store, oldest
                                     first: its queue between its window and its buffer
 ``spill``                   zset    host -> time (ms) its buffer is to be written out (a
@@ -226,6 +230,7 @@ NAMES = {
     "chunk_seq": "chunk:seq",
     "buffer": "sb:",
     "spilled": "sc:",
+    "spill_credit": "scr:",
     "front": "fq:",
     "back": "bq:",
     "ranked": "rq:",

@@ -197,3 +197,63 @@ def test_a_paused_host_keeps_its_chunks_until_resumed(redis_url, crawl_name, tmp
     frontier.resume("h0.example", now=T0 + 4000)
     got = [payload_url(lease.payload) for lease in _leases(frontier, spill, T0 + 5000)]
     assert got == urls
+
+
+def test_a_promoted_url_that_is_spilled_is_fetched_at_its_hosts_next_turn_and_once(redis_url, crawl_name, tmp_path):
+    frontier = _frontier(redis_url, crawl_name)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    urls = _urls(1, 40)
+    _push(frontier, urls)
+    spill.round(T0 + 2000)
+    deep = urls[30]  # on disk, in the host's last chunk
+    assert frontier.promote([Entry(url=deep, payload=encode_url(deep))], now=T0 + 2000) == ["promoted"]
+    got = _drain(frontier, spill, T0 + 3000)
+    assert got[0] == deep and sorted(got) == sorted(urls)  # its own copy dropped when it came up
+
+
+def test_a_sharded_frontier_spills_each_hosts_queue_on_its_own_server(tmp_path):
+    from crawler.frontier.shards import ShardedFrontier, server_name
+    from testing.servers import RedisServer
+
+    servers = [RedisServer(tmp_path / f"shard{i}").start() for i in range(2)]
+    try:
+        shards = [
+            Frontier(s.client, "sharded", host_interval=0.0, max_in_flight=0, window=8, spill_age=0.0) for s in servers
+        ]
+        frontier = ShardedFrontier(shards, [server_name(s.url) for s in servers])
+        chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+        spill = Spill(frontier, chunks)
+        urls = _urls(6, 30)
+        assert frontier.put([Entry(url=u, payload=encode_url(u)) for u in urls], now=T0).count("added") == 180
+        assert spill.round(T0) == (180 - 6 * 8, 0)
+        assert all(shard.stats()["spilled"] > 0 for shard in shards)  # (the hosts fall on both)
+        got = []
+        for _ in range(200):
+            spill.round(T0 + 1000)
+            leases, _ = frontier.get(10, now=T0 + 1000)
+            if not leases:
+                break
+            frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=T0 + 1000)
+            got += [payload_url(lease.payload) for lease in leases]
+        assert sorted(got) == sorted(urls)
+        assert frontier.stats()["spilled"] == 0 and frontier.stats()["queued"] == 0
+    finally:
+        for s in servers:
+            s.kill()
+
+
+def test_a_spilled_url_linked_again_gains_its_credit_when_it_is_loaded(redis_url, crawl_name, tmp_path):
+    frontier = _frontier(redis_url, crawl_name, order="importance")
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    urls = [f"http://a.example/p{i}" for i in range(40)]
+    _push(frontier, urls, cash={u: 0.01 * (i % 8) for i, u in enumerate(urls)})
+    spill.round(T0 + 2000)
+    linked = urls[25]  # on disk; the least cash of its chunk (25 % 8 == 1: 0.01)
+    assert frontier.credit([(linked, 1.0)]) == 1
+    # linked again by a page while spilled, through PUSH (seen, with cash): gains that too
+    assert frontier.put([Entry(url=urls[24], payload=encode_url(urls[24]), cash=1.0)], now=T0 + 2000) == ["seen"]
+    got = _drain(frontier, spill, T0 + 3000)
+    assert sorted(got) == sorted(urls)
+    chunk = [u for u in got if u in urls[24:32]]
+    assert chunk[:2] == [linked, urls[24]]  # 0.01 + 1.0, then 0.00 + 1.0: before the chunk's 0.07
+    assert frontier.redis.exists(frontier.keys.prefix + "scr:a.example") == 0

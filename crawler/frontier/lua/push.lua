@@ -142,7 +142,7 @@ for e = 1, n do
         end
         if status == 0 and ranked == '1' and (tonumber(cash) or 0) > 0 and string.byte(tail, cut + 1) ~= 74 then
             local url = split(string.sub(tail, cut + 1), 2)[1]
-            redis.call('ZADD', prefix .. K.ranked .. host, 'XX', 'INCR', -tonumber(cash), url)
+            credit(prefix, host, url, tonumber(cash))
         end
         if status == 1 then  -- key and s: the bucket of generation G-1
             redis.call('SET', key, (s or '') .. fp)

@@ -73,10 +73,21 @@ end
 local function room_for_host(prefix)
     return active_hosts <= 0 or redis.call('ZCARD', prefix .. K.ready) < active_hosts
 end
+-- FRONTIER_ORDER importance: a URL linked again gains its cash where it waits: in its
+-- window's ranked queue, else, while the host has URLs spilled or buffered, in scr:<host>
+-- until it reaches the window (to_window); true if it was waiting in either
+local function credit(prefix, host, url, cash)
+    if redis.call('ZADD', prefix .. K.ranked .. host, 'XX', 'INCR', -cash, url) then return true end
+    if redis.call('EXISTS', prefix .. K.spilled .. host, prefix .. K.buffer .. host) == 0 then return false end
+    redis.call('HINCRBYFLOAT', prefix .. K.spill_credit .. host, url, cash)
+    return true
+end
 -- buffer entries (payloads, or ranked '\030<score>\031<payload>') at the tail of the host's
 -- window; returns how many were there already (a ranked URL waiting twice: counted out)
 local function to_window(prefix, host, entries)
     local twice = 0
+    local credits = prefix .. K.spill_credit .. host
+    local credited = redis.call('EXISTS', credits) == 1
     for _, e in ipairs(entries) do
         if string.byte(e, 1) == 30 then
             local cut = string.find(e, SEP, 2, true)
@@ -85,6 +96,11 @@ local function to_window(prefix, host, entries)
             if string.byte(payload, 1) ~= 74 then  -- 'J': kept whole, keyed by its own text
                 url = split(payload, 2)[1]
                 rest = string.sub(payload, #url + 1)
+            end
+            local gained = credited and redis.call('HGET', credits, url)
+            if gained then
+                redis.call('HDEL', credits, url)
+                score = score - tonumber(gained)
             end
             if redis.call('ZADD', prefix .. K.ranked .. host, 'NX', score, url) == 1 then
                 redis.call('HSET', prefix .. K.ranked_payloads, url, rest)
@@ -96,6 +112,9 @@ local function to_window(prefix, host, entries)
         end
     end
     if twice > 0 then redis.call('HINCRBY', prefix .. K.counters, 'queued', -twice) end
+    if credited and redis.call('EXISTS', prefix .. K.spilled .. host, prefix .. K.buffer .. host) == 0 then
+        redis.call('DEL', credits)  -- (credits of URLs fetched before they were linked again)
+    end
     return twice
 end
 -- the payload of a buffer entry
