@@ -70,7 +70,9 @@ def main() -> None:
 def run(args, window: int, results: Results) -> None:
     named = (lambda name: name) if not window else (lambda name: f"window {window}: {name}")
     with served_sites(args.keep, "doc-crawl-") as (sites, work):
-        print(f"{args.workers} workers, {args.seconds:g} s, interval {args.interval:g} s, window {window}; workdir {work}")
+        print(
+            f"{args.workers} workers, {args.seconds:g} s, interval {args.interval:g} s, window {window}; workdir {work}"
+        )
         ended, cpu = crawl(sites, args.workers, args.seconds, args.interval, work, window)
         stop_sites(sites)
         for n, (t, code) in sorted(ended.items()):

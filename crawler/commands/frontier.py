@@ -255,7 +255,8 @@ def format_stats(name: str, s: dict, cluster: bool = False) -> str:
             *(f"                 {line}" for line in waiting_lines(s.get("waiting") or [], s.get("read_at", 0) / 1000)),
             *steering_lines(s.get("paused"), s.get("budget")),
             f"queued           {s['queued']}  (front queues by level: {levels}"
-            + (f"; {s['spilled']} on disk, in the spill store)" if s.get("spilled") else ")"),
+            + (f"; {s['spilled']} on disk, in the spill store)" if s.get("spilled") else ")")
+            + (f"; {s['hosts_dormant']} hosts waiting on disk for a window" if s.get("hosts_dormant") else ""),
             f"hosts            {s['hosts_with_urls']} with URLs queued: {s['hosts_queued']} ready ({s['hosts_due']} due now), "
             f"{s['hosts_in_flight']} downloading, {s['hosts_seen']} handed out so far",
             f"leased           {s['leased']} ({s['in_flight']} downloading){_oldest(s)}"

@@ -37,7 +37,9 @@ class FrontierReports:
         p.exists(k.paused)
         p.hkeys(k.hpaused)
         p.hkeys(k.hflight)
+        p.zcard(k.dormant)
         res = p.execute()
+        dormant = res.pop()
         flying_hosts = [_str(h) for h in res[-1]]
         paused, held = res[-3], [_str(h) for h in res[-2]]
         res = res[:-3]
@@ -78,6 +80,7 @@ class FrontierReports:
             "abandoned": counters.get("abandoned", 0),
             "done": counters.get("done", 0),  # pages handled (acknowledged): what CRAWL_MAX_PAGES counts
             "spilled": counters.get("spilled", 0),  # queued URLs in chunks of the spill store (FRONTIER_HOST_WINDOW)
+            "hosts_dormant": dormant,  # hosts waiting wholly on disk for a window (FRONTIER_ACTIVE_HOSTS)
             "paused": paused,  # 1 while the operator has paused the crawl
             "hosts_paused": hosts_paused,
             "seen": self.layout.report([meta.get(f"n:{i}", 0) for i in range(gen)]),
