@@ -45,6 +45,7 @@
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -99,6 +100,22 @@ logger = logging.getLogger(__name__)
 # under the server's batch_size_warn_threshold (5 KiB), which counts their cells too
 INLINK_BATCH_BYTES = 4096
 INLINK_ROW_BYTES = 48
+_INT = struct.Struct(">i")
+
+
+def _inlink_values(row: tuple) -> list:
+    """An inlinks row (target_url, bucket, source_url, anchor_text, nofollow) as the bytes
+    of its values, as the driver serializes them (text: UTF-8, int: 4 bytes big-endian,
+    boolean: one byte)."""
+    target, bucket, source, text, nofollow = row
+    return [target.encode(), _INT.pack(bucket), source.encode(), text.encode(), b"\x01" if nofollow else b"\x00"]
+
+
+def _partition_key(values: list) -> bytes:
+    """The routing key of an inlinks row's partition (target_url, bucket), from its values'
+    bytes: the driver's form of a composite key (each part: its length in 2 bytes, the
+    part, a zero byte)."""
+    return b"".join(len(part).to_bytes(2, "big") + part + b"\0" for part in values[:2])
 
 
 class CassandraUrlStore(CassandraReads, UrlStore):
@@ -273,26 +290,32 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         return [self._set(url, values), *due, *self._inlink_batches(inlinks)]
 
     def _inlink_batches(self, rows: list[tuple]) -> list[tuple]:
-        """(statement, None) for the inlink ``rows``: UNLOGGED batches of the rows of one
-        replica set, each under INLINK_BATCH_BYTES (a row alone: its own statement)."""
-        bound = [(row, self._inlink_stmt.bind(row)) for row in rows]
+        """(statement, parameters) for the inlink ``rows``: UNLOGGED batches of the rows of
+        one replica set, each under INLINK_BATCH_BYTES (a row alone: its own statement).
+        A batch's first row is bound by the driver (which gives the batch its routing key);
+        the others go in as their values' bytes, made here (``_inlink_values``): the
+        driver's binding of a row (a statement object, each value's type looked up and
+        checked) was most of a worker's CPU a record."""
+        encoded = [(row, _inlink_values(row)) for row in rows]
         out = []
-        for members in self._replica_groups(bound, lambda pair: pair[1].routing_key).values():
-            batches: list[list] = [[0]]  # each [bytes, bound, bound, ...]
-            for row, statement in members:
-                size = len(row[0].encode()) + len(row[2].encode()) + len(row[3].encode()) + INLINK_ROW_BYTES
+        for members in self._replica_groups(encoded, lambda item: _partition_key(item[1])).values():
+            batches: list[list] = [[0]]  # each [bytes, (row, values), (row, values), ...]
+            for row, values in members:
+                size = len(values[0]) + len(values[2]) + len(values[3]) + INLINK_ROW_BYTES
                 if batches[-1][0] and batches[-1][0] + size > INLINK_BATCH_BYTES:
                     batches.append([0])
                 batches[-1][0] += size
-                batches[-1].append(statement)
-            for _, *statements in batches:
-                if len(statements) == 1:
-                    out.append((statements[0], None))
+                batches[-1].append((row, values))
+            for _, (first, _), *rest in batches:
+                if not rest:
+                    out.append((self._inlink_stmt, first))
                     continue
                 batch = BatchStatement(batch_type=BatchType.UNLOGGED)
                 batch.is_idempotent = True  # as every row of it is
-                for statement in statements:
-                    batch.add(statement)
+                batch.add(self._inlink_stmt, first)
+                query_id = self._inlink_stmt.query_id
+                for _, values in rest:
+                    batch._add_statement_and_params(True, query_id, values)
                 out.append((batch, None))
         return out
 

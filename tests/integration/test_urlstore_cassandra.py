@@ -363,6 +363,22 @@ def test_a_pages_inlinks_go_in_batches_under_the_servers_warning_size(store, cas
     assert store.inlinks(links[0]["url"], 10) and len(store.inlinks("http://t.example/nothing")) == 0
 
 
+def test_an_inlink_rows_bytes_and_routing_key_are_the_drivers_own(store):
+    """The inlink rows a batch takes as their values' bytes (all but its first, which the
+    driver binds) are what the driver's binding makes of them, and so is their partition's
+    routing key (by which they are grouped by replica set)."""
+    rows = [
+        ("http://t.example/é?q=1", 0, "http://s.example/", "", False),
+        ("http://t.example/" + "x" * 300, 15, "http://s.example/ü", "anchor ✓ text", True),
+        ("http://t.example/", 2**31 - 1, "http://s.example/b", "b", False),
+    ]
+    for row in rows:
+        bound = store._inlink_stmt.bind(row)
+        values = backend._inlink_values(row)
+        assert values == bound.values
+        assert backend._partition_key(values) == bound.routing_key
+
+
 def test_last_fetched_and_get_many_read_their_urls_together_at_the_read_level(
     store, cassandra_session, cassandra_keyspace, monkeypatch
 ):
