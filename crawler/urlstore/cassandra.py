@@ -29,13 +29,16 @@
   warning line per kind at most every WARN_EVERY seconds, with their count. Statements
   carry client-side timestamps taken as they are sent, in the order the writes were made:
   of two writes of one column, the later one wins, even when both are in flight at once.
-- A page's inlinks (a row per outlink, each in the partition of its target) go as UNLOGGED
-  batches, one or more per replica set (the token map's replicas of each row's partition:
-  a batch is sent to nodes that own all its rows, no coordinator fan-out), each under
-  INLINK_BATCH_BYTES, not as a statement each: a page of 200 links is a handful of
-  requests instead of 200 (the driver's CPU a request is what bounds a worker's writes).
-  The server's warning that such a batch covers many partitions is dropped from the
-  driver's log (``BatchWarnings``): the batches are made that way on purpose.
+- The statements of the writes waiting (a page's record, its due index row, its inlinks:
+  a row per outlink, each in the partition of its target) go as UNLOGGED batches, one or
+  more per replica set (the token map's replicas of each row's partition: a batch is sent
+  to nodes that own all its rows, no coordinator fan-out), each under BATCH_BYTES and
+  with one statement a partition at most, not as a statement each: a page of 200 links
+  is a handful of requests instead of 200 (the driver's CPU a request is what bounds a
+  worker's writes). A batch's statements share its timestamp, so a later write of a
+  partition goes in a later batch, sent after it. The server's warning that such a batch
+  covers many partitions is dropped from the driver's log (``BatchWarnings``): the
+  batches are made that way on purpose.
 - Reads run on the calling thread; ``last_fetched`` and ``get_many`` read their URLs
   with ``url IN ?`` (READ_KEYS at most a read, each of one replica set, sent to it), and
   ``inlinks`` a read per bucket, all at once through ``execute_concurrent``.
@@ -96,10 +99,12 @@ from crawler.urlstore.store import UrlStore
 logger = logging.getLogger(__name__)
 
 
-# the values of one batch of inlinks at most, with INLINK_ROW_BYTES a row for its cells:
-# under the server's batch_size_warn_threshold (5 KiB), which counts their cells too
-INLINK_BATCH_BYTES = 4096
+# the values of one batch at most, with INLINK_ROW_BYTES an inlink row and CELL_BYTES a
+# value of any other statement for their cells: under the server's
+# batch_size_warn_threshold (5 KiB), which counts their cells too
+BATCH_BYTES = 4096
 INLINK_ROW_BYTES = 48
+CELL_BYTES = 16
 _INT = struct.Struct(">i")
 
 
@@ -287,36 +292,65 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         bucket = inlink_bucket(url, self.inlink_buckets)
         inlinks = [(link["url"], bucket, url, link.get("text", ""), bool(link.get("nofollow"))) for link in r.outlinks]
         due = self.due_index.statements(url, r.next_fetch_at, time.time())
-        return [self._set(url, values), *due, *self._inlink_batches(inlinks)]
+        return [self._set(url, values), *due, *((self._inlink_stmt, row) for row in inlinks)]
 
-    def _inlink_batches(self, rows: list[tuple]) -> list[tuple]:
-        """(statement, parameters) for the inlink ``rows``: UNLOGGED batches of the rows of
-        one replica set, each under INLINK_BATCH_BYTES (a row alone: its own statement).
-        A batch's first row is bound by the driver (which gives the batch its routing key);
-        the others go in as their values' bytes, made here (``_inlink_values``): the
-        driver's binding of a row (a statement object, each value's type looked up and
-        checked) was most of a worker's CPU a record."""
-        encoded = [(row, _inlink_values(row)) for row in rows]
-        out = []
-        for members in self._replica_groups(encoded, lambda item: _partition_key(item[1])).values():
-            batches: list[list] = [[0]]  # each [bytes, (row, values), (row, values), ...]
-            for row, values in members:
+    def _parts(self, statements: list[tuple]) -> list[tuple]:
+        """A write's (statement, parameters) as parts to batch: (routing key, bytes, what
+        the batch takes). An inlink row is its values' bytes (``_inlink_values``: the
+        driver's binding of a row, a statement object and each value's type looked up and
+        checked, was most of a worker's CPU a record), any other statement bound."""
+        parts = []
+        for statement, parameters in statements:
+            if statement is self._inlink_stmt:
+                values = _inlink_values(parameters)
                 size = len(values[0]) + len(values[2]) + len(values[3]) + INLINK_ROW_BYTES
-                if batches[-1][0] and batches[-1][0] + size > INLINK_BATCH_BYTES:
-                    batches.append([0])
-                batches[-1][0] += size
-                batches[-1].append((row, values))
-            for _, (first, _), *rest in batches:
-                if not rest:
-                    out.append((self._inlink_stmt, first))
+                parts.append((_partition_key(values), size, (parameters, values)))
+            else:
+                bound = statement.bind(parameters)
+                size = sum(len(v) + CELL_BYTES for v in bound.values if isinstance(v, bytes))
+                parts.append((bound.routing_key, size, bound))
+        return parts
+
+    def _batches(self, parts: list[tuple]) -> list[tuple[object, list[int]]]:
+        """The statements that send ``parts`` ((write, part) of every write waiting, in the
+        order the writes were made), each with the writes it carries: UNLOGGED batches of
+        the parts of one replica set (the token map's replicas of each part's partition: a
+        batch is sent to nodes that own all its rows, no coordinator fan-out), filled in
+        order, each under BATCH_BYTES and with one part a partition at most (a batch's
+        statements share its timestamp: a later write of a partition goes in a later
+        batch, sent after, and wins); a part alone is its own statement. A page's record,
+        its due index row and its inlinks, and the writes that came with them, are a few
+        requests instead of one a row (the driver's CPU a request is what bounds a
+        worker's writes)."""
+        out = []
+        for members in self._replica_groups(parts, lambda item: item[1][0]).values():
+            batches: list[list] = [[0, set(), []]]  # each [bytes, partitions, [(write, part), ...]]
+            for write, part in members:
+                key, size = part[0], part[1]
+                current = batches[-1]
+                if current[2] and (key in current[1] or current[0] + size > BATCH_BYTES):
+                    current = [0, set(), []]
+                    batches.append(current)
+                current[0] += size
+                current[1].add(key)
+                current[2].append((write, part))
+            for _, _, members_of in batches:
+                writes = sorted({write for write, _ in members_of})
+                if len(members_of) == 1:
+                    what = members_of[0][1][2]
+                    out.append(((self._inlink_stmt, what[0]) if isinstance(what, tuple) else (what, None), writes))
                     continue
                 batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-                batch.is_idempotent = True  # as every row of it is
-                batch.add(self._inlink_stmt, first)
+                batch.is_idempotent = True  # as every statement of it is
                 query_id = self._inlink_stmt.query_id
-                for _, values in rest:
-                    batch._add_statement_and_params(True, query_id, values)
-                out.append((batch, None))
+                for _, (_, _, what) in members_of:
+                    if not isinstance(what, tuple):
+                        batch.add(what)
+                    elif batch.routing_key is None:  # bound by the driver: the batch's routing key
+                        batch.add(self._inlink_stmt, what[0])
+                    else:
+                        batch._add_statement_and_params(True, query_id, what[1])
+                out.append(((batch, None), writes))
         return out
 
     def _replica_groups(self, items: list, routing_key) -> dict[tuple, list]:
@@ -379,38 +413,43 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         return future
 
     def _flush(self) -> None:
-        """Send the statements of every write waiting, at most max_in_flight at a time
-        (the driver's execute_concurrent, in the order the writes were made), then settle
-        each write's Future by its own statements' results."""
+        """Send the statements of every write waiting, batched (``_batches``), at most
+        max_in_flight at a time (the driver's execute_concurrent, in the order the writes
+        were made), then settle each write's Future by the results of the statements that
+        carried its parts (the first error among them fails it)."""
         with self._lock:
             batch, self._pending = self._pending, []
             self._flush_queued = False
-        statements, writes = [], []  # writes: (future, how many statements)
+        parts, futures = [], []  # parts: (write, part); futures: each write's
         for build, arg, future in batch:
             try:
-                mine = build(arg)
+                mine = self._parts(build(arg))
             except Exception as exc:  # a value that cannot be bound
                 self._failed(exc)
                 future.set_exception(exc)
                 continue
-            statements += mine
-            writes.append((future, len(mine)))
+            parts += [(len(futures), part) for part in mine]
+            futures.append(future)
+        sent = self._batches(parts)
         try:
             results = execute_concurrent(
                 self.session,
-                statements,
+                [statement for statement, _ in sent],
                 concurrency=self.max_in_flight,
                 raise_on_first_error=False,
                 execution_profile=self.writes,
             )
         except Exception as exc:  # the session was shut down
-            for future, _ in writes:
+            for future in futures:
                 future.set_exception(exc)
             return
-        start = 0
-        for future, count in writes:
-            error = next((r.result_or_exc for r in results[start : start + count] if not r.success), None)
-            start += count
+        errors: dict[int, BaseException] = {}
+        for (_, writes), result in zip(sent, results, strict=True):
+            if not result.success:
+                for write in writes:
+                    errors.setdefault(write, result.result_or_exc)
+        for write, future in enumerate(futures):
+            error = errors.get(write)
             if error is None:
                 future.set_result(None)
             else:
