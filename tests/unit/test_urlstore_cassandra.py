@@ -120,3 +120,18 @@ def test_the_drivers_answers_reach_the_loop_with_one_wake_up_a_burst():
         assert await asyncio.wait_for(later, 5) == [("b",)] and len(wakes) == 2
 
     asyncio.run(burst())
+
+
+def test_a_pages_outlinks_are_the_bytes_the_driver_makes_of_them():
+    from cassandra.cqltypes import BooleanType, ListType, TupleType, UTF8Type
+
+    from crawler.urlstore.cassandra import _outlinks_value
+
+    kind = ListType.apply_parameters([TupleType.apply_parameters([UTF8Type, UTF8Type, BooleanType])])
+    for links in (
+        [],
+        [("http://a.example/é?x=1", "", False)],
+        [("http://a.example/", "Ünïcode ✓ anchor", True), ("http://b.example/" + "p" * 300, None, False)],
+    ):
+        for protocol in (4, 5):
+            assert _outlinks_value(links) == kind.serialize(links, protocol)
