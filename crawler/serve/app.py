@@ -45,7 +45,7 @@ from crawler.archive.warc import read_payload
 from crawler.frontier.steering import host_key
 from crawler.observe import livestats
 from crawler.observe.report import numbers
-from crawler.serve.server import Crawl, Server, Unavailable, _dumps, error, int_param
+from crawler.serve.server import Crawl, Server, Unavailable, _dumps, error, int_param, settle_heap
 from crawler.urls import InvalidURL, normalize_url
 from crawler.urlstore.record import with_iso_times
 
@@ -291,8 +291,12 @@ def make_app(settings: Settings) -> web.Application:
         ]
     )
 
+    async def _settle(app: web.Application) -> None:
+        settle_heap()
+
     async def _close(app: web.Application) -> None:
         server.close()
 
+    app.on_startup.append(_settle)
     app.on_cleanup.append(_close)
     return app

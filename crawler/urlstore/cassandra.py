@@ -29,13 +29,16 @@
   warning line per kind at most every WARN_EVERY seconds, with their count. Statements
   carry client-side timestamps taken as they are sent, in the order the writes were made:
   of two writes of one column, the later one wins, even when both are in flight at once.
-- A page's inlinks (a row per outlink, each in the partition of its target) go as UNLOGGED
-  batches, one or more per replica set (the token map's replicas of each row's partition:
-  a batch is sent to nodes that own all its rows, no coordinator fan-out), each under
-  INLINK_BATCH_BYTES, not as a statement each: a page of 200 links is a handful of
-  requests instead of 200 (the driver's CPU a request is what bounds a worker's writes).
-  The server's warning that such a batch covers many partitions is dropped from the
-  driver's log (``BatchWarnings``): the batches are made that way on purpose.
+- The statements of the writes waiting (a page's record, its due index row, its inlinks:
+  a row per outlink, each in the partition of its target) go as UNLOGGED batches, one or
+  more per replica set (the token map's replicas of each row's partition: a batch is sent
+  to nodes that own all its rows, no coordinator fan-out), each under BATCH_BYTES and
+  with one statement a partition at most, not as a statement each: a page of 200 links
+  is a handful of requests instead of 200 (the driver's CPU a request is what bounds a
+  worker's writes). A batch's statements share its timestamp, so a later write of a
+  partition goes in a later batch, sent after it. The server's warning that such a batch
+  covers many partitions is dropped from the driver's log (``BatchWarnings``): the
+  batches are made that way on purpose.
 - Reads run on the calling thread; ``last_fetched`` and ``get_many`` read their URLs
   with ``url IN ?`` (READ_KEYS at most a read, each of one replica set, sent to it), and
   ``inlinks`` a read per bucket, all at once through ``execute_concurrent``.
@@ -45,6 +48,7 @@
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -52,11 +56,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from cassandra import ConsistencyLevel
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.concurrent import execute_concurrent
-from cassandra.query import BatchStatement, BatchType
+from cassandra.query import BatchStatement, BatchType, BoundStatement, tuple_factory
 
 from crawler.exceptions import StoreRefused
 from crawler.urlstore.cassandra_cluster import (
-    COLUMNS,
     RECONNECT_MAX,
     WARN_EVERY,
     IdempotentRetries,
@@ -77,6 +80,7 @@ from crawler.urlstore.cassandra_rows import (
     _INLINKS_AFTER,
     ARCHIVE,
     METADATA,
+    RECORD_READ,
     RESCHEDULES,
     ROW,
     _bound,
@@ -95,10 +99,61 @@ from crawler.urlstore.store import UrlStore
 logger = logging.getLogger(__name__)
 
 
-# the values of one batch of inlinks at most, with INLINK_ROW_BYTES a row for its cells:
-# under the server's batch_size_warn_threshold (5 KiB), which counts their cells too
-INLINK_BATCH_BYTES = 4096
+# the values of one batch at most, with INLINK_ROW_BYTES an inlink row and CELL_BYTES a
+# value of any other statement for their cells: under the server's
+# batch_size_warn_threshold (5 KiB), which counts their cells too
+BATCH_BYTES = 4096
 INLINK_ROW_BYTES = 48
+CELL_BYTES = 16
+_INT = struct.Struct(">i")
+
+
+_PAGE_INLINKS = object()  # in a write's statements: (_PAGE_INLINKS, (page URL, its bucket, its outlinks))
+
+
+def _inlink_values(row: tuple) -> list:
+    """An inlinks row (target_url, bucket, source_url, anchor_text, nofollow) as the bytes
+    of its values, as the driver serializes them (text: UTF-8, int: 4 bytes big-endian,
+    boolean: one byte); ``CassandraUrlStore._parts`` makes them the same way."""
+    target, bucket, source, text, nofollow = row
+    return [target.encode(), _INT.pack(bucket), source.encode(), text.encode(), b"\x01" if nofollow else b"\x00"]
+
+
+_OUTLINKS_AT = ROW.index("outlinks")  # the place of its value in the row's statement
+
+
+def _outlinks_value(links: list[tuple]) -> bytes:
+    """The bytes of a frozen<list<frozen<tuple<text, text, boolean>>>> of (url, anchor
+    text, nofollow), as the driver serializes it (native protocol 3 and later): the count,
+    then each element's length and bytes; an element's fields each their length and bytes
+    (-1: none)."""
+    out = [_INT.pack(len(links))]
+    for url, text, nofollow in links:
+        u = url.encode()
+        if text is None:
+            element = b"".join((_INT.pack(len(u)), u, _NONE, _ONE, b"\x01" if nofollow else b"\x00"))
+        else:
+            t = text.encode()
+            element = b"".join((_INT.pack(len(u)), u, _INT.pack(len(t)), t, _ONE, b"\x01" if nofollow else b"\x00"))
+        out += (_INT.pack(len(element)), element)
+    return b"".join(out)
+
+
+_NONE, _ONE = _INT.pack(-1), _INT.pack(1)
+
+
+def _partition_key(values: list) -> bytes:
+    """The routing key of an inlinks row's partition (target_url, bucket), from its values'
+    bytes: the driver's form of a composite key (each part: its length in 2 bytes, the
+    part, a zero byte)."""
+    return b"".join(len(part).to_bytes(2, "big") + part + b"\0" for part in values[:2])
+
+
+def _routing_key(part: tuple) -> bytes:
+    """The routing key of a part of ``CassandraUrlStore._parts``: an inlink row's made
+    from its values (only when asked: on one node, or with as many replicas as nodes,
+    the first part's replicas are every part's)."""
+    return _partition_key(part[3]) if isinstance(part[3], list) else part[1]
 
 
 class CassandraUrlStore(CassandraReads, UrlStore):
@@ -137,6 +192,9 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         self.writes = session.execution_profile_clone_update(
             self.reads, consistency_level=ConsistencyLevel.name_to_value[write_consistency.upper()]
         )
+        # a record's reads: rows as plain tuples of RECORD_READ's columns (the driver's
+        # default makes a namedtuple class for every answer, a third of a read's CPU here)
+        self.record_reads = session.execution_profile_clone_update(self.reads, row_factory=tuple_factory)
 
         def prepare(cql: str):
             statement = session.prepare(cql.format(ks=keyspace))
@@ -145,8 +203,8 @@ class CassandraUrlStore(CassandraReads, UrlStore):
 
         self._updates = {columns: prepare(_update(columns)) for columns in (ROW, ARCHIVE, METADATA, *RESCHEDULES)}
         self._inlink_stmt = prepare(_INLINK)
-        self._select_stmt = prepare(_select(("url", *COLUMNS)))
-        self._select_in_stmt = prepare(_select(("url", *COLUMNS), "url IN ?"))
+        self._select_stmt = prepare(_select(RECORD_READ))
+        self._select_in_stmt = prepare(_select(RECORD_READ, "url IN ?"))
         self._fetched_stmt = prepare(_select(_FETCHED))
         self._fetched_in_stmt = prepare(_select(_FETCHED, "url IN ?"))
         self._scan_stmt = prepare(_select(("token(url)", *DUE_FIELDS), "token(url) > ? LIMIT ?"))
@@ -264,34 +322,91 @@ class CassandraUrlStore(CassandraReads, UrlStore):
             "last_modified": r.last_modified,
             "archive_bucket": archive.bucket if archive else None,
         }
-        bucket = inlink_bucket(url, self.inlink_buckets)
-        inlinks = [(link["url"], bucket, url, link.get("text", ""), bool(link.get("nofollow"))) for link in r.outlinks]
         due = self.due_index.statements(url, r.next_fetch_at, time.time())
-        return [self._set(url, values), *due, *self._inlink_batches(inlinks)]
+        # the row bound with no outlinks, then given their bytes (_outlinks_value): the
+        # driver's binding of the list, a value at a time, cost 0.8 ms a page of 178 links
+        outlinks, values["outlinks"] = values["outlinks"], ()
+        statement, parameters = self._set(url, values)
+        row = statement.bind(parameters)
+        row.values[_OUTLINKS_AT] = _outlinks_value(outlinks)
+        # the inlinks: a row per outlink, made by _parts
+        return [
+            (row, None),
+            *due,
+            (_PAGE_INLINKS, (url, inlink_bucket(url, self.inlink_buckets), r.outlinks)),
+        ]
 
-    def _inlink_batches(self, rows: list[tuple]) -> list[tuple]:
-        """(statement, None) for the inlink ``rows``: UNLOGGED batches of the rows of one
-        replica set, each under INLINK_BATCH_BYTES (a row alone: its own statement)."""
-        bound = [(row, self._inlink_stmt.bind(row)) for row in rows]
+    def _parts(self, write: int, statements: list[tuple]) -> list[tuple]:
+        """The (statement, parameters) of write number ``write`` as parts to batch:
+        (write, partition, bytes, what the batch takes). A page's inlinks (``_PAGE_INLINKS``) are
+        a row each, as the bytes of its values (``_inlink_values``; the page's URL and
+        bucket encoded once): the driver's binding of a row (a statement object, each
+        value's type looked up and checked) was most of a worker's CPU a record. Any other
+        statement is bound."""
+        parts = []
+        for statement, parameters in statements:
+            if statement is _PAGE_INLINKS:
+                url, bucket, outlinks = parameters
+                source, packed = url.encode(), _INT.pack(bucket)
+                for link in outlinks:
+                    target, text = link["url"].encode(), link.get("text", "").encode()
+                    values = [target, packed, source, text, b"\x01" if link.get("nofollow") else b"\x00"]
+                    size = len(target) + len(source) + len(text) + INLINK_ROW_BYTES
+                    parts.append((write, (target, packed), size, values))
+            else:
+                bound = statement if isinstance(statement, BoundStatement) else statement.bind(parameters)
+                size = sum(len(v) + CELL_BYTES for v in bound.values if isinstance(v, bytes))
+                parts.append((write, bound.routing_key, size, bound))
+        return parts
+
+    def _batches(self, parts: list[tuple]) -> list[tuple[object, list[int]]]:
+        """The statements that send ``parts`` (of every write waiting, in the order the
+        writes were made), each with the writes it carries: UNLOGGED batches of the parts
+        of one replica set (the token map's replicas of each part's partition: a batch is
+        sent to nodes that own all its rows, no coordinator fan-out), filled in order,
+        each under BATCH_BYTES and with one part a partition at most (a batch's statements
+        share its timestamp: a later write of a partition goes in a later batch, sent
+        after, and wins); a part alone is its own statement. A page's record, its due
+        index row and its inlinks, and the writes that came with them, are a few requests
+        instead of one a row (the driver's CPU a request is what bounds a worker's
+        writes). An inlink row goes in as its values' bytes; the batch's routing key is
+        its first part's."""
         out = []
-        for members in self._replica_groups(bound, lambda pair: pair[1].routing_key).values():
-            batches: list[list] = [[0]]  # each [bytes, bound, bound, ...]
-            for row, statement in members:
-                size = len(row[0].encode()) + len(row[2].encode()) + len(row[3].encode()) + INLINK_ROW_BYTES
-                if batches[-1][0] and batches[-1][0] + size > INLINK_BATCH_BYTES:
-                    batches.append([0])
-                batches[-1][0] += size
-                batches[-1].append(statement)
-            for _, *statements in batches:
-                if len(statements) == 1:
-                    out.append((statements[0], None))
+        query_id = self._inlink_stmt.query_id
+        for members in self._replica_groups(parts, _routing_key).values():
+            batches: list[list] = []  # each [bytes, partitions, parts]
+            size, partitions, mine = 0, set(), []
+            for part in members:
+                if not mine or part[1] in partitions or size + part[2] > BATCH_BYTES:
+                    size, partitions, mine = 0, set(), []
+                    batches.append(mine)
+                size += part[2]
+                partitions.add(part[1])
+                mine.append(part)
+            for mine in batches:
+                writes = sorted({part[0] for part in mine})
+                if len(mine) == 1:
+                    what = mine[0][3]
+                    out.append(((self._inlink_bound(what) if isinstance(what, list) else what, None), writes))
                     continue
                 batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-                batch.is_idempotent = True  # as every row of it is
-                for statement in statements:
-                    batch.add(statement)
-                out.append((batch, None))
+                batch.is_idempotent = True  # as every statement of it is
+                batch.routing_key, batch.keyspace = _routing_key(mine[0]), self.keyspace
+                for part in mine:
+                    what = part[3]
+                    if isinstance(what, list):
+                        batch._add_statement_and_params(True, query_id, what)
+                    else:
+                        batch.add(what)
+                out.append(((batch, None), writes))
         return out
+
+    def _inlink_bound(self, values: list) -> BoundStatement:
+        """An inlink row alone: the inlink statement with these values' bytes."""
+        bound = BoundStatement(self._inlink_stmt)
+        bound.values = values
+        bound.is_idempotent = True
+        return bound
 
     def _replica_groups(self, items: list, routing_key) -> dict[tuple, list]:
         """``items`` by the replica set (the token map's) of ``routing_key(item)``, in
@@ -353,38 +468,42 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         return future
 
     def _flush(self) -> None:
-        """Send the statements of every write waiting, at most max_in_flight at a time
-        (the driver's execute_concurrent, in the order the writes were made), then settle
-        each write's Future by its own statements' results."""
+        """Send the statements of every write waiting, batched (``_batches``), at most
+        max_in_flight at a time (the driver's execute_concurrent, in the order the writes
+        were made), then settle each write's Future by the results of the statements that
+        carried its parts (the first error among them fails it)."""
         with self._lock:
             batch, self._pending = self._pending, []
             self._flush_queued = False
-        statements, writes = [], []  # writes: (future, how many statements)
+        parts, futures = [], []  # futures: each write's
         for build, arg, future in batch:
             try:
-                mine = build(arg)
+                parts += self._parts(len(futures), build(arg))
             except Exception as exc:  # a value that cannot be bound
                 self._failed(exc)
                 future.set_exception(exc)
                 continue
-            statements += mine
-            writes.append((future, len(mine)))
+            futures.append(future)
+        sent = self._batches(parts)
         try:
             results = execute_concurrent(
                 self.session,
-                statements,
+                [statement for statement, _ in sent],
                 concurrency=self.max_in_flight,
                 raise_on_first_error=False,
                 execution_profile=self.writes,
             )
         except Exception as exc:  # the session was shut down
-            for future, _ in writes:
+            for future in futures:
                 future.set_exception(exc)
             return
-        start = 0
-        for future, count in writes:
-            error = next((r.result_or_exc for r in results[start : start + count] if not r.success), None)
-            start += count
+        errors: dict[int, BaseException] = {}
+        for (_, writes), result in zip(sent, results, strict=True):
+            if not result.success:
+                for write in writes:
+                    errors.setdefault(write, result.result_or_exc)
+        for write, future in enumerate(futures):
+            error = errors.get(write)
             if error is None:
                 future.set_result(None)
             else:

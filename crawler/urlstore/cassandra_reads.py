@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
+from collections import deque
 
 from cassandra.concurrent import execute_concurrent
 
@@ -35,17 +37,17 @@ class CassandraReads:
     _said_unindexed = False  # the warning that the due index is not whole was logged
 
     def _row(self, url: str) -> dict | None:
-        row = self.session.execute(self._select_stmt, (url,), execution_profile=self.reads).one()
+        row = self.session.execute(self._select_stmt, (url,), execution_profile=self.record_reads).one()
         return None if row is None else _record(row)
 
     def _rows(self, urls: list[str]) -> dict[str, dict]:
         """Every URL's row, read at once (``_read_keys``)."""
-        return {row.url: _record(row) for row in self._read_keys(self._select_in_stmt, urls)}
+        return {row[0]: _record(row) for row in self._read_keys(self._select_in_stmt, urls, self.record_reads)}
 
-    def _read_keys(self, statement, urls: list[str]) -> list:
+    def _read_keys(self, statement, urls: list[str], profile=None) -> list:
         """The rows of ``urls`` by ``statement`` (``... WHERE url IN ?``), all read at once
-        (``_key_reads``)."""
-        return [row for result in self._read_all(self._key_reads(statement, urls)) for row in result]
+        (``_key_reads``), with the read profile (or ``profile``)."""
+        return [row for result in self._read_all(self._key_reads(statement, urls), profile) for row in result]
 
     def _key_reads(self, statement, urls: list[str]) -> list[tuple]:
         """The reads of ``urls`` by ``statement``: one of at most READ_KEYS URLs per replica
@@ -71,22 +73,23 @@ class CassandraReads:
         else:
             reads = self._key_reads(self._select_in_stmt, urls)
             rows = [row for result in await asyncio.gather(*(self._answer(*r) for r in reads)) for row in result]
-        return {row.url: _record(row) for row in rows}
+        return {row[0]: _record(row) for row in rows}
+
+    _mailbox: _Mailbox | None = None
 
     def _answer(self, statement, parameters) -> asyncio.Future:
-        """The rows of one read, as a future of the running loop: the driver sends it from
-        its own I/O thread, whose callback hands the answer to the loop."""
+        """The rows of one record read, as a future of the running loop: the driver sends
+        it from its own I/O thread, whose callback hands the answer to the loop (through
+        the loop's ``_Mailbox``)."""
         loop = asyncio.get_running_loop()
+        mailbox = self._mailbox
+        if mailbox is None or mailbox.loop is not loop:
+            mailbox = self._mailbox = _Mailbox(loop)
         future = loop.create_future()
-
-        def settle(how, value) -> None:
-            if not future.done():
-                how(value)
-
-        response = self.session.execute_async(statement, parameters, execution_profile=self.reads)
+        response = self.session.execute_async(statement, parameters, execution_profile=self.record_reads)
         response.add_callbacks(
-            lambda rows: loop.call_soon_threadsafe(settle, future.set_result, list(rows)),
-            lambda exc: loop.call_soon_threadsafe(settle, future.set_exception, exc),
+            lambda rows: mailbox.put(future, True, rows),
+            lambda exc: mailbox.put(future, False, exc),
         )
         return future
 
@@ -174,3 +177,40 @@ class CassandraReads:
         ]
         out.sort(key=lambda link: link["url"])
         return out[:limit]
+
+
+class _Mailbox:
+    """Answers handed from the driver's I/O thread to an asyncio loop: the loop is woken
+    (``call_soon_threadsafe``: a write to its self-pipe, a pass of its selector) once for
+    all the answers that came in before it ran, not once an answer."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._answers: deque = deque()  # (future, ok, rows or exception)
+        self._woken = False  # a wake-up is on its way: later answers go with it
+
+    def put(self, future: asyncio.Future, ok: bool, value) -> None:
+        """On the driver's thread."""
+        with self._lock:
+            self._answers.append((future, ok, value))
+            if self._woken:
+                return
+            self._woken = True
+        try:
+            self.loop.call_soon_threadsafe(self._deliver)
+        except RuntimeError:  # the loop is closed: no one waits for these answers
+            pass
+
+    def _deliver(self) -> None:
+        """On the loop."""
+        with self._lock:
+            answers, self._answers = self._answers, deque()
+            self._woken = False
+        for future, ok, value in answers:
+            if future.done():  # cancelled: the request timed out
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)

@@ -89,11 +89,16 @@ def _bound(column: str, value):
     return value
 
 
-def _read(row) -> dict:
-    """A row read from the urls table (any of its columns) as a dict: an empty value is
-    None (text as much as numbers), a time is UNIX seconds."""
+# the columns a record's read selects, in this order (its rows read as plain tuples)
+RECORD_READ = ("url", *COLUMNS)
+
+
+def _read(row, names: tuple[str, ...] | None = None) -> dict:
+    """A row read from the urls table (any of its columns: ``names``, else a named
+    tuple's own) as a dict: an empty value is None (text as much as numbers), a time is
+    UNIX seconds."""
     out = {}
-    for column, value in zip(row._fields, row, strict=True):
+    for column, value in zip(names or row._fields, row, strict=True):
         kind = COLUMNS.get(column, "text")  # url (or token(url), a number)
         if kind == "text" and value == "":
             value = None
@@ -104,8 +109,9 @@ def _read(row) -> dict:
 
 
 def _record(row) -> dict:
-    """A urls row as ``get`` gives it (UrlStore's record)."""
-    record = _read(row)
+    """A urls row of RECORD_READ's columns (a plain tuple) as ``get`` gives it (UrlStore's
+    record)."""
+    record = _read(row, RECORD_READ)
     record["redirect_chain"] = list(record["redirect_chain"] or [])
     record["simhash"] = unsigned64(record["simhash"])
     record["metadata"] = dict(record["metadata"] or {})

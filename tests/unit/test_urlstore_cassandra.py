@@ -83,3 +83,55 @@ def test_the_drivers_reconnect_warnings_are_one_line_per_node_per_period(monkeyp
         "cassandra.pool", logging.WARNING, "pool.py", 1, "Host %s has been marked down", ("h",), None
     )
     assert all(held.filter(other) for _ in range(3))  # other lines pass
+
+
+def test_the_drivers_answers_reach_the_loop_with_one_wake_up_a_burst():
+    import asyncio
+    import threading
+
+    from crawler.urlstore.cassandra_reads import _Mailbox
+
+    async def burst():
+        loop = asyncio.get_running_loop()
+        wakes = []
+        real = loop.call_soon_threadsafe
+        loop.call_soon_threadsafe = lambda *a: (wakes.append(a), real(*a))[1]  # counted, then as ever
+        mailbox = _Mailbox(loop)
+        futures = [loop.create_future() for _ in range(4)]
+        futures[2].cancel()  # a request that gave up: its answer is dropped
+        failure = RuntimeError("read timed out")
+
+        def driver():  # the driver's I/O thread, while the loop has not run yet
+            mailbox.put(futures[0], True, [("a",)])
+            mailbox.put(futures[1], False, failure)
+            mailbox.put(futures[2], True, [])
+            mailbox.put(futures[3], True, [])
+
+        thread = threading.Thread(target=driver)
+        thread.start()
+        thread.join()
+        assert await futures[0] == [("a",)] and await futures[3] == []
+        with pytest.raises(RuntimeError):
+            await futures[1]
+        assert futures[2].cancelled() and len(wakes) == 1
+        # an answer after the loop took the burst wakes it again
+        later = loop.create_future()
+        threading.Thread(target=mailbox.put, args=(later, True, [("b",)])).start()
+        assert await asyncio.wait_for(later, 5) == [("b",)] and len(wakes) == 2
+
+    asyncio.run(burst())
+
+
+def test_a_pages_outlinks_are_the_bytes_the_driver_makes_of_them():
+    from cassandra.cqltypes import BooleanType, ListType, TupleType, UTF8Type
+
+    from crawler.urlstore.cassandra import _outlinks_value
+
+    kind = ListType.apply_parameters([TupleType.apply_parameters([UTF8Type, UTF8Type, BooleanType])])
+    for links in (
+        [],
+        [("http://a.example/é?x=1", "", False)],
+        [("http://a.example/", "Ünïcode ✓ anchor", True), ("http://b.example/" + "p" * 300, None, False)],
+    ):
+        for protocol in (4, 5):
+            assert _outlinks_value(links) == kind.serialize(links, protocol)
