@@ -47,6 +47,9 @@ RECONNECT_MAX = 10.0  # seconds between two tries of a node that went down, at m
 SCHEMA_TRIES = 4  # reads of the schema at start (the nodes may not agree yet), 1 s, 2 s, 3 s apart
 
 
+TABLES = ("urls", "inlinks", "urls_due", "urls_due_hours", "frontier_chunks")  # schema.cql's tables
+
+
 def schema_statements(keyspace: str, replication_factor: int = 1, datacenter: str = "") -> list[str]:
     """The statements of schema.cql for this keyspace, comments removed; its replication:
     ``replication_factor`` replicas with SimpleStrategy, or in ``datacenter`` with
@@ -60,7 +63,7 @@ def schema_statements(keyspace: str, replication_factor: int = 1, datacenter: st
         replication = f"{{'class': 'SimpleStrategy', 'replication_factor': {int(replication_factor)}}}"
     lines = [line.split("--", 1)[0] for line in SCHEMA.read_text(encoding="utf-8").splitlines()]
     text = "\n".join(lines).replace("{keyspace}", keyspace).replace("{replication}", replication)
-    for table in ("urls", "inlinks", "urls_due", "urls_due_hours", "frontier_chunks"):
+    for table in TABLES:
         text = text.replace(f"{{{table}_id}}", str(table_id(keyspace, table)))
     return [" ".join(s.split()) for s in text.split(";") if s.strip()]
 

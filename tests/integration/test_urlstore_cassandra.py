@@ -227,8 +227,7 @@ def test_workers_making_a_new_keyspace_at_once_make_one_schema(cassandra_session
                 "SELECT table_name, id FROM system_schema.tables WHERE keyspace_name = %s", (ks,)
             )
         }
-        tables = ("urls", "inlinks", "urls_due", "urls_due_hours")
-        assert ids == {table: cluster.table_id(ks, table) for table in tables}
+        assert ids == {table: cluster.table_id(ks, table) for table in cluster.TABLES}
         stores[0].record_fetch(_fetched("http://k.example/")).result(30)
         assert stores[2].get("http://k.example/")["fate"] == "fetched"
     finally:
