@@ -127,7 +127,10 @@ def main() -> int:
     parser.add_argument("--active-hosts", type=int, default=10_000, help="spill: FRONTIER_ACTIVE_HOSTS")
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
-    results = Results("frontier_scale", runs=args.runs)
+    # (a file a size: 1,000,000 URLs, the default, in frontier_scale.json; others in their own)
+    size = f"{args.urls // 1_000_000}m" if args.urls % 1_000_000 == 0 else str(args.urls)
+    file = "frontier_scale" if args.urls == 1_000_000 else f"frontier_scale_{size}"
+    results = Results("frontier_scale", runs=args.runs, file=file)
     print(f"{args.urls:,} URLs over {args.hosts:,} hosts (Zipf), {LOOPS} POP loops of {POP}")
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis", socket_timeout=120) as server:
         for order in args.orders.split(","):
@@ -152,7 +155,7 @@ def main() -> int:
                         results.add(f"{name}: spill store a spilled URL", r["disk"], "bytes")
                     results.add(f"{name}: pushed", r["push"], "URLs/s")
                     results.add(f"{name}: handed out", r["pop"], "URLs/s")
-    results.write()
+                    results.write()  # (after each run: a long call keeps what it measured)
     return 0
 
 

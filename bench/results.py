@@ -94,8 +94,12 @@ class Results:
     how many times the bench repeats its measurement (``--runs``). ``commit`` and
     ``machine`` may be given (a test's); otherwise they are read from git and psutil."""
 
-    def __init__(self, bench: str, runs: int = 1, argv: list[str] | None = None, commit=None, machine=None):
+    def __init__(
+        self, bench: str, runs: int = 1, argv: list[str] | None = None, commit=None, machine=None, file: str = ""
+    ):
+        """``file``: the file's name when a bench keeps more than one (its sizes), else the bench's."""
         self.bench, self.runs = bench, runs
+        self.file = file or bench
         self.command = shlex.join(["python", "-m", f"bench.{bench}", *(sys.argv[1:] if argv is None else argv)])
         self.commit, self.machine = commit, machine
         self.values: dict[str, list[float]] = {}
@@ -132,7 +136,7 @@ class Results:
         """Write the file (``bench/results`` unless ``directory``, or $BENCH_RESULTS) and say where."""
         directory = Path(directory or os.environ.get("BENCH_RESULTS") or RESULTS)
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{self.bench}.json"
+        path = directory / f"{self.file}.json"
         path.write_text(json.dumps(self.record(), indent=1) + "\n")
         print(f"figures written to {path}")
         return path
