@@ -43,7 +43,7 @@ class TrapGuard:
         path, _, query = url[start:].partition("?") if start >= 0 else ("/", "", "")
         limit = self.max_repeated_segments
         # a run repeated more than `limit` times needs more than `limit` segments
-        if limit and path.count("/") > limit and repeated_segments(path) > limit:
+        if limit and path.count("/") > limit and repeats_more_than(path, limit):
             return "repeated_segments"
         if query:
             if self.max_query_length and len(query) > self.max_query_length:
@@ -78,3 +78,28 @@ def repeated_segments(path: str) -> int:
                 i += width
             best = max(best, run)
     return best
+
+
+def repeats_more_than(path: str, limit: int) -> bool:
+    """``repeated_segments(path) > limit`` (``limit`` >= 1), sooner: a run of ``width``
+    segments repeated ``r`` times back to back is ``(r - 1) * width`` segments in a row each
+    equal to the one ``width`` before it, so only that count is kept, and only for the
+    widths that fit more than ``limit`` times."""
+    segs = path.split("/")
+    if len(set(segs)) == len(segs):  # no segment twice: no repeat at all
+        return False
+    segs = [s for s in segs if s]
+    n = len(segs)
+    for width in (1, 2, 3):
+        need = limit * width  # segments equal to the one `width` before, in a row
+        if n - width < need:
+            return False
+        row = 0
+        for a, b in zip(segs, segs[width:]):
+            if a == b:
+                row += 1
+                if row >= need:
+                    return True
+            else:
+                row = 0
+    return False

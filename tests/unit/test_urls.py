@@ -359,6 +359,10 @@ _plain_query = st.from_regex(r"[A-Za-z0-9._~!$()*+,=:@/?&-]{0,30}", fullmatch=Tr
 _plain_fragment = st.from_regex(r"[!-~]{0,20}", fullmatch=True)
 
 
+def _in_some_case(text: str, upper: list[bool]) -> str:
+    return "".join(c.upper() if up else c for c, up in zip(text, upper + [False] * len(text)))
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     scheme=st.sampled_from(["http", "https"]),
@@ -367,9 +371,12 @@ _plain_fragment = st.from_regex(r"[!-~]{0,20}", fullmatch=True)
     path=_plain_path,
     query=st.one_of(st.none(), _plain_query),
     fragment=st.one_of(st.none(), _plain_fragment),
+    upper=st.lists(st.booleans(), max_size=60),
 )
-def test_plain_fast_path_matches_full_path(scheme, labels, port, path, query, fragment):
-    url = f"{scheme}://{'.'.join(labels)}" + (f":{port}" if port is not None else "") + path
+def test_plain_fast_path_matches_full_path(scheme, labels, port, path, query, fragment, upper):
+    # the scheme and host in any case (HTTPS://WWW.Example.COM/)
+    authority = _in_some_case(f"{scheme}://{'.'.join(labels)}", upper)
+    url = authority + (f":{port}" if port is not None else "") + path
     if query is not None:
         url += "?" + query
     if fragment is not None:
