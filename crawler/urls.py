@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import surt
 from w3lib.url import parse_url, safe_url_string
 
-__all__ = ["DEFAULT_STRIP_PARAMS", "InvalidURL", "normalize_url", "url_host"]
+__all__ = ["DEFAULT_STRIP_PARAMS", "InvalidURL", "normalize_url", "normalizer", "url_host"]
 
 
 class InvalidURL(ValueError):
@@ -330,6 +330,29 @@ def normalize_url(
     except Exception as exc:  # w3lib / urllib / idna / codecs on bad input
         detail = str(exc)[:_TRUNCATE]
         raise InvalidURL(f"cannot normalize URL {_short(url)}: {detail}") from exc
+
+
+def normalizer(strip_params: Iterable[str] | None = DEFAULT_STRIP_PARAMS, sort_query: bool = True):
+    """``normalize_url`` with these options, as a function of the URL alone (the options
+    read once: for many URLs)."""
+    matcher = _strip_matcher(strip_params)
+    split_plain, finish = _split_plain, _finish
+
+    def normalize(url: str) -> str:
+        if type(url) is str:
+            try:
+                text = url.strip()
+                plain = split_plain(text)
+                if plain is not None:
+                    scheme, netloc, path, query = plain
+                    if not query:  # (what _finish gives it)
+                        return f"{scheme}://{netloc}{path}"
+                    return finish(scheme, netloc, path, query, matcher, sort_query)
+            except Exception:  # (as normalize_url says it)
+                pass
+        return normalize_url(url, strip_params=strip_params, sort_query=sort_query)
+
+    return normalize
 
 
 def url_options(settings) -> dict:

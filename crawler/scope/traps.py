@@ -40,12 +40,16 @@ class TrapGuard:
             return "depth"
         # a normalized URL: scheme://netloc/path[?query], no fragment
         start = url.find("/", url.find("://") + 3)  # a normalized URL has a path
-        path, _, query = url[start:].partition("?") if start >= 0 else ("/", "", "")
+        if start < 0:
+            return None
+        q = url.find("?", start)
+        end = len(url) if q < 0 else q
         limit = self.max_repeated_segments
         # a run repeated more than `limit` times needs more than `limit` segments
-        if limit and path.count("/") > limit and repeats_more_than(path, limit):
+        if limit and url.count("/", start, end) > limit and repeats_more_than(url[start:end], limit):
             return "repeated_segments"
-        if query:
+        if q >= 0 and q + 1 < len(url):
+            query = url[q + 1 :]
             if self.max_query_length and len(query) > self.max_query_length:
                 return "query_length"
             fields = query.count("&") + 1

@@ -391,3 +391,23 @@ def test_plain_fast_path_matches_full_path(scheme, labels, port, path, query, fr
     except urls.InvalidURL:
         fast = None
     assert fast == full
+
+
+def _outcome(normalize, raw):
+    try:
+        return normalize(raw)
+    except InvalidURL as exc:
+        return ("invalid", str(exc))
+
+
+@property_settings
+@given(any_input, st.sampled_from([DEFAULT_STRIP_PARAMS, (), ("ref", "utm_*")]), st.booleans())
+@example("HTTPS://WWW.A.Example/x/?utm_source=1&b=2&a=1#f", DEFAULT_STRIP_PARAMS, True)
+@example("http://a.example", (), False)
+def test_a_normalizer_is_normalize_url_with_its_options(raw, strip, sort_query) -> None:
+    normalize = urls.normalizer(strip, sort_query)
+    assert _outcome(normalize, raw) == _outcome(
+        lambda u: normalize_url(u, strip_params=strip, sort_query=sort_query), raw
+    )
+    for bad in (None, b"http://a.example/"):
+        assert _outcome(normalize, bad) == _outcome(normalize_url, bad)
