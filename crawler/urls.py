@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import surt
 from w3lib.url import parse_url, safe_url_string
 
-__all__ = ["DEFAULT_STRIP_PARAMS", "InvalidURL", "normalize_url", "url_host"]
+__all__ = ["DEFAULT_STRIP_PARAMS", "InvalidURL", "normalize_url", "normalizer", "url_host"]
 
 
 class InvalidURL(ValueError):
@@ -206,12 +206,14 @@ def _normalize_host(hostname: str | None, url: str) -> str:
     return host
 
 
-# URLs already in plain form (lowercase ASCII host with no "--", only characters that
-# need no escaping, a fragment, which is dropped, of printable ASCII) skip w3lib's parse;
-# the rest of the rules still apply. The fast and full paths give the same result
+# URLs already in plain form (ASCII scheme and host, in any case, the host with no "--";
+# only characters that need no escaping, a fragment, which is dropped, of printable ASCII)
+# skip w3lib's parse; the rest of the rules still apply (the scheme and host lowercased, as
+# urlsplit gives them to the full path). The fast and full paths give the same result
 # (tests/*/test_urls.py checks it).
 _PLAIN_RE = re.compile(
-    r"(https?)://((?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)"
+    r"([Hh][Tt][Tt][Pp][Ss]?)://"
+    r"((?:[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)"
     r"(?::([0-9]{1,5}))?(/[A-Za-z0-9._~!$'()*+,=:@/-]*)?(?:\?([A-Za-z0-9._~!$()*+,=:@/?&-]*))?(?:#[!-~]*)?"
 )
 
@@ -224,6 +226,7 @@ def _split_plain(text: str):
     scheme, host, port, path, query = m.groups()
     if "--" in host or len(host) > 253:
         return None
+    scheme, host = scheme.lower(), host.lower()
     if port is not None:
         number = int(port)
         if not 0 < number < 65536:
@@ -329,6 +332,29 @@ def normalize_url(
         raise InvalidURL(f"cannot normalize URL {_short(url)}: {detail}") from exc
 
 
+def normalizer(strip_params: Iterable[str] | None = DEFAULT_STRIP_PARAMS, sort_query: bool = True):
+    """``normalize_url`` with these options, as a function of the URL alone (the options
+    read once: for many URLs)."""
+    matcher = _strip_matcher(strip_params)
+    split_plain, finish = _split_plain, _finish
+
+    def normalize(url: str) -> str:
+        if type(url) is str:
+            try:
+                text = url.strip()
+                plain = split_plain(text)
+                if plain is not None:
+                    scheme, netloc, path, query = plain
+                    if not query:  # (what _finish gives it)
+                        return f"{scheme}://{netloc}{path}"
+                    return finish(scheme, netloc, path, query, matcher, sort_query)
+            except Exception:  # (as normalize_url says it)
+                pass
+        return normalize_url(url, strip_params=strip_params, sort_query=sort_query)
+
+    return normalize
+
+
 def url_options(settings) -> dict:
     """normalize_url's keyword arguments from the crawl's settings: URL_STRIP_PARAMS
     (empty: the built-in list) and URL_SORT_QUERY. Seed ingestion takes the same."""
@@ -348,6 +374,9 @@ def authority_host(authority: str) -> str:
 # or none (no user, no IPv6, no trailing dot): most URLs a crawl sees, read in a fraction of
 # urlsplit's time
 _PLAIN_AUTHORITY = re.compile(r"https?://([a-z0-9_-]+(?:\.[a-z0-9_-]+)*)(?::([0-9]{1,5}))?(?=[/?#]|$)")
+#: the match of a URL whose authority is plain (``m[0]``: ``scheme://host[:port]``, ``m[1]``
+#: the host as url_host gives it, ``m[2]`` the port or None), or None
+plain_authority = _PLAIN_AUTHORITY.match
 
 
 def url_authority(url: str) -> tuple[str, str]:

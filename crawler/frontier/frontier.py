@@ -54,7 +54,7 @@ from crawler.frontier.keys import EPOCH, SEP, Keys
 from crawler.frontier.reports import FrontierReports
 from crawler.frontier.scripts import ACK, BACKOFF, CREDIT, END, FAIL, HOLD, LOAD, POP, PROMOTE, PUSH, SLOT, SPILL
 from crawler.frontier.steering import FrontierSteering
-from crawler.frontier.urlseen import SeenLayout, url_hashes
+from crawler.frontier.urlseen import SeenLayout, hashes_text
 from crawler.frontier.words import (
     ADDED,
     HOST_FULL,
@@ -65,13 +65,14 @@ from crawler.frontier.words import (
 from crawler.scope.reasons import INVALID
 from crawler.scope.rules import EMPTY, RulesWatch
 from crawler.scope.scope import CrawlScope
-from crawler.urls import InvalidURL
+from crawler.urls import InvalidURL, plain_authority
 
 logger = logging.getLogger(__name__)
 
 _STATUS = {1: ADDED, 0: SEEN, 2: HOST_FULL}
 SEED_CASH = 1.0  # FRONTIER_ORDER importance: what a seed (or a due URL put back) starts with
 PROMOTED_DAYS = 7  # a promotion whose second copy never came up is forgotten after this
+KNOWN_HOSTS = 100_000  # hosts whose politeness key and scope verdict prepare remembers
 
 
 @dataclass
@@ -186,6 +187,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self._spill = redis.register_script(SPILL)
         self._load = redis.register_script(LOAD)
         self._generation = 0  # URL-seen generations known to this client; read on first push
+        self._hosts: tuple[CrawlScope | None, dict] = (None, {})  # see _known_hosts
         self.last_acked = 0  # leases the last get() acknowledged
 
     @classmethod
@@ -282,14 +284,27 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         batch: list[tuple[int, Entry, str]] = []
         release: list[str] = []
         scope = self.current_scope()
+        known = self._known_hosts(scope)
+        plain = plain_authority
         for i, e in enumerate(entries):
+            url = e.url
             # the scope's verdict (reasons.py); a follow-up (a retry, a redirect) was admitted already
-            refused = None if e.follow_up else scope.verdict(e.url, e.depth, e.outside)
-            if not refused:
-                try:
-                    host = self.politeness_key(e.url)
-                except InvalidURL:
-                    refused = INVALID
+            m = plain(url) if type(url) is str else None
+            if m is not None:  # what its host decides, once a host (see _known_hosts)
+                facts = known.get(m[0])
+                if facts is None:
+                    facts = known[m[0]] = self._host_facts(scope, url, m[1])
+                host = facts[0]
+                refused = (
+                    None if e.follow_up else (facts[1] if e.outside else facts[2]) or scope.url_verdict(url, e.depth)
+                )
+            else:
+                refused = None if e.follow_up else scope.verdict(url, e.depth, e.outside)
+                if not refused:
+                    try:
+                        host = self.politeness_key(url)
+                    except InvalidURL:
+                        refused = INVALID
             if refused:
                 statuses[i] = refused
                 if e.replaces_lease:
@@ -300,6 +315,20 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             self._generation = self._read_generation()
         args = self._push_args(batch, self._generation, scope.rules) if batch else []
         return Prepared(statuses, batch, release, self._generation, args)
+
+    def _known_hosts(self, scope: CrawlScope) -> dict:
+        """What ``prepare`` learnt of the hosts it met under ``scope``, by the start of their
+        URLs (``scheme://host[:port]``, plain: see crawler/urls.py url_authority): their
+        politeness key and their scope's host verdicts (_host_facts). Forgotten when the
+        scope changes, or when it holds KNOWN_HOSTS of them."""
+        known = self._hosts
+        if known[0] is not scope or len(known[1]) >= KNOWN_HOSTS:
+            known = self._hosts = (scope, {})
+        return known[1]
+
+    def _host_facts(self, scope: CrawlScope, url: str, host: str) -> tuple:
+        """(politeness key, host verdict held to the network guard, without it)."""
+        return self.politeness_key(url), scope.host_verdict(host, True), scope.host_verdict(host, False)
 
     def send(self, prepared: Prepared, now: int | None = None) -> list[str]:
         """The Redis half of put: one script call per batch (more only when a
@@ -367,8 +396,20 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             self.spill_age_ms,
         ]
         level = self.level
+        levels: dict[int, int] = {}  # level by priority, for this batch
         leases = []
+        # an entry that is only checked and queued (a seed, a link: neither forced, a
+        # follow-up, urgent nor replacing a lease; no rules, no ranked queues) has every
+        # field but its level, hashes and host empty: its argument is written at once
+        plain = not self.ranked and rules.empty
+        head = "1" + SEP * 8  # check, then back, urgent, retry_at, quota, in_flight, ranked, cash: ''
         for _, e, host in batch:
+            if plain and not (e.dont_filter or e.follow_up or e.urgent or e.replaces_lease):
+                lv = levels.get(e.priority)
+                if lv is None:
+                    lv = levels[e.priority] = level(e.priority)
+                args.append(f"{head}{lv}{SEP}{SEP}{hashes_text(e.url)}{SEP}{host}{SEP}".encode() + e.payload)
+                continue
             # an entry's fields, in the order push.lua reads them ('' for one not given)
             delayed = bool(e.not_before and e.follow_up)
             ranked = self.ranked and not e.urgent and not e.follow_up and not delayed
@@ -394,7 +435,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
                 f"{e.cash:.9g}" if ranked else "",  # cash
                 level(priority),
                 lease,
-                "" if e.dont_filter else "{} {}".format(*url_hashes(e.url)),  # hashes
+                "" if e.dont_filter else hashes_text(e.url),  # hashes
                 host,
             )
             args.append(SEP.join(map(str, fields)).encode() + SEP.encode() + e.payload)

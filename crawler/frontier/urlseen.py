@@ -7,7 +7,9 @@ capacity (3.6 bytes per URL when full at 1e-6, so 7.2 when half full and ~2x tha
 each growth), while this one costs the same ~4.5 bytes per URL whatever its fill, because
 a bucket's string grows with the URLs it holds.
 
-A URL's two 32-bit hashes come from pybloom-live's hashing (``make_hashfuncs``): ``h``
+A URL's two 32-bit hashes are pybloom-live's (``make_hashfuncs(2, 2**32)``: the two
+64-bit halves of a salted XXH3-128 digest of its UTF-8 bytes, each mod 2**32), computed
+here in one call (tests/unit/test_urlseen.py holds the two equal): ``h``
 picks the bucket, ``f`` is the fingerprint kept in it. Generation ``i`` takes
 ``capacity * growth**i`` URLs in ``buckets_i`` buckets (``seen:<i>:<h mod buckets_i>``);
 when it has taken its capacity, generation ``i+1`` starts, and a URL is seen if any
@@ -27,21 +29,33 @@ below ~1e-8, the bound is that floor, and small buckets cost more bytes per URL.
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 
-from pybloom_live.pybloom import make_hashfuncs
+import xxhash
 
 FINGERPRINT_BYTES = 4
 HASH_SPACE = 1 << 32  # both hashes are 32-bit
 PLANNED_GROWTH = 100  # the generations holding up to this many times the capacity share the budget equally
 
-_hashes = make_hashfuncs(2, HASH_SPACE)[0]
+# pybloom-live's first hash function is XXH3-128 fed this salt (the digest of
+# struct.pack("I", 0)) and then the key: the digest of salt + key
+_SALT = xxhash.xxh128(struct.pack("I", 0)).digest()
+_digest = xxhash.xxh128_digest
+_halves = struct.Struct("QQ").unpack  # (native order, as pybloom-live unpacks them)
+_LOW = HASH_SPACE - 1
 
 
 def url_hashes(url: str) -> tuple[int, int]:
     """``(h, f)``: the bucket hash and the fingerprint of ``url`` (two 32-bit numbers)."""
-    h, f = _hashes(url)
-    return h, f
+    a, b = _halves(_digest(_SALT + url.encode()))
+    return a & _LOW, b & _LOW
+
+
+def hashes_text(url: str) -> str:
+    """``url_hashes(url)`` as PUSH reads them: ``"h f"``, two decimal numbers."""
+    a, b = _halves(_digest(_SALT + url.encode()))
+    return f"{a & _LOW} {b & _LOW}"
 
 
 @dataclass(frozen=True)

@@ -90,10 +90,19 @@ class CrawlScope:
             host = url_host(url)
         except InvalidURL:
             return INVALID
-        if guard and self._policy is not None and self._policy.literal_refusal(url, host):
+        return self.host_verdict(host, guard) or self.url_verdict(url, depth)
+
+    def host_verdict(self, host: str, guard: bool = False) -> str | None:
+        """The part of ``verdict`` its host decides (``host`` as url_host gives it): the
+        network guard and the allowed domains; the same for every URL of the host."""
+        if guard and self._policy is not None and self._policy.literal_refusal("", host):
             return PRIVATE_ADDRESS
         if self.domains and not in_domains(host, self.domains):
             return OUT_OF_SCOPE
+        return None
+
+    def url_verdict(self, url: str, depth: int = 0) -> str | None:
+        """The rest of ``verdict``: the allowed prefixes, the crawl rules, the trap guards."""
         if self.prefixes and not url.startswith(self.prefixes):
             return OUT_OF_SCOPE
         if not self.rules.empty and not self.rules.decide(url).accepted:

@@ -40,12 +40,16 @@ class TrapGuard:
             return "depth"
         # a normalized URL: scheme://netloc/path[?query], no fragment
         start = url.find("/", url.find("://") + 3)  # a normalized URL has a path
-        path, _, query = url[start:].partition("?") if start >= 0 else ("/", "", "")
+        if start < 0:
+            return None
+        q = url.find("?", start)
+        end = len(url) if q < 0 else q
         limit = self.max_repeated_segments
         # a run repeated more than `limit` times needs more than `limit` segments
-        if limit and path.count("/") > limit and repeated_segments(path) > limit:
+        if limit and url.count("/", start, end) > limit and repeats_more_than(url[start:end], limit):
             return "repeated_segments"
-        if query:
+        if q >= 0 and q + 1 < len(url):
+            query = url[q + 1 :]
             if self.max_query_length and len(query) > self.max_query_length:
                 return "query_length"
             fields = query.count("&") + 1
@@ -78,3 +82,28 @@ def repeated_segments(path: str) -> int:
                 i += width
             best = max(best, run)
     return best
+
+
+def repeats_more_than(path: str, limit: int) -> bool:
+    """``repeated_segments(path) > limit`` (``limit`` >= 1), sooner: a run of ``width``
+    segments repeated ``r`` times back to back is ``(r - 1) * width`` segments in a row each
+    equal to the one ``width`` before it, so only that count is kept, and only for the
+    widths that fit more than ``limit`` times."""
+    segs = path.split("/")
+    if len(set(segs)) == len(segs):  # no segment twice: no repeat at all
+        return False
+    segs = [s for s in segs if s]
+    n = len(segs)
+    for width in (1, 2, 3):
+        need = limit * width  # segments equal to the one `width` before, in a row
+        if n - width < need:
+            return False
+        row = 0
+        for a, b in zip(segs, segs[width:]):
+            if a == b:
+                row += 1
+                if row >= need:
+                    return True
+            else:
+                row = 0
+    return False

@@ -1,6 +1,6 @@
 """Seeds into the frontier: ``ingest`` pushes what ``read_seeds`` (crawler/seeds/files.py)
-reads, in batches of SEED_BATCH_SIZE, one batch prepared while the previous one is sent,
-and reports its progress (``IngestReport``: lines read, URLs added, seen, refused,
+reads, in batches of SEED_BATCH_SIZE, each prepared while the two before it are sent
+(in order, by one helper thread: IN_FLIGHT), and reports its progress (``IngestReport``: lines read, URLs added, seen, refused,
 invalid; lines a second; the share of the input and the time left) every so often
 (``Every``).
 """
@@ -8,7 +8,7 @@ invalid; lines a second; the share of the input and the time left) every so ofte
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,11 +23,12 @@ from crawler.seeds.files import (
     InputPosition,
     PathArg,
     SeedFileError,
+    SeedLine,
     _as_paths,
     check_readable,
     read_seeds,
 )
-from crawler.urls import DEFAULT_STRIP_PARAMS, InvalidURL, normalize_url
+from crawler.urls import DEFAULT_STRIP_PARAMS, InvalidURL, normalizer
 
 
 @dataclass
@@ -157,10 +158,11 @@ def ingest(
     paths = _as_paths(paths)
     check_readable(paths)
     strip = DEFAULT_STRIP_PARAMS if strip_params is None else tuple(strip_params)
+    normalize = normalizer(strip, sort_query)
     position = InputPosition(paths)
     report = IngestReport(bytes_total=position.total)
     started = time.perf_counter()
-    prepare = frontier.prepare  # prepared here, sent by the pool
+    prepare = frontier.prepare  # prepared here, sent in order by the pool's one thread
 
     def send(prepared):
         statuses = frontier.send(prepared)
@@ -168,71 +170,102 @@ def ingest(
             spill.round()
         return statuses
 
-    pending: tuple[Future, list[tuple[str, int]]] | None = None
+    sent = _InOrder(send)
+    in_flight: deque[tuple[Future, list[SeedLine]]] = deque()  # oldest first
 
-    def collect() -> None:
-        # wait for the batch in flight and count its statuses
-        nonlocal pending
-        if pending is None:
-            return
-        future, where = pending
-        pending = None
-        statuses = future.result()
-        _count(report, statuses, where)
-        report.elapsed = time.perf_counter() - started
-        report.bytes_read = position.read()
-        if progress is not None:
-            progress(report)
+    def collect(keep: int) -> None:
+        # wait for the oldest batches until `keep` are in flight, counting their statuses
+        while len(in_flight) > keep:
+            future, where = in_flight[0]
+            statuses = future.result()
+            in_flight.popleft()
+            _count(report, statuses, where)
+            report.elapsed = time.perf_counter() - started
+            report.bytes_read = position.read()
+            if progress is not None:
+                progress(report)
 
+    def push(entries: list[Entry], where: list[SeedLine]) -> None:
+        prepared = prepare(entries)  # while the batches before it are being sent
+        collect(IN_FLIGHT - 1)
+        in_flight.append((pool.submit(sent, prepared), where))
+
+    lines = 0  # report.lines, kept in a local while reading
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="seed-push") as pool:
         entries: list[Entry] = []
-        where: list[tuple[str, int]] = []
+        where: list[SeedLine] = []  # the line of each entry
         try:
             for item in read_seeds(paths, position):
-                report.lines += 1
+                lines += 1
                 if type(item) is BadLine:
                     report.add_invalid(*item)
                     continue
                 try:
-                    url = normalize_url(item.url, strip_params=strip, sort_query=sort_query)
+                    url = normalize(item[2])
                 except InvalidURL as exc:
-                    report.add_invalid(item.source, item.lineno, str(exc))
+                    report.add_invalid(item[0], item[1], str(exc))
                     continue
-                entries.append(
-                    Entry(
-                        url=url, payload=encode_url(url), priority=item.priority, depth=0, cash=SEED_CASH, outside=True
-                    )
-                )
-                where.append((item.source, item.lineno))
+                entries.append(Entry(url, encode_url(url), item[3], 0, cash=SEED_CASH, outside=True))
+                where.append(item)
                 if len(entries) >= batch_size:
-                    prepared = prepare(entries)  # while the previous batch is being sent
-                    collect()
-                    pending = (pool.submit(send, prepared), where)
+                    report.lines = lines
+                    push(entries, where)
                     entries, where = [], []
-            collect()
+            report.lines = lines
             if entries:
-                pending = (pool.submit(send, prepare(entries)), where)
-                collect()
+                push(entries, where)
+            collect(0)
         except SeedFileError as exc:
             try:  # push what was read before the error
-                collect()
+                report.lines = lines
                 if entries:
-                    pending = (pool.submit(send, prepare(entries)), where)
-                    collect()
+                    push(entries, where)
+                collect(0)
             finally:
                 report.elapsed = time.perf_counter() - started
                 exc.report = report
             raise
         finally:
-            if pending is not None:  # an error: let the batch in flight finish first
-                pending[0].cancel()
-                pending[0].exception()
+            report.lines = lines
+            for future, _ in in_flight:  # an error: let the batch being sent finish first
+                if not future.cancel():
+                    future.exception()
+            sent.stop()
     report.elapsed = time.perf_counter() - started
     report.bytes_read = position.read()
     return report
 
 
-def _count(report: IngestReport, statuses: list[str], where: list[tuple[str, int]]) -> None:
+IN_FLIGHT = 2  # batches handed to the sending thread and not counted yet (at most)
+
+
+class _InOrder:
+    """``send`` for the pool's one thread: batches go to Redis in the order they were read;
+    once one failed (or ingestion stopped), the next are not sent (the error is raised
+    where the failed one is collected)."""
+
+    def __init__(self, send):
+        self.send = send
+        self.stopped = False
+
+    def __call__(self, prepared):
+        if self.stopped:
+            raise _NotSent
+        try:
+            return self.send(prepared)
+        except BaseException:
+            self.stopped = True
+            raise
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+class _NotSent(Exception):
+    """A batch after one that failed: not sent."""
+
+
+def _count(report: IngestReport, statuses: list[str], where: list[SeedLine]) -> None:
     counts = Counter(statuses)
     report.added += counts.pop(ADDED, 0)
     report.seen += counts.pop(SEEN, 0)
@@ -240,9 +273,9 @@ def _count(report: IngestReport, statuses: list[str], where: list[tuple[str, int
         return
     for status, n in counts.items():
         if status == "invalid":  # the frontier found no usable host
-            for (source, lineno), s in zip(where, statuses):
+            for line, s in zip(where, statuses):
                 if s == status:
-                    report.add_invalid(source, lineno, "refused by the frontier: no usable host")
+                    report.add_invalid(line.source, line.lineno, "refused by the frontier: no usable host")
         else:  # why it was not admitted (crawler/scope/reasons.py)
             report.refused += n
             report.refused_by[status] += n

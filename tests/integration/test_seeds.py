@@ -122,3 +122,32 @@ def test_truncated_gzip_keeps_what_was_read(tmp_path, frontier):
     report = info.value.report
     assert 0 < report.added == report.lines < 2000
     assert frontier.stats()["queued"] == report.added
+
+
+def test_batches_go_in_order_and_none_after_a_failed_one(tmp_path, frontier):
+    """Two batches in flight at most, sent in the order read; when one fails (Redis gone),
+    the error comes out of ingest and no batch after it is sent."""
+    import redis
+
+    path = tmp_path / "seeds.txt"
+    path.write_text("".join(f"http://h{i % 7}.example/{i}\n" for i in range(100)))
+    sent = []
+
+    class Failing:
+        prepare = staticmethod(frontier.prepare)
+
+        @staticmethod
+        def send(prepared):
+            n = len(sent)
+            sent.append([e.url for _, e, _ in prepared.batch])
+            if n == 2:
+                raise redis.ConnectionError("Redis went away")
+            return frontier.send(prepared)
+
+    with pytest.raises(redis.ConnectionError):
+        ingest(Failing, path, batch_size=10)
+    assert [urls[0] for urls in sent] == ["http://h0.example/0", "http://h3.example/10", "http://h6.example/20"]
+    assert frontier.stats()["queued"] == 20  # the two batches before the failed one
+
+    report = ingest(frontier, path, batch_size=10)  # again, all of it
+    assert (report.added, report.seen, report.lines) == (80, 20, 100)

@@ -5,6 +5,8 @@ Here: the unit tests (pure: no service, no process); the others of this subject:
 tests/integration/test_crawl_scope.py."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scrapy.settings import Settings
 
 from crawler.observe.report import totals_text
@@ -12,7 +14,7 @@ from crawler.scope import reasons
 from crawler.scope.reasons import INVALID, OUT_OF_SCOPE, PRIVATE_ADDRESS, REJECTED
 from crawler.scope.rules import CrawlRules, RulesError
 from crawler.scope.scope import CrawlScope
-from crawler.scope.traps import TrapGuard
+from crawler.scope.traps import TrapGuard, repeated_segments, repeats_more_than
 
 
 def test_within_is_the_allowed_domains_with_their_subdomains_and_the_prefixes():
@@ -121,3 +123,13 @@ def test_the_summary_lists_what_was_kept_out_by_reason():
         "URLs not admitted: out-of-scope 3, rejected by the crawl rules 2, trap guards 6 (depth 5, url_length 1), "
         "host full 1, seeds refused 2"
     )
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    segments=st.lists(st.sampled_from(["a", "b", "c", "", "2024"]), max_size=16),
+    limit=st.integers(1, 5),
+)
+def test_the_repeat_check_is_the_longest_run_past_the_limit(segments, limit):
+    path = "/" + "/".join(segments)
+    assert repeats_more_than(path, limit) == (repeated_segments(path) > limit)

@@ -30,3 +30,55 @@ def test_politeness_key_keeps_a_port_that_is_not_the_default():
     intervals = HostIntervals({"example.com": 5, "127.0.0.2": 2, "127.0.0.2:9": 7})
     assert intervals.lookup("a.example.com:8080") == 5 and intervals.lookup("127.0.0.2:8765") == 2
     assert intervals.lookup("127.0.0.2:9") == 7 and intervals.lookup("[::1]:80") is None
+
+
+def test_push_arguments_of_plain_entries_are_the_fields_push_reads():
+    # a plain entry's argument is written at once: the same fields, in push.lua's order, as
+    # any other entry's; the others beside it keep theirs
+    from crawler.frontier.frontier import Entry, Frontier
+    from crawler.frontier.keys import SEP
+    from crawler.frontier.urlseen import url_hashes
+    from crawler.scope.rules import CrawlRules
+
+    frontier = Frontier(_NoRedis(), "args", priority_levels=5)
+    plain = Entry("https://a.example/x", b"https://a.example/x", priority=2)
+    other = [
+        Entry("https://a.example/f", b"F", dont_filter=True),
+        Entry("https://a.example/u", b"U", urgent=True, priority=-3),
+        Entry("https://a.example/r", b"R", follow_up=True, replaces_lease=b"lease", not_before=5),
+    ]
+    batch = [(i, e, "a.example") for i, e in enumerate([plain, *other, plain])]
+
+    def fields(e, level, lease=""):
+        h, f = url_hashes(e.url)
+        check = "" if e.dont_filter else "1"
+        back = "1" if e.follow_up or e.urgent else ""
+        retry = str(e.not_before) if e.follow_up and e.not_before else ""
+        hashes = "" if e.dont_filter else f"{h} {f}"
+        values = (check, back, "1" if e.urgent else "", retry, "", "", "", "", str(level), lease, hashes, "a.example")
+        return SEP.join(values).encode() + SEP.encode() + e.payload
+
+    args = frontier._push_args(batch, 1)
+    assert args[-6:] == [  # the five entries and the lease, after the header
+        fields(plain, 0),
+        fields(other[0], 2),
+        fields(other[1], 4),
+        fields(other[2], 2, "1"),
+        fields(plain, 0),
+        b"lease",
+    ]
+    # with crawl rules the plain entry is written field by field: the same argument
+    ruled = frontier._push_args(batch[:1], 1, CrawlRules.parse("accept all", "rules"))
+    assert (
+        ruled[-1]
+        == SEP.join(
+            ["1", "", "", "", "", "0", "", "", "0", "", "{} {}".format(*url_hashes(plain.url)), "a.example"]
+        ).encode()
+        + SEP.encode()
+        + plain.payload
+    )
+
+
+class _NoRedis:
+    def register_script(self, script):
+        return None

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from crawler.commands.seed import ProgressLine
+from crawler.seeds import files
 from crawler.seeds.files import MAX_LINE_BYTES, BadLine, SeedFileError, SeedLine, read_seeds
 from crawler.seeds.ingest import IngestReport
 from testing.seeds import SEEDS, items_of
@@ -34,7 +35,11 @@ def test_read_seeds_columns_comments_and_line_numbers(tmp_path):
     assert type(items[0]) is SeedLine and type(items[3]) is BadLine
 
 
-def test_read_seeds_malformed_lines(tmp_path):
+@pytest.mark.parametrize("chunk", [None, 1, 7, MAX_LINE_BYTES - 1, MAX_LINE_BYTES + 1])
+def test_read_seeds_malformed_lines(tmp_path, monkeypatch, chunk):
+    # the same lines whatever the size of the reads they are cut out of
+    if chunk is not None:
+        monkeypatch.setattr(files, "READ_CHUNK", chunk)
     path = tmp_path / "odd.txt"
     path.write_bytes(
         b"\xef\xbb\xbfhttp://bom.example/\r\n"  # BOM and CRLF
@@ -44,6 +49,10 @@ def test_read_seeds_malformed_lines(tmp_path):
         + b"\n"  # overlong
         + b"http://p.example/ 1234567890\n"  # 10-digit priority
         + b"http://p.example/ +7\n"
+        + b"a" * (MAX_LINE_BYTES - 1)  # the longest line taken (a URL the normalizer refuses)
+        + b"\n"
+        + b"a" * MAX_LINE_BYTES  # one byte more
+        + b"\n\n"
         + b"http://last.example/"  # no newline at the end
     )
     src = str(path)
@@ -53,8 +62,13 @@ def test_read_seeds_malformed_lines(tmp_path):
         (src, 3, f"line longer than {MAX_LINE_BYTES} bytes"),
         (src, 4, "bad priority '1234567890'"),
         (src, 5, "http://p.example/", 7),
-        (src, 6, "http://last.example/", 0),
+        (src, 6, "a" * (MAX_LINE_BYTES - 1), 0),
+        (src, 7, f"line longer than {MAX_LINE_BYTES} bytes"),
+        (src, 9, "http://last.example/", 0),
     ]
+    # a last line without a newline, too long
+    path.write_bytes(b"http://a.example/\n" + b"b" * MAX_LINE_BYTES)
+    assert items_of(path) == [(src, 1, "http://a.example/", 0), (src, 2, f"line longer than {MAX_LINE_BYTES} bytes")]
 
 
 def test_read_seeds_gzip_and_several_files_in_order(tmp_path):

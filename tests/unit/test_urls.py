@@ -359,6 +359,10 @@ _plain_query = st.from_regex(r"[A-Za-z0-9._~!$()*+,=:@/?&-]{0,30}", fullmatch=Tr
 _plain_fragment = st.from_regex(r"[!-~]{0,20}", fullmatch=True)
 
 
+def _in_some_case(text: str, upper: list[bool]) -> str:
+    return "".join(c.upper() if up else c for c, up in zip(text, upper + [False] * len(text)))
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     scheme=st.sampled_from(["http", "https"]),
@@ -367,9 +371,12 @@ _plain_fragment = st.from_regex(r"[!-~]{0,20}", fullmatch=True)
     path=_plain_path,
     query=st.one_of(st.none(), _plain_query),
     fragment=st.one_of(st.none(), _plain_fragment),
+    upper=st.lists(st.booleans(), max_size=60),
 )
-def test_plain_fast_path_matches_full_path(scheme, labels, port, path, query, fragment):
-    url = f"{scheme}://{'.'.join(labels)}" + (f":{port}" if port is not None else "") + path
+def test_plain_fast_path_matches_full_path(scheme, labels, port, path, query, fragment, upper):
+    # the scheme and host in any case (HTTPS://WWW.Example.COM/)
+    authority = _in_some_case(f"{scheme}://{'.'.join(labels)}", upper)
+    url = authority + (f":{port}" if port is not None else "") + path
     if query is not None:
         url += "?" + query
     if fragment is not None:
@@ -384,3 +391,23 @@ def test_plain_fast_path_matches_full_path(scheme, labels, port, path, query, fr
     except urls.InvalidURL:
         fast = None
     assert fast == full
+
+
+def _outcome(normalize, raw):
+    try:
+        return normalize(raw)
+    except InvalidURL as exc:
+        return ("invalid", str(exc))
+
+
+@property_settings
+@given(any_input, st.sampled_from([DEFAULT_STRIP_PARAMS, (), ("ref", "utm_*")]), st.booleans())
+@example("HTTPS://WWW.A.Example/x/?utm_source=1&b=2&a=1#f", DEFAULT_STRIP_PARAMS, True)
+@example("http://a.example", (), False)
+def test_a_normalizer_is_normalize_url_with_its_options(raw, strip, sort_query) -> None:
+    normalize = urls.normalizer(strip, sort_query)
+    assert _outcome(normalize, raw) == _outcome(
+        lambda u: normalize_url(u, strip_params=strip, sort_query=sort_query), raw
+    )
+    for bad in (None, b"http://a.example/"):
+        assert _outcome(normalize, bad) == _outcome(normalize_url, bad)

@@ -2,7 +2,14 @@
 
 import pytest
 
-from crawler.frontier.urlseen import HASH_SPACE, SeenLayout, generation, planned_generations, url_hashes
+from crawler.frontier.urlseen import (
+    HASH_SPACE,
+    SeenLayout,
+    generation,
+    hashes_text,
+    planned_generations,
+    url_hashes,
+)
 
 
 def test_planned_generations_hold_a_hundred_times_the_capacity():
@@ -54,6 +61,18 @@ def test_url_hashes_are_two_stable_32_bit_numbers():
     assert url_hashes("http://a.example/x") != (h, f)
     hashes = {url_hashes(f"http://a.example/{i}") for i in range(10_000)}
     assert len(hashes) == 10_000
+
+
+def test_url_hashes_are_pybloom_lives():
+    # the filters already in Redis hold pybloom-live's hashes: url_hashes computes them in one call
+    from pybloom_live.pybloom import make_hashfuncs
+
+    pybloom = make_hashfuncs(2, HASH_SPACE)[0]
+    for url in ["http://a.example/", "https://www.site1.com/news/2024.html?id=3", "http://\u00e9.example/\u00e9", ""]:
+        assert url_hashes(url) == tuple(pybloom(url))
+        assert hashes_text(url) == "{} {}".format(*pybloom(url))
+    for i in range(2000):
+        assert url_hashes(f"http://h{i}.example/p/{i * 7919}") == tuple(pybloom(f"http://h{i}.example/p/{i * 7919}"))
 
 
 def test_report_of_the_generations():
