@@ -35,13 +35,14 @@ SPILL_FILE = "frontier-spill.sqlite"  # the local spill store, in CRAWL_DIR/<cra
 
 def spill_from_settings(settings, frontier, stats=None, urlstore=None) -> Spill | None:
     """The crawl's spill (crawler/frontier/spill.py) when FRONTIER_HOST_WINDOW is set, else
-    None: its chunks in the UrlStore's Cassandra keyspace (``urlstore``, opened here when not
-    given) with URLSTORE_BACKEND cassandra, else in an SQLite file beside the embedded Redis."""
+    None: its chunks in the UrlStore's Cassandra keyspace with URLSTORE_BACKEND cassandra
+    (``urlstore()``: the caller's UrlStore; without it one is opened here, and closed with
+    the spill), else in an SQLite file beside the embedded Redis."""
     if settings.getint("FRONTIER_HOST_WINDOW") <= 0:
         return None
     if settings.get("URLSTORE_BACKEND").lower() == "cassandra":
-        chunks = CassandraChunks(urlstore or urlstore_from_settings(settings), owned=urlstore is None)
-        return Spill(frontier, chunks, stats)
+        store = urlstore() if urlstore is not None else urlstore_from_settings(settings)
+        return Spill(frontier, CassandraChunks(store, owned=urlstore is None), stats)
     folder = os.path.join(os.path.abspath(settings.get("CRAWL_DIR")), settings.get("CRAWL_NAME"))
     os.makedirs(folder, exist_ok=True)
     return Spill(frontier, SqliteChunks(os.path.join(folder, SPILL_FILE)), stats)
@@ -98,10 +99,8 @@ class Services:
     def spill(self) -> Spill | None:
         """The crawl's spill (FRONTIER_HOST_WINDOW), None without one."""
         if self._spill is False:
-            s = self.crawler.settings
-            cassandra = s.get("URLSTORE_BACKEND").lower() == "cassandra"
             self._spill = spill_from_settings(
-                s, self.frontier, self.crawler.stats, self.urlstore if cassandra else None
+                self.crawler.settings, self.frontier, self.crawler.stats, lambda: self.urlstore
             )
         return self._spill
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 from crawler.frontier.hosts import FrontierHosts, politeness_key
 from crawler.frontier.intervals import HostIntervals, intervals_from_file
-from crawler.frontier.keys import EPOCH, SEP, Keys
+from crawler.frontier.keys import EPOCH, NAMES, SEP, Keys
 from crawler.frontier.reports import FrontierReports
 from crawler.frontier.scripts import ACK, BACKOFF, CREDIT, END, FAIL, HOLD, LOAD, POP, PROMOTE, PUSH, SLOT, SPILL
 from crawler.frontier.steering import FrontierSteering
@@ -527,8 +527,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
     def chunk_keys(self) -> list[tuple[str, int]]:
         """(host, chunk id) of every chunk the hosts' queues list (spill.py ``clear``)."""
         keys, start = [], len(self.keys.spilled(""))
-        pattern = self.keys.spilled("").replace("{", "\\{").replace("}", "\\}") + "*"
-        for key in self.redis.scan_iter(match=pattern, count=1000):
+        for key in self.redis.scan_iter(match=self.keys.pattern(NAMES["spilled"]), count=1000):
             host = key[start:].decode()
             keys += [(host, int(chunk)) for chunk in self.redis.lrange(key, 0, -1)]
         return keys

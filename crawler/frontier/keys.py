@@ -317,6 +317,7 @@ class Keys:
         """A bucket of a URL-seen generation (urlseen.py)."""
         return f"{self.prefix}{NAMES['seen']}{generation}:{bucket}"
 
-    def pattern(self) -> str:
-        """A SCAN pattern matching every key of this crawl."""
-        return self.prefix.replace("{", "\\{").replace("}", "\\}") + "*"
+    def pattern(self, name: str = "") -> str:
+        """A SCAN pattern matching every key of this crawl (``name``: those whose name
+        after the prefix begins with it, e.g. NAMES["spilled"])."""
+        return self.prefix.replace("{", "\\{").replace("}", "\\}") + name + "*"

@@ -37,24 +37,24 @@ class Spill:
         self.chunks = chunks
         self.stats = stats  # Scrapy's stats collector (None: not counted)
         self.token = token or uuid.uuid4().hex[:16]
-        self.lost = 0  # chunks listed in Redis but missing from the store
-
-    @property
-    def enabled(self) -> bool:
-        return self.shards[0].window > 0
 
     def _inc(self, key: str, count: int) -> None:
         if self.stats is not None and count:
             self.stats.inc_value(key, count)
 
+    def _claims(self, claim, now: int | None):
+        """(shard, its time, what ``claim(shard)(token, claim time, hosts, now=)`` claimed)
+        for each shard where it claimed something."""
+        for shard in self.shards:
+            t = now_ms() if now is None else now
+            claimed = claim(shard)(self.token, CLAIM_MS, HOSTS_A_CALL, now=t)
+            if claimed:
+                yield shard, t, claimed
+
     def spill(self, now: int | None = None) -> int:
         """Write out one claim's worth of buffers on each shard; URLs written."""
         urls = 0
-        for shard in self.shards:
-            t = now_ms() if now is None else now
-            claimed = shard.spill_claim(self.token, CLAIM_MS, HOSTS_A_CALL, now=t)
-            if not claimed:
-                continue
+        for shard, t, claimed in self._claims(lambda shard: shard.spill_claim, now):
             crawl = shard.keys.prefix
             self.chunks.write(crawl, [(host, chunk, pack(entries)) for host, chunk, entries in claimed])
             committed = shard.spill_commit(self.token, claimed, now=t)
@@ -69,18 +69,13 @@ class Spill:
         """Load one claim's worth of chunks on each shard into their hosts' windows; URLs
         loaded."""
         urls = 0
-        for shard in self.shards:
-            t = now_ms() if now is None else now
-            claimed = shard.load_claim(self.token, CLAIM_MS, HOSTS_A_CALL, now=t)
-            if not claimed:
-                continue
+        for shard, t, claimed in self._claims(lambda shard: shard.load_claim, now):
             crawl = shard.keys.prefix
             read = []
             for host, chunk in claimed:
                 body = self.chunks.read(crawl, host, chunk)
                 if body is None:
                     # (never so but for a store that lost data: said, counted, and passed over)
-                    self.lost += 1
                     self._inc("frontier/spill_chunks_lost", 1)
                     logger.error("Chunk %d of %s is missing from the spill store: its URLs are lost", chunk, host)
                     read.append((host, chunk, []))
@@ -97,18 +92,7 @@ class Spill:
     def round(self, now: int | None = None, most: int = 100_000) -> tuple[int, int]:
         """Spill and refill until nothing more is due (or ``most`` URLs each way):
         (URLs written out, URLs loaded)."""
-        spilled = loaded = 0
-        while spilled < most:
-            n = self.spill(now)
-            spilled += n
-            if not n:
-                break
-        while loaded < most:
-            n = self.refill(now)
-            loaded += n
-            if not n:
-                break
-        return spilled, loaded
+        return _until_done(self.spill, now, most), _until_done(self.refill, now, most)
 
     def clear(self) -> int:
         """Delete every chunk of the crawl's queues (before their keys go). Returns how many."""
@@ -119,3 +103,14 @@ class Spill:
 
     def close(self) -> None:
         self.chunks.close()
+
+
+def _until_done(step, now: int | None, most: int) -> int:
+    """``step(now)`` again while it moves URLs, until ``most``: the URLs moved."""
+    moved = 0
+    while moved < most:
+        n = step(now)
+        moved += n
+        if not n:
+            break
+    return moved

@@ -238,19 +238,24 @@ def _assert_pages_complete(site: Site, pages: list[dict], logs: str) -> None:
 # -- 1. two workers, one frontier --------------------------------------------------------
 
 
-def test_two_workers_share_one_frontier(site, launch, tmp_path, redis_url, redis_client, crawl_name):
-    seeds = _seed_file(tmp_path, site)
-    a = launch("a", crawl_name, seeds=seeds, redis_url=redis_url)
-    b = launch("b", crawl_name, seeds=None, redis_url=redis_url)
+def _two_workers_fetch_each_page_once(site, launch, crawl_name, seeds, redis_url, settings=None):
+    """Workers a (seeding) and b crawl to the end: both exit 0, every page the site must
+    give is fetched, once, and nothing forbidden. (a, b, their logs' tails)."""
+    a = launch("a", crawl_name, seeds=seeds, redis_url=redis_url, settings=settings)
+    b = launch("b", crawl_name, seeds=None, redis_url=redis_url, settings=settings)
     rc_a, rc_b = a.wait(WORKER_TIMEOUT), b.wait(WORKER_TIMEOUT)
     logs = _tails(a, b)
     assert (rc_a, rc_b) == (0, 0), f"worker exit codes {rc_a}, {rc_b}\n{logs}"
-
     counts = _fetch_counts(site)
     _assert_nothing_forbidden(site, counts, logs)
     _assert_all_fetched(site, counts, logs)
     twice = sorted((k, n) for k, n in counts.items() if n > 1)
     assert not twice, f"pages fetched more than once: {twice}\n{logs}"
+    return a, b, logs
+
+
+def test_two_workers_share_one_frontier(site, launch, tmp_path, redis_url, redis_client, crawl_name):
+    a, b, logs = _two_workers_fetch_each_page_once(site, launch, crawl_name, _seed_file(tmp_path, site), redis_url)
     # two workers starting at once: each host's robots.txt is fetched once, and shared
     robots = Counter(h.host for h in site.hits() if h.path == "/robots.txt")
     assert robots == Counter({host: 1 for host in site.hosts}), f"robots.txt requests per host: {robots}\n{logs}"
@@ -272,17 +277,7 @@ def test_two_workers_crawl_with_most_queued_urls_on_disk(site, launch, tmp_path,
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("\n".join(site.url(h, p) for h in site.hosts for p in site.page_paths()) + "\n")
     spill = {"FRONTIER_HOST_WINDOW": 4, "FRONTIER_ACTIVE_HOSTS": 2, "FRONTIER_SPILL_AGE": 0.2, "CRAWL_DIR": tmp_path}
-    a = launch("a", crawl_name, seeds=seeds, redis_url=redis_url, settings=spill)
-    b = launch("b", crawl_name, seeds=None, redis_url=redis_url, settings=spill)
-    rc_a, rc_b = a.wait(WORKER_TIMEOUT), b.wait(WORKER_TIMEOUT)
-    logs = _tails(a, b)
-    assert (rc_a, rc_b) == (0, 0), f"worker exit codes {rc_a}, {rc_b}\n{logs}"
-
-    counts = _fetch_counts(site)
-    _assert_nothing_forbidden(site, counts, logs)
-    _assert_all_fetched(site, counts, logs)
-    twice = sorted((k, n) for k, n in counts.items() if n > 1)
-    assert not twice, f"pages fetched more than once: {twice}\n{logs}"
+    a, b, logs = _two_workers_fetch_each_page_once(site, launch, crawl_name, seeds, redis_url, spill)
     _assert_polite(site, [a, b], logs)
     stats = Frontier(redis_client, crawl_name).stats()
     _assert_frontier_drained(stats, logs)

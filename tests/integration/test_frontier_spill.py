@@ -11,6 +11,7 @@ import redis
 from crawler.frontier.chunks import SqliteChunks, pack, unpack
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.keys import NAMES
 from crawler.frontier.spill import CLAIM_MS, Spill
 from testing.frontiers import payload_url
 
@@ -32,24 +33,30 @@ def _push(frontier, urls, now=T0, cash=None) -> None:
         assert set(frontier.put(entries[i : i + 100], now=now)) == {"added"}
 
 
-def _drain(frontier, spill, now=T0) -> list[str]:
-    """Everything handed out, a pop of 5 at a time, the spill's round before each pop."""
+def _leases(frontier, spill, now=T0) -> list:
+    """Every lease handed out, a pop of 5 at a time, the spill's round before each pop,
+    each acknowledged and landed."""
     out, empty = [], 0
     while empty < 3:
         spill.round(now)
         leases, _ = frontier.get(5, now=now)
         frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=now)
-        out += [payload_url(lease.payload) for lease in leases]
+        out += leases
         empty = 0 if leases else empty + 1
     return out
+
+
+def _drain(frontier, spill, now=T0) -> list[str]:
+    """The URLs of everything handed out (``_leases``), in order."""
+    return [payload_url(lease.payload) for lease in _leases(frontier, spill, now)]
 
 
 def _redis_urls(frontier) -> int:
     """URLs held in Redis's windows and buffers now."""
     r, k = frontier.redis, frontier.keys
     total = 0
-    for pattern in (k.back("*"), k.ranked("*"), k.buffer("*")):
-        for key in r.scan_iter(match=pattern.replace("{", "\\{").replace("}", "\\}")):
+    for name in (NAMES["back"], NAMES["ranked"], NAMES["buffer"]):
+        for key in r.scan_iter(match=k.pattern(name)):
             total += r.llen(key) if r.type(key) == b"list" else r.zcard(key)
     return total
 
@@ -173,17 +180,6 @@ def test_a_dropped_host_records_its_spilled_urls_and_clear_deletes_the_chunks(re
     spill.round(T0 + 6000)
     assert chunks.size(frontier.keys.prefix)[0] == 4
     assert spill.clear() == 4 and chunks.size(frontier.keys.prefix)[0] == 0
-
-
-def _leases(frontier, spill, now) -> list:
-    out, empty = [], 0
-    while empty < 3:
-        spill.round(now)
-        leases, _ = frontier.get(5, now=now)
-        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=now)
-        out += leases
-        empty = 0 if leases else empty + 1
-    return out
 
 
 def test_a_paused_host_keeps_its_chunks_until_resumed(redis_url, crawl_name, tmp_path):

@@ -106,7 +106,7 @@ local function window_room(host)
             local have = window_size(prefix, host)
             if have > 0 then
                 r = math.max(window - have, 0)
-            elseif active_hosts <= 0 or redis.call('ZCARD', prefix .. K.ready) + opened < active_hosts then
+            elseif room_for_host(prefix, opened) then
                 r = window
                 opened = opened + 1
             end

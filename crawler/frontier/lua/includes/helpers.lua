@@ -70,8 +70,9 @@ local function window_size(prefix, host)
     return redis.call('LLEN', prefix .. K.back .. host) + redis.call('ZCARD', prefix .. K.ranked .. host)
 end
 -- a host without a window may get one: fewer than active_hosts hosts are in the ready heap
-local function room_for_host(prefix)
-    return active_hosts <= 0 or redis.call('ZCARD', prefix .. K.ready) < active_hosts
+-- (with ``opened``: those given one in this call, not in the heap yet)
+local function room_for_host(prefix, opened)
+    return active_hosts <= 0 or redis.call('ZCARD', prefix .. K.ready) + (opened or 0) < active_hosts
 end
 -- FRONTIER_ORDER importance: a URL linked again gains its cash where it waits: in its
 -- window's ranked queue, else, while the host has URLs spilled or buffered, in scr:<host>
