@@ -3,6 +3,8 @@ into requests (``codec.py``), looked up by the fetch policy when there is one
 (``policy_checks.py``), then buffered until the engine asks. A pop leases up to the number
 asked for; fewer says when the next host is due (``cadence.py`` wakes the engine then).
 
+- ``next(now)``: the engine's next request, popping when the gates allow (the stores not
+  behind, pages read, the next host due, one pop a reactor turn).
 - ``pop(n, now)`` leases up to ``n`` due hosts (the acks and landings owed ride along).
 - ``take_urgent(now)`` leases due hosts' submissions between pops (``pacing.py``).
 - ``land()``: a landing must reach the frontier now (its host is due again): with a pop
@@ -25,13 +27,23 @@ logger = logging.getLogger(__name__)
 
 
 class LeasedRequests:
-    def __init__(self, client, pacing, cadence, stats, prefetch: int, quiet: Callable[[float | None], None]):
+    def __init__(
+        self,
+        client,
+        pacing,
+        cadence,
+        stats,
+        prefetch: int,
+        quiet: Callable[[float | None], None],
+        waiting: Callable[[], None],
+    ):
         self.client = client
         self.pacing = pacing
         self.cadence = cadence
         self.stats = stats
         self.prefetch = prefetch  # due hosts a pop leases at most (FRONTIER_PREFETCH)
         self.quiet = quiet  # a pop leased nothing: the wait for the next host (s; None: none queued)
+        self.waiting = waiting  # the worker waits for the stores: open batches are stored now
         self.spider = None  # (whose requests the payloads are: set at open)
         self.checks: PolicyChecks | None = None  # the fetch policy's look-ups, None when off
         self.buffer: list = []  # leased requests popped but not yet handed to the engine
@@ -50,6 +62,35 @@ class LeasedRequests:
     def behind(self) -> bool:
         """As many pops wait for their look-ups as may: the end of one wakes the engine."""
         return self.checks is not None and self.checks.behind
+
+    def next(self, now: float):
+        """The engine's next leased request, or None: buffered ones first; else a pop, when
+        the stores are not behind, pages are read, the next host is due, and none was made
+        in this reactor turn (due submissions are taken between pops)."""
+        if self.buffer:
+            return self.buffer.pop(0)
+        began = self.pacing.waiting_since is None
+        if self.pacing.unstored_full(now):  # the stores are behind: nothing new (pacing.py)
+            if began:  # the open archive batch is stored now, not at its age: the bound waits for it
+                self.waiting()
+            return None
+        capped = self.pacing.full
+        until = max(self.cadence.next_poll, self.pacing.hold_until)
+        if capped or now < until:
+            if self.take_urgent(now):
+                return self.buffer.pop(0)
+            if capped:  # pages read more slowly than they come: lease no more until some are read
+                self.pacing.capped = True
+                self.stats.inc_value("frontier/unread_full")
+            else:  # (a wake-up may fire a little early by this clock: look again then)
+                self.cadence.wake_in(until - now)
+            return None
+        # the fetch policy's look-ups are behind (their end wakes it), or one pop a reactor
+        # turn was made (cadence.py)
+        if self.behind or not self.cadence.take_turn():
+            return None
+        self.pop(self.prefetch, now)
+        return self.buffer.pop(0) if self.buffer else None
 
     def take_urgent(self, now: float) -> bool:
         """Lease due hosts' submissions, not while Redis is away; whether one is buffered now."""

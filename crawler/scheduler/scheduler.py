@@ -86,7 +86,9 @@ class FrontierScheduler:
         )
         self.closing = Closing(crawler, self.client, wake=self.cadence.wake_in, look_at=self.cadence.look_at)
         prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
-        self.leased = LeasedRequests(self.client, self.pacing, self.cadence, self.stats, prefetch, self._quiet)
+        self.leased = LeasedRequests(
+            self.client, self.pacing, self.cadence, self.stats, prefetch, self._quiet, self._waiting
+        )
         self.spider = None
         self.pages = LeasedPages.from_settings(s, self.client, self.pacing, self.clock, self.cadence.wake_in)
         self._renewer = task.LoopingCall(self._renew)
@@ -162,39 +164,17 @@ class FrontierScheduler:
         return True
 
     def next_request(self):
-        if not self.leased.buffer:
-            now = self.clock.seconds()
-            began = self.pacing.waiting_since is None
-            if self.pacing.unstored_full(now):  # the stores are behind: nothing new (pacing.py)
-                if began:  # the open archive batch is stored now, not at its age: the bound waits for it
-                    self.crawler.signals.send_catch_log(frontier_waiting)
-                return None
-            capped = self.pacing.full
-            until = max(self.cadence.next_poll, self.pacing.hold_until)
-            if capped or now < until:
-                if self.leased.take_urgent(now):
-                    return self.leased.buffer.pop(0)
-                if capped:  # pages read more slowly than they come: lease no more until some are read
-                    self.pacing.capped = True
-                    self.stats.inc_value("frontier/unread_full")
-                else:  # (a wake-up may fire a little early by this clock: look again then)
-                    self.cadence.wake_in(until - now)
-                return None
-            # the fetch policy's look-ups are behind (their end wakes it), or one pop a
-            # reactor turn was made (cadence.py)
-            if self.leased.behind or not self.cadence.take_turn():
-                return None
-            self.leased.pop(self.leased.prefetch, now)
-            if not self.leased.buffer:
-                return None
-        return self.leased.buffer.pop(0)
+        return self.leased.next(self.clock.seconds())
 
     def _quiet(self, wait: float | None) -> None:
         """A pop leased nothing, and the next host is ``wait`` seconds away (None: none is
         queued): with nothing downloading, no more pages come soon, so batches waiting for
         more (WARC) go."""
         if (wait is None or wait > QUIET_AFTER) and not self.crawler.engine.downloader.active:
-            self.crawler.signals.send_catch_log(frontier_waiting)
+            self._waiting()
+
+    def _waiting(self) -> None:
+        self.crawler.signals.send_catch_log(frontier_waiting)
 
     # -- what becomes of a leased request (leased_pages.py) ---------------------------------
 
