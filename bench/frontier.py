@@ -11,7 +11,7 @@ Head to head, on N Scrapy requests of N hosts: push (ours: ``normalize_url`` +
 16; theirs: ``queue.pop()``), in alternating chunks of 500, at most ``--phase-seconds`` a
 side. Figures: requests/s of each and ours / theirs, Redis time a request, memory a request
 of the seen keys and of the queue. URL-seen growth: a frontier of capacity C
-(``--seen-capacity``, error 1e-6) takes distinct URLs up to 100 C: bytes of its seen keys
+(``--seen-capacity``, the default error rate) takes distinct URLs up to 100 C: bytes of its seen keys
 a URL at 0.5 ... 100 C (target <= 5) and Redis CPU a put, beside pybloom-live's
 ScalableBloomFilter; bounded by ``--seen-seconds``.
 """
@@ -29,12 +29,14 @@ from scrapy_redis.dupefilter import RFPDupeFilter
 from scrapy_redis.queue import PriorityQueue
 
 from bench.results import Results
+from crawler.config.settings import BY_NAME
 from crawler.frontier import codec
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.urls import normalize_url
 from testing.servers import RedisServer
 
-PUSH_BATCH, CHUNK, ERROR_RATE = 1000, 500, 1e-6
+PUSH_BATCH, CHUNK = 1000, 500
+ERROR_RATE = BY_NAME["FRONTIER_SEEN_ERROR_RATE"].default
 QUEUE_KINDS = (b"fq", b"bq", b"ready", b"hnext", b"hpages")
 SEEN_TARGET = 5.0  # bytes per seen URL, from 0.5 to 100 x the capacity
 SEEN_POINTS = (0.5, 1, 2, 5, 10, 25, 50, 100)
@@ -264,7 +266,7 @@ def main(argv=None) -> int:
                 results.add(f"ours / scrapy-redis: memory, {kind}", ours / theirs, "x", f"scrapy-redis: memory, {kind}")
         if args.only != "versus":
             rows = seen_growth(server, args.seen_capacity, args.seen_seconds)
-            print(f"\nURL-seen, capacity C = {args.seen_capacity:,}, error 1e-6, put({PUSH_BATCH})")
+            print(f"\nURL-seen, capacity C = {args.seen_capacity:,}, error {ERROR_RATE:g}, put({PUSH_BATCH})")
             print("".join(f"{h:>12}" for h in ("x C", "B/URL", "gens", "est. FPR", "put/s", "Redis us", "Bloom B/URL")))
             for row in rows:
                 x = f"{row['point']:g} C"

@@ -279,7 +279,7 @@ TABLE: tuple[Setting, ...] = (
         "FRONTIER_SEEN_CAPACITY",
         1_000_000,
         AT_LEAST_ONE,
-        "URLs the crawl expects: the first URL-seen generation takes these",
+        "URLs the crawl expects: the first URL-seen generation takes these (the three URL-seen settings: a crawl keeps those of its first push)",
     ),
     S(
         "FRONTIER_SEEN_ERROR_RATE",

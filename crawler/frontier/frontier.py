@@ -442,7 +442,23 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         return args + leases
 
     def _read_generation(self) -> int:
-        return int(self.redis.hget(self.keys.seen_meta, "gen") or 1)
+        """The crawl's URL-seen generation. A URL's bucket depends on the filter's layout
+        (capacity, error rate, growth), so the first client to push records its own and
+        every client uses the recorded one, whatever its settings say (said once)."""
+        mine = self.layout.spelled()
+        gen, recorded = self.redis.hmget(self.keys.seen_meta, "gen", "layout")
+        if recorded is None and not self.redis.hsetnx(self.keys.seen_meta, "layout", mine):
+            recorded = self.redis.hget(self.keys.seen_meta, "layout")  # (another client's, just now)
+        if recorded is not None and recorded.decode() != mine:
+            logger.warning(
+                "URL-seen of %s was laid out as capacity, error rate, growth %s; these"
+                " settings' %s are not used for it",
+                self.keys.prefix,
+                recorded.decode(),
+                mine,
+            )
+            self.layout = SeenLayout.parse(recorded.decode())
+        return int(gen or 1)
 
     # -- hand out ----------------------------------------------------------------
 

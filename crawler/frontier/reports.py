@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from crawler.frontier.keys import EPOCH, SEP
 from crawler.frontier.steering import budget_spent
+from crawler.frontier.urlseen import SeenLayout
 from crawler.frontier.words import FINISHED, INTERVAL, PAUSED, RETRY, RUNNING, WAITING, now_ms
 from crawler.frontier.words import text as _str
 
@@ -48,7 +49,9 @@ class FrontierReports:
         busy_with_queue = sum(1 for n in self.queue_lengths(sorted({*flying_hosts, *held})) if n)
         hosts_paused = len(held)
         counters = {_str(a): int(b) for a, b in res[0].items() if _str(a) != EPOCH}
-        meta = {_str(a): int(b) for a, b in res[5].items()}
+        meta = {_str(a): b for a, b in res[5].items()}
+        layout = SeenLayout.parse(meta.pop("layout").decode()) if "layout" in meta else self.layout
+        meta = {a: int(b) for a, b in meta.items()}
         gen = meta.get("gen", 1)
         oldest = res[10]
         front = res[13:]
@@ -83,7 +86,7 @@ class FrontierReports:
             "hosts_dormant": dormant,  # hosts waiting wholly on disk for a window (FRONTIER_ACTIVE_HOSTS)
             "paused": paused,  # 1 while the operator has paused the crawl
             "hosts_paused": hosts_paused,
-            "seen": self.layout.report([meta.get(f"n:{i}", 0) for i in range(gen)]),
+            "seen": layout.report([meta.get(f"n:{i}", 0) for i in range(gen)]),
         }
 
     def outlook(self, max_wait: float, now: int | None = None) -> dict:

@@ -101,6 +101,15 @@ class SeenLayout:
         self.capacity, self.error_rate, self.growth = capacity, error_rate, growth
         self._generations: list[Generation] = []
 
+    def spelled(self) -> str:
+        """How the crawl records it (seen:meta's ``layout``): ``capacity error_rate growth``."""
+        return f"{self.capacity} {self.error_rate!r} {self.growth}"
+
+    @classmethod
+    def parse(cls, text: str) -> SeenLayout:
+        capacity, error_rate, growth = text.split()
+        return cls(int(capacity), float(error_rate), int(growth))
+
     def generation(self, index: int) -> Generation:
         while len(self._generations) <= index:
             i = len(self._generations)

@@ -209,6 +209,22 @@ def test_url_seen_grows_instead_of_saturating(make_frontier):
     assert g.put([entry("http://h1.example/page/new")])[0] == "added"
 
 
+def test_url_seen_keeps_the_layout_the_crawl_began_with(make_frontier, caplog):
+    """A worker whose URL-seen settings differ from the crawl's (an upgrade, a changed
+    setting) uses the layout the first push recorded: the URLs admitted stay seen."""
+    f = make_frontier(seen_capacity=1000, seen_error_rate=1e-6)
+    urls = [f"http://h{i % 7}.example/page/{i}" for i in range(300)]
+    assert f.put([entry(u) for u in urls]) == ["added"] * 300
+    g = make_frontier(seen_capacity=5000, seen_error_rate=1e-7)
+    assert g.layout.generation(0).buckets != f.layout.generation(0).buckets
+    with caplog.at_level("WARNING"):
+        assert set(g.put([entry(u) for u in urls])) == {"seen"}
+    assert "1000 1e-06 4" in caplog.text and "5000 1e-07 4" in caplog.text
+    assert g.layout.spelled() == f.layout.spelled()
+    assert g.put([entry("http://h1.example/page/new")]) == ["added"]
+    assert f.put([entry("http://h1.example/page/new")]) == ["seen"]
+
+
 def test_url_seen_matches_whole_fingerprints_only(make_frontier, redis_client):
     """A bucket holding a URL's fingerprint bytes across two entries does not make the
     URL seen; the same bytes at an entry's start do."""
