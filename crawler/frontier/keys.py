@@ -147,8 +147,8 @@ key                         type    contents
 ``spill``                   zset    host -> time (ms) its buffer is to be written out (a
                                     full chunk at once, a partial one after
                                     FRONTIER_SPILL_AGE)
-``sclaim``                  hash    host -> ``<token>:<chunk id>:<count>:<expiry ms>``: a
-                                    worker is writing the head of its buffer as a chunk
+``sclaim``                  hash    host -> ``<token>:<first id>:<last id>:<expiry ms>``: a
+                                    worker is writing the head of its buffer as chunks
 ``refill``                  zset    host -> time (ms) from which a worker may load its
                                     oldest chunk into its window (the window ran low)
 ``dormant``                 zset    host -> time (ms) since which it waits wholly on disk

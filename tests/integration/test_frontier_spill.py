@@ -108,14 +108,16 @@ def test_a_worker_dying_between_claim_and_commit_or_load_loses_nothing(redis_url
     urls = _urls(1, 24)
     _push(frontier, urls)
     crawl = frontier.keys.prefix
-    # worker A claims the buffer (16 URLs: two chunks' worth) and writes its chunk, then dies
+    # worker A claims the buffer (16 URLs: two chunks' worth, in one claim) and writes its
+    # chunks, then dies
     claimed = frontier.spill_claim("A", CLAIM_MS, 64, now=T0)
-    assert [(h, len(e)) for h, _, e in claimed] == [("h0.example", 8)]
+    assert [(h, len(e)) for h, _, e in claimed] == [("h0.example", 8)] * 2
+    assert claimed[1][1] == claimed[0][1] + 1
     chunks.write(crawl, [(h, c, pack(e)) for h, c, e in claimed])
     assert frontier.spill_claim("B", CLAIM_MS, 64, now=T0 + 1) == []  # A's claim holds
     # after it expires, B writes the same URLs as a chunk of its own
     b = Spill(frontier, chunks, token="B")
-    assert b.spill(T0 + CLAIM_MS + 1) == 8
+    assert b.spill(T0 + CLAIM_MS + 1) == 16
     assert frontier.spill_commit("A", claimed, now=T0 + CLAIM_MS + 2) == set()  # A's commit comes late: refused
     # worker C claims a load and dies before loading; D loads after the claim expires
     for url in _drain_window(frontier, T0 + CLAIM_MS + 3):

@@ -4,18 +4,21 @@
 -- ARGV[4] the worker's token (unique per worker)   ARGV[5] the host window (chunk size)
 -- claim:  ARGV[6] claim time (ms)   ARGV[7] hosts at most
 --   Takes up to ARGV[7] hosts whose buffer is due to be written ('spill' scored <= now),
---   skipping those another worker holds a live claim on; for each, a new chunk id
---   ('chunk:seq') and the first window's worth of its buffer, noted in 'sclaim' as
---   ``<token>:<id>:<count>:<expiry>``. Returns {host, id, count, entry..., host, ...}; the
---   caller writes each chunk under (host, id), then commits.
+--   skipping those another worker holds a live claim on, and ARGV[7] windows' worth of
+--   entries in all; for each host, the head of its buffer as chunks of a window each (as
+--   many as it holds whole, at least one), each with a new id ('chunk:seq', consecutive for
+--   a host), noted in 'sclaim' as ``<token>:<first id>:<last id>:<expiry>``. Returns {host,
+--   id, count, entry..., host, ...}, a host's chunks in order; the caller writes each chunk
+--   under (host, id), then commits.
 -- commit: ARGV[6] FRONTIER_SPILL_AGE (ms)
---   ARGV[7..] (host, id, count) of each chunk written. A chunk whose claim is still the
---   caller's leaves the buffer (its first count entries: nothing but this claim takes from
---   the head of a claimed buffer) and joins the host's chunks (sc:<host>) and the counter
---   'spilled'; the host's buffer is due again (now when a window's worth is left, after
---   ARGV[6] when less, not at all when empty), and its window marked for a load when low. A chunk whose claim
---   was lost (expired, and taken by another worker) is not listed: never read, it is the
---   caller's to delete. Returns the ids of the chunks committed.
+--   ARGV[7..] (host, id, count) of each chunk written, a host's in the order claimed. A
+--   chunk whose claim is still the caller's leaves the buffer (its first count entries:
+--   nothing but this claim takes from the head of a claimed buffer) and joins the host's
+--   chunks (sc:<host>) and the counter 'spilled'; after the claim's last chunk, the claim
+--   ends, the host's buffer is due again (now when a window's worth is left, after ARGV[6]
+--   when less, not at all when empty), and its window is marked for a load when low. A
+--   chunk whose claim was lost (expired, and taken by another worker) is not listed: never
+--   read, it is the caller's to delete. Returns the ids of the chunks committed.
 -- Idempotent per claim: a commit sent twice finds no claim the second time.
 --- @include "helpers"
 local prefix, now, verb, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
@@ -26,23 +29,31 @@ local claims = prefix .. K.spill_claims
 local function claim()
     local claim_ms, most = tonumber(ARGV[6]), tonumber(ARGV[7])
     local out = {}
-    local taken = 0
+    local taken, room = 0, most * window  -- hosts taken, entries left to take
     for _, host in ipairs(redis.call('ZRANGEBYSCORE', spill, '-inf', now, 'LIMIT', 0, most * 2)) do
-        if taken >= most then break end
+        if taken >= most or room <= 0 then break end
         local claimed = redis.call('HGET', claims, host)
         if not claimed or tonumber(string.match(claimed, ':(%d+)$')) <= now then
-            local entries = redis.call('LRANGE', prefix .. K.buffer .. host, 0, window - 1)
+            local sb = prefix .. K.buffer .. host
+            local whole = math.floor(math.min(redis.call('LLEN', sb), room) / window)
+            local entries = redis.call('LRANGE', sb, 0, math.max(whole, 1) * window - 1)
             if #entries == 0 then
                 redis.call('ZREM', spill, host)
                 redis.call('HDEL', claims, host)
             else
-                local id = redis.call('INCR', prefix .. K.chunk_seq)
-                redis.call('HSET', claims, host, string.format('%s:%d:%d:%d', token, id, #entries, now + claim_ms))
-                out[#out + 1] = host
-                out[#out + 1] = id
-                out[#out + 1] = #entries
-                for _, e in ipairs(entries) do out[#out + 1] = e end
+                local chunks = math.ceil(#entries / window)
+                local last = redis.call('INCRBY', prefix .. K.chunk_seq, chunks)
+                local first = last - chunks + 1
+                redis.call('HSET', claims, host, string.format('%s:%d:%d:%d', token, first, last, now + claim_ms))
+                for c = 0, chunks - 1 do
+                    local from, to = c * window + 1, math.min((c + 1) * window, #entries)
+                    out[#out + 1] = host
+                    out[#out + 1] = first + c
+                    out[#out + 1] = to - from + 1
+                    for i = from, to do out[#out + 1] = entries[i] end
+                end
                 taken = taken + 1
+                room = room - #entries
             end
         end
     end
@@ -55,12 +66,22 @@ local function commit()
     for i = 7, #ARGV, 3 do
         local host, id, count = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
         local claimed = redis.call('HGET', claims, host)
-        if claimed and string.find(claimed, token .. ':' .. id .. ':', 1, true) == 1 then
-            redis.call('HDEL', claims, host)
+        local first, last
+        if claimed and string.find(claimed, token .. ':', 1, true) == 1 then
+            first, last = string.match(claimed, '^[^:]*:(%d+):(%d+):')
+            first, last = tonumber(first), tonumber(last)
+        end
+        id = tonumber(id)
+        if first and first <= id and id <= last then
             local sb = prefix .. K.buffer .. host
             redis.call('LTRIM', sb, count, -1)
             redis.call('RPUSH', prefix .. K.spilled .. host, id)
             redis.call('HINCRBY', prefix .. K.counters, 'spilled', count)
+            done[#done + 1] = id
+        end
+        if first and id == last then  -- the claim's last chunk: it ends
+            redis.call('HDEL', claims, host)
+            local sb = prefix .. K.buffer .. host
             local left = redis.call('LLEN', sb)
             if left >= window then
                 redis.call('ZADD', spill, now, host)
@@ -70,7 +91,6 @@ local function commit()
                 redis.call('ZREM', spill, host)
             end
             top_up(prefix, host, now)
-            done[#done + 1] = id
         end
     end
     return done
