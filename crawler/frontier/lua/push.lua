@@ -96,7 +96,7 @@ local out, front = {}, {}
 -- With a window, each host's decision is made once a call: room[host] is how many more new
 -- URLs its window takes in this call (0: the rest go to its buffer); the URLs for windows and
 -- buffers are gathered per host and written after the loop (tails[host], buffers[host]).
-local room, tails, buffers = {}, {}, {}
+local room, tails, buffers, grown = {}, {}, {}, {}  -- grown[host]: its window took URLs
 local opened = 0  -- hosts given a window in this call (in the ready heap after the loop)
 local function window_room(host)
     local r = room[host]
@@ -201,6 +201,7 @@ for e = 1, n do
                 redis.call('HSET', prefix .. K.ranked_payloads, url, rest)
                 if window > 0 then
                     room[host] = room[host] - 1
+                    grown[host] = true
                 else
                     make_ready(prefix, host, now)
                 end
@@ -210,6 +211,7 @@ for e = 1, n do
         elseif window > 0 then
             gather(tails, host, string.sub(tail, cut + 1))
             room[host] = room[host] - 1
+            grown[host] = true
         else
             local q = front[level]
             if not q then q = {}; front[level] = q end
@@ -226,11 +228,7 @@ for host, q in pairs(tails) do
         redis.call('RPUSH', prefix .. K.back .. host, unpack(q, i, math.min(i + 999, #q)))
     end
 end
-if window > 0 then
-    for host in pairs(room) do
-        if has_queue(prefix, host) then make_ready(prefix, host, now) end
-    end
-end
+for host in pairs(grown) do make_ready(prefix, host, now) end
 for host, q in pairs(buffers) do
     local size
     for i = 1, #q, 1000 do
