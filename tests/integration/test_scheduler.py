@@ -425,9 +425,12 @@ def test_the_fetch_policys_look_up_runs_off_the_reactor_and_its_answer_is_kept(r
     try:
         scheduler.client.offer_links(["http://a.example/old", "http://b.example/new"], 0, "http://seed.example/")
         scheduler.client.flush_pushes()
-        assert asked(scheduler) is None and len(reads) == 1  # leased, looked up elsewhere
+        # leased, looked up elsewhere (beside the spill's round, when a window is set)
+        assert asked(scheduler) is None
+        looks = [i for i, (fn, _, _) in enumerate(reads) if getattr(fn, "__name__", "") != "round"]
+        assert len(looks) == 1
         assert scheduler.has_pending_requests()
-        in_thread.finish(0)  # the thread's answer, back in the reactor
+        in_thread.finish(looks[0])  # the thread's answer, back in the reactor
         assert [r.url for r in [asked(scheduler)]] == ["http://b.example/new"]
         assert asked(scheduler) is None
         assert crawler.stats.get_value("fetchpolicy/skipped_recent") == 1
