@@ -116,12 +116,12 @@ _INT = struct.Struct(">i")
 _PAGE_INLINKS = object()  # in a write's statements: (_PAGE_INLINKS, (page URL, its bucket, its outlinks))
 
 
-def _inlink_values(row: tuple) -> list:
+def _inlink_values(row: tuple) -> tuple:
     """An inlinks row (target_url, bucket, source_url, anchor_text, nofollow) as the bytes
     of its values, as the driver serializes them (text: UTF-8, int: 4 bytes big-endian,
     boolean: one byte); ``CassandraUrlStore._parts`` makes them the same way."""
     target, bucket, source, text, nofollow = row
-    return [target.encode(), _INT.pack(bucket), source.encode(), text.encode(), b"\x01" if nofollow else b"\x00"]
+    return (target.encode(), _INT.pack(bucket), source.encode(), text.encode(), b"\x01" if nofollow else b"\x00")
 
 
 _OUTLINKS_AT = ROW.index("outlinks")  # the place of its value in the row's statement
@@ -158,7 +158,7 @@ def _routing_key(part: tuple) -> bytes:
     """The routing key of a part of ``CassandraUrlStore._parts``: an inlink row's made
     from its values (only when asked: on one node, or with as many replicas as nodes,
     the first part's replicas are every part's)."""
-    return _partition_key(part[3]) if isinstance(part[3], list) else part[1]
+    return _partition_key(part[3]) if isinstance(part[3], tuple) else part[1]
 
 
 class CassandraUrlStore(CassandraReads, UrlStore):
@@ -358,7 +358,7 @@ class CassandraUrlStore(CassandraReads, UrlStore):
                 source, packed = url.encode(), _INT.pack(bucket)
                 for link in outlinks:
                     target, text = link["url"].encode(), link.get("text", "").encode()
-                    values = [target, packed, source, text, b"\x01" if link.get("nofollow") else b"\x00"]
+                    values = (target, packed, source, text, b"\x01" if link.get("nofollow") else b"\x00")
                     size = len(source) + len(text) + INLINK_ROW_BYTES
                     parts.append((write, (target, packed), size, values))
             else:
@@ -395,24 +395,24 @@ class CassandraUrlStore(CassandraReads, UrlStore):
                 writes = sorted({part[0] for part in mine})
                 if len(mine) == 1:
                     what = mine[0][3]
-                    out.append(((self._inlink_bound(what) if isinstance(what, list) else what, None), writes))
+                    out.append(((self._inlink_bound(what) if isinstance(what, tuple) else what, None), writes))
                     continue
                 batch = BatchStatement(batch_type=BatchType.UNLOGGED)
                 batch.is_idempotent = True  # as every statement of it is
                 batch.routing_key, batch.keyspace = _routing_key(mine[0]), self.keyspace
                 for part in mine:
                     what = part[3]
-                    if isinstance(what, list):
+                    if isinstance(what, tuple):
                         batch._add_statement_and_params(True, query_id, what)
                     else:
                         batch.add(what)
                 out.append(((batch, None), writes))
         return out
 
-    def _inlink_bound(self, values: list) -> BoundStatement:
+    def _inlink_bound(self, values: tuple) -> BoundStatement:
         """An inlink row alone: the inlink statement with these values' bytes."""
         bound = BoundStatement(self._inlink_stmt)
-        bound.values = values
+        bound.values = list(values)
         bound.is_idempotent = True
         return bound
 

@@ -417,7 +417,7 @@ def test_an_inlink_rows_bytes_and_routing_key_are_the_drivers_own(store):
     for row in rows:
         bound = store._inlink_stmt.bind(row)
         values = backend._inlink_values(row)
-        assert values == bound.values
+        assert list(values) == bound.values
         assert backend._partition_key(values) == bound.routing_key
 
 
