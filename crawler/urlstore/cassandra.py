@@ -358,6 +358,8 @@ class CassandraUrlStore(CassandraReads, UrlStore):
                 source, packed = url.encode(), _INT.pack(bucket)
                 for link in outlinks:
                     target, text = link["url"].encode(), link.get("text", "").encode()
+                    # a tuple of bytes, which the garbage collector stops tracking: as lists,
+                    # a flush's rows outlived a young collection and made full ones frequent
                     values = (target, packed, source, text, b"\x01" if link.get("nofollow") else b"\x00")
                     size = len(source) + len(text) + INLINK_ROW_BYTES
                     parts.append((write, (target, packed), size, values))
