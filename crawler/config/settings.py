@@ -780,6 +780,12 @@ TABLE: tuple[Setting, ...] = (
     ),
     S("CASSANDRA_MAX_IN_FLIGHT", 64, AT_LEAST_ONE, "statements in flight per worker; more wait"),
     S(
+        "CASSANDRA_BATCH_BYTES",
+        5000,
+        Number(256, 50 * 1024, integer=True),
+        "a write batch's bytes at most, as the server counts them (rows' clustering keys and cells, not partition keys): under its batch_size_warn_threshold, 5 KiB by default; raise both together for fewer requests a page (the driver's CPU a request bounds a worker's writes)",
+    ),
+    S(
         "CASSANDRA_RETRIES",
         5,
         COUNT,

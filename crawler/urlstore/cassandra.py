@@ -32,7 +32,8 @@
 - The statements of the writes waiting (a page's record, its due index row, its inlinks:
   a row per outlink, each in the partition of its target) go as UNLOGGED batches, one or
   more per replica set (the token map's replicas of each row's partition: a batch is sent
-  to nodes that own all its rows, no coordinator fan-out), each under BATCH_BYTES and
+  to nodes that own all its rows, no coordinator fan-out), each under CASSANDRA_BATCH_BYTES
+  (as the server counts a batch's bytes: under its batch_size_warn_threshold) and
   with one statement a partition at most, not as a statement each: a page of 200 links
   is a handful of requests instead of 200 (the driver's CPU a request is what bounds a
   worker's writes). A batch's statements share its timestamp, so a later write of a
@@ -99,24 +100,28 @@ from crawler.urlstore.store import UrlStore
 logger = logging.getLogger(__name__)
 
 
-# the values of one batch at most, with INLINK_ROW_BYTES an inlink row and CELL_BYTES a
-# value of any other statement for their cells: under the server's
-# batch_size_warn_threshold (5 KiB), which counts their cells too
-BATCH_BYTES = 4096
-INLINK_ROW_BYTES = 48
+# a batch's bytes at most (CASSANDRA_BATCH_BYTES), as the server counts them against its
+# batch_size_warn_threshold (5 KiB by default): the rows' clustering keys and cells, not
+# their partition keys. An inlink row is its source URL, its anchor text and
+# INLINK_ROW_BYTES more (its cells' timestamps and the like: Cassandra 5.0's count); a
+# row of any other statement is counted high, CELL_BYTES more a value and ROW_BYTES more
+# a row (its partition key's values included)
+BATCH_BYTES = 5000
+INLINK_ROW_BYTES = 91
 CELL_BYTES = 16
+ROW_BYTES = 64
 _INT = struct.Struct(">i")
 
 
 _PAGE_INLINKS = object()  # in a write's statements: (_PAGE_INLINKS, (page URL, its bucket, its outlinks))
 
 
-def _inlink_values(row: tuple) -> list:
+def _inlink_values(row: tuple) -> tuple:
     """An inlinks row (target_url, bucket, source_url, anchor_text, nofollow) as the bytes
     of its values, as the driver serializes them (text: UTF-8, int: 4 bytes big-endian,
     boolean: one byte); ``CassandraUrlStore._parts`` makes them the same way."""
     target, bucket, source, text, nofollow = row
-    return [target.encode(), _INT.pack(bucket), source.encode(), text.encode(), b"\x01" if nofollow else b"\x00"]
+    return (target.encode(), _INT.pack(bucket), source.encode(), text.encode(), b"\x01" if nofollow else b"\x00")
 
 
 _OUTLINKS_AT = ROW.index("outlinks")  # the place of its value in the row's statement
@@ -153,7 +158,7 @@ def _routing_key(part: tuple) -> bytes:
     """The routing key of a part of ``CassandraUrlStore._parts``: an inlink row's made
     from its values (only when asked: on one node, or with as many replicas as nodes,
     the first part's replicas are every part's)."""
-    return _partition_key(part[3]) if isinstance(part[3], list) else part[1]
+    return _partition_key(part[3]) if isinstance(part[3], tuple) else part[1]
 
 
 class CassandraUrlStore(CassandraReads, UrlStore):
@@ -173,6 +178,7 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         request_timeout: float = 10.0,
         max_in_flight: int = 64,
         retries: int = 5,
+        batch_bytes: int = BATCH_BYTES,
         cluster=None,
     ):
         super().__init__(url_options, inlink_buckets)
@@ -181,6 +187,7 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         self.cluster = cluster
         self.keyspace = keyspace
         self.max_in_flight = max_in_flight
+        self.batch_bytes = batch_bytes
         # the driver's machinery: the default profile's routing, with these levels, this
         # timeout and these retries
         self.reads = session.execution_profile_clone_update(
@@ -276,6 +283,7 @@ class CassandraUrlStore(CassandraReads, UrlStore):
                 request_timeout=settings.getfloat("CASSANDRA_REQUEST_TIMEOUT"),
                 max_in_flight=settings.getint("CASSANDRA_MAX_IN_FLIGHT"),
                 retries=settings.getint("CASSANDRA_RETRIES"),
+                batch_bytes=settings.getint("CASSANDRA_BATCH_BYTES"),
                 cluster=cluster,
             )
         except BaseException:
@@ -350,12 +358,14 @@ class CassandraUrlStore(CassandraReads, UrlStore):
                 source, packed = url.encode(), _INT.pack(bucket)
                 for link in outlinks:
                     target, text = link["url"].encode(), link.get("text", "").encode()
-                    values = [target, packed, source, text, b"\x01" if link.get("nofollow") else b"\x00"]
-                    size = len(target) + len(source) + len(text) + INLINK_ROW_BYTES
+                    # a tuple of bytes, which the garbage collector stops tracking: as lists,
+                    # a flush's rows outlived a young collection and made full ones frequent
+                    values = (target, packed, source, text, b"\x01" if link.get("nofollow") else b"\x00")
+                    size = len(source) + len(text) + INLINK_ROW_BYTES
                     parts.append((write, (target, packed), size, values))
             else:
                 bound = statement if isinstance(statement, BoundStatement) else statement.bind(parameters)
-                size = sum(len(v) + CELL_BYTES for v in bound.values if isinstance(v, bytes))
+                size = ROW_BYTES + sum(len(v) + CELL_BYTES for v in bound.values if isinstance(v, bytes))
                 parts.append((write, bound.routing_key, size, bound))
         return parts
 
@@ -364,7 +374,7 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         writes were made), each with the writes it carries: UNLOGGED batches of the parts
         of one replica set (the token map's replicas of each part's partition: a batch is
         sent to nodes that own all its rows, no coordinator fan-out), filled in order,
-        each under BATCH_BYTES and with one part a partition at most (a batch's statements
+        each under batch_bytes and with one part a partition at most (a batch's statements
         share its timestamp: a later write of a partition goes in a later batch, sent
         after, and wins); a part alone is its own statement. A page's record, its due
         index row and its inlinks, and the writes that came with them, are a few requests
@@ -377,7 +387,7 @@ class CassandraUrlStore(CassandraReads, UrlStore):
             batches: list[list] = []  # each [bytes, partitions, parts]
             size, partitions, mine = 0, set(), []
             for part in members:
-                if not mine or part[1] in partitions or size + part[2] > BATCH_BYTES:
+                if not mine or part[1] in partitions or size + part[2] > self.batch_bytes:
                     size, partitions, mine = 0, set(), []
                     batches.append(mine)
                 size += part[2]
@@ -387,24 +397,24 @@ class CassandraUrlStore(CassandraReads, UrlStore):
                 writes = sorted({part[0] for part in mine})
                 if len(mine) == 1:
                     what = mine[0][3]
-                    out.append(((self._inlink_bound(what) if isinstance(what, list) else what, None), writes))
+                    out.append(((self._inlink_bound(what) if isinstance(what, tuple) else what, None), writes))
                     continue
                 batch = BatchStatement(batch_type=BatchType.UNLOGGED)
                 batch.is_idempotent = True  # as every statement of it is
                 batch.routing_key, batch.keyspace = _routing_key(mine[0]), self.keyspace
                 for part in mine:
                     what = part[3]
-                    if isinstance(what, list):
+                    if isinstance(what, tuple):
                         batch._add_statement_and_params(True, query_id, what)
                     else:
                         batch.add(what)
                 out.append(((batch, None), writes))
         return out
 
-    def _inlink_bound(self, values: list) -> BoundStatement:
+    def _inlink_bound(self, values: tuple) -> BoundStatement:
         """An inlink row alone: the inlink statement with these values' bytes."""
         bound = BoundStatement(self._inlink_stmt)
-        bound.values = values
+        bound.values = list(values)
         bound.is_idempotent = True
         return bound
 

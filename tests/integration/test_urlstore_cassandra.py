@@ -333,32 +333,46 @@ def test_writes_are_sent_together_within_the_bound_and_the_later_one_wins(cassan
         store.close()
 
 
+_LONG_LINKS = [
+    {"url": f"http://t.example/a/rather/long/path/to/page-{i}.html", "text": f"page é {i}", "nofollow": i % 7 == 0}
+    for i in range(500)
+]
+
+
+def _sent_with_warnings(store, session, records) -> tuple[list, list]:
+    """The requests that write ``records`` (one after the other), and the server's warnings
+    to them."""
+    warnings, sent = [], []
+
+    def listen(response_future):
+        sent.append(response_future)
+        response_future.add_callback(lambda _, f=response_future: warnings.extend(f.warnings or []))
+
+    session.add_request_init_listener(listen)
+    try:
+        for record in records:
+            _all_done([store.record_fetch(record)])
+    finally:
+        session.remove_request_init_listener(listen)
+    return sent, warnings
+
+
 def test_a_pages_inlinks_go_in_batches_under_the_servers_warning_size(store, cassandra_session, caplog):
     """A page of 500 links: its row and its inlinks sent as a few UNLOGGED batches, none
     of them over the server's batch_size_warn_threshold (the server warns of nothing, and
     its warning about batches covering many partitions is dropped from the log), every
     inlink read back with its text; a page of one link sends one batch of its row and
     its inlink."""
-    links = [
-        {"url": f"http://t.example/a/rather/long/path/to/page-{i}.html", "text": f"page é {i}", "nofollow": i % 7 == 0}
-        for i in range(500)
-    ]
-    warnings = []
-    sent = []
-
-    def listen(response_future):
-        sent.append(response_future)
-        response_future.add_callback(lambda _, f=response_future: warnings.extend(f.warnings or []))
-
-    cassandra_session.add_request_init_listener(listen)
-    try:
-        with caplog.at_level(logging.WARNING, logger="cassandra"):
-            _all_done([store.record_fetch(_fetched("http://s.example/", outlinks=links))])
-            _all_done([store.record_fetch(_fetched("http://s.example/one", outlinks=[{"url": "http://t.example/1"}]))])
-    finally:
-        cassandra_session.remove_request_init_listener(listen)
+    links = _LONG_LINKS
+    with caplog.at_level(logging.WARNING, logger="cassandra"):
+        sent, warnings = _sent_with_warnings(
+            store,
+            cassandra_session,
+            [_fetched("http://s.example/", outlinks=links), _fetched("http://s.example/one", outlinks=[links[1]])],
+        )
     batches = [f.query for f in sent if f.query.__class__.__name__ == "BatchStatement"]
-    assert 500 // 40 <= len(batches) <= 500 // 20  # 20 to 40 rows a batch
+    # the server counts a row's source URL, its anchor text and 91 bytes: 118 to 120 here
+    assert len(batches) == -(-500 // (backend.BATCH_BYTES // 120))  # 42 rows a batch
     alone = len(sent) - len(batches)  # (a row left over after the page's last full batch)
     assert sum(len(b._statements_and_parameters) for b in batches) + alone == 501 + 2  # then the other page's two
     assert alone <= 1 and sent[-1].query is batches[-1] and len(batches[-1]._statements_and_parameters) == 2
@@ -368,6 +382,27 @@ def test_a_pages_inlinks_go_in_batches_under_the_servers_warning_size(store, cas
         got = store.inlinks(links[i]["url"])
         assert got == [{"url": "http://s.example/", "text": f"page é {i}", "nofollow": i % 7 == 0}]
     assert store.inlinks(links[0]["url"], 10) and len(store.inlinks("http://t.example/nothing")) == 0
+
+
+def test_the_batch_cap_is_the_servers_count_of_a_batchs_bytes(cassandra_session, cassandra_keyspace):
+    """A cap over the server's batch_size_warn_threshold (5 KiB here): fewer, larger
+    batches, each of which the server warns about with its own count of their bytes,
+    which is under the cap and near it (the store counts a row as the server does)."""
+    for statement in schema_statements(cassandra_keyspace):
+        cassandra_session.execute(statement)
+    store = CassandraUrlStore(cassandra_session, cassandra_keyspace, inlink_buckets=4, batch_bytes=12000)
+    try:
+        sent, warnings = _sent_with_warnings(
+            store, cassandra_session, [_fetched("http://s.example/", outlinks=_LONG_LINKS)]
+        )
+    finally:
+        store.close()
+    batches = [f.query for f in sent if f.query.__class__.__name__ == "BatchStatement"]
+    assert len(batches) == -(-500 // (12000 // 120))  # 100 rows a batch
+    sizes = [int(n) for w in warnings for n in re.findall(r"^Batch for \[.*\] is of size (\d+)", w)]
+    assert len(sizes) == len(batches) and all(size <= 12000 for size in sizes), sizes
+    # full but the page's last (answered in any order): another row would have crossed the cap
+    assert sorted(sizes)[1] > 12000 - 120, sizes
 
 
 def test_an_inlink_rows_bytes_and_routing_key_are_the_drivers_own(store):
@@ -382,7 +417,7 @@ def test_an_inlink_rows_bytes_and_routing_key_are_the_drivers_own(store):
     for row in rows:
         bound = store._inlink_stmt.bind(row)
         values = backend._inlink_values(row)
-        assert values == bound.values
+        assert list(values) == bound.values
         assert backend._partition_key(values) == bound.routing_key
 
 
