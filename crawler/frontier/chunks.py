@@ -47,7 +47,8 @@ class SqliteChunks:
         with self._db() as db:
             # a rowid table: bodies (about a kilobyte) appended in rowid order, the key in an
             # index of its own; WITHOUT ROWID kept them in the key's B-tree, split at random
-            # by host (6x slower to write, 3x the file: bench.frontier_scale)
+            # by host (measured with 168,000 chunks of 1,200 bytes over 10,000 hosts: 6x
+            # slower to write, 3x the file)
             db.execute(
                 "CREATE TABLE IF NOT EXISTS chunks (crawl TEXT, host TEXT, id INTEGER, body BLOB,"
                 " PRIMARY KEY (crawl, host, id))"
