@@ -394,6 +394,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             self.window,
             self.active_hosts,
             self.spill_age_ms,
+            self.level(0),
         ]
         level = self.level
         levels: dict[int, int] = {}  # level by priority, for this batch

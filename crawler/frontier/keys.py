@@ -23,6 +23,17 @@ key                         type    contents
 ``hrush``                   hash    host -> submissions waiting at the head of its back
                                     queue (``scrapy submit``, the submission list;
                                     PUSH's flag 'u', PROMOTE); less one at each hand-out
+``hlevels``                 hash    host -> 1: its back queue holds a URL of a lower
+                                    priority level than the default (FRONTIER_HOST_WINDOW
+                                    > 0, fifo; entries ``\x1c<level - default>\x1f<payload>``):
+                                    new URLs are merged into it in level order
+``hkeen``                   hash    host -> 1: the head of its back queue is a URL of a
+                                    higher priority level than the default (as
+                                    ``hlevels``); unmarked by the hand-out that leaves
+                                    another URL at the head
+``keen``                    zset    the hosts of ``hkeen`` that are in the ready heap,
+                                    with their score there: POP takes a due host of it
+                                    after those of ``rush``, before the others
 ``rush``                    zset    the hosts of ``hrush`` that are in the ready heap,
                                     with their score there: POP takes a due host of it
                                     before any other due host
@@ -206,6 +217,9 @@ NAMES = {
     "scope": "scope",
     "promoted": "promoted",
     "hrush": "hrush",
+    "hlevels": "hlevels",
+    "hkeen": "hkeen",
+    "keen": "keen",
     "rush": "rush",
     "paused": "paused",
     "hpaused": "hpaused",

@@ -102,6 +102,60 @@ def test_importance_order_holds_in_the_window_and_chunks_keep_their_scores(redis
         assert [cash[u] for u in block] == sorted((cash[u] for u in block), reverse=True)
 
 
+def test_fifo_priority_levels_order_a_hosts_window_and_each_chunk_it_loads(redis_url, crawl_name, tmp_path):
+    frontier = _frontier(redis_url, crawl_name)  # fifo, 3 levels: priority 1, 0, -1 are levels 0, 1, 2
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    urls = [f"http://a.example/p{i}" for i in range(40)]
+    priority = {u: (0, -1, 1, 0, -1)[i % 5] for i, u in enumerate(urls)}
+    entries = [Entry(url=u, payload=encode_url(u), priority=priority[u]) for u in urls]
+    assert set(frontier.put(entries, now=T0)) == {"added"}
+    got = _drain(frontier, spill, T0 + 2000)
+    assert sorted(got) == sorted(urls)
+    # the window's best half first; within a level, the order pushed; the URLs of each chunk
+    # (8 pushed one after another) by level, through the disk and back
+    assert got[:4] == sorted(urls[:8], key=lambda u: -priority[u])[:4]
+    for p in (1, 0, -1):
+        assert [u for u in got if priority[u] == p] == [u for u in urls if priority[u] == p]
+    for start in range(8, 40, 8):
+        block = [priority[u] for u in got if u in urls[start : start + 8]]
+        assert block == sorted(block, reverse=True)
+
+    # a URL of the default level joins a window that holds lower ones ahead of them, and
+    # one of a higher level ahead of both; the mark of a window with lower levels goes with it
+    low, mid, high = (
+        Entry(url=f"http://b.example/{n}", payload=encode_url(f"http://b.example/{n}"), priority=p)
+        for n, p in (("low", -1), ("mid", 0), ("high", 1))
+    )
+    for e in (low, mid, high):
+        assert frontier.put([e], now=T0 + 3000) == ["added"]
+    assert frontier.redis.hexists(frontier.keys.hlevels, "b.example")
+    assert _drain(frontier, spill, T0 + 4000) == [high.url, mid.url, low.url]
+    assert not frontier.redis.exists(frontier.keys.hlevels)
+
+
+def test_due_hosts_whose_next_url_is_of_a_higher_level_go_first(redis_url, crawl_name, tmp_path):
+    frontier = _frontier(redis_url, crawl_name)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+
+    def entry(url, priority=0):
+        return Entry(url=url, payload=encode_url(url), priority=priority)
+
+    # a.example's and b.example's URLs are all due at once; b's first is of a higher level
+    plain = [entry(f"http://a.example/{i}") for i in range(3)]
+    keen = [entry("http://b.example/0"), entry("http://b.example/top", priority=2)]
+    assert set(frontier.put(plain + keen, now=T0)) == {"added"}
+    leases, _ = frontier.get(1, now=T0)
+    assert [payload_url(lease.payload) for lease in leases] == ["http://b.example/top"]
+    # its next URL is of the default level: it no longer goes first
+    frontier.ack(leases[0].id, landed=[leases[0].id], now=T0)
+    leases, _ = frontier.get(1, now=T0 + 1)
+    assert [payload_url(lease.payload) for lease in leases] == ["http://a.example/0"]
+    frontier.ack(leases[0].id, landed=[leases[0].id], now=T0 + 1)
+    assert not frontier.redis.exists(frontier.keys.keen)
+    assert sorted(_drain(frontier, spill, T0 + 2)) == ["http://a.example/1", "http://a.example/2", "http://b.example/0"]
+    assert not frontier.redis.exists(frontier.keys.hkeen)
+
+
 def test_a_worker_dying_between_claim_and_commit_or_load_loses_nothing(redis_url, crawl_name, tmp_path):
     frontier = _frontier(redis_url, crawl_name)
     chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
@@ -221,10 +275,11 @@ def test_a_sharded_frontier_spills_each_hosts_queue_on_its_own_server(tmp_path):
         frontier = ShardedFrontier(shards, [server_name(s.url) for s in servers])
         chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
         spill = Spill(frontier, chunks)
-        urls = _urls(6, 30)
+        urls = _urls(12, 15)
         assert frontier.put([Entry(url=u, payload=encode_url(u)) for u in urls], now=T0).count("added") == 180
-        assert spill.round(T0) == (180 - 6 * 8, 0)
-        assert all(shard.stats()["spilled"] > 0 for shard in shards)  # (the hosts fall on both)
+        assert spill.round(T0) == (180 - 12 * 8, 0)
+        # (the servers' ports place the hosts: 12 hosts all on one of 2 servers is 1 in 2,048)
+        assert all(shard.stats()["spilled"] > 0 for shard in shards)
         got = []
         for _ in range(200):
             spill.round(T0 + 1000)

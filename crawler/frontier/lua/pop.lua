@@ -34,9 +34,10 @@
 --      the head of their host's back queue; a drop under way ('dropping', see HOLD) moves
 --      its next chunk (at most DROP_CHUNK entries; not in a call for submissions only);
 --   2. hand out one URL from each of the first n hosts due by now + lookahead: those with
---      submissions waiting (rush) first, then the others of the ready heap, the longest due
---      first (a host without politeness, its interval 0 and no in-flight limit, up to its
---      share of the pop);
+--      submissions waiting (rush) first, then (with a window, fifo) those whose next URL is
+--      of a higher priority level than the default (keen), then the others of the ready
+--      heap, the longest due first (a host without politeness, its interval 0 and no
+--      in-flight limit, up to its share of the pop);
 --   3. while fewer than n were handed out, refill from the front queues (weighted round
 --      robin over the levels, so a higher level is preferred but a lower one is never
 --      starved; at most ARGV[6] entries): an entry whose host has no back queue and is
@@ -205,29 +206,26 @@ local function hand_out_drops()
 end
 
 -- step 2: up to `want` hosts due by the horizon, {host, due, host, due...}: those with
--- submissions waiting (rush) first, then the others in the order they fell due
+-- submissions waiting (rush) first, then those of a higher level (keen), then the others,
+-- each in the order they fell due
 local function due_hosts(want)
-    local found = {}
-    local first = {}
-    if any_rush(prefix) then
-        first = redis.call('ZRANGEBYSCORE', prefix .. K.rush, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, want)
-    end
-    local taken = {}
-    for i = 1, #first, 2 do
-        taken[first[i]] = true
-        found[#found + 1] = first[i]
-        found[#found + 1] = first[i + 1]
-    end
-    local room = want - #first / 2
-    if room > 0 and not urgent_only then
-        local others = redis.call('ZRANGEBYSCORE', ready, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, room + #first / 2)
-        for i = 1, #others, 2 do
-            if room > 0 and not taken[others[i]] then
-                found[#found + 1] = others[i]
-                found[#found + 1] = others[i + 1]
+    local found, taken, room = {}, {}, want
+    local function take(key)  -- (the hosts taken before may be among the first `want`)
+        if room <= 0 then return end
+        local hosts = redis.call('ZRANGEBYSCORE', key, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, want)
+        for i = 1, #hosts, 2 do
+            if room > 0 and not taken[hosts[i]] then
+                taken[hosts[i]] = true
+                found[#found + 1] = hosts[i]
+                found[#found + 1] = hosts[i + 1]
                 room = room - 1
             end
         end
+    end
+    if any_rush(prefix) then take(prefix .. K.rush) end
+    if not urgent_only then
+        if any_keen(prefix) then take(prefix .. K.keen) end
+        take(ready)
     end
     return found
 end
@@ -239,8 +237,15 @@ end
 local function next_of(host)
     local bq = prefix .. K.back .. host
     local payload = redis.call('LPOP', bq)
-    while payload and stale(payload) do payload = redis.call('LPOP', bq) end
-    if payload then return payload, 0 end
+    if payload then payload = unlevelled(payload) end
+    while payload and stale(payload) do
+        payload = redis.call('LPOP', bq)
+        if payload then payload = unlevelled(payload) end
+    end
+    if payload then
+        unkeen(prefix, host)
+        return payload, 0
+    end
     local cash
     payload, cash = take_ranked(prefix, host)
     while payload and stale(payload) do payload, cash = take_ranked(prefix, host) end

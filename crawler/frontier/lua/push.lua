@@ -10,7 +10,9 @@
 -- ARGV[10] the host window (FRONTIER_HOST_WINDOW; 0: no spill)   ARGV[11] hosts with a window
 --          at most (FRONTIER_ACTIVE_HOSTS; 0: no limit)   ARGV[12] ms a partial spill buffer
 --          waits before it is written out (FRONTIER_SPILL_AGE)
--- ARGV[13..] one value per entry (fewer arguments are cheaper for the client to send):
+-- ARGV[13] the default front queue level (Scrapy's priority 0): with a window, a fifo URL
+--          of another level carries the difference (helpers: to_back)
+-- ARGV[14..] one value per entry (fewer arguments are cheaper for the client to send):
 --          its fields joined by \x1f, in this order, '' for one not given (the last two,
 --          host and payload, are the front queue entry as it stands):
 --          check      '1': check and update URL-seen
@@ -30,7 +32,7 @@
 --                     the page that links to it; a URL seen and still in its ranked queue
 --                     gains it)
 --          level      front queue level (0 = highest)
---          lease      i if the entry replaces lease ARGV[12 + n + i] (leases follow the
+--          lease      i if the entry replaces lease ARGV[13 + n + i] (leases follow the
 --                     entries); the replaced lease ends (its download lands); a follow-up
 --                     whose lease is no longer held (a push sent twice after a timeout, or a
 --                     lease that expired and was requeued) is not enqueued again (status 0);
@@ -91,7 +93,8 @@ default_interval = ARGV[9]
 window = tonumber(ARGV[10])
 active_hosts = tonumber(ARGV[11])
 local spill_age = tonumber(ARGV[12])
-local FIRST = 12  -- the entries follow
+local default_level = tonumber(ARGV[13])
+local FIRST = 13  -- the entries follow
 local out, front = {}, {}
 -- With a window, each host's decision is made once a call: room[host] is how many more new
 -- URLs its window takes in this call (0: the rest go to its buffer); the URLs for windows and
@@ -114,6 +117,12 @@ local function window_room(host)
         room[host] = r
     end
     return r
+end
+-- a fifo entry for a window or a buffer, with its level when it is not the default
+local function levelled(level, payload)
+    local d = tonumber(level) - default_level
+    if d == 0 then return payload end
+    return '\028' .. d .. SEP .. payload
 end
 local function gather(into, host, entry)
     local q = into[host]
@@ -187,6 +196,8 @@ for e = 1, n do
             if ranked == '1' then
                 local score = tonumber(level) * RANK - (tonumber(cash) or 0)
                 payload = '\030' .. string.format('%.17g', score) .. SEP .. payload
+            else
+                payload = levelled(level, payload)
             end
             gather(buffers, host, payload)
         elseif ranked == '1' then
@@ -209,7 +220,7 @@ for e = 1, n do
                 status = 0
             end
         elseif window > 0 then
-            gather(tails, host, string.sub(tail, cut + 1))
+            gather(tails, host, levelled(level, string.sub(tail, cut + 1)))
             room[host] = room[host] - 1
             grown[host] = true
         else
@@ -223,11 +234,7 @@ for e = 1, n do
     if full then break end
 end
 -- with a window: each host's new URLs at the tail of its window, the others in its buffer
-for host, q in pairs(tails) do
-    for i = 1, #q, 1000 do
-        redis.call('RPUSH', prefix .. K.back .. host, unpack(q, i, math.min(i + 999, #q)))
-    end
-end
+for host, q in pairs(tails) do to_back(prefix, host, q) end
 for host in pairs(grown) do make_ready(prefix, host, now) end
 for host, q in pairs(buffers) do
     local size

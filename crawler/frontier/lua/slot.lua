@@ -34,8 +34,9 @@ else
     if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < slot then
         redis.call('HSET', prefix .. K.hnext, host, slot)
     end
-    -- (not_before's two calls: SLOT, run before every request, goes without the helpers)
+    -- (not_before's three calls: SLOT, run before every request, goes without the helpers)
     redis.call('ZADD', prefix .. K.ready, 'XX', 'GT', slot, host)
     redis.call('ZADD', prefix .. K.rush, 'XX', 'GT', slot, host)
+    redis.call('ZADD', prefix .. K.keen, 'XX', 'GT', slot, host)
 end
 return slot

@@ -83,10 +83,86 @@ local function credit(prefix, host, url, cash)
     redis.call('HINCRBYFLOAT', prefix .. K.spill_credit .. host, url, cash)
     return true
 end
+-- Fifo's priority levels with a window: a new URL whose front queue level is not the
+-- default one (priority 0's) carries the difference in its back queue, buffer and chunk
+-- entries, '\028<level - default>\031<payload>' (a higher level: below 0), and a host's
+-- back queue is kept in order of that difference (an entry without it: 0), then of
+-- arrival. 'hlevels' marks the hosts whose back queue holds an entry of a lower level
+-- (above 0): a new entry of the default level is merged there, not appended.
+local function level_of(e)
+    if string.byte(e, 1) ~= 28 then return 0 end
+    return tonumber(string.sub(e, 2, string.find(e, SEP, 2, true) - 1))
+end
+-- the payload of a back queue entry that may carry its level
+local function unlevelled(e)
+    if string.byte(e, 1) ~= 28 then return e end
+    return string.sub(e, string.find(e, SEP, 2, true) + 1)
+end
+local function push_all(key, entries)
+    for i = 1, #entries, 1000 do
+        redis.call('RPUSH', key, unpack(entries, i, math.min(i + 999, #entries)))
+    end
+end
+-- Higher levels first across hosts: 'hkeen' marks the hosts whose back queue's head is a
+-- URL of a higher level than the default (to_back put it there); 'keen' holds those of them
+-- in the ready heap with their score there (kept by ready_at, unready and not_before, as
+-- 'rush' is), so that POP takes such a due host after those with submissions and before
+-- the others. A hand-out that leaves another URL at the head unmarks the host (unkeen).
+local keening = nil  -- whether hkeen exists (looked up once per call)
+local function any_keen(prefix)
+    if keening == nil then keening = redis.call('EXISTS', prefix .. K.hkeen) == 1 end
+    return keening
+end
+local function unkeen(prefix, host)
+    if not any_keen(prefix) then return end
+    local head = redis.call('LINDEX', prefix .. K.back .. host, 0)
+    if head and level_of(head) < 0 then return end
+    redis.call('HDEL', prefix .. K.hkeen, host)
+    redis.call('ZREM', prefix .. K.keen, host)
+end
+-- new entries (in arrival order) into the host's back queue, each behind those of its
+-- level and above
+local function to_back(prefix, host, entries)
+    if #entries == 0 then return end
+    local bq = prefix .. K.back .. host
+    local mixed = redis.call('HEXISTS', prefix .. K.hlevels, host) == 1
+    for _, e in ipairs(entries) do
+        if mixed then break end
+        mixed = string.byte(e, 1) == 28
+    end
+    if not mixed then return push_all(bq, entries) end
+    local keyed = {}
+    for i, e in ipairs(redis.call('LRANGE', bq, 0, -1)) do keyed[i] = {level_of(e), i, e} end
+    local at = #keyed
+    for i, e in ipairs(entries) do keyed[at + i] = {level_of(e), at + i, e} end
+    table.sort(keyed, function(a, b)
+        if a[1] ~= b[1] then return a[1] < b[1] end
+        return a[2] < b[2]
+    end)
+    local merged, lower = {}, false
+    for i, k in ipairs(keyed) do
+        merged[i] = k[3]
+        lower = lower or k[1] > 0
+    end
+    redis.call('DEL', bq)
+    push_all(bq, merged)
+    if keyed[1][1] < 0 then
+        redis.call('HSET', prefix .. K.hkeen, host, 1)
+        keening = true
+        local score = redis.call('ZSCORE', prefix .. K.ready, host)
+        if score then redis.call('ZADD', prefix .. K.keen, score, host) end
+    end
+    if lower then
+        redis.call('HSET', prefix .. K.hlevels, host, 1)
+    else
+        redis.call('HDEL', prefix .. K.hlevels, host)
+    end
+end
 -- buffer entries (payloads, or ranked '\030<score>\031<payload>') at the tail of the host's
 -- window; returns how many were there already (a ranked URL waiting twice: counted out)
 local function to_window(prefix, host, entries)
     local twice = 0
+    local listed = {}
     local credits = prefix .. K.spill_credit .. host
     local credited = redis.call('EXISTS', credits) == 1
     for _, e in ipairs(entries) do
@@ -109,9 +185,10 @@ local function to_window(prefix, host, entries)
                 twice = twice + 1
             end
         else
-            redis.call('RPUSH', prefix .. K.back .. host, e)
+            listed[#listed + 1] = e
         end
     end
+    to_back(prefix, host, listed)
     if twice > 0 then redis.call('HINCRBY', prefix .. K.counters, 'queued', -twice) end
     if credited and redis.call('EXISTS', prefix .. K.spilled .. host, prefix .. K.buffer .. host) == 0 then
         redis.call('DEL', credits)  -- (credits of URLs fetched before they were linked again)
@@ -121,7 +198,7 @@ end
 -- the payload of a buffer entry
 local function buffered_payload(e)
     if string.byte(e, 1) == 30 then return string.sub(e, string.find(e, SEP, 2, true) + 1) end
-    return e
+    return unlevelled(e)
 end
 -- a worker is to load the host's oldest chunk: at once ('refill') for a host with a window
 -- or in the heap (or ``now_or_never``: a dropped host's), when there is room for one more
@@ -175,9 +252,14 @@ local function drop_queued(prefix, host, code, delayed)
     local entries = redis.call('LRANGE', bq, 0, room - 1)
     for _, e in ipairs(entries) do
         if string.byte(e, 1) == 29 then e = split(string.sub(e, 2), 2)[2] end
-        moved[#moved + 1] = head .. e
+        moved[#moved + 1] = head .. unlevelled(e)
     end
     if #entries > 0 then redis.call('LTRIM', bq, #entries, -1) end
+    if redis.call('EXISTS', bq) == 0 then
+        redis.call('HDEL', prefix .. K.hlevels, host)
+        redis.call('HDEL', prefix .. K.hkeen, host)
+        redis.call('ZREM', prefix .. K.keen, host)
+    end
     room = room - #entries
     if room > 0 then
         local rq = prefix .. K.ranked .. host
@@ -257,15 +339,20 @@ local function ready_at(prefix, host, score)
     if any_rush(prefix) and redis.call('HEXISTS', prefix .. K.hrush, host) == 1 then
         redis.call('ZADD', prefix .. K.rush, score, host)
     end
+    if any_keen(prefix) and redis.call('HEXISTS', prefix .. K.hkeen, host) == 1 then
+        redis.call('ZADD', prefix .. K.keen, score, host)
+    end
 end
 local function unready(prefix, host)
     redis.call('ZREM', prefix .. K.ready, host)
     redis.call('ZREM', prefix .. K.rush, host)
+    redis.call('ZREM', prefix .. K.keen, host)
 end
 -- the host in the heap (only) is not due before t
 local function not_before(prefix, host, t)
     redis.call('ZADD', prefix .. K.ready, 'XX', 'GT', t, host)
     redis.call('ZADD', prefix .. K.rush, 'XX', 'GT', t, host)
+    redis.call('ZADD', prefix .. K.keen, 'XX', 'GT', t, host)
 end
 -- a submission was put at the head of the host's back queue (after make_ready; a dropped
 -- host's went to 'drops' instead)
@@ -292,6 +379,8 @@ end
 local function emptied(prefix, host)
     unready(prefix, host)
     redis.call('HDEL', prefix .. K.hrush, host)
+    redis.call('HDEL', prefix .. K.hlevels, host)
+    redis.call('HDEL', prefix .. K.hkeen, host)
 end
 -- put a host that is not in the ready heap into it, due no earlier than its hnext
 -- time, unless it is at its in-flight limit or paused
