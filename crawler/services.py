@@ -17,6 +17,7 @@ import os
 from scrapy import signals
 from scrapy.utils.misc import load_object
 
+from crawler.exceptions import StoreRefused
 from crawler.frontier.chunks import SqliteChunks
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.spill import Spill
@@ -33,19 +34,28 @@ _ATTRIBUTE = "_crawler_services"  # where a crawler keeps its Services
 SPILL_FILE = "frontier-spill.sqlite"  # the local spill store, in CRAWL_DIR/<crawl name>/
 
 
-def spill_from_settings(settings, frontier, stats=None, urlstore=None) -> Spill | None:
+def spill_from_settings(settings, frontier, stats=None, urlstore=None, bind: bool = True) -> Spill | None:
     """The crawl's spill (crawler/frontier/spill.py) when FRONTIER_HOST_WINDOW is set, else
     None: its chunks in the UrlStore's Cassandra keyspace with URLSTORE_BACKEND cassandra
     (``urlstore()``: the caller's UrlStore; without it one is opened here, and closed with
-    the spill), else in an SQLite file beside the embedded Redis."""
+    the spill), else in an SQLite file beside the embedded Redis. ``bind``: the store is
+    checked against the one the crawl recorded (Spill.bind: StoreRefused if another)."""
     if settings.getint("FRONTIER_HOST_WINDOW") <= 0:
         return None
     if settings.get("URLSTORE_BACKEND").lower() == "cassandra":
         store = urlstore() if urlstore is not None else urlstore_from_settings(settings)
-        return Spill(frontier, CassandraChunks(store, owned=urlstore is None), stats)
-    folder = os.path.join(os.path.abspath(settings.get("CRAWL_DIR")), settings.get("CRAWL_NAME"))
-    os.makedirs(folder, exist_ok=True)
-    return Spill(frontier, SqliteChunks(os.path.join(folder, SPILL_FILE)), stats)
+        spill = Spill(frontier, CassandraChunks(store, owned=urlstore is None), stats)
+    else:
+        folder = os.path.join(os.path.abspath(settings.get("CRAWL_DIR")), settings.get("CRAWL_NAME"))
+        os.makedirs(folder, exist_ok=True)
+        spill = Spill(frontier, SqliteChunks(os.path.join(folder, SPILL_FILE)), stats)
+    if bind:
+        try:
+            spill.bind()
+        except StoreRefused:
+            spill.close()
+            raise
+    return spill
 
 
 def services(crawler) -> Services:
@@ -93,16 +103,23 @@ class Services:
         """The crawl's frontier (Frontier, or ShardedFrontier over REDIS_URLS or a cluster)."""
         if self._frontier is None:
             self._frontier = frontier_from_settings(self.crawler.settings)
+            if self.frontier_scheduled:
+                # the spill with it: a spill store that is not the crawl's is refused while
+                # the engine is made, before anything is fetched (Spill.bind)
+                self._open_spill()
         return self._frontier
 
-    @property
-    def spill(self) -> Spill | None:
-        """The crawl's spill (FRONTIER_HOST_WINDOW), None without one."""
+    def _open_spill(self) -> Spill | None:
         if self._spill is False:
             self._spill = spill_from_settings(
                 self.crawler.settings, self.frontier, self.crawler.stats, lambda: self.urlstore
             )
         return self._spill
+
+    @property
+    def spill(self) -> Spill | None:
+        """The crawl's spill (FRONTIER_HOST_WINDOW), None without one."""
+        return self._open_spill()
 
     @property
     def urlstore(self):

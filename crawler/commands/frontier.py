@@ -199,7 +199,7 @@ def clear(settings, yes: bool, with_store: bool, store: list[str]) -> int:
     deleted = chunks = 0
     if crawl_exists(settings):
         frontier = frontier_from_settings(settings)
-        spill = spill_from_settings(settings, frontier)
+        spill = spill_from_settings(settings, frontier, bind=False)  # (what this machine holds)
         if spill is not None:  # (before the keys that list the chunks go)
             chunks = spill.clear()
             spill.close()

@@ -29,6 +29,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler.config.validation import exit_if_invalid
+from crawler.exceptions import StoreRefused
 from crawler.frontier.connection import frontier_from_settings, redis_location
 from crawler.frontier.keys import Keys
 from crawler.frontier.submit import use_published_scope
@@ -173,6 +174,10 @@ class Command(ScrapyCommand):
             progress.clear()
             self._print_report(exc.report, note="stopped")
             return self._fail(f"seed: {exc}")
+        except StoreRefused as exc:  # a spill store the crawl did not record: nothing pushed
+            self._fail(f"seed: {exc}")
+            self.exitcode = 2
+            return
         except RedisError as exc:
             progress.clear()
             self._print_report(progress.report, note="before the Redis error")

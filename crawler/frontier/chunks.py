@@ -13,6 +13,8 @@ are in crawler/urlstore/cassandra_chunks.py. Both have ``write``, ``read``, ``de
 
 from __future__ import annotations
 
+import os
+import socket
 import sqlite3
 import struct
 import threading
@@ -43,6 +45,8 @@ class SqliteChunks:
 
     def __init__(self, path: str):
         self.path = path
+        # what the crawl records of its spill store (Spill.bind): a file is this machine's
+        self.where = f"the SQLite file {os.path.abspath(path)} on {socket.gethostname()}"
         self._local = threading.local()
         with self._db() as db:
             # a rowid table: bodies (about a kilobyte) appended in rowid order, the key in an

@@ -510,6 +510,12 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
 
     # -- spill (spill.py moves the chunks; scripts SPILL and LOAD keep the queues whole) --------
 
+    def spill_store(self, where: str) -> str:
+        """The crawl's spill store as its first spilling client recorded it (``where``, if
+        this is the first)."""
+        self.redis.setnx(self.keys.spill_store, where)
+        return self.redis.get(self.keys.spill_store).decode()
+
     def spill_claim(self, token: str, claim_ms: int, most: int, now: int | None = None) -> list[tuple]:
         """Claim up to ``most`` hosts' buffers that are due to be written out: (host, chunk
         id, entries) each, the chunk to write under (host, id) before ``spill_commit``."""

@@ -167,6 +167,9 @@ key                         type    contents
 ``lclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>``: a worker is
                                     loading that chunk
 ``chunk:seq``               string  chunk id counter
+``spill:store``             string  the spill store the crawl's first spilling client
+                                    used (``the SQLite file PATH on HOST``, ``the
+                                    Cassandra keyspace KS``): every other client must use it
 ``cdigest``                 hash    body digest -> URL of the first page with that body
                                     (sharded: each digest on the shard it hashes to)
 ``ndseq``                   string  near-duplicate index: page number counter
@@ -242,6 +245,7 @@ NAMES = {
     "dormant": "dormant",
     "load_claims": "lclaim",
     "chunk_seq": "chunk:seq",
+    "spill_store": "spill:store",
     "buffer": "sb:",
     "spilled": "sc:",
     "spill_credit": "scr:",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from crawler.exceptions import StoreRefused
 from crawler.frontier.chunks import pack, unpack
 from crawler.frontier.words import now_ms
 
@@ -37,6 +38,20 @@ class Spill:
         self.chunks = chunks
         self.stats = stats  # Scrapy's stats collector (None: not counted)
         self.token = token or uuid.uuid4().hex[:16]
+
+    def bind(self) -> None:
+        """Record this spill store as the crawl's, or check that it is the one recorded: a
+        worker whose chunks went to a file another worker cannot open would leave that
+        worker's hosts waiting for chunks it cannot read. StoreRefused if another is."""
+        for shard in self.shards:
+            recorded = shard.spill_store(self.chunks.where)
+            if recorded != self.chunks.where:
+                raise StoreRefused(
+                    f"crawl {shard.keys.crawl_name!r} spills its queued URLs to {recorded}, and this"
+                    f" process's spill store is {self.chunks.where}: run every worker and `scrapy seed`"
+                    " of the crawl with the same CRAWL_DIR on one machine, or with"
+                    " URLSTORE_BACKEND=cassandra for workers on several (FRONTIER_HOST_WINDOW)"
+                )
 
     def _inc(self, key: str, count: int) -> None:
         if self.stats is not None and count:

@@ -14,6 +14,7 @@ class CassandraChunks:
         self.session = store.session
         self.reads, self.writes = store.reads, store.writes
         ks = store.keyspace
+        self.where = f"the Cassandra keyspace {ks}"  # (Spill.bind)
         self._insert = self._prepare(f"INSERT INTO {ks}.frontier_chunks (crawl, host, id, body) VALUES (?, ?, ?, ?)")
         self._select = self._prepare(f"SELECT body FROM {ks}.frontier_chunks WHERE crawl = ? AND host = ? AND id = ?")
         self._delete = self._prepare(f"DELETE FROM {ks}.frontier_chunks WHERE crawl = ? AND host = ? AND id = ?")
