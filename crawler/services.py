@@ -18,6 +18,7 @@ from scrapy import signals
 from scrapy.utils.misc import load_object
 
 from crawler.exceptions import StoreRefused
+from crawler.frontier.addresses import HostAddresses
 from crawler.frontier.chunks import SqliteChunks
 from crawler.frontier.connection import frontier_from_settings
 from crawler.frontier.spill import Spill
@@ -67,12 +68,18 @@ def services(crawler) -> Services:
     return found
 
 
+def services_of(crawler) -> Services | None:
+    """The crawler's services if any component asked for them yet, else None."""
+    return getattr(crawler, _ATTRIBUTE, None)
+
+
 class Services:
     def __init__(self, crawler):
         self.crawler = crawler
         self._frontier = None
         self._urlstore = None
         self._spill: Spill | None | bool = False  # (False: not asked yet)
+        self._addresses: HostAddresses | None | bool = False  # (likewise)
         self._page_workers: PageWorkers | None = None
         self._body_budget: BodyBudget | None = None
         self._frontier_scheduled: bool | None = None
@@ -115,6 +122,14 @@ class Services:
                 self.crawler.settings, self.frontier, self.crawler.stats, lambda: self.urlstore
             )
         return self._spill
+
+    @property
+    def addresses(self) -> HostAddresses | None:
+        """The hosts' addresses looked up for every worker (FRONTIER_ADDRESS_POLITENESS),
+        None without."""
+        if self._addresses is False:
+            self._addresses = HostAddresses.from_settings(self.crawler.settings, self.frontier, self.crawler.stats)
+        return self._addresses
 
     @property
     def spill(self) -> Spill | None:

@@ -1,10 +1,12 @@
-"""Loopback sites of the tests beside the demo site (crawler/demo/site.py): ``ChangingSite``,
+"""Loopback sites of the tests beside the demo site (crawler/demo/site.py): ``AddressSite``,
+many host names on a few addresses, for politeness per address; ``ChangingSite``,
 whose pages change on a schedule, with ETags and 304s, for the recrawl's tests."""
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -76,3 +78,76 @@ class ChangingSite:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+
+@dataclass(frozen=True)
+class AddressHit:
+    start: float  # time.monotonic() when the request line was read
+    end: float  # when the answer was sent
+    address: str  # the local address the request came in on
+    name: str  # the host name it asked for (its Host header, without the port)
+    path: str
+
+
+class AddressSite:
+    """Many host names on a few loopback addresses, one port on each: whatever name a
+    request asks for, ``/`` links to ``/a`` and ``/b``, which link nowhere; robots.txt is 404.
+    Every request is logged with the address it came in on (``hits``), after ``delay``
+    seconds of answering. Which name is at which address is the DNS's (testing/dns.py)."""
+
+    def __init__(self, addresses: list[str], delay: float = 0.0):
+        self.addresses = addresses
+        self.delay = delay
+        self.log: list[AddressHit] = []
+        self._lock = threading.Lock()
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                start = time.monotonic()
+                if site.delay:
+                    time.sleep(site.delay)
+                name = (self.headers.get("Host") or "").rsplit(":", 1)[0]
+                if self.path == "/":
+                    links = f'<a href="/a">{name} a</a> <a href="/b">{name} b</a>'
+                    status, body = 200, f"<html><body><p>{name}</p>{links}</body></html>".encode()
+                elif self.path in ("/a", "/b"):
+                    status, body = 200, f"<html><body><p>{name}{self.path}</p></body></html>".encode()
+                else:
+                    status, body = 404, b""
+                self.send_response(status)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                hit = AddressHit(start, time.monotonic(), self.connection.getsockname()[0], name, self.path)
+                with site._lock:
+                    site.log.append(hit)
+
+            def log_message(self, *args):
+                pass
+
+        first = ThreadingHTTPServer((addresses[0], 0), Handler)
+        self.port = first.server_address[1]
+        self.servers = [first] + [ThreadingHTTPServer((a, self.port), Handler) for a in addresses[1:]]
+        for server in self.servers:
+            server.daemon_threads = True
+
+    def url(self, name: str, path: str = "/") -> str:
+        return f"http://{name}:{self.port}{path}"
+
+    def hits(self) -> list[AddressHit]:
+        with self._lock:
+            return list(self.log)
+
+    def __enter__(self) -> AddressSite:
+        for server in self.servers:
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for server in self.servers:
+            server.shutdown()
+            server.server_close()

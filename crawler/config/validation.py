@@ -32,6 +32,7 @@ ORDERED = (
     ("ROBOTSTXT_RETRY_MIN", "ROBOTSTXT_RETRY_MAX"),
     ("ARCHIVE_RETRY_MIN", "ARCHIVE_RETRY_MAX"),
     ("RECRAWL_MIN_INTERVAL", "RECRAWL_MAX_INTERVAL"),
+    ("FRONTIER_ADDRESS_TTL_MIN", "FRONTIER_ADDRESS_TTL_MAX"),
 )
 
 
@@ -101,6 +102,11 @@ def problems(settings) -> list[str]:
         backend = str(settings.get("URLSTORE_BACKEND") or "").lower()
         if backend == "cassandra" and settings.getbool("URLSTORE_ENABLED") and not settings.getlist("CASSANDRA_HOSTS"):
             out.append("URLSTORE_BACKEND=cassandra: expected CASSANDRA_HOSTS (contact points, comma separated)")
+        if settings.getbool("FRONTIER_ADDRESS_POLITENESS") and settings.get("FRONTIER_POLITENESS_KEY") != "host":
+            out.append(
+                f"FRONTIER_ADDRESS_POLITENESS=True: expected FRONTIER_POLITENESS_KEY=host"
+                f" (not {settings.get('FRONTIER_POLITENESS_KEY')}: a registered domain has no one address)"
+            )
     return out
 
 

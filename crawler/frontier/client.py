@@ -19,10 +19,13 @@ and every frontier verb gets its ``now`` from it.
   again less the lookahead (``on_landing_due``). A page's links are always sent before its
   acknowledgement. Leases held are renewed (``renew``) until acknowledged, given back, or
   held longer than FRONTIER_LEASE_MAX_HOLD.
-- **The spill** (FRONTIER_HOST_WINDOW; ``spill``, crawler/frontier/spill.py): after a take,
-  one round at a time runs off the reactor (``in_thread``), at once when the take came back
-  short, else at most every SPILL_EVERY seconds: buffers written out, low windows refilled
-  from disk; a refill that loaded URLs says so (``on_added``: hosts may be due).
+- **The spill** (FRONTIER_HOST_WINDOW; ``spill``, crawler/frontier/spill.py) and **the
+  hosts' addresses** (FRONTIER_ADDRESS_POLITENESS; ``addresses``, crawler/frontier/
+  addresses.py): after a take, one round at a time runs off the reactor (``in_thread``), at
+  once when the take came back short, else at most every SPILL_EVERY seconds: buffers
+  written out, low windows refilled from disk, hosts' addresses looked up; a round that
+  loaded URLs or recorded addresses says so (``on_added``: hosts may be due). The address
+  each lease came with is kept (``address_of``: the resolver connects to it).
 - **Outages**: a push or an acknowledgement that fails waits in the outbox, in order, and
   is delivered once Redis answers (crawler/frontier/outbox.py); landings, renewals and
   credits are not kept (landings ride on the next take, renewals come again, a credit is
@@ -39,7 +42,9 @@ import redis
 from twisted.internet import reactor, threads
 
 from crawler.frontier import codec
+from crawler.frontier.codec import SEP
 from crawler.frontier.frontier import Entry
+from crawler.frontier.hosts import key_host
 from crawler.frontier.outbox import ACK, PUSH, Outbox
 from crawler.frontier.words import ADDED, SEEN, put_stat
 
@@ -48,6 +53,7 @@ logger = logging.getLogger(__name__)
 PUSH_CHUNK = 256  # entries a PUSH call takes (Redis runs a call of 256 links in some 5 ms)
 ACK_DELAY = 0.25  # seconds an acknowledgement may wait for a take to carry it
 SPILL_EVERY = 0.5  # seconds between two spill rounds after takes that leased all they asked for
+RECORDED_MOST = 100_000  # hosts' addresses kept (address_of), the oldest forgotten first
 
 
 def _nothing(*args) -> None:
@@ -63,7 +69,7 @@ def lookahead(settings) -> float:
 class FrontierClient:
     @classmethod
     def from_settings(
-        cls, settings, frontier, stats, clock=None, spill=None, in_thread=None, **callbacks
+        cls, settings, frontier, stats, clock=None, spill=None, in_thread=None, addresses=None, **callbacks
     ) -> FrontierClient:
         """The client of ``frontier`` with the worker's settings (``callbacks``: on_added,
         on_landing_due, on_up, on_refused)."""
@@ -72,6 +78,7 @@ class FrontierClient:
             stats,
             clock,
             spill=spill,
+            addresses=addresses,
             in_thread=in_thread,
             seen_cache=settings.getint("FRONTIER_SEEN_CACHE"),
             lease_max_hold=settings.getfloat("FRONTIER_LEASE_MAX_HOLD"),
@@ -93,10 +100,13 @@ class FrontierClient:
         on_up: Callable[[], None] = _nothing,
         on_refused: Callable[[Exception], None] = _nothing,
         spill=None,
+        addresses=None,
         in_thread=None,
     ):
         self.frontier = frontier
         self.spill = spill  # the crawl's Spill (FRONTIER_HOST_WINDOW), None without one
+        self.addresses = addresses  # the crawl's HostAddresses (FRONTIER_ADDRESS_POLITENESS), None without
+        self._recorded: dict[str, str] = {}  # host name -> the address its last lease came with
         self.in_thread = in_thread or threads.deferToThread  # how a spill round runs off the reactor
         self._moving = False  # a spill round is running
         self._moved_at = float("-inf")  # when the last one started
@@ -261,27 +271,50 @@ class FrontierClient:
             self.held[lease.id] = (now, lease.interval / 1000)
         if leases:
             self._inc("frontier/leased", len(leases))
-        if self.spill is not None and not urgent_only:
+        for lease in leases:
+            if lease.address:
+                self._record(lease)
+        if (self.spill is not None or self.addresses is not None) and not urgent_only:
             self._move(now, short=len(leases) < n)
         return leases, next_due
 
+    def _record(self, lease) -> None:
+        name = key_host(lease.id.split(SEP.encode(), 3)[2].decode())
+        if len(self._recorded) >= RECORDED_MOST and name not in self._recorded:
+            del self._recorded[next(iter(self._recorded))]  # (the oldest)
+        self._recorded[name] = lease.address
+
+    def address_of(self, name: str) -> str | None:
+        """The address the frontier recorded for host ``name`` when it last handed this
+        worker one of its URLs (FRONTIER_ADDRESS_POLITENESS), else None."""
+        return self._recorded.get(name)
+
     def _move(self, now: float, short: bool) -> None:
-        """A spill round off the reactor, unless one is running (see the module's docstring)."""
+        """A round off the reactor, unless one is running (see the module's docstring)."""
         if self._moving or (not short and now - self._moved_at < SPILL_EVERY):
             return
         self._moving, self._moved_at = True, now
-        d = self.in_thread(self.spill.round, self._now_ms())
+        d = self.in_thread(self.upkeep, self._now_ms())
         d.addCallbacks(self._moved, self._move_failed)
 
-    def _moved(self, counts) -> None:
+    def upkeep(self, now: int) -> bool:
+        """The spill's round and the addresses' (in a thread): whether hosts may be due."""
+        due = False
+        if self.spill is not None:
+            due = self.spill.round(now)[1] > 0  # URLs loaded into windows
+        if self.addresses is not None:
+            due = self.addresses.round(now)[0] > 0 or due  # hosts given their address
+        return due
+
+    def _moved(self, due: bool) -> None:
         self._moving = False
-        if counts[1]:  # URLs loaded into windows: their hosts may be due
+        if due:
             self.on_added()
 
     def _move_failed(self, failure) -> None:
         self._moving = False
         self._inc("frontier/spill_errors")
-        logger.warning("Spill round failed (tried again after the next take): %s", failure.getErrorMessage())
+        logger.warning("Spill or address round failed (tried again after the next take): %s", failure.getErrorMessage())
 
     def forget(self, lease) -> None:
         """The lease is no longer this worker's to renew or give back (taken over by a

@@ -52,7 +52,21 @@ from crawler.frontier.hosts import FrontierHosts, politeness_key
 from crawler.frontier.intervals import HostIntervals, intervals_from_file
 from crawler.frontier.keys import EPOCH, NAMES, SEP, Keys
 from crawler.frontier.reports import FrontierReports
-from crawler.frontier.scripts import ACK, BACKOFF, CREDIT, END, FAIL, HOLD, LOAD, POP, PROMOTE, PUSH, SLOT, SPILL
+from crawler.frontier.scripts import (
+    ACK,
+    BACKOFF,
+    CREDIT,
+    END,
+    FAIL,
+    HOLD,
+    LOAD,
+    POP,
+    PROMOTE,
+    PUSH,
+    RESOLVE,
+    SLOT,
+    SPILL,
+)
 from crawler.frontier.steering import FrontierSteering
 from crawler.frontier.urlseen import SeenLayout, hashes_text
 from crawler.frontier.words import (
@@ -113,6 +127,7 @@ class Lease:
     due: int = 0  # ms: when its request may leave (the host's turn; see scripts.POP)
     interval: int = 0  # ms: its host is due again this long after its download ends
     cash: float = 0.0  # FRONTIER_ORDER importance: the page's importance, to share among its links
+    address: str = ""  # FRONTIER_ADDRESS_POLITENESS: the address its host was resolved to ('' without)
 
 
 class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
@@ -139,6 +154,8 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         window: int = 0,
         active_hosts: int = 0,
         spill_age: float = 5.0,
+        address_interval: float | None = None,
+        address_max_in_flight: int = 0,
         intervals: HostIntervals | None = None,
         scope: CrawlScope | None = None,
         rules: RulesWatch | None = None,
@@ -170,6 +187,10 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self.window = window  # URLs of a host's queue in Redis; the rest spilled (0: none; spill.py)
         self.active_hosts = active_hosts  # hosts with a window at most (0: no limit)
         self.spill_age_ms = int(spill_age * 1000)  # a partial buffer is written out after this
+        # politeness per address (None: off): a class's interval and cap of leases in flight
+        self.by_address = address_interval is not None
+        self.address_interval_ms = -1 if address_interval is None else int(address_interval * 1000)
+        self.address_max_in_flight = address_max_in_flight
         self.intervals = intervals or HostIntervals()
         self.scope = scope or CrawlScope()  # what is in the crawl (its rules: the watch's, below)
         self.rules = rules  # the crawl rules (CRAWL_RULES), read again when the file changes
@@ -186,6 +207,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self._credit = redis.register_script(CREDIT)
         self._spill = redis.register_script(SPILL)
         self._load = redis.register_script(LOAD)
+        self._resolve = redis.register_script(RESOLVE)
         self._generation = 0  # URL-seen generations known to this client; read on first push
         self._hosts: tuple[CrawlScope | None, dict] = (None, {})  # see _known_hosts
         self.last_acked = 0  # leases the last get() acknowledged
@@ -213,6 +235,12 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             give_up=settings.getfloat("HOST_GIVE_UP_AFTER"),
             order=settings.get("FRONTIER_ORDER"),
             window=settings.getint("FRONTIER_HOST_WINDOW"),
+            address_interval=(
+                settings.getfloat("FRONTIER_ADDRESS_INTERVAL")
+                if settings.getbool("FRONTIER_ADDRESS_POLITENESS")
+                else None
+            ),
+            address_max_in_flight=settings.getint("FRONTIER_ADDRESS_MAX_IN_FLIGHT"),
             active_hosts=settings.getint("FRONTIER_ACTIVE_HOSTS"),
             spill_age=settings.getfloat("FRONTIER_SPILL_AGE"),
             intervals=intervals_from_file(settings.get("FRONTIER_HOST_INTERVALS_FILE")),
@@ -495,6 +523,8 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
                 int(urgent_only),
                 self.window,
                 self.active_hosts,
+                self.address_interval_ms,
+                self.address_max_in_flight,
                 len(ack),
                 *ack,
                 *_landings(landed, now),
@@ -503,10 +533,32 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         next_due = int(out[0])
         self.last_acked = int(out[1])
         leases = [
-            Lease(lease, lease.split(SEP.encode(), 3)[3], int(due), int(interval), float(cash))
-            for due, interval, cash, lease in zip(out[2::4], out[3::4], out[4::4], out[5::4], strict=True)
+            Lease(lease, lease.split(SEP.encode(), 3)[3], int(due), int(interval), float(cash), address.decode())
+            for due, interval, cash, lease, address in zip(
+                out[2::5], out[3::5], out[4::5], out[5::5], out[6::5], strict=True
+            )
         ]
         return leases, (None if next_due < 0 else next_due)
+
+    # -- addresses (addresses.py resolves them; RESOLVE records them for every worker) --------
+
+    def resolve_claim(self, claim_ms: int, most: int, now: int | None = None) -> list[tuple[str, bool]]:
+        """Up to ``most`` hosts whose address is to be looked up now (each claimed for
+        ``claim_ms``): (host, whether it has an address already, expired) each."""
+        now = now_ms() if now is None else now
+        args = [self.keys.prefix, now, "claim", self.max_in_flight, self.host_interval_ms, claim_ms, most]
+        out = self._resolve(keys=self._route, args=args)
+        return [(host.decode(), known == b"1") for host, known in zip(out[::2], out[1::2], strict=True)]
+
+    def resolve_commit(self, records, now: int | None = None) -> int:
+        """Record hosts' addresses for every worker: (host, class, address, expiry ms) each;
+        a host that waited for its address is due again. An address '' records nothing: the
+        host is looked up again at the expiry."""
+        now = now_ms() if now is None else now
+        args = [self.keys.prefix, now, "commit", self.max_in_flight, self.host_interval_ms]
+        for host, class_, address, expiry in records:
+            args += [host, class_, address, int(expiry)]
+        return int(self._resolve(keys=self._route, args=args)) if records else 0
 
     # -- spill (spill.py moves the chunks; scripts SPILL and LOAD keep the queues whole) --------
 

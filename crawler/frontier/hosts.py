@@ -40,6 +40,16 @@ def politeness_key(url: str, mode: str = "host") -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def key_host(key: str) -> str:
+    """The host name (or address) of a politeness key in host mode, without its port:
+    what is resolved to the host's address."""
+    if key.startswith("["):
+        return key[1 : key.index("]")]
+    if key.count(":") == 1:
+        return key.rsplit(":", 1)[0]
+    return key
+
+
 class FrontierHosts:
     def slot(self, host: str, max_wait: float, now: int | None = None, not_before: int = 0) -> int:
         """The time (ms) a request to ``host`` may leave, at least its interval after
@@ -54,6 +64,7 @@ class FrontierHosts:
             int(max_wait * 1000),
             "" if override is None else str(int(override * 1000)),
             int(not_before),
+            self.address_interval_ms,
         ]
         return int(self._slot(keys=self._route, args=args))
 
@@ -67,7 +78,13 @@ class FrontierHosts:
         """A response from ``host`` to a request the frontier did not hand out
         (robots.txt and its redirect hops) has just ended: the host's next slot and
         hand-out count from now (scripts.END). ``client``: a pipeline to add the call to."""
-        args = [self.keys.prefix, host, now_ms() if now is None else now, self.host_interval_ms]
+        args = [
+            self.keys.prefix,
+            host,
+            now_ms() if now is None else now,
+            self.host_interval_ms,
+            self.address_interval_ms,
+        ]
         self._end(keys=self._route, args=args, client=client)
 
     def blocked_until(self, host: str) -> int:

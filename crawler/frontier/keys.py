@@ -166,6 +166,19 @@ key                         type    contents
                                     for a window (FRONTIER_ACTIVE_HOSTS had one each)
 ``lclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>``: a worker is
                                     loading that chunk
+``haddr``                   hash    FRONTIER_ADDRESS_POLITENESS: host -> ``<class>\x1f<address>\x1f<expiry
+                                    ms>``, its address as a worker resolved it (RESOLVE)
+``resolve``                 zset    host -> time (ms) its address is to be looked up: now for
+                                    one POP met without one, its expiry, a claim's end
+``anext`` / ``alast``       hash    address class -> time (ms) it may next be handed a URL /
+                                    the last slot the rate limiter took or response ended
+``aflight``                 hash    address class -> leases in flight
+``adelay`` / ``alimit``     hash    address class -> its own interval (ms) / cap of leases
+                                    in flight, in place of the defaults
+``lclass``                  hash    lease seq -> ``<class>\x1f<interval ms>`` of a lease in
+                                    flight, given back when it lands
+``aready``                  zset    address class -> time (ms) its parked hosts are looked at
+``apark:<class>``           zset    host -> time (ms) it was parked: due, but its class was not
 ``chunk:seq``               string  chunk id counter
 ``spill:store``             string  the spill store the crawl's first spilling client
                                     used (``the SQLite file PATH on HOST``, ``the
@@ -245,6 +258,16 @@ NAMES = {
     "dormant": "dormant",
     "load_claims": "lclaim",
     "chunk_seq": "chunk:seq",
+    "haddr": "haddr",
+    "resolve": "resolve",
+    "anext": "anext",
+    "alast": "alast",
+    "aflight": "aflight",
+    "adelay": "adelay",
+    "alimit": "alimit",
+    "lclass": "lclass",
+    "aready": "aready",
+    "apark": "apark:",
     "spill_store": "spill:store",
     "buffer": "sb:",
     "spilled": "sc:",

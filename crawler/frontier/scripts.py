@@ -35,7 +35,21 @@ from crawler.frontier.keys import lua_table
 from crawler.frontier.words import DROP_CODES
 
 LUA = resources.files("crawler.frontier").joinpath("lua")
-NAMES = ("push", "pop", "backoff", "fail", "slot", "end", "ack", "promote", "hold", "credit", "spill", "load")
+NAMES = (
+    "push",
+    "pop",
+    "backoff",
+    "fail",
+    "slot",
+    "end",
+    "ack",
+    "promote",
+    "hold",
+    "credit",
+    "spill",
+    "load",
+    "resolve",
+)
 # what every script starts with: the key names (K, keys.NAMES) and the drop codes (DROP);
 # a script need not use all of them, nor every function of the pieces it includes (luacheck
 # is told so: the script's own code is checked in full)
@@ -59,4 +73,4 @@ def source(name: str, read: Callable[[str], str] = _read) -> str:
     return PREAMBLE + _INCLUDE.sub(lambda m: SHARED.format(read(f"includes/{m[1]}.lua")), text)
 
 
-PUSH, POP, BACKOFF, FAIL, SLOT, END, ACK, PROMOTE, HOLD, CREDIT, SPILL, LOAD = (source(name) for name in NAMES)
+PUSH, POP, BACKOFF, FAIL, SLOT, END, ACK, PROMOTE, HOLD, CREDIT, SPILL, LOAD, RESOLVE = (source(name) for name in NAMES)

@@ -32,6 +32,7 @@ from twisted.internet.error import DNSLookupError
 from crawler import meta
 from crawler.exceptions import AddressRefused
 from crawler.scope.addresses import AddressPolicy, allow_hint, ip_literal
+from crawler.services import services_of
 
 logger = logging.getLogger(__name__)
 
@@ -47,21 +48,41 @@ def proxy_hosts() -> set[str]:
 
 
 class GuardedResolver(CachingThreadedResolver):
-    """Scrapy's caching resolver, refusing names that resolve to refused addresses."""
+    """Scrapy's caching resolver, refusing names that resolve to refused addresses. With
+    FRONTIER_ADDRESS_POLITENESS, a host's address is the one the frontier recorded for every
+    worker and handed out with its URL (FrontierClient.address_of): the request goes to the
+    address whose budget it was charged to."""
 
     policy: AddressPolicy | None = None
     allowed_names: set[str] = set()
+    process = None  # with FRONTIER_ADDRESS_POLITENESS: the process, whose crawlers' clients it asks
 
     @classmethod
     def from_crawler(cls, crawler, reactor):
+        # (``crawler``: the CrawlerProcess, which makes one resolver for all its crawlers)
         resolver = super().from_crawler(crawler, reactor)
         if crawler.settings.getbool("NETWORK_GUARD_ENABLED"):
             resolver.policy = AddressPolicy.from_settings(crawler.settings)
             resolver.allowed_names = proxy_hosts()
+        if crawler.settings.getbool("FRONTIER_ADDRESS_POLITENESS"):
+            resolver.process = crawler
         return resolver
 
+    def recorded(self, name: str) -> str | None:
+        """The address a crawler's frontier recorded for ``name`` (None: none did)."""
+        for crawler in getattr(self.process, "crawlers", ()):
+            found = services_of(crawler)
+            client = found.frontier_client if found is not None else None
+            address = client.address_of(name) if client is not None else None
+            if address is not None:
+                return address
+        return None
+
     def getHostByName(self, name: str, timeout=()):
-        if ":" in name and ip_literal(name):  # an IPv6 literal: gethostbyname knows IPv4 only
+        recorded = self.recorded(name)
+        if recorded is not None:
+            d = defer.succeed(recorded)
+        elif ":" in name and ip_literal(name):  # an IPv6 literal: gethostbyname knows IPv4 only
             d = defer.succeed(name.strip("[]"))
         else:
             d = super().getHostByName(name, timeout)

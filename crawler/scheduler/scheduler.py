@@ -78,6 +78,7 @@ class FrontierScheduler:
             self.stats,
             self.clock,
             spill=services(crawler).spill,
+            addresses=services(crawler).addresses,
             in_thread=self.in_thread,
             on_added=self.cadence.look_now,
             on_landing_due=lambda: self.leased.land(self.clock.seconds()),

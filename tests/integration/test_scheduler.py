@@ -426,10 +426,10 @@ def test_the_fetch_policys_look_up_runs_off_the_reactor_and_its_answer_is_kept(r
     try:
         scheduler.client.offer_links(["http://a.example/old", "http://b.example/new"], 0, "http://seed.example/")
         scheduler.client.flush_pushes()
-        # leased, looked up elsewhere (beside the spill's round, when a window is set)
+        # leased, looked up elsewhere (beside the client's round of spill and addresses,
+        # when a window or politeness per address is set)
         assert asked(scheduler) is None
-        spill_round = getattr(services(crawler).spill, "round", None)
-        looks = [i for i, (fn, _, _) in enumerate(reads) if fn != spill_round]
+        looks = [i for i, (fn, _, _) in enumerate(reads) if fn != scheduler.client.upkeep]
         assert len(looks) == 1
         assert scheduler.has_pending_requests()
         in_thread.finish(looks[0])  # the thread's answer, back in the reactor

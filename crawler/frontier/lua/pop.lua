@@ -16,7 +16,10 @@
 --           worker that holds as many unread pages as it may still takes a submission)
 -- ARGV[14] the host window (FRONTIER_HOST_WINDOW; 0: no spill)
 -- ARGV[15] hosts with a window at most (FRONTIER_ACTIVE_HOSTS; 0: no limit)
--- ARGV[16..] acknowledgements and landings, as ACK takes them (see ACK), so that a
+-- ARGV[16] politeness per address (FRONTIER_ADDRESS_POLITENESS): the default interval (ms)
+--          of an address class, -1 when off   ARGV[17] its default cap of leases in flight
+--          (0: none)
+-- ARGV[18..] acknowledgements and landings, as ACK takes them (see ACK), so that a
 --           worker's acks ride on its next pop instead of costing a round trip each
 -- Steps, all in one atomic call:
 --   0. acknowledge and land the given leases (as ACK does);
@@ -82,13 +85,16 @@ local max_pages = tonumber(ARGV[12])
 local urgent_only = ARGV[13] == '1'
 window = tonumber(ARGV[14])
 active_hosts = tonumber(ARGV[15])
+local address_interval = tonumber(ARGV[16])
+local by_address = address_interval >= 0
+local address_cap = tonumber(ARGV[17])
 local ready = prefix .. K.ready
 local counters = prefix .. K.counters
 local leases = prefix .. K.leases
 local delayed = prefix .. K.delayed
 local promoted = prefix .. K.promoted
 
-local out = {-1, 0}  -- next_due, acked, then four values a lease handed out
+local out = {-1, 0}  -- next_due, acked, then five values a lease handed out
 local popped = 0  -- leases handed out
 local dropped = 0  -- second copies of promoted URLs dropped
 
@@ -165,8 +171,9 @@ local function stale(payload)
     return true
 end
 
--- lease a URL: due at `due` (a drop's: -code), in flight until it lands unless `untracked`
-local function lease(host, payload, due, interval, untracked, cash)
+-- lease a URL: due at `due` (a drop's: -code), in flight until it lands unless `untracked`;
+-- returns its seq
+local function lease(host, payload, due, interval, untracked, cash, address)
     local attempt = 1
     if due < 0 then attempt = due end  -- a drop's: -code, so that it goes back to 'drops' if given back
     if string.byte(payload, 1) == 29 then
@@ -186,15 +193,72 @@ local function lease(host, payload, due, interval, untracked, cash)
     out[#out + 1] = interval
     out[#out + 1] = string.format('%.9g', cash or 0)
     out[#out + 1] = member
+    out[#out + 1] = address or ''
     popped = popped + 1
+    return seq
 end
 
--- lease the host's next URL, due at `due`; the host's next time is one interval later
-local function hand_out(host, payload, due, cash)
+-- lease the host's next URL, due at `due`; the host's next time is one interval later, and
+-- its address class's (``class``, by address) one class interval later
+local function hand_out(host, payload, due, cash, class, address)
     local interval = interval_of(prefix, host)
     redis.call('HSET', prefix .. K.hnext, host, due + interval)
-    lease(host, payload, due, interval, false, cash)
+    local seq = lease(host, payload, due, interval, false, cash, address)
+    if class then
+        local class_interval = tonumber(redis.call('HGET', prefix .. K.adelay, class) or address_interval)
+        redis.call('HSET', prefix .. K.anext, class, due + class_interval)
+        redis.call('HINCRBY', prefix .. K.aflight, class, 1)
+        redis.call('HSET', prefix .. K.lclass, seq, class .. SEP .. class_interval)
+        wake_class_at(prefix, class, due + class_interval)  -- (its other hosts, if any wait)
+    end
     return due + interval
+end
+
+-- by address: the host's class, its address and the time its URL may leave; nil when the
+-- host waits out of the heap: for its address (unknown: a worker resolves it, RESOLVE, and
+-- puts the host back), or for its class (parked until the class is free: wake_classes)
+local function address_gate(host, due)
+    local record = redis.call('HGET', prefix .. K.haddr, host)
+    if not record then
+        unready(prefix, host)
+        redis.call('ZADD', prefix .. K.resolve, 'NX', now, host)
+        return nil
+    end
+    local parts = split(record, 3)  -- class, address, expiry
+    local class = parts[1]
+    if tonumber(parts[3]) <= now then  -- expired: refreshed by a worker, used meanwhile
+        redis.call('ZADD', prefix .. K.resolve, 'NX', now, host)
+    end
+    local at = tonumber(redis.call('HGET', prefix .. K.anext, class) or '0')
+    local cap = class_cap(prefix, class, address_cap)
+    local full = cap > 0 and tonumber(redis.call('HGET', prefix .. K.aflight, class) or '0') >= cap
+    if at > horizon or full then
+        unready(prefix, host)
+        redis.call('ZADD', prefix .. K.apark .. class, 'NX', now, host)
+        if not full then redis.call('ZADD', prefix .. K.aready, at, class) end  -- (else a landing)
+        return nil
+    end
+    return class, parts[2], math.max(due, at)
+end
+
+-- by address: the classes free again by the horizon (at most `want`) put their longest
+-- parked hosts back in the heap, as many as the class may take in flight (1 at least, 16 at
+-- most); the class waits again for the others
+local function wake_classes(want)
+    local aready = prefix .. K.aready
+    for _, class in ipairs(redis.call('ZRANGEBYSCORE', aready, '-inf', horizon, 'LIMIT', 0, want)) do
+        redis.call('ZREM', aready, class)
+        local cap = class_cap(prefix, class, address_cap)
+        local room = 1
+        if cap > 0 then room = cap - tonumber(redis.call('HGET', prefix .. K.aflight, class) or '0') end
+        local park = prefix .. K.apark .. class
+        for _, host in ipairs(redis.call('ZRANGE', park, 0, math.min(math.max(room, 1), 16) - 1)) do
+            redis.call('ZREM', park, host)
+            if has_queue(prefix, host) then add_ready(prefix, host, now) end
+        end
+        local at = tonumber(redis.call('HGET', prefix .. K.anext, class) or '0')
+        wake_class_at(prefix, class, math.max(at, now))
+    end
 end
 
 -- step 2a: URLs to be recorded as not fetched, at most n (no download: not in flight)
@@ -258,10 +322,17 @@ local function hand_out_due(hosts)
     local share = math.max(math.floor((n - popped) / math.max(#hosts / 2, 1)), 1)
     for i = 1, #hosts, 2 do
         local host, due = hosts[i], math.max(tonumber(hosts[i + 1]), now)
-        local payload, cash = next_of(host)
-        if payload then
-            local nxt = hand_out(host, payload, due, cash)
-            if nxt == due and max_flight <= 0 then
+        local class, address, gated
+        if by_address then class, address, gated = address_gate(host, due) end
+        if gated then due = gated end
+        local payload, cash
+        if class or not by_address then payload, cash = next_of(host) end
+        if class and not payload then  -- (nothing after all: the host keeps no place)
+            top_up(prefix, host, now)
+            if not has_queue(prefix, host) then emptied(prefix, host) end
+        elseif payload then
+            local nxt = hand_out(host, payload, due, cash, class, address)
+            if nxt == due and max_flight <= 0 and not by_address then
                 for _ = 2, share do
                     payload, cash = next_of(host)
                     if not payload then break end
@@ -277,7 +348,7 @@ local function hand_out_due(hosts)
             else
                 ready_at(prefix, host, nxt)
             end
-        else
+        elseif not by_address then
             top_up(prefix, host, now)
             if not has_queue(prefix, host) then emptied(prefix, host) end
         end
@@ -332,11 +403,15 @@ local function refill()
             redis.call('RPUSH', bq, payload)
         elseif not stale(payload) then  -- (a stale copy is dropped: the host keeps its turn)
             local nxt = tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0')
-            if nxt <= horizon and not at_limit(prefix, host) and not held(prefix, host) then
+            if nxt <= horizon and not by_address and not at_limit(prefix, host) and not held(prefix, host) then
                 hand_out(host, payload, math.max(nxt, now), 0)
             else
                 redis.call('RPUSH', bq, payload)
-                add_ready(prefix, host, now)
+                if by_address and redis.call('HEXISTS', prefix .. K.haddr, host) == 0 then
+                    redis.call('ZADD', prefix .. K.resolve, 'NX', now, host)  -- (see address_gate)
+                else
+                    add_ready(prefix, host, now)
+                end
             end
         end
     end
@@ -347,7 +422,9 @@ end
 -- when the next host or delayed retry is due (ms), -1 when neither is
 local function next_due()
     local at = -1
-    for _, key in ipairs({ready, delayed, prefix .. K.refill, prefix .. K.dormant, prefix .. K.spill}) do
+    local keys = {ready, delayed, prefix .. K.refill, prefix .. K.dormant, prefix .. K.spill, prefix .. K.aready,
+                  prefix .. K.resolve}
+    for _, key in ipairs(keys) do
         local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
         if first[2] and (at < 0 or tonumber(first[2]) < at) then at = tonumber(first[2]) end
     end
@@ -355,7 +432,7 @@ local function next_due()
 end
 
 -- the steps
-out[2] = settle(prefix, 16, now)  -- 0. acknowledgements and landings
+out[2] = settle(prefix, 18, now)  -- 0. acknowledgements and landings
 requeue_expired()  -- 1.
 release_due_retries()
 if not urgent_only then next_drop_chunk(prefix, nil) end
@@ -363,6 +440,7 @@ if n == 0 or redis.call('EXISTS', prefix .. K.paused) == 1 then return out end  
 local budget = budget_left()  -- (a drop is no page: handed out before the budget)
 if not urgent_only then hand_out_drops() end  -- 2a.
 n = popped + math.min(n - popped, budget)
+if popped < n and by_address and not urgent_only then wake_classes(n - popped) end
 if popped < n then hand_out_due(due_hosts(n - popped)) end  -- 2.
 if popped < n and not urgent_only then refill() end  -- 3.
 if popped + dropped > 0 then

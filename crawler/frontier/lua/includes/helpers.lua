@@ -430,6 +430,50 @@ local function recover(prefix, host)
         end
     end
 end
+-- Politeness per address (FRONTIER_ADDRESS_POLITENESS; POP's address gate): a host's address
+-- and its class ('haddr': host -> class SEP address SEP expiry ms, written by RESOLVE) give
+-- the host a second budget, its class's, shared by every host of it: at most one hand-out
+-- every interval (adelay: the class's own, else the default) and at most a cap of leases in
+-- flight (alimit, else the default; 0: none). 'anext' is when the class may next be handed
+-- a URL: an interval after the last hand-out and after the end of the last response, as a
+-- host's (a request that left late is never followed too soon); 'alast', what the rate
+-- limiter's SLOT counts from: the last slot taken and the last response's end. 'aflight'
+-- counts its leases in flight, 'lclass' names the class of each and its interval (seq ->
+-- class SEP ms), so that a lease gives back its class's place when it lands whatever the
+-- host's address is by then. A host whose class is not free waits out of the ready heap in
+-- 'apark:<class>' (host -> time it was parked, the longest first), and the class in
+-- 'aready' at the time its hosts are to be looked at again (a landing brings it forward).
+local function class_cap(prefix, class, default_cap)
+    return tonumber(redis.call('HGET', prefix .. K.alimit, class) or default_cap)
+end
+local function wake_class_at(prefix, class, at)
+    if redis.call('EXISTS', prefix .. K.apark .. class) == 1 then
+        redis.call('ZADD', prefix .. K.aready, at, class)
+    end
+end
+-- a response from the class ended at ``now``: its next hand-out and slot count from there
+local function class_ended(prefix, class, interval, now)
+    if tonumber(redis.call('HGET', prefix .. K.alast, class) or '0') < now then
+        redis.call('HSET', prefix .. K.alast, class, now)
+    end
+    local at = tonumber(redis.call('HGET', prefix .. K.anext, class) or '0')
+    if at < now + interval then
+        at = now + interval
+        redis.call('HSET', prefix .. K.anext, class, at)
+    end
+    return at
+end
+-- the lease ``seq`` ended at ``now``: its class has one more place
+local function release_class(prefix, seq, now)
+    local record = redis.call('HGET', prefix .. K.lclass, seq)
+    if not record then return end
+    redis.call('HDEL', prefix .. K.lclass, seq)
+    local class, interval = string.match(record, '^(.*)' .. SEP .. '(%d+)$')
+    if redis.call('HINCRBY', prefix .. K.aflight, class, -1) <= 0 then
+        redis.call('HDEL', prefix .. K.aflight, class)
+    end
+    wake_class_at(prefix, class, class_ended(prefix, class, tonumber(interval), now))
+end
 -- the download of a lease ended (landed, acknowledged, expired, given back or replaced
 -- by a follow-up): its host may have one more in flight, and is due its interval after
 -- now; idempotent per lease. `ok`: the host answered (see recover), counted even when
@@ -440,6 +484,7 @@ local function land(prefix, member, now, ok)
     local host = split(member, 4)[3]
     if ok then recover(prefix, host) end
     if redis.call('SREM', prefix .. K.flying, seq) == 0 then return end
+    release_class(prefix, seq, now)
     if redis.call('HINCRBY', prefix .. K.hflight, host, '-1') <= 0 then
         redis.call('HDEL', prefix .. K.hflight, host)
     end

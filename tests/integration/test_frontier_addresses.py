@@ -1,0 +1,142 @@
+"""Politeness per address (FRONTIER_ADDRESS_POLITENESS) in the frontier's scripts, on a real
+Redis: a host is handed out only once its address is known (RESOLVE), and the hosts of one
+address class share its interval and its cap of leases in flight, whoever pops; a host whose
+class is busy waits out of the heap without a lease and comes back when the class is free; a
+host that moves to another class takes its budget there."""
+
+from __future__ import annotations
+
+import redis
+
+from crawler.frontier.codec import encode_url
+from crawler.frontier.frontier import Entry, Frontier
+from testing.frontiers import payload_url
+
+T0 = 1_800_000_000_000  # ms: every verb gets its now from the test
+TTL = 60_000
+
+
+def _frontier(redis_url, crawl_name, **kw) -> Frontier:
+    options = {"host_interval": 0.0, "max_in_flight": 0, "address_interval": 1.0, "address_max_in_flight": 0}
+    return Frontier(redis.Redis.from_url(redis_url), crawl_name, **{**options, **kw})
+
+
+def _push(frontier, urls, now=T0) -> None:
+    assert set(frontier.put([Entry(url=u, payload=encode_url(u)) for u in urls], now=now)) == {"added"}
+
+
+def _hosts(leases) -> list[str]:
+    return [payload_url(lease.payload).split("/")[2] for lease in leases]
+
+
+def _resolve(frontier, addresses: dict[str, str], now=T0) -> None:
+    """What a worker does for the hosts claimed: each host's class is its address here."""
+    claimed = [host for host, _ in frontier.resolve_claim(10_000, 100, now=now)]
+    assert set(claimed) <= set(addresses)
+    frontier.resolve_commit([(h, addresses[h], addresses[h], now + TTL) for h in claimed], now=now)
+
+
+def test_hosts_of_one_address_share_its_interval_across_pops(redis_url, crawl_name):
+    frontier = _frontier(redis_url, crawl_name)
+    addresses = {f"h{i}.example": f"127.0.0.{1 + i % 2}" for i in range(6)}  # 3 hosts on each of 2
+    _push(frontier, [f"http://{h}/{n}" for h in addresses for n in range(3)])
+
+    # unknown addresses: nothing is handed out, every host waits to be resolved, out of the heap
+    leases, next_due = frontier.get(10, now=T0)
+    assert leases == [] and next_due == T0
+    assert frontier.redis.zcard(frontier.keys.ready) == 0
+    _resolve(frontier, addresses)
+    assert frontier.resolve_claim(10_000, 100, now=T0) == []  # (each claimed once, then due at expiry)
+
+    # one URL an address a second, though 6 hosts are due and the pop asks for 10
+    seen = []
+    for step in range(6):
+        now = T0 + step * 1000
+        leases, _ = frontier.get(10, now=now)
+        assert sorted(lease.address for lease in leases) == ["127.0.0.1", "127.0.0.2"], step
+        assert all(lease.due == now for lease in leases)
+        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=now)
+        seen += _hosts(leases)
+        assert frontier.get(10, now=now + 999)[0] == []
+    # the hosts of an address take turns: each of them once in any 3 seconds
+    assert sorted(seen) == sorted(list(addresses) * 2)
+    assert sorted(seen[:6]) == sorted(seen[6:]) == sorted(addresses)
+
+
+def test_an_address_holds_at_most_its_cap_of_leases_in_flight(redis_url, crawl_name):
+    frontier = _frontier(redis_url, crawl_name, address_interval=0.0, address_max_in_flight=2)
+    addresses = {f"h{i}.example": "10.0.0.1" for i in range(4)}
+    _push(frontier, [f"http://{h}/{n}" for h in addresses for n in range(5)])
+    frontier.get(1, now=T0)
+    _resolve(frontier, addresses)
+    leases, _ = frontier.get(10, now=T0)
+    assert len(leases) == 2 and len(set(_hosts(leases))) == 2
+    assert frontier.get(10, now=T0 + 5000)[0] == []  # the cap holds however long
+    # a landing gives its place back: the next pop takes one more, from a host that waited
+    frontier.ack(leases[0].id, landed=[leases[0].id], now=T0 + 6000)
+    more, _ = frontier.get(10, now=T0 + 6000)
+    assert len(more) == 1
+    assert frontier.redis.hget(frontier.keys.aflight, "10.0.0.1") == b"2"
+    frontier.ack(
+        *[lease.id for lease in more + leases[1:]], landed=[lease.id for lease in more + leases[1:]], now=T0 + 7000
+    )
+    assert not frontier.redis.hexists(frontier.keys.aflight, "10.0.0.1")
+    # everything comes out, once
+    got = _hosts(leases + more)
+    for step in range(40):
+        batch, _ = frontier.get(10, now=T0 + 8000 + step)
+        frontier.ack(*[lease.id for lease in batch], landed=[lease.id for lease in batch], now=T0 + 8000 + step)
+        got += _hosts(batch)
+    assert sorted(got) == sorted(h for h in addresses for _ in range(5))
+    assert frontier.stats()["queued"] == 0
+
+
+def test_a_host_that_moves_takes_its_budget_to_its_new_address(redis_url, crawl_name):
+    frontier = _frontier(redis_url, crawl_name, address_max_in_flight=1)
+    _push(frontier, ["http://holder.example/0"])
+    frontier.get(1, now=T0)
+    _resolve(frontier, {"holder.example": "10.0.0.1"})
+    held, _ = frontier.get(10, now=T0)
+    assert _hosts(held) == ["holder.example"]  # 10.0.0.1 at its cap from now on
+
+    _push(frontier, [f"http://mover.example/{n}" for n in range(3)], now=T0 + 10)
+    frontier.get(1, now=T0 + 10)
+    _resolve(frontier, {"mover.example": "10.0.0.1"}, now=T0 + 10)
+    assert frontier.get(10, now=T0 + 2000)[0] == []  # waits for 10.0.0.1, without a lease
+    assert frontier.redis.zcard(frontier.keys.leases) == 1
+
+    # its address is looked up again and has changed: its next URL goes at once, to the new one
+    frontier.resolve_commit([("mover.example", "10.0.0.9", "10.0.0.9", T0 + TTL)], now=T0 + 3000)
+    leases, _ = frontier.get(10, now=T0 + 3000)
+    assert [(h, lease.address) for h, lease in zip(_hosts(leases), leases, strict=True)] == [
+        ("mover.example", "10.0.0.9")
+    ]
+    # the first lease gives back the place of its own class when it lands
+    frontier.ack(held[0].id, *[lease.id for lease in leases], landed=[held[0].id, leases[0].id], now=T0 + 4000)
+    assert frontier.redis.hgetall(frontier.keys.aflight) == {}
+    got = []
+    for step in range(5):
+        batch, _ = frontier.get(10, now=T0 + 5000 + step * 1000)
+        frontier.ack(*[lease.id for lease in batch], landed=[lease.id for lease in batch], now=T0 + 5000 + step * 1000)
+        got += [(h, lease.address) for h, lease in zip(_hosts(batch), batch, strict=True)]
+    assert got == [("mover.example", "10.0.0.9")] * 2
+
+
+def test_a_worker_dying_with_a_claim_leaves_the_host_to_the_next_and_idle_hosts_are_not_looked_up(
+    redis_url, crawl_name
+):
+    frontier = _frontier(redis_url, crawl_name)
+    _push(frontier, ["http://a.example/"])
+    frontier.get(1, now=T0)
+    assert frontier.resolve_claim(5_000, 10, now=T0) == [("a.example", False)]
+    assert frontier.resolve_claim(5_000, 10, now=T0 + 4_999) == []  # (claimed)
+    assert frontier.resolve_claim(5_000, 10, now=T0 + 5_000) == [("a.example", False)]  # the claimer died
+    frontier.resolve_commit([("a.example", "10.0.0.1", "10.0.0.1", T0 + 5_000 + TTL)], now=T0 + 5_000)
+    leases, _ = frontier.get(1, now=T0 + 5_000)
+    assert [lease.address for lease in leases] == ["10.0.0.1"]
+    frontier.ack(leases[0].id, landed=[leases[0].id], now=T0 + 5_001)
+    # nothing queued for it: its address is not looked up again when it expires
+    assert frontier.resolve_claim(5_000, 10, now=T0 + 5_000 + TTL) == []
+    assert frontier.redis.zcard(frontier.keys.resolve) == 0
+    # its record stays, and a URL pushed later uses it until it expires
+    assert frontier.redis.hexists(frontier.keys.haddr, "a.example")
