@@ -14,7 +14,6 @@ from twisted.internet import defer, task
 from crawler import meta
 from crawler.frontier.client import PUSH_CHUNK
 from crawler.scheduler.scheduler import FrontierScheduler
-from crawler.services import services
 from crawler.spiders.broad import BroadSpider
 from testing.services import project_settings
 from testing.threads import FetchedOld, HeldThreads
