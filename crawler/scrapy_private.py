@@ -12,6 +12,9 @@ used where Scrapy has no public way to do the same:
   ``get_dataloss_msg`` and ``wrap_twisted_exceptions``, what the handler does with its
   agent's errors (and ``_fail_on_dataloss_warned``, the handler's own flag, which the
   budgeted handler keeps as Scrapy's does).
+- ``use_pool``: the handler's connection pool (``_pool``, with the protocol factory Scrapy
+  gives it, ``_factory``) replaced by one that keys connections by the host's recorded
+  address too (crawler/handlers/connections.py).
 
 A Scrapy release that changes one of these fails the tests that use it (tests/e2e/
 test_bodybudget.py, the crawls that wake their engine); then this module changes, and
@@ -30,6 +33,7 @@ __all__ = [
     "agent_options",
     "engine_closing",
     "get_dataloss_msg",
+    "use_pool",
     "wake_engine",
     "wrap_twisted_exceptions",
 ]
@@ -60,3 +64,11 @@ def agent_options(handler) -> dict:
         "crawler": handler._crawler,
         "tls_verbose_logging": handler._tls_verbose_logging,
     }
+
+
+def use_pool(handler, pool) -> None:
+    """Have the HTTP/1.1 handler keep its connections in ``pool``, as it keeps them in its own
+    (its size and Scrapy's lenient protocol factory)."""
+    pool.maxPersistentPerHost = handler._pool.maxPersistentPerHost
+    pool._factory = handler._pool._factory
+    handler._pool = pool

@@ -91,13 +91,15 @@ class AddressHit:
 
 class AddressSite:
     """Many host names on a few loopback addresses, one port on each: whatever name a
-    request asks for, ``/`` links to ``/a`` and ``/b``, which link nowhere; robots.txt is 404.
-    Every request is logged with the address it came in on (``hits``), after ``delay``
-    seconds of answering. Which name is at which address is the DNS's (testing/dns.py)."""
+    request asks for, ``/`` links to ``pages`` pages (``page_paths``), which link nowhere;
+    robots.txt is 404. Every request is logged with the address it came in on (``hits``),
+    after ``delay`` seconds of answering. Which name is at which address is the DNS's
+    (testing/dns.py)."""
 
-    def __init__(self, addresses: list[str], delay: float = 0.0):
+    def __init__(self, addresses: list[str], delay: float = 0.0, pages: int = 2):
         self.addresses = addresses
         self.delay = delay
+        self.page_paths = [f"/p{i}" for i in range(pages)]
         self.log: list[AddressHit] = []
         self._lock = threading.Lock()
         site = self
@@ -111,9 +113,9 @@ class AddressSite:
                     time.sleep(site.delay)
                 name = (self.headers.get("Host") or "").rsplit(":", 1)[0]
                 if self.path == "/":
-                    links = f'<a href="/a">{name} a</a> <a href="/b">{name} b</a>'
+                    links = " ".join(f'<a href="{p}">{name} {p}</a>' for p in site.page_paths)
                     status, body = 200, f"<html><body><p>{name}</p>{links}</body></html>".encode()
-                elif self.path in ("/a", "/b"):
+                elif self.path in site.page_paths:
                     status, body = 200, f"<html><body><p>{name}{self.path}</p></body></html>".encode()
                 else:
                     status, body = 404, b""

@@ -10,12 +10,14 @@ import time
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import ResponseDataLossError
 from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import reactor
 from twisted.internet.defer import CancelledError, maybeDeferred
 from twisted.web.iweb import UNKNOWN_LENGTH
 
 from crawler import meta
+from crawler.handlers.connections import AddressedPool
 from crawler.page.budget import BodyBudget, Charge
-from crawler.scrapy_private import ScrapyAgent, agent_options, get_dataloss_msg, wrap_twisted_exceptions
+from crawler.scrapy_private import ScrapyAgent, agent_options, get_dataloss_msg, use_pool, wrap_twisted_exceptions
 from crawler.services import services
 
 logger = logging.getLogger(__name__)
@@ -65,12 +67,19 @@ class _BudgetAgent(ScrapyAgent):
             self.charge = None
 
 
+def _recorded(crawler, name: str) -> str | None:
+    client = services(crawler).frontier_client
+    return client.address_of(name) if client is not None else None
+
+
 class BudgetedDownloadHandler(HTTP11DownloadHandler):
     """HTTP(S) downloads whose big bodies keep within the crawler's BodyBudget."""
 
     def __init__(self, crawler):
         super().__init__(crawler)
         self.budget = services(crawler).body_budget
+        if crawler.settings.getbool("FRONTIER_ADDRESS_POLITENESS"):  # (connections.py)
+            use_pool(self, AddressedPool(reactor, lambda name: _recorded(crawler, name)))
 
     async def download_request(self, request):
         if self.budget.max_bytes <= 0:

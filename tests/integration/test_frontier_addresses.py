@@ -140,3 +140,45 @@ def test_a_worker_dying_with_a_claim_leaves_the_host_to_the_next_and_idle_hosts_
     assert frontier.redis.zcard(frontier.keys.resolve) == 0
     # its record stays, and a URL pushed later uses it until it expires
     assert frontier.redis.hexists(frontier.keys.haddr, "a.example")
+
+
+def test_a_round_resolves_through_dns_with_the_ttl_bounded_and_a_name_that_does_not_is_down(redis_url, crawl_name):
+    from crawler.frontier.addresses import AddressClasses, HostAddresses, Lookup
+    from testing.dns import Zone
+
+    frontier = _frontier(redis_url, crawl_name)
+    _push(frontier, ["http://v4.test:8080/", "http://v6.test/", "http://gone.test/", "http://10.1.2.3:81/"])
+    frontier.get(1, now=T0)
+    with Zone({"v4.test": "192.0.2.9", "v6.test": "2001:db8::9"}, ttl=5) as zone:
+        addresses = HostAddresses(
+            frontier,
+            Lookup([zone.nameserver], timeout=5),
+            AddressClasses(v4_prefix=24),
+            ttl_min=30,
+            ttl_max=600,
+            failure={"minimum": 10.0, "maximum": 10.0, "quiet": 600.0},
+        )
+        assert addresses.round(now=T0) == (3, 1)
+        records = {k.decode(): v.decode().split("\x1f") for k, v in frontier.redis.hgetall(frontier.keys.haddr).items()}
+        assert records == {
+            "v4.test:8080": ["192.0.2.0/24", "192.0.2.9", str(T0 + 30_000)],  # (a TTL of 5 s kept 30)
+            "v6.test": ["2001:db8::/64", "2001:db8::9", str(T0 + 30_000)],
+            "10.1.2.3:81": ["10.1.2.0/24", "10.1.2.3", str(T0 + 30_000)],  # a literal: no look-up
+        }
+        assert dict(zone.asked) == {"v4.test": 1, "v6.test": 2, "gone.test": 1}  # (A, then AAAA; no such name)
+        # the one that did not resolve: down for every worker, looked up again when its back-off ends
+        assert frontier.redis.hget(frontier.keys.hback, "gone.test").decode().endswith(":down")
+        assert frontier.redis.zscore(frontier.keys.resolve, "gone.test") == T0 + 10_000
+        leases, _ = frontier.get(10, now=T0)
+        assert sorted((_hosts([lease])[0], lease.address) for lease in leases) == [
+            ("10.1.2.3:81", "10.1.2.3"),
+            ("v4.test:8080", "192.0.2.9"),
+            ("v6.test", "2001:db8::9"),
+        ]
+        # a name whose answer expired and that no longer resolves keeps its address
+        zone.names.pop("v4.test")
+        _push(frontier, ["http://v4.test:8080/more"], now=T0 + 1)
+        # (v6.test and the literal, their leases in flight, looked up again; v4.test and
+        # gone.test not resolved)
+        assert addresses.round(now=T0 + 30_000) == (2, 2)
+        assert frontier.redis.hget(frontier.keys.haddr, "v4.test:8080").decode().split("\x1f")[1] == "192.0.2.9"
