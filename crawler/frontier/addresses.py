@@ -11,7 +11,9 @@ for the answer's TTL bounded by FRONTIER_ADDRESS_TTL_MIN and _MAX.
 - The address: the host's first IPv4 address in sorted order (an answer's order rotates),
   else its first IPv6 one; a literal address is its own.
 - The class: the address's network of FRONTIER_ADDRESS_PREFIX_V4 (or _V6) bits
-  (``AddressClasses``): 32 and 128 keep each address apart.
+  (``AddressClasses``): 32 and 128 keep each address apart; or, for an address in a network
+  of an ``address`` entry of CRAWL_RULES with ``class=NAME`` (a CDN's edges), NAME. Such an
+  entry's ``interval`` and ``in_flight`` are recorded as the class's own.
 - A host that does not resolve, with no address yet, is a host failure: down, backed off,
   and given up after HOST_GIVE_UP_AFTER (its URLs recorded as not fetched), as a host that
   refuses connections is. It is looked up again when its back-off ends.
@@ -183,19 +185,30 @@ class HostAddresses:
             with ThreadPoolExecutor(min(LOOKUPS_AT_ONCE, len(claimed))) as pool:
                 answers = list(pool.map(self._answer, [host for host, _ in claimed]))
             t = now_ms() if now is None else now
+            rules = shard.current_rules()
             records = []
             for (host, known), answer in zip(claimed, answers, strict=True):
                 if isinstance(answer, LookupFailed):
                     failed += 1
-                    records.append((host, "", "", t + self._retry_ms(shard, host, known, str(answer), t)))
+                    records.append((host, "", "", t + self._retry_ms(shard, host, known, str(answer), t), None, None))
                     continue
                 address, ttl = answer
                 keep = self.ttl_min_ms if ttl is None else min(max(ttl * 1000, self.ttl_min_ms), self.ttl_max_ms)
-                records.append((host, self.classes.class_of(address), address, t + keep))
+                class_, interval, cap = self._class(rules, address)
+                records.append((host, class_, address, t + keep, interval, cap))
             recorded += shard.resolve_commit(records, now=t)
         self._inc("frontier/addresses_resolved", recorded)
         self._inc("frontier/addresses_unresolved", failed)
         return recorded, failed
+
+    def _class(self, rules, address: str) -> tuple[str, int | None, int | None]:
+        """The address's class and the class's own interval (ms) and cap, None when not set
+        (CRAWL_RULES' address entries)."""
+        entry = rules.address_overrides(address)
+        if entry is None:
+            return self.classes.class_of(address), None, None
+        interval = None if entry.interval is None else int(entry.interval * 1000)
+        return entry.class_name or self.classes.class_of(address), interval, entry.in_flight
 
     def _retry_ms(self, shard, host: str, known: bool, why: str, now: int) -> int:
         """A host that did not resolve: down (backed off) when it has no address yet, looked

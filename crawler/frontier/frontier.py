@@ -551,13 +551,21 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         return [(host.decode(), known == b"1") for host, known in zip(out[::2], out[1::2], strict=True)]
 
     def resolve_commit(self, records, now: int | None = None) -> int:
-        """Record hosts' addresses for every worker: (host, class, address, expiry ms) each;
-        a host that waited for its address is due again. An address '' records nothing: the
-        host is looked up again at the expiry."""
+        """Record hosts' addresses for every worker: (host, class, address, expiry ms, the
+        class's own interval ms or None, its own cap or None) each; a host that waited for
+        its address is due again. An address '' records nothing: the host is looked up again
+        at the expiry."""
         now = now_ms() if now is None else now
         args = [self.keys.prefix, now, "commit", self.max_in_flight, self.host_interval_ms]
-        for host, class_, address, expiry in records:
-            args += [host, class_, address, int(expiry)]
+        for host, class_, address, expiry, interval, cap in records:
+            args += [
+                host,
+                class_,
+                address,
+                int(expiry),
+                "" if interval is None else interval,
+                "" if cap is None else cap,
+            ]
         return int(self._resolve(keys=self._route, args=args)) if records else 0
 
     # -- spill (spill.py moves the chunks; scripts SPILL and LOAD keep the queues whole) --------

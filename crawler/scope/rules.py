@@ -13,6 +13,9 @@ One entry per line; ``#`` starts a comment anywhere on a line; blank lines are i
     host example.com      interval=2 in_flight=2
     host api.example.com  interval=5qps max_pages=1000 priority=-1
 
+    address 192.0.2.10         interval=3                      # one server, slower
+    address 198.51.100.0/22    class=cdn-a interval=0.05 in_flight=16   # a CDN's edges
+
 Rules (``accept`` or ``reject``, then a kind) are tried in order and the first that matches
 a URL decides; a URL that no rule matches is accepted. URLs are matched in their normalized
 form (crawler/urls.py: lowercase scheme and host, no default port, no fragment).
@@ -51,6 +54,15 @@ at least one of ``interval`` (seconds >= 0, or ``Nqps``, as in FRONTIER_HOST_INT
 port and address rules of ``host NAME`` rules; one entry per NAME. The longest matching
 NAME wins, whole: a key it does not set is not taken from a shorter NAME (``api.example.com``
 above has no in_flight override), so that each line reads on its own.
+
+Address entries, ``address NETWORK key=value ...`` (FRONTIER_ADDRESS_POLITENESS; decision
+0056), set the budget of the addresses in NETWORK (an address, or CIDR ``a.b.c.d/N``,
+``v6::/N``): ``interval`` (as a host's) and ``in_flight`` (a whole number >= 1, or 0: no cap)
+replace FRONTIER_ADDRESS_INTERVAL and _MAX_IN_FLIGHT for their class; ``class=NAME`` (letters,
+digits, ``.``, ``_``, ``-``) puts every address of NETWORK into one class of that name, so
+that the hosts behind a CDN's many edge addresses share one budget rather than each edge
+address its own. The longest NETWORK containing an address wins, whole. They apply when a
+host's address is next looked up (its TTL).
 
 Parsing reports every problem of a file at once: one RulesError, ``PATH:LINE: message``
 lines; every command checks the file at its start (exit code 2).
@@ -111,6 +123,14 @@ class HostOverrides:
     in_flight: int | None = None
     max_pages: int | None = None
     priority: int | None = None
+
+
+@dataclass(frozen=True)
+class AddressOverrides:
+    network: str = ""  # as written in the entry
+    class_name: str | None = None
+    interval: float | None = None
+    in_flight: int | None = None
 
 
 @dataclass(frozen=True)
@@ -213,6 +233,11 @@ def _integer(value: str, minimum: float = float("-inf")) -> int:
     return int(value)
 
 
+_ADDRESS_KEYS = {
+    "class": (lambda value: re.fullmatch(r"[A-Za-z0-9._-]+", value)[0], "a name of letters, digits, '.', '_', '-'"),
+    "interval": (parse_interval, "seconds (a number >= 0) or Nqps"),
+    "in_flight": (lambda value: _integer(value, 0), "a whole number >= 0"),
+}
 _KEYS = {
     "interval": (parse_interval, "seconds (a number >= 0) or Nqps"),
     "in_flight": (lambda value: _integer(value, 1), "a whole number >= 1"),
@@ -267,6 +292,32 @@ def _entry(fields: list[str], problems: list[str]) -> tuple[str | None, HostOver
     return name, HostOverrides(**values)
 
 
+def _address_entry(fields: list[str], problems: list[str]):
+    """(network, AddressOverrides) of an ``address`` line's fields; problems to ``problems``."""
+    if len(fields) < 2:
+        problems.append(f"expected 'address NETWORK key=value ...' with keys {', '.join(_ADDRESS_KEYS)}")
+    network, values, seen = None, {}, set()
+    try:
+        network = ipaddress.ip_network(fields[0], strict=False) if fields else None
+    except ValueError:
+        problems.append(f"bad network {fields[0]!r}, expected an address or a.b.c.d/N")
+    for field in fields[1:]:
+        key, equals, value = field.partition("=")
+        if key not in _ADDRESS_KEYS or not equals:
+            problems.append(
+                f"unknown key {key!r}, expected {', '.join(_ADDRESS_KEYS)}" if equals else f"not key=value: {field!r}"
+            )
+        elif key in seen:
+            problems.append(f"{key} given twice")
+        else:
+            seen.add(key)
+            try:
+                values["class_name" if key == "class" else key] = _ADDRESS_KEYS[key][0](value)
+            except (ValueError, ZeroDivisionError, TypeError):
+                problems.append(f"bad {key} {value!r}, expected {_ADDRESS_KEYS[key][1]}")
+    return network, AddressOverrides(network=fields[0] if fields else "", **values)
+
+
 def _first(text: str, prefixes: tuple[str, ...], decisions: tuple[Decision, ...]) -> Decision:
     return next(decision for prefix, decision in zip(prefixes, decisions) if text.startswith(prefix))
 
@@ -280,16 +331,19 @@ class CrawlRules:
         hosts: dict | None = None,
         text: str = "",
         path: str = "",
+        addresses: dict | None = None,
     ):
         self._rules = tuple(rules or ())  # (kind, value, the Decision it gives)
         self._blocks = _blocks(self._rules)
         self._hosts: dict[str, HostOverrides] = dict(hosts or {})
+        # network -> AddressOverrides, the longest first
+        self._addresses = sorted((addresses or {}).items(), key=lambda item: -item[0].prefixlen)
         self.text = text  # what they were parsed from, and where it was read (published with the crawl's scope)
         self.path = path
 
     @classmethod
     def parse(cls, text: str, path: str = "<rules>") -> CrawlRules:
-        rules, hosts, first, problems = [], {}, {}, []
+        rules, hosts, first, problems, addresses = [], {}, {}, [], {}
         for lineno, raw in enumerate(text.split("\n"), 1):
             line = raw.split("#", 1)[0].strip()
             verb, messages = line.split(None, 1)[0] if line else "", []
@@ -304,12 +358,18 @@ class CrawlRules:
                     messages.append(f"duplicate host entry for {name} (first on line {first[name]})")
                 elif name is not None:
                     first[name], hosts[name] = lineno, entry
+            elif verb == "address":
+                network, entry = _address_entry(line.split()[1:], messages)
+                if network in addresses:
+                    messages.append(f"duplicate address entry for {network}")
+                elif network is not None and not messages:
+                    addresses[network] = entry
             elif verb:
-                messages.append(f"unknown verb {verb!r}, expected accept, reject or host")
+                messages.append(f"unknown verb {verb!r}, expected accept, reject, host or address")
             problems += [(lineno, message) for message in messages]
         if problems:
             raise RulesError(problems, path)
-        return cls(rules, hosts, text, path)
+        return cls(rules, hosts, text, path, addresses)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> CrawlRules:
@@ -356,12 +416,22 @@ class CrawlRules:
                 return self._hosts[name]
         return _NO_OVERRIDES
 
+    def address_overrides(self, address: str) -> AddressOverrides | None:
+        """The entry of the longest network containing ``address``; None when none does."""
+        if not self._addresses:
+            return None
+        ip = ipaddress.ip_address(address)
+        for network, entry in self._addresses:
+            if ip.version == network.version and ip in network:
+                return entry
+        return None
+
     @property
     def empty(self) -> bool:
-        return not self._rules and not self._hosts
+        return not self._rules and not self._hosts and not self._addresses
 
     def __len__(self) -> int:
-        return len(self._rules) + len(self._hosts)
+        return len(self._rules) + len(self._hosts) + len(self._addresses)
 
     def __repr__(self) -> str:
         return f"<CrawlRules: {len(self._rules)} rules, {len(self._hosts)} host entries>"

@@ -33,7 +33,7 @@ def _resolve(frontier, addresses: dict[str, str], now=T0) -> None:
     """What a worker does for the hosts claimed: each host's class is its address here."""
     claimed = [host for host, _ in frontier.resolve_claim(10_000, 100, now=now)]
     assert set(claimed) <= set(addresses)
-    frontier.resolve_commit([(h, addresses[h], addresses[h], now + TTL) for h in claimed], now=now)
+    frontier.resolve_commit([(h, addresses[h], addresses[h], now + TTL, None, None) for h in claimed], now=now)
 
 
 def test_hosts_of_one_address_share_its_interval_across_pops(redis_url, crawl_name):
@@ -106,7 +106,7 @@ def test_a_host_that_moves_takes_its_budget_to_its_new_address(redis_url, crawl_
     assert frontier.redis.zcard(frontier.keys.leases) == 1
 
     # its address is looked up again and has changed: its next URL goes at once, to the new one
-    frontier.resolve_commit([("mover.example", "10.0.0.9", "10.0.0.9", T0 + TTL)], now=T0 + 3000)
+    frontier.resolve_commit([("mover.example", "10.0.0.9", "10.0.0.9", T0 + TTL, None, None)], now=T0 + 3000)
     leases, _ = frontier.get(10, now=T0 + 3000)
     assert [(h, lease.address) for h, lease in zip(_hosts(leases), leases, strict=True)] == [
         ("mover.example", "10.0.0.9")
@@ -131,7 +131,7 @@ def test_a_worker_dying_with_a_claim_leaves_the_host_to_the_next_and_idle_hosts_
     assert frontier.resolve_claim(5_000, 10, now=T0) == [("a.example", False)]
     assert frontier.resolve_claim(5_000, 10, now=T0 + 4_999) == []  # (claimed)
     assert frontier.resolve_claim(5_000, 10, now=T0 + 5_000) == [("a.example", False)]  # the claimer died
-    frontier.resolve_commit([("a.example", "10.0.0.1", "10.0.0.1", T0 + 5_000 + TTL)], now=T0 + 5_000)
+    frontier.resolve_commit([("a.example", "10.0.0.1", "10.0.0.1", T0 + 5_000 + TTL, None, None)], now=T0 + 5_000)
     leases, _ = frontier.get(1, now=T0 + 5_000)
     assert [lease.address for lease in leases] == ["10.0.0.1"]
     frontier.ack(leases[0].id, landed=[leases[0].id], now=T0 + 5_001)
@@ -182,3 +182,32 @@ def test_a_round_resolves_through_dns_with_the_ttl_bounded_and_a_name_that_does_
         # gone.test not resolved)
         assert addresses.round(now=T0 + 30_000) == (2, 2)
         assert frontier.redis.hget(frontier.keys.haddr, "v4.test:8080").decode().split("\x1f")[1] == "192.0.2.9"
+
+
+def test_an_address_entry_names_a_class_for_a_network_and_gives_it_its_own_budget(redis_url, crawl_name, tmp_path):
+    from crawler.frontier.addresses import AddressClasses, HostAddresses, Lookup
+    from crawler.scope.rules import RulesWatch
+    from testing.dns import Zone
+
+    rules = tmp_path / "crawl.rules"
+    rules.write_text("address 198.51.100.0/24 class=cdn interval=2\naddress 192.0.2.10 in_flight=0 interval=0\n")
+    frontier = _frontier(redis_url, crawl_name, rules=RulesWatch(str(rules)), address_max_in_flight=1)
+    _push(frontier, ["http://a.test/", "http://b.test/", "http://c.test/1", "http://c.test/2"])
+    frontier.get(1, now=T0)
+    names = {"a.test": "198.51.100.1", "b.test": "198.51.100.2", "c.test": "192.0.2.10"}
+    with Zone(names) as zone:
+        addresses = HostAddresses(frontier, Lookup([zone.nameserver]), AddressClasses(), ttl_min=60)
+        assert addresses.round(now=T0) == (3, 0)
+    classes = {k.decode(): v.decode().split("\x1f")[0] for k, v in frontier.redis.hgetall(frontier.keys.haddr).items()}
+    assert classes == {"a.test": "cdn", "b.test": "cdn", "c.test": "192.0.2.10"}
+    assert frontier.redis.hgetall(frontier.keys.adelay) == {b"cdn": b"2000", b"192.0.2.10": b"0"}
+    assert frontier.redis.hgetall(frontier.keys.alimit) == {b"192.0.2.10": b"0"}
+    # a.test and b.test, on two addresses, share the class's 2 s; c.test's address has no cap
+    first, _ = frontier.get(10, now=T0)
+    assert sorted(_hosts(first)) in (["a.test", "c.test"], ["b.test", "c.test"])
+    second, _ = frontier.get(10, now=T0 + 1000)
+    assert _hosts(second) == ["c.test"]  # its second URL at once, its first still in flight
+    frontier.ack(*[lease.id for lease in first], landed=[lease.id for lease in first], now=T0 + 1)
+    assert frontier.get(10, now=T0 + 2000)[0] == []  # the class's 2 s count from the landing
+    third, _ = frontier.get(10, now=T0 + 2001)
+    assert len(third) == 1 and {*_hosts(first), *_hosts(third)} == {"a.test", "b.test", "c.test"}

@@ -9,7 +9,7 @@ import pytest
 import surt
 
 from crawler.scope import rules as rules_module
-from crawler.scope.rules import EMPTY, CrawlRules, Decision, HostOverrides, RulesError
+from crawler.scope.rules import EMPTY, AddressOverrides, CrawlRules, Decision, HostOverrides, RulesError
 from testing.servers import local_resolver
 
 ACCEPTED = Decision(True, None, "")
@@ -335,7 +335,8 @@ def test_the_documented_example():
     doc = rules_module.__doc__
     example = doc[doc.index("ignored::\n") + len("ignored::\n") : doc.index("\nRules (")]
     rules = CrawlRules.parse(example)
-    assert len(rules) == 8
+    assert len(rules) == 10
+    assert rules.address_overrides("198.51.102.9").class_name == "cdn-a"
     assert rules.decide("https://www.example.com/private/x").line == 2  # (line 1 is blank)
     assert rules.decide("https://example.com/calendar/2024-05").line == 3
     assert rules.decide("https://shop.example.com/calendar/").line == 4
@@ -375,7 +376,7 @@ def test_every_problem_of_a_file_in_one_error():
     keys = "interval, in_flight, max_pages, priority"
     assert str(raised.value) == "\n".join(
         [
-            "scope.rules:2: unknown verb 'frobnicate', expected accept, reject or host",
+            "scope.rules:2: unknown verb 'frobnicate', expected accept, reject, host or address",
             "scope.rules:3: unknown kind 'nothing', expected host, surt, regex, prefix or all",
             "scope.rules:4: missing kind, expected host, surt, regex, prefix or all",
             "scope.rules:5: missing value after 'reject surt'",
@@ -401,7 +402,7 @@ def test_every_problem_of_a_file_in_one_error():
     )
     lines = [line for line, _ in raised.value.problems]
     assert lines == [2, 3, 4, 5, 6, 7, 8, 8, 8, 9, 10, 11, 11, 11, 12, 13, 13, 14, 15, 16, 16, 16]
-    assert raised.value.problems[0] == (2, "unknown verb 'frobnicate', expected accept, reject or host")
+    assert raised.value.problems[0] == (2, "unknown verb 'frobnicate', expected accept, reject, host or address")
     assert isinstance(raised.value, ValueError)
 
 
@@ -445,3 +446,39 @@ def test_an_unreadable_file(tmp_path):
     with pytest.raises(RulesError) as raised:
         CrawlRules.from_file(str(latin))
     assert str(raised.value).startswith(f"{latin}:0: 'utf-8' codec can't decode byte 0xfc")
+
+
+def test_address_entries_give_a_network_its_budget_or_one_class_and_the_longest_wins():
+    rules = CrawlRules.parse(
+        "address 192.0.2.10 interval=3\n"
+        "address 198.51.100.0/22 class=cdn-a interval=20qps in_flight=16  # a CDN's edges\n"
+        "address 198.51.100.128/25 in_flight=0\n"
+        "address 2001:db8::/32 class=v6-cdn\n"
+    )
+    assert rules.address_overrides("192.0.2.10") == AddressOverrides("192.0.2.10", None, 3.0, None)
+    assert rules.address_overrides("192.0.2.11") is None
+    cdn = rules.address_overrides("198.51.101.7")
+    assert (cdn.class_name, cdn.interval, cdn.in_flight) == ("cdn-a", 0.05, 16)
+    assert rules.address_overrides("198.51.100.200") == AddressOverrides("198.51.100.128/25", None, None, 0)
+    assert rules.address_overrides("2001:db8:5::1").class_name == "v6-cdn"
+    assert rules.address_overrides("::1") is None and len(rules) == 4 and not rules.empty
+
+
+def test_bad_address_entries_are_each_said():
+    with pytest.raises(RulesError) as raised:
+        CrawlRules.parse(
+            "address 300.1.2.3 interval=1\n"
+            "address 192.0.2.0/24 class=a/b\n"
+            "address 192.0.2.0/24 in_flight=-1 colour=red\n"
+            "address 192.0.2.0/24\n"
+            "address 10.0.0.0/8 interval=1\naddress 10.0.0.0/8 interval=2\n",
+            "r",
+        )
+    assert str(raised.value).splitlines() == [
+        "r:1: bad network '300.1.2.3', expected an address or a.b.c.d/N",
+        "r:2: bad class 'a/b', expected a name of letters, digits, '.', '_', '-'",
+        "r:3: bad in_flight '-1', expected a whole number >= 0",
+        "r:3: unknown key 'colour', expected class, interval, in_flight",
+        "r:4: expected 'address NETWORK key=value ...' with keys class, interval, in_flight",
+        "r:6: duplicate address entry for 10.0.0.0/8",
+    ]

@@ -10,7 +10,9 @@
 --   next claim). A host with nothing queued or in flight is not looked up again (its
 --   address, kept, is refreshed when it has URLs again). Returns {host, known, ...}: known
 --   '1' when the host has an address already (its answer expired), '0' when it waits for one.
--- commit: ARGV[6..] (host, class, address, expiry ms) of each host resolved: its record
+-- commit: ARGV[6..] (host, class, address, expiry ms, interval ms, cap) of each host
+--   resolved (interval and cap: the class's own, from CRAWL_RULES' address entries; '' for
+--   none, which forgets any it had): its record
 --   ('haddr': class SEP address SEP expiry) and its next look-up at the expiry; a host that
 --   waited for its address goes back into the ready heap. An address '' (the host did not
 --   resolve) changes no record: the host is looked up again at the expiry. A host moving to another class
@@ -47,11 +49,18 @@ end
 
 local function commit()
     local recorded = 0
-    for i = 6, #ARGV, 4 do
+    for i = 6, #ARGV, 6 do
         local host, class, address, expiry = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
         redis.call('ZADD', resolve, expiry, host)
         if address ~= '' then
             redis.call('HSET', prefix .. K.haddr, host, class .. SEP .. address .. SEP .. expiry)
+            for j, key in ipairs({K.adelay, K.alimit}) do
+                if ARGV[i + 3 + j] == '' then
+                    redis.call('HDEL', prefix .. key, class)
+                else
+                    redis.call('HSET', prefix .. key, class, ARGV[i + 3 + j])
+                end
+            end
             if has_queue(prefix, host) then make_ready(prefix, host, now) end
             recorded = recorded + 1
         end
