@@ -274,6 +274,7 @@ def format_stats(name: str, s: dict, cluster: bool = False) -> str:
             f"est. false-positive rate {seen['false_positive_rate']:.2e}",
             f"pages (all)      {totals_text(s.get('totals') or {})}",
             *busiest_lines(s.get("busiest")),
+            *busiest_address_lines(s.get("busiest_addresses")),
         ]
     )
 
@@ -362,6 +363,44 @@ def busiest_lines(busiest: dict | None, now: float | None = None) -> list[str]:
     lines = [f"busiest hosts    by URLs queued{scope}"]
     for host, queued, interval, state in [head, *rows]:
         lines.append(f"  {host:<{widths[0]}}  {queued:>{widths[1]}}  {interval:>{widths[2]}}  {state}")
+    return lines
+
+
+def busiest_address_lines(busiest: dict | None) -> list[str]:
+    """FRONTIER_ADDRESS_POLITENESS: the busiest address classes as a table: their hosts,
+    URLs queued, hosts waiting for the class, downloads in flight against the cap, the
+    class's rate (one request an interval) and the URLs handed out so far."""
+    if not busiest or not busiest["classes"]:
+        return []
+    scope = "" if busiest["complete"] else f" (of {busiest['looked_at']} hosts' addresses)"
+    head = ("address (class)", "hosts", "queued", "waiting", "in flight", "rate", "handed out")
+    rows = []
+    for c in busiest["classes"]:
+        shown = ", ".join(c["addresses"])
+        name = (
+            c["class"]
+            if c["addresses"] == [c["class"]]
+            else f"{c['class']} ({shown}{', ...' if len(c['addresses']) > 2 else ''})"
+        )
+        rate = f"{1 / c['interval']:.3g}/s" if c["interval"] > 0 else "no limit"
+        cap = f"/{c['cap']}" if c["cap"] else ""
+        rows.append(
+            (
+                name,
+                str(c["hosts"]),
+                str(c["queued"]),
+                str(c["parked"]),
+                f"{c['in_flight']}{cap}",
+                rate,
+                str(c["handed_out"]),
+            )
+        )
+    widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
+    lines = [f"busiest addresses by URLs queued{scope}"]
+    for row in [head, *rows]:
+        lines.append(
+            "  " + "  ".join(f"{v:<{widths[0]}}" if i == 0 else f"{v:>{widths[i]}}" for i, v in enumerate(row))
+        )
     return lines
 
 

@@ -173,6 +173,7 @@ key                         type    contents
 ``anext`` / ``alast``       hash    address class -> time (ms) it may next be handed a URL /
                                     the last slot the rate limiter took or response ended
 ``aflight``                 hash    address class -> leases in flight
+``ahanded``                 hash    address class -> URLs handed out so far
 ``adelay`` / ``alimit``     hash    address class -> its own interval (ms) / cap of leases
                                     in flight, in place of the defaults
 ``lclass``                  hash    lease seq -> ``<class>\x1f<interval ms>`` of a lease in
@@ -263,6 +264,7 @@ NAMES = {
     "anext": "anext",
     "alast": "alast",
     "aflight": "aflight",
+    "ahanded": "ahanded",
     "adelay": "adelay",
     "alimit": "alimit",
     "lclass": "lclass",
@@ -329,6 +331,9 @@ class Keys:
 
     def ranked(self, host: str) -> str:
         return f"{self.prefix}{NAMES['ranked']}{host}"
+
+    def apark(self, class_: str) -> str:
+        return f"{self.prefix}{NAMES['apark']}{class_}"
 
     def buffer(self, host: str) -> str:
         return f"{self.prefix}{NAMES['buffer']}{host}"

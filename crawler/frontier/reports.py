@@ -233,6 +233,46 @@ class FrontierReports:
                 )
         return {"hosts": out, "looked_at": len(candidates), "complete": complete}
 
+    def busiest_addresses(self, n: int = 10, limit: int = 10_000) -> dict:
+        """FRONTIER_ADDRESS_POLITENESS: the ``n`` address classes with the most URLs queued
+        (back and ranked queues) over their hosts, most first, from ``limit`` hosts' records
+        at most. Returns {"classes": [{"class", "addresses" (up to 3), "hosts" (with URLs
+        queued), "queued", "parked" (hosts waiting for the class), "in_flight", "cap" (0:
+        none), "interval" (s), "handed_out" (so far)}], "looked_at", "complete"}."""
+        k = self.keys
+        records, cursor = {}, 0
+        while True:
+            cursor, page = self.redis.hscan(k.haddr, cursor, count=min(limit, 1000))
+            records.update(page)
+            if not cursor or len(records) >= limit:
+                break
+        hosts = [_str(h) for h in records][:limit]
+        fields = [_str(records[h.encode()]).split("\x1f") for h in hosts]
+        lengths = self.queue_lengths(hosts)
+        classes: dict[str, dict] = {}
+        for (class_, address, _), queued in zip(fields, lengths, strict=True):
+            c = classes.setdefault(class_, {"class": class_, "addresses": set(), "hosts": 0, "queued": 0})
+            c["addresses"].add(address)
+            c["hosts"] += bool(queued)
+            c["queued"] += queued
+        top = sorted((c for c in classes.values() if c["queued"]), key=lambda c: (-c["queued"], c["class"]))[:n]
+        if top:
+            names = [c["class"] for c in top]
+            p = self.redis.pipeline(transaction=False)
+            for key in (k.aflight, k.alimit, k.adelay, k.ahanded):
+                p.hmget(key, names)
+            for name in names:
+                p.zcard(k.apark(name))
+            flights, limits, delays, handed, *parked = p.execute()
+            for i, c in enumerate(top):
+                c["addresses"] = sorted(c["addresses"])[:3]
+                c["parked"] = parked[i]
+                c["in_flight"] = int(flights[i] or 0)
+                c["cap"] = int(limits[i]) if limits[i] is not None else self.address_max_in_flight
+                c["interval"] = (int(delays[i]) if delays[i] is not None else max(self.address_interval_ms, 0)) / 1000
+                c["handed_out"] = int(handed[i] or 0)
+        return {"classes": top, "looked_at": len(hosts), "complete": not cursor and len(hosts) == len(records)}
+
     def queue_lengths(self, hosts: list[str]) -> list[int]:
         """The URLs each host has queued: its back queue's and its ranked queue's (one round
         trip)."""

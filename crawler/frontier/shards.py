@@ -93,6 +93,7 @@ class ShardedFrontier:
         self.intervals, self.rules = first.intervals, first.rules
         self.max_in_flight, self.lease_ms = first.max_in_flight, first.lease_ms
         self.give_up_ms, self.ranked = first.give_up_ms, first.ranked
+        self.by_address = first.by_address  # FRONTIER_ADDRESS_POLITENESS: each shard keeps its classes' budgets
         # the page budget is the crawl's, not a shard's: get() spends it over them all
         self.max_pages = first.max_pages
         for shard in shards:
@@ -520,6 +521,16 @@ class ShardedFrontier:
         hosts = sorted((h for p in parts for h in p["hosts"]), key=lambda h: (-h["queued"], h["host"]))
         return {
             "hosts": hosts[:n],
+            "looked_at": sum(p["looked_at"] for p in parts),
+            "complete": all(p["complete"] for p in parts),
+        }
+
+    def busiest_addresses(self, n: int = 10, limit: int = 10_000) -> dict:
+        # (each shard keeps its own budget for a class: its figures are each shard's, side by side)
+        parts = [shard.busiest_addresses(n, limit) for shard in self.shards]
+        classes = sorted((c for p in parts for c in p["classes"]), key=lambda c: (-c["queued"], c["class"]))
+        return {
+            "classes": classes[:n],
             "looked_at": sum(p["looked_at"] for p in parts),
             "complete": all(p["complete"] for p in parts),
         }

@@ -47,6 +47,8 @@ def numbers(frontier, max_wait: float, hosts: int = 10) -> dict:
     stats["read_at"] = read_at
     if hosts:
         stats["busiest"] = frontier.busiest(hosts)
+        if frontier.by_address:
+            stats["busiest_addresses"] = frontier.busiest_addresses(hosts)
     return stats
 
 

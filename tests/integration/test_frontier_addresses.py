@@ -211,3 +211,31 @@ def test_an_address_entry_names_a_class_for_a_network_and_gives_it_its_own_budge
     assert frontier.get(10, now=T0 + 2000)[0] == []  # the class's 2 s count from the landing
     third, _ = frontier.get(10, now=T0 + 2001)
     assert len(third) == 1 and {*_hosts(first), *_hosts(third)} == {"a.test", "b.test", "c.test"}
+
+
+def test_the_busiest_addresses_with_their_hosts_queue_waiting_hosts_and_budget(redis_url, crawl_name):
+    from crawler.commands.frontier import busiest_address_lines
+
+    frontier = _frontier(redis_url, crawl_name, address_max_in_flight=2)
+    addresses = {f"h{i}.example": ("10.0.0.1", "10.0.0.1", "10.0.0.1", "10.0.0.2")[i] for i in range(4)}
+    _push(frontier, [f"http://h{i}.example/{n}" for i in range(4) for n in range(1 + i)])
+    frontier.get(1, now=T0)
+    _resolve(frontier, addresses)
+    leases, _ = frontier.get(10, now=T0)
+    assert len(leases) == 2  # one an address: the interval holds the others
+    busiest = frontier.busiest_addresses()
+    assert busiest["complete"] and busiest["looked_at"] == 4
+    got = [
+        {k: c[k] for k in ("class", "hosts", "queued", "parked", "in_flight", "cap", "handed_out")}
+        for c in busiest["classes"]
+    ]
+    one = next(lease for lease in leases if lease.address == "10.0.0.1")
+    left_on_1 = 6 - 1  # h0..h2 queued 1 + 2 + 3 URLs, one of them handed out
+    assert got == [
+        {"class": "10.0.0.1", "hosts": 3 - (_hosts([one])[0] == "h0.example"), "queued": left_on_1, "parked": 2,
+         "in_flight": 1, "cap": 2, "handed_out": 1},
+        {"class": "10.0.0.2", "hosts": 1, "queued": 3, "parked": 0, "in_flight": 1, "cap": 2, "handed_out": 1},
+    ]  # fmt: skip
+    lines = busiest_address_lines(busiest)
+    assert lines[0] == "busiest addresses by URLs queued"
+    assert lines[2].split() == ["10.0.0.1", str(got[0]["hosts"]), "5", "2", "1/2", "1/s", "1"]

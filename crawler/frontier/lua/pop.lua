@@ -208,6 +208,7 @@ local function hand_out(host, payload, due, cash, class, address)
         local class_interval = tonumber(redis.call('HGET', prefix .. K.adelay, class) or address_interval)
         redis.call('HSET', prefix .. K.anext, class, due + class_interval)
         redis.call('HINCRBY', prefix .. K.aflight, class, 1)
+        redis.call('HINCRBY', prefix .. K.ahanded, class, 1)
         redis.call('HSET', prefix .. K.lclass, seq, class .. SEP .. class_interval)
         wake_class_at(prefix, class, due + class_interval)  -- (its other hosts, if any wait)
     end
