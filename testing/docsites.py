@@ -49,6 +49,7 @@ KILL_AFTER = 60.0  # seconds past --seconds before a worker still running is kil
 class Site:
     def __init__(self, name: str, host: str, directory: str, prefix: str, seed: str):
         self.name, self.host, self.directory, self.prefix, self.seed_path = name, host, directory, prefix, seed
+        self.url_host = host  # what its URLs name: its address, or a name a DNS server gives it
         self.port = 0
         self.server: DocServer | None = None
         self.answers: Counter = Counter()  # HTTP status -> requests answered
@@ -58,7 +59,7 @@ class Site:
 
     @property
     def base(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"http://{self.url_host}:{self.port}"
 
     @property
     def scope(self) -> str:

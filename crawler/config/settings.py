@@ -245,7 +245,7 @@ TABLE: tuple[Setting, ...] = (
         "DNS_NAMESERVERS",
         "",
         TEXTS,
-        "with FRONTIER_ADDRESS_POLITENESS: the DNS servers that resolve hosts, `address` or `address:port`, comma separated ('': the machine's, /etc/resolv.conf)",
+        "the DNS servers the workers resolve hosts with (and FRONTIER_ADDRESS_POLITENESS's look-ups), `address` or `address:port`, comma separated ('': the machine's resolver)",
     ),
     S(
         "FRONTIER_LEASE_SECONDS",

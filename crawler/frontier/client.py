@@ -345,14 +345,18 @@ class FrontierClient:
 
     def landed(self, lease, answered: bool) -> None:
         """The lease's download ended now (``answered``: with an HTTP answer that is no
-        failure): its host is due again its interval after now, which the frontier must
-        know by then, less the lookahead, so that the take that carries the landing can
-        lease the host's next URL too; any take before carries it."""
+        failure): its host is due again its interval after now (and its address class its
+        own, FRONTIER_ADDRESS_POLITENESS), which the frontier must know by then, less the
+        lookahead, so that the take that carries the landing can lease the next URL too;
+        any take before carries it."""
         if lease not in self.held:
             return
         ended = self.now()
         self._landed.append((b"+" + lease if answered else lease, int(ended * 1000)))
-        self._land_by(ended + self.held[lease][1] - self.lookahead)
+        due_in = self.held[lease][1]
+        if self.addresses is not None:
+            due_in = min(due_in, max(self.frontier.address_interval_ms, 0) / 1000)
+        self._land_by(ended + due_in - self.lookahead)
 
     @property
     def owes_landings(self) -> bool:

@@ -93,7 +93,8 @@ class ShardedFrontier:
         self.intervals, self.rules = first.intervals, first.rules
         self.max_in_flight, self.lease_ms = first.max_in_flight, first.lease_ms
         self.give_up_ms, self.ranked = first.give_up_ms, first.ranked
-        self.by_address = first.by_address  # FRONTIER_ADDRESS_POLITENESS: each shard keeps its classes' budgets
+        # FRONTIER_ADDRESS_POLITENESS: each shard keeps its classes' budgets
+        self.by_address, self.address_interval_ms = first.by_address, first.address_interval_ms
         # the page budget is the crawl's, not a shard's: get() spends it over them all
         self.max_pages = first.max_pages
         for shard in shards:

@@ -19,6 +19,7 @@ and the proxy's own host is allowed.
 from __future__ import annotations
 
 import logging
+import time
 import urllib.request
 from urllib.parse import urlsplit
 
@@ -26,15 +27,20 @@ from scrapy.exceptions import NotConfigured
 from scrapy.resolver import CachingThreadedResolver
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet import defer, reactor
+from twisted.internet import defer, reactor, threads
 from twisted.internet.error import DNSLookupError
 
 from crawler import meta
 from crawler.exceptions import AddressRefused
+from crawler.frontier.addresses import Lookup, LookupFailed
 from crawler.scope.addresses import AddressPolicy, allow_hint, ip_literal
 from crawler.services import services_of
 
 logger = logging.getLogger(__name__)
+
+
+CACHE_MIN_TTL = 60.0  # seconds an answer of DNS_NAMESERVERS is kept at least
+CACHE_NAMES = 10_000  # answers kept at most (all forgotten at once past it)
 
 
 class RefusedResolution(DNSLookupError):
@@ -56,6 +62,8 @@ class GuardedResolver(CachingThreadedResolver):
     policy: AddressPolicy | None = None
     allowed_names: set[str] = set()
     process = None  # with FRONTIER_ADDRESS_POLITENESS: the process, whose crawlers' clients it asks
+    lookup: Lookup | None = None  # with DNS_NAMESERVERS: names resolved through those servers
+    _answers: dict[str, tuple[str, float]] = {}  # name -> (address, until): DNS_NAMESERVERS' answers
 
     @classmethod
     def from_crawler(cls, crawler, reactor):
@@ -66,6 +74,11 @@ class GuardedResolver(CachingThreadedResolver):
             resolver.allowed_names = proxy_hosts()
         if crawler.settings.getbool("FRONTIER_ADDRESS_POLITENESS"):
             resolver.process = crawler
+        if crawler.settings.getlist("DNS_NAMESERVERS"):
+            resolver.lookup = Lookup(
+                crawler.settings.getlist("DNS_NAMESERVERS"), crawler.settings.getfloat("DNS_TIMEOUT")
+            )
+            resolver._answers = {}
         return resolver
 
     def recorded(self, name: str) -> str | None:
@@ -84,11 +97,29 @@ class GuardedResolver(CachingThreadedResolver):
             d = defer.succeed(recorded)
         elif ":" in name and ip_literal(name):  # an IPv6 literal: gethostbyname knows IPv4 only
             d = defer.succeed(name.strip("[]"))
+        elif self.lookup is not None:
+            d = threads.deferToThread(self._looked_up, name)
         else:
             d = super().getHostByName(name, timeout)
         if self.policy is not None and name not in self.allowed_names:
             d.addCallback(self._check, name)
         return d
+
+    def _looked_up(self, name: str) -> str:
+        """``name``'s address from DNS_NAMESERVERS, kept for its TTL (at least CACHE_MIN_TTL
+        seconds, CACHE_NAMES names at most)."""
+        now = time.monotonic()
+        cached = self._answers.get(name)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        try:
+            address, ttl = self.lookup.lookup(name)
+        except LookupFailed as exc:
+            raise DNSLookupError(f"{name}: {exc}") from None
+        if len(self._answers) >= CACHE_NAMES:
+            self._answers.clear()
+        self._answers[name] = (address, now + max(ttl or 0, CACHE_MIN_TTL))
+        return address
 
     def _check(self, address: str, name: str) -> str:
         reason = self.policy.refusal(address)

@@ -15,6 +15,11 @@ frontier and the request goes back to the frontier as a retry of its lease (neit
 dropped nor counted as an error). Requests the frontier did not hand out (robots.txt) always wait for their
 slot. Every request to a host counts: robots.txt, redirect hops and retries included.
 
+With FRONTIER_ADDRESS_POLITENESS the slot is also its address class's (the class's interval
+after its last slot or response), and a request the frontier handed out waits for it at most
+the class's interval: longer, and it would hold one of its address's places in flight while
+it waits for its host (whose robots.txt just took its turn, say); it goes back instead.
+
 The frontier hands a host out when it is due, or up to FRONTIER_LOOKAHEAD before, with
 its due time (``meta.DUE``): the limiter holds such a request until then, so that it
 leaves the moment its host is due, already popped and through the other middlewares.
@@ -47,6 +52,11 @@ class RateLimiterMiddleware:
         self.stats = stats
         self.frontier = frontier
         self.max_wait = max_wait
+        # FRONTIER_ADDRESS_POLITENESS: a leased request waits at most its class's interval;
+        # one whose host is due later (robots.txt took its turn) goes back to the frontier
+        # rather than hold one of its address's places while it waits
+        if frontier.by_address:
+            self.max_wait = min(max_wait, max(frontier.address_interval_ms, 0) / 1000)
 
     @classmethod
     def from_crawler(cls, crawler):
