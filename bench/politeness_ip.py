@@ -6,7 +6,7 @@ and per address in one call, on loopback with a DNS server of its own (testing/d
 
 1. Shared hosting: --names host names on 5 addresses (testing/sites.py's AddressSite, a
    page linking to 2 others a name), crawled by 2 workers per host (FRONTIER_HOST_INTERVAL
-   1 s), then per address (FRONTIER_ADDRESS_INTERVAL --address-interval, a cap of 1). By the
+   1 s), then per address (FRONTIER_ADDRESS_INTERVAL --address-interval, a cap of --cap). By the
    site's arrival log, each address's request rate while it has work (from its first
    request to its last) against its limit, 1 / interval, and its smallest gap.
 2. The documentation sites (testing/docsites.py: 9 sites, one address each), named through
@@ -140,7 +140,7 @@ def documentation(args, by_address: bool, results: Results) -> tuple[float, floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--names", type=int, default=100)
-    parser.add_argument("--address-interval", type=float, default=0.5)
+    parser.add_argument("--address-interval", type=float, default=1.0, help="FRONTIER_ADDRESS_INTERVAL (its default)")
     parser.add_argument("--cap", type=int, default=1, help="FRONTIER_ADDRESS_MAX_IN_FLIGHT of the shared hosting crawl")
     parser.add_argument("--limit", type=float, default=300, help="seconds before a shared-hosting worker is killed")
     parser.add_argument("--interval", type=float, default=0.05, help="the documentation crawl's FRONTIER_HOST_INTERVAL")
