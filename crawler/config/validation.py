@@ -102,6 +102,13 @@ def problems(settings) -> list[str]:
         backend = str(settings.get("URLSTORE_BACKEND") or "").lower()
         if backend == "cassandra" and settings.getbool("URLSTORE_ENABLED") and not settings.getlist("CASSANDRA_HOSTS"):
             out.append("URLSTORE_BACKEND=cassandra: expected CASSANDRA_HOSTS (contact points, comma separated)")
+        sharded = len(settings.getlist("REDIS_URLS")) > 1 or settings.get("REDIS_CLUSTER_URL")
+        if settings.getbool("FRONTIER_ADDRESS_POLITENESS") and sharded:
+            out.append(
+                "FRONTIER_ADDRESS_POLITENESS=True: expected one Redis (REDIS_URL), not a sharded frontier"
+                " (REDIS_URLS, REDIS_CLUSTER_URL): each shard would keep its own budget for an address"
+                " whose hosts fall on several shards"
+            )
         if settings.getbool("FRONTIER_ADDRESS_POLITENESS") and settings.get("FRONTIER_POLITENESS_KEY") != "host":
             out.append(
                 f"FRONTIER_ADDRESS_POLITENESS=True: expected FRONTIER_POLITENESS_KEY=host"

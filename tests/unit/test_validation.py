@@ -63,6 +63,16 @@ def test_settings_that_must_agree_are_checked_together():
     assert problems_with(URLSTORE_BACKEND="cassandra", CASSANDRA_HOSTS=[]) == [
         "URLSTORE_BACKEND=cassandra: expected CASSANDRA_HOSTS (contact points, comma separated)"
     ]
+    assert problems_with(FRONTIER_ADDRESS_TTL_MIN=600, FRONTIER_ADDRESS_TTL_MAX=60) == [
+        "FRONTIER_ADDRESS_TTL_MIN=600 is above FRONTIER_ADDRESS_TTL_MAX=60: expected at most it"
+    ]
+    assert problems_with(FRONTIER_ADDRESS_POLITENESS=True, FRONTIER_POLITENESS_KEY="domain") == [
+        "FRONTIER_ADDRESS_POLITENESS=True: expected FRONTIER_POLITENESS_KEY=host"
+        " (not domain: a registered domain has no one address)"
+    ]
+    sharded = problems_with(FRONTIER_ADDRESS_POLITENESS=True, REDIS_URLS="redis://127.0.0.1:1/0,redis://127.0.0.1:2/0")
+    assert len(sharded) == 1 and sharded[0].startswith("FRONTIER_ADDRESS_POLITENESS=True: expected one Redis")
+    assert problems_with(FRONTIER_ADDRESS_POLITENESS=True, DNS_NAMESERVERS="127.0.0.1:5353") == []
 
 
 def test_a_setting_no_longer_read_is_refused_naming_what_replaced_it():
