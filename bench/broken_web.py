@@ -4,6 +4,7 @@ site's own arrival log, and its speed against the polite limit of the same run.
 
     python -m bench.broken_web                 # 200 hosts, 3 workers (a few minutes)
     python -m bench.broken_web --hosts 60 --workers 2
+    python -m bench.broken_web --by-address    # with FRONTIER_ADDRESS_POLITENESS (its own figures)
 
 The demo site (crawler/demo/site.py, framed pages, every fourth linking a near copy of
 itself) with broken hosts: robots.txt answering 500/503, a page answering 503 for good or
@@ -55,7 +56,7 @@ def broken_site(hosts: int, pages: int) -> tuple[Site, dict]:
     return site, plan
 
 
-def run(hosts: int, pages: int, workers: int, timeout: float) -> dict:
+def run(hosts: int, pages: int, workers: int, timeout: float, by_address: bool = False) -> dict:
     site, plan = broken_site(hosts, pages)
     site.start()
     work = Path(tempfile.mkdtemp(prefix="broken-web-"))
@@ -70,6 +71,8 @@ def run(hosts: int, pages: int, workers: int, timeout: float) -> dict:
         for n in range(workers):
             settings = {"CRAWL_NAME": "broken-web", "FRONTIER_HOST_INTERVAL": INTERVAL, "ARCHIVE_MAX_SECONDS": None}
             settings |= {"NETWORK_GUARD_ALLOW": "127.0.0.0/8", "LOG_FILE": work / f"worker-{n}.log"}
+            if by_address:  # (each host on an address of its own: the class's interval the host's)
+                settings |= {"FRONTIER_ADDRESS_POLITENESS": True, "FRONTIER_ADDRESS_INTERVAL": INTERVAL}
             cmd = crawl_command(work / f"pages-{n}.jsonl", seeds if n == 0 else None, settings, append=True)
             procs.append(start_worker(cmd, env, work / f"worker-{n}.out"))
         ended = wait_or_kill(procs, started, timeout)
@@ -191,10 +194,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--runs", type=int, default=1, help="crawls, one after the other (figures: median and spread)")
+    parser.add_argument(
+        "--by-address", action="store_true", help="FRONTIER_ADDRESS_POLITENESS on, its interval the host's"
+    )
     args = parser.parse_args()
-    results = Results("broken_web", runs=args.runs)
+    results = Results("broken_web_by_address" if args.by_address else "broken_web", runs=args.runs)
     for _ in range(args.runs):
-        for name, (value, unit) in run(args.hosts, args.pages, args.workers, args.timeout).items():
+        for name, (value, unit) in run(args.hosts, args.pages, args.workers, args.timeout, args.by_address).items():
             baseline = "the polite limit: hosts / (interval + response time)" if unit == "x" else None
             results.add(name, value, unit, baseline)
     results.write()

@@ -266,55 +266,50 @@ def _rule(line: str) -> tuple[str, object]:
     return kind, _name(value) if kind == _HOST else value.lower() if kind == _SURT else value
 
 
+def _values(fields: list[str], keys: dict, problems: list[str]) -> dict:
+    """The ``key=value`` fields of an entry, each read by its key's reader in ``keys``
+    (key -> (reader, what it expects)); its problems go to ``problems``."""
+    values: dict = {}
+    for field in fields:
+        key, equals, value = field.partition("=")
+        if key not in keys or not equals:
+            problems.append(
+                f"unknown key {key!r}, expected {', '.join(keys)}" if equals else f"not key=value: {field!r}"
+            )
+        elif key in values:
+            problems.append(f"{key} given twice")
+        else:
+            try:
+                values[key] = keys[key][0](value)
+            except (ValueError, ZeroDivisionError, TypeError):
+                problems.append(f"bad {key} {value!r}, expected {keys[key][1]}")
+    return values
+
+
 def _entry(fields: list[str], problems: list[str]) -> tuple[str | None, HostOverrides]:
     """(NAME, overrides) of a ``host`` line's fields; its problems go to ``problems``."""
     if len(fields) < 2:
         problems.append(f"expected 'host NAME key=value ...' with keys {', '.join(_KEYS)}")
-    name, values, seen = None, {}, set()
+    name = None
     try:
         name = _name(fields[0]) if fields else None
     except ValueError as exc:
         problems.append(str(exc))
-    for field in fields[1:]:
-        key, equals, value = field.partition("=")
-        if key not in _KEYS or not equals:
-            problems.append(
-                f"unknown key {key!r}, expected {', '.join(_KEYS)}" if equals else f"not key=value: {field!r}"
-            )
-        elif key in seen:
-            problems.append(f"{key} given twice")
-        else:
-            seen.add(key)
-            try:
-                values[key] = _KEYS[key][0](value)
-            except (ValueError, ZeroDivisionError):
-                problems.append(f"bad {key} {value!r}, expected {_KEYS[key][1]}")
-    return name, HostOverrides(**values)
+    return name, HostOverrides(**_values(fields[1:], _KEYS, problems))
 
 
 def _address_entry(fields: list[str], problems: list[str]):
     """(network, AddressOverrides) of an ``address`` line's fields; problems to ``problems``."""
     if len(fields) < 2:
         problems.append(f"expected 'address NETWORK key=value ...' with keys {', '.join(_ADDRESS_KEYS)}")
-    network, values, seen = None, {}, set()
+    network = None
     try:
         network = ipaddress.ip_network(fields[0], strict=False) if fields else None
     except ValueError:
         problems.append(f"bad network {fields[0]!r}, expected an address or a.b.c.d/N")
-    for field in fields[1:]:
-        key, equals, value = field.partition("=")
-        if key not in _ADDRESS_KEYS or not equals:
-            problems.append(
-                f"unknown key {key!r}, expected {', '.join(_ADDRESS_KEYS)}" if equals else f"not key=value: {field!r}"
-            )
-        elif key in seen:
-            problems.append(f"{key} given twice")
-        else:
-            seen.add(key)
-            try:
-                values["class_name" if key == "class" else key] = _ADDRESS_KEYS[key][0](value)
-            except (ValueError, ZeroDivisionError, TypeError):
-                problems.append(f"bad {key} {value!r}, expected {_ADDRESS_KEYS[key][1]}")
+    values = _values(fields[1:], _ADDRESS_KEYS, problems)
+    if "class" in values:
+        values["class_name"] = values.pop("class")
     return network, AddressOverrides(network=fields[0] if fields else "", **values)
 
 

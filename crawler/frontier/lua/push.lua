@@ -247,11 +247,7 @@ for host, q in pairs(buffers) do
         redis.call('ZADD', prefix .. K.spill, 'NX', now + spill_age, host)
     end
 end
-for level, q in pairs(front) do
-    for i = 1, #q, 1000 do
-        redis.call('RPUSH', prefix .. K.front .. level, unpack(q, i, math.min(i + 999, #q)))
-    end
-end
+for level, q in pairs(front) do push_all(prefix .. K.front .. level, q) end
 redis.call('HSET', meta, count_field, count)
 if full then redis.call('HSET', meta, 'gen', gen + 1) end
 if added > 0 then

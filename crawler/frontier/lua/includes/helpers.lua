@@ -98,6 +98,7 @@ local function unlevelled(e)
     if string.byte(e, 1) ~= 28 then return e end
     return string.sub(e, string.find(e, SEP, 2, true) + 1)
 end
+-- entries at the tail of the list ``key``, a thousand a call (Lua's unpack has a limit)
 local function push_all(key, entries)
     for i = 1, #entries, 1000 do
         redis.call('RPUSH', key, unpack(entries, i, math.min(i + 999, #entries)))
@@ -232,9 +233,7 @@ end
 -- URLs to be recorded as not fetched: 'drops' holds code SEP host SEP payload (code 1: the
 -- host dropped by the operator, 2: given up, down too long, 3: over its host's page quota)
 local function to_drops(prefix, entries)
-    for i = 1, #entries, 1000 do
-        redis.call('RPUSH', prefix .. K.drops, unpack(entries, i, math.min(i + 999, #entries)))
-    end
+    push_all(prefix .. K.drops, entries)
 end
 -- A drop moves a host's URLs to 'drops' a chunk at a time, at most DROP_CHUNK entries a
 -- call: its back queue first, then its ranked queue, then (``delayed``: at the drop itself)
