@@ -270,15 +270,17 @@ def _values(fields: list[str], keys: dict, problems: list[str]) -> dict:
     """The ``key=value`` fields of an entry, each read by its key's reader in ``keys``
     (key -> (reader, what it expects)); its problems go to ``problems``."""
     values: dict = {}
+    seen = set()  # (a key given twice is said even when its first value was bad)
     for field in fields:
         key, equals, value = field.partition("=")
         if key not in keys or not equals:
             problems.append(
                 f"unknown key {key!r}, expected {', '.join(keys)}" if equals else f"not key=value: {field!r}"
             )
-        elif key in values:
+        elif key in seen:
             problems.append(f"{key} given twice")
         else:
+            seen.add(key)
             try:
                 values[key] = keys[key][0](value)
             except (ValueError, ZeroDivisionError, TypeError):
