@@ -168,8 +168,11 @@ key                         type    contents
                                     loading that chunk
 ``haddr``                   hash    FRONTIER_ADDRESS_POLITENESS: host -> ``<class>\x1f<address>\x1f<expiry
                                     ms>``, its address as a worker resolved it (RESOLVE)
-``resolve``                 zset    host -> time (ms) its address is to be looked up: now for
-                                    one POP met without one, its expiry, a claim's end
+``resolve``                 zset    host -> time (ms) its first address is to be looked up:
+                                    now for one POP met without one, a claim's end, the end
+                                    of its back-off when it did not resolve
+``refresh``                 zset    host -> its address's expiry (ms), when it is looked up
+                                    again (while the host has work)
 ``anext`` / ``alast``       hash    address class -> time (ms) it may next be handed a URL /
                                     the last slot the rate limiter took or response ended
 ``aflight``                 hash    address class -> leases in flight
@@ -261,6 +264,7 @@ NAMES = {
     "chunk_seq": "chunk:seq",
     "haddr": "haddr",
     "resolve": "resolve",
+    "refresh": "refresh",
     "anext": "anext",
     "alast": "alast",
     "aflight": "aflight",

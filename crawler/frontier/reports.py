@@ -110,11 +110,16 @@ class FrontierReports:
         p.zrange(k.refill, 0, 0, withscores=True)  # hosts waiting for a chunk to be loaded
         p.zrange(k.dormant, 0, 0, withscores=True)  # hosts waiting on disk for a window
         p.zrange(k.spill, 0, 0, withscores=True)  # buffers waiting to be written out
+        p.zrange(k.aready, 0, 0, withscores=True)  # hosts waiting for their address class
+        p.zrange(k.resolve, 0, 0, withscores=True)  # hosts waiting for their first address
         for level in range(self.levels):
             p.llen(k.front(level))
-        queued, leased, returned, ready, delayed, paused, done, refill, dormant, spill, *front = p.execute()
+        queued, leased, returned, ready, delayed, paused, done, refill, dormant, spill, aready, resolve, *front = (
+            p.execute()
+        )
         queued = int(queued or 0) + returned
-        firsts = [int(score) for entries in (ready, delayed, refill, dormant, spill) for _, score in entries[:1]]
+        waits = (ready, delayed, refill, dormant, spill, aready, resolve)
+        firsts = [int(score) for entries in waits for _, score in entries[:1]]
         next_due = min(firsts) if firsts else None
         if sum(front) or returned:
             next_due = now

@@ -135,9 +135,13 @@ def test_a_worker_dying_with_a_claim_leaves_the_host_to_the_next_and_idle_hosts_
     leases, _ = frontier.get(1, now=T0 + 5_000)
     assert [lease.address for lease in leases] == ["10.0.0.1"]
     frontier.ack(leases[0].id, landed=[leases[0].id], now=T0 + 5_001)
+    # a refresh due is no work: nothing is due, and the crawl is finished
+    assert frontier.redis.zscore(frontier.keys.refresh, "a.example") == T0 + 5_000 + TTL
+    assert frontier.get(1, now=T0 + 5_002) == ([], None)
+    assert frontier.outlook(60, now=T0 + 5_002)["state"] == "finished"
     # nothing queued for it: its address is not looked up again when it expires
     assert frontier.resolve_claim(5_000, 10, now=T0 + 5_000 + TTL) == []
-    assert frontier.redis.zcard(frontier.keys.resolve) == 0
+    assert frontier.redis.zcard(frontier.keys.resolve) == frontier.redis.zcard(frontier.keys.refresh) == 0
     # its record stays, and a URL pushed later uses it until it expires
     assert frontier.redis.hexists(frontier.keys.haddr, "a.example")
 

@@ -228,7 +228,7 @@ local function address_gate(host, due)
     local parts = split(record, 3)  -- class, address, expiry
     local class = parts[1]
     if tonumber(parts[3]) <= now then  -- expired: refreshed by a worker, used meanwhile
-        redis.call('ZADD', prefix .. K.resolve, 'NX', now, host)
+        redis.call('ZADD', prefix .. K.refresh, 'NX', now, host)
     end
     local at = tonumber(redis.call('HGET', prefix .. K.anext, class) or '0')
     local cap = class_cap(prefix, class, address_cap)
