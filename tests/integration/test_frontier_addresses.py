@@ -243,3 +243,18 @@ def test_the_busiest_addresses_with_their_hosts_queue_waiting_hosts_and_budget(r
     lines = busiest_address_lines(busiest)
     assert lines[0] == "busiest addresses by URLs queued"
     assert lines[2].split() == ["10.0.0.1", str(got[0]["hosts"]), "5", "2", "1/2", "1/s", "1"]
+
+
+def test_a_crawl_run_on_without_politeness_per_address_gets_back_the_hosts_it_left_waiting(redis_url, crawl_name):
+    frontier = _frontier(redis_url, crawl_name)
+    _push(frontier, [f"http://h{i}.example/" for i in range(3)] + ["http://new.example/"])
+    frontier.get(1, now=T0)
+    _resolve(frontier, {f"h{i}.example": "10.0.0.1" for i in range(3)} | {"new.example": "10.0.0.1"}, now=T0)
+    _push(frontier, ["http://unresolved.example/"], now=T0)
+    held, _ = frontier.get(10, now=T0)
+    assert len(held) == 1  # the others wait for 10.0.0.1 (parked) or for an address
+    plain = Frontier(frontier.redis, crawl_name, host_interval=0.0, max_in_flight=0)  # (the setting off)
+    got = held + plain.get(10, now=T0 + 1)[0]
+    got += plain.get(10, now=T0 + 2)[0]
+    assert sorted(_hosts(got)) == ["h0.example", "h1.example", "h2.example", "new.example", "unresolved.example"]
+    assert not frontier.redis.exists(frontier.keys.aready, frontier.keys.resolve)

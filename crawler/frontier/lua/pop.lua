@@ -262,6 +262,28 @@ local function wake_classes(want)
     end
 end
 
+-- without politeness per address (a crawl that had it, run on without): the hosts it left
+-- waiting for their class or their first address go back to the heap, 100 a call
+local function unpark_all()
+    local left = 100
+    local aready, resolve = prefix .. K.aready, prefix .. K.resolve
+    for _, class in ipairs(redis.call('ZRANGE', aready, 0, 9)) do
+        local park = prefix .. K.apark .. class
+        local hosts = redis.call('ZRANGE', park, 0, left - 1)
+        for _, host in ipairs(hosts) do
+            redis.call('ZREM', park, host)
+            if has_queue(prefix, host) then add_ready(prefix, host, now) end
+        end
+        left = left - #hosts
+        if redis.call('EXISTS', park) == 0 then redis.call('ZREM', aready, class) end
+        if left <= 0 then return end
+    end
+    for _, host in ipairs(redis.call('ZRANGE', resolve, 0, left - 1)) do
+        redis.call('ZREM', resolve, host)
+        if has_queue(prefix, host) then add_ready(prefix, host, now) end
+    end
+end
+
 -- step 2a: URLs to be recorded as not fetched, at most n (no download: not in flight)
 local function hand_out_drops()
     for _, d in ipairs(redis.call('LPOP', prefix .. K.drops, n) or {}) do
@@ -442,6 +464,7 @@ local budget = budget_left()  -- (a drop is no page: handed out before the budge
 if not urgent_only then hand_out_drops() end  -- 2a.
 n = popped + math.min(n - popped, budget)
 if popped < n and by_address and not urgent_only then wake_classes(n - popped) end
+if not by_address and redis.call('EXISTS', prefix .. K.aready, prefix .. K.resolve) > 0 then unpark_all() end
 if popped < n then hand_out_due(due_hosts(n - popped)) end  -- 2.
 if popped < n and not urgent_only then refill() end  -- 3.
 if popped + dropped > 0 then
