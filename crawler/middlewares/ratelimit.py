@@ -52,11 +52,10 @@ class RateLimiterMiddleware:
         self.stats = stats
         self.frontier = frontier
         self.max_wait = max_wait
-        # FRONTIER_ADDRESS_POLITENESS: a leased request waits at most its class's interval;
-        # one whose host is due later (robots.txt took its turn) goes back to the frontier
-        # rather than hold one of its address's places while it waits
-        if frontier.by_address:
-            self.max_wait = min(max_wait, max(frontier.address_interval_ms, 0) / 1000)
+        # FRONTIER_ADDRESS_POLITENESS: a leased request waits past its turn at most its
+        # class's interval (the default's); one whose host is due later (robots.txt took its
+        # turn) goes back to the frontier rather than hold one of its address's places
+        self.class_wait = max(frontier.address_interval_ms, 0) / 1000 if frontier.by_address else None
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -74,13 +73,16 @@ class RateLimiterMiddleware:
         from_frontier = bool(request.meta.get(meta.LEASE))
         due = request.meta.pop(meta.DUE, 0)  # handed out ahead of its host's turn (FRONTIER_LOOKAHEAD)
         now = now_ms()
+        max_wait = self.max_wait
+        if self.class_wait is not None and from_frontier:  # (its turn may be a lookahead away)
+            max_wait = min(max_wait, self.class_wait + max(due - now, 0) / 1000)
         try:
-            slot = self.frontier.slot(host, self.max_wait if from_frontier else 1e9, now=now, not_before=due)
+            slot = self.frontier.slot(host, max_wait if from_frontier else 1e9, now=now, not_before=due)
         except redis.RedisError as exc:  # the frontier spaced it already: let it go at its turn
             logger.warning("Rate limiter unavailable (%s); %s goes unchecked", exc, request.url)
             slot = max(now, due)
         wait = (slot - now) / 1000
-        if wait > self.max_wait and from_frontier:
+        if wait > max_wait and from_frontier:
             self.stats.inc_value("ratelimit/handed_back")
             return request.replace(dont_filter=True)  # back to its host's queue, due at the slot
         if wait > 0:

@@ -340,7 +340,7 @@ class CrawlRules:
 
     @classmethod
     def parse(cls, text: str, path: str = "<rules>") -> CrawlRules:
-        rules, hosts, first, problems, addresses = [], {}, {}, [], {}
+        rules, hosts, first, problems, addresses, classes = [], {}, {}, [], {}, {}
         for lineno, raw in enumerate(text.split("\n"), 1):
             line = raw.split("#", 1)[0].strip()
             verb, messages = line.split(None, 1)[0] if line else "", []
@@ -357,10 +357,17 @@ class CrawlRules:
                     first[name], hosts[name] = lineno, entry
             elif verb == "address":
                 network, entry = _address_entry(line.split()[1:], messages)
+                named = classes.get(entry.class_name) if entry.class_name else None
                 if network in addresses:
                     messages.append(f"duplicate address entry for {network}")
+                elif named and (named[1].interval, named[1].in_flight) != (entry.interval, entry.in_flight):
+                    messages.append(
+                        f"class {entry.class_name} has another interval or in_flight on line {named[0]}: one budget a class"
+                    )
                 elif network is not None and not messages:
                     addresses[network] = entry
+                    if entry.class_name and not named:
+                        classes[entry.class_name] = (lineno, entry)
             elif verb:
                 messages.append(f"unknown verb {verb!r}, expected accept, reject, host or address")
             problems += [(lineno, message) for message in messages]

@@ -258,3 +258,22 @@ def test_a_crawl_run_on_without_politeness_per_address_gets_back_the_hosts_it_le
     got += plain.get(10, now=T0 + 2)[0]
     assert sorted(_hosts(got)) == ["h0.example", "h1.example", "h2.example", "new.example", "unresolved.example"]
     assert not frontier.redis.exists(frontier.keys.aready, frontier.keys.resolve)
+
+
+def test_a_class_at_its_cap_is_not_looked_at_again_until_a_landing(redis_url, crawl_name):
+    frontier = _frontier(redis_url, crawl_name, address_max_in_flight=2)
+    addresses = {f"h{i}.example": "10.0.0.1" for i in range(5)}
+    _push(frontier, [f"http://{h}/" for h in addresses])
+    frontier.get(1, now=T0)
+    _resolve(frontier, addresses)
+    first, _ = frontier.get(10, now=T0)
+    second, _ = frontier.get(10, now=T0 + 1000)
+    assert len(first) == len(second) == 1  # one a second, two in flight: the cap
+    # nothing lands: no pop finds the class due (workers do not poll it), none hands out more
+    for t in (T0 + 2000, T0 + 2001, T0 + 9000):
+        leases, next_due = frontier.get(10, now=t)
+        assert leases == [] and (next_due is None or next_due > t)
+    assert frontier.redis.zscore(frontier.keys.aready, "10.0.0.1") is None
+    frontier.ack(first[0].id, landed=[first[0].id], now=T0 + 9000)
+    assert frontier.redis.zscore(frontier.keys.aready, "10.0.0.1") == T0 + 10_000
+    assert len(frontier.get(10, now=T0 + 10_000)[0]) == 1

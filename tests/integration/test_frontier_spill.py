@@ -133,6 +133,20 @@ def test_fifo_priority_levels_order_a_hosts_window_and_each_chunk_it_loads(redis
     assert not frontier.redis.exists(frontier.keys.hlevels)
 
 
+def test_a_submission_waiting_stays_ahead_of_urls_of_a_higher_level(redis_url, crawl_name, tmp_path):
+    frontier = _frontier(redis_url, crawl_name, window=10)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+
+    def entry(url, **kw):
+        return Entry(url=url, payload=encode_url(url), **kw)
+
+    assert frontier.put([entry("http://a.example/n0"), entry("http://a.example/n1")], now=T0) == ["added"] * 2
+    assert frontier.put([entry("http://a.example/sub", urgent=True)], now=T0) == ["added"]
+    assert frontier.put([entry("http://a.example/hi", priority=1)], now=T0) == ["added"]
+    got = _drain(frontier, spill, T0 + 1)
+    assert got == ["http://a.example/sub", "http://a.example/hi", "http://a.example/n0", "http://a.example/n1"]
+
+
 def test_due_hosts_whose_next_url_is_of_a_higher_level_go_first(redis_url, crawl_name, tmp_path):
     frontier = _frontier(redis_url, crawl_name)
     spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))

@@ -471,7 +471,8 @@ def test_bad_address_entries_are_each_said():
             "address 192.0.2.0/24 class=a/b\n"
             "address 192.0.2.0/24 in_flight=-1 colour=red\n"
             "address 192.0.2.0/24\n"
-            "address 10.0.0.0/8 interval=1\naddress 10.0.0.0/8 interval=2\n",
+            "address 10.0.0.0/8 interval=1\naddress 10.0.0.0/8 interval=2\n"
+            "address 172.16.0.0/16 class=c interval=1\naddress 172.17.0.0/16 class=c\n",
             "r",
         )
     assert str(raised.value).splitlines() == [
@@ -481,4 +482,5 @@ def test_bad_address_entries_are_each_said():
         "r:3: unknown key 'colour', expected class, interval, in_flight",
         "r:4: expected 'address NETWORK key=value ...' with keys class, interval, in_flight",
         "r:6: duplicate address entry for 10.0.0.0/8",
+        "r:8: class c has another interval or in_flight on line 7: one budget a class",
     ]

@@ -243,8 +243,8 @@ local function address_gate(host, due)
 end
 
 -- by address: the classes free again by the horizon (at most `want`) put their longest
--- parked hosts back in the heap, as many as the class may take in flight (1 at least, 16 at
--- most); the class waits again for the others
+-- parked hosts back in the heap, as many as the class may take in flight (16 at most); the
+-- class waits again for the others. A class at its cap wakes none: a landing sets it again.
 local function wake_classes(want)
     local aready = prefix .. K.aready
     for _, class in ipairs(redis.call('ZRANGEBYSCORE', aready, '-inf', horizon, 'LIMIT', 0, want)) do
@@ -252,13 +252,15 @@ local function wake_classes(want)
         local cap = class_cap(prefix, class, address_cap)
         local room = 1
         if cap > 0 then room = cap - tonumber(redis.call('HGET', prefix .. K.aflight, class) or '0') end
-        local park = prefix .. K.apark .. class
-        for _, host in ipairs(redis.call('ZRANGE', park, 0, math.min(math.max(room, 1), 16) - 1)) do
-            redis.call('ZREM', park, host)
-            if has_queue(prefix, host) then add_ready(prefix, host, now) end
+        if room > 0 then
+            local park = prefix .. K.apark .. class
+            for _, host in ipairs(redis.call('ZRANGE', park, 0, math.min(room, 16) - 1)) do
+                redis.call('ZREM', park, host)
+                if has_queue(prefix, host) then add_ready(prefix, host, now) end
+            end
+            local at = tonumber(redis.call('HGET', prefix .. K.anext, class) or '0')
+            wake_class_at(prefix, class, math.max(at, now))
         end
-        local at = tonumber(redis.call('HGET', prefix .. K.anext, class) or '0')
-        wake_class_at(prefix, class, math.max(at, now))
     end
 end
 

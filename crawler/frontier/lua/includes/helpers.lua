@@ -122,7 +122,8 @@ local function unkeen(prefix, host)
     redis.call('ZREM', prefix .. K.keen, host)
 end
 -- new entries (in arrival order) into the host's back queue, each behind those of its
--- level and above
+-- level and above; the submissions waiting at its head (hrush) and the retries there stay
+-- first, whatever the level of what comes after them
 local function to_back(prefix, host, entries)
     if #entries == 0 then return end
     local bq = prefix .. K.back .. host
@@ -132,22 +133,26 @@ local function to_back(prefix, host, entries)
         mixed = string.byte(e, 1) == 28
     end
     if not mixed then return push_all(bq, entries) end
+    local all = redis.call('LRANGE', bq, 0, -1)
+    local pinned = math.min(tonumber(redis.call('HGET', prefix .. K.hrush, host) or '0'), #all)
+    while pinned < #all and string.byte(all[pinned + 1], 1) == 29 do pinned = pinned + 1 end
     local keyed = {}
-    for i, e in ipairs(redis.call('LRANGE', bq, 0, -1)) do keyed[i] = {level_of(e), i, e} end
-    local at = #keyed
-    for i, e in ipairs(entries) do keyed[at + i] = {level_of(e), at + i, e} end
+    for i = pinned + 1, #all do keyed[#keyed + 1] = {level_of(all[i]), i, all[i]} end
+    local at = #all
+    for i, e in ipairs(entries) do keyed[#keyed + 1] = {level_of(e), at + i, e} end
     table.sort(keyed, function(a, b)
         if a[1] ~= b[1] then return a[1] < b[1] end
         return a[2] < b[2]
     end)
     local merged, lower = {}, false
-    for i, k in ipairs(keyed) do
-        merged[i] = k[3]
+    for i = 1, pinned do merged[i] = all[i] end
+    for _, k in ipairs(keyed) do
+        merged[#merged + 1] = k[3]
         lower = lower or k[1] > 0
     end
     redis.call('DEL', bq)
     push_all(bq, merged)
-    if keyed[1][1] < 0 then
+    if pinned == 0 and keyed[1][1] < 0 then
         redis.call('HSET', prefix .. K.hkeen, host, 1)
         keening = true
         local score = redis.call('ZSCORE', prefix .. K.ready, host)
