@@ -73,6 +73,14 @@ def services_of(crawler) -> Services | None:
     return getattr(crawler, _ATTRIBUTE, None)
 
 
+def recorded_address(crawler, name: str) -> str | None:
+    """The address the crawler's frontier recorded for host ``name`` when it last handed the
+    worker one of its URLs (FRONTIER_ADDRESS_POLITENESS; FrontierClient.address_of), else None."""
+    found = services_of(crawler)
+    client = found.frontier_client if found is not None else None
+    return client.address_of(name) if client is not None else None
+
+
 class Services:
     def __init__(self, crawler):
         self.crawler = crawler

@@ -36,7 +36,7 @@ import dns.exception
 import dns.nameserver
 import dns.resolver
 
-from crawler.frontier.hosts import key_host
+from crawler.frontier.hosts import backoff_settings, key_host
 from crawler.frontier.words import now_ms
 
 logger = logging.getLogger(__name__)
@@ -157,11 +157,7 @@ class HostAddresses:
             ),
             ttl_min=settings.getfloat("FRONTIER_ADDRESS_TTL_MIN"),
             ttl_max=settings.getfloat("FRONTIER_ADDRESS_TTL_MAX"),
-            failure={
-                "minimum": settings.getfloat("HOST_BACKOFF_MIN"),
-                "maximum": settings.getfloat("HOST_BACKOFF_MAX"),
-                "quiet": settings.getfloat("HOST_BACKOFF_QUIET"),
-            },
+            failure=backoff_settings(settings),
             stats=stats,
         )
 

@@ -187,8 +187,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self.window = window  # URLs of a host's queue in Redis; the rest spilled (0: none; spill.py)
         self.active_hosts = active_hosts  # hosts with a window at most (0: no limit)
         self.spill_age_ms = int(spill_age * 1000)  # a partial buffer is written out after this
-        # politeness per address (None: off): a class's interval and cap of leases in flight
-        self.by_address = address_interval is not None
+        # politeness per address (None: off, -1): a class's interval and cap of leases in flight
         self.address_interval_ms = -1 if address_interval is None else int(address_interval * 1000)
         self.address_max_in_flight = address_max_in_flight
         self.intervals = intervals or HostIntervals()
@@ -211,6 +210,11 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self._generation = 0  # URL-seen generations known to this client; read on first push
         self._hosts: tuple[CrawlScope | None, dict] = (None, {})  # see _known_hosts
         self.last_acked = 0  # leases the last get() acknowledged
+
+    @property
+    def by_address(self) -> bool:
+        """Whether politeness per address is on (FRONTIER_ADDRESS_POLITENESS)."""
+        return self.address_interval_ms >= 0
 
     @classmethod
     def from_settings(cls, settings, redis, shard: int | None = None, shares: int = 1) -> Frontier:

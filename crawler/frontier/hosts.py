@@ -40,6 +40,16 @@ def politeness_key(url: str, mode: str = "host") -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def backoff_settings(settings) -> dict:
+    """FAIL's back-off of a host that is down, from HOST_BACKOFF_MIN, _MAX and _QUIET:
+    ``fail``'s minimum, maximum and quiet."""
+    return {
+        "minimum": settings.getfloat("HOST_BACKOFF_MIN"),
+        "maximum": settings.getfloat("HOST_BACKOFF_MAX"),
+        "quiet": settings.getfloat("HOST_BACKOFF_QUIET"),
+    }
+
+
 def key_host(key: str) -> str:
     """The host name (or address) of a politeness key in host mode, without its port:
     what is resolved to the host's address."""

@@ -251,8 +251,9 @@ class FrontierReports:
             records.update(page)
             if not cursor or len(records) >= limit:
                 break
-        hosts = [_str(h) for h in records][:limit]
-        fields = [_str(records[h.encode()]).split("\x1f") for h in hosts]
+        taken = list(records.items())[:limit]
+        hosts = [_str(host) for host, _ in taken]
+        fields = [_str(record).split(SEP) for _, record in taken]
         lengths = self.queue_lengths(hosts)
         classes: dict[str, dict] = {}
         for (class_, address, _), queued in zip(fields, lengths, strict=True):

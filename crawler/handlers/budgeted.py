@@ -18,7 +18,7 @@ from crawler import meta
 from crawler.handlers.connections import AddressedPool
 from crawler.page.budget import BodyBudget, Charge
 from crawler.scrapy_private import ScrapyAgent, agent_options, get_dataloss_msg, use_pool, wrap_twisted_exceptions
-from crawler.services import services
+from crawler.services import recorded_address, services
 
 logger = logging.getLogger(__name__)
 
@@ -67,11 +67,6 @@ class _BudgetAgent(ScrapyAgent):
             self.charge = None
 
 
-def _recorded(crawler, name: str) -> str | None:
-    client = services(crawler).frontier_client
-    return client.address_of(name) if client is not None else None
-
-
 class BudgetedDownloadHandler(HTTP11DownloadHandler):
     """HTTP(S) downloads whose big bodies keep within the crawler's BodyBudget."""
 
@@ -79,7 +74,7 @@ class BudgetedDownloadHandler(HTTP11DownloadHandler):
         super().__init__(crawler)
         self.budget = services(crawler).body_budget
         if crawler.settings.getbool("FRONTIER_ADDRESS_POLITENESS"):  # (connections.py)
-            use_pool(self, AddressedPool(reactor, lambda name: _recorded(crawler, name)))
+            use_pool(self, AddressedPool(reactor, lambda name: recorded_address(crawler, name)))
 
     async def download_request(self, request):
         if self.budget.max_bytes <= 0:

@@ -52,6 +52,7 @@ from twisted.internet.error import ConnectError, ConnectionDone, ConnectionLost,
 from twisted.web.client import ResponseFailed, ResponseNeverReceived
 
 from crawler import meta
+from crawler.frontier.hosts import backoff_settings
 from crawler.frontier.words import DOWN, THROTTLED, now_ms
 from crawler.services import services
 
@@ -106,11 +107,7 @@ class FailureMiddleware:
         self.attempts = max(s.getint("URL_RETRY_ATTEMPTS"), 1)
         self.retry_first = s.getfloat("URL_RETRY_DELAY")
         self.retry_max = s.getfloat("URL_RETRY_DELAY_MAX")
-        self.backoff = {
-            "minimum": s.getfloat("HOST_BACKOFF_MIN"),
-            "maximum": s.getfloat("HOST_BACKOFF_MAX"),
-            "quiet": s.getfloat("HOST_BACKOFF_QUIET"),
-        }
+        self.backoff = backoff_settings(s)
         self.max_backoffs = s.getint("HOST_BACKOFF_MAX_RETRIES")
         self.slowdown = {
             "factor": s.getfloat("HOST_SLOWDOWN_FACTOR"),

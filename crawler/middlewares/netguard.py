@@ -34,7 +34,7 @@ from crawler import meta
 from crawler.exceptions import AddressRefused
 from crawler.frontier.addresses import Lookup, LookupFailed
 from crawler.scope.addresses import AddressPolicy, allow_hint, ip_literal
-from crawler.services import services_of
+from crawler.services import recorded_address
 
 logger = logging.getLogger(__name__)
 
@@ -84,9 +84,7 @@ class GuardedResolver(CachingThreadedResolver):
     def recorded(self, name: str) -> str | None:
         """The address a crawler's frontier recorded for ``name`` (None: none did)."""
         for crawler in getattr(self.process, "crawlers", ()):
-            found = services_of(crawler)
-            client = found.frontier_client if found is not None else None
-            address = client.address_of(name) if client is not None else None
+            address = recorded_address(crawler, name)
             if address is not None:
                 return address
         return None

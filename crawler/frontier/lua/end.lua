@@ -20,6 +20,6 @@ if tonumber(ARGV[5]) >= 0 then
     local record = redis.call('HGET', prefix .. K.haddr, host)
     if record then
         local class = split(record, 2)[1]
-        class_ended(prefix, class, tonumber(redis.call('HGET', prefix .. K.adelay, class) or ARGV[5]), now)
+        class_ended(prefix, class, class_interval(prefix, class, ARGV[5]), now)
     end
 end

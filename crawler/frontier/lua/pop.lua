@@ -205,12 +205,12 @@ local function hand_out(host, payload, due, cash, class, address)
     redis.call('HSET', prefix .. K.hnext, host, due + interval)
     local seq = lease(host, payload, due, interval, false, cash, address)
     if class then
-        local class_interval = tonumber(redis.call('HGET', prefix .. K.adelay, class) or address_interval)
-        redis.call('HSET', prefix .. K.anext, class, due + class_interval)
+        local every = class_interval(prefix, class, address_interval)
+        redis.call('HSET', prefix .. K.anext, class, due + every)
         redis.call('HINCRBY', prefix .. K.aflight, class, 1)
         redis.call('HINCRBY', prefix .. K.ahanded, class, 1)
-        redis.call('HSET', prefix .. K.lclass, seq, class .. SEP .. class_interval)
-        wake_class_at(prefix, class, due + class_interval)  -- (its other hosts, if any wait)
+        redis.call('HSET', prefix .. K.lclass, seq, class .. SEP .. every)
+        wake_class_at(prefix, class, due + every)  -- (its other hosts, if any wait)
     end
     return due + interval
 end
@@ -231,8 +231,7 @@ local function address_gate(host, due)
         redis.call('ZADD', prefix .. K.refresh, 'NX', now, host)
     end
     local at = tonumber(redis.call('HGET', prefix .. K.anext, class) or '0')
-    local cap = class_cap(prefix, class, address_cap)
-    local full = cap > 0 and tonumber(redis.call('HGET', prefix .. K.aflight, class) or '0') >= cap
+    local full = class_room(prefix, class, address_cap) <= 0
     if at > horizon or full then
         unready(prefix, host)
         redis.call('ZADD', prefix .. K.apark .. class, 'NX', now, host)
@@ -249,12 +248,11 @@ local function wake_classes(want)
     local aready = prefix .. K.aready
     for _, class in ipairs(redis.call('ZRANGEBYSCORE', aready, '-inf', horizon, 'LIMIT', 0, want)) do
         redis.call('ZREM', aready, class)
-        local cap = class_cap(prefix, class, address_cap)
-        local room = 1
-        if cap > 0 then room = cap - tonumber(redis.call('HGET', prefix .. K.aflight, class) or '0') end
+        local room = class_room(prefix, class, address_cap)
         if room > 0 then
             local park = prefix .. K.apark .. class
-            for _, host in ipairs(redis.call('ZRANGE', park, 0, math.min(room, 16) - 1)) do
+            local wake = room == math.huge and 1 or math.min(room, 16)  -- (no cap: the interval lets one by)
+            for _, host in ipairs(redis.call('ZRANGE', park, 0, wake - 1)) do
                 redis.call('ZREM', park, host)
                 if has_queue(prefix, host) then add_ready(prefix, host, now) end
             end
@@ -311,9 +309,9 @@ local function due_hosts(want)
             end
         end
     end
-    if any_rush(prefix) then take(prefix .. K.rush) end
+    if exists_once(prefix, K.hrush) then take(prefix .. K.rush) end
     if not urgent_only then
-        if any_keen(prefix) then take(prefix .. K.keen) end
+        if exists_once(prefix, K.hkeen) then take(prefix .. K.keen) end
         take(ready)
     end
     return found

@@ -177,7 +177,7 @@ for e = 1, n do
         redis.call('HDEL', prefix .. K.hlimit, host)
     elseif in_flight ~= '' and redis.call('HGET', prefix .. K.hlimit, host) ~= in_flight then
         redis.call('HSET', prefix .. K.hlimit, host, in_flight)
-        host_limits = true
+        present[K.hlimit] = true
     end
     if status == 2 then
         redis.call('RPUSH', prefix .. K.drops, DROP.quota .. SEP .. tail)

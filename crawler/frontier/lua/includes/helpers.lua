@@ -23,12 +23,20 @@ end
 -- A host's own limit (hlimit: the crawl rules' in_flight) replaces max_flight when there is any.
 local max_flight = 0
 local default_interval = '0'
-local host_limits = nil  -- whether hlimit exists (looked up once per call)
+-- whether the key ``name`` of the crawl exists, looked up once per call (a script that
+-- creates it sets present[name] = true): hashes most crawls never have (hlimit, hrush,
+-- hkeen) cost one EXISTS a call, not a look-up a host
+local present = {}
+local function exists_once(prefix, name)
+    if present[name] == nil then present[name] = redis.call('EXISTS', prefix .. name) == 1 end
+    return present[name]
+end
 local function at_limit(prefix, host)
     if max_flight <= 0 then return false end
     local limit = max_flight
-    if host_limits == nil then host_limits = redis.call('EXISTS', prefix .. K.hlimit) == 1 end
-    if host_limits then limit = tonumber(redis.call('HGET', prefix .. K.hlimit, host) or max_flight) end
+    if exists_once(prefix, K.hlimit) then
+        limit = tonumber(redis.call('HGET', prefix .. K.hlimit, host) or max_flight)
+    end
     return tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') >= limit
 end
 -- FRONTIER_ORDER importance: a host's new URLs wait in its ranked queue (rq:<host>, a zset:
@@ -109,13 +117,15 @@ end
 -- in the ready heap with their score there (kept by ready_at, unready and not_before, as
 -- 'rush' is), so that POP takes such a due host after those with submissions and before
 -- the others. A hand-out that leaves another URL at the head unmarks the host (unkeen).
-local keening = nil  -- whether hkeen exists (looked up once per call)
-local function any_keen(prefix)
-    if keening == nil then keening = redis.call('EXISTS', prefix .. K.hkeen) == 1 end
-    return keening
+-- the host, marked in the hash ``name`` (hrush, hkeen), goes in that hash's mirror of the
+-- ready heap (rush, keen) with its score there, if it is in the heap
+local function mirror_ready(prefix, name, mirror, host)
+    present[name] = true
+    local score = redis.call('ZSCORE', prefix .. K.ready, host)
+    if score then redis.call('ZADD', prefix .. mirror, score, host) end
 end
 local function unkeen(prefix, host)
-    if not any_keen(prefix) then return end
+    if not exists_once(prefix, K.hkeen) then return end
     local head = redis.call('LINDEX', prefix .. K.back .. host, 0)
     if head and level_of(head) < 0 then return end
     redis.call('HDEL', prefix .. K.hkeen, host)
@@ -154,9 +164,7 @@ local function to_back(prefix, host, entries)
     push_all(bq, merged)
     if pinned == 0 and keyed[1][1] < 0 then
         redis.call('HSET', prefix .. K.hkeen, host, 1)
-        keening = true
-        local score = redis.call('ZSCORE', prefix .. K.ready, host)
-        if score then redis.call('ZADD', prefix .. K.keen, score, host) end
+        mirror_ready(prefix, K.hkeen, K.keen, host)
     end
     if lower then
         redis.call('HSET', prefix .. K.hlevels, host, 1)
@@ -333,18 +341,13 @@ end
 -- queue; 'rush' holds those of its hosts that are in the ready heap, with their score there
 -- (every change of a host's score or presence in the heap goes through the three functions
 -- below), so that POP takes a due host with a submission before the other due hosts.
-local rushing = nil  -- whether hrush exists (looked up once per call)
-local function any_rush(prefix)
-    if rushing == nil then rushing = redis.call('EXISTS', prefix .. K.hrush) == 1 end
-    return rushing
-end
+local MIRRORED = {{K.hrush, K.rush}, {K.hkeen, K.keen}}  -- marks of hosts, their mirrors of the heap
 local function ready_at(prefix, host, score)
     redis.call('ZADD', prefix .. K.ready, score, host)
-    if any_rush(prefix) and redis.call('HEXISTS', prefix .. K.hrush, host) == 1 then
-        redis.call('ZADD', prefix .. K.rush, score, host)
-    end
-    if any_keen(prefix) and redis.call('HEXISTS', prefix .. K.hkeen, host) == 1 then
-        redis.call('ZADD', prefix .. K.keen, score, host)
+    for _, m in ipairs(MIRRORED) do
+        if exists_once(prefix, m[1]) and redis.call('HEXISTS', prefix .. m[1], host) == 1 then
+            redis.call('ZADD', prefix .. m[2], score, host)
+        end
     end
 end
 local function unready(prefix, host)
@@ -363,14 +366,12 @@ end
 local function rush(prefix, host)
     if redis.call('EXISTS', prefix .. K.back .. host) == 0 then return end
     redis.call('HINCRBY', prefix .. K.hrush, host, 1)
-    rushing = true
-    local score = redis.call('ZSCORE', prefix .. K.ready, host)
-    if score then redis.call('ZADD', prefix .. K.rush, score, host) end
+    mirror_ready(prefix, K.hrush, K.rush, host)
 end
 -- a URL of the host was handed out: one submission fewer waiting (the count may run ahead
 -- of the queue's head, when a retry or an expired lease went before: it ends with the queue)
 local function rushed(prefix, host)
-    if not any_rush(prefix) then return end
+    if not exists_once(prefix, K.hrush) then return end
     local count = tonumber(redis.call('HGET', prefix .. K.hrush, host) or '0')
     if count > 1 then
         redis.call('HSET', prefix .. K.hrush, host, count - 1)
@@ -447,8 +448,16 @@ end
 -- host's address is by then. A host whose class is not free waits out of the ready heap in
 -- 'apark:<class>' (host -> time it was parked, the longest first), and the class in
 -- 'aready' at the time its hosts are to be looked at again (a landing brings it forward).
-local function class_cap(prefix, class, default_cap)
-    return tonumber(redis.call('HGET', prefix .. K.alimit, class) or default_cap)
+-- the class's own interval (ms), else ``default``
+local function class_interval(prefix, class, default)
+    return tonumber(redis.call('HGET', prefix .. K.adelay, class) or default)
+end
+-- how many more leases the class may have in flight (its own cap, else ``default_cap``;
+-- 0: no cap, math.huge)
+local function class_room(prefix, class, default_cap)
+    local cap = tonumber(redis.call('HGET', prefix .. K.alimit, class) or default_cap)
+    if cap <= 0 then return math.huge end
+    return cap - tonumber(redis.call('HGET', prefix .. K.aflight, class) or '0')
 end
 local function wake_class_at(prefix, class, at)
     if redis.call('EXISTS', prefix .. K.apark .. class) == 1 then
