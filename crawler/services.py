@@ -119,15 +119,13 @@ class Services:
         if self._frontier is None:
             self._frontier = frontier_from_settings(self.crawler.settings)
             if self.frontier_scheduled:
-                # the spill with it: a spill store that is not the crawl's is refused while
-                # the engine is made, before anything is fetched (Spill.bind)
-                self._open_spill()
+                self._open_spill()  # (its store checked when the scheduler opens: Spill.bind)
         return self._frontier
 
     def _open_spill(self) -> Spill | None:
         if self._spill is False:
             self._spill = spill_from_settings(
-                self.crawler.settings, self.frontier, self.crawler.stats, lambda: self.urlstore
+                self.crawler.settings, self.frontier, self.crawler.stats, lambda: self.urlstore, bind=False
             )
         return self._spill
 

@@ -19,6 +19,10 @@ from testing.toxiproxy import new_toxiproxy
 
 KINDS = ("unit", "integration", "e2e")  # the folders of tests/, each its marker
 
+# every test crawl spills: a host's window of 4 URLs (the default is 32), the rest of its
+# queue on disk, for the workers and commands the tests start as for this process
+os.environ.setdefault("FRONTIER_HOST_WINDOW", "4")
+
 
 def pytest_collection_modifyitems(items):
     """Each test is marked with its folder's kind: ``pytest -m unit`` is ``pytest tests/unit``."""

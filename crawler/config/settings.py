@@ -294,9 +294,10 @@ TABLE: tuple[Setting, ...] = (
     S("FRONTIER_REFILL_BATCH", 100, AT_LEAST_ONE, "front-queue entries moved to back queues per pop, at most"),
     S(
         "FRONTIER_HOST_WINDOW",
-        0,
+        32,
         COUNT,
-        "URLs of a host's queue kept in Redis (its window); the rest is spilled to disk in chunks of this size (SQLite under CRAWL_DIR, or Cassandra's keyspace with URLSTORE_BACKEND cassandra) and loaded back as the window runs low; 0: every queued URL in Redis (decision 0055)",
+        "URLs of a host's queue kept in Redis (its window); the rest is spilled to disk in chunks of this size (SQLite under CRAWL_DIR, or Cassandra's keyspace with URLSTORE_BACKEND cassandra: the store of workers on several machines) and loaded back as the window runs low; 0: every queued URL in Redis (decision 0055)",
+        env="FRONTIER_HOST_WINDOW",
     ),
     S(
         "FRONTIER_ACTIVE_HOSTS",

@@ -11,7 +11,8 @@ blocking I/O: run it off the reactor.
   into the window (only if it is still the oldest and the claim still ours), then delete it.
   A worker that dies before the load leaves the chunk listed: the next claim loads it; one
   that dies after it leaves a chunk that is no longer listed, never read again.
-- ``round(now)``: both, until nothing is due or ``most`` chunks were moved.
+- ``round(now)``: both, until nothing is due or ``most`` chunks were moved; a spill not yet
+  bound (``bind``: its store checked against the one the crawl recorded) is bound first.
 - ``clear()``: every chunk of the crawl, for ``scrapy frontier clear``.
 
 ``frontier``: a Frontier or a ShardedFrontier (its ``shards``, each with its own chunks).
@@ -38,6 +39,7 @@ class Spill:
         self.chunks = chunks
         self.stats = stats  # Scrapy's stats collector (None: not counted)
         self.token = token or uuid.uuid4().hex[:16]
+        self.bound = False  # the store checked against the crawl's (bind); a round binds first
 
     def bind(self) -> None:
         """Record this spill store as the crawl's, or check that it is the one recorded: a
@@ -52,6 +54,7 @@ class Spill:
                     " of the crawl with the same CRAWL_DIR on one machine, or with"
                     " URLSTORE_BACKEND=cassandra for workers on several (FRONTIER_HOST_WINDOW)"
                 )
+        self.bound = True
 
     def _inc(self, key: str, count: int) -> None:
         if self.stats is not None and count:
@@ -106,7 +109,10 @@ class Spill:
 
     def round(self, now: int | None = None, most: int = 100_000) -> tuple[int, int]:
         """Spill and refill until nothing more is due (or ``most`` URLs each way):
-        (URLs written out, URLs loaded)."""
+        (URLs written out, URLs loaded). The store is checked first if it was not yet
+        (Redis away when the process started)."""
+        if not self.bound:
+            self.bind()
         return _until_done(self.spill, now, most), _until_done(self.refill, now, most)
 
     def clear(self) -> int:

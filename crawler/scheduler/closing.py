@@ -43,9 +43,10 @@ class Closing:
         self.epoch: int | None = None  # the crawl's epoch as this worker first saw it
 
     def open(self) -> None:
-        """At the worker's start: the crawl's epoch (whose change later means its frontier
-        was lost), what the frontier holds, and a warning when a setting keeps a failing
-        host due within FRONTIER_MAX_WAIT (the worker would never close)."""
+        """At the worker's start: the spill store checked against the crawl's, the crawl's
+        epoch (whose change later means its frontier was lost), what the frontier holds, and
+        a warning when a setting keeps a failing host due within FRONTIER_MAX_WAIT (the
+        worker would never close)."""
         s = self.crawler.settings
         short = [
             n
@@ -60,6 +61,11 @@ class Closing:
                 self.max_wait,
             )
         try:
+            if self.client.spill is not None:
+                # a spill store that is not the crawl's is refused before anything is
+                # fetched (StoreRefused: the crawl does not start, exit 2); with Redis
+                # away, the spill's first round checks it
+                self.client.spill.bind()
             self.epoch = self.frontier.epoch(create=True)
             stats = self.frontier.stats()
         except redis.RedisError as exc:

@@ -46,7 +46,9 @@ def test_command_reads_files_and_stdin(tmp_path, redis_url, redis_client, crawl_
     path = tmp_path / "seeds.txt"
     path.write_text(SEEDS)
     stdin = b"http://stdin.example/1  3\nhttp://a.example/1\nhttp://stdin.example/\xff\n"
-    proc = scrapy_seed(path, "-", "-s", f"CRAWL_NAME={crawl_name}", redis_url=redis_url, input=stdin)
+    # all in Redis (FRONTIER_HOST_WINDOW=0): seeds wait in the front queues, by level
+    window = ("-s", "FRONTIER_HOST_WINDOW=0")
+    proc = scrapy_seed(path, "-", "-s", f"CRAWL_NAME={crawl_name}", *window, redis_url=redis_url, input=stdin)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.decode().splitlines()
     assert len(out) == 1, out

@@ -6,6 +6,7 @@ subject: tests/integration/test_settings.py."""
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,12 +61,15 @@ def test_an_unknown_profile_argument_stops_the_crawl_with_one_line(tmp_path):
     assert log.read_text().endswith(f"ERROR: {line}\n")
 
 
+RUN = uuid.uuid4().hex[:8]  # in the crawls' names: a run's keys never meet an earlier run's
+
+
 def _crawl_log(tmp_path, redis_url, name: str, args: list[str], project: str | None = None) -> str:
     """The log of an empty crawl (no seeds) that closes once idle."""
     log = tmp_path / f"{name}.log"
     env = {k: v for k, v in os.environ.items() if k not in ("SCRAPY_PROJECT", "SCRAPY_SETTINGS_MODULE", "REDIS_URL")}
     env.update(REDIS_URL=redis_url, FRONTIER_CLOSE_WHEN_IDLE="1", **({"SCRAPY_PROJECT": project} if project else {}))
-    command = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"crawl=test-profile-{name}", *args]
+    command = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"crawl=test-profile-{name}-{RUN}", *args]
     command += ["-s", f"LOG_FILE={log}", "-s", f"CRAWL_DIR={tmp_path / 'crawl'}", "-s", "FRONTIER_IDLE_SECONDS=0.5"]
     out = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -78,8 +82,8 @@ def test_the_distributed_profile_says_when_a_store_is_this_machines_alone(tmp_pa
     with neither, or on the local profile, it says nothing."""
     local = tmp_path / "crawl"
     both = (
-        f"WARNING: Distributed profile, but the UrlStore is SQLite ({local}/test-profile-env/urlstore.sqlite) and "
-        f"the archive is a local directory {local}/test-profile-env/warc: this machine's alone, not shared with "
+        f"WARNING: Distributed profile, but the UrlStore is SQLite ({local}/test-profile-env-{RUN}/urlstore.sqlite)"
+        f" and the archive is a local directory {local}/test-profile-env-{RUN}/warc: this machine's alone, not shared with "
         "workers on other machines (URLSTORE_BACKEND=cassandra, ARCHIVE_S3_BUCKET)"
     )
     log = _crawl_log(tmp_path, redis_url, "env", [], project="distributed")

@@ -36,6 +36,7 @@ def test_two_workers_spend_one_page_budget_and_leave_a_paused_host_alone(tmp_pat
         seeds = seed_file(tmp_path, [site.url(i, "/p0.html") for i in range(4)])
         store = tmp_path / "urlstore.sqlite"
         common = ("-s", f"CRAWL_NAME={crawl_name}", "-s", f"URLSTORE_SQLITE_PATH={store}")
+        common += ("-s", f"CRAWL_DIR={tmp_path / 'crawl'}")  # the workers' (their spill store's)
         common += ("-s", "NETWORK_GUARD_ALLOW=127.0.0.0/8")
         seeded = _scrapy(redis_url, "seed", *common, str(seeds))
         assert seeded.returncode == 0, seeded.stderr
@@ -87,6 +88,7 @@ def test_a_worker_records_a_dropped_host_a_host_given_up_and_urls_over_quota(tmp
         seeds = seed_file(tmp_path, [site.url(i, "/p0.html") for i in range(4)])
         store = tmp_path / "urlstore.sqlite"
         common = ("-s", f"CRAWL_NAME={crawl_name}", "-s", f"URLSTORE_SQLITE_PATH={store}")
+        common += ("-s", f"CRAWL_DIR={tmp_path / 'crawl'}")  # the workers' (their spill store's)
         common += ("-s", "NETWORK_GUARD_ALLOW=127.0.0.0/8")
         assert _scrapy(redis_url, "seed", *common, str(seeds)).returncode == 0
         asked = _scrapy(redis_url, "frontier", "drop", "--host", site.url(2, "/"), *common)

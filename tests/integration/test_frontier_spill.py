@@ -324,3 +324,27 @@ def test_a_spilled_url_linked_again_gains_its_credit_when_it_is_loaded(redis_url
     chunk = [u for u in got if u in urls[24:32]]
     assert chunk[:2] == [linked, urls[24]]  # 0.01 + 1.0, then 0.00 + 1.0: before the chunk's 0.07
     assert frontier.redis.exists(frontier.keys.prefix + "scr:a.example") == 0
+
+
+def test_a_spill_not_yet_bound_checks_its_store_at_its_first_round(tmp_path, redis_url, crawl_name):
+    """A worker started while its Redis is away waits for it, its spill not yet bound: its
+    first round checks the store against the crawl's before anything is written, and
+    another store than the one recorded is refused then."""
+    from crawler.exceptions import StoreRefused
+
+    frontier = _frontier(redis_url, crawl_name)
+    recorded = Spill(frontier, SqliteChunks(str(tmp_path / "first.sqlite")))
+    _push(frontier, _urls(1, 20))
+    recorded.round(T0 + 2_000)  # binds: the crawl's store is first.sqlite
+    assert recorded.bound
+    other = Spill(frontier, SqliteChunks(str(tmp_path / "other.sqlite")))
+    _push(frontier, [f"http://h0.example/more{i}" for i in range(20)])
+    try:
+        other.round(T0 + 4_000)
+    except StoreRefused as exc:
+        assert "first.sqlite" in str(exc) and "other.sqlite" in str(exc)
+    else:
+        raise AssertionError("a spill with another store than the crawl's was not refused")
+    assert not other.bound and other.chunks.size(frontier.keys.prefix) == (0, 0)
+    recorded.close()
+    other.close()
