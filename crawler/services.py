@@ -21,7 +21,7 @@ from crawler.exceptions import StoreRefused
 from crawler.frontier.addresses import HostAddresses
 from crawler.frontier.chunks import SqliteChunks
 from crawler.frontier.connection import frontier_from_settings
-from crawler.frontier.spill import Spill
+from crawler.frontier.spill import Spill, bind_spill
 from crawler.items import PageStates
 from crawler.observe.trouble import StoreTrouble
 from crawler.page.budget import BodyBudget
@@ -40,7 +40,20 @@ def spill_from_settings(settings, frontier, stats=None, urlstore=None, bind: boo
     None: its chunks in the UrlStore's Cassandra keyspace with URLSTORE_BACKEND cassandra
     (``urlstore()``: the caller's UrlStore; without it one is opened here, and closed with
     the spill), else in an SQLite file beside the embedded Redis. ``bind``: the store is
-    checked against the one the crawl recorded (Spill.bind: StoreRefused if another)."""
+    checked against the one the crawl recorded (``bind_spill``: StoreRefused if another, or
+    none on a crawl that spills)."""
+    spill = _spill(settings, frontier, stats, urlstore)
+    if bind:
+        try:
+            bind_spill(frontier, spill)
+        except StoreRefused:
+            if spill is not None:
+                spill.close()
+            raise
+    return spill
+
+
+def _spill(settings, frontier, stats, urlstore) -> Spill | None:
     if settings.getint("FRONTIER_HOST_WINDOW") <= 0:
         return None
     if settings.get("URLSTORE_BACKEND").lower() == "cassandra":
@@ -50,12 +63,6 @@ def spill_from_settings(settings, frontier, stats=None, urlstore=None, bind: boo
         folder = os.path.join(os.path.abspath(settings.get("CRAWL_DIR")), settings.get("CRAWL_NAME"))
         os.makedirs(folder, exist_ok=True)
         spill = Spill(frontier, SqliteChunks(os.path.join(folder, SPILL_FILE)), stats)
-    if bind:
-        try:
-            spill.bind()
-        except StoreRefused:
-            spill.close()
-            raise
     return spill
 
 

@@ -574,11 +574,13 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
 
     # -- spill (spill.py moves the chunks; scripts SPILL and LOAD keep the queues whole) --------
 
-    def spill_store(self, where: str) -> str:
+    def spill_store(self, where: str | None) -> str | None:
         """The crawl's spill store as its first spilling client recorded it (``where``, if
-        this is the first)."""
-        self.redis.setnx(self.keys.spill_store, where)
-        return self.redis.get(self.keys.spill_store).decode()
+        this is the first; None: only read, None if no client spilled yet)."""
+        if where is not None:
+            self.redis.setnx(self.keys.spill_store, where)
+        recorded = self.redis.get(self.keys.spill_store)
+        return recorded.decode() if recorded is not None else None
 
     def spill_claim(self, token: str, claim_ms: int, most: int, now: int | None = None) -> list[tuple]:
         """Claim up to ``most`` hosts' buffers that are due to be written out: (host, chunk

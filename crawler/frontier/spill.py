@@ -52,7 +52,8 @@ class Spill:
                     f"crawl {shard.keys.crawl_name!r} spills its queued URLs to {recorded}, and this"
                     f" process's spill store is {self.chunks.where}: run every worker and `scrapy seed`"
                     " of the crawl with the same CRAWL_DIR on one machine, or with"
-                    " URLSTORE_BACKEND=cassandra for workers on several (FRONTIER_HOST_WINDOW)"
+                    " URLSTORE_BACKEND=cassandra for workers on several, or FRONTIER_HOST_WINDOW=0 (every"
+                    " queued URL in Redis) on all of them"
                 )
         self.bound = True
 
@@ -124,6 +125,24 @@ class Spill:
 
     def close(self) -> None:
         self.chunks.close()
+
+
+def bind_spill(frontier, spill: Spill | None) -> None:
+    """Check a process's spill against the crawl's (``Spill.bind``); a process without one
+    (FRONTIER_HOST_WINDOW=0) on a crawl that spills is refused too: its pushes would bypass
+    the windows, and the URLs on disk would wait for loads it never asks for.
+    StoreRefused if either."""
+    if spill is not None:
+        spill.bind()
+        return
+    for shard in frontier.shards:
+        recorded = shard.spill_store(None)
+        if recorded is not None:
+            raise StoreRefused(
+                f"crawl {shard.keys.crawl_name!r} spills its queued URLs to {recorded}, and this process"
+                " keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0): run it with the window"
+                " (FRONTIER_HOST_WINDOW) and the spill store of the crawl's other workers"
+            )
 
 
 def _until_done(step, now: int | None, most: int) -> int:

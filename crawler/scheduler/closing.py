@@ -16,6 +16,7 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, refused
+from crawler.frontier.spill import bind_spill
 from crawler.frontier.words import FINISHED, PAUSED, RUNNING
 from crawler.observe.report import when
 
@@ -61,11 +62,10 @@ class Closing:
                 self.max_wait,
             )
         try:
-            if self.client.spill is not None:
-                # a spill store that is not the crawl's is refused before anything is
-                # fetched (StoreRefused: the crawl does not start, exit 2); with Redis
-                # away, the spill's first round checks it
-                self.client.spill.bind()
+            # a spill store that is not the crawl's, or none on a crawl that spills, is
+            # refused before anything is fetched (StoreRefused: the crawl does not start,
+            # exit 2); with Redis away, the spill's first round checks it
+            bind_spill(self.frontier, self.client.spill)
             self.epoch = self.frontier.epoch(create=True)
             stats = self.frontier.stats()
         except redis.RedisError as exc:

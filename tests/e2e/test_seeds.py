@@ -103,7 +103,8 @@ def test_command_refuses_seeds_the_network_guard_will_refuse_and_names_the_setti
 def test_a_crawl_keeps_the_spill_store_it_began_with(tmp_path, redis_url, redis_client, crawl_name):
     """With FRONTIER_HOST_WINDOW, the crawl's first spilling client records its spill store; a
     `scrapy seed` or a worker with another (an SQLite file under another CRAWL_DIR, as on
-    another machine) is refused with exit 2 and pushes nothing, fetches nothing."""
+    another machine), or with none (FRONTIER_HOST_WINDOW=0), is refused with exit 2 and pushes
+    nothing, fetches nothing."""
     path = tmp_path / "seeds.txt"
     path.write_text("".join(f"http://a.example/{i}\n" for i in range(10)))
     window = ("-s", "FRONTIER_HOST_WINDOW=4", "-s", "FRONTIER_SPILL_AGE=0")
@@ -125,6 +126,15 @@ def test_a_crawl_keeps_the_spill_store_it_began_with(tmp_path, redis_url, redis_
     assert err.startswith(f"seed: crawl '{crawl_name}' spills its queued URLs to the SQLite file {first}/"), err
     assert f"this process's spill store is the SQLite file {other}/" in err and "URLSTORE_BACKEND=cassandra" in err
     assert Frontier(redis_client, crawl_name).stats()["queued"] == 10
+    # a process that keeps every URL in Redis would bypass the windows and leave the chunks
+    proc = scrapy_seed(
+        more, "--crawl", crawl_name, "--no-progress", "-s", "FRONTIER_HOST_WINDOW=0", "-s", f"CRAWL_DIR={first}",
+        redis_url=redis_url,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    err = proc.stderr.decode().strip()
+    assert "and this process keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0)" in err, err
+    assert Frontier(redis_client, crawl_name).stats()["queued"] == 10
 
     out = tmp_path / "w.jsonl"
     settings = {"CRAWL_NAME": crawl_name, "CRAWL_DIR": other, "FRONTIER_HOST_WINDOW": 4, "LOG_FILE": tmp_path / "w.log"}
@@ -137,5 +147,17 @@ def test_a_crawl_keeps_the_spill_store_it_began_with(tmp_path, redis_url, redis_
     )
     assert crawl.returncode == 2, (tmp_path / "w.log").read_text()
     assert f"crawl: crawl '{crawl_name}' spills its queued URLs to the SQLite file {first}/" in crawl.stderr.decode()
+    stats = Frontier(redis_client, crawl_name).stats()
+    assert stats["queued"] == 10 and stats["leased"] == 0
+    settings.update(CRAWL_DIR=first, FRONTIER_HOST_WINDOW=0)
+    crawl = subprocess.run(
+        crawl_command(out, settings=settings),
+        cwd=ROOT,
+        env=dict(os.environ, REDIS_URL=redis_url),
+        capture_output=True,
+        timeout=120,
+    )
+    assert crawl.returncode == 2, (tmp_path / "w.log").read_text()
+    assert "keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0)" in crawl.stderr.decode()
     stats = Frontier(redis_client, crawl_name).stats()
     assert stats["queued"] == 10 and stats["leased"] == 0
