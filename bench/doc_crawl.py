@@ -37,8 +37,7 @@ def crawl(sites, workers: int, seconds: float, interval: float, work, window: in
     ``window``: FRONTIER_HOST_WINDOW (0: every queued URL in Redis):
     ({worker: (seconds, exit code or None)}, the workers' CPU seconds)."""
     settings = {"CRAWL_NAME": "doc-crawl", "FRONTIER_HOST_INTERVAL": interval, "CLOSESPIDER_TIMEOUT": seconds}
-    if window:
-        settings.update({"FRONTIER_HOST_WINDOW": window, "CRAWL_DIR": work / "crawl"})
+    settings.update({"FRONTIER_HOST_WINDOW": window, "CRAWL_DIR": work / "crawl"})
     return crawl_sites(sites, workers, work, settings, seconds + KILL_AFTER)[:2]
 
 

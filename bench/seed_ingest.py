@@ -6,7 +6,8 @@
 
 A generated seed file of N lines over many hosts (tracking parameters, priorities, ~2%
 duplicates, ~1% invalid lines, comments) is ingested into a fresh crawl with the
-project's frontier settings, whose keys are deleted at the end. Figures: URLs/s (target
+project's frontier settings (with its spill, FRONTIER_HOST_WINDOW, in a temporary CRAWL_DIR,
+as `scrapy seed` runs it), whose keys and chunks are deleted at the end. Figures: URLs/s (target
 20,000) and the push script's Redis time a URL (INFO commandstats: approximate if other
 clients share the Redis); then each stage timed alone on --stages lines.
 """
@@ -36,6 +37,7 @@ from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.hosts import politeness_key
 from crawler.seeds.files import SeedLine, read_seeds
 from crawler.seeds.ingest import ingest
+from crawler.services import spill_from_settings
 from crawler.urls import InvalidURL, normalize_url
 
 TARGET = 20_000
@@ -173,6 +175,8 @@ def main() -> int:
     settings.set("CRAWL_NAME", crawl, priority="cmdline")
     client = redis.Redis.from_url(opts.redis_url)
     frontier = Frontier.from_settings(settings, client)
+    spill_dir = tempfile.TemporaryDirectory(prefix="seed-bench-spill-")
+    settings.set("CRAWL_DIR", spill_dir.name, priority="cmdline")  # (the spill store, as `scrapy seed`'s)
     push_profiler = None
     if opts.profile:  # the push thread gets its own profiler (cProfile is per thread)
         push_profiler = cProfile.Profile()
@@ -191,14 +195,18 @@ def main() -> int:
         for _ in range(opts.runs):
             profiler = cProfile.Profile() if opts.profile else None
             redis_before = evalsha_usec(client)
+            spill = spill_from_settings(settings, frontier)  # FRONTIER_HOST_WINDOW (None: 0)
             try:
                 options = {"strip_params": tuple(settings.getlist("URL_STRIP_PARAMS")) or None}
                 options |= {"batch_size": opts.batch, "sort_query": settings.getbool("URL_SORT_QUERY")}
                 with profiler or contextlib.nullcontext():
-                    report = ingest(frontier, path, **options)
+                    report = ingest(frontier, path, **options, spill=spill)
                 redis_s = (evalsha_usec(client) - redis_before) / 1e6
                 stats = frontier.stats()
             finally:
+                if spill is not None:
+                    spill.clear()
+                    spill.close()
                 deleted = frontier.clear()
             urls_per_s = report.lines / report.elapsed
             print(report.summary())
@@ -207,7 +215,10 @@ def main() -> int:
                 f"(Redis push script {redis_s:.2f} s = {1e6 * redis_s / max(report.lines, 1):.1f} us/URL; "
                 f"target {TARGET:,} URLs/s: {'PASS' if urls_per_s >= TARGET else 'below'})"
             )
-            print(f"frontier: queued {stats['queued']:,}, front queues by level {stats['front_by_level']}")
+            print(
+                f"frontier: queued {stats['queued']:,} ({stats.get('spilled', 0):,} on disk), front queues by level"
+                f" {stats['front_by_level']}"
+            )
             print(f"cleaned up: {deleted} keys of {crawl!r} deleted")
             results.add("ingestion rate", urls_per_s, "URLs/s")
             results.add("Redis push script a URL", 1e6 * redis_s / max(report.lines, 1), "us")
@@ -218,6 +229,7 @@ def main() -> int:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
         print("cProfile, push thread (Frontier.send: the Redis call):")
         pstats.Stats(push_profiler).sort_stats("tottime").print_stats(15)
+    spill_dir.cleanup()
     results.write()
     return 0
 

@@ -233,6 +233,17 @@ def no_such_crawl(settings, command: str = "frontier", also=(), then: str = "nam
     return f"{command}: no crawl {name!r} {where} ({there}); {guess}{then}"
 
 
+def _queued_where(s: dict, levels: str) -> str:
+    """Where the queued URLs wait: the front queues by level (all in Redis), the spill store
+    (with windows, FRONTIER_HOST_WINDOW), hosts waiting on disk for a window."""
+    parts = [f"front queues by level: {levels}"] if any(s["front_by_level"]) else []
+    if s.get("spilled"):
+        parts.append(f"{s['spilled']} on disk, in the spill store")
+    if s.get("hosts_dormant"):
+        parts.append(f"{s['hosts_dormant']} hosts waiting on disk for a window")
+    return f"  ({'; '.join(parts)})" if parts else ""
+
+
 def format_stats(name: str, s: dict, cluster: bool = False) -> str:
     """The numbers as ``scrapy frontier`` prints them; ``cluster``: the shards are a Redis
     Cluster's (REDIS_CLUSTER_URL), not servers of REDIS_URLS."""
@@ -254,9 +265,7 @@ def format_stats(name: str, s: dict, cluster: bool = False) -> str:
             f"workers          {workers_line(s.get('workers'), s.get('published') or {})}",
             *(f"                 {line}" for line in waiting_lines(s.get("waiting") or [], s.get("read_at", 0) / 1000)),
             *steering_lines(s.get("paused"), s.get("budget")),
-            f"queued           {s['queued']}  (front queues by level: {levels}"
-            + (f"; {s['spilled']} on disk, in the spill store)" if s.get("spilled") else ")")
-            + (f"; {s['hosts_dormant']} hosts waiting on disk for a window" if s.get("hosts_dormant") else ""),
+            f"queued           {s['queued']}{_queued_where(s, levels)}",
             f"hosts            {s['hosts_with_urls']} with URLs queued: {s['hosts_queued']} ready ({s['hosts_due']} due now), "
             f"{s['hosts_in_flight']} downloading, {s['hosts_seen']} handed out so far",
             f"leased           {s['leased']} ({s['in_flight']} downloading){_oldest(s)}"
