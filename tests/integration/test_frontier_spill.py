@@ -132,6 +132,15 @@ def test_fifo_priority_levels_order_a_hosts_window_and_each_chunk_it_loads(redis
     assert _drain(frontier, spill, T0 + 4000) == [high.url, mid.url, low.url]
     assert not frontier.redis.exists(frontier.keys.hlevels)
 
+    # only the lower tail is merged: a default URL goes between the default ones and the low
+    def c(name, p=0):
+        return Entry(url=f"http://c.example/{name}", payload=encode_url(f"http://c.example/{name}"), priority=p)
+
+    assert frontier.put([c("d0"), c("d1"), c("low", -1)], now=T0 + 5000) == ["added"] * 3
+    assert frontier.put([c("d2"), c("low2", -1)], now=T0 + 5000) == ["added"] * 2
+    got = _drain(frontier, spill, T0 + 6000)
+    assert got == [f"http://c.example/{n}" for n in ("d0", "d1", "d2", "low", "low2")]
+
 
 def test_a_submission_waiting_stays_ahead_of_urls_of_a_higher_level(redis_url, crawl_name, tmp_path):
     frontier = _frontier(redis_url, crawl_name, window=10)

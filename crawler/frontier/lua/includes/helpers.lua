@@ -133,41 +133,49 @@ local function unkeen(prefix, host)
 end
 -- new entries (in arrival order) into the host's back queue, each behind those of its
 -- level and above; the submissions waiting at its head (hrush) and the retries there stay
--- first, whatever the level of what comes after them
+-- first, whatever the level of what comes after them. Only the queue's tail of entries of
+-- a lower level than the highest new one is read and merged (found from the tail: most
+-- often none, or the few lower-level entries behind the default ones).
 local function to_back(prefix, host, entries)
     if #entries == 0 then return end
     local bq = prefix .. K.back .. host
-    local mixed = redis.call('HEXISTS', prefix .. K.hlevels, host) == 1
+    local mixed = exists_once(prefix, K.hlevels) and redis.call('HEXISTS', prefix .. K.hlevels, host) == 1
+    local top = 0  -- the highest level (the lowest difference) among the new entries
     for _, e in ipairs(entries) do
-        if mixed then break end
-        mixed = string.byte(e, 1) == 28
+        local l = level_of(e)
+        if l ~= 0 then mixed = true end
+        if l < top then top = l end
     end
     if not mixed then return push_all(bq, entries) end
-    local all = redis.call('LRANGE', bq, 0, -1)
-    local pinned = math.min(tonumber(redis.call('HGET', prefix .. K.hrush, host) or '0'), #all)
-    while pinned < #all and string.byte(all[pinned + 1], 1) == 29 do pinned = pinned + 1 end
+    local n = redis.call('LLEN', bq)
+    local floor = 0  -- entries at the head that stay there: pinned (only passed when top < 0)
+    if top < 0 and n > 0 then
+        floor = math.min(tonumber(redis.call('HGET', prefix .. K.hrush, host) or '0'), n)
+        while floor < n and string.byte(redis.call('LINDEX', bq, floor), 1) == 29 do floor = floor + 1 end
+    end
+    local at = n  -- the merged tail starts here: entries [at, n) are of a lower level than top
+    while at > floor and level_of(redis.call('LINDEX', bq, at - 1)) > top do at = at - 1 end
     local keyed = {}
-    for i = pinned + 1, #all do keyed[#keyed + 1] = {level_of(all[i]), i, all[i]} end
-    local at = #all
-    for i, e in ipairs(entries) do keyed[#keyed + 1] = {level_of(e), at + i, e} end
+    if at < n then
+        for i, e in ipairs(redis.call('LRANGE', bq, at, -1)) do keyed[#keyed + 1] = {level_of(e), i, e} end
+        if at == 0 then redis.call('DEL', bq) else redis.call('LTRIM', bq, 0, at - 1) end
+    end
+    local old = #keyed
+    for i, e in ipairs(entries) do keyed[#keyed + 1] = {level_of(e), old + i, e} end
     table.sort(keyed, function(a, b)
         if a[1] ~= b[1] then return a[1] < b[1] end
         return a[2] < b[2]
     end)
-    local merged, lower = {}, false
-    for i = 1, pinned do merged[i] = all[i] end
-    for _, k in ipairs(keyed) do
-        merged[#merged + 1] = k[3]
-        lower = lower or k[1] > 0
-    end
-    redis.call('DEL', bq)
+    local merged = {}
+    for i, k in ipairs(keyed) do merged[i] = k[3] end
     push_all(bq, merged)
-    if pinned == 0 and keyed[1][1] < 0 then
+    if at == 0 and keyed[1][1] < 0 then
         redis.call('HSET', prefix .. K.hkeen, host, 1)
         mirror_ready(prefix, K.hkeen, K.keen, host)
     end
-    if lower then
+    if keyed[#keyed][1] > 0 then  -- (the queue's tail: its lowest level)
         redis.call('HSET', prefix .. K.hlevels, host, 1)
+        present[K.hlevels] = true
     else
         redis.call('HDEL', prefix .. K.hlevels, host)
     end
