@@ -101,12 +101,13 @@ local out, front = {}, {}
 -- buffers are gathered per host and written after the loop (tails[host], buffers[host]).
 local room, tails, buffers, grown = {}, {}, {}, {}  -- grown[host]: its window took URLs
 local opened = 0  -- hosts given a window in this call (in the ready heap after the loop)
-local function window_room(host)
+local function window_room(host, ranked)
     local r = room[host]
     if r == nil then
         r = 0
         if redis.call('EXISTS', prefix .. K.spilled .. host, prefix .. K.buffer .. host) == 0 then
-            local have = window_size(prefix, host)
+            -- (a fifo crawl's windows are back queues alone: no ranked queue to count)
+            local have = ranked == '1' and window_size(prefix, host) or redis.call('LLEN', prefix .. K.back .. host)
             if have > 0 then
                 r = math.max(window - have, 0)
             elseif room_for_host(prefix, opened) then
@@ -191,7 +192,7 @@ for e = 1, n do
             redis.call('LPUSH', prefix .. K.back .. host, string.sub(tail, cut + 1))
             make_ready(prefix, host, now)
             if urgent == '1' then rush(prefix, host) end
-        elseif window > 0 and window_room(host) == 0 then
+        elseif window > 0 and window_room(host, ranked) == 0 then
             local payload = string.sub(tail, cut + 1)
             if ranked == '1' then
                 local score = tonumber(level) * RANK - (tonumber(cash) or 0)
