@@ -306,6 +306,12 @@ TABLE: tuple[Setting, ...] = (
         "with FRONTIER_HOST_WINDOW: hosts with a window at most; the others wait wholly on disk until one finishes (0: no limit)",
     ),
     S(
+        "FRONTIER_WINDOW_IDLE",
+        60.0,
+        SECONDS,
+        "with FRONTIER_HOST_WINDOW: a host not due for this long gives its window back to disk while other hosts wait on disk for one (0: never)",
+    ),
+    S(
         "FRONTIER_SPILL_AGE",
         5.0,
         SECONDS,

@@ -57,6 +57,7 @@ from crawler.frontier.scripts import (
     BACKOFF,
     CREDIT,
     END,
+    EVICT,
     FAIL,
     HOLD,
     LOAD,
@@ -154,6 +155,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         window: int = 0,
         active_hosts: int = 0,
         spill_age: float = 5.0,
+        window_idle: float = 60.0,
         address_interval: float | None = None,
         address_max_in_flight: int = 0,
         intervals: HostIntervals | None = None,
@@ -187,6 +189,8 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self.window = window  # URLs of a host's queue in Redis; the rest spilled (0: none; spill.py)
         self.active_hosts = active_hosts  # hosts with a window at most (0: no limit)
         self.spill_age_ms = int(spill_age * 1000)  # a partial buffer is written out after this
+        # a host due no sooner than this gives its window back while hosts wait for one (0: never)
+        self.window_idle_ms = int(window_idle * 1000)
         # politeness per address (None: off, -1): a class's interval and cap of leases in flight
         self.address_interval_ms = -1 if address_interval is None else int(address_interval * 1000)
         self.address_max_in_flight = address_max_in_flight
@@ -206,6 +210,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self._credit = redis.register_script(CREDIT)
         self._spill = redis.register_script(SPILL)
         self._load = redis.register_script(LOAD)
+        self._evict = redis.register_script(EVICT)
         self._resolve = redis.register_script(RESOLVE)
         self._generation = 0  # URL-seen generations known to this client; read on first push
         self._hosts: tuple[CrawlScope | None, dict] = (None, {})  # see _known_hosts
@@ -247,6 +252,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             address_max_in_flight=settings.getint("FRONTIER_ADDRESS_MAX_IN_FLIGHT"),
             active_hosts=settings.getint("FRONTIER_ACTIVE_HOSTS"),
             spill_age=settings.getfloat("FRONTIER_SPILL_AGE"),
+            window_idle=settings.getfloat("FRONTIER_WINDOW_IDLE"),
             intervals=intervals_from_file(settings.get("FRONTIER_HOST_INTERVALS_FILE")),
             scope=CrawlScope.from_settings(settings, rules=EMPTY),
             rules=rules_from_settings(settings),
@@ -612,6 +618,34 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         args = [self.keys.prefix, now, "claim", token, self.window, self.active_hosts, claim_ms, most]
         out = self._load(keys=self._route, args=args)
         return [(out[i].decode(), int(out[i + 1])) for i in range(0, len(out), 2)]
+
+    def evict_claim(self, token: str, claim_ms: int, most: int, now: int | None = None) -> list[tuple]:
+        """While hosts wait on disk for a window, claim the windows of up to ``most`` hosts
+        due furthest ahead (no sooner than FRONTIER_WINDOW_IDLE from now): (host, chunk id,
+        entries) each, the chunk to write under (host, id) before ``evict_commit``."""
+        if self.window <= 0 or self.window_idle_ms <= 0:
+            return []
+        now = now_ms() if now is None else now
+        args = [self.keys.prefix, now, "claim", token, claim_ms, self.window_idle_ms, most]
+        out = self._evict(keys=self._route, args=args)
+        chunks, i = [], 0
+        while i < len(out):
+            host, chunk, count = out[i].decode(), int(out[i + 1]), int(out[i + 2])
+            chunks.append((host, chunk, out[i + 3 : i + 3 + count]))
+            i += 3 + count
+        return chunks
+
+    def evict_commit(self, token: str, chunks, now: int | None = None) -> set[int]:
+        """The windows written, (host, id, entries) each: each becomes its host's oldest chunk
+        if its window is still what was claimed. Returns the ids committed (one missing: the
+        claim was lost or the window changed, and the chunk is the caller's to delete)."""
+        if not chunks:
+            return set()
+        now = now_ms() if now is None else now
+        args = [self.keys.prefix, now, "commit", token]
+        for host, chunk, _ in chunks:
+            args += [host, chunk]
+        return {int(c) for c in self._evict(keys=self._route, args=args)}
 
     def chunk_keys(self) -> list[tuple[str, int]]:
         """(host, chunk id) of every chunk the hosts' queues list (spill.py ``clear``)."""

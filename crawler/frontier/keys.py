@@ -166,6 +166,9 @@ key                         type    contents
                                     for a window (FRONTIER_ACTIVE_HOSTS had one each)
 ``lclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>``: a worker is
                                     loading that chunk
+``eclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>:<digest>``: a
+                                    worker is writing the host's window out as that chunk
+                                    (EVICT; the digest of its entries)
 ``haddr``                   hash    FRONTIER_ADDRESS_POLITENESS: host -> ``<class>\x1f<address>\x1f<expiry
                                     ms>``, its address as a worker resolved it (RESOLVE)
 ``resolve``                 zset    host -> time (ms) its first address is to be looked up:
@@ -261,6 +264,7 @@ NAMES = {
     "refill": "refill",
     "dormant": "dormant",
     "load_claims": "lclaim",
+    "evict_claims": "eclaim",
     "chunk_seq": "chunk:seq",
     "haddr": "haddr",
     "resolve": "resolve",

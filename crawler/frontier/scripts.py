@@ -48,6 +48,7 @@ NAMES = (
     "credit",
     "spill",
     "load",
+    "evict",
     "resolve",
 )
 # what every script starts with: the key names (K, keys.NAMES) and the drop codes (DROP);
@@ -73,4 +74,6 @@ def source(name: str, read: Callable[[str], str] = _read) -> str:
     return PREAMBLE + _INCLUDE.sub(lambda m: SHARED.format(read(f"includes/{m[1]}.lua")), text)
 
 
-PUSH, POP, BACKOFF, FAIL, SLOT, END, ACK, PROMOTE, HOLD, CREDIT, SPILL, LOAD, RESOLVE = (source(name) for name in NAMES)
+PUSH, POP, BACKOFF, FAIL, SLOT, END, ACK, PROMOTE, HOLD, CREDIT, SPILL, LOAD, EVICT, RESOLVE = (
+    source(name) for name in NAMES
+)

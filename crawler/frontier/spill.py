@@ -11,7 +11,10 @@ blocking I/O: run it off the reactor.
   into the window (only if it is still the oldest and the claim still ours), then delete it.
   A worker that dies before the load leaves the chunk listed: the next claim loads it; one
   that dies after it leaves a chunk that is no longer listed, never read again.
-- ``round(now)``: both, until nothing is due or ``most`` chunks were moved; a spill not yet
+- ``evict(now)``: while hosts wait on disk for a window, write out the windows of hosts due
+  furthest ahead (FRONTIER_WINDOW_IDLE or later) as their oldest chunks, committed only if
+  each window is still what was written.
+- ``round(now)``: the three, until nothing is due or ``most`` chunks were moved; a spill not yet
   bound (``bind``: its store checked against the one the crawl recorded) is bound first.
 - ``clear()``: every chunk of the crawl, for ``scrapy frontier clear``.
 
@@ -108,13 +111,29 @@ class Spill:
         self._inc("frontier/loaded", urls)
         return urls
 
+    def evict(self, now: int | None = None) -> int:
+        """Write out the windows of hosts due furthest ahead while hosts wait on disk for a
+        window (one claim on each shard); URLs written."""
+        urls = 0
+        for shard, t, claimed in self._claims(lambda shard: shard.evict_claim, now):
+            crawl = shard.keys.prefix
+            self.chunks.write(crawl, [(host, chunk, pack(entries)) for host, chunk, entries in claimed])
+            committed = shard.evict_commit(self.token, claimed, now=t)
+            lost = [(host, chunk) for host, chunk, _ in claimed if chunk not in committed]
+            if lost:  # (windows that changed meanwhile, or claims that expired)
+                self.chunks.delete(crawl, lost)
+            urls += sum(len(entries) for _, chunk, entries in claimed if chunk in committed)
+        self._inc("frontier/evicted", urls)
+        return urls
+
     def round(self, now: int | None = None, most: int = 100_000) -> tuple[int, int]:
-        """Spill and refill until nothing more is due (or ``most`` URLs each way):
-        (URLs written out, URLs loaded). The store is checked first if it was not yet
-        (Redis away when the process started)."""
+        """Spill, give idle windows back (``evict``) and refill until nothing more is due (or
+        ``most`` URLs each way): (URLs written out, URLs loaded). The store is checked first if
+        it was not yet (Redis away when the process started)."""
         if not self.bound:
             self.bind()
-        return _until_done(self.spill, now, most), _until_done(self.refill, now, most)
+        written = _until_done(self.spill, now, most) + self.evict(now)
+        return written, _until_done(self.refill, now, most)
 
     def clear(self) -> int:
         """Delete every chunk of the crawl's queues (before their keys go). Returns how many."""

@@ -357,3 +357,72 @@ def test_a_spill_not_yet_bound_checks_its_store_at_its_first_round(tmp_path, red
     assert not other.bound and other.chunks.size(frontier.keys.prefix) == (0, 0)
     recorded.close()
     other.close()
+
+
+def _hand_out(frontier, spill, now) -> list[str]:
+    """The URLs handed out at ``now`` (a spill round before each pop), each acknowledged."""
+    return _drain(frontier, spill, now)
+
+
+def test_a_host_not_due_for_long_gives_its_window_to_a_host_waiting_on_disk(redis_url, crawl_name, tmp_path):
+    """Two windows at most (FRONTIER_ACTIVE_HOSTS 2): a.example told to wait an hour
+    (Retry-After), c.example waiting on disk for a window. The round writes a's window out
+    as its oldest chunk, a waits on disk until it is due, c gets the window: c is crawled
+    now, a an hour later, every URL once and each host's in the order pushed."""
+    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=2, window_idle=60.0)
+    chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+    spill = Spill(frontier, chunks)
+    urls = {h: [f"http://{h}.example/p{i}" for i in range(10)] for h in ("a", "b", "c")}
+    _push(frontier, urls["a"] + urls["b"], now=T0)
+    _push(frontier, urls["c"], now=T0)
+    spill.round(T0 + 2_000)  # buffers written out; c waits on disk (two windows already)
+    r, k = frontier.redis, frontier.keys
+    assert r.zscore(k.dormant, "c.example") is not None and r.llen(k.back("a.example")) == 4
+    hour = 3_600
+    assert (
+        frontier.block_until("a.example", retry_after=hour, minimum=1, maximum=hour, quiet=60, now=T0 + 2_000) == hour
+    )
+
+    assert spill.round(T0 + 3_000)[1] == 4  # a's window out, c's first chunk in
+    assert not r.exists(k.back("a.example")) and r.zscore(k.dormant, "a.example") >= T0 + 2_000 + hour * 1000
+    assert r.llen(k.back("c.example")) == 4 and r.zscore(k.dormant, "c.example") is None
+    got = _hand_out(frontier, spill, T0 + 3_000)
+    assert sorted(got) == sorted(urls["b"] + urls["c"])  # c got a's window
+    assert [u for u in got if "//c." in u] == urls["c"]
+
+    later = _hand_out(frontier, spill, T0 + 3_000 + hour * 1000)
+    assert later == urls["a"]  # its window first, from disk, then the rest
+    stats = frontier.stats()
+    assert stats["queued"] == 0 and stats["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)
+
+
+def test_a_window_that_changes_while_it_is_written_out_stays(redis_url, crawl_name, tmp_path):
+    """A window is written out only if it is still what was claimed: a follow-up pushed to it
+    between the claim and the commit keeps it in Redis, and the chunk written is deleted; a
+    claim that is never committed (its worker died) lists nothing."""
+    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=1, window_idle=60.0)
+    chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+    spill = Spill(frontier, chunks)
+    _push(frontier, [f"http://a.example/p{i}" for i in range(6)], now=T0)
+    _push(frontier, [f"http://c.example/p{i}" for i in range(6)], now=T0)
+    spill.round(T0 + 2_000)
+    r, k = frontier.redis, frontier.keys
+    frontier.block_until("a.example", retry_after=600, minimum=1, maximum=600, quiet=60, now=T0 + 2_000)
+
+    dead = frontier.evict_claim("dead-worker", CLAIM_MS, 10, now=T0 + 3_000)  # never committed
+    assert [(host, len(entries)) for host, _, entries in dead] == [("a.example", 4)]
+    assert frontier.evict_claim("other", CLAIM_MS, 10, now=T0 + 3_000) == []  # (its claim is live)
+    claimed = frontier.evict_claim("w", CLAIM_MS, 10, now=T0 + 3_000 + CLAIM_MS + 1)
+    assert [host for host, _, _ in claimed] == ["a.example"]
+    follow = "http://a.example/again"
+    entry = Entry(url=follow, payload=encode_url(follow), follow_up=True, dont_filter=True)
+    assert frontier.put([entry], now=T0 + 3_000 + CLAIM_MS + 1) == ["added"]
+    assert frontier.evict_commit("w", claimed, now=T0 + 3_000 + CLAIM_MS + 2) == set()
+    assert r.llen(k.back("a.example")) == 5 and r.zscore(k.dormant, "a.example") is None
+
+    assert spill.evict(T0 + 3_000 + CLAIM_MS + 3) == 5  # unchanged since: written out
+    assert not r.exists(k.back("a.example")) and r.llen(k.spilled("a.example")) == 2
+    got = _hand_out(frontier, spill, T0 + 700_000)
+    assert [u for u in got if "//a." in u][0] == follow and sorted(got) == sorted([follow] + [f"http://a.example/p{i}" for i in range(6)]
+                                                      + [f"http://c.example/p{i}" for i in range(6)])  # fmt: skip
+    assert frontier.stats()["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)

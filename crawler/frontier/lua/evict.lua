@@ -1,0 +1,110 @@
+-- EVICT: a host that will not be due for long gives its window back to the spill store
+-- while hosts wait wholly on disk for one (decision 0055; BUbiNG's workbench keeps the
+-- hosts that will be due soon).
+--
+-- ARGV[1] key prefix   ARGV[2] now (ms)   ARGV[3] 'claim' or 'commit'
+-- ARGV[4] the worker's token (unique per worker)
+-- claim:  ARGV[5] claim time (ms)   ARGV[6] idle time (ms, FRONTIER_WINDOW_IDLE)
+--   ARGV[7] hosts at most
+--   While hosts wait in 'dormant' since now or before, takes as many (at most ARGV[7]) of
+--   the ready heap's hosts due furthest ahead, no sooner than now + ARGV[6]: those with a
+--   window, nothing in flight, no submission waiting, and no live claim of a worker to load
+--   or evict them. For each: a new chunk id ('chunk:seq'), its window as the chunk's entries
+--   (its back queue, then its ranked queue as '\030<score>\031<payload>'), noted in 'eclaim'
+--   as ``<token>:<id>:<expiry>:<digest of the entries>``. Nothing leaves the window yet.
+--   Returns {host, id, count, entry..., host, ...}; the caller writes each chunk under
+--   (host, id), then commits.
+-- commit: ARGV[5..] (host, id) of each chunk written. A chunk whose claim is still the
+--   caller's and whose host's window is what was claimed (the same entries) becomes the
+--   host's oldest chunk (head of sc:<host>), its window leaves Redis, the host leaves the
+--   ready heap for 'dormant', scored by when it was due (it gets a window again as room
+--   comes, at the earliest then), and the counter 'spilled' grows. A chunk whose claim was
+--   lost or whose window changed (a hand-out, a follow-up) is not listed: the caller deletes
+--   it. Returns the ids committed.
+-- Idempotent per claim: a commit sent twice finds no claim the second time.
+--- @include "helpers"
+local prefix, now, verb, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local claims = prefix .. K.evict_claims
+local ready = prefix .. K.ready
+
+-- the host's window as chunk entries: its back queue, then its ranked queue as buffer entries
+local function window_entries(host)
+    local entries = redis.call('LRANGE', prefix .. K.back .. host, 0, -1)
+    local ranked = redis.call('ZRANGE', prefix .. K.ranked .. host, 0, -1, 'WITHSCORES')
+    for i = 1, #ranked, 2 do
+        local url = ranked[i]
+        local rest = redis.call('HGET', prefix .. K.ranked_payloads, url) or ''
+        local payload = rest
+        if rest == '' then payload = url elseif string.byte(rest, 1) == 31 then payload = url .. rest end
+        entries[#entries + 1] = '\030' .. ranked[i + 1] .. SEP .. payload
+    end
+    return entries
+end
+
+local function digest(entries)
+    return redis.sha1hex(table.concat(entries, '\0'))
+end
+
+local function live(key, host)
+    local claimed = redis.call('HGET', key, host)
+    return claimed and tonumber(string.match(claimed, '^[^:]*:[^:]*:(%d+)')) > now
+end
+
+local function claim()
+    local claim_ms, idle_ms, most = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+    local waiting = redis.call('ZCOUNT', prefix .. K.dormant, '-inf', now)
+    most = math.min(most, waiting)
+    local out, taken = {}, 0
+    if most <= 0 then return out end
+    local far = redis.call('ZREVRANGEBYSCORE', ready, '+inf', now + idle_ms, 'LIMIT', 0, most * 2)
+    for _, host in ipairs(far) do
+        if taken >= most then break end
+        if tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') <= 0
+            and redis.call('HEXISTS', prefix .. K.hrush, host) == 0
+            and not live(claims, host) and not live(prefix .. K.load_claims, host) then
+            local entries = window_entries(host)
+            if #entries > 0 then
+                local id = redis.call('INCR', prefix .. K.chunk_seq)
+                local note = string.format('%s:%d:%d:%s', token, id, now + claim_ms, digest(entries))
+                redis.call('HSET', claims, host, note)
+                out[#out + 1] = host
+                out[#out + 1] = id
+                out[#out + 1] = #entries
+                for _, e in ipairs(entries) do out[#out + 1] = e end
+                taken = taken + 1
+            end
+        end
+    end
+    return out
+end
+
+local function commit()
+    local done = {}
+    for i = 5, #ARGV, 2 do
+        local host, id = ARGV[i], ARGV[i + 1]
+        local claimed = redis.call('HGET', claims, host)
+        if claimed and string.find(claimed, token .. ':' .. id .. ':', 1, true) == 1 then
+            redis.call('HDEL', claims, host)
+            local entries = window_entries(host)
+            if #entries > 0 and string.match(claimed, ':(%x+)$') == digest(entries) then
+                local due = tonumber(redis.call('ZSCORE', ready, host) or now)
+                for _, url in ipairs(redis.call('ZRANGE', prefix .. K.ranked .. host, 0, -1)) do
+                    redis.call('HDEL', prefix .. K.ranked_payloads, url)
+                end
+                redis.call('DEL', prefix .. K.back .. host, prefix .. K.ranked .. host)
+                unready(prefix, host)
+                redis.call('HDEL', prefix .. K.hkeen, host)
+                redis.call('HDEL', prefix .. K.hlevels, host)
+                redis.call('ZREM', prefix .. K.refill, host)
+                redis.call('LPUSH', prefix .. K.spilled .. host, id)
+                redis.call('ZADD', prefix .. K.dormant, math.max(due, now), host)
+                redis.call('HINCRBY', prefix .. K.counters, 'spilled', #entries)
+                done[#done + 1] = tonumber(id)
+            end
+        end
+    end
+    return done
+end
+
+if verb == 'claim' then return claim() end
+return commit()
