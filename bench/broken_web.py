@@ -5,6 +5,7 @@ site's own arrival log, and its speed against the polite limit of the same run.
     python -m bench.broken_web                 # 200 hosts, 3 workers (a few minutes)
     python -m bench.broken_web --hosts 60 --workers 2
     python -m bench.broken_web --by-address    # with FRONTIER_ADDRESS_POLITENESS (its own figures)
+    python -m bench.broken_web --active-hosts 40   # 40 windows for 200 hosts (its own figures)
 
 The demo site (crawler/demo/site.py, framed pages, every fourth linking a near copy of
 itself) with broken hosts: robots.txt answering 500/503, a page answering 503 for good or
@@ -56,7 +57,7 @@ def broken_site(hosts: int, pages: int) -> tuple[Site, dict]:
     return site, plan
 
 
-def run(hosts: int, pages: int, workers: int, timeout: float, by_address: bool = False) -> dict:
+def run(hosts: int, pages: int, workers: int, timeout: float, by_address: bool = False, active_hosts: int = 0) -> dict:
     site, plan = broken_site(hosts, pages)
     site.start()
     work = Path(tempfile.mkdtemp(prefix="broken-web-"))
@@ -71,6 +72,8 @@ def run(hosts: int, pages: int, workers: int, timeout: float, by_address: bool =
         for n in range(workers):
             settings = {"CRAWL_NAME": "broken-web", "FRONTIER_HOST_INTERVAL": INTERVAL, "ARCHIVE_MAX_SECONDS": None}
             settings |= {"NETWORK_GUARD_ALLOW": "127.0.0.0/8", "LOG_FILE": work / f"worker-{n}.log"}
+            if active_hosts:  # fewer windows than hosts: the others wait on disk (decision 0055)
+                settings["FRONTIER_ACTIVE_HOSTS"] = active_hosts
             if by_address:  # (each host on an address of its own: the class's interval the host's)
                 settings |= {"FRONTIER_ADDRESS_POLITENESS": True, "FRONTIER_ADDRESS_INTERVAL": INTERVAL}
             cmd = crawl_command(work / f"pages-{n}.jsonl", seeds if n == 0 else None, settings, append=True)
@@ -114,11 +117,18 @@ def report(site: Site, plan: dict, started: float, ended: dict, workers: int, wo
         )
     if all(code == 0 for _, code in ended.values()):
         figures["the last worker ended by itself after"] = (max(t for t, _ in ended.values()), "s")
-    summaries, stalls = [], []
+    summaries, stalls, moved = [], [], defaultdict(float)
     for n in range(workers):
         text = (work / f"worker-{n}.log").read_text(errors="replace")
         summaries += re.findall(r"Crawl summary.*?(?=\n20\d\d-|\Z)", text, re.S)
-        stalls += [v for k, v in dumped_stats(text).items() if k == "reactor/stall_max_ms"]
+        stats = dumped_stats(text)
+        stalls += [v for k, v in stats.items() if k == "reactor/stall_max_ms"]
+        for key in ("frontier/spilled", "frontier/loaded", "frontier/evicted"):
+            moved[key] += stats.get(key, 0)
+    print(
+        f"spill: {moved['frontier/spilled']:.0f} URLs written to disk from buffers, {moved['frontier/evicted']:.0f}"
+        f" from windows given back, {moved['frontier/loaded']:.0f} loaded back (the workers' counts)"
+    )
     if stalls:  # (crawler/extensions/stalls.py)
         figures["reactor stall, the workers' longest"] = (max(stalls), "ms")
         print(f"reactor stalls: longest {max(stalls):.0f} ms (each worker's: {', '.join(f'{v:.0f}' for v in stalls)})")
@@ -197,10 +207,18 @@ def main() -> None:
     parser.add_argument(
         "--by-address", action="store_true", help="FRONTIER_ADDRESS_POLITENESS on, its interval the host's"
     )
+    parser.add_argument(
+        "--active-hosts",
+        type=int,
+        default=0,
+        help="FRONTIER_ACTIVE_HOSTS (hosts with a window at most; 0: the default)",
+    )
     args = parser.parse_args()
-    results = Results("broken_web_by_address" if args.by_address else "broken_web", runs=args.runs)
+    name = "broken_web_by_address" if args.by_address else "broken_web"
+    results = Results(name + ("_windows" if args.active_hosts else ""), runs=args.runs)
     for _ in range(args.runs):
-        for name, (value, unit) in run(args.hosts, args.pages, args.workers, args.timeout, args.by_address).items():
+        figures = run(args.hosts, args.pages, args.workers, args.timeout, args.by_address, args.active_hosts)
+        for name, (value, unit) in figures.items():
             baseline = "the polite limit: hosts / (interval + response time)" if unit == "x" else None
             results.add(name, value, unit, baseline)
     results.write()
