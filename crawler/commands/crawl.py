@@ -19,7 +19,9 @@ started: ...`` with its traceback, exit 1). Seeds that could not all be added to
 frontier close the crawl with ``seeds_failed``, a Redis that refuses the worker's
 credentials with ``redis_refused``, a crawl whose keys vanished from Redis while it ran
 with ``frontier_lost``, an archive that refuses the worker's uploads (wrong S3
-credentials, no such bucket) with ``archive_refused``: exit 1.
+credentials, no such bucket) with ``archive_refused``, a spill store that is not the
+crawl's, found at the first spill round when Redis was away at start, with
+``spill_refused``: exit 1 (found at the start, it is exit 2: nothing fetched).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from crawler.archive.storage import storage_from_settings
 from crawler.config.validation import problems
 from crawler.exceptions import ServiceUnreachable, StoreRefused
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, redis_location, unreachable
+from crawler.frontier.spill import SPILL_REFUSED
 from crawler.pipelines.archive import ARCHIVE_REFUSED
 from crawler.seeds.files import SeedFileError, check_readable
 from crawler.spiders.broad import ARGUMENTS, SEEDS_FAILED, SEEDS_REFUSED, split_arg
@@ -44,7 +47,7 @@ from crawler.urlstore.sqlite import sqlite_path
 
 logger = logging.getLogger(__name__)
 
-FAILED_REASONS = {SEEDS_FAILED, REDIS_REFUSED, FRONTIER_LOST, ARCHIVE_REFUSED, "start_error"}
+FAILED_REASONS = {SEEDS_FAILED, REDIS_REFUSED, FRONTIER_LOST, ARCHIVE_REFUSED, SPILL_REFUSED, "start_error"}
 PROFILES = {"local": "settings.local", "distributed": "settings.distributed"}
 DISTRIBUTED = PROFILES["distributed"]
 

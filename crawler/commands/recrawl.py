@@ -30,11 +30,13 @@ from crawler.commands.frontier import no_such_crawl, store_files
 from crawler.commands.seed import _close, _reason, _where
 from crawler.config.crawldir import crawls_holding
 from crawler.config.validation import exit_if_invalid
+from crawler.exceptions import StoreRefused
 from crawler.freshness.recrawl import Recrawl
 from crawler.frontier.connection import crawl_exists, frontier_from_settings
 from crawler.frontier.keys import Keys
 from crawler.frontier.submit import use_published_scope
 from crawler.seeds.ingest import Every
+from crawler.services import spill_from_settings
 from crawler.urlstore.backends import tries_said, urlstore_from_settings
 from crawler.urlstore.sqlite import SQLITE_FILE
 
@@ -97,6 +99,15 @@ class Command(ScrapyCommand):
             client = frontier.redis
             client.ping()
             use_published_scope(frontier)
+            # its pushes go where the crawl's workers look for them: the same window, or none
+            spill = spill_from_settings(settings, frontier)
+            if spill is not None:
+                spill.close()
+        except StoreRefused as exc:
+            _close(client)
+            self._fail(f"recrawl: {exc}")
+            self.exitcode = 2
+            return
         except Exception as exc:
             _close(client)
             return self._fail(f"recrawl: cannot connect to Redis ({_where(settings)}): {_reason(exc)}")

@@ -1,9 +1,11 @@
 """The spill store's chunks (decision 0055): a host's queued URLs beyond its window, written
-out of Redis in chunks of up to FRONTIER_HOST_WINDOW entries, each under (crawl, host, id)
-and read by that exact key, then deleted once loaded.
+out of Redis in chunks of up to FRONTIER_HOST_WINDOW entries (a window given back: its
+size), each under (crawl, host, id) and read by that exact key, then deleted once loaded.
 
-A chunk's body is its entries (as the host's buffer held them: a payload, or
-``\\x1e<score>\\x1f<payload>`` for a ranked queue), each preceded by its length (4 bytes),
+A chunk's body is its entries (as the host's buffer held them: a payload, one of another
+priority level as ``\\x1c<level>\\x1f<payload>``, or ``\\x1e<score>\\x1f<payload>`` for a
+ranked queue; a window given back, EVICT, as its back queue held them, then its ranked
+queue's), each preceded by its length (4 bytes),
 compressed with zlib. ``crawl`` is the frontier's key prefix (a crawl's shard has its own).
 
 ``SqliteChunks`` keeps them in a file beside the embedded Redis (CRAWL_DIR); Cassandra's

@@ -41,6 +41,7 @@ from collections.abc import Callable
 import redis
 from twisted.internet import reactor, threads
 
+from crawler.exceptions import StoreRefused
 from crawler.frontier import codec
 from crawler.frontier.codec import SEP
 from crawler.frontier.frontier import Entry
@@ -72,7 +73,7 @@ class FrontierClient:
         cls, settings, frontier, stats, clock=None, spill=None, in_thread=None, addresses=None, **callbacks
     ) -> FrontierClient:
         """The client of ``frontier`` with the worker's settings (``callbacks``: on_added,
-        on_landing_due, on_up, on_refused)."""
+        on_landing_due, on_up, on_refused, on_store_refused)."""
         return cls(
             frontier,
             stats,
@@ -99,6 +100,7 @@ class FrontierClient:
         on_landing_due: Callable[[], None] = _nothing,
         on_up: Callable[[], None] = _nothing,
         on_refused: Callable[[Exception], None] = _nothing,
+        on_store_refused: Callable[[Exception], None] = _nothing,
         spill=None,
         addresses=None,
         in_thread=None,
@@ -117,6 +119,9 @@ class FrontierClient:
         self.lookahead = lookahead  # seconds: a landing is due with the take that leases its host's next URL
         self.on_added = on_added  # a push added URLs: a host may be due now
         self.on_landing_due = on_landing_due  # a landing must reach the frontier now: take
+        # the crawl's spill store is another than this worker's (checked at the first round
+        # when Redis was away at start): the worker must stop
+        self.on_store_refused = on_store_refused
         self.outbox = Outbox(frontier, stats, self.clock, on_up=on_up, on_refused=on_refused)
         self.held: dict[bytes, tuple[float, float]] = {}  # lease -> (when taken, its host's interval in s)
         self._pushes: list[Entry] = []  # offered this turn, not sent yet
@@ -313,6 +318,9 @@ class FrontierClient:
 
     def _move_failed(self, failure) -> None:
         self._moving = False
+        if failure.check(StoreRefused):
+            self.on_store_refused(failure.value)
+            return
         self._inc("frontier/spill_errors")
         logger.warning("Spill or address round failed (tried again after the next take): %s", failure.getErrorMessage())
 

@@ -162,8 +162,9 @@ key                         type    contents
                                     worker is writing the head of its buffer as chunks
 ``refill``                  zset    host -> time (ms) from which a worker may load its
                                     oldest chunk into its window (the window ran low)
-``dormant``                 zset    host -> time (ms) since which it waits wholly on disk
-                                    for a window (FRONTIER_ACTIVE_HOSTS had one each)
+``dormant``                 zset    host -> time (ms) from which it may have a window: since
+                                    it waits wholly on disk (FRONTIER_ACTIVE_HOSTS had one
+                                    each), or when it is due (its window given back, EVICT)
 ``lclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>``: a worker is
                                     loading that chunk
 ``eclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>:<digest>``: a

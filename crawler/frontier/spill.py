@@ -32,6 +32,9 @@ from crawler.frontier.words import now_ms
 
 logger = logging.getLogger(__name__)
 
+SPILL_REFUSED = "spill_refused"  # a worker's close reason: its spill store is not the crawl's (exit code 1)
+# what a crawl whose first process keeps every queued URL in Redis records as its spill store
+NO_SPILL = "no spill store (every queued URL in Redis: FRONTIER_HOST_WINDOW=0)"
 CLAIM_MS = 60_000  # a claim a worker does not commit in this time passes to another
 HOSTS_A_CALL = 256  # hosts a claim takes at most
 
@@ -50,6 +53,12 @@ class Spill:
         worker's hosts waiting for chunks it cannot read. StoreRefused if another is."""
         for shard in self.shards:
             recorded = shard.spill_store(self.chunks.where)
+            if recorded == NO_SPILL:
+                raise StoreRefused(
+                    f"crawl {shard.keys.crawl_name!r} keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0),"
+                    f" and this process would spill them to {self.chunks.where}: run it with"
+                    " FRONTIER_HOST_WINDOW=0, as the crawl's other processes"
+                )
             if recorded != self.chunks.where:
                 raise StoreRefused(
                     f"crawl {shard.keys.crawl_name!r} spills its queued URLs to {recorded}, and this"
@@ -148,15 +157,15 @@ class Spill:
 
 def bind_spill(frontier, spill: Spill | None) -> None:
     """Check a process's spill against the crawl's (``Spill.bind``); a process without one
-    (FRONTIER_HOST_WINDOW=0) on a crawl that spills is refused too: its pushes would bypass
-    the windows, and the URLs on disk would wait for loads it never asks for.
-    StoreRefused if either."""
+    (FRONTIER_HOST_WINDOW=0) records that the crawl keeps every queued URL in Redis, or is
+    refused on a crawl that spills: its pushes would bypass the windows, and the URLs on disk
+    would wait for loads it never asks for. StoreRefused if the two disagree."""
     if spill is not None:
         spill.bind()
         return
     for shard in frontier.shards:
-        recorded = shard.spill_store(None)
-        if recorded is not None:
+        recorded = shard.spill_store(NO_SPILL)
+        if recorded != NO_SPILL:
             raise StoreRefused(
                 f"crawl {shard.keys.crawl_name!r} spills its queued URLs to {recorded}, and this process"
                 " keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0): run it with the window"

@@ -62,9 +62,10 @@ class Closing:
                 self.max_wait,
             )
         try:
-            # a spill store that is not the crawl's, or none on a crawl that spills, is
-            # refused before anything is fetched (StoreRefused: the crawl does not start,
-            # exit 2); with Redis away, the spill's first round checks it
+            # a spill store that is not the crawl's, or none on a crawl that spills (or one on
+            # a crawl that keeps all in Redis), is refused before anything is fetched
+            # (StoreRefused: the crawl does not start, exit 2); with Redis away, the spill's
+            # first round checks it and a refusal stops the worker (spill_refused)
             bind_spill(self.frontier, self.client.spill)
             self.epoch = self.frontier.epoch(create=True)
             stats = self.frontier.stats()

@@ -41,6 +41,7 @@ from crawler import meta
 from crawler.freshness.policy import FetchPolicy
 from crawler.frontier import codec
 from crawler.frontier.client import FrontierClient
+from crawler.frontier.spill import SPILL_REFUSED
 from crawler.frontier.verbs import FrontierVerbs
 from crawler.scheduler.cadence import Cadence
 from crawler.scheduler.closing import Closing
@@ -84,6 +85,7 @@ class FrontierScheduler:
             on_landing_due=lambda: self.leased.land(self.clock.seconds()),
             on_up=self.cadence.look_again,
             on_refused=self._refused,
+            on_store_refused=self._store_refused,
         )
         self.closing = Closing(crawler, self.client, wake=self.cadence.wake_in, look_at=self.cadence.look_at)
         prefetch = max(s.getint("FRONTIER_PREFETCH"), 1)
@@ -221,3 +223,6 @@ class FrontierScheduler:
 
     def _refused(self, exc) -> None:
         self.closing.refused(exc)
+
+    def _store_refused(self, exc) -> None:
+        self.closing.close_for(SPILL_REFUSED, "This worker stops: %s", exc)

@@ -426,3 +426,26 @@ def test_a_window_that_changes_while_it_is_written_out_stays(redis_url, crawl_na
     assert [u for u in got if "//a." in u][0] == follow and sorted(got) == sorted([follow] + [f"http://a.example/p{i}" for i in range(6)]
                                                       + [f"http://c.example/p{i}" for i in range(6)])  # fmt: skip
     assert frontier.stats()["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)
+
+
+def test_a_crawl_that_keeps_all_in_redis_refuses_a_process_that_would_spill(redis_url, crawl_name, tmp_path):
+    """The first process of a crawl records whether it spills: one without a window records
+    that every queued URL stays in Redis, and a later process with a window is refused (its
+    buffers would never be written out by the others), as one without a window is on a
+    crawl that spills."""
+    from crawler.exceptions import StoreRefused
+    from crawler.frontier.spill import NO_SPILL, bind_spill
+
+    frontier = _frontier(redis_url, crawl_name)
+    bind_spill(frontier, None)
+    bind_spill(frontier, None)  # (a second such process agrees)
+    assert frontier.spill_store(None) == NO_SPILL
+    spilling = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    try:
+        bind_spill(frontier, spilling)
+    except StoreRefused as exc:
+        assert "keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0)" in str(exc)
+    else:
+        raise AssertionError("a spilling process joined a crawl that keeps all in Redis")
+    assert not spilling.bound
+    spilling.close()

@@ -439,3 +439,30 @@ def test_the_fetch_policys_look_up_runs_off_the_reactor_and_its_answer_is_kept(r
         assert scheduler.frontier.stats()["leased"] == 1  # the old one's lease acknowledged
     finally:
         scheduler.close("finished")
+
+
+def test_a_spill_store_found_refused_at_a_round_stops_the_worker(redis_url, crawl_name, tmp_path):
+    """A worker whose Redis was away at start checks its spill store at its first round; a
+    store that is not the crawl's then stops the worker (spill_refused), and nothing of its
+    is written to that store."""
+    from crawler.frontier.spill import SPILL_REFUSED
+
+    crawler, _, scheduler = open_scheduler(redis_url, crawl_name, FRONTIER_HOST_WINDOW=4, CRAWL_DIR=str(tmp_path))
+    closed = []
+
+    async def close_spider_async(reason):
+        closed.append(reason)
+
+    crawler.engine.close_spider_async = close_spider_async
+    spill = scheduler.client.spill
+    try:
+        assert spill.bound  # (checked when the scheduler opened)
+        spill.bound = False  # as if Redis had been away then: the crawl's store recorded by another
+        frontier = scheduler.frontier
+        frontier.redis.set(frontier.keys.spill_store, "the SQLite file /elsewhere/frontier-spill.sqlite on other")
+        assert scheduler.enqueue_request(Request("http://seed.example/"))
+        asked(scheduler)  # the take, then the client's round
+        assert closed == [SPILL_REFUSED] and crawler.stats.get_value("frontier/error") == SPILL_REFUSED
+        assert spill.chunks.size(frontier.keys.prefix) == (0, 0)
+    finally:
+        scheduler.close("finished")

@@ -8,8 +8,9 @@
 --   ARGV[7] hosts at most
 --   While hosts wait in 'dormant' since now or before, takes as many (at most ARGV[7]) of
 --   the ready heap's hosts due furthest ahead, no sooner than now + ARGV[6]: those with a
---   window, nothing in flight, no submission waiting, and no live claim of a worker to load
---   or evict them. For each: a new chunk id ('chunk:seq'), its window as the chunk's entries
+--   window, nothing in flight, no submission or retry waiting at its head (they stay first:
+--   a chunk's entries are merged by level when loaded), and no live claim of a worker to
+--   load or evict them. For each: a new chunk id ('chunk:seq'), its window as the chunk's entries
 --   (its back queue, then its ranked queue as '\030<score>\031<payload>'), noted in 'eclaim'
 --   as ``<token>:<id>:<expiry>:<digest of the entries>``. Nothing leaves the window yet.
 --   Returns {host, id, count, entry..., host, ...}; the caller writes each chunk under
@@ -17,8 +18,8 @@
 -- commit: ARGV[5..] (host, id) of each chunk written. A chunk whose claim is still the
 --   caller's and whose host's window is what was claimed (the same entries) becomes the
 --   host's oldest chunk (head of sc:<host>), its window leaves Redis, the host leaves the
---   ready heap for 'dormant', scored by when it was due (it gets a window again as room
---   comes, at the earliest then), and the counter 'spilled' grows. A chunk whose claim was
+--   ready heap for 'dormant', scored by when it is due (LOAD gives it a window again once
+--   it is due and there is room), and the counter 'spilled' grows. A chunk whose claim was
 --   lost or whose window changed (a hand-out, a follow-up) is not listed: the caller deletes
 --   it. Returns the ids committed.
 -- Idempotent per claim: a commit sent twice finds no claim the second time.
@@ -59,8 +60,10 @@ local function claim()
     local far = redis.call('ZREVRANGEBYSCORE', ready, '+inf', now + idle_ms, 'LIMIT', 0, most * 2)
     for _, host in ipairs(far) do
         if taken >= most then break end
+        local head = redis.call('LINDEX', prefix .. K.back .. host, 0)
         if tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') <= 0
             and redis.call('HEXISTS', prefix .. K.hrush, host) == 0
+            and not (head and string.byte(head, 1) == 29)
             and not live(claims, host) and not live(prefix .. K.load_claims, host) then
             local entries = window_entries(host)
             if #entries > 0 then

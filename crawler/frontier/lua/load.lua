@@ -7,7 +7,8 @@
 -- claim: ARGV[7] claim time (ms)   ARGV[8] hosts at most
 --   Takes up to ARGV[8] hosts: first those of 'refill' due by now (hosts with a window, or a
 --   dropped host's: its chunks go to 'drops'), then, while fewer than ARGV[6] hosts are in the
---   ready heap (with those claimed here), the longest waiting of 'dormant'; skips those
+--   ready heap (with those claimed here), the longest waiting of 'dormant' (scored by when
+--   each may have a window: a window given back, EVICT, once its host is due); skips those
 --   another worker holds a live claim on; notes ``<token>:<id>:<expiry>`` in 'lclaim' for the
 --   host's oldest chunk and puts the host in 'refill' at the expiry (another worker tries
 --   again then). A host without chunks leaves both. Returns {host, id, host, id...}.
@@ -55,7 +56,7 @@ local function claim()
     local room = most - #out / 2
     if active_hosts > 0 then room = math.min(room, active_hosts - redis.call('ZCARD', prefix .. K.ready)) end
     if room > 0 then
-        for _, host in ipairs(redis.call('ZRANGE', dormant, 0, room - 1)) do take(host) end
+        for _, host in ipairs(redis.call('ZRANGEBYSCORE', dormant, '-inf', now, 'LIMIT', 0, room)) do take(host) end
     end
     return out
 end
