@@ -16,12 +16,13 @@
 --   Returns {host, id, count, entry..., host, ...}; the caller writes each chunk under
 --   (host, id), then commits.
 -- commit: ARGV[5..] (host, id) of each chunk written. A chunk whose claim is still the
---   caller's and whose host's window is what was claimed (the same entries) becomes the
---   host's oldest chunk (head of sc:<host>), its window leaves Redis, the host leaves the
---   ready heap for 'dormant', scored by when it is due (LOAD gives it a window again once
---   it is due and there is room), and the counter 'spilled' grows. A chunk whose claim was
---   lost or whose window changed (a hand-out, a follow-up) is not listed: the caller deletes
---   it. Returns the ids committed.
+--   caller's, whose host is still in the ready heap and whose window is what was claimed
+--   (the same entries) becomes the host's oldest chunk (head of sc:<host>), its window
+--   leaves Redis, the host leaves the ready heap for 'dormant', scored by when it is due
+--   (LOAD gives it a window again once it is due and there is room), and the counter
+--   'spilled' grows. A chunk whose claim was lost, whose host left the heap (paused, parked
+--   for its address) or whose window changed (a hand-out, a follow-up) is not listed: the
+--   caller deletes it. Returns the ids committed.
 -- Idempotent per claim: a commit sent twice finds no claim the second time.
 --- @include "helpers"
 local prefix, now, verb, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
@@ -88,9 +89,9 @@ local function commit()
         local claimed = redis.call('HGET', claims, host)
         if claimed and string.find(claimed, token .. ':' .. id .. ':', 1, true) == 1 then
             redis.call('HDEL', claims, host)
-            local entries = window_entries(host)
+            local due = tonumber(redis.call('ZSCORE', ready, host))  -- (nil: paused or parked since)
+            local entries = due and window_entries(host) or {}
             if #entries > 0 and string.match(claimed, ':(%x+)$') == digest(entries) then
-                local due = tonumber(redis.call('ZSCORE', ready, host) or now)
                 for _, url in ipairs(redis.call('ZRANGE', prefix .. K.ranked .. host, 0, -1)) do
                     redis.call('HDEL', prefix .. K.ranked_payloads, url)
                 end
