@@ -593,12 +593,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         id, entries) each, the chunk to write under (host, id) before ``spill_commit``."""
         now = now_ms() if now is None else now
         out = self._spill(keys=self._route, args=[self.keys.prefix, now, "claim", token, self.window, claim_ms, most])
-        chunks, i = [], 0
-        while i < len(out):
-            host, chunk, count = out[i].decode(), int(out[i + 1]), int(out[i + 2])
-            chunks.append((host, chunk, out[i + 3 : i + 3 + count]))
-            i += 3 + count
-        return chunks
+        return _claimed_chunks(out)
 
     def spill_commit(self, token: str, chunks, now: int | None = None) -> set[int]:
         """The chunks written, (host, id, entries) each: they leave their buffers for their
@@ -627,13 +622,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             return []
         now = now_ms() if now is None else now
         args = [self.keys.prefix, now, "claim", token, claim_ms, self.window_idle_ms, most]
-        out = self._evict(keys=self._route, args=args)
-        chunks, i = [], 0
-        while i < len(out):
-            host, chunk, count = out[i].decode(), int(out[i + 1]), int(out[i + 2])
-            chunks.append((host, chunk, out[i + 3 : i + 3 + count]))
-            i += 3 + count
-        return chunks
+        return _claimed_chunks(self._evict(keys=self._route, args=args))
 
     def evict_commit(self, token: str, chunks, now: int | None = None) -> set[int]:
         """The windows written, (host, id, entries) each: each becomes its host's oldest chunk
@@ -735,6 +724,17 @@ def rules_from_settings(settings) -> RulesWatch | None:
     """The crawl rules of CRAWL_RULES, watched for changes (None: no file)."""
     path = settings.get("CRAWL_RULES")
     return RulesWatch(str(path), settings.getfloat("CRAWL_RULES_CHECK_INTERVAL")) if path else None
+
+
+def _claimed_chunks(out) -> list[tuple[str, int, list[bytes]]]:
+    """A SPILL or EVICT claim's reply, {host, id, count, entry..., host, ...}, as (host, chunk
+    id, entries) each."""
+    chunks, i = [], 0
+    while i < len(out):
+        host, chunk, count = out[i].decode(), int(out[i + 1]), int(out[i + 2])
+        chunks.append((host, chunk, out[i + 3 : i + 3 + count]))
+        i += 3 + count
+    return chunks
 
 
 def _landings(landed, now: int) -> list:

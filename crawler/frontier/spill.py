@@ -82,17 +82,24 @@ class Spill:
             if claimed:
                 yield shard, t, claimed
 
-    def spill(self, now: int | None = None) -> int:
-        """Write out one claim's worth of buffers on each shard; URLs written."""
+    def _write_out(self, claim, commit, now: int | None) -> int:
+        """Claim on each shard (``claim(shard)``), write the chunks claimed, commit them
+        (``commit(shard)``) and delete those not committed (claims that expired: another
+        worker writes those URLs; windows that changed meanwhile); URLs written."""
         urls = 0
-        for shard, t, claimed in self._claims(lambda shard: shard.spill_claim, now):
+        for shard, t, claimed in self._claims(claim, now):
             crawl = shard.keys.prefix
             self.chunks.write(crawl, [(host, chunk, pack(entries)) for host, chunk, entries in claimed])
-            committed = shard.spill_commit(self.token, claimed, now=t)
+            committed = commit(shard)(self.token, claimed, now=t)
             lost = [(host, chunk) for host, chunk, _ in claimed if chunk not in committed]
-            if lost:  # (claims that expired: another worker writes those URLs)
+            if lost:
                 self.chunks.delete(crawl, lost)
             urls += sum(len(entries) for _, chunk, entries in claimed if chunk in committed)
+        return urls
+
+    def spill(self, now: int | None = None) -> int:
+        """Write out one claim's worth of buffers on each shard; URLs written."""
+        urls = self._write_out(lambda shard: shard.spill_claim, lambda shard: shard.spill_commit, now)
         self._inc("frontier/spilled", urls)
         return urls
 
@@ -123,15 +130,7 @@ class Spill:
     def evict(self, now: int | None = None) -> int:
         """Write out the windows of hosts due furthest ahead while hosts wait on disk for a
         window (one claim on each shard); URLs written."""
-        urls = 0
-        for shard, t, claimed in self._claims(lambda shard: shard.evict_claim, now):
-            crawl = shard.keys.prefix
-            self.chunks.write(crawl, [(host, chunk, pack(entries)) for host, chunk, entries in claimed])
-            committed = shard.evict_commit(self.token, claimed, now=t)
-            lost = [(host, chunk) for host, chunk, _ in claimed if chunk not in committed]
-            if lost:  # (windows that changed meanwhile, or claims that expired)
-                self.chunks.delete(crawl, lost)
-            urls += sum(len(entries) for _, chunk, entries in claimed if chunk in committed)
+        urls = self._write_out(lambda shard: shard.evict_claim, lambda shard: shard.evict_commit, now)
         self._inc("frontier/evicted", urls)
         return urls
 
