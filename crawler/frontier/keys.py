@@ -167,6 +167,8 @@ key                         type    contents
                                     each), or when it is due (its window given back, EVICT)
 ``lclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>``: a worker is
                                     loading that chunk
+``hspilled``                hash    host -> its URLs in chunks of the spill store (the
+                                    counter ``spilled``, host by host)
 ``eclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>:<digest>``: a
                                     worker is writing the host's window out as that chunk
                                     (EVICT; the digest of its entries)
@@ -266,6 +268,7 @@ NAMES = {
     "dormant": "dormant",
     "load_claims": "lclaim",
     "evict_claims": "eclaim",
+    "host_spilled": "hspilled",
     "chunk_seq": "chunk:seq",
     "haddr": "haddr",
     "resolve": "resolve",

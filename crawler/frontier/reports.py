@@ -151,6 +151,8 @@ class FrontierReports:
         now = now_ms() if now is None else now
         horizon = now + int(max_wait * 1000)
         hosts = self.redis.zrangebyscore(k.ready, f"({horizon}", "+inf", start=0, num=limit, withscores=True)
+        # (and those that gave their windows back until they are due: EVICT)
+        hosts += self.redis.zrangebyscore(k.dormant, f"({horizon}", "+inf", start=0, num=limit, withscores=True)
         retries = self.redis.zrangebyscore(k.delayed, f"({horizon}", "+inf", start=0, num=limit, withscores=True)
         out: dict[str, dict] = {}
 
@@ -280,16 +282,18 @@ class FrontierReports:
         return {"classes": top, "looked_at": len(hosts), "complete": not cursor and len(hosts) == len(records)}
 
     def queue_lengths(self, hosts: list[str]) -> list[int]:
-        """The URLs each host has queued: its back queue's and its ranked queue's (one round
-        trip)."""
+        """The URLs each host has queued: its window's (back and ranked queues), and with a
+        window (FRONTIER_HOST_WINDOW) its chunks' and its buffer's (one round trip)."""
         if not hosts:
             return []
         p = self.redis.pipeline(transaction=False)
         for host in hosts:
             p.llen(self.keys.back(host))
             p.zcard(self.keys.ranked(host))
-        n = p.execute()
-        return [a + b for a, b in zip(n[::2], n[1::2], strict=True)]
+            p.llen(self.keys.buffer(host))
+        p.hmget(self.keys.host_spilled, hosts)
+        *n, spilled = p.execute()
+        return [a + b + c + int(d or 0) for a, b, c, d in zip(n[::3], n[1::3], n[2::3], spilled, strict=True)]
 
     def slowed(self, limit: int = 5) -> list[tuple[str, float]]:
         """Up to ``limit`` hosts slowed down by failures, slowest first: (host, factor)."""

@@ -76,7 +76,7 @@ local function load_one(host, id, first, last)
     redis.call('ZREM', prefix .. K.dormant, host)
     local entries = {}
     for i = first, last do entries[#entries + 1] = ARGV[i] end
-    redis.call('HINCRBY', prefix .. K.counters, 'spilled', -#entries)
+    count_spilled(prefix, host, -#entries)
     to_window(prefix, host, entries)
     if has_queue(prefix, host) then make_ready(prefix, host, now) end
     top_up(prefix, host, now)

@@ -76,7 +76,7 @@ local function commit()
             local sb = prefix .. K.buffer .. host
             redis.call('LTRIM', sb, count, -1)
             redis.call('RPUSH', prefix .. K.spilled .. host, id)
-            redis.call('HINCRBY', prefix .. K.counters, 'spilled', count)
+            count_spilled(prefix, host, count)
             done[#done + 1] = id
         end
         if first and id == last then  -- the claim's last chunk: it ends

@@ -74,6 +74,13 @@ end
 -- up sets these first (window 0: no spill, everything in the window).
 local window = 0
 local active_hosts = 0
+-- ``n`` more (or fewer) of the host's URLs in chunks: the counter 'spilled' and 'hspilled'
+local function count_spilled(prefix, host, n)
+    redis.call('HINCRBY', prefix .. K.counters, 'spilled', n)
+    if redis.call('HINCRBY', prefix .. K.host_spilled, host, n) <= 0 then
+        redis.call('HDEL', prefix .. K.host_spilled, host)
+    end
+end
 local function window_size(prefix, host)
     return redis.call('LLEN', prefix .. K.back .. host) + redis.call('ZCARD', prefix .. K.ranked .. host)
 end
