@@ -215,7 +215,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     name = "broken_web_by_address" if args.by_address else "broken_web"
-    results = Results(name + ("_windows" if args.active_hosts else ""), runs=args.runs)
+    results = Results("broken_web", runs=args.runs, file=name + ("_windows" if args.active_hosts else ""))
     for _ in range(args.runs):
         figures = run(args.hosts, args.pages, args.workers, args.timeout, args.by_address, args.active_hosts)
         for name, (value, unit) in figures.items():
