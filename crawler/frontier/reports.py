@@ -151,8 +151,12 @@ class FrontierReports:
         now = now_ms() if now is None else now
         horizon = now + int(max_wait * 1000)
         hosts = self.redis.zrangebyscore(k.ready, f"({horizon}", "+inf", start=0, num=limit, withscores=True)
-        # (and those that gave their windows back until they are due: EVICT)
-        hosts += self.redis.zrangebyscore(k.dormant, f"({horizon}", "+inf", start=0, num=limit, withscores=True)
+        paused = [_str(h) for h in self.redis.hkeys(k.hpaused)[:limit]]
+        # (and those that gave their windows back until they are due, EVICT, once: not again
+        # when a follow-up put one back in the heap, nor when paused)
+        listed = {_str(h) for h, _ in hosts} | set(paused)
+        dormant = self.redis.zrangebyscore(k.dormant, f"({horizon}", "+inf", start=0, num=limit, withscores=True)
+        hosts += [(h, score) for h, score in dormant if _str(h) not in listed]
         retries = self.redis.zrangebyscore(k.delayed, f"({horizon}", "+inf", start=0, num=limit, withscores=True)
         out: dict[str, dict] = {}
 
@@ -176,7 +180,6 @@ class FrontierReports:
                 add(reason, _str(h), length, int(score))
         for member, score in retries:
             add(RETRY, _str(member.split(SEP.encode(), 2)[1]), 1, int(score))
-        paused = [_str(h) for h in self.redis.hkeys(k.hpaused)[:limit]]
         for host, length in zip(paused, self.queue_lengths(paused), strict=True):
             add(PAUSED, host, length, None)
         for r in out.values():
@@ -184,7 +187,7 @@ class FrontierReports:
         return out
 
     def busiest(self, n: int = 10, limit: int = 10_000, now: int | None = None) -> dict:
-        """The ``n`` hosts with the most URLs in their back queues, most first (URLs still
+        """The ``n`` hosts with the most URLs queued (window, disk, buffer), most first (URLs still
         in the front queues are not sorted into hosts yet). Looks at ``limit`` hosts at
         most: the first of the ready heap (earliest due) and those at their in-flight
         limit (out of the heap while they download). Returns {"hosts": [{"host",
@@ -242,7 +245,7 @@ class FrontierReports:
 
     def busiest_addresses(self, n: int = 10, limit: int = 10_000) -> dict:
         """FRONTIER_ADDRESS_POLITENESS: the ``n`` address classes with the most URLs queued
-        (back and ranked queues) over their hosts, most first, from ``limit`` hosts' records
+        (window, disk, buffer) over their hosts, most first, from ``limit`` hosts' records
         at most. Returns {"classes": [{"class", "addresses" (up to 3), "hosts" (with URLs
         queued), "queued", "parked" (hosts waiting for the class), "in_flight", "cap" (0:
         none), "interval" (s), "handed_out" (so far)}], "looked_at", "complete"}."""

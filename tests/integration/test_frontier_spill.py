@@ -13,7 +13,7 @@ from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.keys import NAMES
 from crawler.frontier.spill import CLAIM_MS, Spill
-from crawler.frontier.words import THROTTLED
+from crawler.frontier.words import PAUSED, THROTTLED
 from testing.frontiers import payload_url
 
 T0 = 1_800_000_000_000  # ms: every verb gets its now from the test
@@ -390,6 +390,10 @@ def test_a_host_not_due_for_long_gives_its_window_to_a_host_waiting_on_disk(redi
     # what is left says why: a's 10 URLs (4 given back, 6 on disk before) wait for Retry-After
     left = frontier.deferred(now=T0 + 3_000)
     assert {reason: (r["hosts"], r["urls"]) for reason, r in left.items()} == {THROTTLED: (1, 10)}
+    frontier.pause("a.example", now=T0 + 3_000)  # once, as paused
+    left = frontier.deferred(now=T0 + 3_000)
+    assert {reason: (r["hosts"], r["urls"]) for reason, r in left.items()} == {PAUSED: (1, 10)}
+    frontier.resume("a.example", now=T0 + 3_000)
     got = _hand_out(frontier, spill, T0 + 3_000)
     assert sorted(got) == sorted(urls["b"] + urls["c"])  # c got a's window
     assert [u for u in got if "//c." in u] == urls["c"]

@@ -76,7 +76,11 @@ local function load_one(host, id, first, last)
     redis.call('ZREM', prefix .. K.dormant, host)
     local entries = {}
     for i = first, last do entries[#entries + 1] = ARGV[i] end
-    count_spilled(prefix, host, -#entries)
+    local gone = #entries  -- (the host's last chunk: its count ends, a chunk lost or not)
+    if redis.call('LLEN', sc) == 0 then
+        gone = math.max(gone, tonumber(redis.call('HGET', prefix .. K.host_spilled, host) or '0'))
+    end
+    count_spilled(prefix, host, -gone)
     to_window(prefix, host, entries)
     if has_queue(prefix, host) then make_ready(prefix, host, now) end
     top_up(prefix, host, now)
