@@ -99,15 +99,6 @@ class Command(ScrapyCommand):
             client = frontier.redis
             client.ping()
             use_published_scope(frontier)
-            # its pushes go where the crawl's workers look for them: the same window, or none
-            spill = spill_from_settings(settings, frontier)
-            if spill is not None:
-                spill.close()
-        except StoreRefused as exc:
-            _close(client)
-            self._fail(f"recrawl: {exc}")
-            self.exitcode = 2
-            return
         except Exception as exc:
             _close(client)
             return self._fail(f"recrawl: cannot connect to Redis ({_where(settings)}): {_reason(exc)}")
@@ -117,6 +108,16 @@ class Command(ScrapyCommand):
         except Exception as exc:
             _close(client)
             return self._fail(f"recrawl: cannot open the UrlStore: {_reason(exc)}")
+        try:  # its pushes go where the crawl's workers look for them: the same window, or none
+            spill = spill_from_settings(settings, frontier, urlstore=lambda: store)
+        except StoreRefused as exc:
+            store.close()
+            _close(client)
+            self._fail(f"recrawl: {exc}")
+            self.exitcode = 2
+            return
+        if spill is not None:
+            spill.close()  # (the store stays open: the recrawl's)
         recrawl = Recrawl(store, frontier, settings.getfloat("RECRAWL_HOLD"))
         progress = Every(
             lambda r: print(f"Recrawl: {r.progress_text()}", flush=True), settings.getfloat("RECRAWL_PROGRESS_INTERVAL")

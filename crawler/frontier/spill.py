@@ -51,22 +51,7 @@ class Spill:
         """Record this spill store as the crawl's, or check that it is the one recorded: a
         worker whose chunks went to a file another worker cannot open would leave that
         worker's hosts waiting for chunks it cannot read. StoreRefused if another is."""
-        for shard in self.shards:
-            recorded = shard.spill_store(self.chunks.where)
-            if recorded == NO_SPILL:
-                raise StoreRefused(
-                    f"crawl {shard.keys.crawl_name!r} keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0),"
-                    f" and this process would spill them to {self.chunks.where}: run it with"
-                    " FRONTIER_HOST_WINDOW=0, as the crawl's other processes"
-                )
-            if recorded != self.chunks.where:
-                raise StoreRefused(
-                    f"crawl {shard.keys.crawl_name!r} spills its queued URLs to {recorded}, and this"
-                    f" process's spill store is {self.chunks.where}: run every worker and `scrapy seed`"
-                    " of the crawl with the same CRAWL_DIR on one machine, or with"
-                    " URLSTORE_BACKEND=cassandra for workers on several, or FRONTIER_HOST_WINDOW=0 (every"
-                    " queued URL in Redis) on all of them"
-                )
+        _check_store(self.shards, self.chunks.where)
         self.bound = True
 
     def _inc(self, key: str, count: int) -> None:
@@ -161,15 +146,36 @@ def bind_spill(frontier, spill: Spill | None) -> None:
     would wait for loads it never asks for. StoreRefused if the two disagree."""
     if spill is not None:
         spill.bind()
-        return
-    for shard in frontier.shards:
-        recorded = shard.spill_store(NO_SPILL)
-        if recorded != NO_SPILL:
+    else:
+        _check_store(frontier.shards, NO_SPILL)
+
+
+def _check_store(shards, where: str) -> None:
+    """Record ``where`` (a spill store, or NO_SPILL) as the crawl's on each shard, or check it
+    against the one recorded first: StoreRefused, saying why, if another was."""
+    for shard in shards:
+        recorded = shard.spill_store(where)
+        if recorded == where:
+            continue
+        crawl = shard.keys.crawl_name
+        if recorded == NO_SPILL:
             raise StoreRefused(
-                f"crawl {shard.keys.crawl_name!r} spills its queued URLs to {recorded}, and this process"
-                " keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0): run it with the window"
+                f"crawl {crawl!r} keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0), and this"
+                f" process would spill them to {where}: run it with FRONTIER_HOST_WINDOW=0, as the"
+                " crawl's other processes"
+            )
+        if where == NO_SPILL:
+            raise StoreRefused(
+                f"crawl {crawl!r} spills its queued URLs to {recorded}, and this process keeps every"
+                " queued URL in Redis (FRONTIER_HOST_WINDOW=0): run it with the window"
                 " (FRONTIER_HOST_WINDOW) and the spill store of the crawl's other workers"
             )
+        raise StoreRefused(
+            f"crawl {crawl!r} spills its queued URLs to {recorded}, and this process's spill store"
+            f" is {where}: run every worker and `scrapy seed` of the crawl with the same CRAWL_DIR"
+            " on one machine, or with URLSTORE_BACKEND=cassandra for workers on several, or"
+            " FRONTIER_HOST_WINDOW=0 (every queued URL in Redis) on all of them"
+        )
 
 
 def _until_done(step, now: int | None, most: int) -> int:

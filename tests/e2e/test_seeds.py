@@ -136,28 +136,21 @@ def test_a_crawl_keeps_the_spill_store_it_began_with(tmp_path, redis_url, redis_
     assert "and this process keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0)" in err, err
     assert Frontier(redis_client, crawl_name).stats()["queued"] == 10
 
-    out = tmp_path / "w.jsonl"
-    settings = {"CRAWL_NAME": crawl_name, "CRAWL_DIR": other, "FRONTIER_HOST_WINDOW": 4, "LOG_FILE": tmp_path / "w.log"}
-    crawl = subprocess.run(
-        crawl_command(out, settings=settings),
-        cwd=ROOT,
-        env=dict(os.environ, REDIS_URL=redis_url),
-        capture_output=True,
-        timeout=120,
-    )
-    assert crawl.returncode == 2, (tmp_path / "w.log").read_text()
-    assert f"crawl: crawl '{crawl_name}' spills its queued URLs to the SQLite file {first}/" in crawl.stderr.decode()
-    stats = Frontier(redis_client, crawl_name).stats()
-    assert stats["queued"] == 10 and stats["leased"] == 0
-    settings.update(CRAWL_DIR=first, FRONTIER_HOST_WINDOW=0)
-    crawl = subprocess.run(
-        crawl_command(out, settings=settings),
-        cwd=ROOT,
-        env=dict(os.environ, REDIS_URL=redis_url),
-        capture_output=True,
-        timeout=120,
-    )
-    assert crawl.returncode == 2, (tmp_path / "w.log").read_text()
-    assert "keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0)" in crawl.stderr.decode()
-    stats = Frontier(redis_client, crawl_name).stats()
-    assert stats["queued"] == 10 and stats["leased"] == 0
+    def refused_worker(crawl_dir, window: int) -> str:
+        """A worker's stderr; it was refused (exit 2) and took nothing."""
+        settings = {"CRAWL_NAME": crawl_name, "CRAWL_DIR": crawl_dir, "FRONTIER_HOST_WINDOW": window}
+        crawl = subprocess.run(
+            crawl_command(tmp_path / "w.jsonl", settings={**settings, "LOG_FILE": tmp_path / "w.log"}),
+            cwd=ROOT,
+            env=dict(os.environ, REDIS_URL=redis_url),
+            capture_output=True,
+            timeout=120,
+        )
+        assert crawl.returncode == 2, (tmp_path / "w.log").read_text()
+        stats = Frontier(redis_client, crawl_name).stats()
+        assert stats["queued"] == 10 and stats["leased"] == 0
+        return crawl.stderr.decode()
+
+    err = refused_worker(other, 4)
+    assert f"crawl: crawl '{crawl_name}' spills its queued URLs to the SQLite file {first}/" in err
+    assert "keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0)" in refused_worker(first, 0)

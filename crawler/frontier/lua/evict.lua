@@ -71,10 +71,7 @@ local function claim()
                 local id = redis.call('INCR', prefix .. K.chunk_seq)
                 local note = string.format('%s:%d:%d:%s', token, id, now + claim_ms, digest(entries))
                 redis.call('HSET', claims, host, note)
-                out[#out + 1] = host
-                out[#out + 1] = id
-                out[#out + 1] = #entries
-                for _, e in ipairs(entries) do out[#out + 1] = e end
+                reply_chunk(out, host, id, entries, 1, #entries)
                 taken = taken + 1
             end
         end

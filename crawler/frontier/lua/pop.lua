@@ -241,6 +241,16 @@ local function address_gate(host, due)
     return class, parts[2], math.max(due, at)
 end
 
+-- the hosts leave the set ``key`` (a class's parked hosts, 'resolve') for the ready heap,
+-- those with URLs queued; returns how many it moved
+local function to_heap(key, hosts)
+    for _, host in ipairs(hosts) do
+        redis.call('ZREM', key, host)
+        if has_queue(prefix, host) then add_ready(prefix, host, now) end
+    end
+    return #hosts
+end
+
 -- by address: the classes free again by the horizon (at most `want`) put their longest
 -- parked hosts back in the heap, as many as the class may take in flight (16 at most); the
 -- class waits again for the others. A class at its cap wakes none: a landing sets it again.
@@ -252,10 +262,7 @@ local function wake_classes(want)
         if room > 0 then
             local park = prefix .. K.apark .. class
             local wake = room == math.huge and 1 or math.min(room, 16)  -- (no cap: the interval lets one by)
-            for _, host in ipairs(redis.call('ZRANGE', park, 0, wake - 1)) do
-                redis.call('ZREM', park, host)
-                if has_queue(prefix, host) then add_ready(prefix, host, now) end
-            end
+            to_heap(park, redis.call('ZRANGE', park, 0, wake - 1))
             local at = tonumber(redis.call('HGET', prefix .. K.anext, class) or '0')
             wake_class_at(prefix, class, math.max(at, now))
         end
@@ -269,19 +276,11 @@ local function unpark_all()
     local aready, resolve = prefix .. K.aready, prefix .. K.resolve
     for _, class in ipairs(redis.call('ZRANGE', aready, 0, 9)) do
         local park = prefix .. K.apark .. class
-        local hosts = redis.call('ZRANGE', park, 0, left - 1)
-        for _, host in ipairs(hosts) do
-            redis.call('ZREM', park, host)
-            if has_queue(prefix, host) then add_ready(prefix, host, now) end
-        end
-        left = left - #hosts
+        left = left - to_heap(park, redis.call('ZRANGE', park, 0, left - 1))
         if redis.call('EXISTS', park) == 0 then redis.call('ZREM', aready, class) end
         if left <= 0 then return end
     end
-    for _, host in ipairs(redis.call('ZRANGE', resolve, 0, left - 1)) do
-        redis.call('ZREM', resolve, host)
-        if has_queue(prefix, host) then add_ready(prefix, host, now) end
-    end
+    to_heap(resolve, redis.call('ZRANGE', resolve, 0, left - 1))
 end
 
 -- step 2a: URLs to be recorded as not fetched, at most n (no download: not in flight)

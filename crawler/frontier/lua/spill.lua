@@ -47,10 +47,7 @@ local function claim()
                 redis.call('HSET', claims, host, string.format('%s:%d:%d:%d', token, first, last, now + claim_ms))
                 for c = 0, chunks - 1 do
                     local from, to = c * window + 1, math.min((c + 1) * window, #entries)
-                    out[#out + 1] = host
-                    out[#out + 1] = first + c
-                    out[#out + 1] = to - from + 1
-                    for i = from, to do out[#out + 1] = entries[i] end
+                    reply_chunk(out, host, first + c, entries, from, to)
                 end
                 taken = taken + 1
                 room = room - #entries

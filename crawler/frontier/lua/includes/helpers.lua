@@ -81,6 +81,14 @@ local function count_spilled(prefix, host, n)
         redis.call('HDEL', prefix .. K.host_spilled, host)
     end
 end
+-- a SPILL or EVICT claim's reply: chunk ``id`` of ``host``, entries[from..to], appended to
+-- ``out`` as host, id, count, entry... (frontier.py's _claimed_chunks reads it)
+local function reply_chunk(out, host, id, entries, from, to)
+    out[#out + 1] = host
+    out[#out + 1] = id
+    out[#out + 1] = to - from + 1
+    for i = from, to do out[#out + 1] = entries[i] end
+end
 local function window_size(prefix, host)
     return redis.call('LLEN', prefix .. K.back .. host) + redis.call('ZCARD', prefix .. K.ranked .. host)
 end
