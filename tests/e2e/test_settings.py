@@ -9,6 +9,8 @@ import sys
 import uuid
 from pathlib import Path
 
+import redis
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -71,7 +73,14 @@ def _crawl_log(tmp_path, redis_url, name: str, args: list[str], project: str | N
     env.update(REDIS_URL=redis_url, FRONTIER_CLOSE_WHEN_IDLE="1", **({"SCRAPY_PROJECT": project} if project else {}))
     command = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"crawl=test-profile-{name}-{RUN}", *args]
     command += ["-s", f"LOG_FILE={log}", "-s", f"CRAWL_DIR={tmp_path / 'crawl'}", "-s", "FRONTIER_IDLE_SECONDS=0.5"]
-    out = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    try:
+        out = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    finally:  # (its keys go, as the crawl_name fixture's do: a shared Redis keeps no test crawl)
+        client = redis.Redis.from_url(redis_url)
+        keys = list(client.scan_iter(match=f"crawl:\\{{test-profile-{name}-{RUN}\\}}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+        client.close()
     assert out.returncode == 0, out.stderr[-2000:]
     return log.read_text()
 
