@@ -169,6 +169,7 @@ class Command(ScrapyCommand):
                 **url_options(settings),
                 progress=progress,
                 spill=spill,
+                group_lines=settings.getint("SEED_GROUP_LINES"),
             )
         except SeedFileError as exc:
             progress.clear()

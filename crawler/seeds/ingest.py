@@ -1,5 +1,6 @@
 """Seeds into the frontier: ``ingest`` pushes what ``read_seeds`` (crawler/seeds/files.py)
-reads, in batches of SEED_BATCH_SIZE, each prepared while the two before it are sent
+reads, in batches of SEED_BATCH_SIZE (with windows, grouped by host a block of
+SEED_GROUP_LINES at a time: ``_ByHost``), each prepared while the two before it are sent
 (in order, by one helper thread: IN_FLIGHT), and reports its progress (``IngestReport``: lines read, URLs added, seen, refused,
 invalid; lines a second; the share of the input and the time left) every so often
 (``Every``).
@@ -139,6 +140,7 @@ def ingest(
     sort_query: bool = True,
     progress: Callable[[IngestReport], object] | None = None,
     spill=None,
+    group_lines: int = 0,
 ) -> IngestReport:
     """Read, normalize and push the seeds of ``paths`` into ``frontier``, which holds each
     to the crawl's scope (a seed the network guard refuses, out of scope, rejected by the
@@ -151,7 +153,11 @@ def ingest(
     report (``lines`` counts lines read so far, ``bytes_read`` the input read). Raises ``SeedFileError`` (see the
     module docstring) and lets Redis errors through.
     ``spill``: the crawl's Spill (FRONTIER_HOST_WINDOW), whose round follows each
-    batch: the hosts' buffers beyond their windows go to disk as they fill.
+    batch: the hosts' buffers beyond their windows go to disk as they fill. With a spill,
+    the URLs of ``group_lines`` lines at a time (SEED_GROUP_LINES; 0: none) are pushed
+    grouped by host, each host's in the order read: a push with windows does a host's work
+    (its window's room, its place in the ready heap) once per host a batch, so a file whose
+    hosts are spread over it costs about what a file sorted by host does.
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -190,10 +196,23 @@ def ingest(
         collect(IN_FLIGHT - 1)
         in_flight.append((pool.submit(sent, prepared), where))
 
+    def entry(url: str, line: SeedLine) -> Entry:
+        return Entry(url, encode_url(url), line[3], 0, cash=SEED_CASH, outside=True)
+
+    by_host = _ByHost(group_lines, batch_size, entry) if spill is not None and group_lines > 0 else None
     lines = 0  # report.lines, kept in a local while reading
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="seed-push") as pool:
         entries: list[Entry] = []
         where: list[SeedLine] = []  # the line of each entry
+
+        def push_rest() -> None:
+            report.lines = lines
+            for batch in by_host.rest() if by_host is not None else ():
+                push(*by_host.made(batch))
+            if entries:
+                push(entries, where)
+            collect(0)
+
         try:
             for item in read_seeds(paths, position):
                 lines += 1
@@ -205,22 +224,21 @@ def ingest(
                 except InvalidURL as exc:
                     report.add_invalid(item[0], item[1], str(exc))
                     continue
-                entries.append(Entry(url, encode_url(url), item[3], 0, cash=SEED_CASH, outside=True))
+                if by_host is not None:
+                    for batch in by_host.add(url, item):
+                        report.lines = lines
+                        push(*by_host.made(batch))
+                    continue
+                entries.append(entry(url, item))
                 where.append(item)
                 if len(entries) >= batch_size:
                     report.lines = lines
                     push(entries, where)
                     entries, where = [], []
-            report.lines = lines
-            if entries:
-                push(entries, where)
-            collect(0)
+            push_rest()
         except SeedFileError as exc:
             try:  # push what was read before the error
-                report.lines = lines
-                if entries:
-                    push(entries, where)
-                collect(0)
+                push_rest()
             finally:
                 report.elapsed = time.perf_counter() - started
                 exc.report = report
@@ -237,6 +255,49 @@ def ingest(
 
 
 IN_FLIGHT = 2  # batches handed to the sending thread and not counted yet (at most)
+
+
+class _ByHost:
+    """Seed URLs grouped by host a block of ``block`` URLs at a time, each host's in the
+    order read, in batches of ``batch_size``: the batches of the block read last are
+    pushed one each ``batch_size`` URLs read into the next (reading and sending overlap as
+    without blocks), the rest when that block is full. A URL is held as its text and its
+    line (tuples of strings and numbers, which the garbage collector stops tracking), its
+    Entry (``entry(url, line)``) made when its batch is pushed (``made``)."""
+
+    def __init__(self, block: int, batch_size: int, entry: Callable[[str, SeedLine], Entry]):
+        self.block, self.batch_size, self.entry = block, batch_size, entry
+        self.hosts: dict[str, list[tuple[str, SeedLine]]] = {}
+        self.held = 0  # URLs in hosts
+        self.ready: deque[list[tuple[str, SeedLine]]] = deque()  # the last block's batches
+
+    def add(self, url: str, line: SeedLine) -> list[list[tuple[str, SeedLine]]]:
+        """Hold ``url`` (normalized, read from ``line``); the batches to push now, in order."""
+        self.hosts.setdefault(url.split("/", 3)[2], []).append((url, line))  # (scheme://host/...)
+        self.held += 1
+        out = [self.ready.popleft()] if self.ready and self.held % self.batch_size == 0 else []
+        if self.held >= self.block:  # (what is left of the last block first)
+            out += self.ready
+            self.ready = deque(self._batches())
+        return out
+
+    def rest(self) -> list[list[tuple[str, SeedLine]]]:
+        """Every batch held, in order."""
+        out = [*self.ready, *self._batches()]
+        self.ready.clear()
+        return out
+
+    def _batches(self) -> list[list[tuple[str, SeedLine]]]:
+        # the block's URLs host by host, in batches
+        held = [held for urls in self.hosts.values() for held in urls]
+        self.hosts.clear()
+        self.held = 0
+        return [held[i : i + self.batch_size] for i in range(0, len(held), self.batch_size)]
+
+    def made(self, batch: list[tuple[str, SeedLine]]) -> tuple[list[Entry], list[SeedLine]]:
+        """A batch's entries and their lines."""
+        entry = self.entry
+        return [entry(url, line) for url, line in batch], [line for _, line in batch]
 
 
 class _InOrder:

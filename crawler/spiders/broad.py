@@ -215,6 +215,7 @@ class BroadSpider(scrapy.Spider):
                     s.getfloat("SEED_PROGRESS_INTERVAL"),
                 ),
                 spill=services(self.crawler).spill,
+                group_lines=s.getint("SEED_GROUP_LINES"),
             )
         except SeedFileError as exc:
             return str(exc), None

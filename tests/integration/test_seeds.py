@@ -151,3 +151,58 @@ def test_batches_go_in_order_and_none_after_a_failed_one(tmp_path, frontier):
 
     report = ingest(frontier, path, batch_size=10)  # again, all of it
     assert (report.added, report.seen, report.lines) == (80, 20, 100)
+
+
+def test_with_a_spill_seeds_go_grouped_by_host_a_block_at_a_time_each_hosts_in_the_order_read(
+    tmp_path, redis_url, crawl_name
+):
+    """SEED_GROUP_LINES with windows: the URLs of each block of lines are pushed host by
+    host (a host's work in the push paid once a batch), each host's in the order read, and
+    come out so past the windows and the disk; without a spill, in the order read."""
+    import redis
+
+    from crawler.frontier.chunks import SqliteChunks
+    from crawler.frontier.spill import Spill
+    from testing.frontiers import payload_url
+
+    path = tmp_path / "seeds.txt"
+    lines = [f"http://{h}.example/{i}" for i in range(10) for h in "abc"]  # hosts interleaved
+    path.write_text("\n".join([*lines, "http://a.example/0", "not a url"]) + "\n")
+    frontier = Frontier(
+        redis.Redis.from_url(redis_url), crawl_name, host_interval=0.0, max_in_flight=0, window=3, spill_age=1.0
+    )
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    sent = []
+
+    class Seen:  # the real frontier, each batch's URLs noted as it is sent
+        prepare = staticmethod(frontier.prepare)
+
+        @staticmethod
+        def send(prepared):
+            sent.append([e.url for _, e, _ in prepared.batch])
+            return frontier.send(prepared)
+
+    report = ingest(Seen, path, batch_size=5, spill=spill, group_lines=12)
+    assert (report.added, report.seen, report.invalid, report.lines) == (30, 1, 1, 32)
+    # blocks of 12 URLs (the last one 7), each in batches of 5, host by host
+    assert [len(batch) for batch in sent] == [5, 5, 2, 5, 5, 2, 5, 2]
+    runs = [(h, range(0, 4)) for h in "abc"] + [(h, range(4, 8)) for h in "abc"]
+    order = [f"http://{h}.example/{i}" for h, numbers in runs for i in numbers]
+    order += ["http://a.example/8", "http://a.example/9", "http://a.example/0"]
+    order += [f"http://{h}.example/{i}" for h in "bc" for i in (8, 9)]
+    assert [url for batch in sent for url in batch] == order
+
+    got, empty = [], 0
+    while empty < 3:  # everything handed out: windows of 3, the rest through the disk
+        spill.round()
+        leases, _ = frontier.get(5)
+        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases])
+        got += [payload_url(lease.payload) for lease in leases]
+        empty = 0 if leases else empty + 1
+    for h in "abc":
+        assert [u for u in got if f"//{h}." in u] == [f"http://{h}.example/{i}" for i in range(10)]
+
+    sent.clear()
+    frontier.clear()
+    ingest(Seen, path, batch_size=5, group_lines=12)  # no spill: no windows to spare work in
+    assert [url for batch in sent for url in batch] == [*lines, "http://a.example/0"]
