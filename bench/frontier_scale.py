@@ -130,6 +130,8 @@ def main() -> int:
     # (a file a size: 1,000,000 URLs, the default, in frontier_scale.json; others in their own)
     size = f"{args.urls // 1_000_000}m" if args.urls % 1_000_000 == 0 else str(args.urls)
     file = "frontier_scale" if args.urls == 1_000_000 else f"frontier_scale_{size}"
+    if args.orders != "fifo,importance":  # (one order alone: its own file beside both's)
+        file += "_" + args.orders.replace(",", "_")
     results = Results("frontier_scale", runs=args.runs, file=file)
     print(f"{args.urls:,} URLs over {args.hosts:,} hosts (Zipf), {LOOPS} POP loops of {POP}")
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis", socket_timeout=120) as server:

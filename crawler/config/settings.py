@@ -309,7 +309,7 @@ TABLE: tuple[Setting, ...] = (
         "FRONTIER_WINDOW_IDLE",
         60.0,
         SECONDS,
-        "with FRONTIER_HOST_WINDOW: a host not due for this long gives its window back to disk while other hosts wait on disk for one (0: never)",
+        "with FRONTIER_HOST_WINDOW: a host not due for this long (nor for twice its own interval) gives its window back to disk while other hosts wait on disk for one (0: never)",
     ),
     S(
         "FRONTIER_SPILL_AGE",

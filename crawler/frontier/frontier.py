@@ -616,12 +616,13 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
 
     def evict_claim(self, token: str, claim_ms: int, most: int, now: int | None = None) -> list[tuple]:
         """While hosts wait on disk for a window, claim the windows of up to ``most`` hosts
-        due furthest ahead (no sooner than FRONTIER_WINDOW_IDLE from now): (host, chunk id,
+        due furthest ahead (no sooner than FRONTIER_WINDOW_IDLE from now, nor than twice
+        their own interval): (host, chunk id,
         entries) each, the chunk to write under (host, id) before ``evict_commit``."""
         if self.window <= 0 or self.window_idle_ms <= 0:
             return []
         now = now_ms() if now is None else now
-        args = [self.keys.prefix, now, "claim", token, claim_ms, self.window_idle_ms, most]
+        args = [self.keys.prefix, now, "claim", token, claim_ms, self.window_idle_ms, most, self.host_interval_ms]
         return _claimed_chunks(self._evict(keys=self._route, args=args))
 
     def evict_commit(self, token: str, chunks, now: int | None = None) -> set[int]:

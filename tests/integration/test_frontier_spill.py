@@ -404,6 +404,34 @@ def test_a_host_not_due_for_long_gives_its_window_to_a_host_waiting_on_disk(redi
     assert stats["queued"] == 0 and stats["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)
 
 
+def test_a_host_slow_by_its_own_interval_keeps_its_window_until_it_is_backed_off(redis_url, crawl_name, tmp_path):
+    """a.example's own interval is 120 s (a Crawl-delay): after a hand-out it is due 120 s
+    ahead, past FRONTIER_WINDOW_IDLE, but at its own pace, so it keeps its window while
+    c.example waits on disk (it would write it out and read it back at each of its turns);
+    told to wait an hour, past twice its interval, it gives the window to c."""
+    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=2, window_idle=60.0)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    _push(frontier, [f"http://{h}.example/p{i}" for h in "ab" for i in range(6)], now=T0)
+    _push(frontier, [f"http://c.example/p{i}" for i in range(6)], now=T0)
+    spill.round(T0 + 1_000)
+    r, k = frontier.redis, frontier.keys
+    assert r.zscore(k.dormant, "c.example") is not None
+    frontier.set_delay("a.example", 120)
+    leases, _ = frontier.get(1, now=T0 + 2_000)
+    assert [payload_url(lease.payload) for lease in leases] == ["http://a.example/p0"]
+    frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=T0 + 2_000)
+    assert r.zscore(k.ready, "a.example") == T0 + 2_000 + 120_000
+
+    spill.round(T0 + 3_000)
+    assert r.llen(k.back("a.example")) == 3 and r.zscore(k.dormant, "a.example") is None
+    assert r.zscore(k.dormant, "c.example") is not None and not r.exists(k.back("c.example"))
+
+    frontier.block_until("a.example", retry_after=3_600, minimum=1, maximum=3_600, quiet=60, now=T0 + 3_000)
+    spill.round(T0 + 4_000)
+    assert not r.exists(k.back("a.example")) and r.zscore(k.dormant, "a.example") is not None
+    assert r.llen(k.back("c.example")) == 4
+
+
 def test_a_window_that_changes_while_it_is_written_out_stays(redis_url, crawl_name, tmp_path):
     """A window is written out only if it is still what was claimed: a follow-up pushed to it
     between the claim and the commit keeps it in Redis, and the chunk written is deleted; a

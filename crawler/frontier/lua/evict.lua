@@ -5,12 +5,14 @@
 -- ARGV[1] key prefix   ARGV[2] now (ms)   ARGV[3] 'claim' or 'commit'
 -- ARGV[4] the worker's token (unique per worker)
 -- claim:  ARGV[5] claim time (ms)   ARGV[6] idle time (ms, FRONTIER_WINDOW_IDLE)
---   ARGV[7] hosts at most
+--   ARGV[7] hosts at most   ARGV[8] the default host interval (ms)
 --   While hosts wait in 'dormant' since now or before, takes as many (at most ARGV[7]) of
---   the ready heap's hosts due furthest ahead, no sooner than now + ARGV[6]: those with a
---   window, nothing in flight, no submission or retry waiting at its head (they stay first:
---   a chunk's entries are merged by level when loaded), and no live claim of a worker to
---   load or evict them. For each: a new chunk id ('chunk:seq'), its window as the chunk's entries
+--   the ready heap's hosts due furthest ahead, no sooner than now + ARGV[6] nor than twice
+--   the host's own interval from now (a host slow by its own pace, a Crawl-delay, is not
+--   idle: it would write its window out and read it back at each of its turns): those with
+--   a window, nothing in flight, no submission or retry waiting at its head (they stay
+--   first: a chunk's entries are merged by level when loaded), and no live claim of a worker
+--   to load or evict them. For each: a new chunk id ('chunk:seq'), its window as the chunk's entries
 --   (its back queue, then its ranked queue as '\030<score>\031<payload>'), noted in 'eclaim'
 --   as ``<token>:<id>:<expiry>:<digest of the entries>``. Nothing leaves the window yet.
 --   Returns {host, id, count, entry..., host, ...}; the caller writes each chunk under
@@ -54,15 +56,18 @@ end
 
 local function claim()
     local claim_ms, idle_ms, most = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+    default_interval = ARGV[8]
     local waiting = redis.call('ZCOUNT', prefix .. K.dormant, '-inf', now)
     most = math.min(most, waiting)
     local out, taken = {}, 0
     if most <= 0 then return out end
-    local far = redis.call('ZREVRANGEBYSCORE', ready, '+inf', now + idle_ms, 'LIMIT', 0, most * 2)
-    for _, host in ipairs(far) do
+    local far = redis.call('ZREVRANGEBYSCORE', ready, '+inf', now + idle_ms, 'WITHSCORES', 'LIMIT', 0, most * 2)
+    for i = 1, #far, 2 do
         if taken >= most then break end
+        local host, due = far[i], tonumber(far[i + 1])
         local head = redis.call('LINDEX', prefix .. K.back .. host, 0)
-        if tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') <= 0
+        if due - now >= 2 * interval_of(prefix, host)
+            and tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') <= 0
             and redis.call('HEXISTS', prefix .. K.hrush, host) == 0
             and not (head and string.byte(head, 1) == 29)
             and not live(claims, host) and not live(prefix .. K.load_claims, host) then
