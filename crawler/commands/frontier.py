@@ -362,6 +362,9 @@ def busiest_lines(busiest: dict | None, now: float | None = None) -> list[str]:
         if h["backoff"]:
             b = h["backoff"]
             state = f"{REASONS.get(b['reason'], b['reason'])} until {when(b['until'], now)} (level {b['level']})"
+        elif h.get("on_disk"):
+            start = h["next_due"] / 1000 > (time.time() if now is None else now)
+            state = f"on disk until {when(h['next_due'], now)}" if start else "on disk, waiting for a window"
         elif h["next_due"] is None:
             state = f"{h['in_flight']} downloading; due once one lands"
         else:

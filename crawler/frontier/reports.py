@@ -45,8 +45,11 @@ class FrontierReports:
         paused, held = res[-3], [_str(h) for h in res[-2]]
         res = res[:-3]
         # hosts downloading now, and hosts paused, are out of the ready heap: those with URLs
-        # left count among the hosts with URLs queued
-        busy_with_queue = sum(1 for n in self.queue_lengths(sorted({*flying_hosts, *held})) if n)
+        # left count among the hosts with URLs queued, as do the hosts waiting on disk for a
+        # window (each once)
+        busy = sorted({*flying_hosts, *held})
+        on_disk = self.redis.zmscore(k.dormant, busy) if busy else []
+        busy_with_queue = sum(1 for n, d in zip(self.queue_lengths(busy), on_disk, strict=True) if n and d is None)
         hosts_paused = len(held)
         counters = {_str(a): int(b) for a, b in res[0].items() if _str(a) != EPOCH}
         meta = {_str(a): b for a, b in res[5].items()}
@@ -60,7 +63,8 @@ class FrontierReports:
             "front_queued": sum(front),
             "front_by_level": front,
             "hosts_queued": res[1],
-            "hosts_with_urls": res[1] + busy_with_queue,  # ready, or downloading or paused with URLs left
+            # ready, downloading or paused with URLs left, or waiting on disk for a window
+            "hosts_with_urls": res[1] + busy_with_queue + dormant,
             "hosts_due": res[2],
             "hosts_seen": res[4],
             "leased": res[3],
@@ -189,23 +193,32 @@ class FrontierReports:
     def busiest(self, n: int = 10, limit: int = 10_000, now: int | None = None) -> dict:
         """The ``n`` hosts with the most URLs queued (window, disk, buffer), most first (URLs still
         in the front queues are not sorted into hosts yet). Looks at ``limit`` hosts at
-        most: the first of the ready heap (earliest due) and those at their in-flight
-        limit (out of the heap while they download). Returns {"hosts": [{"host",
+        most: the first of the ready heap (earliest due), those at their in-flight
+        limit (out of the heap while they download), then those waiting wholly on disk for a
+        window (``dormant``; due at their score there, or once they get a window). Returns {"hosts": [{"host",
         "queued", "interval" (s, slow-down included), "slowed" (factor), "in_flight",
         "backoff" (None, or {"reason", "until" (ms), "level"} while it lasts),
-        "next_due" (ms; None: when one of its downloads lands)}], "looked_at",
+        "next_due" (ms; None: when one of its downloads lands), "on_disk" (waiting wholly on
+        disk for a window, from next_due on)}], "looked_at",
         "complete" (every host with a queue was looked at)}."""
         k = self.keys
         now = now_ms() if now is None else now
         p = self.redis.pipeline(transaction=False)
         p.zrange(k.ready, 0, limit - 1, withscores=True)
         p.zcard(k.ready)
-        ready, in_heap = p.execute()
+        p.zrange(k.dormant, 0, limit - 1, withscores=True)
+        p.zcard(k.dormant)
+        ready, in_heap, dormant, on_disk = p.execute()
         due = {_str(h): int(score) for h, score in ready}
         cursor, flying = self.redis.hscan(k.hflight, 0, count=limit)
         others = [h for h in map(_str, flying) if h not in due]
+        waiting = {_str(h): int(score) for h, score in dormant}
+        waiting = {h: score for h, score in waiting.items() if h not in due and h not in others}
         candidates = list(due) + others[: max(limit - len(due), 0)]
         complete = len(due) >= in_heap and not cursor and len(candidates) == len(due) + len(others)
+        room = max(limit - len(candidates), 0)
+        complete = complete and len(dormant) >= on_disk and len(waiting) <= room
+        candidates += list(waiting)[:room]
         if not candidates:
             return {"hosts": [], "looked_at": 0, "complete": complete}
         lengths = self.queue_lengths(candidates)
@@ -227,7 +240,7 @@ class FrontierReports:
                     fields = _str(backs[i]).split(":")
                     if len(fields) > 3 and int(fields[2]) > now:
                         backoff = {"reason": fields[3], "until": int(fields[2]), "level": int(fields[0])}
-                nxt = due.get(host)
+                nxt = due.get(host, waiting.get(host))
                 if nxt is None and not flights[i]:  # (not in the heap, nothing in flight: its hnext time)
                     nxt = int(nexts[i] or now)
                 out.append(
@@ -239,6 +252,7 @@ class FrontierReports:
                         "in_flight": int(flights[i] or 0),
                         "backoff": backoff,
                         "next_due": nxt,
+                        "on_disk": host in waiting,  # waiting on disk for a window (from next_due on)
                     }
                 )
         return {"hosts": out, "looked_at": len(candidates), "complete": complete}

@@ -365,6 +365,13 @@ def _hand_out(frontier, spill, now) -> list[str]:
     return _drain(frontier, spill, now)
 
 
+def _busiest_line(busiest, host, now) -> str:
+    """The host's line of the busiest-hosts table (`scrapy frontier`) at ``now`` (ms)."""
+    from crawler.commands.frontier import busiest_lines
+
+    return next(line for line in busiest_lines(busiest, now / 1000) if f" {host} " in line)
+
+
 def test_a_host_not_due_for_long_gives_its_window_to_a_host_waiting_on_disk(redis_url, crawl_name, tmp_path):
     """Two windows at most (FRONTIER_ACTIVE_HOSTS 2): a.example told to wait an hour
     (Retry-After), c.example waiting on disk for a window. The round writes a's window out
@@ -379,6 +386,13 @@ def test_a_host_not_due_for_long_gives_its_window_to_a_host_waiting_on_disk(redi
     spill.round(T0 + 2_000)  # buffers written out; c waits on disk (two windows already)
     r, k = frontier.redis, frontier.keys
     assert r.zscore(k.dormant, "c.example") is not None and r.llen(k.back("a.example")) == 4
+    # what `scrapy frontier` shows: c among the hosts with URLs and the busiest, on disk
+    assert frontier.stats()["hosts_with_urls"] == 3
+    busiest = frontier.busiest(now=T0 + 2_000)
+    rows = {h["host"]: h for h in busiest["hosts"]}
+    assert busiest["complete"] and [rows[h]["queued"] for h in ("a.example", "b.example", "c.example")] == [10] * 3
+    assert rows["c.example"]["on_disk"] and not rows["a.example"]["on_disk"]
+    assert "on disk, waiting for a window" in _busiest_line(busiest, "c.example", T0 + 2_000)
     hour = 3_600
     assert (
         frontier.block_until("a.example", retry_after=hour, minimum=1, maximum=hour, quiet=60, now=T0 + 2_000) == hour
@@ -387,6 +401,10 @@ def test_a_host_not_due_for_long_gives_its_window_to_a_host_waiting_on_disk(redi
     assert spill.round(T0 + 3_000)[1] == 4  # a's window out, c's first chunk in
     assert not r.exists(k.back("a.example")) and r.zscore(k.dormant, "a.example") >= T0 + 2_000 + hour * 1000
     assert r.llen(k.back("c.example")) == 4 and r.zscore(k.dormant, "c.example") is None
+    assert frontier.stats()["hosts_with_urls"] == 3  # (a on disk, counted once)
+    busiest = frontier.busiest(now=T0 + 3_000)  # (its back-off said first)
+    assert next(h for h in busiest["hosts"] if h["host"] == "a.example")["on_disk"]
+    assert "Retry-After) until" in _busiest_line(busiest, "a.example", T0 + 3_000)
     # what is left says why: a's 10 URLs (4 given back, 6 on disk before) wait for Retry-After
     left = frontier.deferred(now=T0 + 3_000)
     assert {reason: (r["hosts"], r["urls"]) for reason, r in left.items()} == {THROTTLED: (1, 10)}

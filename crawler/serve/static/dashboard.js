@@ -277,7 +277,10 @@
         cell(tr, h.in_flight, "num");
         const b = h.backoff;
         cell(tr, b ? `${b.reason}, retried ${inSeconds(b.until, f.read_at)}` : "", b ? "bad" : "");
-        cell(tr, inSeconds(h.next_due, f.read_at));
+        // (a host waiting on disk for a window: due from its time there on)
+        const later = h.next_due > (f.read_at ?? Date.now());
+        const disk = later ? "on disk, due " + inSeconds(h.next_due, f.read_at) : "on disk, waiting for a window";
+        cell(tr, h.on_disk ? disk : inSeconds(h.next_due, f.read_at));
         return tr;
       }),
       "no host has URLs queued",
