@@ -199,7 +199,7 @@ def main() -> int:
             try:
                 options = {"strip_params": tuple(settings.getlist("URL_STRIP_PARAMS")) or None}
                 options |= {"batch_size": opts.batch, "sort_query": settings.getbool("URL_SORT_QUERY")}
-                options |= {"group_lines": settings.getint("SEED_GROUP_LINES")}
+                options |= {"group_urls": settings.getint("SEED_GROUP_URLS")}
                 with profiler or contextlib.nullcontext():
                     report = ingest(frontier, path, **options, spill=spill)
                 redis_s = (evalsha_usec(client) - redis_before) / 1e6

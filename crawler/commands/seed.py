@@ -169,7 +169,7 @@ class Command(ScrapyCommand):
                 **url_options(settings),
                 progress=progress,
                 spill=spill,
-                group_lines=settings.getint("SEED_GROUP_LINES"),
+                group_urls=settings.getint("SEED_GROUP_URLS"),
             )
         except SeedFileError as exc:
             progress.clear()

@@ -470,11 +470,11 @@ TABLE: tuple[Setting, ...] = (
     ),
     S("SEED_BATCH_SIZE", 2000, AT_LEAST_ONE, "URLs per frontier round trip during seed ingestion"),
     S(
-        "SEED_GROUP_LINES",
+        "SEED_GROUP_URLS",
         100_000,
         COUNT,
         "with FRONTIER_HOST_WINDOW: seed URLs read this many at a time and pushed grouped by host, each "
-        "host's in the order read (a push does a host's work once a batch; about 600 bytes a URL held; 0: as read)",
+        "host's in the order read (a push does a host's work once a batch; some 500 bytes a URL held, two blocks at most; 0: as read)",
     ),
     S(
         "SEED_PROGRESS_INTERVAL",

@@ -193,9 +193,10 @@ class FrontierReports:
     def busiest(self, n: int = 10, limit: int = 10_000, now: int | None = None) -> dict:
         """The ``n`` hosts with the most URLs queued (window, disk, buffer), most first (URLs still
         in the front queues are not sorted into hosts yet). Looks at ``limit`` hosts at
-        most: the first of the ready heap (earliest due), those at their in-flight
-        limit (out of the heap while they download), then those waiting wholly on disk for a
-        window (``dormant``; due at their score there, or once they get a window). Returns {"hosts": [{"host",
+        most: the first of the ready heap (earliest due) and those at their in-flight
+        limit (out of the heap while they download); and at ``limit`` more of those waiting
+        wholly on disk for a window (``dormant``, oldest first; due at their score there, or
+        once they get a window). Returns {"hosts": [{"host",
         "queued", "interval" (s, slow-down included), "slowed" (factor), "in_flight",
         "backoff" (None, or {"reason", "until" (ms), "level"} while it lasts),
         "next_due" (ms; None: when one of its downloads lands), "on_disk" (waiting wholly on
@@ -212,13 +213,13 @@ class FrontierReports:
         due = {_str(h): int(score) for h, score in ready}
         cursor, flying = self.redis.hscan(k.hflight, 0, count=limit)
         others = [h for h in map(_str, flying) if h not in due]
-        waiting = {_str(h): int(score) for h, score in dormant}
-        waiting = {h: score for h, score in waiting.items() if h not in due and h not in others}
         candidates = list(due) + others[: max(limit - len(due), 0)]
         complete = len(due) >= in_heap and not cursor and len(candidates) == len(due) + len(others)
-        room = max(limit - len(candidates), 0)
-        complete = complete and len(dormant) >= on_disk and len(waiting) <= room
-        candidates += list(waiting)[:room]
+        # the hosts waiting on disk: as many again (a spilling crawl's longest queues wait there)
+        looked = set(candidates)
+        waiting = {h: int(score) for h, score in ((_str(h), score) for h, score in dormant) if h not in looked}
+        complete = complete and len(dormant) >= on_disk
+        candidates += list(waiting)
         if not candidates:
             return {"hosts": [], "looked_at": 0, "complete": complete}
         lengths = self.queue_lengths(candidates)

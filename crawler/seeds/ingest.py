@@ -1,6 +1,6 @@
 """Seeds into the frontier: ``ingest`` pushes what ``read_seeds`` (crawler/seeds/files.py)
 reads, in batches of SEED_BATCH_SIZE (with windows, grouped by host a block of
-SEED_GROUP_LINES at a time: ``_ByHost``), each prepared while the two before it are sent
+SEED_GROUP_URLS at a time: ``_ByHost``), each prepared while the two before it are sent
 (in order, by one helper thread: IN_FLIGHT), and reports its progress (``IngestReport``: lines read, URLs added, seen, refused,
 invalid; lines a second; the share of the input and the time left) every so often
 (``Every``).
@@ -140,7 +140,7 @@ def ingest(
     sort_query: bool = True,
     progress: Callable[[IngestReport], object] | None = None,
     spill=None,
-    group_lines: int = 0,
+    group_urls: int = 0,
 ) -> IngestReport:
     """Read, normalize and push the seeds of ``paths`` into ``frontier``, which holds each
     to the crawl's scope (a seed the network guard refuses, out of scope, rejected by the
@@ -154,10 +154,12 @@ def ingest(
     module docstring) and lets Redis errors through.
     ``spill``: the crawl's Spill (FRONTIER_HOST_WINDOW), whose round follows each
     batch: the hosts' buffers beyond their windows go to disk as they fill. With a spill,
-    the URLs of ``group_lines`` lines at a time (SEED_GROUP_LINES; 0: none) are pushed
-    grouped by host, each host's in the order read: a push with windows does a host's work
-    (its window's room, its place in the ready heap) once per host a batch, so a file whose
-    hosts are spread over it costs about what a file sorted by host does.
+    ``group_urls`` URLs at a time (SEED_GROUP_URLS; 0: none) are pushed grouped by host,
+    each host's in the order read: a push with windows does a host's work (its window's
+    room, its place in the ready heap) once per host a batch, so a file whose hosts are
+    spread over it costs less, nearer what a file sorted by host does. What is held when
+    ingestion stops (an interrupt, a Redis error: two blocks at most) is not pushed; the
+    same command again adds it (what was added is seen).
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -199,7 +201,7 @@ def ingest(
     def entry(url: str, line: SeedLine) -> Entry:
         return Entry(url, encode_url(url), line[3], 0, cash=SEED_CASH, outside=True)
 
-    by_host = _ByHost(group_lines, batch_size, entry) if spill is not None and group_lines > 0 else None
+    by_host = _ByHost(group_urls, batch_size, entry) if spill is not None and group_urls > 0 else None
     lines = 0  # report.lines, kept in a local while reading
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="seed-push") as pool:
         entries: list[Entry] = []

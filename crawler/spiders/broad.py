@@ -215,7 +215,7 @@ class BroadSpider(scrapy.Spider):
                     s.getfloat("SEED_PROGRESS_INTERVAL"),
                 ),
                 spill=services(self.crawler).spill,
-                group_lines=s.getint("SEED_GROUP_LINES"),
+                group_urls=s.getint("SEED_GROUP_URLS"),
             )
         except SeedFileError as exc:
             return str(exc), None

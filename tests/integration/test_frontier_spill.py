@@ -450,6 +450,30 @@ def test_a_host_slow_by_its_own_interval_keeps_its_window_until_it_is_backed_off
     assert r.llen(k.back("c.example")) == 4
 
 
+def test_hosts_slow_by_their_own_pace_at_the_top_do_not_hide_a_backed_off_host(redis_url, crawl_name, tmp_path):
+    """Five hosts whose own interval (1,000 s) puts them furthest ahead keep their windows;
+    the claim looks past them to a.example, backed off for 600 s, whose window goes to
+    c.example, waiting on disk."""
+    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=6, window_idle=60.0)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    slow = [f"s{i}.example" for i in range(5)]
+    _push(frontier, [f"http://{h}/p{i}" for h in [*slow, "a.example"] for i in range(6)], now=T0)
+    _push(frontier, [f"http://c.example/p{i}" for i in range(6)], now=T0)
+    spill.round(T0 + 1_000)
+    r, k = frontier.redis, frontier.keys
+    assert r.zscore(k.dormant, "c.example") is not None
+    frontier.block_until("a.example", retry_after=600, minimum=1, maximum=600, quiet=60, now=T0 + 1_000)
+    for host in slow:
+        frontier.set_delay(host, 1_000)
+    leases, _ = frontier.get(10, now=T0 + 2_000)
+    assert sorted(payload_url(lease.payload) for lease in leases) == [f"http://{h}/p0" for h in slow]
+    frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=T0 + 2_000)
+
+    spill.round(T0 + 3_000)
+    assert not r.exists(k.back("a.example")) and r.zscore(k.dormant, "a.example") is not None
+    assert r.llen(k.back("c.example")) == 4 and all(r.llen(k.back(h)) == 3 for h in slow)
+
+
 def test_a_window_that_changes_while_it_is_written_out_stays(redis_url, crawl_name, tmp_path):
     """A window is written out only if it is still what was claimed: a follow-up pushed to it
     between the claim and the commit keeps it in Redis, and the chunk written is deleted; a

@@ -156,7 +156,7 @@ def test_batches_go_in_order_and_none_after_a_failed_one(tmp_path, frontier):
 def test_with_a_spill_seeds_go_grouped_by_host_a_block_at_a_time_each_hosts_in_the_order_read(
     tmp_path, redis_url, crawl_name
 ):
-    """SEED_GROUP_LINES with windows: the URLs of each block of lines are pushed host by
+    """SEED_GROUP_URLS with windows: the URLs of each block of lines are pushed host by
     host (a host's work in the push paid once a batch), each host's in the order read, and
     come out so past the windows and the disk; without a spill, in the order read."""
     import redis
@@ -182,7 +182,7 @@ def test_with_a_spill_seeds_go_grouped_by_host_a_block_at_a_time_each_hosts_in_t
             sent.append([e.url for _, e, _ in prepared.batch])
             return frontier.send(prepared)
 
-    report = ingest(Seen, path, batch_size=5, spill=spill, group_lines=12)
+    report = ingest(Seen, path, batch_size=5, spill=spill, group_urls=12)
     assert (report.added, report.seen, report.invalid, report.lines) == (30, 1, 1, 32)
     # blocks of 12 URLs (the last one 7), each in batches of 5, host by host
     assert [len(batch) for batch in sent] == [5, 5, 2, 5, 5, 2, 5, 2]
@@ -204,5 +204,5 @@ def test_with_a_spill_seeds_go_grouped_by_host_a_block_at_a_time_each_hosts_in_t
 
     sent.clear()
     frontier.clear()
-    ingest(Seen, path, batch_size=5, group_lines=12)  # no spill: no windows to spare work in
+    ingest(Seen, path, batch_size=5, group_urls=12)  # no spill: no windows to spare work in
     assert [url for batch in sent for url in batch] == [*lines, "http://a.example/0"]

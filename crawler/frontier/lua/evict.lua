@@ -7,9 +7,10 @@
 -- claim:  ARGV[5] claim time (ms)   ARGV[6] idle time (ms, FRONTIER_WINDOW_IDLE)
 --   ARGV[7] hosts at most   ARGV[8] the default host interval (ms)
 --   While hosts wait in 'dormant' since now or before, takes as many (at most ARGV[7]) of
---   the ready heap's hosts due furthest ahead, no sooner than now + ARGV[6] nor than twice
---   the host's own interval from now (a host slow by its own pace, a Crawl-delay, is not
---   idle: it would write its window out and read it back at each of its turns): those with
+--   the ready heap's hosts due furthest ahead (looking at 1,000 at most, those skipped
+--   included), no sooner than now + ARGV[6] nor than twice the host's own interval (its
+--   Crawl-delay or override, stretched by failures) from now (a host slow by its own pace is
+--   not idle: it would write its window out and read it back at each turn): those with
 --   a window, nothing in flight, no submission or retry waiting at its head (they stay
 --   first: a chunk's entries are merged by level when loaded), and no live claim of a worker
 --   to load or evict them. For each: a new chunk id ('chunk:seq'), its window as the chunk's entries
@@ -30,6 +31,7 @@
 local prefix, now, verb, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local claims = prefix .. K.evict_claims
 local ready = prefix .. K.ready
+local EXAMINED_MOST = 1000  -- hosts a claim looks at, at most (those it skips included)
 
 -- the host's window as chunk entries: its back queue, then its ranked queue as buffer entries
 local function window_entries(host)
@@ -61,25 +63,30 @@ local function claim()
     most = math.min(most, waiting)
     local out, taken = {}, 0
     if most <= 0 then return out end
-    local far = redis.call('ZREVRANGEBYSCORE', ready, '+inf', now + idle_ms, 'WITHSCORES', 'LIMIT', 0, most * 2)
-    for i = 1, #far, 2 do
-        if taken >= most then break end
-        local host, due = far[i], tonumber(far[i + 1])
-        local head = redis.call('LINDEX', prefix .. K.back .. host, 0)
-        if due - now >= 2 * interval_of(prefix, host)
-            and tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') <= 0
-            and redis.call('HEXISTS', prefix .. K.hrush, host) == 0
-            and not (head and string.byte(head, 1) == 29)
-            and not live(claims, host) and not live(prefix .. K.load_claims, host) then
-            local entries = window_entries(host)
-            if #entries > 0 then
-                local id = redis.call('INCR', prefix .. K.chunk_seq)
-                local note = string.format('%s:%d:%d:%s', token, id, now + claim_ms, digest(entries))
-                redis.call('HSET', claims, host, note)
-                reply_chunk(out, host, id, entries, 1, #entries)
-                taken = taken + 1
+    local page, examined = math.max(most * 2, 100), 0
+    while taken < most and examined < EXAMINED_MOST do
+        local far = redis.call('ZREVRANGEBYSCORE', ready, '+inf', now + idle_ms, 'WITHSCORES', 'LIMIT', examined, page)
+        for i = 1, #far, 2 do
+            if taken >= most then break end
+            local host, due = far[i], tonumber(far[i + 1])
+            local head = redis.call('LINDEX', prefix .. K.back .. host, 0)
+            if due - now >= 2 * interval_of(prefix, host)
+                and tonumber(redis.call('HGET', prefix .. K.hflight, host) or '0') <= 0
+                and redis.call('HEXISTS', prefix .. K.hrush, host) == 0
+                and not (head and string.byte(head, 1) == 29)
+                and not live(claims, host) and not live(prefix .. K.load_claims, host) then
+                local entries = window_entries(host)
+                if #entries > 0 then
+                    local id = redis.call('INCR', prefix .. K.chunk_seq)
+                    local note = string.format('%s:%d:%d:%s', token, id, now + claim_ms, digest(entries))
+                    redis.call('HSET', claims, host, note)
+                    reply_chunk(out, host, id, entries, 1, #entries)
+                    taken = taken + 1
+                end
             end
         end
+        examined = examined + #far / 2
+        if #far / 2 < page then break end
     end
     return out
 end
