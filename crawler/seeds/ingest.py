@@ -158,8 +158,8 @@ def ingest(
     each host's in the order read: a push with windows does a host's work (its window's
     room, its place in the ready heap) once per host a batch, so a file whose hosts are
     spread over it costs less, nearer what a file sorted by host does. What is held when
-    ingestion stops (an interrupt, a Redis error: two blocks at most) is not pushed; the
-    same command again adds it (what was added is seen).
+    ingestion stops (an interrupt, a Redis error: about a block) is not pushed; the same
+    command again adds it (what was added is seen).
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
