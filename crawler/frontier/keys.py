@@ -15,7 +15,8 @@ key                         type    contents
                                     level x 1e4 - its importance (OPIC cash), lowest
                                     first; handed out after its back queue's
 ``rqpay``                   hash    URL -> its payload for ``rq:`` (without the URL when it
-                                    begins with it: '' is the URL alone)
+                                    begins with it; none for a payload that is the URL
+                                    alone)
 ``ready``                   zset    ready-host heap: host -> time (ms) it may next be
                                     fetched; a host is here iff it has URLs queued
                                     (back or ranked queue), is below its in-flight

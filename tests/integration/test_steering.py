@@ -235,6 +235,19 @@ def test_a_url_pushed_twice_past_url_seen_waits_once_in_its_ranked_queue(redis_c
     assert f.outlook(60)["state"] == FINISHED
 
 
+def test_a_ranked_url_whose_payload_is_the_url_alone_waits_with_no_payload_entry(redis_client, crawl_name):
+    """A seed's payload is its URL: its ranked queue's member says it all, and 'rqpay' holds
+    nothing for it (a window of seeds keeps each URL once); a link's payload (depth,
+    referer) is kept there, and each comes out whole."""
+    f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=0, order="importance")
+    seed, link = "http://r.example/seed", "http://r.example/link"
+    payloads = {seed: codec.encode_url(seed), link: codec.encode_link(link, 2, "http://r.example/")}
+    assert f.put([Entry(url=u, payload=p, cash=1.0) for u, p in payloads.items()]) == ["added", "added"]
+    assert redis_client.hkeys(f.keys.ranked_payloads) == [link.encode()]
+    assert sorted(drain(f)) == sorted(payloads.values())
+    assert not redis_client.exists(f.keys.ranked_payloads)
+
+
 def test_importance_keeps_small_shares_apart(redis_client, crawl_name):
     f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=0, order="importance")
     shares = [0.0123456, 0.0123457, 1e-6, 1.1e-6, 1e-8]

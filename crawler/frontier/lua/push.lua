@@ -210,7 +210,7 @@ for e = 1, n do
             end
             local score = tonumber(level) * RANK - (tonumber(cash) or 0)
             if redis.call('ZADD', prefix .. K.ranked .. host, 'NX', score, url) == 1 then
-                redis.call('HSET', prefix .. K.ranked_payloads, url, rest)
+                if rest ~= '' then redis.call('HSET', prefix .. K.ranked_payloads, url, rest) end
                 if window > 0 then
                     room[host] = room[host] - 1
                     grown[host] = true

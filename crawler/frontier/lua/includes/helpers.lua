@@ -43,7 +43,8 @@ end
 -- URL -> level x RANK - cash, lowest first: a higher priority level first, then the most
 -- cash, OPIC's importance; RANK 1e4 keeps cash exact to some 1e-12 within a level, cash
 -- above RANK would pass into the level above), their payloads in 'rqpay' (URL -> the payload without the URL
--- when it begins with it). Its back queue (follow-ups, retries, submissions) comes first.
+-- when it begins with it; no entry for a payload that is the URL alone: a window of seeds
+-- holds each URL once). Its back queue (follow-ups, retries, submissions) comes first.
 local RANK = 1e4
 local function has_queue(prefix, host)
     return redis.call('EXISTS', prefix .. K.back .. host, prefix .. K.ranked .. host) > 0
@@ -217,7 +218,7 @@ local function to_window(prefix, host, entries)
                 score = score - tonumber(gained)
             end
             if redis.call('ZADD', prefix .. K.ranked .. host, 'NX', score, url) == 1 then
-                redis.call('HSET', prefix .. K.ranked_payloads, url, rest)
+                if rest ~= '' then redis.call('HSET', prefix .. K.ranked_payloads, url, rest) end
             else
                 twice = twice + 1
             end
