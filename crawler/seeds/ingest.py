@@ -179,29 +179,38 @@ def ingest(
         return statuses
 
     sent = _InOrder(send)
-    in_flight: deque[tuple[Future, list[SeedLine]]] = deque()  # oldest first
+    # oldest first; with each batch, where the input stood (lines, bytes read) when its URLs
+    # were read, if it was not when it was sent (grouped by host: ``_ByHost``)
+    in_flight: deque[tuple[Future, list[SeedLine], tuple[int, int] | None]] = deque()
 
     def collect(keep: int) -> None:
         # wait for the oldest batches until `keep` are in flight, counting their statuses
         while len(in_flight) > keep:
-            future, where = in_flight[0]
+            future, where, at = in_flight[0]
             statuses = future.result()
             in_flight.popleft()
             _count(report, statuses, where)
             report.elapsed = time.perf_counter() - started
-            report.bytes_read = position.read()
+            if at is None:
+                report.bytes_read = position.read()
+            else:
+                report.lines, report.bytes_read = at
             if progress is not None:
                 progress(report)
 
-    def push(entries: list[Entry], where: list[SeedLine]) -> None:
+    def push(entries: list[Entry], where: list[SeedLine], at: tuple[int, int] | None = None) -> None:
         prepared = prepare(entries)  # while the batches before it are being sent
         collect(IN_FLIGHT - 1)
-        in_flight.append((pool.submit(sent, prepared), where))
+        in_flight.append((pool.submit(sent, prepared), where, at))
 
     def entry(url: str, line: SeedLine) -> Entry:
         return Entry(url, encode_url(url), line[3], 0, cash=SEED_CASH, outside=True)
 
-    by_host = _ByHost(group_urls, batch_size, entry) if spill is not None and group_urls > 0 else None
+    def read_so_far() -> tuple[int, int]:
+        return lines, position.read()
+
+    grouping = spill is not None and group_urls > 0
+    by_host = _ByHost(group_urls, batch_size, entry, read_so_far) if grouping else None
     lines = 0  # report.lines, kept in a local while reading
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="seed-push") as pool:
         entries: list[Entry] = []
@@ -209,8 +218,8 @@ def ingest(
 
         def push_rest() -> None:
             report.lines = lines
-            for batch in by_host.rest() if by_host is not None else ():
-                push(*by_host.made(batch))
+            for batch, at in by_host.rest() if by_host is not None else ():
+                push(*by_host.made(batch), at)
             if entries:
                 push(entries, where)
             collect(0)
@@ -227,9 +236,8 @@ def ingest(
                     report.add_invalid(item[0], item[1], str(exc))
                     continue
                 if by_host is not None:
-                    for batch in by_host.add(url, item):
-                        report.lines = lines
-                        push(*by_host.made(batch))
+                    for batch, at in by_host.add(url, item):
+                        push(*by_host.made(batch), at)
                     continue
                 entries.append(entry(url, item))
                 where.append(item)
@@ -247,7 +255,7 @@ def ingest(
             raise
         finally:
             report.lines = lines
-            for future, _ in in_flight:  # an error: let the batch being sent finish first
+            for future, _, _ in in_flight:  # an error: let the batch being sent finish first
                 if not future.cancel():
                     future.exception()
             sent.stop()
@@ -265,36 +273,49 @@ class _ByHost:
     pushed one each ``batch_size`` URLs read into the next (reading and sending overlap as
     without blocks), the rest when that block is full. A URL is held as its text and its
     line (tuples of strings and numbers, which the garbage collector stops tracking), its
-    Entry (``entry(url, line)``) made when its batch is pushed (``made``)."""
+    Entry (``entry(url, line)``) made when its batch is pushed (``made``). Each batch goes
+    with where the input stood (``read_so_far()``: lines, bytes) when its share of the
+    block had been read: the progress reported as it is pushed."""
 
-    def __init__(self, block: int, batch_size: int, entry: Callable[[str, SeedLine], Entry]):
-        self.block, self.batch_size, self.entry = block, batch_size, entry
+    def __init__(self, block: int, batch_size: int, entry: Callable[[str, SeedLine], Entry], read_so_far):
+        self.block, self.batch_size, self.entry, self.read_so_far = block, batch_size, entry, read_so_far
         self.hosts: dict[str, list[tuple[str, SeedLine]]] = {}
         self.held = 0  # URLs in hosts
-        self.ready: deque[list[tuple[str, SeedLine]]] = deque()  # the last block's batches
+        self.marks: list[tuple[int, int]] = []  # where the input stood at each batch_size URLs held
+        self.ready: deque[tuple[list[tuple[str, SeedLine]], tuple[int, int]]] = deque()  # the last block's
 
-    def add(self, url: str, line: SeedLine) -> list[list[tuple[str, SeedLine]]]:
-        """Hold ``url`` (normalized, read from ``line``); the batches to push now, in order."""
+    def add(self, url: str, line: SeedLine) -> list[tuple[list[tuple[str, SeedLine]], tuple[int, int]]]:
+        """Hold ``url`` (normalized, read from ``line``); the batches to push now, in order,
+        each with where the input stood."""
         self.hosts.setdefault(url.split("/", 3)[2], []).append((url, line))  # (scheme://host/...)
         self.held += 1
-        out = [self.ready.popleft()] if self.ready and self.held % self.batch_size == 0 else []
+        at_batch = self.held % self.batch_size == 0
+        if not at_batch and self.held < self.block:
+            return []
+        out = [self.ready.popleft()] if at_batch and self.ready else []
+        self.marks.append(self.read_so_far())  # (a batch's end: a full one, or the block's last)
         if self.held >= self.block:  # (what is left of the last block first)
             out += self.ready
             self.ready = deque(self._batches())
         return out
 
-    def rest(self) -> list[list[tuple[str, SeedLine]]]:
+    def rest(self) -> list[tuple[list[tuple[str, SeedLine]], tuple[int, int]]]:
         """Every batch held, in order."""
+        if self.held % self.batch_size:
+            self.marks.append(self.read_so_far())
         out = [*self.ready, *self._batches()]
         self.ready.clear()
         return out
 
-    def _batches(self) -> list[list[tuple[str, SeedLine]]]:
-        # the block's URLs host by host, in batches
+    def _batches(self) -> list[tuple[list[tuple[str, SeedLine]], tuple[int, int]]]:
+        # the block's URLs host by host, in batches, the k-th with the k-th mark
         held = [held for urls in self.hosts.values() for held in urls]
+        batches = [held[i : i + self.batch_size] for i in range(0, len(held), self.batch_size)]
+        out = list(zip(batches, self.marks, strict=True))
         self.hosts.clear()
         self.held = 0
-        return [held[i : i + self.batch_size] for i in range(0, len(held), self.batch_size)]
+        self.marks = []
+        return out
 
     def made(self, batch: list[tuple[str, SeedLine]]) -> tuple[list[Entry], list[SeedLine]]:
         """A batch's entries and their lines."""

@@ -182,8 +182,11 @@ def test_with_a_spill_seeds_go_grouped_by_host_a_block_at_a_time_each_hosts_in_t
             sent.append([e.url for _, e, _ in prepared.batch])
             return frontier.send(prepared)
 
-    report = ingest(Seen, path, batch_size=5, spill=spill, group_urls=12)
+    calls = []
+    report = ingest(Seen, path, batch_size=5, spill=spill, group_urls=12, progress=lambda r: calls.append(r.lines))
     assert (report.added, report.seen, report.invalid, report.lines) == (30, 1, 1, 32)
+    # each batch's progress: the lines read when its share of the block had been read
+    assert calls == [5, 10, 12, 17, 22, 24, 29, 32]
     # blocks of 12 URLs (the last one 7), each in batches of 5, host by host
     assert [len(batch) for batch in sent] == [5, 5, 2, 5, 5, 2, 5, 2]
     runs = [(h, range(0, 4)) for h in "abc"] + [(h, range(4, 8)) for h in "abc"]
