@@ -78,6 +78,25 @@ def drain(frontier) -> list[bytes]:
         frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases])
 
 
+def leases_through_spill(frontier, spill, now: int | None = None) -> list:
+    """Every lease handed out at ``now``, a pop of 5 at a time, the spill's round
+    (crawler/frontier/spill.py) before each pop, each acknowledged and landed, until three
+    pops in a row get nothing."""
+    out, empty = [], 0
+    while empty < 3:
+        spill.round(now)
+        leases, _ = frontier.get(5, now=now)
+        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=now)
+        out += leases
+        empty = 0 if leases else empty + 1
+    return out
+
+
+def urls_through_spill(frontier, spill, now: int | None = None) -> list[str]:
+    """The URLs of everything handed out (``leases_through_spill``), in order."""
+    return [payload_url(lease.payload) for lease in leases_through_spill(frontier, spill, now)]
+
+
 def hand_out_all(frontier, n: int, spill=None) -> int:
     """Lease what ``frontier`` hands out, ``n`` a pop, each pop acknowledging the previous
     one's leases (as a worker's pops carry its acks), until three pops in a row get

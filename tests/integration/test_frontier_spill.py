@@ -14,7 +14,7 @@ from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.keys import NAMES
 from crawler.frontier.spill import CLAIM_MS, Spill
 from crawler.frontier.words import PAUSED, THROTTLED
-from testing.frontiers import payload_url
+from testing.frontiers import leases_through_spill, payload_url, urls_through_spill
 
 T0 = 1_800_000_000_000  # ms: every verb gets its now from the test
 
@@ -32,24 +32,6 @@ def _push(frontier, urls, now=T0, cash=None) -> None:
     entries = [Entry(url=u, payload=encode_url(u), cash=(cash or {}).get(u, 0.0)) for u in urls]
     for i in range(0, len(entries), 100):
         assert set(frontier.put(entries[i : i + 100], now=now)) == {"added"}
-
-
-def _leases(frontier, spill, now=T0) -> list:
-    """Every lease handed out, a pop of 5 at a time, the spill's round before each pop,
-    each acknowledged and landed."""
-    out, empty = [], 0
-    while empty < 3:
-        spill.round(now)
-        leases, _ = frontier.get(5, now=now)
-        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=now)
-        out += leases
-        empty = 0 if leases else empty + 1
-    return out
-
-
-def _drain(frontier, spill, now=T0) -> list[str]:
-    """The URLs of everything handed out (``_leases``), in order."""
-    return [payload_url(lease.payload) for lease in _leases(frontier, spill, now)]
 
 
 def _redis_urls(frontier) -> int:
@@ -78,7 +60,7 @@ def test_urls_beyond_the_window_go_to_disk_and_come_back_once_each_in_order(redi
     assert spill.round(T0 + 1000) == (12, 0)
     assert frontier.stats()["spilled"] == 276
 
-    got = _drain(frontier, spill, T0 + 2000)
+    got = urls_through_spill(frontier, spill, T0 + 2000)
     assert sorted(got) == sorted(urls)  # every URL once
     for h in range(3):  # each host's in the order pushed
         assert [u for u in got if u.startswith(f"http://h{h}.")] == [u for u in urls if u.startswith(f"http://h{h}.")]
@@ -93,7 +75,7 @@ def test_importance_order_holds_in_the_window_and_chunks_keep_their_scores(redis
     urls = [f"http://a.example/p{i}" for i in range(40)]
     cash = {u: float(i % 10) for i, u in enumerate(urls)}
     _push(frontier, urls, cash=cash)
-    got = _drain(frontier, spill, T0 + 2000)
+    got = urls_through_spill(frontier, spill, T0 + 2000)
     assert sorted(got) == sorted(urls)
     # the first window's best half before anything is loaded; the URLs of each chunk (8 in
     # the order pushed) come out most cash first: their scores went to disk and back
@@ -110,7 +92,7 @@ def test_fifo_priority_levels_order_a_hosts_window_and_each_chunk_it_loads(redis
     priority = {u: (0, -1, 1, 0, -1)[i % 5] for i, u in enumerate(urls)}
     entries = [Entry(url=u, payload=encode_url(u), priority=priority[u]) for u in urls]
     assert set(frontier.put(entries, now=T0)) == {"added"}
-    got = _drain(frontier, spill, T0 + 2000)
+    got = urls_through_spill(frontier, spill, T0 + 2000)
     assert sorted(got) == sorted(urls)
     # the window's best half first; within a level, the order pushed; the URLs of each chunk
     # (8 pushed one after another) by level, through the disk and back
@@ -130,7 +112,7 @@ def test_fifo_priority_levels_order_a_hosts_window_and_each_chunk_it_loads(redis
     for e in (low, mid, high):
         assert frontier.put([e], now=T0 + 3000) == ["added"]
     assert frontier.redis.hexists(frontier.keys.hlevels, "b.example")
-    assert _drain(frontier, spill, T0 + 4000) == [high.url, mid.url, low.url]
+    assert urls_through_spill(frontier, spill, T0 + 4000) == [high.url, mid.url, low.url]
     assert not frontier.redis.exists(frontier.keys.hlevels)
 
     # only the lower tail is merged: a default URL goes between the default ones and the low
@@ -139,7 +121,7 @@ def test_fifo_priority_levels_order_a_hosts_window_and_each_chunk_it_loads(redis
 
     assert frontier.put([c("d0"), c("d1"), c("low", -1)], now=T0 + 5000) == ["added"] * 3
     assert frontier.put([c("d2"), c("low2", -1)], now=T0 + 5000) == ["added"] * 2
-    got = _drain(frontier, spill, T0 + 6000)
+    got = urls_through_spill(frontier, spill, T0 + 6000)
     assert got == [f"http://c.example/{n}" for n in ("d0", "d1", "d2", "low", "low2")]
 
 
@@ -153,7 +135,7 @@ def test_a_submission_waiting_stays_ahead_of_urls_of_a_higher_level(redis_url, c
     assert frontier.put([entry("http://a.example/n0"), entry("http://a.example/n1")], now=T0) == ["added"] * 2
     assert frontier.put([entry("http://a.example/sub", urgent=True)], now=T0) == ["added"]
     assert frontier.put([entry("http://a.example/hi", priority=1)], now=T0) == ["added"]
-    got = _drain(frontier, spill, T0 + 1)
+    got = urls_through_spill(frontier, spill, T0 + 1)
     assert got == ["http://a.example/sub", "http://a.example/hi", "http://a.example/n0", "http://a.example/n1"]
 
 
@@ -176,7 +158,11 @@ def test_due_hosts_whose_next_url_is_of_a_higher_level_go_first(redis_url, crawl
     assert [payload_url(lease.payload) for lease in leases] == ["http://a.example/0"]
     frontier.ack(leases[0].id, landed=[leases[0].id], now=T0 + 1)
     assert not frontier.redis.exists(frontier.keys.keen)
-    assert sorted(_drain(frontier, spill, T0 + 2)) == ["http://a.example/1", "http://a.example/2", "http://b.example/0"]
+    assert sorted(urls_through_spill(frontier, spill, T0 + 2)) == [
+        "http://a.example/1",
+        "http://a.example/2",
+        "http://b.example/0",
+    ]
     assert not frontier.redis.exists(frontier.keys.hkeen)
 
 
@@ -207,7 +193,7 @@ def test_a_worker_dying_between_claim_and_commit_or_load_loses_nothing(redis_url
     # C wakes up and loads what it read: refused, nothing handed out twice
     body = chunks.read(crawl, host, chunk)
     assert frontier.load("C", [(host, chunk, unpack(body or pack([])))], now=T0 + 2 * CLAIM_MS + 6) == [2]
-    got = _drain(frontier, d, T0 + 3 * CLAIM_MS)
+    got = urls_through_spill(frontier, d, T0 + 3 * CLAIM_MS)
     assert sorted(got) == sorted(urls)
 
 
@@ -251,7 +237,7 @@ def test_a_dropped_host_records_its_spilled_urls_and_clear_deletes_the_chunks(re
     spill.round(T0 + 2000)
     assert frontier.stats()["spilled"] == 64
     assert frontier.drop("h0.example", now=T0 + 2000) in (True, 1, 2)
-    dropped = [lease for lease in _leases(frontier, spill, T0 + 3000) if lease.due < 0]
+    dropped = [lease for lease in leases_through_spill(frontier, spill, T0 + 3000) if lease.due < 0]
     assert len(dropped) == 40  # window, chunks and buffer of h0: each recorded as not fetched
     assert {payload_url(lease.payload).split("/")[2] for lease in dropped} == {"h0.example"}
     # clear: h1's chunks go with its keys
@@ -269,9 +255,9 @@ def test_a_paused_host_keeps_its_chunks_until_resumed(redis_url, crawl_name, tmp
     _push(frontier, urls)
     spill.round(T0 + 2000)
     frontier.pause("h0.example", now=T0 + 2000)
-    assert _leases(frontier, spill, T0 + 3000) == []
+    assert leases_through_spill(frontier, spill, T0 + 3000) == []
     frontier.resume("h0.example", now=T0 + 4000)
-    got = [payload_url(lease.payload) for lease in _leases(frontier, spill, T0 + 5000)]
+    got = urls_through_spill(frontier, spill, T0 + 5000)
     assert got == urls
 
 
@@ -283,7 +269,7 @@ def test_a_promoted_url_that_is_spilled_is_fetched_at_its_hosts_next_turn_and_on
     spill.round(T0 + 2000)
     deep = urls[30]  # on disk, in the host's last chunk
     assert frontier.promote([Entry(url=deep, payload=encode_url(deep))], now=T0 + 2000) == ["promoted"]
-    got = _drain(frontier, spill, T0 + 3000)
+    got = urls_through_spill(frontier, spill, T0 + 3000)
     assert got[0] == deep and sorted(got) == sorted(urls)  # its own copy dropped when it came up
 
 
@@ -329,7 +315,7 @@ def test_a_spilled_url_linked_again_gains_its_credit_when_it_is_loaded(redis_url
     assert frontier.credit([(linked, 1.0)]) == 1
     # linked again by a page while spilled, through PUSH (seen, with cash): gains that too
     assert frontier.put([Entry(url=urls[24], payload=encode_url(urls[24]), cash=1.0)], now=T0 + 2000) == ["seen"]
-    got = _drain(frontier, spill, T0 + 3000)
+    got = urls_through_spill(frontier, spill, T0 + 3000)
     assert sorted(got) == sorted(urls)
     chunk = [u for u in got if u in urls[24:32]]
     assert chunk[:2] == [linked, urls[24]]  # 0.01 + 1.0, then 0.00 + 1.0: before the chunk's 0.07
@@ -358,11 +344,6 @@ def test_a_spill_not_yet_bound_checks_its_store_at_its_first_round(tmp_path, red
     assert not other.bound and other.chunks.size(frontier.keys.prefix) == (0, 0)
     recorded.close()
     other.close()
-
-
-def _hand_out(frontier, spill, now) -> list[str]:
-    """The URLs handed out at ``now`` (a spill round before each pop), each acknowledged."""
-    return _drain(frontier, spill, now)
 
 
 def _busiest_line(busiest, host, now) -> str:
@@ -412,11 +393,11 @@ def test_a_host_not_due_for_long_gives_its_window_to_a_host_waiting_on_disk(redi
     left = frontier.deferred(now=T0 + 3_000)
     assert {reason: (r["hosts"], r["urls"]) for reason, r in left.items()} == {PAUSED: (1, 10)}
     frontier.resume("a.example", now=T0 + 3_000)
-    got = _hand_out(frontier, spill, T0 + 3_000)
+    got = urls_through_spill(frontier, spill, T0 + 3_000)
     assert sorted(got) == sorted(urls["b"] + urls["c"])  # c got a's window
     assert [u for u in got if "//c." in u] == urls["c"]
 
-    later = _hand_out(frontier, spill, T0 + 3_000 + hour * 1000)
+    later = urls_through_spill(frontier, spill, T0 + 3_000 + hour * 1000)
     assert later == urls["a"]  # its window first, from disk, then the rest
     stats = frontier.stats()
     assert stats["queued"] == 0 and stats["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)
@@ -500,7 +481,7 @@ def test_a_window_that_changes_while_it_is_written_out_stays(redis_url, crawl_na
 
     assert spill.evict(T0 + 3_000 + CLAIM_MS + 3) == 5  # unchanged since: written out
     assert not r.exists(k.back("a.example")) and r.llen(k.spilled("a.example")) == 2
-    got = _hand_out(frontier, spill, T0 + 700_000)
+    got = urls_through_spill(frontier, spill, T0 + 700_000)
     assert [u for u in got if "//a." in u][0] == follow and sorted(got) == sorted([follow] + [f"http://a.example/p{i}" for i in range(6)]
                                                       + [f"http://c.example/p{i}" for i in range(6)])  # fmt: skip
     assert frontier.stats()["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)

@@ -163,7 +163,7 @@ def test_with_a_spill_seeds_go_grouped_by_host_a_block_at_a_time_each_hosts_in_t
 
     from crawler.frontier.chunks import SqliteChunks
     from crawler.frontier.spill import Spill
-    from testing.frontiers import payload_url
+    from testing.frontiers import urls_through_spill
 
     path = tmp_path / "seeds.txt"
     lines = [f"http://{h}.example/{i}" for i in range(10) for h in "abc"]  # hosts interleaved
@@ -195,13 +195,7 @@ def test_with_a_spill_seeds_go_grouped_by_host_a_block_at_a_time_each_hosts_in_t
     order += [f"http://{h}.example/{i}" for h in "bc" for i in (8, 9)]
     assert [url for batch in sent for url in batch] == order
 
-    got, empty = [], 0
-    while empty < 3:  # everything handed out: windows of 3, the rest through the disk
-        spill.round()
-        leases, _ = frontier.get(5)
-        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases])
-        got += [payload_url(lease.payload) for lease in leases]
-        empty = 0 if leases else empty + 1
+    got = urls_through_spill(frontier, spill)  # everything handed out: windows of 3, the rest through the disk
     for h in "abc":
         assert [u for u in got if f"//{h}." in u] == [f"http://{h}.example/{i}" for i in range(10)]
 
