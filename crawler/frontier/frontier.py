@@ -632,7 +632,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         if not chunks:
             return set()
         now = now_ms() if now is None else now
-        args = [self.keys.prefix, now, "commit", token]
+        args = [self.keys.prefix, now, "commit", token, self.level(0)]
         for host, chunk, _ in chunks:
             args += [host, chunk]
         return {int(c) for c in self._evict(keys=self._route, args=args)}

@@ -32,6 +32,12 @@ key                         type    contents
                                     higher priority level than the default (as
                                     ``hlevels``); unmarked by the hand-out that leaves
                                     another URL at the head
+``hbeyond``                 hash    host -> the highest priority level among its URLs
+                                    beyond its window (buffer, chunks), as ``<level -
+                                    default>``, when above the default (FRONTIER_HOST_WINDOW
+                                    > 0): a URL of a level above that joins the window past
+                                    its size (up to twice it); deleted when nothing of the
+                                    host is beyond its window
 ``keen``                    zset    the hosts of ``hkeen`` that are in the ready heap,
                                     with their score there: POP takes a due host of it
                                     after those of ``rush``, before the others
@@ -246,6 +252,7 @@ NAMES = {
     "hrush": "hrush",
     "hlevels": "hlevels",
     "hkeen": "hkeen",
+    "hbeyond": "hbeyond",
     "keen": "keen",
     "rush": "rush",
     "paused": "paused",

@@ -92,15 +92,19 @@ def test_fifo_priority_levels_order_a_hosts_window_and_each_chunk_it_loads(redis
     priority = {u: (0, -1, 1, 0, -1)[i % 5] for i, u in enumerate(urls)}
     entries = [Entry(url=u, payload=encode_url(u), priority=priority[u]) for u in urls]
     assert set(frontier.put(entries, now=T0)) == {"added"}
+    # the 6 of priority 1 past the window joined it (14 of at most 16), not the disk
+    assert frontier.redis.llen(frontier.keys.back("a.example")) == 8 + 6
+    assert not frontier.redis.exists(frontier.keys.hbeyond)
     got = urls_through_spill(frontier, spill, T0 + 2000)
     assert sorted(got) == sorted(urls)
-    # the window's best half first; within a level, the order pushed; the URLs of each chunk
-    # (8 pushed one after another) by level, through the disk and back
-    assert got[:4] == sorted(urls[:8], key=lambda u: -priority[u])[:4]
+    # the 8 of the highest level first; within a level, the order pushed; the URLs of each
+    # chunk (the others, 8 pushed one after another) by level, through the disk and back
+    assert got[:8] == [u for u in urls if priority[u] == 1]
     for p in (1, 0, -1):
         assert [u for u in got if priority[u] == p] == [u for u in urls if priority[u] == p]
-    for start in range(8, 40, 8):
-        block = [priority[u] for u in got if u in urls[start : start + 8]]
+    spilled = [u for u in urls[8:] if priority[u] != 1]
+    for start in range(0, len(spilled), 8):
+        block = [priority[u] for u in got if u in spilled[start : start + 8]]
         assert block == sorted(block, reverse=True)
 
     # a URL of the default level joins a window that holds lower ones ahead of them, and
@@ -123,6 +127,62 @@ def test_fifo_priority_levels_order_a_hosts_window_and_each_chunk_it_loads(redis
     assert frontier.put([c("d2"), c("low2", -1)], now=T0 + 5000) == ["added"] * 2
     got = urls_through_spill(frontier, spill, T0 + 6000)
     assert got == [f"http://c.example/{n}" for n in ("d0", "d1", "d2", "low", "low2")]
+
+
+def test_a_url_of_a_higher_level_passes_its_hosts_urls_on_disk_up_to_twice_the_window(redis_url, crawl_name, tmp_path):
+    """Five levels (priority 2 .. -2), a window of 4: a.example has 4 URLs in its window and
+    8 on disk. URLs of a level above the default join the window past its size, up to 8,
+    and come out first; past that they wait beyond it, and the next of their level waits
+    behind them (fifo within a level), ahead of the disk's default ones as they are loaded."""
+    frontier = _frontier(redis_url, crawl_name, window=4, priority_levels=5)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    r, k = frontier.redis, frontier.keys
+
+    def entry(name, priority=0):
+        return Entry(url=f"http://a.example/{name}", payload=encode_url(f"http://a.example/{name}"), priority=priority)
+
+    plain = [entry(f"d{i}") for i in range(12)]
+    assert set(frontier.put(plain, now=T0)) == {"added"}
+    assert spill.round(T0)[0] == 8 and r.llen(k.back("a.example")) == 4
+    for e in (entry("hi1", 1), entry("top", 2), entry("hi2", 1), entry("hi3", 1)):
+        assert frontier.put([e], now=T0) == ["added"]
+    assert r.llen(k.back("a.example")) == 8 and not r.exists(k.hbeyond)
+    # the window is twice its size: hi4 waits beyond it, and hi5 behind hi4
+    assert frontier.put([entry("hi4", 1), entry("hi5", 1)], now=T0) == ["added"] * 2
+    assert r.llen(k.back("a.example")) == 8 and r.llen(k.buffer("a.example")) == 2
+    assert r.hget(k.hbeyond, "a.example") == b"-1"
+    got = urls_through_spill(frontier, spill, T0 + 2000)
+    assert sorted(got) == sorted(
+        [e.url for e in plain] + [f"http://a.example/{n}" for n in ("hi1", "hi2", "hi3", "hi4", "hi5", "top")]
+    )
+    names = [u.rsplit("/", 1)[1] for u in got]
+    assert names[:4] == ["top", "hi1", "hi2", "hi3"]
+    assert [n for n in names if n.startswith("hi")] == ["hi1", "hi2", "hi3", "hi4", "hi5"]
+    assert [n for n in names if n.startswith("d")] == [f"d{i}" for i in range(12)]
+    assert not r.exists(k.hbeyond)  # nothing beyond the window any more: forgotten
+
+
+def test_a_url_of_a_higher_level_gives_a_host_waiting_on_disk_a_window(redis_url, crawl_name, tmp_path):
+    """FRONTIER_ORDER importance, one window at most: b.example waits wholly on disk. A URL
+    of priority 1 for it gets it a window at once (as a submission would), is handed out
+    before its URLs on disk, and they are loaded behind it."""
+    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=1, order="importance")
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    r, k = frontier.redis, frontier.keys
+    a = [f"http://a.example/{i}" for i in range(4)]
+    b = [f"http://b.example/{i}" for i in range(8)]
+    _push(frontier, a + b)
+    spill.round(T0 + 2000)
+    assert r.zscore(k.dormant, "b.example") is not None and not r.exists(k.ranked("b.example"))
+    top = "http://b.example/top"
+    assert frontier.put([Entry(url=top, payload=encode_url(top), priority=1)], now=T0 + 2000) == ["added"]
+    assert r.zscore(k.ranked("b.example"), top) is not None and r.zscore(k.dormant, "b.example") is None
+    leases, _ = frontier.get(2, now=T0 + 2000)
+    assert sorted(payload_url(lease.payload) for lease in leases) == ["http://a.example/0", top]
+    frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=T0 + 2000)
+    got = urls_through_spill(frontier, spill, T0 + 3000)
+    assert sorted(got) == sorted(a[1:] + b) and [u for u in got if "//b." in u] == b
+    assert frontier.stats()["queued"] == 0 and not r.exists(k.hbeyond)
 
 
 def test_a_submission_waiting_stays_ahead_of_urls_of_a_higher_level(redis_url, crawl_name, tmp_path):
@@ -401,6 +461,35 @@ def test_a_host_not_due_for_long_gives_its_window_to_a_host_waiting_on_disk(redi
     assert later == urls["a"]  # its window first, from disk, then the rest
     stats = frontier.stats()
     assert stats["queued"] == 0 and stats["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)
+
+
+def test_a_window_given_back_keeps_its_level_ahead_of_a_new_url_of_that_level(redis_url, crawl_name, tmp_path):
+    """a.example's window holds a URL of priority 1 when it is given back (told to wait an
+    hour): that URL is beyond the window now, so the next URL of its level waits behind it
+    (on disk, not in a window of its own) and comes out after it."""
+    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=2, window_idle=60.0)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    r, k = frontier.redis, frontier.keys
+
+    def entry(url, priority=0):
+        return Entry(url=url, payload=encode_url(url), priority=priority)
+
+    a = [f"http://a.example/p{i}" for i in range(6)]
+    assert frontier.put([entry("http://a.example/hi1", 1)], now=T0) == ["added"]
+    _push(frontier, a + [f"http://b.example/p{i}" for i in range(6)], now=T0)
+    _push(frontier, [f"http://c.example/p{i}" for i in range(6)], now=T0)
+    spill.round(T0 + 1_000)
+    assert r.zscore(k.dormant, "c.example") is not None
+    hour = 3_600
+    frontier.block_until("a.example", retry_after=hour, minimum=1, maximum=hour, quiet=60, now=T0 + 1_000)
+    spill.round(T0 + 2_000)  # a's window (hi1 at its head) out, c's first chunk in
+    assert not r.exists(k.back("a.example")) and r.hget(k.hbeyond, "a.example") == b"-1"
+    assert frontier.put([entry("http://a.example/hi2", 1)], now=T0 + 2_000) == ["added"]
+    assert not r.exists(k.back("a.example")) and r.llen(k.buffer("a.example")) == 1
+    urls_through_spill(frontier, spill, T0 + 2_000)  # b's and c's
+    later = urls_through_spill(frontier, spill, T0 + 2_000 + hour * 1000)
+    assert later == ["http://a.example/hi1", *a, "http://a.example/hi2"]
+    assert not r.exists(k.hbeyond)
 
 
 def test_a_host_slow_by_its_own_interval_keeps_its_window_until_it_is_backed_off(redis_url, crawl_name, tmp_path):

@@ -18,13 +18,15 @@
 --   as ``<token>:<id>:<expiry>:<digest of the entries>``. Nothing leaves the window yet.
 --   Returns {host, id, count, entry..., host, ...}; the caller writes each chunk under
 --   (host, id), then commits.
--- commit: ARGV[5..] (host, id) of each chunk written. A chunk whose claim is still the
---   caller's, whose host is still in the ready heap and whose window is what was claimed
---   (the same entries) becomes the host's oldest chunk (head of sc:<host>), its window
---   leaves Redis, the host leaves the ready heap for 'dormant', scored by when it is due
---   (LOAD gives it a window again once it is due and there is room), and the counter
---   'spilled' grows. A chunk whose claim was lost, whose host left the heap (paused, parked
---   for its address) or whose window changed (a hand-out, a follow-up) is not listed: the
+-- commit: ARGV[5] the default front queue level (Scrapy's priority 0)   ARGV[6..] (host, id)
+--   of each chunk written. A chunk whose claim is still the caller's, whose host is still
+--   in the ready heap and whose window is what was claimed (the same entries) becomes the
+--   host's oldest chunk (head of sc:<host>), its window leaves Redis, the host leaves the
+--   ready heap for 'dormant', scored by when it is due (LOAD gives it a window again once
+--   it is due and there is room), the counter 'spilled' grows, and 'hbeyond' keeps the
+--   window's highest level when above the default (a new URL of that level waits behind
+--   it: PUSH). A chunk whose claim was lost, whose host left the heap (paused, parked for
+--   its address) or whose window changed (a hand-out, a follow-up) is not listed: the
 --   caller deletes it. Returns the ids committed.
 -- Idempotent per claim: a commit sent twice finds no claim the second time.
 --- @include "helpers"
@@ -91,9 +93,21 @@ local function claim()
     return out
 end
 
+-- the highest level of the host's window, as a difference from the default ``base``: its
+-- back queue's head (kept in level order, nothing pinned there: see claim), its ranked
+-- queue's first (level x RANK - cash, 0 <= cash < RANK)
+local function top_level(host, base)
+    local head = redis.call('LINDEX', prefix .. K.back .. host, 0)
+    local d = head and level_of(head) or 0
+    local first = redis.call('ZRANGE', prefix .. K.ranked .. host, 0, 0, 'WITHSCORES')
+    if #first > 0 then d = math.min(d, math.ceil(tonumber(first[2]) / RANK) - base) end
+    return d
+end
+
 local function commit()
+    local base = tonumber(ARGV[5])
     local done = {}
-    for i = 5, #ARGV, 2 do
+    for i = 6, #ARGV, 2 do
         local host, id = ARGV[i], ARGV[i + 1]
         local claimed = redis.call('HGET', claims, host)
         if claimed and string.find(claimed, token .. ':' .. id .. ':', 1, true) == 1 then
@@ -101,6 +115,10 @@ local function commit()
             local due = tonumber(redis.call('ZSCORE', ready, host))  -- (nil: paused or parked since)
             local entries = due and window_entries(host) or {}
             if #entries > 0 and string.match(claimed, ':(%x+)$') == digest(entries) then
+                local top = top_level(host, base)
+                if top < tonumber(redis.call('HGET', prefix .. K.hbeyond, host) or '0') then
+                    redis.call('HSET', prefix .. K.hbeyond, host, top)
+                end
                 for _, url in ipairs(redis.call('ZRANGE', prefix .. K.ranked .. host, 0, -1)) do
                     redis.call('HDEL', prefix .. K.ranked_payloads, url)
                 end

@@ -79,6 +79,7 @@ local function load_one(host, id, first, last)
     local gone = #entries  -- (the host's last chunk: its count ends, a chunk lost or not)
     if redis.call('LLEN', sc) == 0 then
         gone = math.max(gone, tonumber(redis.call('HGET', prefix .. K.host_spilled, host) or '0'))
+        beyond_checked(prefix, host)
     end
     count_spilled(prefix, host, -gone)
     to_window(prefix, host, entries)

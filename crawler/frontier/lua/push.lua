@@ -51,6 +51,11 @@
 -- window while it has room, nothing of the host is spilled or buffered, and the host has a
 -- window or there is room for one more (helpers: spill); otherwise to its buffer, which is
 -- due to be written out (spill) at once when it holds a window's worth, else after ARGV[12].
+-- A new URL of a level above the default is not held behind its host's URLs beyond the
+-- window: while none of its level or above is beyond (hbeyond), it joins the window past
+-- its size, up to twice it (a host waiting wholly on disk, or whose window this call gave
+-- URLs to the buffer, gets a window for it even past ARGV[11]); once one of its level goes
+-- beyond, the others of that level follow it there (fifo within a level).
 -- Returns: -1 if G is not the current generation (caller reloads and retries; nothing
 --          was changed), else one status per entry processed: 1 added, 0 already seen,
 --          2 over its host's quota (the URL stays marked as seen, and goes to 'drops', to
@@ -101,23 +106,56 @@ local out, front = {}, {}
 -- buffers are gathered per host and written after the loop (tails[host], buffers[host]).
 local room, tails, buffers, grown = {}, {}, {}, {}  -- grown[host]: its window took URLs
 local opened = 0  -- hosts given a window in this call (in the ready heap after the loop)
+-- size[host]: its window's size now (nil: not looked up); far[host]: the highest level
+-- beyond its window before this call, as a difference (math.huge: nothing beyond; nil: not
+-- looked up); ahead[host]: the highest level among those this call sends to its buffer
+local size, far, ahead = {}, {}, {}
+local woken = {}  -- hosts waiting wholly on disk that past_window gave a window
+local NOTHING = math.huge
+local function window_has(host, ranked)
+    -- (a fifo crawl's windows are back queues alone: no ranked queue to count)
+    return ranked == '1' and window_size(prefix, host) or redis.call('LLEN', prefix .. K.back .. host)
+end
 local function window_room(host, ranked)
     local r = room[host]
     if r == nil then
         r = 0
         if redis.call('EXISTS', prefix .. K.spilled .. host, prefix .. K.buffer .. host) == 0 then
-            -- (a fifo crawl's windows are back queues alone: no ranked queue to count)
-            local have = ranked == '1' and window_size(prefix, host) or redis.call('LLEN', prefix .. K.back .. host)
+            local have = window_has(host, ranked)
             if have > 0 then
                 r = math.max(window - have, 0)
             elseif room_for_host(prefix, opened) then
                 r = window
                 opened = opened + 1
             end
+            size[host], far[host] = have, NOTHING
+            if exists_once(prefix, K.hbeyond) then redis.call('HDEL', prefix .. K.hbeyond, host) end
         end
         room[host] = r
     end
     return r
+end
+-- a URL of level difference d, for which the window has no room, joins it past its size
+-- (see above): above the default level, above everything beyond, into a window less than
+-- twice its size (a host without one: if something is beyond it)
+local function past_window(host, d, ranked)
+    if d >= 0 then return false end
+    local best = far[host]
+    if best == nil then
+        best = tonumber(redis.call('HGET', prefix .. K.hbeyond, host) or '0')
+        far[host], size[host] = best, window_has(host, ranked)
+    end
+    best = math.min(best, ahead[host] or NOTHING)
+    if best == NOTHING and size[host] == 0 then return false end
+    if d >= best or size[host] >= 2 * window then return false end
+    if size[host] == 0 and best ~= NOTHING then woken[host] = true end
+    return true
+end
+-- a URL joined the host's window
+local function took(host)
+    if room[host] > 0 then room[host] = room[host] - 1 end
+    if size[host] then size[host] = size[host] + 1 end
+    grown[host] = true
 end
 -- a fifo entry for a window or a buffer, with its level when it is not the default
 local function levelled(level, payload)
@@ -192,7 +230,10 @@ for e = 1, n do
             redis.call('LPUSH', prefix .. K.back .. host, string.sub(tail, cut + 1))
             make_ready(prefix, host, now)
             if urgent == '1' then rush(prefix, host) end
-        elseif window > 0 and window_room(host, ranked) == 0 then
+        elseif window > 0 and window_room(host, ranked) == 0
+            and not past_window(host, tonumber(level) - default_level, ranked) then
+            local d = tonumber(level) - default_level
+            if d < (ahead[host] or NOTHING) then ahead[host] = d end
             local payload = string.sub(tail, cut + 1)
             if ranked == '1' then
                 local score = tonumber(level) * RANK - (tonumber(cash) or 0)
@@ -212,8 +253,7 @@ for e = 1, n do
             if redis.call('ZADD', prefix .. K.ranked .. host, 'NX', score, url) == 1 then
                 if rest ~= '' then redis.call('HSET', prefix .. K.ranked_payloads, url, rest) end
                 if window > 0 then
-                    room[host] = room[host] - 1
-                    grown[host] = true
+                    took(host)
                 else
                     make_ready(prefix, host, now)
                 end
@@ -222,8 +262,7 @@ for e = 1, n do
             end
         elseif window > 0 then
             gather(tails, host, levelled(level, string.sub(tail, cut + 1)))
-            room[host] = room[host] - 1
-            grown[host] = true
+            took(host)
         else
             local q = front[level]
             if not q then q = {}; front[level] = q end
@@ -237,12 +276,21 @@ end
 -- with a window: each host's new URLs at the tail of its window, the others in its buffer
 for host, q in pairs(tails) do to_back(prefix, host, q) end
 for host in pairs(grown) do make_ready(prefix, host, now) end
-for host, q in pairs(buffers) do
-    local size
-    for i = 1, #q, 1000 do
-        size = redis.call('RPUSH', prefix .. K.buffer .. host, unpack(q, i, math.min(i + 999, #q)))
+for host in pairs(woken) do  -- its chunks are loaded behind that URL at once
+    redis.call('ZREM', prefix .. K.dormant, host)
+    wants_load(prefix, host, now)
+end
+for host, d in pairs(ahead) do  -- a level above the default went beyond the window
+    if d < 0 and d < tonumber(redis.call('HGET', prefix .. K.hbeyond, host) or '0') then
+        redis.call('HSET', prefix .. K.hbeyond, host, d)
     end
-    if size >= window then  -- a chunk's worth: due to be written out now, else when old
+end
+for host, q in pairs(buffers) do
+    local length
+    for i = 1, #q, 1000 do
+        length = redis.call('RPUSH', prefix .. K.buffer .. host, unpack(q, i, math.min(i + 999, #q)))
+    end
+    if length >= window then  -- a chunk's worth: due to be written out now, else when old
         redis.call('ZADD', prefix .. K.spill, 'LT', now, host)
     else
         redis.call('ZADD', prefix .. K.spill, 'NX', now + spill_age, host)

@@ -238,6 +238,13 @@ local function buffered_payload(e)
     if string.byte(e, 1) == 30 then return string.sub(e, string.find(e, SEP, 2, true) + 1) end
     return unlevelled(e)
 end
+-- the host has nothing beyond its window any more: it forgets the highest level there (PUSH)
+local function beyond_checked(prefix, host)
+    if exists_once(prefix, K.hbeyond)
+        and redis.call('EXISTS', prefix .. K.spilled .. host, prefix .. K.buffer .. host) == 0 then
+        redis.call('HDEL', prefix .. K.hbeyond, host)
+    end
+end
 -- a worker is to load the host's oldest chunk: at once ('refill') for a host with a window
 -- or in the heap (or ``now_or_never``: a dropped host's), when there is room for one more
 -- window ('dormant', oldest first) else
@@ -264,7 +271,10 @@ local function top_up(prefix, host, now)
     local entries = redis.call('LPOP', sb, window - have)
     if entries then
         to_window(prefix, host, entries)
-        if redis.call('EXISTS', sb) == 0 then redis.call('ZREM', prefix .. K.spill, host) end
+        if redis.call('EXISTS', sb) == 0 then
+            redis.call('ZREM', prefix .. K.spill, host)
+            beyond_checked(prefix, host)
+        end
     end
 end
 -- URLs to be recorded as not fetched: 'drops' holds code SEP host SEP payload (code 1: the
