@@ -76,13 +76,15 @@ class SqliteChunks:
             db.execute("BEGIN")
             db.executemany("INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?)", [(crawl, *c) for c in chunks])
 
-    def read(self, crawl: str, host: str, chunk: int) -> bytes | None:
-        row = (
-            self._db()
-            .execute("SELECT body FROM chunks WHERE crawl = ? AND host = ? AND id = ?", (crawl, host, chunk))
-            .fetchone()
-        )
-        return None if row is None else row[0]
+    def read(self, crawl: str, keys: list[tuple[str, int]]) -> list[bytes | None]:
+        """The bodies of chunks, (host, id) each, in that order (None: no such chunk)."""
+        db = self._db()
+        select = "SELECT body FROM chunks WHERE crawl = ? AND host = ? AND id = ?"
+        out = []
+        for host, chunk in keys:
+            row = db.execute(select, (crawl, host, chunk)).fetchone()
+            out.append(None if row is None else row[0])
+        return out
 
     def delete(self, crawl: str, keys: list[tuple[str, int]]) -> None:
         """Delete chunks, (host, id) each."""

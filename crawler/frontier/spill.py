@@ -95,8 +95,7 @@ class Spill:
         for shard, t, claimed in self._claims(lambda shard: shard.load_claim, now):
             crawl = shard.keys.prefix
             read = []
-            for host, chunk in claimed:
-                body = self.chunks.read(crawl, host, chunk)
+            for (host, chunk), body in zip(claimed, self.chunks.read(crawl, claimed), strict=True):
                 if body is None:
                     # (never so but for a store that lost data: said, counted, and passed over)
                     self._inc("frontier/spill_chunks_lost", 1)

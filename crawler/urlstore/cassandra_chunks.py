@@ -1,9 +1,13 @@
 """The frontier's spill store on Cassandra (crawler/frontier/chunks.py says what a chunk is):
 the table ``frontier_chunks`` of the UrlStore's keyspace (schema.cql), a chunk a partition,
 written once, read by its exact key and deleted once, through the UrlStore's session, its
-consistency levels and its retries of idempotent statements."""
+consistency levels and its retries of idempotent statements. A call's chunks are read side by
+side (at most CASSANDRA_MAX_IN_FLIGHT at a time): a refill of many hosts waits for about one
+round trip, not one a chunk."""
 
 from __future__ import annotations
+
+from cassandra.concurrent import execute_concurrent
 
 
 class CassandraChunks:
@@ -13,6 +17,7 @@ class CassandraChunks:
         self.store = store if owned else None
         self.session = store.session
         self.reads, self.writes = store.reads, store.writes
+        self.concurrency = store.max_in_flight
         ks = store.keyspace
         self.where = f"the Cassandra keyspace {ks}"  # (Spill.bind)
         self._insert = self._prepare(f"INSERT INTO {ks}.frontier_chunks (crawl, host, id, body) VALUES (?, ?, ?, ?)")
@@ -32,9 +37,17 @@ class CassandraChunks:
     def write(self, crawl: str, chunks: list[tuple[str, int, bytes]]) -> None:
         self._all(self._insert, [(crawl, host, chunk, body) for host, chunk, body in chunks])
 
-    def read(self, crawl: str, host: str, chunk: int) -> bytes | None:
-        row = self.session.execute(self._select, (crawl, host, chunk), execution_profile=self.reads).one()
-        return None if row is None else row.body
+    def read(self, crawl: str, keys: list[tuple[str, int]]) -> list[bytes | None]:
+        """The bodies of chunks, (host, id) each, in that order (None: no such chunk); the
+        first error is raised."""
+        results = execute_concurrent(
+            self.session,
+            [(self._select, (crawl, host, chunk)) for host, chunk in keys],
+            concurrency=self.concurrency,
+            execution_profile=self.reads,
+        )
+        rows = [result.result_or_exc.one() for result in results]
+        return [None if row is None else row.body for row in rows]
 
     def delete(self, crawl: str, keys: list[tuple[str, int]]) -> None:
         self._all(self._delete, [(crawl, host, chunk) for host, chunk in keys])

@@ -251,7 +251,7 @@ def test_a_worker_dying_between_claim_and_commit_or_load_loses_nothing(redis_url
     d = Spill(frontier, chunks, token="D")
     assert d.refill(T0 + 2 * CLAIM_MS + 5) == 8
     # C wakes up and loads what it read: refused, nothing handed out twice
-    body = chunks.read(crawl, host, chunk)
+    [body] = chunks.read(crawl, [(host, chunk)])
     assert frontier.load("C", [(host, chunk, unpack(body or pack([])))], now=T0 + 2 * CLAIM_MS + 6) == [2]
     got = urls_through_spill(frontier, d, T0 + 3 * CLAIM_MS)
     assert sorted(got) == sorted(urls)

@@ -42,17 +42,17 @@ def test_a_chunk_reads_back_as_written_and_is_deleted_once(chunks):
     crawl, other = "crawl:{one}:", "crawl:{two}:"
     chunks.write(crawl, [("a.example", 1, pack(ENTRIES)), ("a.example", 2, pack(ENTRIES[:1]))])
     chunks.write(other, [("a.example", 1, pack(ENTRIES[1:]))])
-    assert unpack(chunks.read(crawl, "a.example", 1)) == ENTRIES
-    assert unpack(chunks.read(crawl, "a.example", 2)) == ENTRIES[:1]
-    assert unpack(chunks.read(other, "a.example", 1)) == ENTRIES[1:]
-    assert chunks.read(crawl, "b.example", 1) is None
+    got = chunks.read(crawl, [("a.example", 2), ("b.example", 1), ("a.example", 1)])  # in the order asked
+    assert [body and unpack(body) for body in got] == [ENTRIES[:1], None, ENTRIES]
+    assert [unpack(body) for body in chunks.read(other, [("a.example", 1)])] == [ENTRIES[1:]]
+    assert chunks.read(crawl, []) == []
     chunks.write(crawl, [("a.example", 1, pack(ENTRIES))])  # written again: the same chunk
     chunks.delete(crawl, [("a.example", 1)])
-    assert chunks.read(crawl, "a.example", 1) is None
+    assert chunks.read(crawl, [("a.example", 1)]) == [None]
     chunks.delete(crawl, [("a.example", 1)])  # deleted twice: still gone, no error
     assert chunks.clear(crawl, [("a.example", 2)]) == 1
-    assert chunks.read(crawl, "a.example", 2) is None
-    assert unpack(chunks.read(other, "a.example", 1)) == ENTRIES[1:]
+    assert chunks.read(crawl, [("a.example", 2)]) == [None]
+    assert [unpack(body) for body in chunks.read(other, [("a.example", 1)])] == [ENTRIES[1:]]
 
 
 def test_a_frontier_spilling_to_the_store_hands_each_url_out_once(chunks, redis_url, crawl_name):
@@ -70,4 +70,4 @@ def test_a_frontier_spilling_to_the_store_hands_each_url_out_once(chunks, redis_
     assert stats["queued"] == 0 and stats["spilled"] == 0
     assert frontier.chunk_keys() == []
     for host in {u.split("/")[2] for u in urls}:  # every chunk was deleted once loaded
-        assert all(chunks.read(frontier.keys.prefix, host, chunk) is None for chunk in range(1, 80))
+        assert chunks.read(frontier.keys.prefix, [(host, chunk) for chunk in range(1, 80)]) == [None] * 79
