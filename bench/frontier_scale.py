@@ -10,7 +10,8 @@ Each order (FRONTIER_ORDER fifo, importance) runs in each mode: ``redis``, every
 in Redis (FRONTIER_HOST_WINDOW 0), and ``spill``, a window of --window URLs a host in Redis
 for at most --active-hosts hosts and the rest in chunks in an SQLite spill store
 (crawler/frontier/spill.py; the pusher writes buffers out after each 10 batches, each POP
-loop runs the spill's round when a pop comes back short). Figures: Redis bytes a queued URL
+loop runs the spill's round when a pop comes back short; a partial buffer is written after
+--spill-age seconds, FRONTIER_SPILL_AGE's default unless given). Figures: Redis bytes a queued URL
 at the peak (used_memory, sampled after each batch, less before the push), the spill store's
 bytes a URL (its chunks' bodies at the end of the push), URLs/s pushed (batches of 1,000, one
 client) and handed out (both loops), and whether every URL came out once.
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 from bench.results import Results
+from crawler.config.settings import BY_NAME
 from crawler.frontier.chunks import SqliteChunks
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import Entry, Frontier
@@ -47,7 +49,7 @@ def urls(n: int, hosts: int, seed: int = 1):
         yield f"https://www.site{h}.example/{path}/{i}.html"
 
 
-def frontier(url: str, order: str, capacity: int, window: int = 0, active: int = 0) -> Frontier:
+def frontier(url: str, order: str, capacity: int, window: int = 0, active: int = 0, age: float = 1.0) -> Frontier:
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=120)
@@ -60,12 +62,12 @@ def frontier(url: str, order: str, capacity: int, window: int = 0, active: int =
         order=order,
         window=window,
         active_hosts=active,
-        spill_age=1.0,
+        spill_age=age,
     )
 
 
-def pop_loop(url: str, order: str, capacity: int, window: int, active: int, store: str, out) -> None:
-    f = frontier(url, order, capacity, window, active)
+def pop_loop(url: str, order: str, capacity: int, window: int, active: int, age: float, store: str, out) -> None:
+    f = frontier(url, order, capacity, window, active, age)
     spill = Spill(f, SqliteChunks(store)) if window else None
     out.put(hand_out_all(f, POP, spill))
 
@@ -75,7 +77,7 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     window, active = (args.window, args.active_hosts) if mode == "spill" else (0, 0)
     chunks = SqliteChunks(store) if window else None
     before = server.client.info("memory")["used_memory"]
-    f = frontier(server.url, order, args.urls, window, active)
+    f = frontier(server.url, order, args.urls, window, active, args.spill_age)
     spill = Spill(f, chunks) if window else None
     t, pushed, peak, batches = time.perf_counter(), 0, 0, 0
     batch = []
@@ -103,7 +105,9 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     peak = max(peak, server.client.info("memory")["used_memory"] - before)
     disk = chunks.size(f.keys.prefix)[1] if chunks else 0
     spilled = f.stats()["spilled"]
-    got, pop_s = summed_in_processes(pop_loop, [(server.url, order, args.urls, window, active, store)] * LOOPS)
+    got, pop_s = summed_in_processes(
+        pop_loop, [(server.url, order, args.urls, window, active, args.spill_age, store)] * LOOPS
+    )
     if spill is not None:  # (what the loops left for the last one: a partial buffer)
         got += hand_out_all(f, POP, spill)
     return {
@@ -125,6 +129,12 @@ def main() -> int:
     parser.add_argument("--modes", default="redis,spill", help="redis (all in Redis), spill, or both")
     parser.add_argument("--window", type=int, default=32, help="spill: FRONTIER_HOST_WINDOW")
     parser.add_argument("--active-hosts", type=int, default=10_000, help="spill: FRONTIER_ACTIVE_HOSTS")
+    parser.add_argument(
+        "--spill-age",
+        type=float,
+        default=BY_NAME["FRONTIER_SPILL_AGE"].default,
+        help="spill: FRONTIER_SPILL_AGE, seconds a partial buffer waits (default: the setting's)",
+    )
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
     # (a file a size: 1,000,000 URLs, the default, in frontier_scale.json; others in their own)
@@ -133,7 +143,9 @@ def main() -> int:
     if args.orders != "fifo,importance":  # (one order alone: its own file beside both's)
         file += "_" + args.orders.replace(",", "_")
     results = Results("frontier_scale", runs=args.runs, file=file)
-    print(f"{args.urls:,} URLs over {args.hosts:,} hosts (Zipf), {LOOPS} POP loops of {POP}")
+    print(
+        f"{args.urls:,} URLs over {args.hosts:,} hosts (Zipf), {LOOPS} POP loops of {POP}, spill age {args.spill_age} s"
+    )
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis", socket_timeout=120) as server:
         for order in args.orders.split(","):
             for mode in args.modes.split(","):
