@@ -184,6 +184,21 @@ def test_a_url_of_a_higher_level_gives_a_host_waiting_on_disk_a_window(redis_url
     assert sorted(got) == sorted(a[1:] + b) and [u for u in got if "//b." in u] == b
     assert frontier.stats()["queued"] == 0 and not r.exists(k.hbeyond)
 
+    # paused, c.example's URL of priority 1 waits in a window of its own; its chunks stay on
+    # disk until it is resumed
+    c, d = ([f"http://{h}.example/{i}" for i in range(8)] for h in "cd")
+    _push(frontier, d + c, now=T0 + 4000)
+    spill.round(T0 + 6000)
+    assert r.zscore(k.dormant, "c.example") is not None
+    frontier.pause("c.example", now=T0 + 6000)
+    top = "http://c.example/top"
+    assert frontier.put([Entry(url=top, payload=encode_url(top), priority=1)], now=T0 + 6000) == ["added"]
+    spill.round(T0 + 6000)
+    assert r.zscore(k.ranked("c.example"), top) is not None and r.llen(k.spilled("c.example")) == 2  # (none loaded)
+    assert sorted(urls_through_spill(frontier, spill, T0 + 7000)) == d
+    frontier.resume("c.example", now=T0 + 8000)
+    assert urls_through_spill(frontier, spill, T0 + 8000) == [top, *c]
+
 
 def test_a_submission_waiting_stays_ahead_of_urls_of_a_higher_level(redis_url, crawl_name, tmp_path):
     frontier = _frontier(redis_url, crawl_name, window=10)

@@ -276,9 +276,11 @@ end
 -- with a window: each host's new URLs at the tail of its window, the others in its buffer
 for host, q in pairs(tails) do to_back(prefix, host, q) end
 for host in pairs(grown) do make_ready(prefix, host, now) end
-for host in pairs(woken) do  -- its chunks are loaded behind that URL at once
-    redis.call('ZREM', prefix .. K.dormant, host)
-    wants_load(prefix, host, now)
+for host in pairs(woken) do  -- its chunks are loaded behind that URL at once (unless paused)
+    if redis.call('ZSCORE', prefix .. K.ready, host) then
+        redis.call('ZREM', prefix .. K.dormant, host)
+        wants_load(prefix, host, now)
+    end
 end
 for host, d in pairs(ahead) do  -- a level above the default went beyond the window
     if d < 0 and d < tonumber(redis.call('HGET', prefix .. K.hbeyond, host) or '0') then
