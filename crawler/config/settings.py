@@ -474,8 +474,7 @@ TABLE: tuple[Setting, ...] = (
         100_000,
         COUNT,
         "with FRONTIER_HOST_WINDOW: seed URLs read this many at a time and pushed grouped by host, each "
-        "host's in the order read (a push does a host's work once a batch; about 450 bytes a URL held, 45 MB at 100,000; 0: as read); "
-        "the first blocks are smaller (4 batches, then twice the one before) and, the input's size known, the last ones too",
+        "host's in the order read (a push does a host's work once a batch; about 450 bytes a URL held, 45 MB at 100,000; 0: as read)",
     ),
     S(
         "SEED_PROGRESS_INTERVAL",

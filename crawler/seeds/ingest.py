@@ -209,13 +209,8 @@ def ingest(
     def read_so_far() -> tuple[int, int]:
         return lines, position.read()
 
-    def left() -> int | None:
-        # lines still to read, at the rate of lines a byte so far (None: the size unknown)
-        done = position.read()
-        return None if not report.bytes_total or not done else lines * (report.bytes_total - done) // done
-
     grouping = spill is not None and group_urls > 0
-    by_host = _ByHost(group_urls, batch_size, entry, read_so_far, left) if grouping else None
+    by_host = _ByHost(group_urls, batch_size, entry, read_so_far) if grouping else None
     lines = 0  # report.lines, kept in a local while reading
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="seed-push") as pool:
         entries: list[Entry] = []
@@ -272,35 +267,18 @@ def ingest(
 IN_FLIGHT = 2  # batches handed to the sending thread and not counted yet (at most)
 
 
-RAMP_BATCHES = 4  # batches in the first block, and in the last at least (_ByHost)
-
-
 class _ByHost:
-    """Seed URLs grouped by host a block of at most ``block`` URLs at a time, each host's
-    in the order read, in batches of ``batch_size``: the batches of the block read last
-    are pushed one each ``batch_size`` URLs read into the next (reading and sending
-    overlap as without blocks), the rest when that block is full. Blocks ramp: the first
-    holds RAMP_BATCHES batches and each next one twice the one before, so that sending
-    starts soon; when ``left()`` estimates the URLs still to read (the input's size known),
-    a block holds at most half of them, so that the last, whose sending nothing overlaps,
-    is small. A URL is held as its text and its
+    """Seed URLs grouped by host a block of ``block`` URLs at a time, each host's in the
+    order read, in batches of ``batch_size``: the batches of the block read last are
+    pushed one each ``batch_size`` URLs read into the next (reading and sending overlap as
+    without blocks), the rest when that block is full. A URL is held as its text and its
     line (tuples of strings and numbers, which the garbage collector stops tracking), its
     Entry (``entry(url, line)``) made when its batch is pushed (``made``). Each batch goes
     with where the input stood (``read_so_far()``: lines, bytes) when its share of the
     block had been read: the progress reported as it is pushed."""
 
-    def __init__(
-        self,
-        block: int,
-        batch_size: int,
-        entry: Callable[[str, SeedLine], Entry],
-        read_so_far,
-        left: Callable[[], int | None] = lambda: None,
-    ):
+    def __init__(self, block: int, batch_size: int, entry: Callable[[str, SeedLine], Entry], read_so_far):
         self.block, self.batch_size, self.entry, self.read_so_far = block, batch_size, entry, read_so_far
-        self.left = left
-        self.least = min(block, RAMP_BATCHES * batch_size)
-        self.limit = self.least  # the block being read: its size
         self.hosts: dict[str, list[tuple[str, SeedLine]]] = {}
         self.held = 0  # URLs in hosts
         self.marks: list[tuple[int, int]] = []  # where the input stood at each batch_size URLs held
@@ -312,11 +290,11 @@ class _ByHost:
         self.hosts.setdefault(url.split("/", 3)[2], []).append((url, line))  # (scheme://host/...)
         self.held += 1
         at_batch = self.held % self.batch_size == 0
-        if not at_batch and self.held < self.limit:
+        if not at_batch and self.held < self.block:
             return []
         out = [self.ready.popleft()] if at_batch and self.ready else []
         self.marks.append(self.read_so_far())  # (a batch's end: a full one, or the block's last)
-        if self.held >= self.limit:  # (what is left of the last block first)
+        if self.held >= self.block:  # (what is left of the last block first)
             out += self.ready
             self.ready = deque(self._batches())
         return out
@@ -337,10 +315,6 @@ class _ByHost:
         self.hosts.clear()
         self.held = 0
         self.marks = []
-        size, left = min(self.block, 2 * self.limit), self.left()
-        if left is not None:
-            size = min(size, left // 2)
-        self.limit = max(size, self.least)
         return out
 
     def made(self, batch: list[tuple[str, SeedLine]]) -> tuple[list[Entry], list[SeedLine]]:

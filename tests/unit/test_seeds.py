@@ -13,7 +13,7 @@ import pytest
 from crawler.commands.seed import ProgressLine
 from crawler.seeds import files
 from crawler.seeds.files import MAX_LINE_BYTES, BadLine, SeedFileError, SeedLine, read_seeds
-from crawler.seeds.ingest import RAMP_BATCHES, IngestReport, _ByHost
+from crawler.seeds.ingest import IngestReport
 from testing.seeds import SEEDS, items_of
 
 
@@ -121,40 +121,3 @@ def test_progress_line_in_place_on_a_terminal_else_a_line_every_few_seconds():
     quiet = Tty()
     ProgressLine(quiet, enabled=False)(report)
     assert quiet.getvalue() == ""
-
-
-@pytest.mark.parametrize("total, known", [(2_000, True), (2_000, False), (37, True)])
-def test_seed_blocks_ramp_up_from_the_start_and_down_to_the_end(total, known):
-    """Blocks of at most 100 URLs in batches of 5: the first holds RAMP_BATCHES batches,
-    each next one twice the one before; with the URLs left known, at most half of them.
-    Every URL comes out once, each host's in the order read, a block's host by host."""
-    read = 0
-
-    def left():
-        return total - read if known else None
-
-    by_host = _ByHost(100, 5, lambda url, line: url, lambda: (read, read), left)
-    blocks, out, since = [], [], 0
-    for i in range(total):
-        url = f"http://h{i % 7}.example/{i}"
-        read += 1
-        since += 1
-        batches = by_host.add(url, SeedLine("seeds.txt", i + 1, url, 0))
-        out += [url for batch, _ in batches for url, _ in batch]
-        if by_host.held == 0:  # a block ended here
-            blocks.append(since)
-            since = 0
-    out += [url for batch, _ in by_host.rest() for url, _ in batch]
-    if since:
-        blocks.append(since)
-    urls = [f"http://h{i % 7}.example/{i}" for i in range(total)]
-    assert sorted(out) == sorted(urls)
-    for h in range(7):
-        assert [u for u in out if f"//h{h}." in u] == [u for u in urls if f"//h{h}." in u]
-    least = RAMP_BATCHES * 5
-    if total == 37:
-        assert blocks == [least, 17]
-    elif known:  # up from 20 to 100, then down to half of what is left, 20 at least
-        assert blocks == [least, 40, 80] + [100] * 17 + [80, 40, least, least]
-    else:
-        assert blocks[:4] == [least, 40, 80, 100] and set(blocks[3:-1]) == {100}
