@@ -7,8 +7,6 @@ round trip, not one a chunk."""
 
 from __future__ import annotations
 
-from cassandra.concurrent import execute_concurrent
-
 
 class CassandraChunks:
     def __init__(self, store, owned: bool = False):
@@ -40,6 +38,10 @@ class CassandraChunks:
     def read(self, crawl: str, keys: list[tuple[str, int]]) -> list[bytes | None]:
         """The bodies of chunks, (host, id) each, in that order (None: no such chunk); the
         first error is raised."""
+        # (imported here: the driver picks its connection class, Twisted's among them, on
+        # import, and this module is imported before Scrapy installs its reactor)
+        from cassandra.concurrent import execute_concurrent
+
         results = execute_concurrent(
             self.session,
             [(self._select, (crawl, host, chunk)) for host, chunk in keys],

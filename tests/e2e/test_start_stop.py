@@ -548,3 +548,26 @@ def test_a_crawl_whose_every_seed_is_refused_ends_at_once_with_exit_2(tmp_path):
     assert line.endswith("to crawl them, -s NETWORK_GUARD_ALLOW=NETWORKS (e.g. 127.0.0.0/8,192.168.0.0/16)"), line
     [bad] = [line for line in text.splitlines() if "Seed line invalid" in line]
     assert bad.endswith(f"Seed line invalid: {seeds}:3: not an http(s) URL: 'ftp://not.http.example/'"), bad
+
+
+def test_what_scrapy_loads_before_its_reactor_installs_none():
+    """Scrapy loads the project's settings, its commands (COMMANDS_MODULE) and its spiders
+    before it installs its reactor: none of them may install one on import (the Cassandra
+    driver's modules do, through their choice of a connection class), else every command
+    stops with "The installed reactor ... does not match the requested one"."""
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import settings, crawler.commands, crawler.spiders.broad\n"
+        "for m in pkgutil.iter_modules(crawler.commands.__path__):\n"
+        "    importlib.import_module('crawler.commands.' + m.name)\n"
+        "print(sorted(n for n in sys.modules if n == 'twisted.internet.reactor' or n.startswith('cassandra.')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
