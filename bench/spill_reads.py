@@ -119,7 +119,7 @@ def main() -> int:
         finally:
             toxiproxy.stop()
             node.close()
-    print(f"wrote {results.write()}")
+    results.write()
     return 0
 
 
