@@ -162,40 +162,59 @@ def test_a_url_of_a_higher_level_passes_its_hosts_urls_on_disk_up_to_twice_the_w
     assert not r.exists(k.hbeyond)  # nothing beyond the window any more: forgotten
 
 
-def test_a_url_of_a_higher_level_gives_a_host_waiting_on_disk_a_window(redis_url, crawl_name, tmp_path):
-    """FRONTIER_ORDER importance, one window at most: b.example waits wholly on disk. A URL
-    of priority 1 for it gets it a window at once (as a submission would), is handed out
-    before its URLs on disk, and they are loaded behind it."""
-    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=1, order="importance")
+def test_a_url_of_a_higher_level_gives_a_host_waiting_on_disk_a_window_if_there_is_room(
+    redis_url, crawl_name, tmp_path
+):
+    """FRONTIER_ORDER importance, five levels, one window at most: b.example waits wholly on
+    disk. While a.example holds the window, a URL of priority 1 for b waits in its buffer,
+    behind its chunks; once there is room, one of priority 2 gets b a window at once, is
+    handed out first, and b's chunks are loaded behind it. A paused host's chunks stay on
+    disk until it is resumed."""
+    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=1, order="importance", priority_levels=5)
     spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
     r, k = frontier.redis, frontier.keys
+
+    def put(url, priority, now):
+        assert frontier.put([Entry(url=url, payload=encode_url(url), priority=priority)], now=now) == ["added"]
+
+    def hand_out(now):  # (no spill round: nothing is loaded)
+        out = []
+        while leases := frontier.get(4, now=now)[0]:
+            frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=now)
+            out += [payload_url(lease.payload) for lease in leases]
+        return out
+
     a = [f"http://a.example/{i}" for i in range(4)]
     b = [f"http://b.example/{i}" for i in range(8)]
     _push(frontier, a + b)
     spill.round(T0 + 2000)
     assert r.zscore(k.dormant, "b.example") is not None and not r.exists(k.ranked("b.example"))
-    top = "http://b.example/top"
-    assert frontier.put([Entry(url=top, payload=encode_url(top), priority=1)], now=T0 + 2000) == ["added"]
+    hi, top = "http://b.example/hi", "http://b.example/top"
+    put(hi, 1, T0 + 2000)  # no room: into b's buffer
+    assert r.llen(k.buffer("b.example")) == 1 and r.zscore(k.dormant, "b.example") is not None
+    assert r.hget(k.hbeyond, "b.example") == b"-1"
+    assert hand_out(T0 + 2000) == a  # a's window empties: room for one
+    put(top, 2, T0 + 2000)
     assert r.zscore(k.ranked("b.example"), top) is not None and r.zscore(k.dormant, "b.example") is None
-    leases, _ = frontier.get(2, now=T0 + 2000)
-    assert sorted(payload_url(lease.payload) for lease in leases) == ["http://a.example/0", top]
-    frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=T0 + 2000)
+    assert hand_out(T0 + 2000) == [top]
     got = urls_through_spill(frontier, spill, T0 + 3000)
-    assert sorted(got) == sorted(a[1:] + b) and [u for u in got if "//b." in u] == b
+    assert sorted(got) == sorted([*b, hi]) and [u for u in got if u != hi] == b
+    assert got.index(hi) > 0  # (it waited behind b's chunks)
     assert frontier.stats()["queued"] == 0 and not r.exists(k.hbeyond)
 
-    # paused, c.example's URL of priority 1 waits in a window of its own; its chunks stay on
-    # disk until it is resumed
+    # paused, c.example gets a window for its URL of priority 2, but no load is asked for it
+    # (nor is it handed out) until it is resumed
     c, d = ([f"http://{h}.example/{i}" for i in range(8)] for h in "cd")
     _push(frontier, d + c, now=T0 + 4000)
     spill.round(T0 + 6000)
     assert r.zscore(k.dormant, "c.example") is not None
+    assert sorted(hand_out(T0 + 6000)) == sorted(d[:4])
     frontier.pause("c.example", now=T0 + 6000)
     top = "http://c.example/top"
-    assert frontier.put([Entry(url=top, payload=encode_url(top), priority=1)], now=T0 + 6000) == ["added"]
-    spill.round(T0 + 6000)
-    assert r.zscore(k.ranked("c.example"), top) is not None and r.llen(k.spilled("c.example")) == 2  # (none loaded)
-    assert sorted(urls_through_spill(frontier, spill, T0 + 7000)) == d
+    put(top, 2, T0 + 6000)
+    assert r.zscore(k.ranked("c.example"), top) is not None
+    assert r.zscore(k.ready, "c.example") is None and r.zscore(k.refill, "c.example") is None
+    assert sorted(urls_through_spill(frontier, spill, T0 + 7000)) == d[4:]
     frontier.resume("c.example", now=T0 + 8000)
     assert urls_through_spill(frontier, spill, T0 + 8000) == [top, *c]
 

@@ -53,9 +53,9 @@
 -- due to be written out (spill) at once when it holds a window's worth, else after ARGV[12].
 -- A new URL of a level above the default is not held behind its host's URLs beyond the
 -- window: while none of its level or above is beyond (hbeyond), it joins the window past
--- its size, up to twice it (a host waiting wholly on disk, or whose window this call gave
--- URLs to the buffer, gets a window for it even past ARGV[11]); once one of its level goes
--- beyond, the others of that level follow it there (fifo within a level).
+-- its size, up to twice it (a host without a window, waiting on disk, gets one for it if
+-- there is room for one more under ARGV[11]); once one of its level goes beyond, the others
+-- of that level follow it there (fifo within a level).
 -- Returns: -1 if G is not the current generation (caller reloads and retries; nothing
 --          was changed), else one status per entry processed: 1 added, 0 already seen,
 --          2 over its host's quota (the URL stays marked as seen, and goes to 'drops', to
@@ -146,9 +146,14 @@ local function past_window(host, d, ranked)
         far[host], size[host] = best, window_has(host, ranked)
     end
     best = math.min(best, ahead[host] or NOTHING)
-    if best == NOTHING and size[host] == 0 then return false end
     if d >= best or size[host] >= 2 * window then return false end
-    if size[host] == 0 and best ~= NOTHING then woken[host] = true end
+    if size[host] == 0 then
+        -- a host without a window gets one if something is beyond it and there is room for
+        -- one more (FRONTIER_ACTIVE_HOSTS: else it waits on disk, that URL in its buffer)
+        if best == NOTHING or not room_for_host(prefix, opened) then return false end
+        woken[host] = true
+        opened = opened + 1
+    end
     return true
 end
 -- a URL joined the host's window
