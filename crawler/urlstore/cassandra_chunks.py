@@ -15,7 +15,7 @@ class CassandraChunks:
         self.store = store if owned else None
         self.session = store.session
         self.reads, self.writes = store.reads, store.writes
-        self.concurrency = store.max_in_flight
+        self._read_all = store._read_all  # (the store's reads side by side, as its due index's)
         ks = store.keyspace
         self.where = f"the Cassandra keyspace {ks}"  # (Spill.bind)
         self._insert = self._prepare(f"INSERT INTO {ks}.frontier_chunks (crawl, host, id, body) VALUES (?, ?, ?, ?)")
@@ -38,17 +38,8 @@ class CassandraChunks:
     def read(self, crawl: str, keys: list[tuple[str, int]]) -> list[bytes | None]:
         """The bodies of chunks, (host, id) each, in that order (None: no such chunk); the
         first error is raised."""
-        # (imported here: the driver picks its connection class, Twisted's among them, on
-        # import, and this module is imported before Scrapy installs its reactor)
-        from cassandra.concurrent import execute_concurrent
-
-        results = execute_concurrent(
-            self.session,
-            [(self._select, (crawl, host, chunk)) for host, chunk in keys],
-            concurrency=self.concurrency,
-            execution_profile=self.reads,
-        )
-        rows = [result.result_or_exc.one() for result in results]
+        results = self._read_all([(self._select, (crawl, host, chunk)) for host, chunk in keys], self.reads)
+        rows = [result.one() for result in results]
         return [None if row is None else row.body for row in rows]
 
     def delete(self, crawl: str, keys: list[tuple[str, int]]) -> None:
