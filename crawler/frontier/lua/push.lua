@@ -162,9 +162,9 @@ local function took(host)
     if size[host] then size[host] = size[host] + 1 end
     grown[host] = true
 end
--- a fifo entry for a window or a buffer, with its level when it is not the default
-local function levelled(level, payload)
-    local d = tonumber(level) - default_level
+-- a fifo entry for a window or a buffer, with its level's difference d from the default
+-- when it is not 0
+local function levelled(d, payload)
     if d == 0 then return payload end
     return '\028' .. d .. SEP .. payload
 end
@@ -227,6 +227,7 @@ for e = 1, n do
         redis.call('RPUSH', prefix .. K.drops, DROP.quota .. SEP .. tail)
         added = added + 1
     elseif status == 1 then
+        local d = tonumber(level) - default_level  -- (below 0: a higher level than the default)
         if retry_at ~= '' then
             local seq = redis.call('INCR', prefix .. K.lease_seq)
             redis.call('ZADD', prefix .. K.delayed, retry_at, seq .. SEP .. tail)
@@ -235,16 +236,14 @@ for e = 1, n do
             redis.call('LPUSH', prefix .. K.back .. host, string.sub(tail, cut + 1))
             make_ready(prefix, host, now)
             if urgent == '1' then rush(prefix, host) end
-        elseif window > 0 and window_room(host, ranked) == 0
-            and not past_window(host, tonumber(level) - default_level, ranked) then
-            local d = tonumber(level) - default_level
+        elseif window > 0 and window_room(host, ranked) == 0 and not past_window(host, d, ranked) then
             if d < (ahead[host] or NOTHING) then ahead[host] = d end
             local payload = string.sub(tail, cut + 1)
             if ranked == '1' then
                 local score = tonumber(level) * RANK - (tonumber(cash) or 0)
                 payload = '\030' .. string.format('%.17g', score) .. SEP .. payload
             else
-                payload = levelled(level, payload)
+                payload = levelled(d, payload)
             end
             gather(buffers, host, payload)
         elseif ranked == '1' then
@@ -266,7 +265,7 @@ for e = 1, n do
                 status = 0
             end
         elseif window > 0 then
-            gather(tails, host, levelled(level, string.sub(tail, cut + 1)))
+            gather(tails, host, levelled(d, string.sub(tail, cut + 1)))
             took(host)
         else
             local q = front[level]
