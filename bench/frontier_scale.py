@@ -49,7 +49,7 @@ def urls(n: int, hosts: int, seed: int = 1):
         yield f"https://www.site{h}.example/{path}/{i}.html"
 
 
-def frontier(url: str, order: str, capacity: int, window: int = 0, active: int = 0, age: float = 1.0) -> Frontier:
+def frontier(url: str, order: str, capacity: int, window: int, active: int, age: float) -> Frontier:
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=120)
