@@ -36,7 +36,7 @@ RATES = (250, 500, 750, 1000, 1250, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 80
 BATCH_RATES = (5, 10, 20, 30, 40, 60)
 SAMPLE = 200_000  # stored URLs the clients pick from
 START_TIMEOUT = 90.0  # seconds for the server to answer
-WARM_UP = 10.0  # seconds of record look-ups at 100/s before the steps
+WARM_UP = 10.0  # seconds of record look-ups at 100/s before the steps (and half as long of batch look-ups)
 
 
 class Step(StepResult):
@@ -176,7 +176,12 @@ def measure(args, backend, crawl_dir, crawl, known, unknown, rates, batch_rates,
         server_pid = server.proc.pid
         load = Load(args.clients, server.base, crawl, known, unknown, args.unknown, args.batch, args.connections,
                     args.seed, Step)  # fmt: skip
-        load.run("record", 100, WARM_UP, args.timeout, None)  # warm-up: connections, caches, a JVM's compiler
+        if backend == "cassandra":
+            took, per_url = node.warm_reads(keyspace_name(args.records), known)
+            print(f"cassandra: the node's reads warmed in {took:.0f} s (at the end {per_url:,.0f} us of its CPU a URL)")
+        load.run("record", 100, WARM_UP, args.timeout, None)  # warm-up: connections, caches
+        if batch_rates:  # and the batch look-up's path, its first large answers
+            load.run("lookup", min(batch_rates), WARM_UP / 2, args.timeout, None)
         read0 = disk_read(server_pid) if server_pid else 0
         where = f"keyspace {keyspace_name(args.records)} of the Cassandra node" if backend == "cassandra" else "SQLite"
         print(f"\n[{backend}] GET /api/crawls/{crawl}/record?url=U from {where}, {args.unknown:.0%} unknown URLs")

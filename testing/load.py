@@ -1,4 +1,5 @@
-"""Open-loop load on ``scrapy serve``'s read API from processes of their own (aiohttp):
+"""Open-loop load on ``scrapy serve``'s read API from processes of their own (keep-alive
+HTTP/1.1 connections of a small client of its own, a fraction of a general client's CPU):
 each request has its time in the schedule (the step's rate, evenly spaced) and is sent
 then whatever the answers before it did, its latency counted from that time to the end of
 its answer, so that a server that falls behind shows in the latency instead of slowing the
@@ -12,11 +13,12 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import signal
 import time
 from array import array
 from dataclasses import dataclass
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from testing.sampling import disk_read, machine_cpu, percentile, sched_seconds
 
@@ -30,9 +32,83 @@ class Plan:
     timeout: float
 
 
+_LENGTH = re.compile(rb"\r\ncontent-length:\s*(\d+)")
+
+
+class _Answer(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection of the load: an answer is read to the end of its
+    Content-Length (scrapy serve sends one with each answer)."""
+
+    def __init__(self):
+        self.transport = None
+        self.buffer = bytearray()
+        self.waiter: asyncio.Future | None = None
+        self.status = 0
+        self.end = 0  # of the answer in the buffer, once its head is read
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if self.waiter is None or self.waiter.done():
+            return
+        if not self.end:
+            head_end = self.buffer.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            head = bytes(self.buffer[:head_end]).lower()
+            self.status = int(head[9:12])
+            found = _LENGTH.search(head)
+            length = int(found.group(1)) if found else 0
+            self.end = head_end + 4 + length
+        if len(self.buffer) >= self.end:
+            del self.buffer[: self.end]
+            self.end = 0
+            self.waiter.set_result(self.status)
+
+    def connection_lost(self, exc) -> None:
+        self.transport = None
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionResetError("the server closed the connection"))
+
+
+class _Client:
+    """Requests over a pool of at most ``connections`` keep-alive connections: the load's
+    own CPU a request a fraction of a general client's, so that the cores the server and
+    its node are measured on are not taken by the load."""
+
+    def __init__(self, host: str, port: int, connections: int):
+        self.host, self.port = host, port
+        self.idle: list[_Answer] = []
+        self.slots = asyncio.Semaphore(connections)
+
+    async def send(self, request: bytes) -> int:
+        """The answer's status."""
+        loop = asyncio.get_running_loop()
+        async with self.slots:
+            conn = self.idle.pop() if self.idle else None
+            if conn is None or conn.transport is None:
+                _, conn = await loop.create_connection(_Answer, self.host, self.port)
+            conn.waiter = loop.create_future()
+            conn.transport.write(request)
+            try:
+                status = await conn.waiter
+            except BaseException:  # timed out or broken: the connection is not reused
+                if conn.transport is not None:
+                    conn.transport.close()
+                raise
+            self.idle.append(conn)
+            return status
+
+    def close(self) -> None:
+        for conn in self.idle:
+            if conn.transport is not None:
+                conn.transport.close()
+
+
 async def _step(
-    session,
-    base: str,
+    client: _Client,
     crawl: str,
     plan: Plan,
     known: list[str],
@@ -41,17 +117,14 @@ async def _step(
     batch: int,
     seed: int,
 ) -> dict:
-    import aiohttp
-    from yarl import URL
-
     loop = asyncio.get_running_loop()
     rng = random.Random(seed)
     latencies, lates = array("d"), array("d")
     outcome = {"ok": 0, "errors": 0, "timeouts": 0, "statuses": {}, "error_kinds": {}}
     last_done = [0.0]
-    record_base = f"{base}/api/crawls/{quote(crawl, safe='')}/record?url="
-    lookup_url = URL(f"{base}/api/crawls/{quote(crawl, safe='')}/lookup")
-    timeout = aiohttp.ClientTimeout(total=plan.timeout)
+    host = f"Host: {client.host}:{client.port}\r\n".encode()
+    record_path = f"/api/crawls/{quote(crawl, safe='')}/record?url="
+    lookup_head = f"POST /api/crawls/{quote(crawl, safe='')}/lookup HTTP/1.1\r\n".encode() + host
 
     def pick() -> tuple[str, bool]:
         if rng.random() < share:
@@ -64,22 +137,22 @@ async def _step(
             if plan.kind == "record":
                 url, stored = pick()
                 expect = 200 if stored else 404
-                async with session.get(URL(record_base + quote(url, safe=""), encoded=True), timeout=timeout) as answer:
-                    await answer.read()
-                    status = answer.status
+                request = f"GET {record_path}{quote(url, safe='')} HTTP/1.1\r\n".encode() + host + b"\r\n"
             else:
                 expect = 200
-                body = json.dumps({"urls": [pick()[0] for _ in range(batch)]})
-                async with session.post(
-                    lookup_url, data=body, headers={"Content-Type": "application/json"}, timeout=timeout
-                ) as answer:
-                    await answer.read()
-                    status = answer.status
+                body = json.dumps({"urls": [pick()[0] for _ in range(batch)]}).encode()
+                request = (
+                    lookup_head
+                    + f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+            async with asyncio.timeout(plan.timeout):
+                status = await client.send(request)
         except TimeoutError:
             outcome["timeouts"] += 1
             latencies.append(plan.timeout)
             return
-        except (aiohttp.ClientError, OSError) as exc:
+        except OSError as exc:
             outcome["errors"] += 1
             outcome["error_kinds"][type(exc).__name__] = outcome["error_kinds"].get(type(exc).__name__, 0) + 1
             latencies.append(loop.time() - due)
@@ -133,20 +206,14 @@ def client_main(
     seed: int,
 ) -> None:
     """A load process: runs the plans it is sent, answers each with its figures."""
-    import aiohttp
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops it
     # a session of its own: with the kernel's autogroup scheduling, a share of the CPUs as
     # large as the server's (in its own session too), whatever shell started the benchmark
     os.setsid()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-
-    async def open_session():
-        connector = aiohttp.TCPConnector(limit=connections, limit_per_host=0, ttl_dns_cache=None, use_dns_cache=True)
-        return aiohttp.ClientSession(connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
-
-    session = loop.run_until_complete(open_session())
+    where = urlsplit(base)
+    client = _Client(where.hostname, where.port, connections)
     n = 0
     try:
         while True:
@@ -155,12 +222,10 @@ def client_main(
                 break
             n += 1
             conn.send(
-                loop.run_until_complete(
-                    _step(session, base, crawl, plan, known, unknown, share, batch, seed * 1000 + n)
-                )
+                loop.run_until_complete(_step(client, crawl, plan, known, unknown, share, batch, seed * 1000 + n))
             )
     finally:
-        loop.run_until_complete(session.close())
+        client.close()
         loop.close()
 
 

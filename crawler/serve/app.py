@@ -45,7 +45,7 @@ from crawler.archive.warc import read_payload
 from crawler.frontier.steering import host_key
 from crawler.observe import livestats
 from crawler.observe.report import numbers
-from crawler.serve.server import Crawl, Server, Unavailable, _dumps, error, int_param, settle_heap
+from crawler.serve.server import Crawl, Server, Unavailable, error, int_param, json_answer, settle_heap
 from crawler.urls import InvalidURL, normalize_url
 from crawler.urlstore.record import with_iso_times
 
@@ -68,7 +68,7 @@ SERVER = web.AppKey("server", Server)
 async def crawls(request: web.Request) -> web.Response:
     server = request.app[SERVER]
     names = await server.blocking("The list of crawls", server.known_crawls)
-    return web.json_response({"crawls": names, "default": server.settings.get("CRAWL_NAME")})
+    return json_answer({"crawls": names, "default": server.settings.get("CRAWL_NAME")})
 
 
 async def stored(request: web.Request) -> tuple[Server, Crawl, dict]:
@@ -87,7 +87,7 @@ async def stored(request: web.Request) -> tuple[Server, Crawl, dict]:
 
 async def record(request: web.Request) -> web.Response:
     _, _, found = await stored(request)
-    return web.json_response(record_json(found), dumps=_dumps)
+    return json_answer(record_json(found))
 
 
 async def content(request: web.Request) -> web.Response:
@@ -119,7 +119,7 @@ async def outlinks(request: web.Request) -> web.Response:
     links = found.get("outlinks") or []
     page = links[offset : offset + limit]
     more = offset + limit < len(links)
-    return web.json_response(
+    return json_answer(
         {"url": found["url"], "outlinks": page, "total": len(links), "next": offset + limit if more else None}
     )
 
@@ -135,9 +135,7 @@ async def inlinks(request: web.Request) -> web.Response:
     links = await server.blocking("The UrlStore", store.inlinks, url, limit + 1, after)
     more = len(links) > limit
     links = links[:limit]
-    return web.json_response(
-        {"url": store.normalize(url), "inlinks": links, "next": links[-1]["url"] if more else None}
-    )
+    return json_answer({"url": store.normalize(url), "inlinks": links, "next": links[-1]["url"] if more else None})
 
 
 async def lookup(request: web.Request) -> web.Response:
@@ -169,7 +167,7 @@ async def lookup(request: web.Request) -> web.Response:
     records = await server.reading("The UrlStore", store, "get_many", [u for _, u in valid])
     for (place, url), found in zip(valid, records, strict=True):
         out[place] = {"url": url, "record": record_json(found) if found else None}
-    return web.json_response({"results": out}, dumps=_dumps)
+    return json_answer({"results": out})
 
 
 async def store_totals(request: web.Request) -> web.Response:
@@ -180,7 +178,7 @@ async def store_totals(request: web.Request) -> web.Response:
     fates = await server.blocking("The UrlStore", lambda: crawl.store().fate_counts())
     if fates is None:
         raise error(404, "this UrlStore does not count its records (Cassandra: it would read every row)")
-    return web.json_response({"records": sum(fates.values()), "fates": fates})
+    return json_answer({"records": sum(fates.values()), "fates": fates})
 
 
 async def frontier(request: web.Request) -> web.Response:
@@ -191,7 +189,7 @@ async def frontier(request: web.Request) -> web.Response:
     found = await server.blocking("Redis", crawl.read_frontier, numbers, max_wait, hosts)
     if found is None:
         raise error(404, f"crawl {crawl.name!r} has no frontier")
-    return web.json_response(found)
+    return json_answer(found)
 
 
 async def activity(request: web.Request) -> web.Response:
@@ -201,7 +199,7 @@ async def activity(request: web.Request) -> web.Response:
     found = await server.blocking("Redis", crawl.read_frontier, _activity, minutes)
     if found is None:
         raise error(404, f"crawl {crawl.name!r} has no frontier")
-    return web.json_response(found)
+    return json_answer(found)
 
 
 def _activity(frontier, minutes: int) -> dict:
@@ -230,7 +228,7 @@ async def hold(request: web.Request) -> web.Response:
         raise error(404, f"crawl {crawl.name!r} has no frontier")
     if "error" in found:
         raise error(400, found["error"])
-    return web.json_response(found)
+    return json_answer(found)
 
 
 def _hold(frontier, verb: str, host: str | None) -> dict:

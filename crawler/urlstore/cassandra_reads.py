@@ -1,7 +1,9 @@
 """The Cassandra UrlStore's reads (a mixin of CassandraUrlStore): a row, the rows of many
 URLs (``WHERE url IN ?``, READ_KEYS at a time, each read sent to its URLs' replica set),
 the recrawl's due scan over token ranges, the fetch policy's ``last_fetched``, a URL's
-inlinks over its buckets. Reads are plain calls on the caller's thread.
+inlinks over its buckets. Reads are plain calls on the caller's thread; scrapy serve's
+look-ups run on its asyncio loop, those asked on one pass of the loop read together
+(``_Together``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ logger = logging.getLogger(__name__)
 SCAN_PAGES = 4  # pages of ``limit`` rows one ``due`` call reads at most (a token-range scan)
 READ_KEYS = 25  # URLs one read asks for at most (WHERE url IN ...), all of one replica set: a read
 # of 100 keys took 60 ms on one coordinator, four of 25 side by side 15 ms
+READS_IN_FLIGHT = 2  # record reads of scrapy serve's loop waiting for their answers at most; more wait (_Together)
 
 
 class CassandraReads:
@@ -68,13 +71,20 @@ class CassandraReads:
     reads_async = True
 
     async def _aread(self, urls: list[str]) -> dict[str, dict]:
-        if len(urls) == 1:
-            rows = await self._answer(self._select_stmt, (urls[0],))
-        else:
-            reads = self._key_reads(self._select_in_stmt, urls)
-            rows = [row for result in await asyncio.gather(*(self._answer(*r) for r in reads)) for row in result]
-        return {row[0]: _record(row) for row in rows}
+        loop = asyncio.get_running_loop()
+        together = self._together
+        if together is None or together.loop is not loop:
+            together = self._together = _Together(loop, self._read_rows)
+        return {url: _record(row) for url, row in (await together.ask(urls)).items()}
 
+    async def _read_rows(self, urls: list[str]) -> list:
+        """The rows of ``urls`` (one read for one URL, else ``_key_reads``), on the loop."""
+        if len(urls) == 1:
+            return await self._answer(self._select_stmt, (urls[0],))
+        reads = self._key_reads(self._select_in_stmt, urls)
+        return [row for result in await asyncio.gather(*(self._answer(*r) for r in reads)) for row in result]
+
+    _together: _Together | None = None
     _mailbox: _Mailbox | None = None
 
     def _answer(self, statement, parameters) -> asyncio.Future:
@@ -177,6 +187,58 @@ class CassandraReads:
         ]
         out.sort(key=lambda link: link["url"])
         return out[:limit]
+
+
+class _Together:
+    """The record reads asked on a pass of an asyncio loop, sent as one read (``WHERE url
+    IN``) at the end of the pass, and while READS_IN_FLIGHT such reads wait for their
+    answers, held until one comes back: under load each read carries more URLs, so that
+    the driver's and the node's cost of a request is shared by the URLs it carries, where
+    one request a look-up saturated the two cores at a few hundred look-ups a second. A
+    look-up waits at most one read's answer more; alone, it is sent at once."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, read):
+        self.loop = loop
+        self._read = read  # async (urls) -> rows, each a tuple whose first field is its url
+        self._asked: list[tuple[list[str], asyncio.Future]] = []
+        self._in_flight = 0
+        self._due = False  # a send is scheduled for the end of this pass
+
+    def ask(self, urls: list[str]) -> asyncio.Future:
+        """A future of {url: row} of ``urls`` that have one."""
+        future = self.loop.create_future()
+        self._asked.append((urls, future))
+        self._schedule()
+        return future
+
+    def _schedule(self) -> None:
+        if not self._due and self._asked and self._in_flight < READS_IN_FLIGHT:
+            self._due = True
+            self.loop.call_soon(self._send)
+
+    def _send(self) -> None:
+        self._due = False
+        asked = [(urls, future) for urls, future in self._asked if not future.done()]  # not timed out
+        self._asked = []
+        if asked:
+            self._in_flight += 1
+            self.loop.create_task(self._answer(asked))
+
+    async def _answer(self, asked: list[tuple[list[str], asyncio.Future]]) -> None:
+        try:
+            rows = await self._read(list(dict.fromkeys(url for urls, _ in asked for url in urls)))
+        except Exception as exc:  # each look-up fails with it, as its own read would have
+            for _, future in asked:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        finally:
+            self._in_flight -= 1
+            self._schedule()
+        found = {row[0]: row for row in rows}
+        for urls, future in asked:
+            if not future.done():
+                future.set_result({url: found[url] for url in urls if url in found})
 
 
 class _Mailbox:

@@ -184,10 +184,13 @@ def test_get_follows_canonical_url(store):
 
         async def on_a_loop():
             got = [await store.aget(u) for u in asked]
-            return got, await store.aget_many(asked), await store.aget(asked[0], False, True)
+            # asked at once: read together (canonical hops included), each given its own
+            at_once = await asyncio.gather(*(store.aget(u) for u in asked), store.aget_many(asked[:3]))
+            return got, at_once, await store.aget_many(asked), await store.aget(asked[0], False, True)
 
-        one_by_one, many, own = asyncio.run(on_a_loop())
-        assert one_by_one == many == store.get_many(asked)
+        one_by_one, at_once, many, own = asyncio.run(on_a_loop())
+        assert one_by_one == many == store.get_many(asked) == at_once[:-1]
+        assert at_once[-1] == many[:3]
         assert own == store.get(asked[0], follow_canonical=False)
 
 

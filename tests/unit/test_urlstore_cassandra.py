@@ -122,6 +122,64 @@ def test_the_drivers_answers_reach_the_loop_with_one_wake_up_a_burst():
     asyncio.run(burst())
 
 
+def test_record_reads_asked_on_one_pass_of_the_loop_go_as_one_read_and_more_wait_for_an_answer():
+    import asyncio
+
+    from crawler.urlstore.cassandra_reads import READS_IN_FLIGHT, _Together
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        sent, answers = [], []  # the URLs of each read, and the futures that answer them
+
+        async def read(urls):
+            sent.append(urls)
+            answers.append(loop.create_future())
+            rows = await answers[-1]
+            return [(url, f"row of {url}") for url in urls if url in rows]
+
+        together = _Together(loop, read)
+
+        async def passes():  # the send at the end of the pass, then its read's first step
+            for _ in range(2):
+                await asyncio.sleep(0)
+
+        # one look-up alone is sent at the end of the pass, not held for company
+        alone = together.ask(["a"])
+        await passes()
+        assert sent == [["a"]]
+        # while READS_IN_FLIGHT reads wait, the look-ups of the next passes are held
+        for n in range(1, READS_IN_FLIGHT):
+            together.ask([f"first{n}"])
+            await passes()
+        assert len(sent) == READS_IN_FLIGHT
+        b = together.ask(["b", "c"])
+        await passes()
+        c = together.ask(["c", "d"])  # a URL asked twice is read once
+        gone = together.ask(["e"])
+        gone.cancel()  # its look-up timed out: not read
+        await passes()
+        assert len(sent) == READS_IN_FLIGHT
+        answers[0].set_result({"a"})
+        assert await alone == {"a": ("a", "row of a")}
+        await passes()
+        assert sent[-1] == ["b", "c", "d"]  # the held ones, as one read
+        answers[-1].set_result({"b", "d"})  # c is not stored
+        assert await b == {"b": ("b", "row of b")} and await c == {"d": ("d", "row of d")}
+        # a read that fails fails each of its look-ups
+        for answer in answers:
+            if not answer.done():
+                answer.set_result(set())
+        x, y = together.ask(["x"]), together.ask(["y"])
+        await passes()
+        answers[-1].set_exception(TimeoutError("the node did not answer"))
+        for future in (x, y):
+            with pytest.raises(TimeoutError):
+                await future
+        assert sent[-1] == ["x", "y"]
+
+    asyncio.run(scenario())
+
+
 def test_a_pages_outlinks_are_the_bytes_the_driver_makes_of_them():
     from cassandra.cqltypes import BooleanType, ListType, TupleType, UTF8Type
 
