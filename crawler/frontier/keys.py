@@ -111,7 +111,8 @@ key                         type    contents
                                     out work while it exists (``scrapy frontier pause``;
                                     sharded: on every shard)
 ``hpaused``                 hash    host -> time (ms) the operator paused it: out of the
-                                    ready heap (add_ready leaves it out) until resumed
+                                    ready heap (add_ready leaves it out) and of 'dormant'
+                                    (LOAD's claim takes it out) until resumed
 ``hdropped``                hash    host -> ``<ms>:<reason>`` (reason ``operator``:
                                     ``scrapy frontier drop``; ``down``: down for
                                     HOST_GIVE_UP_AFTER): its URLs are not fetched but

@@ -355,6 +355,28 @@ def test_a_paused_host_keeps_its_chunks_until_resumed(redis_url, crawl_name, tmp
     assert got == urls
 
 
+def test_a_paused_host_waiting_on_disk_gets_no_window_until_resumed(redis_url, crawl_name, tmp_path):
+    """Two windows at most: a.example and b.example hold them, c.example and d.example wait
+    on disk, c paused. Once a and b are done, the claim passes c over (out of 'dormant')
+    and d gets a window; c's URLs stay on disk, counted, until it is resumed."""
+    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=2)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    urls = {h: [f"http://{h}.example/p{i}" for i in range(10)] for h in "abcd"}
+    _push(frontier, urls["a"] + urls["b"] + urls["c"] + urls["d"], now=T0)
+    spill.round(T0 + 2_000)
+    r, k = frontier.redis, frontier.keys
+    assert r.zscore(k.dormant, "c.example") is not None and r.zscore(k.dormant, "d.example") is not None
+    frontier.pause("c.example", now=T0 + 2_000)
+    got = urls_through_spill(frontier, spill, T0 + 3_000)
+    assert sorted(got) == sorted(urls["a"] + urls["b"] + urls["d"])
+    assert not r.exists(k.back("c.example")) and r.zscore(k.dormant, "c.example") is None
+    stats = frontier.stats()
+    assert stats["hosts_with_urls"] == 1 and stats["spilled"] == 10
+    frontier.resume("c.example", now=T0 + 4_000)
+    assert r.zscore(k.dormant, "c.example") == T0 + 4_000
+    assert urls_through_spill(frontier, spill, T0 + 5_000) == urls["c"]
+
+
 def test_a_promoted_url_that_is_spilled_is_fetched_at_its_hosts_next_turn_and_once(redis_url, crawl_name, tmp_path):
     frontier = _frontier(redis_url, crawl_name)
     spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))

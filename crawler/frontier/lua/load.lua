@@ -9,9 +9,11 @@
 --   dropped host's: its chunks go to 'drops'), then, while fewer than ARGV[6] hosts are in the
 --   ready heap (with those claimed here), the longest waiting of 'dormant' (scored by when
 --   each may have a window: a window given back, EVICT, once its host is due); skips those
---   another worker holds a live claim on; notes ``<token>:<id>:<expiry>`` in 'lclaim' for the
---   host's oldest chunk and puts the host in 'refill' at the expiry (another worker tries
---   again then). A host without chunks leaves both. Returns {host, id, host, id...}.
+--   another worker holds a live claim on, and takes a paused host it meets out of 'dormant'
+--   (no window for a host that is not crawled; HOLD's resume puts it back); notes
+--   ``<token>:<id>:<expiry>`` in 'lclaim' for the host's oldest chunk and puts the host in
+--   'refill' at the expiry (another worker tries again then). A host without chunks leaves
+--   both. Returns {host, id, host, id...}.
 -- load: ARGV[7] default host interval (ms)   ARGV[8] max requests in flight per host (0: no
 --   limit)   ARGV[9..] chunks read: host, chunk id, the number of its entries, the entries;
 --   for each: if the chunk is still the host's oldest and the claim the caller's, its entries join the
@@ -27,6 +29,7 @@ window = tonumber(ARGV[5])
 active_hosts = tonumber(ARGV[6])
 local refill = prefix .. K.refill
 local claims = prefix .. K.load_claims
+local PAUSED_MET = 64  -- paused hosts a claim may take out of 'dormant' beside the hosts it takes
 
 local function claim()
     local claim_ms, most = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -56,7 +59,18 @@ local function claim()
     local room = most - #out / 2
     if active_hosts > 0 then room = math.min(room, active_hosts - redis.call('ZCARD', prefix .. K.ready)) end
     if room > 0 then
-        for _, host in ipairs(redis.call('ZRANGEBYSCORE', dormant, '-inf', now, 'LIMIT', 0, room)) do take(host) end
+        -- a paused host met here leaves 'dormant', as a pause takes a host out of the ready
+        -- heap: no window for a host that is not crawled (its resume puts it back)
+        local paused = prefix .. K.hpaused
+        local seen = redis.call('ZRANGEBYSCORE', dormant, '-inf', now, 'LIMIT', 0, room + PAUSED_MET)
+        for _, host in ipairs(seen) do
+            if room == 0 then break end
+            if redis.call('HEXISTS', paused, host) == 1 then
+                redis.call('ZREM', dormant, host)
+            elseif take(host) then
+                room = room - 1
+            end
+        end
     end
     return out
 end
