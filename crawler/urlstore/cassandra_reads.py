@@ -203,6 +203,7 @@ class _Together:
         self._asked: list[tuple[list[str], asyncio.Future]] = []
         self._in_flight = 0
         self._due = False  # a send is scheduled for the end of this pass
+        self._reads: set[asyncio.Task] = set()  # (held: the loop keeps only weak references)
 
     def ask(self, urls: list[str]) -> asyncio.Future:
         """A future of {url: row} of ``urls`` that have one."""
@@ -222,7 +223,9 @@ class _Together:
         self._asked = []
         if asked:
             self._in_flight += 1
-            self.loop.create_task(self._answer(asked))
+            read = self.loop.create_task(self._answer(asked))
+            self._reads.add(read)
+            read.add_done_callback(self._reads.discard)
 
     async def _answer(self, asked: list[tuple[list[str], asyncio.Future]]) -> None:
         try:
