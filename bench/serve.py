@@ -10,7 +10,10 @@ SQLite, a Cassandra node of its own (testing/cassandra.py), or both (``--backend
 Each step prints the rates offered and answered, latency p50/p90/p99/max, failures, the
 CPU of the server, node and load (% of a core: on a CPU / waiting), the server's CPU a
 request, MB read from storage, the load's lateness and the other processes' cores.
-Recorded: each backend's highest rate within the target, and at p99 <= 50 ms.
+Recorded: each backend's highest rate within the target, and at p99 <= 50 ms. Before the
+steps: record and batch look-ups at a low rate, and a Cassandra node's reads warmed
+(testing/cassandra.py ``warm_reads``: its compiler's work done, as on a node that has served
+for a while).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.parse
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -354,6 +355,15 @@ def test_the_cassandra_backend_serves_the_same_api(tmp_path, redis_url, cassandr
         assert got == sorted(sources)
         results = served.json(f"/api/crawls/{name}/lookup", {"urls": [sources[0], "http://none.example/"]})["results"]
         assert results[0]["record"]["url"] == sources[0] and results[1]["record"] is None
+        # look-ups at once are read together (decision 0057): each answered with its own record
+        asked = [*sources, "http://none.example/", "http://target.example/"] * 6
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(lambda u: served.get(f"/api/crawls/{name}/record?url={q(u)}"), asked))
+        for url, (status, _, body) in zip(asked, answers, strict=True):
+            if url == "http://none.example/":
+                assert status == 404, body
+            else:
+                assert status == 200 and json.loads(body)["url"] == url, body
     finally:
         if served is not None:
             served.stop()
