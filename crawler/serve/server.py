@@ -256,5 +256,7 @@ def int_param(request: web.Request, name: str, default: int, low: int, high: int
 
 def json_answer(obj) -> web.Response:
     """``obj`` as a JSON answer, encoded by orjson (a record with its outlinks in a tenth of
-    the json module's time); a value JSON has no type for is given as its text."""
-    return web.Response(body=orjson.dumps(obj, default=str), content_type="application/json")
+    the json module's time); a value JSON has no type for is given as its text, a key that
+    is not text (a number) as its text, as the json module does."""
+    body = orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS)
+    return web.Response(body=body, content_type="application/json")
