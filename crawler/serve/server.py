@@ -258,5 +258,8 @@ def json_answer(obj) -> web.Response:
     """``obj`` as a JSON answer, encoded by orjson (a record with its outlinks in a tenth of
     the json module's time); a value JSON has no type for is given as its text, a key that
     is not text (a number) as its text, as the json module does."""
-    body = orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS)
+    try:
+        body = orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:  # text it refuses (a lone surrogate a request's JSON gave): json escapes it
+        body = json.dumps(obj, default=str).encode()
     return web.Response(body=body, content_type="application/json")

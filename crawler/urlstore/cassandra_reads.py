@@ -9,6 +9,7 @@ look-ups run on its asyncio loop, those asked on one pass of the loop read toget
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -34,6 +35,8 @@ SCAN_PAGES = 4  # pages of ``limit`` rows one ``due`` call reads at most (a toke
 READ_KEYS = 25  # URLs one read asks for at most (WHERE url IN ...), all of one replica set: a read
 # of 100 keys took 60 ms on one coordinator, four of 25 side by side 15 ms
 READS_IN_FLIGHT = 2  # record reads of scrapy serve's loop waiting for their answers at most; more wait (_Together)
+SLOW_READ = 0.05  # seconds a send holds its place among those at most (a node that does not answer holds none)
+MAX_KEY = 65_535  # bytes of a partition key at most
 
 
 class CassandraReads:
@@ -56,6 +59,10 @@ class CassandraReads:
         """The reads of ``urls`` by ``statement``: one of at most READ_KEYS URLs per replica
         set, each sent to those replicas (the token map: no coordinator fans out to other
         nodes)."""
+        return [(bound, None) for _, bound in self._key_groups(statement, urls)]
+
+    def _key_groups(self, statement, urls: list[str]) -> list[tuple[list[str], _Routed]]:
+        """``_key_reads``, each with its URLs."""
         reads = []
         key = lambda url: self._select_stmt.bind((url,)).routing_key  # noqa: E731
         for group in self._replica_groups(urls, key).values():
@@ -63,7 +70,7 @@ class CassandraReads:
                 chunk = group[start : start + READ_KEYS]
                 bound = _Routed(statement).bind((chunk,))
                 bound.routing_key = key(chunk[0])  # to its replicas
-                reads.append((bound, None))
+                reads.append((chunk, bound))
         return reads
 
     # -- on an asyncio loop: the driver's own I/O, its answers handed to the loop
@@ -74,15 +81,15 @@ class CassandraReads:
         loop = asyncio.get_running_loop()
         together = self._together
         if together is None or together.loop is not loop:
-            together = self._together = _Together(loop, self._read_rows)
+            together = self._together = _Together(loop, self._record_reads)
         return {url: _record(row) for url, row in (await together.ask(urls)).items()}
 
-    async def _read_rows(self, urls: list[str]) -> list:
-        """The rows of ``urls`` (one read for one URL, else ``_key_reads``), on the loop."""
+    def _record_reads(self, urls: list[str]) -> list[tuple[list[str], asyncio.Future]]:
+        """The reads of ``urls``' rows, sent (one read for one URL, else ``_key_reads``'),
+        each with its URLs and a future of its rows on the running loop."""
         if len(urls) == 1:
-            return await self._answer(self._select_stmt, (urls[0],))
-        reads = self._key_reads(self._select_in_stmt, urls)
-        return [row for result in await asyncio.gather(*(self._answer(*r) for r in reads)) for row in result]
+            return [(urls, self._answer(self._select_stmt, (urls[0],)))]
+        return [(chunk, self._answer(bound, None)) for chunk, bound in self._key_groups(self._select_in_stmt, urls)]
 
     _together: _Together | None = None
     _mailbox: _Mailbox | None = None
@@ -190,20 +197,25 @@ class CassandraReads:
 
 
 class _Together:
-    """The record reads asked on a pass of an asyncio loop, sent as one read (``WHERE url
-    IN``) at the end of the pass, and while READS_IN_FLIGHT such reads wait for their
-    answers, held until one comes back: under load each read carries more URLs, so that
-    the driver's and the node's cost of a request is shared by the URLs it carries, where
-    one request a look-up saturated the two cores at a few hundred look-ups a second. A
-    look-up waits at most one read's answer more; alone, it is sent at once."""
+    """The record look-ups asked on a pass of an asyncio loop, read together at the end of
+    the pass (``WHERE url IN``, by replica set and READ_KEYS at a time), and while
+    READS_IN_FLIGHT such sends wait for their answers, held until one comes back: under
+    load each read carries more URLs, so that the driver's and the node's cost of a request
+    is shared by the URLs it carries, where one request a look-up saturated the two cores
+    at a few hundred look-ups a second. Alone, a look-up is sent at once.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, read):
+    A look-up is answered once the reads of its own URLs are (a slow or failing replica
+    set holds or fails only the look-ups with a URL there), and a send holds its place
+    among the READS_IN_FLIGHT for SLOW_READ at most: the look-ups after it are not held
+    behind a node that does not answer. A URL too long to be a key is not read: it is not
+    stored."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, reads):
         self.loop = loop
-        self._read = read  # async (urls) -> rows, each a tuple whose first field is its url
+        self._reads = reads  # (urls) -> [(its urls, a future of their rows)], a row's first field its url
         self._asked: list[tuple[list[str], asyncio.Future]] = []
         self._in_flight = 0
         self._due = False  # a send is scheduled for the end of this pass
-        self._reads: set[asyncio.Task] = set()  # (held: the loop keeps only weak references)
 
     def ask(self, urls: list[str]) -> asyncio.Future:
         """A future of {url: row} of ``urls`` that have one."""
@@ -221,27 +233,83 @@ class _Together:
         self._due = False
         asked = [(urls, future) for urls, future in self._asked if not future.done()]  # not timed out
         self._asked = []
-        if asked:
-            self._in_flight += 1
-            read = self.loop.create_task(self._answer(asked))
-            self._reads.add(read)
-            read.add_done_callback(self._reads.discard)
-
-    async def _answer(self, asked: list[tuple[list[str], asyncio.Future]]) -> None:
+        if not asked:
+            return
+        urls = [url for url in dict.fromkeys(url for urls, _ in asked for url in urls) if _a_key(url)]
         try:
-            rows = await self._read(list(dict.fromkeys(url for urls, _ in asked for url in urls)))
-        except Exception as exc:  # each look-up fails with it, as its own read would have
+            reads = self._reads(urls) if urls else []
+        except Exception as exc:  # (the driver refused to send: no node, a closed session)
             for _, future in asked:
                 if not future.done():
                     future.set_exception(exc)
             return
-        finally:
+        send = _Send(asked, reads)
+        send.settle()  # (look-ups with nothing to read)
+        if not reads:
+            return
+        self._in_flight += 1
+        send.timer = self.loop.call_later(SLOW_READ, self._release, send)
+        for at, (_, answer) in enumerate(reads):
+            answer.add_done_callback(functools.partial(self._answered, send, at))
+
+    def _answered(self, send: _Send, at: int, answer: asyncio.Future) -> None:
+        send.settle(at, answer)
+        if send.left == 0:
+            self._release(send)
+
+    def _release(self, send: _Send) -> None:
+        """The send no longer holds a place among the READS_IN_FLIGHT (answered, or slower
+        than SLOW_READ)."""
+        send.timer.cancel()
+        if send.holds:
+            send.holds = False
             self._in_flight -= 1
             self._schedule()
-        found = {row[0]: row for row in rows}
-        for urls, future in asked:
-            if not future.done():
-                future.set_result({url: found[url] for url in urls if url in found})
+
+
+class _Send:
+    """One send of ``_Together``: its look-ups, its reads, what came back."""
+
+    def __init__(self, asked: list[tuple[list[str], asyncio.Future]], reads: list[tuple[list[str], asyncio.Future]]):
+        self.asked = asked
+        where = {url: at for at, (urls, _) in enumerate(reads) for url in urls}
+        self.reads_of = [frozenset(where[url] for url in urls if url in where) for urls, _ in asked]
+        self.waits = [set(of) for of in self.reads_of]  # each look-up's reads not answered yet
+        self.left = len(reads)
+        self.found: dict[str, tuple] = {}
+        self.failed: dict[int, BaseException] = {}
+        self.holds = True  # a place among the READS_IN_FLIGHT
+        self.timer: asyncio.TimerHandle | None = None
+
+    def settle(self, at: int | None = None, answer: asyncio.Future | None = None) -> None:
+        """Read ``at`` answered: its rows kept, and each look-up whose reads are all in
+        given its rows, or the failure of one of them (without ``at``: the look-ups that
+        have no read)."""
+        if answer is not None:
+            self.left -= 1
+            if answer.cancelled():
+                self.failed[at] = asyncio.CancelledError()
+            elif answer.exception() is not None:
+                self.failed[at] = answer.exception()
+            else:
+                self.found.update((row[0], row) for row in answer.result())
+        for (urls, future), waits, reads in zip(self.asked, self.waits, self.reads_of, strict=True):
+            if at is not None:
+                if at not in waits:
+                    continue
+                waits.discard(at)
+            if waits or future.done():
+                continue
+            failure = next((self.failed[r] for r in reads if r in self.failed), None)
+            if failure is not None:
+                future.set_exception(failure)
+            else:
+                future.set_result({url: self.found[url] for url in urls if url in self.found})
+
+
+def _a_key(url: str) -> bool:
+    """Whether ``url`` can be a partition key (Cassandra's are 65,535 bytes at most)."""
+    return len(url) <= MAX_KEY // 4 or len(url.encode()) <= MAX_KEY
 
 
 class _Mailbox:

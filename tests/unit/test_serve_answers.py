@@ -21,7 +21,8 @@ def test_a_json_answer_reads_back_as_the_json_module_would_write_it():
         "archive": None,
     }
     numbers = {"by_level": {0: 5, 1: 2}, "where": Path("/tmp/crawl")}  # a number as a key; no JSON type
-    for obj in (record, numbers):
+    echoed = {"results": [{"url": "http://a.example/\ud800", "record": None, "error": "not a valid URL"}]}
+    for obj in (record, numbers, echoed):
         answer = json_answer(obj)
         assert answer.content_type == "application/json"
         assert json.loads(answer.body) == json.loads(json.dumps(obj, default=str))

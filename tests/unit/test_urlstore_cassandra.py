@@ -125,57 +125,85 @@ def test_the_drivers_answers_reach_the_loop_with_one_wake_up_a_burst():
 def test_record_reads_asked_on_one_pass_of_the_loop_go_as_one_read_and_more_wait_for_an_answer():
     import asyncio
 
-    from crawler.urlstore.cassandra_reads import READS_IN_FLIGHT, _Together
+    from crawler.urlstore.cassandra_reads import MAX_KEY, READS_IN_FLIGHT, SLOW_READ, _Together
 
     async def scenario():
         loop = asyncio.get_running_loop()
-        sent, answers = [], []  # the URLs of each read, and the futures that answer them
+        sends, reads = [], []  # the URLs of each send; each read's (urls, future)
 
-        async def read(urls):
-            sent.append(urls)
-            answers.append(loop.create_future())
-            rows = await answers[-1]
-            return [(url, f"row of {url}") for url in urls if url in rows]
+        def send(urls):  # the URLs of "slow..." on a replica set of their own
+            sends.append(urls)
+            mine = [[u for u in urls if not u.startswith("slow")], [u for u in urls if u.startswith("slow")]]
+            out = [(group, loop.create_future()) for group in mine if group]
+            reads.extend(out)
+            return out
 
-        together = _Together(loop, read)
+        def answer(read, stored):
+            urls, future = read
+            future.set_result([(u, f"row of {u}") for u in urls if u in stored])
 
-        async def passes():  # the send at the end of the pass, then its read's first step
-            for _ in range(2):
+        async def passes():
+            for _ in range(3):
                 await asyncio.sleep(0)
 
+        together = _Together(loop, send)
         # one look-up alone is sent at the end of the pass, not held for company
         alone = together.ask(["a"])
         await passes()
-        assert sent == [["a"]]
-        # while READS_IN_FLIGHT reads wait, the look-ups of the next passes are held
+        assert sends == [["a"]]
+        # while READS_IN_FLIGHT sends wait, the look-ups of the next passes are held
         for n in range(1, READS_IN_FLIGHT):
             together.ask([f"first{n}"])
             await passes()
-        assert len(sent) == READS_IN_FLIGHT
+        assert len(sends) == READS_IN_FLIGHT
         b = together.ask(["b", "c"])
         await passes()
         c = together.ask(["c", "d"])  # a URL asked twice is read once
         gone = together.ask(["e"])
         gone.cancel()  # its look-up timed out: not read
         await passes()
-        assert len(sent) == READS_IN_FLIGHT
-        answers[0].set_result({"a"})
+        assert len(sends) == READS_IN_FLIGHT
+        answer(reads[0], {"a"})
         assert await alone == {"a": ("a", "row of a")}
         await passes()
-        assert sent[-1] == ["b", "c", "d"]  # the held ones, as one read
-        answers[-1].set_result({"b", "d"})  # c is not stored
+        assert sends[-1] == ["b", "c", "d"]  # the held ones, as one send
+        answer(reads[-1], {"b", "d"})  # c is not stored
         assert await b == {"b": ("b", "row of b")} and await c == {"d": ("d", "row of d")}
-        # a read that fails fails each of its look-ups
-        for answer in answers:
-            if not answer.done():
-                answer.set_result(set())
-        x, y = together.ask(["x"]), together.ask(["y"])
+        for read in reads:
+            if not read[1].done():
+                answer(read, set())
         await passes()
-        answers[-1].set_exception(TimeoutError("the node did not answer"))
-        for future in (x, y):
+        # a failed read fails the look-ups with a URL in it, and those alone
+        x, y, z = together.ask(["x"]), together.ask(["slow-y"]), together.ask(["x", "slow-z"])
+        await passes()
+        assert sends[-1] == ["x", "slow-y", "slow-z"] and len(reads[-2:]) == 2
+        reads[-1][1].set_exception(TimeoutError("that node did not answer"))
+        answer(reads[-2], {"x"})
+        assert await x == {"x": ("x", "row of x")}
+        for future in (y, z):
             with pytest.raises(TimeoutError):
                 await future
-        assert sent[-1] == ["x", "y"]
+        # a read that does not answer holds its place for SLOW_READ at most, and only the
+        # look-ups with a URL in it
+        hung, hung_reads = [], []
+        for n in range(READS_IN_FLIGHT):  # a send each
+            hung.append(together.ask([f"slow-{n}"]))
+            await passes()
+            hung_reads.append(reads[-1])
+        held = together.ask(["later"])
+        await passes()
+        assert sends[-1] != ["later"]
+        await asyncio.sleep(SLOW_READ * 1.5)
+        await passes()
+        assert sends[-1] == ["later"]  # sent, though the slow reads have not answered
+        answer(reads[-1], {"later"})
+        assert await held == {"later": ("later", "row of later")} and not any(f.done() for f in hung)
+        for read in hung_reads:
+            answer(read, set())
+        assert [await f for f in hung] == [{}] * READS_IN_FLIGHT
+        # a URL too long to be a key is not read: not stored
+        before = len(sends)
+        assert await together.ask(["http://x/" + "a" * MAX_KEY]) == {} and len(sends) == before
 
     asyncio.run(scenario())
 
