@@ -177,25 +177,19 @@ class CassandraNodes:
         of each, as fast as the node answers: its compiler's work done before a measure, as
         on a node that has served for a while. (seconds taken, the node's CPU a URL in the
         last tenth, in microseconds)."""
-        from cassandra.concurrent import execute_concurrent_with_args
-
-        from crawler.urlstore.cassandra_reads import READ_KEYS
-        from crawler.urlstore.cassandra_rows import RECORD_READ, _select
+        from crawler.urlstore.cassandra import CassandraUrlStore
 
         cluster = self.cluster()
-        session = cluster.connect()
         try:
-            one = session.prepare(_select(RECORD_READ).format(ks=keyspace))
-            many = session.prepare(_select(RECORD_READ, "url IN ?").format(ks=keyspace))
+            store = CassandraUrlStore(cluster.connect(), keyspace)  # its own statements, as a server's
             t0 = time.monotonic()
             tenth = max(1, reads // 10)
             cpu = 0.0
             for start in range(0, reads, tenth):
                 cpu0 = self.cpu_seconds()
                 part = [urls[i % len(urls)] for i in range(start, start + tenth)]
-                execute_concurrent_with_args(session, one, [(u,) for u in part], concurrency=32)
-                groups = [(part[i : i + READ_KEYS],) for i in range(0, len(part), READ_KEYS)]
-                execute_concurrent_with_args(session, many, groups, concurrency=4)
+                store._read_all([(store._select_stmt, (u,)) for u in part], store.record_reads)
+                store.get_many(part)  # (IN reads by replica set, READ_KEYS at a time)
                 cpu = (self.cpu_seconds() - cpu0) / (2 * len(part))
             return time.monotonic() - t0, cpu * 1e6
         finally:
