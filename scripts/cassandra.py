@@ -127,6 +127,9 @@ auto_bootstrap: false
 # tests create and drop many keyspaces: no snapshot of each
 auto_snapshot: false
 snapshot_before_compaction: false
+# a worker's write batches are cut under this (CASSANDRA_BATCH_BYTES 0): 5KiB by
+# default, one request for every 30 inlinks of a page; the fail threshold stays 50KiB
+batch_size_warn_threshold: 32KiB
 """
 
 LOGBACK = """<configuration>

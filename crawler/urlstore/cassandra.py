@@ -33,7 +33,8 @@
   a row per outlink, each in the partition of its target) go as UNLOGGED batches, one or
   more per replica set (the token map's replicas of each row's partition: a batch is sent
   to nodes that own all its rows, no coordinator fan-out), each under CASSANDRA_BATCH_BYTES
-  (as the server counts a batch's bytes: under its batch_size_warn_threshold) and
+  (as the server counts a batch's bytes; by default just under the nodes' own
+  batch_size_warn_threshold, read at start: ``batch_bytes``) and
   with one statement a partition at most, not as a statement each: a page of 200 links
   is a handful of requests instead of 200 (the driver's CPU a request is what bounds a
   worker's writes). A batch's statements share its timestamp, so a later write of a
@@ -65,6 +66,7 @@ from crawler.urlstore.cassandra_cluster import (
     WARN_EVERY,
     IdempotentRetries,
     add_columns,
+    batch_bytes,
     check_keyspace,
     connect,
     consistency_levels,
@@ -100,8 +102,9 @@ from crawler.urlstore.store import UrlStore
 logger = logging.getLogger(__name__)
 
 
-# a batch's bytes at most (CASSANDRA_BATCH_BYTES), as the server counts them against its
-# batch_size_warn_threshold (5 KiB by default): the rows' clustering keys and cells, not
+# a batch's bytes at most (CASSANDRA_BATCH_BYTES, or the nodes' batch_size_warn_threshold:
+# 5 KiB by default; here for a store made without settings), as the server counts
+# them against that threshold: the rows' clustering keys and cells, not
 # their partition keys. An inlink row is its source URL, its anchor text and
 # INLINK_ROW_BYTES more (its cells' timestamps and the like: Cassandra 5.0's count); a
 # row of any other statement is counted high, CELL_BYTES more a value and ROW_BYTES more
@@ -273,6 +276,8 @@ class CassandraUrlStore(CassandraReads, UrlStore):
                     f"{', '.join(hosts)}:{port} (CASSANDRA_KEYSPACE; with CASSANDRA_APPLY_SCHEMA off no worker makes it)"
                 )
             write, read = consistency_levels(settings)
+            batch = settings.getint("CASSANDRA_BATCH_BYTES")  # 0: as the nodes allow
+            batch, batch_why = (batch, "CASSANDRA_BATCH_BYTES") if batch else batch_bytes(session)
             store = cls(
                 session,
                 keyspace,
@@ -283,18 +288,20 @@ class CassandraUrlStore(CassandraReads, UrlStore):
                 request_timeout=settings.getfloat("CASSANDRA_REQUEST_TIMEOUT"),
                 max_in_flight=settings.getint("CASSANDRA_MAX_IN_FLIGHT"),
                 retries=settings.getint("CASSANDRA_RETRIES"),
-                batch_bytes=settings.getint("CASSANDRA_BATCH_BYTES"),
+                batch_bytes=batch,
                 cluster=cluster,
             )
         except BaseException:
             cluster.shutdown()
             raise
         logger.info(
-            "Cassandra UrlStore: keyspace %s on %s%s; writes %s, reads %s",
+            "Cassandra UrlStore: keyspace %s on %s%s; writes %s in batches of %d bytes at most (%s), reads %s",
             keyspace,
             ", ".join(hosts),
             " (TLS)" if settings.getbool("CASSANDRA_TLS") else "",
             write,
+            store.batch_bytes,
+            batch_why,
             read,
         )
         return store

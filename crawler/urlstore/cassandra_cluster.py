@@ -109,6 +109,67 @@ def add_columns(cluster, session, keyspace: str) -> None:
                     raise
 
 
+# a write batch's bytes: Cassandra's batch_size_warn_threshold when a node does not say
+# (5 KiB); a cut under the node's threshold, for the rows whose bytes the store counts
+# high or a version counts a little otherwise; the most a batch carries, whatever the
+# nodes allow (a request's size and the node's memory for it)
+DEFAULT_BATCH_WARN = 5 * 1024
+BATCH_MARGIN = 0.97
+MAX_BATCH_BYTES = 64 * 1024
+
+_BATCH_SETTINGS = (
+    "SELECT name, value FROM system_views.settings WHERE name IN "
+    "('batch_size_warn_threshold', 'batch_size_fail_threshold', "
+    "'batch_size_warn_threshold_in_kb', 'batch_size_fail_threshold_in_kb')"
+)
+_SIZE = re.compile(r"\s*(\d+)\s*(B|KiB|MiB)?\s*")
+_UNITS = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024 * 1024}
+
+
+def setting_bytes(name: str, value: str | None) -> int | None:
+    """A batch size setting of system_views.settings in bytes: ``5KiB`` (Cassandra 4.1 and
+    later), or a number of KiB under a name that ends ``_in_kb`` (4.0); None for a value
+    that is neither."""
+    match = _SIZE.fullmatch(value or "")
+    if not match:
+        return None
+    number, unit = int(match.group(1)), match.group(2)
+    return number * 1024 if name.endswith("_in_kb") and unit is None else number * _UNITS[unit]
+
+
+def batch_bytes(session) -> tuple[int, str]:
+    """(bytes, why): the bytes a write batch may have on ``session``'s cluster, and where
+    the figure comes from. Each node in reach says its batch_size_warn_threshold (and
+    _fail_) in ``system_views.settings`` (Cassandra 4.0 and later): a batch over it is
+    logged at the node as a warning each time; the smallest of them, BATCH_MARGIN under
+    it, at most MAX_BATCH_BYTES. A node that does not say (an older version, no right to
+    read the table) counts as Cassandra's default, 5 KiB."""
+    warn, fail, unread = [], [], []
+    for host in session.cluster.metadata.all_hosts():
+        if not host.is_up:
+            continue
+        try:
+            rows = session.execute(_BATCH_SETTINGS, host=host)
+        except Exception as exc:  # no virtual tables, no right to read them, a node that left
+            unread.append(f"{host.endpoint}: {str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__}")
+            warn.append(DEFAULT_BATCH_WARN)
+            continue
+        said: dict[str, int] = {}
+        for name, value in rows:
+            size = setting_bytes(name, value)
+            if size is not None:
+                said.setdefault(name.removesuffix("_in_kb"), size)
+        warn.append(said.get("batch_size_warn_threshold", DEFAULT_BATCH_WARN))
+        if "batch_size_fail_threshold" in said:
+            fail.append(said["batch_size_fail_threshold"])
+    limit = min([*warn, *fail], default=DEFAULT_BATCH_WARN)
+    size = max(256, min(MAX_BATCH_BYTES, int(limit * BATCH_MARGIN)))
+    why = f"the nodes' batch_size_warn_threshold, {limit} bytes"
+    if unread:
+        why += f" (5 KiB where a node did not say: {'; '.join(unread)})"
+    return size, why
+
+
 def consistency_levels(settings) -> tuple[str, str]:
     """(writes, reads): CASSANDRA_WRITE_CONSISTENCY and CASSANDRA_READ_CONSISTENCY, or when
     empty: writes LOCAL_QUORUM with a replication factor of 3 or more (a replica may be

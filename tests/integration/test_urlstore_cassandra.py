@@ -384,13 +384,28 @@ def test_a_pages_inlinks_go_in_batches_under_the_servers_warning_size(store, cas
     assert store.inlinks(links[0]["url"], 10) and len(store.inlinks("http://t.example/nothing")) == 0
 
 
+def _node_batch_thresholds(session) -> tuple[int, int]:
+    """(warn, fail): the node's batch_size_warn_threshold and _fail_ in bytes, as it says
+    them in KiB."""
+    rows = session.execute(
+        "SELECT name, value FROM system_views.settings "
+        "WHERE name IN ('batch_size_warn_threshold_in_kb', 'batch_size_fail_threshold_in_kb')"
+    )
+    said = {name: int(value) * 1024 for name, value in rows}
+    return said["batch_size_warn_threshold_in_kb"], said["batch_size_fail_threshold_in_kb"]
+
+
 def test_the_batch_cap_is_the_servers_count_of_a_batchs_bytes(cassandra_session, cassandra_keyspace):
-    """A cap over the server's batch_size_warn_threshold (5 KiB here): fewer, larger
-    batches, each of which the server warns about with its own count of their bytes,
-    which is under the cap and near it (the store counts a row as the server does)."""
+    """A cap over the server's batch_size_warn_threshold (and under its fail threshold):
+    fewer, larger batches, each of which the server warns about with its own count of
+    their bytes, which is under the cap and near it (the store counts a row as the
+    server does)."""
     for statement in schema_statements(cassandra_keyspace):
         cassandra_session.execute(statement)
-    store = CassandraUrlStore(cassandra_session, cassandra_keyspace, inlink_buckets=4, batch_bytes=12000)
+    warn, fail = _node_batch_thresholds(cassandra_session)
+    cap = warn + 8000
+    assert cap < fail
+    store = CassandraUrlStore(cassandra_session, cassandra_keyspace, inlink_buckets=4, batch_bytes=cap)
     try:
         sent, warnings = _sent_with_warnings(
             store, cassandra_session, [_fetched("http://s.example/", outlinks=_LONG_LINKS)]
@@ -398,11 +413,48 @@ def test_the_batch_cap_is_the_servers_count_of_a_batchs_bytes(cassandra_session,
     finally:
         store.close()
     batches = [f.query for f in sent if f.query.__class__.__name__ == "BatchStatement"]
-    assert len(batches) == -(-500 // (12000 // 120))  # 100 rows a batch
+    assert sum(len(b._statements_and_parameters) for b in batches) + len(sent) - len(batches) == 501
     sizes = [int(n) for w in warnings for n in re.findall(r"^Batch for \[.*\] is of size (\d+)", w)]
-    assert len(sizes) == len(batches) and all(size <= 12000 for size in sizes), sizes
-    # full but the page's last (answered in any order): another row would have crossed the cap
-    assert sorted(sizes)[1] > 12000 - 120, sizes
+    # every batch but the page's last one is over the threshold, and all under the cap
+    assert len(batches) - 1 <= len(sizes) <= len(batches), (sizes, len(batches))
+    assert all(warn < size <= cap for size in sizes), (sizes, warn, cap)
+    # a full one: another row (at most 120 bytes) would have crossed the cap
+    assert max(sizes) > cap - 120, sizes
+
+
+def test_a_worker_cuts_its_batches_just_under_the_nodes_own_threshold(cassandra_keyspace, caplog):
+    """CASSANDRA_BATCH_BYTES 0 (the default): a worker's store reads the node's
+    batch_size_warn_threshold at start and fills its batches up to BATCH_MARGIN under it:
+    a page of 500 links goes in as few batches as that allows, none of which the node
+    warns about; the start's log line says the figure and where it comes from. A figure
+    set is taken as it is."""
+    with caplog.at_level(logging.INFO, logger="crawler.urlstore.cassandra"):
+        store = CassandraUrlStore.from_settings(_settings(cassandra_keyspace), {})
+    try:
+        warn, _ = _node_batch_thresholds(store.session)
+        assert store.batch_bytes == int(warn * cluster.BATCH_MARGIN)
+        said = f"in batches of {store.batch_bytes} bytes at most (the nodes' batch_size_warn_threshold, {warn} bytes)"
+        assert any(said in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+        sent, warnings = _sent_with_warnings(
+            store, store.session, [_fetched("http://s.example/", outlinks=_LONG_LINKS)]
+        )
+        got = store.inlinks(_LONG_LINKS[499]["url"])
+    finally:
+        store.close()
+    batches = [f.query for f in sent if f.query.__class__.__name__ == "BatchStatement"]
+    rows = sum(len(b._statements_and_parameters) for b in batches) + len(sent) - len(batches)
+    assert rows == 501  # the page's row and its 500 inlinks
+    assert not [w for w in warnings if w.startswith("Batch for")], warnings
+    assert got == [{"url": "http://s.example/", "text": "page é 499", "nofollow": False}]
+    fixed = CassandraUrlStore.from_settings(_settings(cassandra_keyspace, CASSANDRA_BATCH_BYTES=3000), {})
+    try:
+        assert fixed.batch_bytes == 3000
+        # the same page in 3,000-byte batches: a request for every 25 rows or so
+        small, _ = _sent_with_warnings(fixed, fixed.session, [_fetched("http://s.example/", outlinks=_LONG_LINKS)])
+    finally:
+        fixed.close()
+    assert len(small) >= 500 * 117 // 3000
+    assert len(sent) <= -(-501 * 120 // store.batch_bytes) + 1  # (the page's row, counted high, may go alone)
 
 
 def test_an_inlink_rows_bytes_and_routing_key_are_the_drivers_own(store):

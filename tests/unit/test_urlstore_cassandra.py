@@ -7,9 +7,10 @@ tests/integration/test_urlstore_cassandra.py)."""
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 
 import pytest
-from cassandra import ConsistencyLevel
+from cassandra import ConsistencyLevel, InvalidRequest
 from cassandra.policies import RetryPolicy
 from cassandra.query import SimpleStatement
 from scrapy.settings import Settings
@@ -48,6 +49,59 @@ def test_the_consistency_levels_follow_the_replication_factor_unless_given():
         CASSANDRA_REPLICATION_FACTOR=3, CASSANDRA_WRITE_CONSISTENCY="one", CASSANDRA_READ_CONSISTENCY="quorum"
     )
     assert given == ("ONE", "QUORUM")
+
+
+def test_a_nodes_batch_size_settings_read_in_bytes():
+    assert cluster.setting_bytes("batch_size_warn_threshold", "5KiB") == 5120
+    assert cluster.setting_bytes("batch_size_fail_threshold", " 1MiB ") == 1024 * 1024
+    assert cluster.setting_bytes("batch_size_warn_threshold", "900B") == 900
+    assert cluster.setting_bytes("batch_size_warn_threshold_in_kb", "32") == 32 * 1024  # Cassandra 4.0
+    for value in ("", None, "5 KB", "-1KiB", "lots"):
+        assert cluster.setting_bytes("batch_size_warn_threshold", value) is None
+
+
+class _Node:
+    def __init__(self, endpoint: str, rows=None, up: bool = True):
+        self.endpoint, self.rows, self.is_up = endpoint, rows, up
+
+
+class _Nodes:
+    """A session of nodes that answer the read of system_views.settings with their rows,
+    or refuse it as a node before 4.0 does (no virtual tables): a stand-in, for the
+    nodes of other versions and settings than the one the integration tests start (its
+    own reads: tests/integration/test_urlstore_cassandra.py)."""
+
+    def __init__(self, *nodes: _Node):
+        self.nodes = nodes
+        self.cluster = SimpleNamespace(metadata=SimpleNamespace(all_hosts=lambda: list(nodes)))
+
+    def execute(self, query, host):
+        assert "system_views.settings" in query and host in self.nodes
+        if host.rows is None:
+            raise InvalidRequest(
+                'Error from server: code=2200 [Invalid query] message="Keyspace system_views does not exist"'
+            )
+        return host.rows
+
+
+def test_write_batches_are_cut_under_the_smallest_threshold_the_nodes_say():
+    def rows(warn: str, fail: str, old: bool = False):
+        suffix = "_in_kb" if old else ""
+        return [(f"batch_size_warn_threshold{suffix}", warn), (f"batch_size_fail_threshold{suffix}", fail)]
+
+    raised = _Node("127.0.0.1:9042", rows("32KiB", "50KiB"))
+    assert cluster.batch_bytes(_Nodes(raised)) == (31784, "the nodes' batch_size_warn_threshold, 32768 bytes")
+    # the smallest of the nodes up (a 4.0 node says KiB); a node down is not asked
+    old, down = _Node("127.0.0.2:9042", rows("20", "50", old=True)), _Node("127.0.0.3:9042", up=False)
+    assert cluster.batch_bytes(_Nodes(raised, old, down))[0] == int(20 * 1024 * cluster.BATCH_MARGIN)
+    # a node that does not say counts as Cassandra's default, and the reason says which
+    size, why = cluster.batch_bytes(_Nodes(raised, _Node("127.0.0.4:9042")))
+    assert size == int(5120 * cluster.BATCH_MARGIN) == 4966
+    assert "127.0.0.4:9042: Error from server" in why and "5 KiB where a node did not say" in why
+    # never over the fail threshold, nor over MAX_BATCH_BYTES
+    assert cluster.batch_bytes(_Nodes(_Node("a", rows("64MiB", "40KiB"))))[0] == int(40 * 1024 * cluster.BATCH_MARGIN)
+    assert cluster.batch_bytes(_Nodes(_Node("a", rows("1MiB", "2MiB"))))[0] == cluster.MAX_BATCH_BYTES
+    assert cluster.batch_bytes(_Nodes())[0] == 4966  # no node up to ask: the default
 
 
 def test_the_retry_policy_retries_idempotent_statements_its_number_of_times():
