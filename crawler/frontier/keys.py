@@ -172,7 +172,9 @@ key                         type    contents
                                     oldest chunk into its window (the window ran low)
 ``dormant``                 zset    host -> time (ms) from which it may have a window: since
                                     it waits wholly on disk (FRONTIER_ACTIVE_HOSTS had one
-                                    each), or when it is due (its window given back, EVICT)
+                                    each), or when it is due (its window given back, EVICT);
+                                    never in the ready heap too (add_ready moves a host
+                                    entering it to 'refill')
 ``lclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>``: a worker is
                                     loading that chunk
 ``hspilled``                hash    host -> its URLs in chunks of the spill store (the

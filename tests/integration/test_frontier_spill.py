@@ -377,6 +377,42 @@ def test_a_paused_host_waiting_on_disk_gets_no_window_until_resumed(redis_url, c
     assert urls_through_spill(frontier, spill, T0 + 5_000) == urls["c"]
 
 
+def test_a_host_waiting_on_disk_that_a_follow_up_or_a_due_retry_makes_ready_leaves_dormant(
+    redis_url, crawl_name, tmp_path
+):
+    """One window at most: a.example holds it, b.example and c.example wait on disk. A
+    follow-up of b (a redirect's target) puts b in the ready heap at once, and a retry of c
+    does when it comes due: each leaves 'dormant' for 'refill' (its chunks load behind
+    what it holds), so the hosts with URLs are counted once each; everything comes out
+    once, each host's spilled URLs in order behind its follow-up."""
+    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=1)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    urls = {h: [f"http://{h}.example/p{i}" for i in range(10)] for h in "abc"}
+    _push(frontier, urls["a"] + urls["b"] + urls["c"], now=T0)
+    spill.round(T0 + 2_000)
+    r, k = frontier.redis, frontier.keys
+    assert r.zscore(k.dormant, "b.example") is not None and r.zscore(k.dormant, "c.example") is not None
+    assert frontier.stats()["hosts_with_urls"] == 3
+    moved, retry = "http://b.example/moved", "http://c.example/again"
+    follow_up = Entry(url=moved, payload=encode_url(moved), follow_up=True, dont_filter=True)
+    later = Entry(url=retry, payload=encode_url(retry), follow_up=True, dont_filter=True, not_before=T0 + 3_000)
+    assert frontier.put([follow_up, later], now=T0 + 2_000) == ["added", "added"]
+    assert r.zscore(k.ready, "b.example") is not None
+    assert r.zscore(k.dormant, "b.example") is None and r.zscore(k.refill, "b.example") == T0 + 2_000
+    assert r.zscore(k.dormant, "c.example") is not None  # (its retry is not due yet)
+    assert frontier.stats()["hosts_with_urls"] == 3  # a, b (ready), c (on disk): b once
+    leases, _ = frontier.get(1, now=T0 + 3_000)  # the retry comes due: c enters the heap
+    frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=T0 + 3_000)
+    assert r.zscore(k.ready, "c.example") is not None and r.zscore(k.dormant, "c.example") is None
+    assert r.zscore(k.refill, "c.example") is not None
+    got = [payload_url(lease.payload) for lease in leases] + urls_through_spill(frontier, spill, T0 + 4_000)
+    assert sorted(got) == sorted(urls["a"] + urls["b"] + urls["c"] + [moved, retry])
+    for host, first in (("b", moved), ("c", retry)):
+        assert [u for u in got if u.startswith(f"http://{host}.example/")] == [first, *urls[host]]
+    stats = frontier.stats()
+    assert stats["hosts_with_urls"] == 0 and stats["spilled"] == 0 and stats["hosts_dormant"] == 0
+
+
 def test_a_promoted_url_that_is_spilled_is_fetched_at_its_hosts_next_turn_and_once(redis_url, crawl_name, tmp_path):
     frontier = _frontier(redis_url, crawl_name)
     spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))

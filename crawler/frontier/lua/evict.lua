@@ -129,6 +129,7 @@ local function commit()
                 redis.call('ZREM', prefix .. K.refill, host)
                 redis.call('LPUSH', prefix .. K.spilled .. host, id)
                 redis.call('ZADD', prefix .. K.dormant, math.max(due, now), host)
+                present[K.dormant] = true
                 count_spilled(prefix, host, #entries)
                 done[#done + 1] = tonumber(id)
             end

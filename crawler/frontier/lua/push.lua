@@ -110,7 +110,6 @@ local opened = 0  -- hosts given a window in this call (in the ready heap after 
 -- beyond its window before this call, as a difference (math.huge: nothing beyond; nil: not
 -- looked up); ahead[host]: the highest level among those this call sends to its buffer
 local size, far, ahead = {}, {}, {}
-local woken = {}  -- hosts waiting wholly on disk that past_window gave a window
 local NOTHING = math.huge
 local function window_has(host, ranked)
     -- (a fifo crawl's windows are back queues alone: no ranked queue to count)
@@ -151,8 +150,7 @@ local function past_window(host, d, ranked)
         -- a host without a window gets one if something is beyond it and there is room for
         -- one more (FRONTIER_ACTIVE_HOSTS: else it waits on disk, that URL in its buffer)
         if best == NOTHING or not room_for_host(prefix, opened) then return false end
-        woken[host] = true
-        opened = opened + 1
+        opened = opened + 1  -- (it leaves 'dormant' as it enters the heap: add_ready)
     end
     return true
 end
@@ -280,12 +278,6 @@ end
 -- with a window: each host's new URLs at the tail of its window, the others in its buffer
 for host, q in pairs(tails) do to_back(prefix, host, q) end
 for host in pairs(grown) do make_ready(prefix, host, now) end
-for host in pairs(woken) do  -- its chunks are loaded behind that URL at once (unless paused)
-    if redis.call('ZSCORE', prefix .. K.ready, host) then
-        redis.call('ZREM', prefix .. K.dormant, host)
-        wants_load(prefix, host, now)
-    end
-end
 for host, d in pairs(ahead) do  -- a level above the default went beyond the window
     if d < 0 and d < tonumber(redis.call('HGET', prefix .. K.hbeyond, host) or '0') then
         redis.call('HSET', prefix .. K.hbeyond, host, d)

@@ -254,6 +254,7 @@ local function wants_load(prefix, host, now, now_or_never, have)
         redis.call('ZADD', prefix .. K.refill, 'LT', now, host)
     else
         redis.call('ZADD', prefix .. K.dormant, 'NX', now, host)
+        present[K.dormant] = true
     end
     return true
 end
@@ -428,6 +429,13 @@ local function add_ready(prefix, host, now)
     local nxt = tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0')
     if nxt < now then nxt = now end
     ready_at(prefix, host, nxt)
+    -- a host waiting wholly on disk ('dormant') that enters the heap (a follow-up or a
+    -- submission, a retry come due, a URL above the default level): a host in the heap has
+    -- a window, and its chunks load behind what it holds ('refill'), as wants_load does for
+    -- a host in the heap; it waits in one place, and is counted once
+    if exists_once(prefix, K.dormant) and redis.call('ZREM', prefix .. K.dormant, host) == 1 then
+        redis.call('ZADD', prefix .. K.refill, 'LT', now, host)
+    end
 end
 local function make_ready(prefix, host, now)
     if not redis.call('ZSCORE', prefix .. K.ready, host) then add_ready(prefix, host, now) end
