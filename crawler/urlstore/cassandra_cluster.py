@@ -139,14 +139,15 @@ def setting_bytes(name: str, value: str | None) -> int | None:
 
 def batch_bytes(session) -> tuple[int, str]:
     """(bytes, why): the bytes a write batch may have on ``session``'s cluster, and where
-    the figure comes from. Each node in reach says its batch_size_warn_threshold (and
-    _fail_) in ``system_views.settings`` (Cassandra 4.0 and later): a batch over it is
-    logged at the node as a warning each time; the smallest of them, BATCH_MARGIN under
-    it, at most MAX_BATCH_BYTES. A node that does not say (an older version, no right to
-    read the table) counts as Cassandra's default, 5 KiB."""
+    the figure comes from. Each node the session writes to (those it holds connections to:
+    the local datacenter's, up) says its batch_size_warn_threshold (and _fail_) in
+    ``system_views.settings`` (Cassandra 4.0 and later): a batch over it is logged at the
+    node as a warning each time; the smallest of them, BATCH_MARGIN under it, at most
+    MAX_BATCH_BYTES. A node that does not say (an older version, no right to read the
+    table) counts as Cassandra's default, 5 KiB."""
     warn, fail, unread = [], [], []
-    for host in session.cluster.metadata.all_hosts():
-        if not host.is_up:
+    for host in session.get_pool_state():
+        if host.is_up is False:
             continue
         try:
             rows = session.execute(_BATCH_SETTINGS, host=host)
@@ -162,7 +163,9 @@ def batch_bytes(session) -> tuple[int, str]:
         warn.append(said.get("batch_size_warn_threshold", DEFAULT_BATCH_WARN))
         if "batch_size_fail_threshold" in said:
             fail.append(said["batch_size_fail_threshold"])
-    limit = min([*warn, *fail], default=DEFAULT_BATCH_WARN)
+    if not warn:
+        return int(DEFAULT_BATCH_WARN * BATCH_MARGIN), "Cassandra's default batch_size_warn_threshold (no node to ask)"
+    limit = min([*warn, *fail])
     size = max(256, min(MAX_BATCH_BYTES, int(limit * BATCH_MARGIN)))
     why = f"the nodes' batch_size_warn_threshold, {limit} bytes"
     if unread:

@@ -7,7 +7,6 @@ tests/integration/test_urlstore_cassandra.py)."""
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
 
 import pytest
 from cassandra import ConsistencyLevel, InvalidRequest
@@ -73,7 +72,9 @@ class _Nodes:
 
     def __init__(self, *nodes: _Node):
         self.nodes = nodes
-        self.cluster = SimpleNamespace(metadata=SimpleNamespace(all_hosts=lambda: list(nodes)))
+
+    def get_pool_state(self) -> dict:
+        return {node: {} for node in self.nodes}
 
     def execute(self, query, host):
         assert "system_views.settings" in query and host in self.nodes
