@@ -588,6 +588,24 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         recorded = self.redis.get(self.keys.spill_store)
         return recorded.decode() if recorded is not None else None
 
+    def spill_due(self, now: int | None = None) -> tuple[bool, bool, bool]:
+        """Whether each claim of a spill round may find work now, in one round trip rather
+        than three script calls (most rounds find nothing): (buffers due to be written out;
+        windows to give back: hosts wait in 'dormant'; chunks to load: hosts in 'refill',
+        or in 'dormant' while fewer than FRONTIER_ACTIVE_HOSTS hosts have a window). The
+        claims' own first tests, read without claiming: False is certain, True may still
+        find nothing (claims of other workers)."""
+        now = now_ms() if now is None else now
+        k = self.keys
+        p = self.redis.pipeline(transaction=False)
+        p.zrangebyscore(k.spill, "-inf", now, start=0, num=1)
+        p.zcount(k.dormant, "-inf", now)
+        p.zrangebyscore(k.refill, "-inf", now, start=0, num=1)
+        p.zcard(k.ready)
+        buffers, dormant, refill, ready = p.execute()
+        room = self.active_hosts <= 0 or ready < self.active_hosts
+        return bool(buffers), dormant > 0 and self.window_idle_ms > 0, bool(refill) or (dormant > 0 and room)
+
     def spill_claim(self, token: str, claim_ms: int, most: int, now: int | None = None) -> list[tuple]:
         """Claim up to ``most`` hosts' buffers that are due to be written out: (host, chunk
         id, entries) each, the chunk to write under (host, id) before ``spill_commit``."""

@@ -14,7 +14,8 @@ blocking I/O: run it off the reactor.
 - ``evict(now)``: while hosts wait on disk for a window, write out the windows of hosts due
   furthest ahead (FRONTIER_WINDOW_IDLE or later) as their oldest chunks, committed only if
   each window is still what was written.
-- ``round(now)``: the three, until nothing is due or ``most`` chunks were moved; a spill not yet
+- ``round(now)``: the three, each on the shards where the frontier's ``spill_due`` says a
+  claim may find work, until nothing is due or ``most`` chunks were moved; a spill not yet
   bound (``bind``: its store checked against the one the crawl recorded) is bound first.
 - ``clear()``: every chunk of the crawl, for ``scrapy frontier clear``.
 
@@ -58,21 +59,21 @@ class Spill:
         if self.stats is not None and count:
             self.stats.inc_value(key, count)
 
-    def _claims(self, claim, now: int | None):
+    def _claims(self, claim, now: int | None, shards=None):
         """(shard, its time, what ``claim(shard)(token, claim time, hosts, now=)`` claimed)
-        for each shard where it claimed something."""
-        for shard in self.shards:
+        for each shard (of ``shards``, default all) where it claimed something."""
+        for shard in self.shards if shards is None else shards:
             t = now_ms() if now is None else now
             claimed = claim(shard)(self.token, CLAIM_MS, HOSTS_A_CALL, now=t)
             if claimed:
                 yield shard, t, claimed
 
-    def _write_out(self, claim, commit, now: int | None) -> int:
+    def _write_out(self, claim, commit, now: int | None, shards=None) -> int:
         """Claim on each shard (``claim(shard)``), write the chunks claimed, commit them
         (``commit(shard)``) and delete those not committed (claims that expired: another
         worker writes those URLs; windows that changed meanwhile); URLs written."""
         urls = 0
-        for shard, t, claimed in self._claims(claim, now):
+        for shard, t, claimed in self._claims(claim, now, shards):
             crawl = shard.keys.prefix
             self.chunks.write(crawl, [(host, chunk, pack(entries)) for host, chunk, entries in claimed])
             committed = commit(shard)(self.token, claimed, now=t)
@@ -82,17 +83,17 @@ class Spill:
             urls += sum(len(entries) for _, chunk, entries in claimed if chunk in committed)
         return urls
 
-    def spill(self, now: int | None = None) -> int:
-        """Write out one claim's worth of buffers on each shard; URLs written."""
-        urls = self._write_out(lambda shard: shard.spill_claim, lambda shard: shard.spill_commit, now)
+    def spill(self, now: int | None = None, shards=None) -> int:
+        """Write out one claim's worth of buffers on each shard (of ``shards``); URLs written."""
+        urls = self._write_out(lambda shard: shard.spill_claim, lambda shard: shard.spill_commit, now, shards)
         self._inc("frontier/spilled", urls)
         return urls
 
-    def refill(self, now: int | None = None) -> int:
-        """Load one claim's worth of chunks on each shard into their hosts' windows; URLs
-        loaded."""
+    def refill(self, now: int | None = None, shards=None) -> int:
+        """Load one claim's worth of chunks on each shard (of ``shards``) into their hosts'
+        windows; URLs loaded."""
         urls = 0
-        for shard, t, claimed in self._claims(lambda shard: shard.load_claim, now):
+        for shard, t, claimed in self._claims(lambda shard: shard.load_claim, now, shards):
             crawl = shard.keys.prefix
             read = []
             for (host, chunk), body in zip(claimed, self.chunks.read(crawl, claimed), strict=True):
@@ -111,21 +112,29 @@ class Spill:
         self._inc("frontier/loaded", urls)
         return urls
 
-    def evict(self, now: int | None = None) -> int:
+    def evict(self, now: int | None = None, shards=None) -> int:
         """Write out the windows of hosts due furthest ahead while hosts wait on disk for a
-        window (one claim on each shard); URLs written."""
-        urls = self._write_out(lambda shard: shard.evict_claim, lambda shard: shard.evict_commit, now)
+        window (one claim on each shard, of ``shards``); URLs written."""
+        urls = self._write_out(lambda shard: shard.evict_claim, lambda shard: shard.evict_commit, now, shards)
         self._inc("frontier/evicted", urls)
         return urls
 
     def round(self, now: int | None = None, most: int = 100_000) -> tuple[int, int]:
         """Spill, give idle windows back (``evict``) and refill until nothing more is due (or
         ``most`` URLs each way): (URLs written out, URLs loaded). The store is checked first if
-        it was not yet (Redis away when the process started)."""
+        it was not yet (Redis away when the process started). A claim is sent only to the
+        shards whose ``spill_due`` says it may find work (one round trip a shard: most
+        rounds find nothing); what was written out may be due to load at once (a window run
+        low, a host given room), so a round that wrote loads on every shard."""
         if not self.bound:
             self.bind()
-        written = _until_done(self.spill, now, most) + self.evict(now)
-        return written, _until_done(self.refill, now, most)
+        due = [(shard, shard.spill_due(now)) for shard in self.shards]
+        buffers = [shard for shard, (spill, _, _) in due if spill]
+        windows = [shard for shard, (_, evict, _) in due if evict]
+        written = _until_done(lambda t: self.spill(t, buffers), now, most) if buffers else 0
+        written += self.evict(now, windows) if windows else 0
+        chunks = self.shards if written else [shard for shard, (_, _, load) in due if load]
+        return written, _until_done(lambda t: self.refill(t, chunks), now, most) if chunks else 0
 
     def clear(self) -> int:
         """Delete every chunk of the crawl's queues (before their keys go). Returns how many."""
