@@ -92,8 +92,15 @@ class Spill:
     def refill(self, now: int | None = None, shards=None) -> int:
         """Load one claim's worth of chunks on each shard (of ``shards``) into their hosts'
         windows; URLs loaded."""
-        urls = 0
+        return self._refill(now, shards)[0]
+
+    def _refill(self, now: int | None, shards) -> tuple[int, list]:
+        """``refill``: (URLs loaded, the shards whose claim took HOSTS_A_CALL hosts: those
+        that may have more due now; the others' claims took every host they could)."""
+        urls, full = 0, []
         for shard, t, claimed in self._claims(lambda shard: shard.load_claim, now, shards):
+            if len(claimed) >= HOSTS_A_CALL:
+                full.append(shard)
             crawl = shard.keys.prefix
             read = []
             for (host, chunk), body in zip(claimed, self.chunks.read(crawl, claimed), strict=True):
@@ -110,7 +117,7 @@ class Spill:
             if done:
                 self.chunks.delete(crawl, done)
         self._inc("frontier/loaded", urls)
-        return urls
+        return urls, full
 
     def evict(self, now: int | None = None, shards=None) -> int:
         """Write out the windows of hosts due furthest ahead while hosts wait on disk for a
@@ -125,7 +132,9 @@ class Spill:
         it was not yet (Redis away when the process started). A claim is sent only to the
         shards whose ``spill_due`` says it may find work (one round trip a shard: most
         rounds find nothing); what was written out may be due to load at once (a window run
-        low, a host given room), so a round that wrote loads on every shard."""
+        low, a host given room), so a round that wrote loads on every shard. Loads go on
+        while a shard's claim takes HOSTS_A_CALL hosts; those a claim passed over (another
+        worker's) or that a load left low again are the next round's."""
         if not self.bound:
             self.bind()
         due = [(shard, shard.spill_due(now)) for shard in self.shards]
@@ -134,7 +143,13 @@ class Spill:
         written = _until_done(lambda t: self.spill(t, buffers), now, most) if buffers else 0
         written += self.evict(now, windows) if windows else 0
         chunks = self.shards if written else [shard for shard, (_, _, load) in due if load]
-        return written, _until_done(lambda t: self.refill(t, chunks), now, most) if chunks else 0
+        loaded = 0
+        while chunks and loaded < most:  # (a claim of fewer than HOSTS_A_CALL hosts took them all)
+            urls, chunks = self._refill(now, chunks)
+            loaded += urls
+            if not urls:
+                break
+        return written, loaded
 
     def clear(self) -> int:
         """Delete every chunk of the crawl's queues (before their keys go). Returns how many."""

@@ -413,6 +413,35 @@ def test_a_host_waiting_on_disk_that_a_follow_up_or_a_due_retry_makes_ready_leav
     assert stats["hosts_with_urls"] == 0 and stats["spilled"] == 0 and stats["hosts_dormant"] == 0
 
 
+def _script_calls(frontier) -> int:
+    stats = frontier.redis.info("commandstats")
+    return sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
+
+
+def test_a_round_sends_only_the_claims_that_may_find_work(redis_url, crawl_name, tmp_path):
+    """spill_due says, without claiming, which claims of a round may find work: buffers due
+    to be written, hosts waiting on disk (a window to give back, a chunk to load when there
+    is room); a round that finds nothing sends no script, and one with work does it."""
+    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=1, window_idle=60.0)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    spill.bind()
+    assert frontier.spill_due(now=T0) == (False, False, False)
+    before = _script_calls(frontier)
+    assert spill.round(T0) == (0, 0) and _script_calls(frontier) == before  # nothing: no script
+    urls = {h: [f"http://{h}.example/p{i}" for i in range(n)] for h, n in (("a", 6), ("b", 10))}
+    _push(frontier, urls["a"], now=T0)  # a: 4 in its window, 2 in its buffer, due at T0 + 1 s
+    assert frontier.spill_due(now=T0) == (False, False, False)
+    assert frontier.spill_due(now=T0 + 1_000) == (True, False, False)
+    _push(frontier, urls["b"], now=T0 + 1_000)  # b: no room for a window, all in its buffer
+    # a's 2, and b's 8 (two whole chunks; its last 2 are due at T0 + 3 s)
+    assert spill.round(T0 + 2_000) == (10, 0)
+    # b waits on disk: an idle window may go to it; no room to load it while a holds one
+    assert frontier.spill_due(now=T0 + 2_000) == (False, True, False)
+    got = urls_through_spill(frontier, spill, T0 + 3_000)
+    assert sorted(got) == sorted(urls["a"] + urls["b"])
+    assert frontier.spill_due(now=T0 + 4_000) == (False, False, False)
+
+
 def test_a_promoted_url_that_is_spilled_is_fetched_at_its_hosts_next_turn_and_once(redis_url, crawl_name, tmp_path):
     frontier = _frontier(redis_url, crawl_name)
     spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
