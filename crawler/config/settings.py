@@ -844,8 +844,8 @@ TABLE: tuple[Setting, ...] = (
     S(
         "CASSANDRA_BATCH_BYTES",
         0,
-        Number(0, 64 * 1024, integer=True),
-        "a write batch's bytes at most, as the server counts them (rows' clustering keys and cells, not partition keys); 0: just under the nodes' own batch_size_warn_threshold (read at start from system_views.settings; 5 KiB, Cassandra's default, where a node does not say), at most 64 KiB. Larger batches are fewer requests a page, and the driver's CPU a request bounds a worker's writes: raise the nodes' threshold (cassandra.yaml) to 32KiB, as scripts/cassandra.py does, and a worker's CPU a record halves",
+        Number(0, 50 * 1024, integer=True),
+        "a write batch's bytes at most, as the server counts them (rows' clustering keys and cells, not partition keys), under the nodes' batch_size_fail_threshold (50 KiB by default: a larger batch is refused); 0: just under the nodes' own batch_size_warn_threshold (read at start from system_views.settings; 5 KiB, Cassandra's default, where a node does not say), at most 64 KiB. Larger batches are fewer requests a page, and the driver's CPU a request bounds a worker's writes: raise the nodes' threshold (cassandra.yaml) to 32KiB, as scripts/cassandra.py does, and a worker's CPU a record halves",
     ),
     S(
         "CASSANDRA_RETRIES",

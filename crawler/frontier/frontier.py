@@ -593,8 +593,9 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         than three script calls (most rounds find nothing): (buffers due to be written out;
         windows to give back: hosts wait in 'dormant'; chunks to load: hosts in 'refill',
         or in 'dormant' while fewer than FRONTIER_ACTIVE_HOSTS hosts have a window). The
-        claims' own first tests, read without claiming: False is certain, True may still
-        find nothing (claims of other workers)."""
+        claims' own first tests, read without claiming: False holds at ``now`` (what falls
+        due after it waits for the next round), True may still find nothing (claims of
+        other workers)."""
         now = now_ms() if now is None else now
         k = self.keys
         p = self.redis.pipeline(transaction=False)

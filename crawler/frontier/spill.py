@@ -96,7 +96,7 @@ class Spill:
 
     def _refill(self, now: int | None, shards) -> tuple[int, list]:
         """``refill``: (URLs loaded, the shards whose claim took HOSTS_A_CALL hosts: those
-        that may have more due now; the others' claims took every host they could)."""
+        most likely to have more due now)."""
         urls, full = 0, []
         for shard, t, claimed in self._claims(lambda shard: shard.load_claim, now, shards):
             if len(claimed) >= HOSTS_A_CALL:
@@ -132,15 +132,17 @@ class Spill:
         it was not yet (Redis away when the process started). A claim is sent only to the
         shards whose ``spill_due`` says it may find work (one round trip a shard: most
         rounds find nothing); what was written out may be due to load at once (a window run
-        low, a host given room), so a round that wrote loads on every shard. Loads go on
-        while a shard's claim takes HOSTS_A_CALL hosts; those a claim passed over (another
-        worker's) or that a load left low again are the next round's."""
+        low, a host given room), so a round that wrote gives windows back and loads on every
+        shard. Loads go on while a shard's claim takes HOSTS_A_CALL hosts; the hosts a claim
+        passed over (no chunk left, another worker's live claim) or that a load left low
+        again, and what fell due after ``spill_due`` read the time, are the next round's."""
         if not self.bound:
             self.bind()
         due = [(shard, shard.spill_due(now)) for shard in self.shards]
         buffers = [shard for shard, (spill, _, _) in due if spill]
-        windows = [shard for shard, (_, evict, _) in due if evict]
         written = _until_done(lambda t: self.spill(t, buffers), now, most) if buffers else 0
+        # (what was written may have left hosts waiting on disk: a window to give back)
+        windows = self.shards if written else [shard for shard, (_, evict, _) in due if evict]
         written += self.evict(now, windows) if windows else 0
         chunks = self.shards if written else [shard for shard, (_, _, load) in due if load]
         loaded = 0

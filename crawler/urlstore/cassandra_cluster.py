@@ -15,7 +15,7 @@ import time
 import uuid
 from importlib import resources
 
-from cassandra import DriverException, InvalidRequest
+from cassandra import DriverException, InvalidRequest, Unauthorized
 from cassandra.cluster import NoHostAvailable
 from cassandra.policies import RetryPolicy
 
@@ -143,33 +143,43 @@ def batch_bytes(session) -> tuple[int, str]:
     the local datacenter's, up) says its batch_size_warn_threshold (and _fail_) in
     ``system_views.settings`` (Cassandra 4.0 and later): a batch over it is logged at the
     node as a warning each time; the smallest of them, BATCH_MARGIN under it, at most
-    MAX_BATCH_BYTES. A node that does not say (an older version, no right to read the
-    table) counts as Cassandra's default, 5 KiB."""
-    warn, fail, unread = [], [], []
+    MAX_BATCH_BYTES. A node that refuses the read (an older version without the table, no
+    right to read it) counts as Cassandra's default, 5 KiB; one that does not answer (a
+    timeout, a node going down) is passed over."""
+    said_by: list[int] = []
+    unread, unanswered = [], []
     for host in session.get_pool_state():
         if host.is_up is False:
             continue
         try:
             rows = session.execute(_BATCH_SETTINGS, host=host)
-        except Exception as exc:  # no virtual tables, no right to read them, a node that left
-            unread.append(f"{host.endpoint}: {str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__}")
-            warn.append(DEFAULT_BATCH_WARN)
+        except (InvalidRequest, Unauthorized) as exc:  # no such table, or no right to read it
+            unread.append(f"{host.endpoint}: {str(exc).splitlines()[0][:120]}")
+            said_by.append(DEFAULT_BATCH_WARN)
+            continue
+        except Exception as exc:  # no answer (a timeout, a node going down): its figure is not known
+            unanswered.append(f"{host.endpoint}: {type(exc).__name__}")
             continue
         said: dict[str, int] = {}
         for name, value in rows:
             size = setting_bytes(name, value)
             if size is not None:
                 said.setdefault(name.removesuffix("_in_kb"), size)
-        warn.append(said.get("batch_size_warn_threshold", DEFAULT_BATCH_WARN))
+        said_by += [said.get("batch_size_warn_threshold", DEFAULT_BATCH_WARN)]
         if "batch_size_fail_threshold" in said:
-            fail.append(said["batch_size_fail_threshold"])
-    if not warn:
-        return int(DEFAULT_BATCH_WARN * BATCH_MARGIN), "Cassandra's default batch_size_warn_threshold (no node to ask)"
-    limit = min([*warn, *fail])
+            said_by.append(said["batch_size_fail_threshold"])
+    if not said_by:
+        why = "Cassandra's default batch_size_warn_threshold, 5 KiB: no node answered"
+        return int(DEFAULT_BATCH_WARN * BATCH_MARGIN), why + (f" ({'; '.join(unanswered)})" if unanswered else "")
+    limit = min(said_by)
     size = max(256, min(MAX_BATCH_BYTES, int(limit * BATCH_MARGIN)))
-    why = f"the nodes' batch_size_warn_threshold, {limit} bytes"
+    why = f"{BATCH_MARGIN:.0%} of {limit} bytes, the smallest batch threshold of the nodes"
+    if size == MAX_BATCH_BYTES:
+        why += f", at most {MAX_BATCH_BYTES}"
     if unread:
-        why += f" (5 KiB where a node did not say: {'; '.join(unread)})"
+        why += f"; 5 KiB where a node did not say: {'; '.join(unread)}"
+    if unanswered:
+        why += f"; not answered: {'; '.join(unanswered)}"
     return size, why
 
 
@@ -211,7 +221,9 @@ def connect(make_cluster, datacenter: str | None, patience: float, contact: str)
         cluster = make_cluster()
         try:
             with _quiet_control_connection():
-                return cluster, cluster.connect()
+                # every local node's pool made before the store starts (a write batch's size
+                # is asked of each: batch_bytes), not only the first
+                return cluster, cluster.connect(wait_for_all_pools=True)
         except NoHostAvailable as exc:
             known = sorted({host.datacenter for host in cluster.metadata.all_hosts() if host.datacenter})
             cluster.shutdown()

@@ -433,7 +433,7 @@ def test_a_worker_cuts_its_batches_just_under_the_nodes_own_threshold(cassandra_
     try:
         warn, _ = _node_batch_thresholds(store.session)
         assert store.batch_bytes == int(warn * cluster.BATCH_MARGIN)
-        said = f"in batches of {store.batch_bytes} bytes at most (the nodes' batch_size_warn_threshold, {warn} bytes)"
+        said = f"in batches of {store.batch_bytes} bytes at most (97% of {warn} bytes, the smallest batch threshold"
         assert any(said in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
         sent, warnings = _sent_with_warnings(
             store, store.session, [_fetched("http://s.example/", outlinks=_LONG_LINKS)]

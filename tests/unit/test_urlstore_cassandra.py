@@ -78,6 +78,8 @@ class _Nodes:
 
     def execute(self, query, host):
         assert "system_views.settings" in query and host in self.nodes
+        if host.rows is TimeoutError:
+            raise host.rows("timed out")
         if host.rows is None:
             raise InvalidRequest(
                 'Error from server: code=2200 [Invalid query] message="Keyspace system_views does not exist"'
@@ -91,7 +93,10 @@ def test_write_batches_are_cut_under_the_smallest_threshold_the_nodes_say():
         return [(f"batch_size_warn_threshold{suffix}", warn), (f"batch_size_fail_threshold{suffix}", fail)]
 
     raised = _Node("127.0.0.1:9042", rows("32KiB", "50KiB"))
-    assert cluster.batch_bytes(_Nodes(raised)) == (31784, "the nodes' batch_size_warn_threshold, 32768 bytes")
+    assert cluster.batch_bytes(_Nodes(raised)) == (
+        31784,
+        "97% of 32768 bytes, the smallest batch threshold of the nodes",
+    )
     # the smallest of the nodes up (a 4.0 node says KiB); a node down is not asked
     old, down = _Node("127.0.0.2:9042", rows("20", "50", old=True)), _Node("127.0.0.3:9042", up=False)
     assert cluster.batch_bytes(_Nodes(raised, old, down))[0] == int(20 * 1024 * cluster.BATCH_MARGIN)
@@ -99,10 +104,16 @@ def test_write_batches_are_cut_under_the_smallest_threshold_the_nodes_say():
     size, why = cluster.batch_bytes(_Nodes(raised, _Node("127.0.0.4:9042")))
     assert size == int(5120 * cluster.BATCH_MARGIN) == 4966
     assert "127.0.0.4:9042: Error from server" in why and "5 KiB where a node did not say" in why
+    # a node that does not answer is passed over, and said to be
+    size, why = cluster.batch_bytes(_Nodes(raised, _Node("127.0.0.5:9042", rows=TimeoutError)))
+    assert size == 31784 and "not answered: 127.0.0.5:9042: TimeoutError" in why
     # never over the fail threshold, nor over MAX_BATCH_BYTES
     assert cluster.batch_bytes(_Nodes(_Node("a", rows("64MiB", "40KiB"))))[0] == int(40 * 1024 * cluster.BATCH_MARGIN)
     assert cluster.batch_bytes(_Nodes(_Node("a", rows("1MiB", "2MiB"))))[0] == cluster.MAX_BATCH_BYTES
-    assert cluster.batch_bytes(_Nodes())[0] == 4966  # no node up to ask: the default
+    assert cluster.batch_bytes(_Nodes()) == (
+        4966,
+        "Cassandra's default batch_size_warn_threshold, 5 KiB: no node answered",
+    )
 
 
 def test_the_retry_policy_retries_idempotent_statements_its_number_of_times():
