@@ -146,7 +146,7 @@ class Spill:
         written += self.evict(now, windows) if windows else 0
         chunks = self.shards if written else [shard for shard, (_, _, load) in due if load]
         loaded = 0
-        while chunks and loaded < most:  # (a claim of fewer than HOSTS_A_CALL hosts took them all)
+        while chunks and loaded < most:  # (a shard whose claim took fewer hosts is done this round)
             urls, chunks = self._refill(now, chunks)
             loaded += urls
             if not urls:
