@@ -165,7 +165,7 @@ def batch_bytes(session) -> tuple[int, str]:
             size = setting_bytes(name, value)
             if size is not None:
                 said.setdefault(name.removesuffix("_in_kb"), size)
-        said_by += [said.get("batch_size_warn_threshold", DEFAULT_BATCH_WARN)]
+        said_by.append(said.get("batch_size_warn_threshold", DEFAULT_BATCH_WARN))
         if "batch_size_fail_threshold" in said:
             said_by.append(said["batch_size_fail_threshold"])
     if not said_by:

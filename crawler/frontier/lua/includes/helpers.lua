@@ -431,10 +431,10 @@ local function add_ready(prefix, host, now)
     ready_at(prefix, host, nxt)
     -- a host waiting wholly on disk ('dormant') that enters the heap (a follow-up or a
     -- submission, a retry come due, a URL above the default level): a host in the heap has
-    -- a window, and its chunks load behind what it holds ('refill'), as wants_load does for
-    -- a host in the heap; it waits in one place, and is counted once
+    -- a window, and its chunks load behind what it holds (wants_load: 'refill'); it waits in
+    -- one place, and is counted once
     if exists_once(prefix, K.dormant) and redis.call('ZREM', prefix .. K.dormant, host) == 1 then
-        redis.call('ZADD', prefix .. K.refill, 'LT', now, host)
+        wants_load(prefix, host, now)
     end
 end
 local function make_ready(prefix, host, now)
