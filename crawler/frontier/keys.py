@@ -66,7 +66,7 @@ key                         type    contents
                                     out of the ready heap until one lands
 ``flying``                  set     seq of every lease in flight
 ``leases``                  zset    lease -> expiry time (ms); a lease is
-                                    ``<seq>\\x1f<attempt>\\x1f<host>\\x1f<payload>``
+                                    ``<seq>\\x1f<attempt>[:<cash>]\\x1f<host>\\x1f<payload>``
 ``leased``                  hash    URL (a payload's first field) -> leases of it in
                                     ``leases``: PROMOTE finds a URL in flight here, not by
                                     reading ``leases``; every script that adds or removes

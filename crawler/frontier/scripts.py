@@ -17,12 +17,14 @@ clock enters only as the "now" of its own call.
 
 Entry formats:
     front queue entry   ``<host>\\x1f<payload>``
-    back queue entry    ``<payload>``, or ``\\x1d<attempt>\\x1f<payload>`` for a URL whose
-                        lease expired before (``attempt`` >= 2), or
+    back queue entry    ``<payload>``, or ``\\x1d<attempt>[:<cash>]\\x1f<payload>`` for a URL
+                        back from a lease (expired before: ``attempt`` >= 2; given back,
+                        or taken over by its retry or its redirect's target, with the
+                        importance it was handed out with: ``cash``), or
                         ``\\x1c<level - default level>\\x1f<payload>`` for a fifo URL of
                         another priority level than the default with a window (kept in
                         level order, helpers.lua: to_back)
-    lease (its id)      ``<seq>\\x1f<attempt>\\x1f<host>\\x1f<payload>``: the member of the
+    lease (its id)      ``<seq>\\x1f<attempt>[:<cash>]\\x1f<host>\\x1f<payload>``: the member of the
                         ``leases`` sorted set, scored by expiry, carries everything
                         needed to put the URL back
 """

@@ -201,7 +201,8 @@ def test_a_worker_follows_the_crawl_rules_and_reads_them_again_when_they_change(
 def test_a_worker_crawls_by_importance_and_shares_it_with_the_links(tmp_path, redis_url, redis_client, crawl_name):
     """A worker with FRONTIER_ORDER=importance crawls the demo site to its end: every page
     once by the site's log, each host polite, and each page fetched through a link carries
-    the share of importance its linking page gave it (a seed 1, the others less)."""
+    the share of importance its linking page gave it (a seed 1, the others less), whatever
+    happened to its lease on the way (given back, expired, taken over by a redirect)."""
     with serve_site(hosts=2, pages=20) as site:
         seeds = seed_file(tmp_path, [site.url(0, "/p0.html")])
         settings = loopback_settings(
@@ -220,6 +221,6 @@ def test_a_worker_crawls_by_importance_and_shares_it_with_the_links(tmp_path, re
     seed = pages[site.url(0, "/p0.html")]
     assert seed["importance"] == 1.0
     linked = [p.get("importance") for url, p in pages.items() if p.get("status") == 200 and url != seed["url"]]
-    assert linked and all(0 < x < 1 for x in linked if x is not None)
-    assert sum(1 for x in linked if x) >= len(linked) * 0.8  # (a redirect's target comes without)
+    # every one, a redirect's target too (the importance of the link to its old address)
+    assert linked and all(x is not None and 0 < x < 1 for x in linked), linked
     assert redis_client.hlen(Frontier(redis_client, crawl_name).keys.ranked_payloads) == 0

@@ -267,6 +267,48 @@ def test_importance_keeps_small_shares_apart(redis_client, crawl_name):
     assert got == pytest.approx(sorted(shares, reverse=True), rel=1e-6)
 
 
+def test_a_url_back_from_its_lease_keeps_its_importance(redis_client, crawl_name):
+    """A URL handed out with its importance and put back (its lease given back, or expired,
+    or taken over by its retry or by its redirect's target) is handed out again with it."""
+    f = Frontier(redis_client, crawl_name, host_interval=0, max_in_flight=0, order="importance", lease_seconds=10)
+    link = codec.encode_link
+    urls = [f"http://k.example/{name}" for name in ("given", "expired", "retried", "moved")]
+    f.put(
+        [Entry(url=u, payload=link(u, 1, "http://k.example/"), depth=1, cash=0.5 - i / 10) for i, u in enumerate(urls)]
+    )
+    now = now_ms()
+    leases, _ = f.get(4, now=now)
+    first = {lease.payload.split(SEP.encode())[0].decode(): lease for lease in leases}
+    assert {u: first[u].cash for u in urls} == pytest.approx({u: 0.5 - i / 10 for i, u in enumerate(urls)})
+    f.give_back([first[urls[0]].id])
+    lease = first[urls[2]].id
+    retry = Entry(
+        urls[2], first[urls[2]].payload, dont_filter=True, follow_up=True, replaces_lease=lease, not_before=now + 5_000
+    )
+    target = "http://k.example/target"
+    payload = link(target, 1, "http://k.example/")
+    moved = Entry(target, payload, follow_up=True, replaces_lease=first[urls[3]].id)  # (a redirect's target)
+    assert f.put([retry, moved], now=now) == ["added", "added"]
+    again, _ = f.get(10, now=now + 11_000)  # (the second lease has expired; the retry is due)
+    back = {lease.payload.split(SEP.encode())[0].decode(): lease for lease in again}
+    assert sorted(back) == sorted([*urls[:3], target])
+    assert {u: back[u].cash for u in back} == pytest.approx({urls[0]: 0.5, urls[1]: 0.4, urls[2]: 0.3, target: 0.2})
+    assert back[urls[1]].id.split(SEP.encode())[1] == b"2:0.4"  # its second attempt, with its cash
+    # dropped while back in its queue or waiting for its retry, it is recorded as it was queued
+    f.give_back([back[urls[0]].id])
+    lease = back[urls[2]].id
+    retry = Entry(
+        urls[2], back[urls[2]].payload, dont_filter=True, follow_up=True, replaces_lease=lease, not_before=now + 60_000
+    )
+    assert f.put([retry], now=now + 11_000) == ["added"]
+    f.get(1, now=now + 11_000, urgent_only=True)  # (puts the lease given back in its queue)
+    f.drop("k.example")
+    taken = _take_all(f, now=now + 11_000)
+    drops, fetch = _by_due(taken)
+    assert sorted(drops[1]) == sorted(back[u].payload for u in urls[::2]) and not fetch
+    assert [lease.id.split(SEP.encode())[1] for lease in taken] == [b"-1", b"-1"]  # (given back: to 'drops')
+
+
 def test_a_sharded_budget_goes_on_with_a_shard_down(redis_client, crawl_name):
     dead = redis.Redis(port=free_port(), socket_connect_timeout=0.2)
     shards = [

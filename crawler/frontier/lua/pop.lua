@@ -30,7 +30,8 @@
 --      out first, at most n, each due -code (1 dropped, 2 given up, 3 over quota), the lease's
 --      attempt -code (given back or expired, it goes back to 'drops'; acknowledged, it is no
 --      page of the budget): the worker records them without a request;
---   1. expired leases (up to 100) go back to the head of their host's back queue, or are
+--   1. expired leases (up to 100) go back to the head of their host's back queue (with
+--      their attempt and cash: helpers, requeued_entry), or are
 --      abandoned (counted) after max attempts; a lease whose expiry is 0 was given back
 --      by its worker (release) and does not count as an attempt; retries that are due
 --      (up to 100) move from the delayed set (and their host's index of it, dq:<host>) to
@@ -62,7 +63,8 @@
 -- Returns {next_due, acked, due1, interval1, cash1, lease1, due2, ...} (a lease ends with
 -- its payload; its due time, ms, is when its request may leave; its host's interval, ms,
 -- is how long after its download ends the host is due again; its cash, the importance it
--- carries, OPIC's, to share among its links: 0 but from a ranked queue); when
+-- carries, OPIC's, to share among its links: 0 but from a ranked queue, or back from a
+-- lease that carried it); when
 -- fewer than n URLs were handed out, next_due is the earliest time (ms) any host in the
 -- heap or any delayed retry is due (now when the refill stopped at its limit with front
 -- queue entries left; a host waiting for its chunk to be loaded or a buffer waiting to be
@@ -113,8 +115,8 @@ local function requeue_expired()
         redis.call('ZREM', leases, member)
         leased(prefix, member, -1)
         land(prefix, member, now, false)
-        local parts = split(member, 4)  -- seq, attempt, host, payload
-        local attempt = tonumber(parts[2])
+        local parts = split(member, 4)  -- seq, attempt[:cash], host, payload
+        local attempt, cash = attempt_of(parts[2])
         if attempt < 0 then  -- a drop's (attempt -code): back to 'drops', to be recorded
             redis.call('RPUSH', prefix .. K.drops, -attempt .. SEP .. parts[3] .. SEP .. parts[4])
             requeued()
@@ -124,9 +126,7 @@ local function requeue_expired()
             if max_attempts > 0 and attempt > max_attempts then
                 redis.call('HINCRBY', counters, 'abandoned', 1)
             else
-                local entry = parts[4]
-                if attempt > 1 then entry = '\029' .. attempt .. SEP .. entry end
-                redis.call('LPUSH', prefix .. K.back .. parts[3], entry)
+                redis.call('LPUSH', prefix .. K.back .. parts[3], requeued_entry(attempt, cash, parts[4]))
                 make_ready(prefix, parts[3], now)
                 requeued()
             end
@@ -158,8 +158,7 @@ local any_promoted = nil
 local function stale(payload)
     if any_promoted == nil then any_promoted = redis.call('ZCARD', promoted) > 0 end
     if not any_promoted or string.byte(payload, 1) == 74 then return false end  -- 'J': never promoted
-    if string.byte(payload, 1) == 29 then payload = split(string.sub(payload, 2), 2)[2] end
-    local url = split(payload, 2)[1]
+    local url = split(unattempted(payload), 2)[1]
     local at = redis.call('ZSCORE', promoted, url)
     if not at then return false end
     if tonumber(at) > 0 then
@@ -176,13 +175,15 @@ end
 local function lease(host, payload, due, interval, untracked, cash, address)
     local attempt = 1
     if due < 0 then attempt = due end  -- a drop's: -code, so that it goes back to 'drops' if given back
-    if string.byte(payload, 1) == 29 then
+    if string.byte(payload, 1) == 29 then  -- back from a lease: its attempt, and its cash
         local parts = split(string.sub(payload, 2), 2)
-        attempt = tonumber(parts[1])
+        local kept
+        attempt, kept = attempt_of(parts[1])
+        if (cash or 0) <= 0 then cash = kept end
         payload = parts[2]
     end
     local seq = redis.call('INCR', prefix .. K.lease_seq)
-    local member = seq .. SEP .. attempt .. SEP .. host .. SEP .. payload
+    local member = seq .. SEP .. lease_field(attempt, cash) .. SEP .. host .. SEP .. payload
     redis.call('ZADD', leases, now + lease_ms, member)
     leased(prefix, member, 1)
     if not untracked then

@@ -33,7 +33,8 @@
 --                     gains it)
 --          level      front queue level (0 = highest)
 --          lease      i if the entry replaces lease ARGV[13 + n + i] (leases follow the
---                     entries); the replaced lease ends (its download lands); a follow-up
+--                     entries); the replaced lease ends (its download lands) and its cash
+--                     goes on with the follow-up (helpers: requeued_entry); a follow-up
 --                     whose lease is no longer held (a push sent twice after a timeout, or a
 --                     lease that expired and was requeued) is not enqueued again (status 0);
 --                     the replaced lease leaves the index of leases by URL ('leased')
@@ -206,8 +207,10 @@ for e = 1, n do
             end
         end
     end
+    local kept = 0  -- the cash of the lease it takes over (its importance goes on with it)
     if lease ~= '' then  -- before the enqueue: a follow-up may make its host ready
         local member = ARGV[FIRST + n + tonumber(lease)]
+        kept = select(2, attempt_of(split(member, 4)[2]))
         if redis.call('ZREM', prefix .. K.leases, member) == 1 then
             leased(prefix, member, -1)
         elseif back == '1' then
@@ -228,10 +231,11 @@ for e = 1, n do
         local d = tonumber(level) - default_level  -- (below 0: a higher level than the default)
         if retry_at ~= '' then
             local seq = redis.call('INCR', prefix .. K.lease_seq)
-            redis.call('ZADD', prefix .. K.delayed, retry_at, seq .. SEP .. tail)
-            redis.call('ZADD', prefix .. K.host_delayed .. host, retry_at, seq .. SEP .. string.sub(tail, cut + 1))
+            local entry = requeued_entry(1, kept, string.sub(tail, cut + 1))
+            redis.call('ZADD', prefix .. K.delayed, retry_at, seq .. SEP .. host .. SEP .. entry)
+            redis.call('ZADD', prefix .. K.host_delayed .. host, retry_at, seq .. SEP .. entry)
         elseif back == '1' then
-            redis.call('LPUSH', prefix .. K.back .. host, string.sub(tail, cut + 1))
+            redis.call('LPUSH', prefix .. K.back .. host, requeued_entry(1, kept, string.sub(tail, cut + 1)))
             make_ready(prefix, host, now)
             if urgent == '1' then rush(prefix, host) end
         elseif window > 0 and window_room(host, ranked) == 0 and not past_window(host, d, ranked) then

@@ -56,6 +56,29 @@ local function ranked_payload(prefix, url)
     if string.byte(rest, 1) == 31 then return url .. rest end
     return rest
 end
+-- A lease's second field is its attempt (a drop's: -code), followed by ':<cash>' when it
+-- carries importance (FRONTIER_ORDER importance, OPIC's cash). A URL back at the head of
+-- its host's back queue after a lease (expired, given back, or taken over by its retry or
+-- its redirect's target) keeps that field: '\029<attempt>[:<cash>]\031<payload>' (none
+-- for a first attempt without cash), so that it is handed out again with its importance.
+local function lease_field(attempt, cash)
+    if cash and cash > 0 then return attempt .. ':' .. string.format('%.9g', cash) end
+    return tostring(attempt)
+end
+local function attempt_of(field)  -- attempt, cash
+    local cut = string.find(field, ':', 1, true)
+    if not cut then return tonumber(field), 0 end
+    return tonumber(string.sub(field, 1, cut - 1)), tonumber(string.sub(field, cut + 1))
+end
+local function requeued_entry(attempt, cash, payload)
+    if attempt == 1 and cash <= 0 then return payload end
+    return '\029' .. lease_field(attempt, cash) .. SEP .. payload
+end
+-- a back queue entry's payload without what a lease left on it
+local function unattempted(e)
+    if string.byte(e, 1) ~= 29 then return e end
+    return string.sub(e, string.find(e, SEP, 2, true) + 1)
+end
 -- the host's most important URL (its payload and cash), or nil
 local function take_ranked(prefix, host)
     local top = redis.call('ZPOPMIN', prefix .. K.ranked .. host)
@@ -298,8 +321,7 @@ local function drop_queued(prefix, host, code, delayed)
     local bq = prefix .. K.back .. host
     local entries = redis.call('LRANGE', bq, 0, room - 1)
     for _, e in ipairs(entries) do
-        if string.byte(e, 1) == 29 then e = split(string.sub(e, 2), 2)[2] end
-        moved[#moved + 1] = head .. unlevelled(e)
+        moved[#moved + 1] = head .. unlevelled(unattempted(e))
     end
     if #entries > 0 then redis.call('LTRIM', bq, #entries, -1) end
     if redis.call('EXISTS', bq) == 0 then
@@ -332,7 +354,7 @@ local function drop_queued(prefix, host, code, delayed)
         for _, m in ipairs(retries) do
             local parts = split(m, 2)  -- seq, payload
             redis.call('ZREM', prefix .. K.delayed, parts[1] .. SEP .. host .. SEP .. parts[2])
-            moved[#moved + 1] = head .. parts[2]
+            moved[#moved + 1] = head .. unattempted(parts[2])
         end
         if #retries > 0 then redis.call('ZREMRANGEBYRANK', dq, 0, #retries - 1) end
         room = room - #retries
