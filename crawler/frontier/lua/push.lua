@@ -111,6 +111,9 @@ local opened = 0  -- hosts given a window in this call (in the ready heap after 
 -- beyond its window before this call, as a difference (math.huge: nothing beyond; nil: not
 -- looked up); ahead[host]: the highest level among those this call sends to its buffer
 local size, far, ahead = {}, {}, {}
+-- had[host]: its window held URLs before this call: it is in the ready heap already, or out of
+-- it for a reason a new URL does not change (in-flight limit, paused, waiting for its address)
+local had = {}
 local NOTHING = math.huge
 local function window_has(host, ranked)
     -- (a fifo crawl's windows are back queues alone: no ranked queue to count)
@@ -124,6 +127,7 @@ local function window_room(host, ranked)
             local have = window_has(host, ranked)
             if have > 0 then
                 r = math.max(window - have, 0)
+                had[host] = true
             elseif room_for_host(prefix, opened) then
                 r = window
                 opened = opened + 1
@@ -144,6 +148,7 @@ local function past_window(host, d, ranked)
     if best == nil then
         best = tonumber(redis.call('HGET', prefix .. K.hbeyond, host) or '0')
         far[host], size[host] = best, window_has(host, ranked)
+        if size[host] > 0 then had[host] = true end
     end
     best = math.min(best, ahead[host] or NOTHING)
     if d >= best or size[host] >= 2 * window then return false end
@@ -281,7 +286,9 @@ for e = 1, n do
 end
 -- with a window: each host's new URLs at the tail of its window, the others in its buffer
 for host, q in pairs(tails) do to_back(prefix, host, q) end
-for host in pairs(grown) do make_ready(prefix, host, now) end
+for host in pairs(grown) do
+    if not had[host] then make_ready(prefix, host, now) end
+end
 for host, d in pairs(ahead) do  -- a level above the default went beyond the window
     if d < 0 and d < tonumber(redis.call('HGET', prefix .. K.hbeyond, host) or '0') then
         redis.call('HSET', prefix .. K.hbeyond, host, d)
@@ -292,9 +299,10 @@ for host, q in pairs(buffers) do
     for i = 1, #q, 1000 do
         length = redis.call('RPUSH', prefix .. K.buffer .. host, unpack(q, i, math.min(i + 999, #q)))
     end
-    if length >= window then  -- a chunk's worth: due to be written out now, else when old
+    local before = length - #q  -- (a host with a buffer is in 'spill' already, due by its length)
+    if length >= window and before < window then  -- a chunk's worth: due to be written out now, else when old
         redis.call('ZADD', prefix .. K.spill, 'LT', now, host)
-    else
+    elseif before == 0 then
         redis.call('ZADD', prefix .. K.spill, 'NX', now + spill_age, host)
     end
 end
