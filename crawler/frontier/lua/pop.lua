@@ -19,7 +19,8 @@
 -- ARGV[16] politeness per address (FRONTIER_ADDRESS_POLITENESS): the default interval (ms)
 --          of an address class, -1 when off   ARGV[17] its default cap of leases in flight
 --          (0: none)
--- ARGV[18..] acknowledgements and landings, as ACK takes them (see ACK), so that a
+-- ARGV[18] '1': FRONTIER_ORDER importance (hosts may have ranked queues), else ''
+-- ARGV[19..] acknowledgements and landings, as ACK takes them (see ACK), so that a
 --           worker's acks ride on its next pop instead of costing a round trip each
 -- Steps, all in one atomic call:
 --   0. acknowledge and land the given leases (as ACK does);
@@ -90,6 +91,7 @@ active_hosts = tonumber(ARGV[15])
 local address_interval = tonumber(ARGV[16])
 local by_address = address_interval >= 0
 local address_cap = tonumber(ARGV[17])
+ranked_order = ARGV[18] == '1'
 local ready = prefix .. K.ready
 local counters = prefix .. K.counters
 local leases = prefix .. K.leases
@@ -339,6 +341,12 @@ local function next_of(host)
     return payload, cash
 end
 
+-- the host's window topped up after a hand-out: whether it has URLs queued (looked up but
+-- when the top-up saw its window hold some)
+local function queued_after(host)
+    return top_up(prefix, host, now) or has_queue(prefix, host)
+end
+
 local function hand_out_due(hosts)
     -- a host without politeness (its interval 0, no in-flight limit) gives up to its share
     -- of the pop, not one URL: as the front queues' hand-outs do (step 3)
@@ -351,8 +359,7 @@ local function hand_out_due(hosts)
         local payload, cash
         if class or not by_address then payload, cash = next_of(host) end
         if class and not payload then  -- (nothing after all: the host keeps no place)
-            top_up(prefix, host, now)
-            if not has_queue(prefix, host) then emptied(prefix, host) end
+            if not queued_after(host) then emptied(prefix, host) end
         elseif payload then
             local nxt = hand_out(host, payload, due, cash, class, address)
             if nxt == due and max_flight <= 0 and not by_address then
@@ -363,8 +370,7 @@ local function hand_out_due(hosts)
                 end
             end
             rushed(prefix, host)
-            top_up(prefix, host, now)
-            if not has_queue(prefix, host) then
+            if not queued_after(host) then
                 emptied(prefix, host)
             elseif at_limit(prefix, host) then
                 unready(prefix, host)
@@ -372,8 +378,7 @@ local function hand_out_due(hosts)
                 ready_at(prefix, host, nxt)
             end
         elseif not by_address then
-            top_up(prefix, host, now)
-            if not has_queue(prefix, host) then emptied(prefix, host) end
+            if not queued_after(host) then emptied(prefix, host) end
         end
     end
 end
@@ -455,7 +460,7 @@ local function next_due()
 end
 
 -- the steps
-out[2] = settle(prefix, 18, now)  -- 0. acknowledgements and landings
+out[2] = settle(prefix, 19, now)  -- 0. acknowledgements and landings
 requeue_expired()  -- 1.
 release_due_retries()
 if not urgent_only then next_drop_chunk(prefix, nil) end

@@ -98,6 +98,9 @@ end
 -- up sets these first (window 0: no spill, everything in the window).
 local window = 0
 local active_hosts = 0
+-- whether hosts may have ranked queues (FRONTIER_ORDER importance); a script that knows the
+-- crawl's order may say false (a fifo crawl's windows are back queues alone)
+local ranked_order = true
 -- ``n`` more (or fewer) of the host's URLs in chunks: the counter 'spilled' and 'hspilled'
 local function count_spilled(prefix, host, n)
     redis.call('HINCRBY', prefix .. K.counters, 'spilled', n)
@@ -114,7 +117,9 @@ local function reply_chunk(out, host, id, entries, from, to)
     for i = from, to do out[#out + 1] = entries[i] end
 end
 local function window_size(prefix, host)
-    return redis.call('LLEN', prefix .. K.back .. host) + redis.call('ZCARD', prefix .. K.ranked .. host)
+    local have = redis.call('LLEN', prefix .. K.back .. host)
+    if not ranked_order then return have end
+    return have + redis.call('ZCARD', prefix .. K.ranked .. host)
 end
 -- a host without a window may get one: fewer than active_hosts hosts are in the ready heap
 -- (with ``opened``: those given one in this call, not in the heap yet)
@@ -281,25 +286,26 @@ local function wants_load(prefix, host, now, now_or_never, have)
     end
     return true
 end
--- top the host's window up when it is at half its size or less (see above)
+-- top the host's window up when it is at half its size or less (see above); true when it
+-- saw the window hold URLs (has_queue), else false or nil (not known)
 local function top_up(prefix, host, now)
-    if window <= 0 then return end
+    if window <= 0 then return nil end
     local have = window_size(prefix, host)
-    if have * 2 > window then return end
-    if wants_load(prefix, host, now, false, have) then return end
-    if redis.call('HEXISTS', prefix .. K.spill_claims, host) == 1 then return end
+    if have * 2 > window then return true end
+    if wants_load(prefix, host, now, false, have) then return have > 0 end
+    if redis.call('HEXISTS', prefix .. K.spill_claims, host) == 1 then return have > 0 end
     if have == 0 and not room_for_host(prefix) and redis.call('ZSCORE', prefix .. K.ready, host) == false then
-        return
+        return false
     end
     local sb = prefix .. K.buffer .. host
     local entries = redis.call('LPOP', sb, window - have)
-    if entries then
-        to_window(prefix, host, entries)
-        if redis.call('EXISTS', sb) == 0 then
-            redis.call('ZREM', prefix .. K.spill, host)
-            beyond_checked(prefix, host)
-        end
+    if not entries then return have > 0 end
+    to_window(prefix, host, entries)
+    if redis.call('EXISTS', sb) == 0 then
+        redis.call('ZREM', prefix .. K.spill, host)
+        beyond_checked(prefix, host)
     end
+    return have > 0
 end
 -- URLs to be recorded as not fetched: 'drops' holds code SEP host SEP payload (code 1: the
 -- host dropped by the operator, 2: given up, down too long, 3: over its host's page quota)
