@@ -14,7 +14,9 @@ loop runs the spill's round when a pop comes back short; a partial buffer is wri
 --spill-age seconds, FRONTIER_SPILL_AGE's default unless given). Figures: Redis bytes a queued URL
 at the peak (used_memory, sampled after each batch, less before the push), the spill store's
 bytes a URL (its chunks' bodies at the end of the push), URLs/s pushed (batches of 1,000, one
-client) and handed out (both loops), and whether every URL came out once.
+client) and handed out (both loops), the Redis scripts' time a URL in each (INFO
+commandstats: the push's spill rounds and the loops' loads included), and whether every URL
+came out once.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import time
 from pathlib import Path
 
 from bench.results import Results
+from bench.seed_ingest import evalsha_usec
 from crawler.config.settings import BY_NAME
 from crawler.frontier.chunks import SqliteChunks
 from crawler.frontier.codec import encode_url
@@ -79,6 +82,7 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     before = server.client.info("memory")["used_memory"]
     f = frontier(server.url, order, args.urls, window, active, args.spill_age)
     spill = Spill(f, chunks) if window else None
+    scripts = evalsha_usec(server.client)
     t, pushed, peak, batches = time.perf_counter(), 0, 0, 0
     batch = []
 
@@ -105,16 +109,20 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     peak = max(peak, server.client.info("memory")["used_memory"] - before)
     disk = chunks.size(f.keys.prefix)[1] if chunks else 0
     spilled = f.stats()["spilled"]
+    push_scripts, scripts = evalsha_usec(server.client) - scripts, evalsha_usec(server.client)
     got, pop_s = summed_in_processes(
         pop_loop, [(server.url, order, args.urls, window, active, args.spill_age, store)] * LOOPS
     )
     if spill is not None:  # (what the loops left for the last one: a partial buffer)
         got += hand_out_all(f, POP, spill)
+    pop_scripts = evalsha_usec(server.client) - scripts
     return {
         "pushed": pushed,
         "push": pushed / push_s,
         "got": got,
         "pop": got / pop_s,
+        "push_us": push_scripts / max(pushed, 1),
+        "pop_us": pop_scripts / max(got, 1),
         "bytes": peak / pushed,
         "disk": disk / max(spilled, 1),
         "spilled": spilled,
@@ -156,7 +164,8 @@ def main() -> int:
                     disk = f", {r['disk']:.1f} disk bytes a spilled URL ({r['spilled']:,})" if mode == "spill" else ""
                     print(
                         f"{order:>10} {mode:>5}: {r['bytes']:.1f} Redis bytes a queued URL{disk}; pushed "
-                        f"{r['push']:,.0f} URLs/s, handed out {r['pop']:,.0f} URLs/s; {once}",
+                        f"{r['push']:,.0f} URLs/s, handed out {r['pop']:,.0f} URLs/s; Redis scripts "
+                        f"{r['push_us']:.1f} us a URL pushed, {r['pop_us']:.1f} handed out; {once}",
                         flush=True,
                     )
                     name = (
@@ -169,6 +178,8 @@ def main() -> int:
                         results.add(f"{name}: spill store a spilled URL", r["disk"], "bytes")
                     results.add(f"{name}: pushed", r["push"], "URLs/s")
                     results.add(f"{name}: handed out", r["pop"], "URLs/s")
+                    results.add(f"{name}: Redis scripts a pushed URL", r["push_us"], "us")
+                    results.add(f"{name}: Redis scripts a handed-out URL", r["pop_us"], "us")
                     results.write()  # (after each run: a long call keeps what it measured)
     return 0
 
