@@ -109,13 +109,14 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     peak = max(peak, server.client.info("memory")["used_memory"] - before)
     disk = chunks.size(f.keys.prefix)[1] if chunks else 0
     spilled = f.stats()["spilled"]
-    push_scripts, scripts = evalsha_usec(server.client) - scripts, evalsha_usec(server.client)
+    pushed_at = evalsha_usec(server.client)
+    push_scripts = pushed_at - scripts
     got, pop_s = summed_in_processes(
         pop_loop, [(server.url, order, args.urls, window, active, args.spill_age, store)] * LOOPS
     )
     if spill is not None:  # (what the loops left for the last one: a partial buffer)
         got += hand_out_all(f, POP, spill)
-    pop_scripts = evalsha_usec(server.client) - scripts
+    pop_scripts = evalsha_usec(server.client) - pushed_at
     return {
         "pushed": pushed,
         "push": pushed / push_s,
