@@ -160,7 +160,7 @@ local any_promoted = nil
 local function stale(payload)
     if any_promoted == nil then any_promoted = redis.call('ZCARD', promoted) > 0 end
     if not any_promoted or string.byte(payload, 1) == 74 then return false end  -- 'J': never promoted
-    local url = split(unattempted(payload), 2)[1]
+    local url = split((unattempted(payload)), 2)[1]
     local at = redis.call('ZSCORE', promoted, url)
     if not at then return false end
     if tonumber(at) > 0 then
@@ -177,12 +177,12 @@ end
 local function lease(host, payload, due, interval, untracked, cash, address)
     local attempt = 1
     if due < 0 then attempt = due end  -- a drop's: -code, so that it goes back to 'drops' if given back
-    if string.byte(payload, 1) == 29 then  -- back from a lease: its attempt, and its cash
-        local parts = split(string.sub(payload, 2), 2)
+    local field
+    payload, field = unattempted(payload)
+    if field then  -- back from a lease: its attempt, and its cash
         local kept
-        attempt, kept = attempt_of(parts[1])
+        attempt, kept = attempt_of(field)
         if (cash or 0) <= 0 then cash = kept end
-        payload = parts[2]
     end
     local seq = redis.call('INCR', prefix .. K.lease_seq)
     local member = seq .. SEP .. lease_field(attempt, cash) .. SEP .. host .. SEP .. payload

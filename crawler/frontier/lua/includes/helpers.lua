@@ -74,10 +74,12 @@ local function requeued_entry(attempt, cash, payload)
     if attempt == 1 and cash <= 0 then return payload end
     return '\029' .. lease_field(attempt, cash) .. SEP .. payload
 end
--- a back queue entry's payload without what a lease left on it
+-- a back queue entry's payload without what a lease left on it, and that lease field (nil
+-- for an entry without)
 local function unattempted(e)
-    if string.byte(e, 1) ~= 29 then return e end
-    return string.sub(e, string.find(e, SEP, 2, true) + 1)
+    if string.byte(e, 1) ~= 29 then return e, nil end
+    local cut = string.find(e, SEP, 2, true)
+    return string.sub(e, cut + 1), string.sub(e, 2, cut - 1)
 end
 -- the host's most important URL (its payload and cash), or nil
 local function take_ranked(prefix, host)
@@ -327,7 +329,7 @@ local function drop_queued(prefix, host, code, delayed)
     local bq = prefix .. K.back .. host
     local entries = redis.call('LRANGE', bq, 0, room - 1)
     for _, e in ipairs(entries) do
-        moved[#moved + 1] = head .. unlevelled(unattempted(e))
+        moved[#moved + 1] = head .. unlevelled((unattempted(e)))
     end
     if #entries > 0 then redis.call('LTRIM', bq, #entries, -1) end
     if redis.call('EXISTS', bq) == 0 then
