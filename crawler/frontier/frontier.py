@@ -48,6 +48,8 @@ import logging
 import random
 from dataclasses import dataclass
 
+import redis
+
 from crawler.frontier.hosts import FrontierHosts, politeness_key
 from crawler.frontier.intervals import HostIntervals, intervals_from_file
 from crawler.frontier.keys import EPOCH, NAMES, SEP, Keys
@@ -69,7 +71,7 @@ from crawler.frontier.scripts import (
     SPILL,
 )
 from crawler.frontier.steering import FrontierSteering
-from crawler.frontier.urlseen import SeenLayout, hashes_text
+from crawler.frontier.urlseen import STRINGS, SeenLayout, hashes_text, kind_for
 from crawler.frontier.words import (
     ADDED,
     HOST_FULL,
@@ -433,6 +435,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             self.active_hosts,
             self.spill_age_ms,
             self.level(0),
+            self.layout.kind,
         ]
         level = self.level
         levels: dict[int, int] = {}  # level by priority, for this batch
@@ -482,22 +485,35 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
 
     def _read_generation(self) -> int:
         """The crawl's URL-seen generation. A URL's bucket depends on the filter's layout
-        (capacity, error rate, growth), so the first client to push records its own and
+        (capacity, error rate, growth, the kind of its buckets), so the first client to push
+        records its own (buckets of the kind the server keeps small: urlseen.kind_for) and
         every client uses the recorded one, whatever its settings say (said once)."""
-        mine = self.layout.spelled()
         gen, recorded = self.redis.hmget(self.keys.seen_meta, "gen", "layout")
-        if recorded is None and not self.redis.hsetnx(self.keys.seen_meta, "layout", mine):
-            recorded = self.redis.hget(self.keys.seen_meta, "layout")  # (another client's, just now)
-        if recorded is not None and recorded.decode() != mine:
+        if recorded is None:
+            mine = self.layout.of_kind(kind_for(self._intset_most())).spelled()
+            if self.redis.hsetnx(self.keys.seen_meta, "layout", mine):
+                recorded = mine.encode()
+            else:
+                recorded = self.redis.hget(self.keys.seen_meta, "layout")  # (another client's, just now)
+        layout = SeenLayout.parse(recorded.decode())
+        if layout.of_kind(self.layout.kind).spelled() != self.layout.spelled():
             logger.warning(
                 "URL-seen of %s was laid out as capacity, error rate, growth %s; these"
                 " settings' %s are not used for it",
                 self.keys.prefix,
-                recorded.decode(),
-                mine,
+                layout.of_kind(STRINGS).spelled(),
+                self.layout.of_kind(STRINGS).spelled(),
             )
-            self.layout = SeenLayout.parse(recorded.decode())
+        self.layout = layout
         return int(gen or 1)
+
+    def _intset_most(self) -> int | None:
+        """The server's set-max-intset-entries (None: it does not say)."""
+        try:
+            value = self.redis.config_get("set-max-intset-entries").get("set-max-intset-entries")
+        except redis.ResponseError:  # (CONFIG refused: a managed server)
+            return None
+        return int(value) if value else None
 
     # -- hand out ----------------------------------------------------------------
 

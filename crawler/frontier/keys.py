@@ -74,8 +74,10 @@ key                         type    contents
 ``lease:seq``               string  lease counter (keeps two leases of a URL apart)
 ``seen:meta``               hash    URL-seen bookkeeping: ``gen`` (number of
                                     generations), ``n:<i>`` (URLs added to generation i)
-``seen:<i>:<b>``            string  bucket b of URL-seen generation i: 4-byte
-                                    fingerprints (urlseen.py)
+``seen:<i>:<b>``            set     bucket b of URL-seen generation i: its fingerprints,
+                                    signed 32-bit integers (an intset); a string of
+                                    4-byte fingerprints in a crawl whose layout says
+                                    no kind (urlseen.py)
 ``counters``                hash    queued, turn, pushed, expired, abandoned, epoch,
                                     spilled (URLs in chunks of the spill store)
                                     (frontier-wide counters)

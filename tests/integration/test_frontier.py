@@ -226,21 +226,64 @@ def test_url_seen_keeps_the_layout_the_crawl_began_with(make_frontier, caplog):
 
 
 def test_url_seen_matches_whole_fingerprints_only(make_frontier, redis_client):
-    """A bucket holding a URL's fingerprint bytes across two entries does not make the
-    URL seen; the same bytes at an entry's start do."""
-    from crawler.frontier.urlseen import url_hashes
+    """A crawl whose URL-seen keeps string buckets (its layout recorded before sets): a bucket
+    holding a URL's fingerprint bytes across two entries does not make the URL seen; the same
+    bytes at an entry's start do."""
+    from crawler.frontier.urlseen import STRINGS, url_hashes
 
     f = make_frontier(seen_capacity=100)
+    redis_client.hset(f.keys.seen_meta, "layout", "100 1e-06 4")  # (as crawls recorded it before sets)
     url = "http://a.example/unseen"
     h, fp = url_hashes(url)
-    key = f.keys.seen(0, h % f.layout.generation(0).buckets)
+    key = f.keys.seen(0, h % f.layout.of_kind(STRINGS).generation(0).buckets)
     redis_client.set(key, b"\x00\x00" + fp.to_bytes(4, "big") + b"\x00\x00")
     assert f.put([entry(url)]) == ["added"]
+    assert f.layout.kind == STRINGS
     assert redis_client.strlen(key) == 12  # its fingerprint added as the third entry
     other = "http://a.example/other"
     h2, fp2 = url_hashes(other)
     redis_client.set(f.keys.seen(0, h2 % f.layout.generation(0).buckets), fp2.to_bytes(4, "big"))
     assert f.put([entry(other)]) == ["seen"]
+
+
+def test_url_seen_buckets_are_sets_of_4_byte_integers(make_frontier, redis_client):
+    """A new crawl's buckets are Redis sets of the fingerprints made signed, which Redis keeps
+    as intsets (4 bytes each): a URL is seen when its bucket holds its fingerprint, in any
+    generation; the buckets stay intsets as full as a generation fills them."""
+    from crawler.frontier.urlseen import SETS, url_hashes
+
+    f = make_frontier(seen_capacity=2000)
+    urls = [f"http://h{i % 5}.example/p/{i}" for i in range(2500)]  # a full first generation
+    assert f.put([entry(u) for u in urls]) == ["added"] * 2500
+    assert f.layout.kind == SETS and redis_client.hget(f.keys.seen_meta, "layout") == b"2000 1e-06 4 sets"
+    assert f.stats()["seen"]["fill"] == [1.0, 500 / 8000]
+    g0 = f.layout.generation(0)
+    buckets = [f.keys.seen(0, b) for b in range(g0.buckets)]
+    assert sum(redis_client.scard(k) for k in buckets) == 2000
+    assert {redis_client.object("encoding", k) for k in buckets} == {b"intset"}
+    # an unseen URL whose fingerprint is in its bucket of the first generation is taken for seen
+    url = "http://a.example/unseen"
+    h, fp = url_hashes(url)
+    redis_client.sadd(f.keys.seen(0, h % g0.buckets), fp - 2**31)
+    assert f.put([entry(url)]) == ["seen"]
+    assert set(f.put([entry(u) for u in urls])) == {"seen"}
+    assert f.put([entry("http://h1.example/p/new")]) == ["added"]
+
+
+def test_url_seen_keeps_strings_where_the_server_would_not_keep_sets_small(tmp_path):
+    """A server that keeps sets of fewer than 512 integers as intsets
+    (set-max-intset-entries) would keep full buckets as hash tables, ten times larger: a
+    crawl that begins there records string buckets."""
+    from crawler.frontier.urlseen import STRINGS
+    from testing.servers import RedisServer
+
+    with RedisServer(tmp_path / "redis") as server:
+        server.client.config_set("set-max-intset-entries", 128)
+        f = Frontier(server.client, "small-intsets", host_interval=0.0, seen_capacity=1000)
+        assert f.put([entry(f"http://a.example/{i}") for i in range(300)]) == ["added"] * 300
+        assert f.layout.kind == STRINGS and server.client.hget(f.keys.seen_meta, "layout") == b"1000 1e-06 4"
+        assert server.client.type(f.keys.seen(0, 0)) == b"string"
+        assert set(f.put([entry(f"http://a.example/{i}") for i in range(300)])) == {"seen"}
 
 
 def test_crawls_do_not_touch_each_other(make_frontier, redis_client):
@@ -280,13 +323,14 @@ def test_pop_carries_acknowledgements(make_frontier):
 
 
 def test_url_seen_grows_with_its_urls(make_frontier, redis_client):
-    """Nothing is allocated ahead: the buckets hold 4 bytes per URL admitted, in one
-    generation, then in two."""
+    """Nothing is allocated ahead: the buckets hold 4 bytes per URL admitted (intsets of
+    32-bit integers), in one generation, then in two."""
     f = make_frontier(seen_capacity=10_000)
 
     def seen_bytes():
         keys = list(redis_client.scan_iter(match=f.keys.pattern()[:-1] + NAMES["seen"] + "[0-9]*", count=1000))
-        return sum(redis_client.strlen(k) for k in keys), keys
+        assert {redis_client.object("encoding", k) for k in keys} == {b"intset"}
+        return sum(4 * redis_client.scard(k) for k in keys), keys
 
     f.put([entry("http://a.example/1")])
     assert seen_bytes()[0] == 4

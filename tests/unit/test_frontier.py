@@ -37,7 +37,7 @@ def test_push_arguments_of_plain_entries_are_the_fields_push_reads():
     # any other entry's; the others beside it keep theirs
     from crawler.frontier.frontier import Entry, Frontier
     from crawler.frontier.keys import SEP
-    from crawler.frontier.urlseen import url_hashes
+    from crawler.frontier.urlseen import hashes_text, url_hashes
     from crawler.scope.rules import CrawlRules
 
     frontier = Frontier(_NoRedis(), "args", priority_levels=5)
@@ -54,7 +54,7 @@ def test_push_arguments_of_plain_entries_are_the_fields_push_reads():
         check = "" if e.dont_filter else "1"
         back = "1" if e.follow_up or e.urgent else ""
         retry = str(e.not_before) if e.follow_up and e.not_before else ""
-        hashes = "" if e.dont_filter else f"{h} {f}"
+        hashes = "" if e.dont_filter else f"{h} {f - 2**31}"
         values = (check, back, "1" if e.urgent else "", retry, "", "", "", "", str(level), lease, hashes, "a.example")
         return SEP.join(values).encode() + SEP.encode() + e.payload
 
@@ -71,9 +71,7 @@ def test_push_arguments_of_plain_entries_are_the_fields_push_reads():
     ruled = frontier._push_args(batch[:1], 1, CrawlRules.parse("accept all", "rules"))
     assert (
         ruled[-1]
-        == SEP.join(
-            ["1", "", "", "", "", "0", "", "", "0", "", "{} {}".format(*url_hashes(plain.url)), "a.example"]
-        ).encode()
+        == SEP.join(["1", "", "", "", "", "0", "", "", "0", "", hashes_text(plain.url), "a.example"]).encode()
         + SEP.encode()
         + plain.payload
     )

@@ -4,9 +4,14 @@ import pytest
 
 from crawler.frontier.urlseen import (
     HASH_SPACE,
+    INTSET_MOST,
+    SET_BUCKET_MOST,
+    SETS,
+    STRINGS,
     SeenLayout,
     generation,
     hashes_text,
+    kind_for,
     planned_generations,
     url_hashes,
 )
@@ -38,9 +43,39 @@ def test_planned_generations_share_equally_then_halve():
 
 
 def test_buckets_are_large_enough_to_amortize_their_keys():
-    g = generation(1_000_000, 1e-6, 0, 4)
+    g = generation(1_000_000, 1e-6, 0, 4, STRINGS)
     per_bucket = g.capacity / g.buckets
     assert 700 <= per_bucket <= 1e-6 / 6 * HASH_SPACE  # ~715 fingerprints, 2.9 KB a bucket when full
+
+
+@pytest.mark.parametrize("error_rate", [1e-6, 1e-3])
+def test_a_sets_bucket_stays_an_intset_when_its_generation_is_full(error_rate):
+    # Redis keeps a set of at most 512 integers as 4-byte integers: a full bucket holds 384
+    # on average, six standard deviations (Poisson) below 512
+    gens = SeenLayout(1_000_000, error_rate, 4).generations(7)  # (the last two past the planned five)
+    assert SET_BUCKET_MOST - 1 <= gens[0].capacity / gens[0].buckets <= SET_BUCKET_MOST
+    for g in gens:
+        per_bucket = g.capacity / g.buckets
+        assert per_bucket <= SET_BUCKET_MOST
+        assert per_bucket + 6 * per_bucket**0.5 < INTSET_MOST
+        assert g.false_positive_rate(g.capacity) <= g.error_rate  # (smaller buckets: a lower rate)
+
+
+def test_a_layout_is_spelled_with_its_kind_and_read_back():
+    sets = SeenLayout(1000, 1e-6, 4)
+    assert sets.kind == SETS and sets.spelled() == "1000 1e-06 4 sets"
+    assert SeenLayout.parse(sets.spelled()).spelled() == sets.spelled()
+    old = SeenLayout.parse("1000 1e-06 4")  # as crawls recorded it before sets
+    assert old.kind == STRINGS and old.spelled() == "1000 1e-06 4"
+    assert old.generation(0).buckets < sets.generation(0).buckets or sets.generation(0).buckets == 1
+    assert sets.of_kind(STRINGS).spelled() == "1000 1e-06 4" and old.of_kind(SETS).spelled() == sets.spelled()
+    with pytest.raises(ValueError):
+        SeenLayout(1000, 1e-6, 4, "lists")
+
+
+def test_new_crawls_take_sets_where_the_server_keeps_them_small():
+    assert kind_for(None) == SETS and kind_for(512) == SETS and kind_for(4096) == SETS
+    assert kind_for(511) == STRINGS and kind_for(0) == STRINGS
 
 
 def test_a_tiny_capacity_has_one_bucket():
@@ -70,7 +105,9 @@ def test_url_hashes_are_pybloom_lives():
     pybloom = make_hashfuncs(2, HASH_SPACE)[0]
     for url in ["http://a.example/", "https://www.site1.com/news/2024.html?id=3", "http://\u00e9.example/\u00e9", ""]:
         assert url_hashes(url) == tuple(pybloom(url))
-        assert hashes_text(url) == "{} {}".format(*pybloom(url))
+        h, f = pybloom(url)
+        assert hashes_text(url) == f"{h} {f - 2**31}"  # (the fingerprint signed: 4 bytes in an intset)
+        assert -(2**31) <= f - 2**31 < 2**31
     for i in range(2000):
         assert url_hashes(f"http://h{i}.example/p/{i * 7919}") == tuple(pybloom(f"http://h{i}.example/p/{i * 7919}"))
 

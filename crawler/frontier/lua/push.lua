@@ -12,7 +12,8 @@
 --          waits before it is written out (FRONTIER_SPILL_AGE)
 -- ARGV[13] the default front queue level (Scrapy's priority 0): with a window, a fifo URL
 --          of another level carries the difference (helpers: to_back)
--- ARGV[14..] one value per entry (fewer arguments are cheaper for the client to send):
+-- ARGV[14] the kind of URL-seen's buckets: 'sets' or 'strings' (urlseen.py; seen:meta's layout)
+-- ARGV[15..] one value per entry (fewer arguments are cheaper for the client to send):
 --          its fields joined by \x1f, in this order, '' for one not given (the last two,
 --          host and payload, are the front queue entry as it stands):
 --          check      '1': check and update URL-seen
@@ -32,20 +33,23 @@
 --                     the page that links to it; a URL seen and still in its ranked queue
 --                     gains it)
 --          level      front queue level (0 = highest)
---          lease      i if the entry replaces lease ARGV[13 + n + i] (leases follow the
+--          lease      i if the entry replaces lease ARGV[14 + n + i] (leases follow the
 --                     entries); the replaced lease ends (its download lands) and its cash
 --                     goes on with the follow-up (helpers: requeued_entry); a follow-up
 --                     whose lease is no longer held (a push sent twice after a timeout, or a
 --                     lease that expired and was requeued) is not enqueued again (status 0);
 --                     the replaced lease leaves the index of leases by URL ('leased')
---          hashes     the URL's bucket hash and fingerprint, two decimal 32-bit numbers
---                     separated by a space ('' without check)
+--          hashes     the URL's bucket hash h and fingerprint f, two decimal numbers
+--                     separated by a space, f as a signed 32-bit number ('' without check)
 --          host       politeness key
 --          payload    opaque request encoding
--- URL-seen: generation i's bucket for hash h is the string seen:<i>:<h mod buckets_i>,
--- 4-byte big-endian fingerprints one after another. A URL is seen if a bucket of any
--- generation holds its fingerprint (at an offset that is a multiple of 4); otherwise its
--- fingerprint is added to its bucket in generation G-1. A bucket is rewritten whole (SET)
+-- URL-seen: generation i's bucket for hash h is seen:<i>:<h mod buckets_i>. A URL is seen if
+-- a bucket of any generation holds its fingerprint; otherwise its fingerprint is added to
+-- its bucket in generation G-1. 'sets': a bucket is a set of the signed fingerprints (an
+-- intset: 4 bytes each), the older generations asked with SISMEMBER, G-1's added with SADD,
+-- which says whether it was there. 'strings' (crawls that recorded their layout before):
+-- a bucket is a string of 4-byte big-endian fingerprints (f + 2^31) one after another, a
+-- fingerprint held at an offset that is a multiple of 4, the bucket rewritten whole (SET)
 -- rather than appended to: APPEND and SETRANGE grow a string's allocation by doubling
 -- (~30% unused on average), SET allocates what the string needs.
 -- With a window (ARGV[10] > 0), a new URL (neither back nor retry_at) goes to its host's
@@ -76,7 +80,10 @@ end
 local cap = tonumber(ARGV[3])
 local buckets = {}
 for b in string.gmatch(ARGV[4], '%d+') do buckets[#buckets + 1] = tonumber(b) end
+local in_sets = ARGV[14] == 'sets'
 local seen_prefix = prefix .. K.seen
+local generations = {}  -- generation i's key prefix, seen:<i - 1>:
+for i = 1, gen do generations[i] = seen_prefix .. (i - 1) .. ':' end
 local function holds(s, fp)
     -- s holds the 4-byte fingerprint fp at an entry boundary
     local at = 1
@@ -100,7 +107,7 @@ window = tonumber(ARGV[10])
 active_hosts = tonumber(ARGV[11])
 local spill_age = tonumber(ARGV[12])
 local default_level = tonumber(ARGV[13])
-local FIRST = 13  -- the entries follow
+local FIRST = 14  -- the entries follow
 local out, front = {}, {}
 -- With a window, each host's decision is made once a call: room[host] is how many more new
 -- URLs its window takes in this call (0: the rest go to its buffer); the URLs for windows and
@@ -185,24 +192,36 @@ for e = 1, n do
     local host = string.sub(tail, 1, cut - 1)
     local status = 1
     if check == '1' then
-        local h, f = string.match(hashes, '^(%d+) (%d+)$')
+        local h, f = string.match(hashes, '^(%d+) (%-?%d+)$')
         h = tonumber(h)
-        local fp = struct.pack('>I4', tonumber(f))
-        local key, s
-        for i = 1, gen do
-            key = seen_prefix .. (i - 1) .. ':' .. (h % buckets[i])
-            s = redis.call('GET', key)
-            if s and holds(s, fp) then
-                status = 0
-                break
+        if in_sets then
+            for i = 1, gen - 1 do
+                if redis.call('SISMEMBER', generations[i] .. (h % buckets[i]), f) == 1 then
+                    status = 0
+                    break
+                end
             end
+            if status == 1 and redis.call('SADD', generations[gen] .. (h % buckets[gen]), f) == 0 then
+                status = 0
+            end
+        else
+            local fp = struct.pack('>I4', tonumber(f) + 2147483648)
+            local key, s
+            for i = 1, gen do
+                key = generations[i] .. (h % buckets[i])
+                s = redis.call('GET', key)
+                if s and holds(s, fp) then
+                    status = 0
+                    break
+                end
+            end
+            if status == 1 then redis.call('SET', key, (s or '') .. fp) end  -- (generation G-1's)
         end
         if status == 0 and ranked == '1' and (tonumber(cash) or 0) > 0 and string.byte(tail, cut + 1) ~= 74 then
             local url = split(string.sub(tail, cut + 1), 2)[1]
             credit(prefix, host, url, tonumber(cash))
         end
-        if status == 1 then  -- key and s: the bucket of generation G-1
-            redis.call('SET', key, (s or '') .. fp)
+        if status == 1 then
             count = count + 1
             if count >= cap then full = true end
             local most = maxhost
