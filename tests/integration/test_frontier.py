@@ -286,6 +286,34 @@ def test_url_seen_keeps_strings_where_the_server_would_not_keep_sets_small(tmp_p
         assert set(f.put([entry(f"http://a.example/{i}") for i in range(300)])) == {"seen"}
 
 
+def test_url_seen_takes_sets_on_a_server_that_refuses_config(tmp_path):
+    """A managed server may refuse CONFIG: a crawl that begins there takes the default's
+    sets (set-max-intset-entries 512 unless configured)."""
+    import redis
+
+    from crawler.frontier.urlseen import SETS
+    from testing.servers import RedisServer
+
+    with RedisServer(tmp_path / "redis") as server:
+        server.client.acl_setuser(
+            "crawler",
+            enabled=True,
+            passwords=["+pw"],
+            keys=["*"],
+            channels=["*"],
+            categories=["+@all"],
+            commands=["-config"],
+        )
+        client = redis.Redis(host="127.0.0.1", port=server.port, username="crawler", password="pw")
+        with pytest.raises(redis.ResponseError):
+            client.config_get("set-max-intset-entries")
+        f = Frontier(client, "no-config", host_interval=0.0, seen_capacity=1000)
+        assert f.put([entry(f"http://a.example/{i}") for i in range(300)]) == ["added"] * 300
+        assert f.layout.kind == SETS and client.hget(f.keys.seen_meta, "layout") == b"1000 1e-06 4 sets"
+        assert set(f.put([entry(f"http://a.example/{i}") for i in range(300)])) == {"seen"}
+        client.close()
+
+
 def test_crawls_do_not_touch_each_other(make_frontier, redis_client):
     import uuid
 
