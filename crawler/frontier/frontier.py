@@ -121,6 +121,7 @@ class Prepared:
 
 
 _NOW_ARG = 5  # index of "now" in the PUSH arguments
+PLAIN = "\x02"  # the first byte of a plain entry's PUSH argument (push.lua)
 
 
 @dataclass
@@ -442,15 +443,15 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         leases = []
         # an entry that is only checked and queued (a seed, a link: neither forced, a
         # follow-up, urgent nor replacing a lease; no rules, no ranked queues) has every
-        # field but its level, hashes and host empty: its argument is written at once
+        # field but its level, hashes and host empty: it is sent as a plain entry, those
+        # three and its payload after PLAIN (push.lua)
         plain = not self.ranked and rules.empty
-        head = "1" + SEP * 8  # check, then back, urgent, retry_at, quota, in_flight, ranked, cash: ''
         for _, e, host in batch:
             if plain and not (e.dont_filter or e.follow_up or e.urgent or e.replaces_lease):
                 lv = levels.get(e.priority)
                 if lv is None:
                     lv = levels[e.priority] = level(e.priority)
-                args.append(f"{head}{lv}{SEP}{SEP}{hashes_text(e.url)}{SEP}{host}{SEP}".encode() + e.payload)
+                args.append(f"{PLAIN}{lv}{SEP}{hashes_text(e.url)}{SEP}{host}{SEP}".encode() + e.payload)
                 continue
             # an entry's fields, in the order push.lua reads them ('' for one not given)
             delayed = bool(e.not_before and e.follow_up)

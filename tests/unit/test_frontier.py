@@ -33,9 +33,9 @@ def test_politeness_key_keeps_a_port_that_is_not_the_default():
 
 
 def test_push_arguments_of_plain_entries_are_the_fields_push_reads():
-    # a plain entry's argument is written at once: the same fields, in push.lua's order, as
-    # any other entry's; the others beside it keep theirs
-    from crawler.frontier.frontier import Entry, Frontier
+    # a plain entry (checked, of a level, nothing else) is sent as its level, hashes, host and
+    # payload after a byte of its own; the others beside it have every field, in push.lua's order
+    from crawler.frontier.frontier import PLAIN, Entry, Frontier
     from crawler.frontier.keys import SEP
     from crawler.frontier.urlseen import hashes_text, url_hashes
     from crawler.scope.rules import CrawlRules
@@ -58,16 +58,18 @@ def test_push_arguments_of_plain_entries_are_the_fields_push_reads():
         values = (check, back, "1" if e.urgent else "", retry, "", "", "", "", str(level), lease, hashes, "a.example")
         return SEP.join(values).encode() + SEP.encode() + e.payload
 
+    h, f = url_hashes(plain.url)
+    plain_arg = f"{PLAIN}0{SEP}{h} {f - 2**31}{SEP}a.example{SEP}".encode() + plain.payload
     args = frontier._push_args(batch, 1)
     assert args[-6:] == [  # the five entries and the lease, after the header
-        fields(plain, 0),
+        plain_arg,
         fields(other[0], 2),
         fields(other[1], 4),
         fields(other[2], 2, "1"),
-        fields(plain, 0),
+        plain_arg,
         b"lease",
     ]
-    # with crawl rules the plain entry is written field by field: the same argument
+    # with crawl rules the plain entry is written field by field
     ruled = frontier._push_args(batch[:1], 1, CrawlRules.parse("accept all", "rules"))
     assert (
         ruled[-1]

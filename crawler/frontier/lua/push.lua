@@ -43,6 +43,8 @@
 --                     separated by a space, f as a signed 32-bit number ('' without check)
 --          host       politeness key
 --          payload    opaque request encoding
+--          A plain entry (checked, of a level, nothing else: a seed, a link) is sent as
+--          \002 level \x1f hashes \x1f host \x1f payload: its other fields are ''.
 -- URL-seen: generation i's bucket for hash h is seen:<i>:<h mod buckets_i>. A URL is seen if
 -- a bucket of any generation holds its fingerprint; otherwise its fingerprint is added to
 -- its bucket in generation G-1. 'sets': a bucket is a set of the signed fingerprints (an
@@ -96,6 +98,7 @@ local function holds(s, fp)
 end
 -- an entry's fields before host and payload, and the two of them (the front queue entry)
 local ENTRY = '^' .. string.rep('([^\031]*)\031', 11) .. '(.*)$'
+local PLAIN = '^\002([^\031]*)\031([^\031]*)\031(.*)$'  -- level, hashes, host SEP payload
 local count_field = 'n:' .. (gen - 1)
 local count = tonumber(redis.call('HGET', meta, count_field) or '0')
 local maxhost = tonumber(ARGV[5])
@@ -186,8 +189,15 @@ local function gather(into, host, entry)
 end
 local added, full = 0, false
 for e = 1, n do
-    local check, back, urgent, retry_at, quota, in_flight, ranked, cash, level, lease, hashes, tail =
-        string.match(ARGV[FIRST + e], ENTRY)
+    local arg = ARGV[FIRST + e]
+    local check, back, urgent, retry_at, quota, in_flight, ranked, cash, level, lease, hashes, tail
+    if string.byte(arg, 1) == 2 then
+        level, hashes, tail = string.match(arg, PLAIN)
+        check, back, urgent, retry_at, quota, in_flight, ranked, cash, lease = '1', '', '', '', '', '', '', '', ''
+    else
+        check, back, urgent, retry_at, quota, in_flight, ranked, cash, level, lease, hashes, tail =
+            string.match(arg, ENTRY)
+    end
     local cut = string.find(tail, SEP, 1, true)
     local host = string.sub(tail, 1, cut - 1)
     local status = 1
