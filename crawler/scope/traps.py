@@ -90,7 +90,9 @@ def repeats_more_than(path: str, limit: int) -> bool:
     equal to the one ``width`` before it, so only that count is kept, and only for the
     widths that fit more than ``limit`` times."""
     segs = path.split("/")
-    if len(set(segs)) == len(segs):  # no segment twice: no repeat at all
+    # each segment of a run repeated more than `limit` times is there `limit` + 1 times or
+    # more: `limit` segments or more that are another's copies
+    if len(segs) - len(set(segs)) < limit:
         return False
     segs = [s for s in segs if s]
     n = len(segs)
