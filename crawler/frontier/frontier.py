@@ -489,13 +489,15 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         (capacity, error rate, growth, the kind of its buckets), so the first client to push
         records its own (buckets of the kind the server keeps small: urlseen.kind_for) and
         every client uses the recorded one, whatever its settings say (said once)."""
-        gen, recorded = self.redis.hmget(self.keys.seen_meta, "gen", "layout")
+        gen, recorded, filled = self.redis.hmget(self.keys.seen_meta, "gen", "layout", "n:0")
         if recorded is None:
-            mine = self.layout.of_kind(kind_for(self._intset_most())).spelled()
+            # (a crawl that pushed before layouts were recorded has string buckets already)
+            kind = STRINGS if gen is not None or filled is not None else kind_for(self._intset_most())
+            mine = self.layout.of_kind(kind).spelled()
             if self.redis.hsetnx(self.keys.seen_meta, "layout", mine):
                 recorded = mine.encode()
-            else:
-                recorded = self.redis.hget(self.keys.seen_meta, "layout")  # (another client's, just now)
+            else:  # (another client's, just now)
+                recorded = self.redis.hget(self.keys.seen_meta, "layout") or mine.encode()
         layout = SeenLayout.parse(recorded.decode())
         if layout.of_kind(self.layout.kind).spelled() != self.layout.spelled():
             logger.warning(

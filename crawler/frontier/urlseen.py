@@ -13,7 +13,7 @@ at most ``set-max-intset-entries`` members (512 unless configured) as a sorted a
 there with one SADD, and looks an older generation up with one SISMEMBER, its binary
 search in Redis, where a string bucket (``STRINGS``, the crawls that recorded their layout
 before) is read whole into the script, searched there and written back whole. A set's
-bucket holds at most SET_BUCKET_MOST fingerprints when its generation is full (so that
+bucket holds SET_BUCKET_MOST fingerprints on average when its generation is full (so that
 chance does not take one past 512, which would make it a hash table, ten times larger);
 a server configured for fewer keeps string buckets (``kind_for``).
 
@@ -50,7 +50,7 @@ HASH_SPACE = 1 << 32  # both hashes are 32-bit
 PLANNED_GROWTH = 100  # the generations holding up to this many times the capacity share the budget equally
 SETS, STRINGS = "sets", "strings"  # a layout's kind of bucket (see above)
 INTSET_MOST = 512  # Redis's set-max-intset-entries unless configured
-SET_BUCKET_MOST = 384  # fingerprints a set's bucket holds when its generation is full (6 sigma under 512)
+SET_BUCKET_MOST = 384  # fingerprints a set's bucket holds on average when its generation is full (6 sigma under 512)
 SIGNED = 1 << 31  # PUSH is sent f - SIGNED
 
 # pybloom-live's first hash function is XXH3-128 fed this salt (the digest of

@@ -279,13 +279,20 @@ YOUNG_PASS_EVERY = 10_000
 @contextlib.contextmanager
 def _rare_collections() -> Iterator[None]:
     """The collector's youngest generation passed every YOUNG_PASS_EVERY allocations while
-    the block runs (cycles are still collected, less often), then as before."""
-    before = gc.get_threshold()
-    gc.set_threshold(max(before[0], YOUNG_PASS_EVERY), *before[1:])
+    the block runs (cycles are still collected, less often), then as before: the process's
+    setting, for a crawl's other threads too while a spider ingests its seed file beside it
+    (left as it is when it passes as rarely already, or never: 0)."""
+    young, *older = gc.get_threshold()
+    if young == 0 or young >= YOUNG_PASS_EVERY:
+        yield
+        return
+    gc.set_threshold(YOUNG_PASS_EVERY, *older)
     try:
         yield
     finally:
-        gc.set_threshold(*before)
+        now = gc.get_threshold()
+        if now[0] == YOUNG_PASS_EVERY:  # (the older generations' as they are now)
+            gc.set_threshold(young, *now[1:])
 
 
 class _ByHost:

@@ -246,6 +246,19 @@ def test_url_seen_matches_whole_fingerprints_only(make_frontier, redis_client):
     assert f.put([entry(other)]) == ["seen"]
 
 
+def test_url_seen_keeps_the_strings_of_a_crawl_that_pushed_before_layouts_were_recorded(make_frontier, redis_client):
+    """A crawl whose first pushes recorded no layout has string buckets: they stay strings."""
+    from crawler.frontier.urlseen import STRINGS, url_hashes
+
+    f = make_frontier(seen_capacity=100)
+    redis_client.hset(f.keys.seen_meta, mapping={"gen": 1, "n:0": 1})
+    old = "http://a.example/old"
+    h, fp = url_hashes(old)
+    redis_client.set(f.keys.seen(0, h % f.layout.of_kind(STRINGS).generation(0).buckets), fp.to_bytes(4, "big"))
+    assert f.put([entry(old), entry("http://a.example/new")]) == ["seen", "added"]
+    assert f.layout.kind == STRINGS and redis_client.hget(f.keys.seen_meta, "layout") == b"100 1e-06 4"
+
+
 def test_url_seen_buckets_are_sets_of_4_byte_integers(make_frontier, redis_client):
     """A new crawl's buckets are Redis sets of the fingerprints made signed, which Redis keeps
     as intsets (4 bytes each): a URL is seen when its bucket holds its fingerprint, in any
@@ -261,6 +274,8 @@ def test_url_seen_buckets_are_sets_of_4_byte_integers(make_frontier, redis_clien
     buckets = [f.keys.seen(0, b) for b in range(g0.buckets)]
     assert sum(redis_client.scard(k) for k in buckets) == 2000
     assert {redis_client.object("encoding", k) for k in buckets} == {b"intset"}
+    for k in buckets:  # 4 bytes a fingerprint (an unsigned one would take 8), and the key's own
+        assert 4 * redis_client.scard(k) < redis_client.memory_usage(k) < 4 * redis_client.scard(k) + 200
     # an unseen URL whose fingerprint is in its bucket of the first generation is taken for seen
     url = "http://a.example/unseen"
     h, fp = url_hashes(url)
