@@ -278,7 +278,8 @@ def format_stats(name: str, s: dict, cluster: bool = False) -> str:
             f"{plural(s['hosts_slowed'], 'host')} slowed down by failures"
             + "".join(f"{', ' if i else ' ('}{h} x{f:g}" for i, (h, f) in enumerate(s.get("slowed", [])))
             + (")" if s.get("slowed") else ""),
-            f"URL-seen         {plural(seen['urls'], 'URL')} in {_generations(seen)}, {seen['bytes']} bytes of fingerprints, "
+            f"URL-seen         {plural(seen['urls'], 'URL')} in {_generations(seen)}, {seen['bytes']} bytes of fingerprints"
+            f" (in Redis {seen['kind']}), "
             f"fill {', '.join(f'{100 * f:.2f}%' for f in seen['fill'])}, "
             f"est. false-positive rate {seen['false_positive_rate']:.2e}",
             f"pages (all)      {totals_text(s.get('totals') or {})}",

@@ -481,6 +481,7 @@ class ShardedFrontier:
                     "bytes": sum(v["bytes"] for v in values),
                     "fill": [f for v in values for f in v["fill"]],
                     "false_positive_rate": max(v["false_positive_rate"] for v in values),
+                    "kind": " and ".join(sorted({v["kind"] for v in values})),
                 }
         out["shards"] = len(self.shards)
         return out

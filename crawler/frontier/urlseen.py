@@ -154,7 +154,8 @@ class SeenLayout:
 
     def report(self, counts: list[int]) -> dict:
         """Fill and estimated false-positive rate of the generations holding ``counts``;
-        ``bytes``: the fingerprints' bytes (Redis adds ~10% for keys and allocation)."""
+        ``bytes``: the fingerprints' bytes (Redis adds ~10% for keys and allocation);
+        ``kind``: its buckets' (SETS or STRINGS)."""
         gens = self.generations(len(counts))
         miss = 1.0
         for g, n in zip(gens, counts):
@@ -165,4 +166,5 @@ class SeenLayout:
             "bytes": FINGERPRINT_BYTES * sum(counts),
             "fill": [round(g.fill(n), 6) for g, n in zip(gens, counts)],
             "false_positive_rate": 1.0 - miss,
+            "kind": self.kind,
         }

@@ -44,6 +44,10 @@ def test_stats_as_json(redis_url, redis_client, crawl_name):
     f.put([Entry(url=f"http://h{i}.example/", payload=b"x") for i in range(5)])
     stats = json.loads(_frontier_command(redis_url, crawl_name, "--json"))
     assert stats["queued"] == 5 and stats["seen"]["urls"] == 5 and stats["leased"] == 0
+    assert stats["seen"]["kind"] == "sets"
+    assert "URL-seen         5 URLs in 1 generation, 20 bytes of fingerprints (in Redis sets), " in (
+        _frontier_command(redis_url, crawl_name)
+    )
 
 
 def test_watch_reports_rates(redis_client, crawl_name, capsys):
@@ -223,6 +227,7 @@ def test_the_numbers_over_shards(redis_client, crawl_name):
         assert [h["host"] for h in sharded.busiest(5, now=now)["hosts"]] == ["a.example", "b.example"]
         stats = sharded.stats()
         assert stats["acked_last_minute"] == 1 and 19 <= stats["oldest_lease_age"] <= 25
+        assert stats["seen"]["kind"] == "sets"
         assert [sharded.ring.index(f"{h}.example") for h in "abc"] == [0, 0, 1]
     finally:
         sharded.clear()

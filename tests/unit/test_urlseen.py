@@ -116,5 +116,6 @@ def test_report_of_the_generations():
     layout = SeenLayout(100, 1e-6, 4)
     report = layout.report([100, 200])
     assert report["generations"] == 2 and report["urls"] == 300 and report["bytes"] == 1200
-    assert report["fill"] == [1.0, 0.5]
+    assert report["fill"] == [1.0, 0.5] and report["kind"] == SETS
+    assert SeenLayout.parse("100 1e-06 4").report([1])["kind"] == STRINGS
     assert 0 < report["false_positive_rate"] <= 1e-6
