@@ -215,7 +215,8 @@ def test_an_expired_lease_is_named_so(redis_url, redis_client, crawl_name):
     f.get(1, now=now_ms() - 40_000)  # leased 40 s ago, never renewed: expired 30 s ago
     assert 39 <= f.stats()["oldest_lease_age"] <= 45
     out = _frontier_command(redis_url, crawl_name, "-s", "FRONTIER_LEASE_SECONDS=10")
-    assert re.search(r"the oldest expired (29|3\d) s ago \(its worker stopped renewing\)", out), out
+    # (30 s ago when leased, and the command's start: some 15 s at most on a loaded machine)
+    assert re.search(r"the oldest expired (29|3\d|4[0-5]) s ago \(its worker stopped renewing\)", out), out
 
 
 def test_the_numbers_over_shards(redis_client, crawl_name):

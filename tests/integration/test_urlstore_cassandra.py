@@ -248,7 +248,8 @@ def test_a_worker_waits_for_a_cluster_that_is_starting(cassandra_keyspace, caplo
     assert lines[0] == f"Cassandra not reachable at 127.0.0.1:{port} (127.0.0.1:{port}: Connection refused); " + (
         "trying again in 1 s"
     )
-    assert str(failed.value).startswith(f"Cassandra unreachable at 127.0.0.1:{port} for 3 s")
+    # (3 s of waits, and the tries' own time: a second more on a loaded machine)
+    assert re.match(rf"Cassandra unreachable at 127\.0\.0\.1:{port} for [345] s ", str(failed.value)), failed.value
     assert str(failed.value).endswith(f"127.0.0.1:{port}: Connection refused")
     driver = [r for r in caplog.records if r.name.startswith("cassandra")]
     assert not driver, [r.getMessage() for r in driver]  # (the driver's tracebacks of each try: left out)
