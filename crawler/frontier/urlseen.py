@@ -78,7 +78,7 @@ def kind_for(intset_most: int | None) -> str:
     """The kind of bucket a new crawl's URL-seen takes on a server that keeps sets of
     ``intset_most`` integers as intsets (``set-max-intset-entries``; None: not known, the
     default): sets when its full buckets fit, else strings."""
-    return SETS if (INTSET_MOST if intset_most is None else intset_most) >= INTSET_MOST else STRINGS
+    return SETS if intset_most is None or intset_most >= INTSET_MOST else STRINGS
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,8 @@ def planned_generations(growth: int) -> int:
 
 
 def generation(capacity: int, error_rate: float, index: int, growth: int = 4, kind: str = SETS) -> Generation:
-    """The shape of generation ``index`` (a set's buckets hold at most SET_BUCKET_MOST)."""
+    """The shape of generation ``index`` (of sets: buckets enough that, full, they hold
+    SET_BUCKET_MOST fingerprints on average or fewer)."""
     if capacity < 1 or not 0 < error_rate < 1 or growth < 2:
         raise ValueError("URL-seen capacity must be >= 1, error rate in (0, 1) and growth >= 2")
     planned = planned_generations(growth)
