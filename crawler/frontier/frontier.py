@@ -120,7 +120,7 @@ class Prepared:
     args: list  # the PUSH script's arguments
 
 
-_NOW_ARG = 5  # index of "now" in the PUSH arguments
+_NOW_ARG = 4  # index of "now" in the PUSH arguments
 PLAIN = "\x02"  # the first byte of a plain entry's PUSH argument (push.lua)
 
 
@@ -426,7 +426,6 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             self.keys.prefix,
             gen,
             gens[-1].capacity,
-            ",".join(str(g.buckets) for g in gens),
             self.host_max_pages,
             0,  # now: set when sent
             len(batch),
@@ -439,6 +438,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             self.layout.kind,
         ]
         level = self.level
+        buckets = tuple(g.buckets for g in gens)  # (each URL is sent its bucket in each: hashes_text)
         levels: dict[int, int] = {}  # level by priority, for this batch
         leases = []
         # an entry that is only checked and queued (a seed, a link: neither forced, a
@@ -451,7 +451,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
                 lv = levels.get(e.priority)
                 if lv is None:
                     lv = levels[e.priority] = level(e.priority)
-                args.append(f"{PLAIN}{lv}{SEP}{hashes_text(e.url)}{SEP}{host}{SEP}".encode() + e.payload)
+                args.append(f"{PLAIN}{lv}{SEP}{hashes_text(e.url, buckets)}{SEP}{host}{SEP}".encode() + e.payload)
                 continue
             # an entry's fields, in the order push.lua reads them ('' for one not given)
             delayed = bool(e.not_before and e.follow_up)
@@ -478,7 +478,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
                 f"{e.cash:.9g}" if ranked else "",  # cash
                 level(priority),
                 lease,
-                "" if e.dont_filter else hashes_text(e.url),  # hashes
+                "" if e.dont_filter else hashes_text(e.url, buckets),  # hashes
                 host,
             )
             args.append(SEP.join(map(str, fields)).encode() + SEP.encode() + e.payload)

@@ -54,12 +54,13 @@ def test_push_arguments_of_plain_entries_are_the_fields_push_reads():
         check = "" if e.dont_filter else "1"
         back = "1" if e.follow_up or e.urgent else ""
         retry = str(e.not_before) if e.follow_up and e.not_before else ""
-        hashes = "" if e.dont_filter else f"{h} {f - 2**31}"
+        hashes = "" if e.dont_filter else f"{h % buckets} {f - 2**31}"
         values = (check, back, "1" if e.urgent else "", retry, "", "", "", "", str(level), lease, hashes, "a.example")
         return SEP.join(values).encode() + SEP.encode() + e.payload
 
+    (buckets,) = [g.buckets for g in frontier.layout.generations(1)]  # (its bucket in generation 0)
     h, f = url_hashes(plain.url)
-    plain_arg = f"{PLAIN}0{SEP}{h} {f - 2**31}{SEP}a.example{SEP}".encode() + plain.payload
+    plain_arg = f"{PLAIN}0{SEP}{h % buckets} {f - 2**31}{SEP}a.example{SEP}".encode() + plain.payload
     args = frontier._push_args(batch, 1)
     assert args[-6:] == [  # the five entries and the lease, after the header
         plain_arg,
@@ -73,7 +74,7 @@ def test_push_arguments_of_plain_entries_are_the_fields_push_reads():
     ruled = frontier._push_args(batch[:1], 1, CrawlRules.parse("accept all", "rules"))
     assert (
         ruled[-1]
-        == SEP.join(["1", "", "", "", "", "0", "", "", "0", "", hashes_text(plain.url), "a.example"]).encode()
+        == SEP.join(["1", "", "", "", "", "0", "", "", "0", "", hashes_text(plain.url, (buckets,)), "a.example"]).encode()
         + SEP.encode()
         + plain.payload
     )

@@ -106,7 +106,9 @@ def test_url_hashes_are_pybloom_lives():
     for url in ["http://a.example/", "https://www.site1.com/news/2024.html?id=3", "http://\u00e9.example/\u00e9", ""]:
         assert url_hashes(url) == tuple(pybloom(url))
         h, f = pybloom(url)
-        assert hashes_text(url) == f"{h} {f - 2**31}"  # (the fingerprint signed: 4 bytes in an intset)
+        # each generation's bucket, then the fingerprint signed (4 bytes in an intset)
+        assert hashes_text(url, (1000,)) == f"{h % 1000} {f - 2**31}"
+        assert hashes_text(url, (1000, 7, 2**32)) == f"{h % 1000},{h % 7},{h} {f - 2**31}"
         assert -(2**31) <= f - 2**31 < 2**31
     for i in range(2000):
         assert url_hashes(f"http://h{i}.example/p/{i * 7919}") == tuple(pybloom(f"http://h{i}.example/p/{i * 7919}"))

@@ -2,18 +2,17 @@
 --
 -- ARGV[1]  key prefix             ARGV[2]  URL-seen generation G the caller sized for
 -- ARGV[3]  capacity of generation G-1
--- ARGV[4]  comma list of the bucket counts of generations 0..G-1 (urlseen.py)
--- ARGV[5]  max URLs per host (0: no limit, and no per-host count is kept)
--- ARGV[6]  now (ms)
--- ARGV[7]  number of entries     ARGV[8]  max requests in flight per host (0: no limit)
--- ARGV[9]  default host interval (ms)
--- ARGV[10] the host window (FRONTIER_HOST_WINDOW; 0: no spill)   ARGV[11] hosts with a window
---          at most (FRONTIER_ACTIVE_HOSTS; 0: no limit)   ARGV[12] ms a partial spill buffer
+-- ARGV[4]  max URLs per host (0: no limit, and no per-host count is kept)
+-- ARGV[5]  now (ms)
+-- ARGV[6]  number of entries     ARGV[7]  max requests in flight per host (0: no limit)
+-- ARGV[8]  default host interval (ms)
+-- ARGV[9]  the host window (FRONTIER_HOST_WINDOW; 0: no spill)   ARGV[10] hosts with a window
+--          at most (FRONTIER_ACTIVE_HOSTS; 0: no limit)   ARGV[11] ms a partial spill buffer
 --          waits before it is written out (FRONTIER_SPILL_AGE)
--- ARGV[13] the default front queue level (Scrapy's priority 0): with a window, a fifo URL
+-- ARGV[12] the default front queue level (Scrapy's priority 0): with a window, a fifo URL
 --          of another level carries the difference (helpers: to_back)
--- ARGV[14] the kind of URL-seen's buckets: 'sets' or 'strings' (urlseen.py; seen:meta's layout)
--- ARGV[15..] one value per entry (fewer arguments are cheaper for the client to send):
+-- ARGV[13] the kind of URL-seen's buckets: 'sets' or 'strings' (urlseen.py; seen:meta's layout)
+-- ARGV[14..] one value per entry (fewer arguments are cheaper for the client to send):
 --          its fields joined by \x1f, in this order, '' for one not given (the last two,
 --          host and payload, are the front queue entry as it stands):
 --          check      '1': check and update URL-seen
@@ -24,7 +23,7 @@
 --          retry_at   ms: not before that time: into the delayed set (a URL's own retry),
 --                     and its host's index of it (dq:<host>: seq SEP payload), from which
 --                     POP moves it to the head of its back queue once due
---          quota      the host's page quota, in place of ARGV[5] (the crawl rules' max_pages)
+--          quota      the host's page quota, in place of ARGV[4] (the crawl rules' max_pages)
 --          in_flight  the host's in-flight limit (hlimit: the crawl rules' in_flight); '0':
 --                     none of its own (any before it forgotten)
 --          ranked     '1': FRONTIER_ORDER importance: a new URL goes to its host's ranked
@@ -33,19 +32,20 @@
 --                     the page that links to it; a URL seen and still in its ranked queue
 --                     gains it)
 --          level      front queue level (0 = highest)
---          lease      i if the entry replaces lease ARGV[14 + n + i] (leases follow the
+--          lease      i if the entry replaces lease ARGV[13 + n + i] (leases follow the
 --                     entries); the replaced lease ends (its download lands) and its cash
 --                     goes on with the follow-up (helpers: requeued_entry); a follow-up
 --                     whose lease is no longer held (a push sent twice after a timeout, or a
 --                     lease that expired and was requeued) is not enqueued again (status 0);
 --                     the replaced lease leaves the index of leases by URL ('leased')
---          hashes     the URL's bucket hash h and fingerprint f, two decimal numbers
---                     separated by a space, f as a signed 32-bit number ('' without check)
+--          hashes     the URL's bucket in each generation 0..G-1, comma-separated, then a
+--                     space and its fingerprint f as a signed 32-bit number, all decimal
+--                     ('' without check; urlseen.py hashes_text)
 --          host       politeness key
 --          payload    opaque request encoding
 --          A plain entry (checked, of a level, nothing else: a seed, a link) is sent as
 --          \002 level \x1f hashes \x1f host \x1f payload: its other fields are ''.
--- URL-seen: generation i's bucket for hash h is seen:<i>:<h mod buckets_i>. A URL is seen if
+-- URL-seen: generation i's bucket for the URL is seen:<i>:<its bucket number i>. A URL is seen if
 -- a bucket of any generation holds its fingerprint; otherwise its fingerprint is added to
 -- its bucket in generation G-1. 'sets': a bucket is a set of the signed fingerprints (an
 -- intset: 4 bytes each), the older generations asked with SISMEMBER, G-1's added with SADD,
@@ -54,14 +54,14 @@
 -- fingerprint held at an offset that is a multiple of 4, the bucket rewritten whole (SET)
 -- rather than appended to: APPEND and SETRANGE grow a string's allocation by doubling
 -- (~30% unused on average), SET allocates what the string needs.
--- With a window (ARGV[10] > 0), a new URL (neither back nor retry_at) goes to its host's
+-- With a window (ARGV[9] > 0), a new URL (neither back nor retry_at) goes to its host's
 -- window while it has room, nothing of the host is spilled or buffered, and the host has a
 -- window or there is room for one more (helpers: spill); otherwise to its buffer, which is
--- due to be written out (spill) at once when it holds a window's worth, else after ARGV[12].
+-- due to be written out (spill) at once when it holds a window's worth, else after ARGV[11].
 -- A new URL of a level above the default is not held behind its host's URLs beyond the
 -- window: while none of its level or above is beyond (hbeyond), it joins the window past
 -- its size, up to twice it (a host without a window, waiting on disk, gets one for it if
--- there is room for one more under ARGV[11]); once one of its level goes beyond, the others
+-- there is room for one more under ARGV[10]); once one of its level goes beyond, the others
 -- of that level follow it there (fifo within a level).
 -- Returns: -1 if G is not the current generation (caller reloads and retries; nothing
 --          was changed), else one status per entry processed: 1 added, 0 already seen,
@@ -80,9 +80,7 @@ if tonumber(redis.call('HGET', meta, 'gen') or '1') ~= gen then
     return -1
 end
 local cap = tonumber(ARGV[3])
-local buckets = {}
-for b in string.gmatch(ARGV[4], '%d+') do buckets[#buckets + 1] = tonumber(b) end
-local in_sets = ARGV[14] == 'sets'
+local in_sets = ARGV[13] == 'sets'
 local seen_prefix = prefix .. K.seen
 local generations = {}  -- generation i's key prefix, seen:<i - 1>:
 for i = 1, gen do generations[i] = seen_prefix .. (i - 1) .. ':' end
@@ -98,19 +96,21 @@ local function holds(s, fp)
 end
 -- an entry's fields before host and payload, and the two of them (the front queue entry)
 local ENTRY = '^' .. string.rep('([^\031]*)\031', 11) .. '(.*)$'
-local PLAIN = '^\002([^\031]*)\031([^\031]*)\031(.*)$'  -- level, hashes, host SEP payload
+-- level, buckets, fingerprint, host SEP payload
+local PLAIN = '^\002([^\031]*)\031([%d,]*) (%-?%d+)\031(.*)$'
+local HASHES = '^([%d,]*) (%-?%d+)$'  -- an entry's hashes: buckets, fingerprint
 local count_field = 'n:' .. (gen - 1)
 local count = tonumber(redis.call('HGET', meta, count_field) or '0')
-local maxhost = tonumber(ARGV[5])
-local now = tonumber(ARGV[6])
-local n = tonumber(ARGV[7])
-max_flight = tonumber(ARGV[8])
-default_interval = ARGV[9]
-window = tonumber(ARGV[10])
-active_hosts = tonumber(ARGV[11])
-local spill_age = tonumber(ARGV[12])
-local default_level = tonumber(ARGV[13])
-local FIRST = 14  -- the entries follow
+local maxhost = tonumber(ARGV[4])
+local now = tonumber(ARGV[5])
+local n = tonumber(ARGV[6])
+max_flight = tonumber(ARGV[7])
+default_interval = ARGV[8]
+window = tonumber(ARGV[9])
+active_hosts = tonumber(ARGV[10])
+local spill_age = tonumber(ARGV[11])
+local default_level = tonumber(ARGV[12])
+local FIRST = 13  -- the entries follow
 local out, front = {}, {}
 -- With a window, each host's decision is made once a call: room[host] is how many more new
 -- URLs its window takes in this call (0: the rest go to its buffer); the URLs for windows and
@@ -191,34 +191,42 @@ local added, full = 0, false
 for e = 1, n do
     local arg = ARGV[FIRST + e]
     local check, back, urgent, retry_at, quota, in_flight, ranked, cash, level, lease, hashes, tail
+    local bs, f  -- the URL's buckets (G-1's alone when G is 1), its fingerprint
     if string.byte(arg, 1) == 2 then
-        level, hashes, tail = string.match(arg, PLAIN)
+        level, bs, f, tail = string.match(arg, PLAIN)
         check, back, urgent, retry_at, quota, in_flight, ranked, cash, lease = '1', '', '', '', '', '', '', '', ''
     else
         check, back, urgent, retry_at, quota, in_flight, ranked, cash, level, lease, hashes, tail =
             string.match(arg, ENTRY)
+        if check == '1' then bs, f = string.match(hashes, HASHES) end
     end
     local cut = string.find(tail, SEP, 1, true)
     local host = string.sub(tail, 1, cut - 1)
     local status = 1
     if check == '1' then
-        local h, f = string.match(hashes, '^(%d+) (%-?%d+)$')
-        h = tonumber(h)
+        local keys, newest  -- the URL's bucket key in each generation (G > 1), in G-1
+        if gen == 1 then
+            newest = generations[1] .. bs
+        else
+            keys = {}
+            for b in string.gmatch(bs, '%d+') do keys[#keys + 1] = generations[#keys + 1] .. b end
+            newest = keys[gen]
+        end
         if in_sets then
             for i = 1, gen - 1 do
-                if redis.call('SISMEMBER', generations[i] .. (h % buckets[i]), f) == 1 then
+                if redis.call('SISMEMBER', keys[i], f) == 1 then
                     status = 0
                     break
                 end
             end
-            if status == 1 and redis.call('SADD', generations[gen] .. (h % buckets[gen]), f) == 0 then
+            if status == 1 and redis.call('SADD', newest, f) == 0 then
                 status = 0
             end
         else
             local fp = struct.pack('>I4', tonumber(f) + 2147483648)
             local key, s
             for i = 1, gen do
-                key = generations[i] .. (h % buckets[i])
+                key = i < gen and keys[i] or newest
                 s = redis.call('GET', key)
                 if s and holds(s, fp) then
                     status = 0
