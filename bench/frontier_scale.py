@@ -29,14 +29,13 @@ import time
 from pathlib import Path
 
 from bench.results import Results
-from bench.seed_ingest import evalsha_usec
 from crawler.config.settings import BY_NAME
 from crawler.frontier.chunks import SqliteChunks
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.spill import Spill
 from testing.frontiers import hand_out_all
-from testing.servers import RedisServer
+from testing.servers import RedisServer, script_usec
 from testing.workers import summed_in_processes
 
 WORDS = "news article blog products item category page docs about 2024 en wiki guide help shop".split()
@@ -82,7 +81,7 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     before = server.client.info("memory")["used_memory"]
     f = frontier(server.url, order, args.urls, window, active, args.spill_age)
     spill = Spill(f, chunks) if window else None
-    scripts = evalsha_usec(server.client)
+    scripts = script_usec(server.client)
     t, pushed, peak, batches = time.perf_counter(), 0, 0, 0
     batch = []
 
@@ -109,14 +108,14 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     peak = max(peak, server.client.info("memory")["used_memory"] - before)
     disk = chunks.size(f.keys.prefix)[1] if chunks else 0
     spilled = f.stats()["spilled"]
-    pushed_at = evalsha_usec(server.client)
+    pushed_at = script_usec(server.client)
     push_scripts = pushed_at - scripts
     got, pop_s = summed_in_processes(
         pop_loop, [(server.url, order, args.urls, window, active, args.spill_age, store)] * LOOPS
     )
     if spill is not None:  # (what the loops left for the last one: a partial buffer)
         got += hand_out_all(f, POP, spill)
-    pop_scripts = evalsha_usec(server.client) - pushed_at
+    pop_scripts = script_usec(server.client) - pushed_at
     return {
         "pushed": pushed,
         "push": pushed / push_s,

@@ -39,6 +39,7 @@ from crawler.seeds.files import SeedLine, read_seeds
 from crawler.seeds.ingest import ingest
 from crawler.services import spill_from_settings
 from crawler.urls import InvalidURL, normalize_url
+from testing.servers import script_usec
 
 TARGET = 20_000
 WORDS = ["news", "article", "blog", "products", "item", "category", "page", "docs", "about", "2024", "en", "wiki"]
@@ -93,11 +94,6 @@ def generate(path: str, lines: int, hosts: int, seed: int = 1, gz: bool = False)
     return counts
 
 
-def evalsha_usec(client) -> int:
-    stats = client.info("commandstats")
-    return int(stats.get("cmdstat_evalsha", {}).get("usec", 0))
-
-
 def stage_breakdown(path: str, settings: Settings, client, n: int, batch: int) -> None:
     """Time each stage alone, single-threaded, on the first ``n`` lines, into a
     second fresh crawl (deleted afterwards): where the time of one URL goes."""
@@ -127,9 +123,9 @@ def stage_breakdown(path: str, settings: Settings, client, n: int, batch: int) -
         timed("put: trap guards", lambda: [scope.verdict(u) for u in urls])
         timed("put: politeness_key", lambda: [politeness_key(u, frontier.politeness) for u in urls])
         entries = [Entry(url=u, payload=encode_url(u)) for u in urls]
-        before = evalsha_usec(client)
+        before = script_usec(client)
         timed("put total", lambda: [frontier.put(entries[i : i + batch]) for i in range(0, len(urls), batch)])
-        redis_s = (evalsha_usec(client) - before) / 1e6
+        redis_s = (script_usec(client) - before) / 1e6
     finally:
         frontier.clear()
     count = len(urls)
@@ -194,7 +190,7 @@ def main() -> int:
         print(f"crawl {crawl!r} on {opts.redis_url}, batch {opts.batch}, pid {os.getpid()}, {os.cpu_count()} CPUs")
         for _ in range(opts.runs):
             profiler = cProfile.Profile() if opts.profile else None
-            redis_before = evalsha_usec(client)
+            redis_before = script_usec(client)
             spill = spill_from_settings(settings, frontier)  # FRONTIER_HOST_WINDOW (None: 0)
             try:
                 options = {"strip_params": tuple(settings.getlist("URL_STRIP_PARAMS")) or None}
@@ -202,7 +198,7 @@ def main() -> int:
                 options |= {"group_urls": settings.getint("SEED_GROUP_URLS")}
                 with profiler or contextlib.nullcontext():
                     report = ingest(frontier, path, **options, spill=spill)
-                redis_s = (evalsha_usec(client) - redis_before) / 1e6
+                redis_s = (script_usec(client) - redis_before) / 1e6
                 stats = frontier.stats()
             finally:
                 if spill is not None:

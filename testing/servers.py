@@ -79,6 +79,13 @@ def tls_redis_server_binary() -> str | None:
 START_TIMEOUT = 15  # seconds for a redis-server to answer PING (loading its AOF included)
 
 
+def script_usec(client) -> int:
+    """The microseconds a Redis server spent in the scripts it was sent so far (EVALSHA,
+    INFO commandstats): a benchmark's Redis time, less precise when other clients use it."""
+    stats = client.info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("usec", 0))
+
+
 class RedisServer:
     """A redis-server of one test or benchmark on 127.0.0.1, data in ``directory``.
 

@@ -72,8 +72,8 @@ def hashes_text(url: str, buckets: tuple[int, ...]) -> str:
     """``url_hashes(url)`` as PUSH reads them, for generations with ``buckets`` buckets each
     (0 first): ``"b0,b1,... s"``, the URL's bucket in each generation (``h mod buckets_i``)
     and the fingerprint as a signed 32-bit number (``s = f - 2**31``), all decimal. The
-    script builds each bucket's key from its number as sent (a number's decimal text costs
-    Lua 5.1 a ``sprintf``: a tenth of the push script's time a URL)."""
+    script builds each bucket's key from its number as sent (in the script, a number's
+    decimal text would cost Lua 5.1 a ``sprintf`` a URL)."""
     a, b = _halves(_digest(_SALT + url.encode()))
     h = a & _LOW
     if len(buckets) == 1:

@@ -74,7 +74,9 @@ def test_push_arguments_of_plain_entries_are_the_fields_push_reads():
     ruled = frontier._push_args(batch[:1], 1, CrawlRules.parse("accept all", "rules"))
     assert (
         ruled[-1]
-        == SEP.join(["1", "", "", "", "", "0", "", "", "0", "", hashes_text(plain.url, (buckets,)), "a.example"]).encode()
+        == SEP.join(
+            ["1", "", "", "", "", "0", "", "", "0", "", hashes_text(plain.url, (buckets,)), "a.example"]
+        ).encode()
         + SEP.encode()
         + plain.payload
     )
