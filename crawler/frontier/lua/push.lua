@@ -191,7 +191,7 @@ local added, full = 0, false
 for e = 1, n do
     local arg = ARGV[FIRST + e]
     local check, back, urgent, retry_at, quota, in_flight, ranked, cash, level, lease, hashes, tail
-    local bs, f  -- the URL's buckets (G-1's alone when G is 1), its fingerprint
+    local bs, f  -- the URL's bucket numbers (generation 0's first, comma-separated), its fingerprint
     if string.byte(arg, 1) == 2 then
         level, bs, f, tail = string.match(arg, PLAIN)
         check, back, urgent, retry_at, quota, in_flight, ranked, cash, lease = '1', '', '', '', '', '', '', '', ''
@@ -204,7 +204,7 @@ for e = 1, n do
     local host = string.sub(tail, 1, cut - 1)
     local status = 1
     if check == '1' then
-        local keys, newest  -- the URL's bucket key in each generation (G > 1), in G-1
+        local keys, newest  -- its buckets' keys in generations 0..G-1 (when G > 1), its key in G-1
         if gen == 1 then
             newest = generations[1] .. bs
         else
