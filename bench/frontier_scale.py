@@ -1,6 +1,7 @@
 """Benchmark: the frontier at scale, on a redis-server of its own: push --urls URLs over
 --hosts hosts (host sizes from a Zipf law, paths of words), then hand them all out with two
-POP loops (processes, 64 URLs a pop, acknowledged with the next pop, no politeness wait).
+POP loops (processes, 64 URLs a pop, acknowledged with the next pop, no politeness wait; each
+goes on while URLs are queued, until none is or none came for a second: pop_loop).
 
     python -m bench.frontier_scale                                # 1,000,000 URLs, 10,000 hosts
     python -m bench.frontier_scale --urls 10000000 --hosts 100000 --orders fifo,importance
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import multiprocessing
 import random
 import tempfile
 import time
@@ -36,10 +38,10 @@ from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.spill import Spill
 from testing.frontiers import hand_out_all
 from testing.servers import RedisServer, script_usec
-from testing.workers import summed_in_processes
 
 WORDS = "news article blog products item category page docs about 2024 en wiki guide help shop".split()
 BATCH, POP, LOOPS = 1000, 64, 2
+IDLE = 1.0  # seconds a POP loop goes on handing out nothing while URLs are queued (pop_loop)
 
 
 def urls(n: int, hosts: int, seed: int = 1):
@@ -68,10 +70,45 @@ def frontier(url: str, order: str, capacity: int, window: int, active: int, age:
     )
 
 
-def pop_loop(url: str, order: str, capacity: int, window: int, active: int, age: float, store: str, out) -> None:
+def pop_loop(
+    url: str, order: str, capacity: int, window: int, active: int, age: float, store: str, started: float, out
+) -> None:
+    """Lease POP URLs a pop, each pop acknowledging the previous one's leases, the spill's round
+    before a pop whenever the last one got fewer, until nothing is queued or nothing was
+    handed out for IDLE seconds; puts (URLs leased, seconds from ``started`` to the last one)
+    on ``out``. A pop that gets nothing does not end the loop while URLs are queued: the hosts
+    due may be waiting for chunks the other loop is loading (testing.frontiers.hand_out_all
+    stops after three such pops, which left one loop to hand out most of a spilled queue)."""
     f = frontier(url, order, capacity, window, active, age)
     spill = Spill(f, SqliteChunks(store)) if window else None
-    out.put(hand_out_all(f, POP, spill))
+    got, acks, short, last = 0, [], True, time.monotonic()
+    while True:
+        if spill is not None and short:
+            spill.round()
+        leases, _ = f.get(POP, ack=acks)
+        acks = [lease.id for lease in leases]
+        short = len(leases) < POP
+        now = time.monotonic()
+        if leases:
+            got, last = got + len(leases), now
+        elif now - last > IDLE or f.stats()["queued"] == 0:
+            break
+    f.ack(*acks)
+    out.put((got, last - started))
+
+
+def hand_out_in_loops(arg_lists: list[tuple]) -> tuple[int, float]:
+    """``pop_loop`` in a process of its own for each of ``arg_lists``: URLs leased in all,
+    and seconds from the first start to the last URL leased."""
+    out = multiprocessing.Queue()
+    started = time.monotonic()
+    procs = [multiprocessing.Process(target=pop_loop, args=(*args, started, out)) for args in arg_lists]
+    for proc in procs:
+        proc.start()
+    results = [out.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    return sum(got for got, _ in results), max(seconds for _, seconds in results)
 
 
 def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
@@ -110,9 +147,7 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     spilled = f.stats()["spilled"]
     pushed_at = script_usec(server.client)
     push_scripts = pushed_at - scripts
-    got, pop_s = summed_in_processes(
-        pop_loop, [(server.url, order, args.urls, window, active, args.spill_age, store)] * LOOPS
-    )
+    got, pop_s = hand_out_in_loops([(server.url, order, args.urls, window, active, args.spill_age, store)] * LOOPS)
     if spill is not None:  # (what the loops left for the last one: a partial buffer)
         got += hand_out_all(f, POP, spill)
     pop_scripts = script_usec(server.client) - pushed_at
