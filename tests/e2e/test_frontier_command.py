@@ -199,7 +199,9 @@ def test_busiest_hosts_leases_and_the_last_minute(redis_url, redis_client, crawl
     assert stats["leased"] == 1 and 19 <= stats["oldest_lease_age"] <= 25  # c's, taken 20 s ago
     assert stats["acked_last_minute"] == 1  # a's; b's was two minutes ago
     out = _frontier_command(redis_url, crawl_name, "--hosts", "2", "-s", "FRONTIER_HOST_INTERVAL=5")
-    assert "the oldest taken or renewed 2" in out and "last minute      1 page done" in out, out
+    # c's lease, taken 20 s ago, and the command's own start (some seconds on a loaded machine)
+    age = re.search(r"the oldest taken or renewed (\d+) s ago", out)
+    assert age and 20 <= int(age[1]) < 60 and "last minute      1 page done" in out, out
     rows = out[out.index("busiest hosts") :].splitlines()
     assert rows[2].split()[:4] == ["a.example", "5", "5.00", "s"] and "due " in rows[2], out
     assert rows[3].split()[:2] == ["b.example", "2"] and "robots.txt unreachable until" in rows[3], out
