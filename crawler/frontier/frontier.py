@@ -90,6 +90,7 @@ _STATUS = {1: ADDED, 0: SEEN, 2: HOST_FULL}
 SEED_CASH = 1.0  # FRONTIER_ORDER importance: what a seed (or a due URL put back) starts with
 PROMOTED_DAYS = 7  # a promotion whose second copy never came up is forgotten after this
 KNOWN_HOSTS = 100_000  # hosts whose politeness key and scope verdict prepare remembers
+WORK_FRESH_MS = 1_000  # a short get()'s reading of a spill round's work serves spill_due this long
 
 
 @dataclass
@@ -218,6 +219,9 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self._generation = 0  # URL-seen generations known to this client; read on first push
         self._hosts: tuple[CrawlScope | None, dict] = (None, {})  # see _known_hosts
         self.last_acked = 0  # leases the last get() acknowledged
+        # what the last short get() found of a spill round's work: (its now, POP's sum), read
+        # once by spill_due
+        self._spill_work: tuple[int, int] | None = None
 
     @property
     def by_address(self) -> bool:
@@ -562,10 +566,13 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         )
         next_due = int(out[0])
         self.last_acked = int(out[1])
+        work = int(out[2])
+        if work >= 0:
+            self._spill_work = (now, work)
         leases = [
             Lease(lease, lease.split(SEP.encode(), 3)[3], int(due), int(interval), float(cash), address.decode())
             for due, interval, cash, lease, address in zip(
-                out[2::5], out[3::5], out[4::5], out[5::5], out[6::5], strict=True
+                out[3::5], out[4::5], out[5::5], out[6::5], out[7::5], strict=True
             )
         ]
         return leases, (None if next_due < 0 else next_due)
@@ -615,8 +622,14 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         or in 'dormant' while fewer than FRONTIER_ACTIVE_HOSTS hosts have a window). The
         claims' own first tests, read without claiming: False holds at ``now`` (what falls
         due after it waits for the next round), True may still find nothing (claims of
-        other workers)."""
+        other workers). When this client's last get() came back short at most WORK_FRESH_MS
+        before ``now``, POP read the same tests then, and its answer is used (once) instead
+        of a round trip: a worker's round follows its take."""
         now = now_ms() if now is None else now
+        found, self._spill_work = self._spill_work, None
+        if found is not None and 0 <= now - found[0] <= WORK_FRESH_MS:
+            work = found[1]
+            return bool(work & 1), bool(work & 2) and self.window_idle_ms > 0, bool(work & 4)
         k = self.keys
         p = self.redis.pipeline(transaction=False)
         p.zrangebyscore(k.spill, "-inf", now, start=0, num=1)

@@ -10,7 +10,7 @@ import redis
 
 from crawler.frontier.chunks import SqliteChunks, pack, unpack
 from crawler.frontier.codec import encode_url
-from crawler.frontier.frontier import Entry, Frontier
+from crawler.frontier.frontier import WORK_FRESH_MS, Entry, Frontier
 from crawler.frontier.keys import NAMES
 from crawler.frontier.spill import CLAIM_MS, Spill
 from crawler.frontier.words import PAUSED, THROTTLED
@@ -440,6 +440,62 @@ def test_a_round_sends_only_the_claims_that_may_find_work(redis_url, crawl_name,
     got = urls_through_spill(frontier, spill, T0 + 3_000)
     assert sorted(got) == sorted(urls["a"] + urls["b"])
     assert frontier.spill_due(now=T0 + 4_000) == (False, False, False)
+
+
+def _last_command(redis_url: str, name: str) -> str:
+    """The last command the connection named ``name`` ran, as CLIENT LIST shows it from
+    another connection."""
+    with redis.Redis.from_url(redis_url) as other:
+        return next(c["cmd"] for c in other.client_list() if c["name"] == name)
+
+
+def test_a_short_pop_tells_the_round_after_it_what_it_may_find(redis_url, crawl_name, tmp_path):
+    """A get that comes back short reads in POP what spill_due would read (buffers due,
+    hosts waiting on disk, chunks to load): spill_due right after it answers the same with
+    no round trip, once; a later one, or one long after, reads Redis again."""
+    name = f"spill-work-{crawl_name}"
+    frontier = Frontier(
+        redis.Redis.from_url(redis_url, client_name=name),
+        crawl_name,
+        host_interval=0.0,
+        max_in_flight=0,
+        window=4,
+        active_hosts=1,
+        spill_age=1.0,
+        window_idle=60.0,
+    )
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    spill.bind()
+    urls = {h: [f"http://{h}.example/p{i}" for i in range(n)] for h, n in (("a", 6), ("b", 10))}
+    _push(frontier, urls["a"], now=T0)  # a: 4 in its window, 2 in its buffer, due at T0 + 1 s
+    _push(frontier, urls["b"], now=T0)  # b: no room for a window, all in its buffer
+    got = []
+
+    def short_pop_then_due(now: int) -> tuple[bool, bool, bool]:
+        leases, _ = frontier.get(1_000, now=now)
+        got.extend(payload_url(lease.payload) for lease in leases)
+        frontier.ack(*[lease.id for lease in leases], now=now)
+        due = frontier.spill_due(now=now)
+        assert _last_command(redis_url, name) == "evalsha"  # answered from the pop: no round trip
+        assert frontier.spill_due(now=now) == due  # the second reads Redis
+        assert _last_command(redis_url, name) == "zcard"
+        return due
+
+    # a's window handed out (its buffer tops it up); b's two whole chunks are due
+    assert short_pop_then_due(T0 + 1_000) == (True, False, False)
+    assert spill.round(T0 + 1_000) == (8, 0)
+    # a's window emptied: b, waiting on disk, may have one (its last 2 are due as well)
+    assert short_pop_then_due(T0 + 2_000) == (True, True, True)
+    assert spill.round(T0 + 2_000) == (2, 4)
+    # b's window handed out: its next chunk is to load
+    assert short_pop_then_due(T0 + 3_000) == (False, False, True)
+    leases, _ = frontier.get(1_000, now=T0 + 4_000)
+    got.extend(payload_url(lease.payload) for lease in leases)
+    frontier.ack(*[lease.id for lease in leases], now=T0 + 4_000)
+    frontier.spill_due(now=T0 + 4_000 + WORK_FRESH_MS + 1)  # too long after the pop: read
+    assert _last_command(redis_url, name) == "zcard"
+    got += urls_through_spill(frontier, spill, T0 + 5_000)
+    assert sorted(got) == sorted(urls["a"] + urls["b"])
 
 
 def test_a_promoted_url_that_is_spilled_is_fetched_at_its_hosts_next_turn_and_once(redis_url, crawl_name, tmp_path):

@@ -61,17 +61,21 @@
 --   that + its interval (hdelay or the default); a
 --   host whose back queue is empty, or that reached its in-flight limit, leaves the
 --   heap but keeps its hnext time (the landing of one of its leases brings it back).
--- Returns {next_due, acked, due1, interval1, cash1, lease1, due2, ...} (a lease ends with
--- its payload; its due time, ms, is when its request may leave; its host's interval, ms,
--- is how long after its download ends the host is due again; its cash, the importance it
--- carries, OPIC's, to share among its links: 0 but from a ranked queue, or back from a
--- lease that carried it); when
+-- Returns {next_due, acked, work, due1, interval1, cash1, lease1, address1, due2, ...} (a
+-- lease ends with its payload; its due time, ms, is when its request may leave; its host's
+-- interval, ms, is how long after its download ends the host is due again; its cash, the
+-- importance it carries, OPIC's, to share among its links: 0 but from a ranked queue, or
+-- back from a lease that carried it; its address, by address, else ''); when
 -- fewer than n URLs were handed out, next_due is the earliest time (ms) any host in the
 -- heap or any delayed retry is due (now when the refill stopped at its limit with front
 -- queue entries left; a host waiting for its chunk to be loaded or a buffer waiting to be
 -- written out counts, at the time it may be; -1: nothing is queued but in front queues,
 -- i.e. nothing at all);
--- otherwise it is -1 (not looked up).
+-- otherwise it is -1 (not looked up); with a window, when fewer than n were handed out,
+-- work is what a spill round may find now, the sum of 1: buffers due to be written out, 2:
+-- hosts waiting on disk (dormant), 4: chunks to load (hosts in 'refill' due, or dormant
+-- while there is room for one more window), read as Frontier.spill_due reads it (so that a
+-- worker's round after a short pop needs no round trip of its own); -1 not looked up.
 --- @include "helpers"
 --- @include "settle"
 local prefix = ARGV[1]
@@ -98,7 +102,7 @@ local leases = prefix .. K.leases
 local delayed = prefix .. K.delayed
 local promoted = prefix .. K.promoted
 
-local out = {-1, 0}  -- next_due, acked, then five values a lease handed out
+local out = {-1, 0, -1}  -- next_due, acked, the spill's work, then five values a lease handed out
 local popped = 0  -- leases handed out
 local dropped = 0  -- second copies of promoted URLs dropped
 
@@ -447,16 +451,37 @@ local function refill()
     if popped < n and moved >= refill_max then out[1] = now end  -- front queues not done
 end
 
+-- the score (ms) of a sorted set's first member (false: it is empty), read once a call
+local firsts = {}
+local function first_at(key)
+    if firsts[key] == nil then
+        local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+        firsts[key] = first[2] and tonumber(first[2]) or false
+    end
+    return firsts[key]
+end
+
 -- when the next host or delayed retry is due (ms), -1 when neither is
 local function next_due()
     local at = -1
     local keys = {ready, delayed, prefix .. K.refill, prefix .. K.dormant, prefix .. K.spill, prefix .. K.aready,
                   prefix .. K.resolve}
     for _, key in ipairs(keys) do
-        local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-        if first[2] and (at < 0 or tonumber(first[2]) < at) then at = tonumber(first[2]) end
+        local first = first_at(key)
+        if first and (at < 0 or first < at) then at = first end
     end
     return at
+end
+
+-- what a spill round may find now (see Returns): the tests of Frontier.spill_due
+local function spill_work()
+    local work = 0
+    local buffers, dormant = first_at(prefix .. K.spill), first_at(prefix .. K.dormant)
+    local loads = first_at(prefix .. K.refill)
+    if buffers and buffers <= now then work = work + 1 end
+    if dormant and dormant <= now then work = work + 2 end
+    if (loads and loads <= now) or (dormant and dormant <= now and room_for_host(prefix)) then work = work + 4 end
+    return work
 end
 
 -- the steps
@@ -476,4 +501,5 @@ if popped + dropped > 0 then
     redis.call('HINCRBY', counters, 'queued', -(popped + dropped))
 end
 if popped < n and out[1] < 0 and not urgent_only then out[1] = next_due() end
+if popped < n and window > 0 and not urgent_only then out[3] = spill_work() end
 return out
