@@ -6,6 +6,13 @@ goes on while URLs are queued, until none is or none came for a second: pop_loop
     python -m bench.frontier_scale                                # 1,000,000 URLs, 10,000 hosts
     python -m bench.frontier_scale --urls 10000000 --hosts 100000 --orders fifo,importance
     python -m bench.frontier_scale --modes spill --window 32 --active-hosts 10000
+    python -m bench.frontier_scale --host-interval 0.001 --in-flight 1   # hosts held as in a crawl
+
+Without politeness (the default) a host's URLs may go out many a pop, and all in Redis a URL
+goes from its front queue straight to its lease, a path a polite crawl rarely takes. With
+--in-flight 1 (FRONTIER_HOST_MAX_IN_FLIGHT's default) and an interval short enough not to be
+the limit (10,000 hosts at 1 ms allow 10,000,000 URLs/s), each host goes through the ready
+heap at each URL in both modes, as in a crawl (figures in their own file, ``_polite``).
 
 Each order (FRONTIER_ORDER fifo, importance) runs in each mode: ``redis``, every queued URL
 in Redis (FRONTIER_HOST_WINDOW 0), and ``spill``, a window of --window URLs a host in Redis
@@ -24,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import multiprocessing
 import random
 import tempfile
 import time
@@ -38,6 +44,7 @@ from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.spill import Spill
 from testing.frontiers import hand_out_all
 from testing.servers import RedisServer, script_usec
+from testing.workers import in_processes
 
 WORDS = "news article blog products item category page docs about 2024 en wiki guide help shop".split()
 BATCH, POP, LOOPS = 1000, 64, 2
@@ -53,15 +60,17 @@ def urls(n: int, hosts: int, seed: int = 1):
         yield f"https://www.site{h}.example/{path}/{i}.html"
 
 
-def frontier(url: str, order: str, capacity: int, window: int, active: int, age: float) -> Frontier:
+def frontier(
+    url: str, order: str, capacity: int, window: int, active: int, age: float, interval: float = 0.0, in_flight: int = 0
+) -> Frontier:
     import redis
 
     client = redis.Redis.from_url(url, socket_timeout=120)
     return Frontier(
         client,
         "bench-scale",
-        host_interval=0.0,
-        max_in_flight=0,
+        host_interval=interval,
+        max_in_flight=in_flight,
         seen_capacity=capacity,
         order=order,
         window=window,
@@ -71,15 +80,15 @@ def frontier(url: str, order: str, capacity: int, window: int, active: int, age:
 
 
 def pop_loop(
-    url: str, order: str, capacity: int, window: int, active: int, age: float, store: str, started: float, out
+    url: str, order: str, capacity: int, window: int, active: int, age: float, store: str, politeness: tuple, out
 ) -> None:
     """Lease POP URLs a pop, each pop acknowledging the previous one's leases, the spill's round
     before a pop whenever the last one got fewer, until nothing is queued or nothing was
-    handed out for IDLE seconds; puts (URLs leased, seconds from ``started`` to the last one)
+    handed out for IDLE seconds; puts (URLs leased, the time.monotonic() of the last one)
     on ``out``. A pop that gets nothing does not end the loop while URLs are queued: the hosts
     due may be waiting for chunks the other loop is loading (testing.frontiers.hand_out_all
     stops after three such pops, which left one loop to hand out most of a spilled queue)."""
-    f = frontier(url, order, capacity, window, active, age)
+    f = frontier(url, order, capacity, window, active, age, *politeness)
     spill = Spill(f, SqliteChunks(store)) if window else None
     got, acks, short, last = 0, [], True, time.monotonic()
     while True:
@@ -94,21 +103,14 @@ def pop_loop(
         elif now - last > IDLE or f.stats()["queued"] == 0:
             break
     f.ack(*acks)
-    out.put((got, last - started))
+    out.put((got, last))
 
 
 def hand_out_in_loops(arg_lists: list[tuple]) -> tuple[int, float]:
     """``pop_loop`` in a process of its own for each of ``arg_lists``: URLs leased in all,
     and seconds from the first start to the last URL leased."""
-    out = multiprocessing.Queue()
-    started = time.monotonic()
-    procs = [multiprocessing.Process(target=pop_loop, args=(*args, started, out)) for args in arg_lists]
-    for proc in procs:
-        proc.start()
-    results = [out.get() for _ in procs]
-    for proc in procs:
-        proc.join()
-    return sum(got for got, _ in results), max(seconds for _, seconds in results)
+    results, started, _ = in_processes(pop_loop, arg_lists)
+    return sum(got for got, _ in results), max(last for _, last in results) - started
 
 
 def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
@@ -116,7 +118,8 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     window, active = (args.window, args.active_hosts) if mode == "spill" else (0, 0)
     chunks = SqliteChunks(store) if window else None
     before = server.client.info("memory")["used_memory"]
-    f = frontier(server.url, order, args.urls, window, active, args.spill_age)
+    politeness = (args.host_interval, args.in_flight)
+    f = frontier(server.url, order, args.urls, window, active, args.spill_age, *politeness)
     spill = Spill(f, chunks) if window else None
     scripts = script_usec(server.client)
     t, pushed, peak, batches = time.perf_counter(), 0, 0, 0
@@ -147,7 +150,8 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     spilled = f.stats()["spilled"]
     pushed_at = script_usec(server.client)
     push_scripts = pushed_at - scripts
-    got, pop_s = hand_out_in_loops([(server.url, order, args.urls, window, active, args.spill_age, store)] * LOOPS)
+    loop = (server.url, order, args.urls, window, active, args.spill_age, store, politeness)
+    got, pop_s = hand_out_in_loops([loop] * LOOPS)
     if spill is not None:  # (what the loops left for the last one: a partial buffer)
         got += hand_out_all(f, POP, spill)
     pop_scripts = script_usec(server.client) - pushed_at
@@ -178,16 +182,24 @@ def main() -> int:
         default=BY_NAME["FRONTIER_SPILL_AGE"].default,
         help="spill: FRONTIER_SPILL_AGE, seconds a partial buffer waits (default: the setting's)",
     )
+    parser.add_argument(
+        "--host-interval", type=float, default=0.0, help="FRONTIER_HOST_INTERVAL, seconds (default 0: none)"
+    )
+    parser.add_argument("--in-flight", type=int, default=0, help="FRONTIER_HOST_MAX_IN_FLIGHT (default 0: no limit)")
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
+    polite = args.host_interval > 0 or args.in_flight > 0
     # (a file a size: 1,000,000 URLs, the default, in frontier_scale.json; others in their own)
     size = f"{args.urls // 1_000_000}m" if args.urls % 1_000_000 == 0 else str(args.urls)
     file = "frontier_scale" if args.urls == 1_000_000 else f"frontier_scale_{size}"
     if args.orders != "fifo,importance":  # (one order alone: its own file beside both's)
         file += "_" + args.orders.replace(",", "_")
+    if polite:
+        file += "_polite"
     results = Results("frontier_scale", runs=args.runs, file=file)
     print(
         f"{args.urls:,} URLs over {args.hosts:,} hosts (Zipf), {LOOPS} POP loops of {POP}, spill age {args.spill_age} s"
+        f", host interval {args.host_interval * 1000:g} ms, in flight a host {args.in_flight or 'no limit'}"
     )
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis", socket_timeout=120) as server:
         for order in args.orders.split(","):
@@ -208,6 +220,8 @@ def main() -> int:
                         if mode == "redis"
                         else f"spilled (window {args.window}, {args.active_hosts:,} active hosts), {order}, {args.urls:,} URLs"
                     )
+                    if polite:
+                        name += f", interval {args.host_interval * 1000:g} ms, in flight {args.in_flight}"
                     results.add(f"{name}: Redis memory a queued URL", r["bytes"], "bytes")
                     if mode == "spill":
                         results.add(f"{name}: spill store a spilled URL", r["disk"], "bytes")

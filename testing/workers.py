@@ -364,17 +364,24 @@ class ServeProcess:
                 child.kill()
 
 
-def summed_in_processes(target, arg_lists: list[tuple]) -> tuple[int, float]:
+def in_processes(target, arg_lists: list[tuple]) -> tuple[list, float, float]:
     """``target(*args, out)`` in a process of its own for each ``args`` of ``arg_lists``,
-    each putting one number on ``out`` (a queue): their sum, and the seconds from the
-    first start to the last number."""
+    each putting one value on ``out`` (a queue): the values in the order they came, and
+    the ``time.monotonic()`` of the first start and of the last value."""
     out = multiprocessing.Queue()
     procs = [multiprocessing.Process(target=target, args=(*args, out)) for args in arg_lists]
-    started = time.perf_counter()
+    started = time.monotonic()
     for p in procs:
         p.start()
-    total = sum(out.get() for _ in procs)
-    seconds = time.perf_counter() - started
+    values = [out.get() for _ in procs]
+    ended = time.monotonic()
     for p in procs:
         p.join()
-    return total, seconds
+    return values, started, ended
+
+
+def summed_in_processes(target, arg_lists: list[tuple]) -> tuple[int, float]:
+    """``in_processes`` of processes that each put one number: their sum, and the seconds
+    from the first start to the last number."""
+    values, started, ended = in_processes(target, arg_lists)
+    return sum(values), ended - started
