@@ -10,9 +10,10 @@ goes on while URLs are queued, until none is or none came for a second: pop_loop
 
 Without politeness (the default) a host's URLs may go out many a pop, and all in Redis a URL
 goes from its front queue straight to its lease, a path a polite crawl rarely takes. With
---in-flight 1 (FRONTIER_HOST_MAX_IN_FLIGHT's default) and an interval short enough not to be
-the limit (10,000 hosts at 1 ms allow 10,000,000 URLs/s), each host goes through the ready
-heap at each URL in both modes, as in a crawl (figures in their own file, ``_polite``).
+--in-flight 1 (FRONTIER_HOST_MAX_IN_FLIGHT's default) and a short interval, each host goes
+through the ready heap at each URL in both modes, as in a crawl (figures in their own file,
+``_polite``); the hand-out's end, when only the largest hosts are left, then runs at the
+polite limit (a URL a host a pop), which is the same in both modes.
 
 Each order (FRONTIER_ORDER fifo, importance) runs in each mode: ``redis``, every queued URL
 in Redis (FRONTIER_HOST_WINDOW 0), and ``spill``, a window of --window URLs a host in Redis
