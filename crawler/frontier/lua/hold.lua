@@ -29,6 +29,7 @@ if host == '' then
 end
 if verb == 'drop' then
     if redis.call('HSETNX', prefix .. K.hdropped, host, now .. ':operator') == 0 then return 0 end
+    present[K.hdropped] = true
     redis.call('HDEL', prefix .. K.hpaused, host)
     unready(prefix, host)
     if drop_queued(prefix, host, DROP.operator, true) then return 1 end
@@ -40,6 +41,7 @@ if verb == 'more' then
 end
 if verb == 'pause' then
     if redis.call('HSETNX', prefix .. K.hpaused, host, now) == 0 then return 0 end
+    present[K.hpaused] = true
     unready(prefix, host)
     return 1
 end

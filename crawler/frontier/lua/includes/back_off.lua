@@ -14,6 +14,7 @@ local function back_off(prefix, host, now, lo, hi, quiet, retry_after, jitter, r
         local since = tonumber(redis.call('HGET', prefix .. K.hdown, host))
         local due_up = give_up > 0 and now - since >= give_up
         if due_up and redis.call('HSETNX', prefix .. K.hdropped, host, now .. ':down') == 1 then
+            present[K.hdropped] = true
             unready(prefix, host)
             drop_queued(prefix, host, DROP.down, true)
         end

@@ -25,7 +25,7 @@ local max_flight = 0
 local default_interval = '0'
 -- whether the key ``name`` of the crawl exists, looked up once per call (a script that
 -- creates it sets present[name] = true): hashes most crawls never have (hlimit, hrush,
--- hkeen) cost one EXISTS a call, not a look-up a host
+-- hkeen, hpaused, hdropped) cost one EXISTS a call, not a look-up a host
 local present = {}
 local function exists_once(prefix, name)
     if present[name] == nil then present[name] = redis.call('EXISTS', prefix .. name) == 1 end
@@ -395,8 +395,12 @@ local function next_drop_chunk(prefix, host)
 end
 -- a paused host (hpaused) stays out of the ready heap until resumed (HOLD); so does a
 -- dropped one (hdropped), whose URLs go to 'drops' (a chunk) whenever they would make it ready
+-- (each hash looked up a host only when it exists: most crawls pause and drop no host)
 local function held(prefix, host)
-    if redis.call('HEXISTS', prefix .. K.hpaused, host) == 1 then return true end
+    if exists_once(prefix, K.hpaused) and redis.call('HEXISTS', prefix .. K.hpaused, host) == 1 then
+        return true
+    end
+    if not exists_once(prefix, K.hdropped) then return false end
     local dropped = redis.call('HGET', prefix .. K.hdropped, host)
     if not dropped then return false end
     drop_queued(prefix, host, drop_code(dropped), false)
