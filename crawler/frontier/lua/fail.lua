@@ -22,7 +22,10 @@ give_up = tonumber(ARGV[14])
 local f = tonumber(redis.call('HGET', prefix .. K.hslow, host) or '1')
 if kind == 'url' then
     f = math.min(f * tonumber(ARGV[6]), tonumber(ARGV[7]))
-    if f > 1 then redis.call('HSET', prefix .. K.hslow, host, string.format('%.3f', f)) end
+    if f > 1 then
+        redis.call('HSET', prefix .. K.hslow, host, string.format('%.3f', f))
+        present[K.hslow] = true
+    end
 end
 local tags = {}
 local known = false
@@ -33,6 +36,7 @@ end
 if not known then tags[#tags + 1] = tag end
 while #tags > math.max(down_after, 1) do table.remove(tags, 1) end
 redis.call('HSET', prefix .. K.hfail, host, table.concat(tags, ','))
+present[K.hfail] = true
 if kind == 'down' or (down_after > 0 and #tags >= down_after) then
     local delay = back_off(prefix, host, now, tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]), 0,
         tonumber(ARGV[12]), 'down')

@@ -217,6 +217,7 @@ local function hand_out(host, payload, due, cash, class, address)
         redis.call('HINCRBY', prefix .. K.aflight, class, 1)
         redis.call('HINCRBY', prefix .. K.ahanded, class, 1)
         redis.call('HSET', prefix .. K.lclass, seq, class .. SEP .. every)
+        present[K.lclass] = true
         wake_class_at(prefix, class, due + every)  -- (its other hosts, if any wait)
     end
     return due + interval

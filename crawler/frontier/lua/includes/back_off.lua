@@ -11,6 +11,7 @@ local give_up = 0
 local function back_off(prefix, host, now, lo, hi, quiet, retry_after, jitter, reason)
     if reason == 'down' or reason == 'robots' then
         redis.call('HSETNX', prefix .. K.hdown, host, now)
+        present[K.hdown] = true
         local since = tonumber(redis.call('HGET', prefix .. K.hdown, host))
         local due_up = give_up > 0 and now - since >= give_up
         if due_up and redis.call('HSETNX', prefix .. K.hdropped, host, now .. ':down') == 1 then

@@ -25,7 +25,8 @@ local max_flight = 0
 local default_interval = '0'
 -- whether the key ``name`` of the crawl exists, looked up once per call (a script that
 -- creates it sets present[name] = true): hashes most crawls never have (hlimit, hrush,
--- hkeen, hpaused, hdropped) cost one EXISTS a call, not a look-up a host
+-- hkeen, hpaused, hdropped; hdelay, hslow, hfail, hdown while no host has a Crawl-delay or
+-- failed; lclass without politeness per address) cost one EXISTS a call, not a look-up a host
 local present = {}
 local function exists_once(prefix, name)
     if present[name] == nil then present[name] = redis.call('EXISTS', prefix .. name) == 1 end
@@ -168,7 +169,10 @@ end
 local function mirror_ready(prefix, name, mirror, host)
     present[name] = true
     local score = redis.call('ZSCORE', prefix .. K.ready, host)
-    if score then redis.call('ZADD', prefix .. mirror, score, host) end
+    if score then
+        redis.call('ZADD', prefix .. mirror, score, host)
+        present[mirror] = true
+    end
 end
 local function unkeen(prefix, host)
     if not exists_once(prefix, K.hkeen) then return end
@@ -416,13 +420,14 @@ local function ready_at(prefix, host, score)
     for _, m in ipairs(MIRRORED) do
         if exists_once(prefix, m[1]) and redis.call('HEXISTS', prefix .. m[1], host) == 1 then
             redis.call('ZADD', prefix .. m[2], score, host)
+            present[m[2]] = true
         end
     end
 end
 local function unready(prefix, host)
     redis.call('ZREM', prefix .. K.ready, host)
-    redis.call('ZREM', prefix .. K.rush, host)
-    redis.call('ZREM', prefix .. K.keen, host)
+    if exists_once(prefix, K.rush) then redis.call('ZREM', prefix .. K.rush, host) end
+    if exists_once(prefix, K.keen) then redis.call('ZREM', prefix .. K.keen, host) end
 end
 -- the host in the heap (only) is not due before t
 local function not_before(prefix, host, t)
@@ -490,8 +495,11 @@ end
 -- a host's interval (ms): its own (hdelay: Crawl-delay or the operator's override) or
 -- the default, times its slow-down factor (hslow: failures slow a host, answers bring it back)
 local function interval_of(prefix, host)
-    local ms = tonumber(redis.call('HGET', prefix .. K.hdelay, host) or default_interval)
-    local f = redis.call('HGET', prefix .. K.hslow, host)
+    local ms = tonumber(default_interval)
+    if exists_once(prefix, K.hdelay) then
+        ms = tonumber(redis.call('HGET', prefix .. K.hdelay, host) or default_interval)
+    end
+    local f = exists_once(prefix, K.hslow) and redis.call('HGET', prefix .. K.hslow, host)
     if f then ms = math.floor(ms * tonumber(f)) end
     return ms
 end
@@ -499,9 +507,9 @@ end
 -- 1 / (1/f + recovery)), and ends its run of failures
 local recovery = 0.25
 local function recover(prefix, host)
-    redis.call('HDEL', prefix .. K.hfail, host)
-    redis.call('HDEL', prefix .. K.hdown, host)
-    local f = redis.call('HGET', prefix .. K.hslow, host)
+    if exists_once(prefix, K.hfail) then redis.call('HDEL', prefix .. K.hfail, host) end
+    if exists_once(prefix, K.hdown) then redis.call('HDEL', prefix .. K.hdown, host) end
+    local f = exists_once(prefix, K.hslow) and redis.call('HGET', prefix .. K.hslow, host)
     if f then
         f = 1 / (1 / tonumber(f) + recovery)
         if f < 1.01 then
@@ -554,6 +562,7 @@ local function class_ended(prefix, class, interval, now)
 end
 -- the lease ``seq`` ended at ``now``: its class has one more place
 local function release_class(prefix, seq, now)
+    if not exists_once(prefix, K.lclass) then return end  -- (no politeness per address, nor any before)
     local record = redis.call('HGET', prefix .. K.lclass, seq)
     if not record then return end
     redis.call('HDEL', prefix .. K.lclass, seq)
