@@ -219,8 +219,8 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         self._generation = 0  # URL-seen generations known to this client; read on first push
         self._hosts: tuple[CrawlScope | None, dict] = (None, {})  # see _known_hosts
         self.last_acked = 0  # leases the last get() acknowledged
-        # what the last short get() found of a spill round's work: (its now, POP's sum), read
-        # once by spill_due
+        # what the last get() found of a spill round's work, when it came back short: (its
+        # now, POP's sum), read once by spill_due
         self._spill_work: tuple[int, int] | None = None
 
     @property
@@ -567,8 +567,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         next_due = int(out[0])
         self.last_acked = int(out[1])
         work = int(out[2])
-        if work >= 0:
-            self._spill_work = (now, work)
+        self._spill_work = (now, work) if work >= 0 else None  # (a full take read nothing)
         leases = [
             Lease(lease, lease.split(SEP.encode(), 3)[3], int(due), int(interval), float(cash), address.decode())
             for due, interval, cash, lease, address in zip(
