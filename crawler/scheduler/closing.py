@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 
 import redis
-from scrapy.exceptions import DontCloseSpider
+from scrapy.exceptions import CloseSpider, DontCloseSpider
 from scrapy.utils.defer import deferred_from_coro
 
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, refused
@@ -71,7 +71,9 @@ class Closing:
             stats = self.frontier.stats()
         except redis.RedisError as exc:
             if refused(exc):
-                self.refused(exc)
+                # (closed once the engine has opened the rest of the worker, at spider_opened:
+                # a close begun mid-open races the opening)
+                self.refused(exc, opening=True)
             else:
                 logger.warning("Redis unreachable at start (%s); the worker waits for it", exc)
             return
@@ -173,9 +175,10 @@ class Closing:
         )
         return False
 
-    def refused(self, exc) -> None:
-        """Redis refused the credentials or TLS: a setting to fix, not an outage to wait out."""
-        self.close_for(
+    def refused(self, exc, opening: bool = False) -> None:
+        """Redis refused the credentials or TLS: a setting to fix, not an outage to wait out
+        (``opening``: at the worker's start, where ``opened`` closes it)."""
+        (self._stopping_for if opening else self.close_for)(
             REDIS_REFUSED,
             "Redis refused this worker (%s: %s): check the password, or the TLS CA file, in REDIS_URL or "
             "REDIS_PARAMS; closing",
@@ -185,9 +188,20 @@ class Closing:
 
     def close_for(self, reason: str, message: str, *args) -> None:
         """Log why (once) and close the worker with ``reason`` (an exit code 1 reason)."""
+        if self._stopping_for(reason, message, *args):
+            deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
+
+    def opened(self) -> None:
+        """At ``spider_opened``: a worker that must not run (Redis refused it at the start)
+        asks the engine to close it, now that everything it opened can be closed."""
         if self.closing_for is not None:
-            return
+            raise CloseSpider(self.closing_for)
+
+    def _stopping_for(self, reason: str, message: str, *args) -> bool:
+        """Log why this worker closes and count it, once; False if it said so before."""
+        if self.closing_for is not None:
+            return False
         self.closing_for = reason
         logger.error(message, *args)
         self.crawler.stats.set_value("frontier/error", reason)
-        deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
+        return True

@@ -173,6 +173,24 @@ def test_ctrl_c_stops_within_the_bound_when_the_archive_target_is_unreachable(tm
         assert not redis_servers_in(crawl_dir)
 
 
+def test_a_worker_redis_refuses_at_its_start_closes_once_the_rest_of_it_has_opened(tmp_path):
+    """Redis refuses the worker's password while its pipelines are still opening (one takes
+    1.5 s, as a store slow to answer): the worker says why, closes once everything it opened
+    can be closed, and exits 1, with no error of a close that raced the opening."""
+    with RedisServer(str(tmp_path / "redis"), password="right-one") as server:
+        env = {**clean_env(), "REDIS_URL": server.url.replace("right-one", "wrong-one")}
+        log = tmp_path / "worker.log"
+        settings = {"LOG_FILE": log, "ITEM_PIPELINES": json.dumps({"testing.pipelines.SlowToOpen": 1})}
+        proc = _run(crawl_command(tmp_path / "out.jsonl", None, settings), env=env, timeout=60)
+    text = log.read_text(errors="replace")
+    assert proc.returncode == 1, log_tail([log], 40, "")
+    assert "Redis refused this worker (AuthenticationError" in text
+    opened, closing = text.index("SlowToOpen opened"), text.index("Closing spider (redis_refused)")
+    assert opened < closing  # (the close waited for the opening)
+    assert " ERROR: " not in text.replace("ERROR: Redis refused this worker", ""), log_tail([log], 60, "")
+    assert "Traceback" not in text
+
+
 def test_a_resumed_crawl_keeps_every_page_in_its_output(tmp_path, redis_url, crawl_name):
     with serve_site(hosts=2, pages=8) as site:
         out = tmp_path / "pages.jsonl"
