@@ -191,6 +191,9 @@ def test_host_max_pages(make_frontier):
     f = make_frontier(host_max_pages=3)
     statuses = f.put([entry(f"http://a.example/{i}") for i in range(5)] + [entry("http://b.example/")])
     assert statuses == ["added"] * 3 + ["host_full"] * 2 + ["added"]
+    # each host's count goes on from call to call (read once a call, written after it)
+    more = f.put([entry(f"http://b.example/{i}") for i in range(1, 4)] + [entry("http://a.example/9")])
+    assert more == ["added", "added", "host_full", "host_full"]
 
 
 def test_url_seen_grows_instead_of_saturating(make_frontier):

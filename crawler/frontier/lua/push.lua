@@ -188,6 +188,7 @@ local function gather(into, host, entry)
     q[#q + 1] = entry
 end
 local added, full = 0, false
+local pages = {}  -- host -> URLs admitted (hpages), for the hosts of this call with a quota
 for e = 1, n do
     local arg = ARGV[FIRST + e]
     local check, back, urgent, retry_at, quota, in_flight, ranked, cash, level, lease, hashes, tail
@@ -244,8 +245,11 @@ for e = 1, n do
             if count >= cap then full = true end
             local most = maxhost
             if quota ~= '' then most = tonumber(quota) end
-            if most > 0 and redis.call('HINCRBY', prefix .. K.hpages, host, '1') > most then
-                status = 2
+            if most > 0 then  -- (its count read once a call, written once after the loop)
+                local admitted = pages[host]
+                if admitted == nil then admitted = tonumber(redis.call('HGET', prefix .. K.hpages, host) or '0') end
+                pages[host] = admitted + 1
+                if admitted + 1 > most then status = 2 end
             end
         end
     end
@@ -344,6 +348,16 @@ for host, q in pairs(buffers) do
     end
 end
 for level, q in pairs(front) do push_all(prefix .. K.front .. level, q) end
+local counts = {}  -- host, count, ...: each host's count of admitted URLs, in one HSET a thousand
+for host, c in pairs(pages) do
+    counts[#counts + 1] = host
+    counts[#counts + 1] = c
+    if #counts == 2000 then
+        redis.call('HSET', prefix .. K.hpages, unpack(counts))
+        counts = {}
+    end
+end
+if #counts > 0 then redis.call('HSET', prefix .. K.hpages, unpack(counts)) end
 redis.call('HSET', meta, count_field, count)
 if full then redis.call('HSET', meta, 'gen', gen + 1) end
 if added > 0 then
