@@ -41,6 +41,7 @@ class Closing:
         self.idle_since: float | None = None
         self.paused_said = False  # the worker said the crawl is paused (it says so once)
         self.closing_for: str | None = None  # the close reason, once this worker must stop
+        self.opened_all = False  # the engine has opened the worker's every part (spider_opened)
         self.epoch: int | None = None  # the crawl's epoch as this worker first saw it
 
     def open(self) -> None:
@@ -71,9 +72,7 @@ class Closing:
             stats = self.frontier.stats()
         except redis.RedisError as exc:
             if refused(exc):
-                # (closed once the engine has opened the rest of the worker, at spider_opened:
-                # a close begun mid-open races the opening)
-                self.refused(exc, opening=True)
+                self.refused(exc)
             else:
                 logger.warning("Redis unreachable at start (%s); the worker waits for it", exc)
             return
@@ -175,10 +174,9 @@ class Closing:
         )
         return False
 
-    def refused(self, exc, opening: bool = False) -> None:
-        """Redis refused the credentials or TLS: a setting to fix, not an outage to wait out
-        (``opening``: at the worker's start, where ``opened`` closes it)."""
-        (self._stopping_for if opening else self.close_for)(
+    def refused(self, exc) -> None:
+        """Redis refused the credentials or TLS: a setting to fix, not an outage to wait out."""
+        self.close_for(
             REDIS_REFUSED,
             "Redis refused this worker (%s: %s): check the password, or the TLS CA file, in REDIS_URL or "
             "REDIS_PARAMS; closing",
@@ -187,21 +185,20 @@ class Closing:
         )
 
     def close_for(self, reason: str, message: str, *args) -> None:
-        """Log why (once) and close the worker with ``reason`` (an exit code 1 reason)."""
-        if self._stopping_for(reason, message, *args):
-            deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
-
-    def opened(self) -> None:
-        """At ``spider_opened``: a worker that must not run (Redis refused it at the start)
-        asks the engine to close it, now that everything it opened can be closed."""
+        """Log why (once) and close the worker with ``reason`` (an exit code 1 reason): now, or
+        at ``opened`` while the engine is still opening it (a close begun mid-open races the
+        opening: parts opened after it are never closed)."""
         if self.closing_for is not None:
-            raise CloseSpider(self.closing_for)
-
-    def _stopping_for(self, reason: str, message: str, *args) -> bool:
-        """Log why this worker closes and count it, once; False if it said so before."""
-        if self.closing_for is not None:
-            return False
+            return
         self.closing_for = reason
         logger.error(message, *args)
         self.crawler.stats.set_value("frontier/error", reason)
-        return True
+        if self.opened_all:
+            deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
+
+    def opened(self) -> None:
+        """At ``spider_opened``: a worker told to close while it opened (Redis refused it at
+        the start) asks the engine to close it, now that everything it opened can be closed."""
+        self.opened_all = True
+        if self.closing_for is not None:
+            raise CloseSpider(self.closing_for)
