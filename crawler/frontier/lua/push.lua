@@ -348,16 +348,14 @@ for host, q in pairs(buffers) do
     end
 end
 for level, q in pairs(front) do push_all(prefix .. K.front .. level, q) end
-local counts = {}  -- host, count, ...: each host's count of admitted URLs, in one HSET a thousand
+local counts = {}  -- host, count, ...: each host's count of admitted URLs, a thousand an HSET
 for host, c in pairs(pages) do
     counts[#counts + 1] = host
     counts[#counts + 1] = c
-    if #counts == 2000 then
-        redis.call('HSET', prefix .. K.hpages, unpack(counts))
-        counts = {}
-    end
 end
-if #counts > 0 then redis.call('HSET', prefix .. K.hpages, unpack(counts)) end
+for i = 1, #counts, 2000 do
+    redis.call('HSET', prefix .. K.hpages, unpack(counts, i, math.min(i + 1999, #counts)))
+end
 redis.call('HSET', meta, count_field, count)
 if full then redis.call('HSET', meta, 'gen', gen + 1) end
 if added > 0 then
