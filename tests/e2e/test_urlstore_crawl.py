@@ -192,15 +192,15 @@ def on_cassandra(tmp_path_factory, redis_url, site, cassandra_session):
     env = {**clean_env(), "REDIS_URL": redis_url, "CASSANDRA_HOSTS": ",".join(cassandra_hosts())}
     # half a second between two requests to a host: the crawl lasts a few seconds
     settings = {"CRAWL_NAME": name, "CRAWL_DIR": tmp / "crawl", **SETTINGS, "FRONTIER_HOST_INTERVAL": 0.5, **cassandra}
-    hits = len(site.page_hits())
-    workers = [launch_worker(tmp, "a", _seeds(tmp, site), settings, env)]
+    workers = [launch_worker(tmp, "a", _seeds(tmp, site), {**settings, "USER_AGENT": f"crawler ({_AGENT_A})"}, env)]
     try:
         counters, client = Keys(name).prefix + "counters", redis.Redis.from_url(redis_url)
         _wait(lambda: int(client.hget(counters, "pushed") or 0), workers[0], "no seed pushed")
         client.close()
         workers.append(launch_worker(tmp, "b", None, settings, env))
         _wait(lambda: "Spider opened" in workers[1].text(), workers[1], "worker b did not start")
-        _wait(lambda: len(site.page_hits()) >= hits + 4, workers[0], "worker a had no pages answered")
+        # its own pages, by their User-Agent (the site's count alone would take b's for a's)
+        _wait(lambda: _answered(site, _AGENT_A) >= 4, workers[0], "worker a had no pages answered")
         workers[0].proc.send_signal(signal.SIGTERM)
         codes = [w.wait(120) for w in workers]
         assert codes == [0, 0], "\n".join(w.tail() for w in workers)
@@ -224,6 +224,14 @@ def on_cassandra(tmp_path_factory, redis_url, site, cassandra_session):
             w.kill()
         cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=60)
         _forget(redis_url, name)
+
+
+_AGENT_A = "worker-a"
+
+
+def _answered(site, user_agent: str) -> int:
+    """The pages (robots.txt aside) ``site`` has answered to a User-Agent with ``user_agent`` in it."""
+    return sum(1 for h in site.page_hits() if h.end is not None and user_agent in h.user_agent)
 
 
 def _wait(condition, worker, what: str, timeout: float = 60) -> None:
