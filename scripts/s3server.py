@@ -2,6 +2,7 @@
 """An S3 server on loopback (SeaweedFS), for the tests, the benchmarks and a try on one machine.
 
     python scripts/s3server.py start DIR [--port 8333] [--ports FROM-TO] [--bucket NAME] [--access-key K] [--secret-key S]
+                                         [--reader KEY:SECRET]
     python scripts/s3server.py stop DIR [--kill]
     python scripts/s3server.py status DIR
     python scripts/s3server.py env DIR
@@ -17,6 +18,8 @@ FROM-TO`` (default 20000-31999), and kept in DIR/ports.json, so a server stopped
 crash) starts again on the same ports with its objects. Its one identity (access key and
 secret key: ``--access-key`` and ``--secret-key``, or S3SERVER_ACCESS_KEY and
 S3SERVER_SECRET_KEY, else fixed test keys) is kept in DIR/s3.json (mode 600) the same way.
+``--reader KEY:SECRET`` adds an identity that may read and list but not write (a replay of
+the archive; a worker that must stop when its uploads are refused).
 
 ``start`` returns once an object with a body is stored: a server started again over its
 data (after ``stop`` or ``--kill``) answers at once but assigns no volume for 15 s (its
@@ -156,14 +159,17 @@ def identity(root: Path, access_key: str | None = None, secret_key: str | None =
     return access_key or saved[0], secret_key or saved[1]
 
 
-def s3_config(keys: tuple[str, str]) -> dict:
-    """One identity with every right (the server listens on loopback only)."""
+def s3_config(keys: tuple[str, str], reader: tuple[str, str] | None = None) -> dict:
+    """One identity with every right (the server listens on loopback only), and ``reader``'s
+    that may read and list, if given."""
     credentials = [{"accessKey": keys[0], "secretKey": keys[1]}]
-    return {
-        "identities": [
-            {"name": "crawler", "credentials": credentials, "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
-        ]
-    }
+    identities = [
+        {"name": "crawler", "credentials": credentials, "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
+    ]
+    if reader:
+        credentials = [{"accessKey": reader[0], "secretKey": reader[1]}]
+        identities.append({"name": "reader", "credentials": credentials, "actions": ["Read", "List"]})
+    return {"identities": identities}
 
 
 def command(weed: Path, root: Path, p: dict) -> list[str]:
@@ -253,7 +259,13 @@ def make_bucket(p: dict, keys: tuple[str, str], bucket: str, timeout: float) -> 
 
 
 def start(
-    root: Path, s3_port: int, timeout: float, bucket: str, keys: tuple[str, str], among: range = QUIET_PORTS
+    root: Path,
+    s3_port: int,
+    timeout: float,
+    bucket: str,
+    keys: tuple[str, str],
+    among: range = QUIET_PORTS,
+    reader: tuple[str, str] | None = None,
 ) -> None:
     weed = build()
     root.mkdir(parents=True, exist_ok=True)
@@ -261,7 +273,7 @@ def start(
     config = root / "s3.json"
     config.touch(mode=0o600)
     config.chmod(0o600)  # the secret key
-    config.write_text(json.dumps(s3_config(keys)))
+    config.write_text(json.dumps(s3_config(keys, reader)))
     p = ports(root, s3_port, among)
     pid_file, log = root / "weed.pid", root / "weed.log"
     # one volume per new bucket (a collection), not seven: a bucket's first PUT waits for them
@@ -276,6 +288,13 @@ def start(
     make_bucket(p, keys, bucket, timeout)
     print(f"SeaweedFS takes writes to bucket {bucket} ({time.monotonic() - started:.1f} s)", file=sys.stderr)
     print(env_lines(p, keys))
+
+
+def key_pair(text: str) -> tuple[str, str]:
+    key, colon, secret = text.partition(":")
+    if not (key and colon and secret):
+        raise argparse.ArgumentTypeError(f"expected KEY:SECRET, got {text!r}")
+    return key, secret
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,6 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--access-key", default=os.environ.get("S3SERVER_ACCESS_KEY"), help="(kept in DIR/s3.json)")
     p.add_argument("--secret-key", default=os.environ.get("S3SERVER_SECRET_KEY"), help="(kept in DIR/s3.json)")
+    p.add_argument(
+        "--reader",
+        type=key_pair,
+        metavar="KEY:SECRET",
+        help="also an identity that may read and list, not write (kept in DIR/s3.json until the next start)",
+    )
     p = sub.add_parser("stop", help="stop the server in DIR")
     p.add_argument("dir", type=Path)
     p.add_argument("--kill", action="store_true", help="SIGKILL, as a crash")
@@ -307,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
             print(build())
         elif args.verb == "start":
             keys = identity(args.dir, args.access_key, args.secret_key)
-            start(args.dir, args.port, args.timeout, args.bucket, keys, args.ports)
+            start(args.dir, args.port, args.timeout, args.bucket, keys, args.ports, args.reader)
         elif args.verb == "stop":
             was = stop(args.dir / "weed.pid", kill=args.kill, grace=30.0)
             print(f"SeaweedFS: {('killed' if args.kill else 'stopped') if was else 'not running'}", file=sys.stderr)

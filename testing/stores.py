@@ -35,11 +35,12 @@ class S3Server:
     may stop (or kill) and start again with its objects. ``secret_key``: its identity's
     secret key (else s3server.py's test key), handed to the script in its environment."""
 
-    def __init__(self, directory, secret_key: str | None = None):
+    def __init__(self, directory, secret_key: str | None = None, reader: tuple[str, str] | None = None):
         self.dir = directory
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.secret_key = secret_key
+        self.reader = reader  # (access key, secret key) of an identity that may read and list, not write
         self.credentials = {}
 
     def _script(self, *args, timeout: float = 180) -> str:
@@ -58,7 +59,8 @@ class S3Server:
         return proc.stdout
 
     def start(self) -> None:
-        out = self._script("start", str(self.dir), "--port", str(self.port))
+        reader = ["--reader", ":".join(self.reader)] if self.reader else []
+        out = self._script("start", str(self.dir), "--port", str(self.port), *reader)
         values = dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines() if "=" in line)
         self.credentials = {k: v for k, v in values.items() if k.startswith("AWS_")}
 
@@ -99,11 +101,11 @@ def s3_server_built() -> bool:
     )
 
 
-def new_s3_server(directory, secret_key: str | None = None) -> S3Server:
+def new_s3_server(directory, secret_key: str | None = None, reader: tuple[str, str] | None = None) -> S3Server:
     """A started S3Server in ``directory`` (skipped, or failed in CI, without a SeaweedFS build)."""
     if not s3_server_built():
         require_service("s3", "no SeaweedFS build: `python scripts/s3server.py build` (about 9 minutes, once)")
-    server = S3Server(directory, secret_key)
+    server = S3Server(directory, secret_key, reader)
     try:
         server.start()
     except BaseException:

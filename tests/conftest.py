@@ -91,8 +91,13 @@ def cassandra_keyspace(cassandra_session):
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """One SeaweedFS server for the session's S3 tests (each takes a bucket of its own),
-    its secret key this session's own (tests/e2e/test_secrets.py looks for it in every output)."""
-    server = new_s3_server(tmp_path_factory.mktemp("s3"), secret_key=f"s3-Secret-{uuid.uuid4().hex[:12]}")
+    its secret key this session's own (tests/e2e/test_secrets.py looks for it in every output),
+    with an identity that may read and list, not write (``reader``)."""
+    server = new_s3_server(
+        tmp_path_factory.mktemp("s3"),
+        secret_key=f"s3-Secret-{uuid.uuid4().hex[:12]}",
+        reader=("READER", f"s3-Reader-{uuid.uuid4().hex[:12]}"),
+    )
     yield server
     # killed: its data goes with the session, and a graceful stop takes 16 s (SeaweedFS's
     # filer tries to flush its metadata log for 15 s after its volume server has stopped)

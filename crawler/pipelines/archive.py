@@ -58,7 +58,7 @@ from importlib.metadata import version
 
 import scrapy
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
@@ -84,6 +84,7 @@ from crawler.observe.trouble import ARCHIVE
 from crawler.scrapy_private import engine_closing
 from crawler.services import services
 from crawler.signals import frontier_waiting
+from crawler.stopping import WorkerStop
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +118,7 @@ class ArchivePipeline:
         self._stop = threading.Event()  # set: uploads give up (the worker is stopping)
         self._closing_since: float | None = None
         self._refused: str | None = None  # why the store refused an upload: none is tried again
+        self.stop = WorkerStop(crawler)  # closes the worker when the store refuses (_refuse)
         self._seen_running = False  # the engine runs only once every component has opened
         self._watch = task.LoopingCall(self._watch_close)
         self.info = warcinfo(crawler.settings)  # the fields of each batch's warcinfo record
@@ -362,7 +364,7 @@ class ArchivePipeline:
             self.spool_dir,
         )
         self.stats.set_value("archive/error", ARCHIVE_REFUSED)
-        deferred_from_coro(self.crawler.engine.close_spider_async(reason=ARCHIVE_REFUSED))
+        self.stop.close(ARCHIVE_REFUSED)  # (a spool file left over may be refused while the worker opens)
 
 
 def _reactor():

@@ -12,13 +12,13 @@ import logging
 from collections.abc import Callable
 
 import redis
-from scrapy.exceptions import CloseSpider, DontCloseSpider
-from scrapy.utils.defer import deferred_from_coro
+from scrapy.exceptions import DontCloseSpider
 
 from crawler.frontier.connection import FRONTIER_LOST, REDIS_REFUSED, refused
 from crawler.frontier.spill import bind_spill
 from crawler.frontier.words import FINISHED, PAUSED, RUNNING
 from crawler.observe.report import when
+from crawler.stopping import WorkerStop
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +40,7 @@ class Closing:
         self.poll_interval = s.getfloat("FRONTIER_POLL_INTERVAL")
         self.idle_since: float | None = None
         self.paused_said = False  # the worker said the crawl is paused (it says so once)
-        self.closing_for: str | None = None  # the close reason, once this worker must stop
-        self.opened_all = False  # the engine has opened the worker's every part (spider_opened)
+        self.stop = WorkerStop(crawler)  # closes the worker for an error (close_for)
         self.epoch: int | None = None  # the crawl's epoch as this worker first saw it
 
     def open(self) -> None:
@@ -186,19 +185,7 @@ class Closing:
 
     def close_for(self, reason: str, message: str, *args) -> None:
         """Log why (once) and close the worker with ``reason`` (an exit code 1 reason): now, or
-        at ``opened`` while the engine is still opening it (a close begun mid-open races the
-        opening: parts opened after it are never closed)."""
-        if self.closing_for is not None:
-            return
-        self.closing_for = reason
-        logger.error(message, *args)
-        self.crawler.stats.set_value("frontier/error", reason)
-        if self.opened_all:
-            deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
-
-    def opened(self) -> None:
-        """At ``spider_opened``: a worker told to close while it opened (Redis refused it at
-        the start) asks the engine to close it, now that everything it opened can be closed."""
-        self.opened_all = True
-        if self.closing_for is not None:
-            raise CloseSpider(self.closing_for)
+        once the engine has opened it (crawler/stopping.py)."""
+        if self.stop.close(reason):
+            logger.error(message, *args)
+            self.crawler.stats.set_value("frontier/error", reason)

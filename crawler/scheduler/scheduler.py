@@ -109,7 +109,6 @@ class FrontierScheduler:
         services(crawler).frontier_client = scheduler.client  # (the links pipeline's way in)
         services(crawler).pacing = scheduler.pacing  # (what it waits for: the live stats publish it)
         scheduler.use_policy(FetchPolicy.from_crawler(crawler))
-        crawler.signals.connect(scheduler.closing.opened, signal=signals.spider_opened)
         crawler.signals.connect(scheduler._spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(scheduler.ack, signal=page_handled)
         crawler.signals.connect(scheduler.give_back, signal=page_not_stored)

@@ -46,7 +46,7 @@ import scrapy
 from scrapy import signals
 from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 from scrapy.utils.conf import build_component_list
-from scrapy.utils.defer import deferred_from_coro, deferred_to_future, maybe_deferred_to_future
+from scrapy.utils.defer import deferred_to_future, maybe_deferred_to_future
 from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap
 from twisted.internet import threads
@@ -62,6 +62,7 @@ from crawler.scope.reasons import PRIVATE_ADDRESS
 from crawler.scope.rules import EMPTY
 from crawler.scope.scope import CrawlScope
 from crawler.services import services
+from crawler.stopping import WorkerStop
 from crawler.urls import InvalidURL, normalize_url, url_options
 
 logger = logging.getLogger(__name__)
@@ -130,6 +131,7 @@ class BroadSpider(scrapy.Spider):
         )
         spider.url_options = url_options(s)
         spider._seeding_stop = threading.Event()  # set at close: seed ingestion stops waiting for Redis
+        spider.stop = WorkerStop(crawler)  # closes the worker when its seeds fail (start)
         crawler.signals.connect(spider._stop_seeding, signal=signals.engine_stopped)
         crawler.signals.connect(spider._stop_seeding, signal=signals.spider_closed)
         spider.link_extractor = LinkExtractor(
@@ -155,7 +157,7 @@ class BroadSpider(scrapy.Spider):
         if self.seed_files:
             reason = await deferred_to_future(threads.deferToThread(self._seed))
             if reason:  # seeds_failed (exit code 1) or seeds_refused (exit code 2)
-                deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
+                self.stop.close(reason)
         for request in []:  # every URL comes from the frontier
             yield request
 

@@ -286,6 +286,71 @@ def test_a_mistyped_bucket_stops_the_crawl_before_anything_is_fetched(s3, s3_ser
     assert hits == [] and bucket + "-typo" not in {b["Name"] for b in s3_server.client().list_buckets()["Buckets"]}
 
 
+def test_uploads_refused_while_the_worker_opens_close_it_once_it_has_opened(s3, s3_server, tmp_path):
+    """Credentials the bucket check lets by that may not write (an identity that may read and
+    list): the spool file an earlier worker left is refused while a pipeline is still
+    opening (one takes 1.5 s, as a store slow to answer): the worker says why once, closes
+    once everything it opened can be closed (exit 1, no error of a close that raced the
+    opening), fetches nothing, and the spool file stays for the next run."""
+    import json
+    import socket
+
+    from crawler.archive.warc import RawPage, WarcBatch
+
+    endpoint, bucket = s3
+    name, crawl_dir = f"test-{uuid.uuid4().hex[:12]}", tmp_path / "crawl"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # (a worker of this machine that is no more: its spool file is left over)
+    left = crawl_dir / name / "archive-spool" / f"{socket.gethostname()}-{gone.pid}-1a2b3c-000001.warc.gz"
+    batch = WarcBatch(str(left), "left")
+    page = RawPage(
+        url="http://127.0.0.2/old.html",
+        status=200,
+        reason="OK",
+        protocol="HTTP/1.1",
+        headers=[("Content-Type", "text/html")],
+        body=b"<html><body>fetched by the worker before</body></html>",
+        request_headers=[("User-Agent", "crawler/0.1")],
+        ip_address="127.0.0.2",
+        fetched_at=1_700_000_000,
+    )
+    batch.add(page)
+    batch.close()
+    log = tmp_path / "worker.log"
+    reader_key, reader_secret = s3_server.reader
+    env = {**clean_env(), "AWS_ACCESS_KEY_ID": reader_key, "AWS_SECRET_ACCESS_KEY": reader_secret}
+    with serve_site(hosts=2, pages=5) as site:
+        settings = {
+            "CRAWL_NAME": name,
+            "CRAWL_DIR": crawl_dir,
+            "NETWORK_GUARD_ALLOW": "127.0.0.0/8",
+            **s3_archive_settings(endpoint, bucket),
+            "LOG_FILE": log,
+            # after the archive (300), before the UrlStore
+            "ITEM_PIPELINES": json.dumps({"testing.pipelines.SlowToOpen": 350}),
+        }
+        proc = subprocess.run(
+            crawl_command(tmp_path / "out.jsonl", seed_file(tmp_path, site.seeds), settings),
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
+        hits = site.page_hits()
+    text = log.read_text(errors="replace")
+    assert proc.returncode == 1, log_tail([log], 60, "")
+    assert text.count("The archive refused this worker's uploads (") == 1, log_tail([log], 60, "")
+    opened, closing = text.index("SlowToOpen opened"), text.index("Closing spider (archive_refused)")
+    assert opened < closing  # (the close waited for the opening)
+    assert " ERROR: " not in text.replace("ERROR: The archive refused this worker's uploads", ""), log_tail(
+        [log], 60, ""
+    )
+    assert "Traceback" not in text
+    assert hits == []
+    assert left.exists()  # for the next run, with credentials that may write
+    assert s3_server.client().list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
+
+
 def test_an_s3_outage_loses_nothing_and_ctrl_c_still_stops_a_worker(tmp_path, redis_url, crawl_name, monkeypatch):
     """The S3 server (a SeaweedFS of its own) stopped for 30 s mid-crawl under two workers
     of one crawl. Worker A rides the outage out: its uploads fail and are tried again with
