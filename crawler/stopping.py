@@ -1,12 +1,13 @@
 """A worker closed for an error (a close reason of exit code 1 or 2: Redis refused it, the
-archive refused its uploads, its seeds failed...): at once once the engine has opened it,
-else when it has. A close begun while the engine still opens the worker races the opening:
+archive refused its uploads, its seeds failed...): at once when the engine has opened it,
+else as soon as it has. A close begun while the engine still opens the worker races the opening:
 a part opened after it (a pipeline, the archive's writer thread) is never closed, and the
 worker may exit 0 or not at all. Scrapy's way for a part that cannot start is to raise
 CloseSpider from ``spider_opened``: every part opens, then every part closes.
 
 Each part that may close the worker for such a reason holds a ``WorkerStop`` (built in its
-``from_crawler``); the first reason given is the worker's."""
+``from_crawler``), which keeps that part's first reason; the engine closes the worker with
+the first reason it is given."""
 
 from __future__ import annotations
 

@@ -118,7 +118,7 @@ class ArchivePipeline:
         self._stop = threading.Event()  # set: uploads give up (the worker is stopping)
         self._closing_since: float | None = None
         self._refused: str | None = None  # why the store refused an upload: none is tried again
-        self.stop = WorkerStop(crawler)  # closes the worker when the store refuses (_refuse)
+        self.worker_stop = WorkerStop(crawler)  # closes the worker when the store refuses (_refuse)
         self._seen_running = False  # the engine runs only once every component has opened
         self._watch = task.LoopingCall(self._watch_close)
         self.info = warcinfo(crawler.settings)  # the fields of each batch's warcinfo record
@@ -364,7 +364,7 @@ class ArchivePipeline:
             self.spool_dir,
         )
         self.stats.set_value("archive/error", ARCHIVE_REFUSED)
-        self.stop.close(ARCHIVE_REFUSED)  # (a spool file left over may be refused while the worker opens)
+        self.worker_stop.close(ARCHIVE_REFUSED)  # (a spool file left over may be refused while the worker opens)
 
 
 def _reactor():

@@ -40,7 +40,7 @@ class Closing:
         self.poll_interval = s.getfloat("FRONTIER_POLL_INTERVAL")
         self.idle_since: float | None = None
         self.paused_said = False  # the worker said the crawl is paused (it says so once)
-        self.stop = WorkerStop(crawler)  # closes the worker for an error (close_for)
+        self.worker_stop = WorkerStop(crawler)  # closes the worker for an error (close_for)
         self.epoch: int | None = None  # the crawl's epoch as this worker first saw it
 
     def open(self) -> None:
@@ -186,6 +186,6 @@ class Closing:
     def close_for(self, reason: str, message: str, *args) -> None:
         """Log why (once) and close the worker with ``reason`` (an exit code 1 reason): now, or
         once the engine has opened it (crawler/stopping.py)."""
-        if self.stop.close(reason):
+        if self.worker_stop.close(reason):
             logger.error(message, *args)
             self.crawler.stats.set_value("frontier/error", reason)

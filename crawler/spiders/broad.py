@@ -131,7 +131,7 @@ class BroadSpider(scrapy.Spider):
         )
         spider.url_options = url_options(s)
         spider._seeding_stop = threading.Event()  # set at close: seed ingestion stops waiting for Redis
-        spider.stop = WorkerStop(crawler)  # closes the worker when its seeds fail (start)
+        spider.worker_stop = WorkerStop(crawler)  # closes the worker when its seeds fail (start)
         crawler.signals.connect(spider._stop_seeding, signal=signals.engine_stopped)
         crawler.signals.connect(spider._stop_seeding, signal=signals.spider_closed)
         spider.link_extractor = LinkExtractor(
@@ -157,7 +157,7 @@ class BroadSpider(scrapy.Spider):
         if self.seed_files:
             reason = await deferred_to_future(threads.deferToThread(self._seed))
             if reason:  # seeds_failed (exit code 1) or seeds_refused (exit code 2)
-                self.stop.close(reason)
+                self.worker_stop.close(reason)
         for request in []:  # every URL comes from the frontier
             yield request
 

@@ -5,9 +5,11 @@ end tests (commands and workers as subprocesses) (the others: tests/unit/test_ar
 tests/integration/test_archive.py)."""
 
 import io
+import json
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import redis
 
-from crawler.archive.warc import index_key
+from crawler.archive.warc import RawPage, WarcBatch, index_key
 from crawler.demo.site import serve_site
 from testing.stores import new_s3_server, s3_archive_settings
 from testing.workers import (
@@ -292,11 +294,6 @@ def test_uploads_refused_while_the_worker_opens_close_it_once_it_has_opened(s3, 
     opening (one takes 1.5 s, as a store slow to answer): the worker says why once, closes
     once everything it opened can be closed (exit 1, no error of a close that raced the
     opening), fetches nothing, and the spool file stays for the next run."""
-    import json
-    import socket
-
-    from crawler.archive.warc import RawPage, WarcBatch
-
     endpoint, bucket = s3
     name, crawl_dir = f"test-{uuid.uuid4().hex[:12]}", tmp_path / "crawl"
     gone = subprocess.Popen([sys.executable, "-c", "pass"])

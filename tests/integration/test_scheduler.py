@@ -37,7 +37,7 @@ def open_scheduler(redis_url, crawl_name, **settings):
     scheduler = FrontierScheduler.from_crawler(crawler, clock, in_thread=defer.maybeDeferred)
     spider = BroadSpider.from_crawler(crawler)
     scheduler.open(spider)
-    scheduler.closing.stop.opened()  # (the engine's spider_opened: the worker is open)
+    scheduler.closing.worker_stop.opened()  # (the engine's spider_opened: the worker is open)
     return crawler, spider, scheduler
 
 
