@@ -196,6 +196,7 @@ def main() -> int:
                 options = {"strip_params": tuple(settings.getlist("URL_STRIP_PARAMS")) or None}
                 options |= {"batch_size": opts.batch, "sort_query": settings.getbool("URL_SORT_QUERY")}
                 options |= {"group_urls": settings.getint("SEED_GROUP_URLS")}
+                options |= {"spool_dir": settings.get("SEED_SPOOL_DIR") or None}
                 with profiler or contextlib.nullcontext():
                     report = ingest(frontier, path, **options, spill=spill)
                 redis_s = (script_usec(client) - redis_before) / 1e6

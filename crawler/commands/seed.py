@@ -170,6 +170,7 @@ class Command(ScrapyCommand):
                 progress=progress,
                 spill=spill,
                 group_urls=settings.getint("SEED_GROUP_URLS"),
+                spool_dir=settings.get("SEED_SPOOL_DIR") or None,
             )
         except SeedFileError as exc:
             progress.clear()

@@ -1,6 +1,6 @@
 """Seeds into the frontier: ``ingest`` pushes what ``read_seeds`` (crawler/seeds/files.py)
-reads, in batches of SEED_BATCH_SIZE (with windows, grouped by host a block of
-SEED_GROUP_URLS at a time: ``_ByHost``), each prepared while the two before it are sent
+reads, in batches of SEED_BATCH_SIZE (with windows, grouped by host once read: ``_ByHost``,
+more than SEED_GROUP_URLS of them held on disk, crawler/seeds/spool.py), each prepared while the two before it are sent
 (in order, by one helper thread: IN_FLIGHT), and reports its progress (``IngestReport``: lines read, URLs added, seen, refused,
 invalid; lines a second; the share of the input and the time left) every so often
 (``Every``).
@@ -31,6 +31,7 @@ from crawler.seeds.files import (
     check_readable,
     read_seeds,
 )
+from crawler.seeds.spool import HostSpool, SpoolError, parts_for
 from crawler.urls import DEFAULT_STRIP_PARAMS, InvalidURL, normalizer
 
 
@@ -48,6 +49,11 @@ class IngestReport:
     elapsed: float = 0.0  # seconds
     bytes_read: int = 0  # of the input as stored (see InputPosition)
     bytes_total: int | None = None  # None: unknown (standard input)
+    pushed: int = 0  # URLs sent to the frontier
+    #: URLs held on disk, grouped by host once the input is read (more than a block; 0: none)
+    spooled: int = 0
+    #: with a spool, the seconds from the start to the end of the reading (None: reading)
+    push_started: float | None = None
 
     @property
     def rate(self) -> float:
@@ -56,25 +62,41 @@ class IngestReport:
 
     @property
     def fraction(self) -> float | None:
-        """The share of the input read (None when its size is unknown)."""
+        """The share of the input read (None when its size is unknown); with a spool, once
+        the input is read, the share of its URLs pushed."""
+        if self.push_started is not None:
+            return min(self.pushed / self.spooled, 1.0) if self.spooled else 1.0
         if not self.bytes_total:
             return None
         return min(self.bytes_read / self.bytes_total, 1.0)
 
     @property
     def eta(self) -> float | None:
-        """Seconds left at the rate so far (None when the input's size is unknown)."""
+        """Seconds left at the rate so far (None when the input's size is unknown): to read
+        the input, or, with a spool once it is read, to push its URLs."""
         fraction = self.fraction
-        if fraction is None or not fraction or self.elapsed <= 0:
+        took = self.elapsed - (self.push_started or 0.0)
+        if fraction is None or not fraction or took <= 0:
             return None
-        return self.elapsed * (1 - fraction) / fraction
+        return took * (1 - fraction) / fraction
 
     def progress_text(self) -> str:
         """One line of progress: ``120,000 lines read, 118,500 added, 24,000 lines/s,
-        35% of 12.1 MB, about 9 s left`` (without size and ETA when the size is unknown)."""
+        35% of 12.1 MB, about 9 s left`` (without size and ETA when the size is unknown).
+        With a spool: ``..., 35% of 12.1 MB read, about 9 s left to read, 400,000 URLs held
+        on disk by host``, then ``..., pushing by host: 45% of 990,000 URLs, about 9 s left``."""
         text = f"{self.lines:,} lines read, {self.added:,} added, {self.rate:,.0f} lines/s"
+        if self.push_started is not None:
+            return (
+                text
+                + f", pushing by host: {100 * self.fraction:.0f}% of {self.spooled:,} URLs, about {_duration(self.eta)} left"
+            )
         if self.fraction is not None:
-            text += f", {100 * self.fraction:.0f}% of {_megabytes(self.bytes_total)}, about {_duration(self.eta)} left"
+            left = "left to read" if self.spooled else "left"
+            text += f", {100 * self.fraction:.0f}% of {_megabytes(self.bytes_total)}"
+            text += f"{' read' if self.spooled else ''}, about {_duration(self.eta)} {left}"
+        if self.spooled:
+            text += f", {self.spooled:,} URLs held on disk by host"
         return text
 
     def add_invalid(self, source: str, lineno: int, reason: str) -> None:
@@ -143,6 +165,7 @@ def ingest(
     progress: Callable[[IngestReport], object] | None = None,
     spill=None,
     group_urls: int = 0,
+    spool_dir: str | None = None,
 ) -> IngestReport:
     """Read, normalize and push the seeds of ``paths`` into ``frontier``, which holds each
     to the crawl's scope (a seed the network guard refuses, out of scope, rejected by the
@@ -156,12 +179,15 @@ def ingest(
     module docstring) and lets Redis errors through.
     ``spill``: the crawl's Spill (FRONTIER_HOST_WINDOW), whose round follows each
     batch: the hosts' buffers beyond their windows go to disk as they fill. With a spill,
-    ``group_urls`` URLs at a time (SEED_GROUP_URLS; 0: none) are pushed grouped by host,
-    each host's in the order read: a push with windows does a host's work (its window's
-    room, its place in the ready heap) once per host a batch, so a file whose hosts are
-    spread over it costs less, nearer what a file sorted by host does. What is held when
-    ingestion stops (an interrupt, a Redis error: about a block) is not pushed; the same
-    command again adds it (what was added is seen).
+    URLs are pushed grouped by host once the input is read, each host's in the order read
+    (``_ByHost``): up to ``group_urls`` (SEED_GROUP_URLS; 0: as read) held in memory, more
+    held on disk under ``spool_dir`` (SEED_SPOOL_DIR; None: the system's temporary
+    directory) in parts by host, each part pushed host by host (crawler/seeds/spool.py). A
+    push with windows does a host's work (its window's room, its place in the ready heap)
+    once a batch, and a host's URLs that come together go to disk in whole chunks: a file
+    whose hosts are spread over it costs what a file sorted by host does. What is held when
+    ingestion stops (an interrupt, a Redis error, a spool that cannot be written) is not
+    pushed; the same command again adds it (what was added is seen).
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -181,38 +207,43 @@ def ingest(
         return statuses
 
     sent = _InOrder(send)
-    # oldest first; with each batch, where the input stood (lines, bytes read) when its URLs
-    # were read, if it was not when it was sent (grouped by host: ``_ByHost``)
-    in_flight: deque[tuple[Future, list[SeedLine], tuple[int, int] | None]] = deque()
+    # oldest first; with each batch, where its URLs were read
+    in_flight: deque[tuple[Future, list[SeedLine]]] = deque()
 
     def collect(keep: int) -> None:
         # wait for the oldest batches until `keep` are in flight, counting their statuses
         while len(in_flight) > keep:
-            future, where, at = in_flight[0]
+            future, where = in_flight[0]
             statuses = future.result()
             in_flight.popleft()
             _count(report, statuses, where)
             report.elapsed = time.perf_counter() - started
-            if at is None:
-                report.bytes_read = position.read()
-            else:
-                report.lines, report.bytes_read = at
+            report.bytes_read = position.read()
             if progress is not None:
                 progress(report)
 
-    def push(entries: list[Entry], where: list[SeedLine], at: tuple[int, int] | None = None) -> None:
+    def push(entries: list[Entry], where: list[SeedLine]) -> None:
         prepared = prepare(entries)  # while the batches before it are being sent
         collect(IN_FLIGHT - 1)
-        in_flight.append((pool.submit(sent, prepared), where, at))
+        in_flight.append((pool.submit(sent, prepared), where))
 
     def entry(url: str, line: SeedLine) -> Entry:
         return Entry(url, encode_url(url), line[3], 0, cash=SEED_CASH, outside=True)
 
-    def read_so_far() -> tuple[int, int]:
-        return lines, position.read()
+    def estimate() -> float | None:
+        # the URLs of the whole input, at the share read so far (None: its size unknown)
+        read = position.read()
+        return by_host.held * position.total / read if position.total and read else None
+
+    def spooled() -> None:  # progress while the URLs go to disk
+        report.lines, report.spooled = lines, by_host.spool.spooled
+        report.elapsed = time.perf_counter() - started
+        report.bytes_read = position.read()
+        if progress is not None:
+            progress(report)
 
     grouping = spill is not None and group_urls > 0
-    by_host = _ByHost(group_urls, batch_size, entry, read_so_far) if grouping else None
+    by_host = _ByHost(group_urls, batch_size, entry, estimate, spool_dir) if grouping else None
     lines = 0  # report.lines, kept in a local while reading
     with _rare_collections(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="seed-push") as pool:
         entries: list[Entry] = []
@@ -220,8 +251,11 @@ def ingest(
 
         def push_rest() -> None:
             report.lines = lines
-            for batch, at in by_host.rest() if by_host is not None else ():
-                push(*by_host.made(batch), at)
+            if by_host is not None:
+                if by_host.spool is not None:
+                    report.spooled, report.push_started = by_host.spool.spooled, time.perf_counter() - started
+                for batch in by_host.rest():
+                    push(*by_host.made(batch))
             if entries:
                 push(entries, where)
             collect(0)
@@ -238,8 +272,9 @@ def ingest(
                     report.add_invalid(item[0], item[1], str(exc))
                     continue
                 if by_host is not None:
-                    for batch, at in by_host.add(url, item):
-                        push(*by_host.made(batch), at)
+                    by_host.add(url, item)
+                    if by_host.spool is not None and not by_host.spool.spooled % batch_size:
+                        spooled()
                     continue
                 entries.append(entry(url, item))
                 where.append(item)
@@ -248,6 +283,10 @@ def ingest(
                     push(entries, where)
                     entries, where = [], []
             push_rest()
+        except SpoolError as exc:  # nothing of the spool is pushed (the same command again adds it)
+            report.elapsed = time.perf_counter() - started
+            exc.report = report
+            raise
         except SeedFileError as exc:
             try:  # push what was read before the error
                 push_rest()
@@ -257,15 +296,18 @@ def ingest(
             raise
         finally:
             report.lines = lines
-            for future, _, _ in in_flight:  # an error: let the batch being sent finish first
+            for future, _ in in_flight:  # an error: let the batch being sent finish first
                 if not future.cancel():
                     future.exception()
             sent.stop()
+            if by_host is not None:
+                by_host.close()
     report.elapsed = time.perf_counter() - started
     report.bytes_read = position.read()
     return report
 
 
+UNKNOWN_PARTS = 16  # the spool's parts for an input of unknown size (standard input), in blocks
 IN_FLIGHT = 2  # batches handed to the sending thread and not counted yet (at most)
 # allocations between two passes of the garbage collector's youngest generation while seeds
 # are read (Python's: 700). Each line makes a dozen objects (its fields, its URL, its entry,
@@ -296,59 +338,60 @@ def _rare_collections() -> Iterator[None]:
 
 
 class _ByHost:
-    """Seed URLs grouped by host a block of ``block`` URLs at a time, each host's in the
-    order read, in batches of ``batch_size``: the batches of the block read last are
-    pushed one each ``batch_size`` URLs read into the next (reading and sending overlap as
-    without blocks), the rest when that block is full. A URL is held as its text and its
-    line (tuples of strings and numbers, which the garbage collector stops tracking), its
-    Entry (``entry(url, line)``) made when its batch is pushed (``made``). Each batch goes
-    with where the input stood (``read_so_far()``: lines, bytes) when its share of the
-    block had been read: the progress reported as it is pushed."""
+    """Seed URLs grouped by host before they are pushed: up to ``block`` URLs in memory, all
+    pushed once the input is read, host by host; past ``block``, every URL read held on disk
+    in a HostSpool (crawler/seeds/spool.py, under ``directory``), which gives them back part
+    by part, each part's host by host. A URL is held as its text and its line, its Entry
+    (``entry(url, line)``) made when its batch is pushed (``made``). ``estimate()``: the URLs
+    the input holds in all, as judged when the block is full (None: unknown), for the
+    spool's parts."""
 
-    def __init__(self, block: int, batch_size: int, entry: Callable[[str, SeedLine], Entry], read_so_far):
-        self.block, self.batch_size, self.entry, self.read_so_far = block, batch_size, entry, read_so_far
+    def __init__(self, block: int, batch_size: int, entry: Callable[[str, SeedLine], Entry], estimate, directory):
+        self.block, self.batch_size, self.entry = block, batch_size, entry
+        self.estimate, self.directory = estimate, directory
         self.hosts: dict[str, list[tuple[str, SeedLine]]] = {}
         self.held = 0  # URLs in hosts
-        self.marks: list[tuple[int, int]] = []  # where the input stood at each batch_size URLs held
-        self.ready: deque[tuple[list[tuple[str, SeedLine]], tuple[int, int]]] = deque()  # the last block's
+        self.spool: HostSpool | None = None
 
-    def add(self, url: str, line: SeedLine) -> list[tuple[list[tuple[str, SeedLine]], tuple[int, int]]]:
-        """Hold ``url`` (normalized, read from ``line``); the batches to push now, in order,
-        each with where the input stood."""
+    def add(self, url: str, line: SeedLine) -> None:
+        """Hold ``url`` (normalized, read from ``line``)."""
+        if self.spool is not None:
+            self.spool.add(url, line)
+            return
+        if self.held >= self.block:  # more than a block: all of it on disk
+            urls = self.estimate()
+            spool = self.spool = HostSpool(
+                parts_for(urls or UNKNOWN_PARTS * self.block, self.block), self.block, self.directory
+            )
+            for held in self.hosts.values():
+                for item in held:
+                    spool.add(*item)
+            self.hosts.clear()
+            spool.add(url, line)
+            return
         self.hosts.setdefault(url.split("/", 3)[2], []).append((url, line))  # (scheme://host/...)
         self.held += 1
-        at_batch = self.held % self.batch_size == 0
-        if not at_batch and self.held < self.block:
-            return []
-        out = [self.ready.popleft()] if at_batch and self.ready else []
-        self.marks.append(self.read_so_far())  # (a batch's end: a full one, or the block's last)
-        if self.held >= self.block:  # (what is left of the last block first)
-            out += self.ready
-            self.ready = deque(self._batches())
-        return out
 
-    def rest(self) -> list[tuple[list[tuple[str, SeedLine]], tuple[int, int]]]:
-        """Every batch held, in order."""
-        if self.held % self.batch_size:
-            self.marks.append(self.read_so_far())
-        out = [*self.ready, *self._batches()]
-        self.ready.clear()
-        return out
-
-    def _batches(self) -> list[tuple[list[tuple[str, SeedLine]], tuple[int, int]]]:
-        # the block's URLs host by host, in batches, the k-th with the k-th mark
-        held = [held for urls in self.hosts.values() for held in urls]
-        batches = [held[i : i + self.batch_size] for i in range(0, len(held), self.batch_size)]
-        out = list(zip(batches, self.marks, strict=True))
+    def rest(self) -> Iterator[list[tuple[str, SeedLine]]]:
+        """Every URL held, in batches, host by host."""
+        if self.spool is not None:
+            yield from self.spool.batches(self.batch_size)
+            return
+        held = [item for urls in self.hosts.values() for item in urls]
         self.hosts.clear()
-        self.held = 0
-        self.marks = []
-        return out
+        for i in range(0, len(held), self.batch_size):
+            yield held[i : i + self.batch_size]
 
     def made(self, batch: list[tuple[str, SeedLine]]) -> tuple[list[Entry], list[SeedLine]]:
         """A batch's entries and their lines."""
         entry = self.entry
         return [entry(url, line) for url, line in batch], [line for _, line in batch]
+
+    def close(self) -> None:
+        """Let go of what is held (the spool's files removed)."""
+        self.hosts.clear()
+        if self.spool is not None:
+            self.spool.close()
 
 
 class _InOrder:
@@ -378,6 +421,7 @@ class _NotSent(Exception):
 
 
 def _count(report: IngestReport, statuses: list[str], where: list[SeedLine]) -> None:
+    report.pushed += len(statuses)
     counts = Counter(statuses)
     report.added += counts.pop(ADDED, 0)
     report.seen += counts.pop(SEEN, 0)

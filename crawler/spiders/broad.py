@@ -218,6 +218,7 @@ class BroadSpider(scrapy.Spider):
                 ),
                 spill=services(self.crawler).spill,
                 group_urls=s.getint("SEED_GROUP_URLS"),
+                spool_dir=s.get("SEED_SPOOL_DIR") or None,
             )
         except SeedFileError as exc:
             return str(exc), None

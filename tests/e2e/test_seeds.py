@@ -72,6 +72,32 @@ def test_command_unreadable_file_exits_2_as_the_crawl_command_does(tmp_path, red
     assert proc.stdout == b""
 
 
+def test_command_holds_seeds_past_a_block_on_disk_and_says_so_when_it_cannot(
+    tmp_path, redis_url, redis_client, crawl_name
+):
+    """More seeds than SEED_GROUP_URLS are held on disk (SEED_SPOOL_DIR) until the input is
+    read, then pushed by host; a spool directory that cannot be made stops the command with
+    a clear line, nothing pushed, and the same command with room adds every seed."""
+    stdin = "".join(f"http://h{i % 7}.example/{i}\n" for i in range(40)).encode()
+    common = ("-", "-s", f"CRAWL_NAME={crawl_name}", "-s", "SEED_GROUP_URLS=10", "-s", f"CRAWL_DIR={tmp_path}")
+    missing = tmp_path / "no-such-dir"
+    proc = scrapy_seed(*common, "-s", f"SEED_SPOOL_DIR={missing}", redis_url=redis_url, input=stdin)
+    assert proc.returncode == 1
+    err = proc.stderr.decode()
+    assert f"seed: cannot hold seeds on disk in {missing} (SEED_SPOOL_DIR): " in err, err
+    assert "the same command again adds them" in err and "Traceback" not in err
+    assert proc.stdout.decode().startswith("added 0, already seen 0, invalid 0, refused 0, 11 lines in")
+    assert Frontier(redis_client, crawl_name).stats()["queued"] == 0
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    proc = scrapy_seed(*common, "-s", f"SEED_SPOOL_DIR={spool}", redis_url=redis_url, input=stdin)
+    assert proc.returncode == 0, proc.stderr
+    assert SUMMARY.match(proc.stdout.decode().strip()).groups() == ("40", "0", "0", "0", "40")
+    assert Frontier(redis_client, crawl_name).stats()["queued"] == 40
+    assert list(spool.iterdir()) == []
+
+
 def test_command_redis_unreachable_exits_1(tmp_path, crawl_name):
     path = tmp_path / "seeds.txt"
     path.write_text("http://a.example/\n")

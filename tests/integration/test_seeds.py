@@ -124,6 +124,33 @@ def test_truncated_gzip_keeps_what_was_read(tmp_path, frontier):
     assert frontier.stats()["queued"] == report.added
 
 
+def test_a_file_that_breaks_while_seeds_are_held_on_disk_pushes_what_was_read(tmp_path, redis_url, crawl_name):
+    """Seeds held on disk (more than SEED_GROUP_URLS) when a later file turns out truncated:
+    what was read before it is pushed, by host, and the spool's files are removed."""
+    import redis
+
+    from crawler.frontier.chunks import SqliteChunks
+    from crawler.frontier.spill import Spill
+
+    first = tmp_path / "first.txt"
+    first.write_text("".join(f"http://h{i % 9}.example/{i}\n" for i in range(300)))
+    data = gzip.compress(b"".join(b"http://z.example/%d\n" % i for i in range(2000)))
+    cut = tmp_path / "cut.txt.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    frontier = Frontier(redis.Redis.from_url(redis_url), crawl_name, host_interval=0.0, window=4)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    with pytest.raises(SeedFileError, match="cut.txt.gz: truncated") as info:
+        ingest(frontier, [first, cut], batch_size=50, spill=spill, group_urls=100, spool_dir=str(spool))
+    report = info.value.report
+    assert 300 < report.added == report.lines == report.spooled < 2300
+    assert frontier.stats()["queued"] == report.added
+    assert list(spool.iterdir()) == []
+    spill.clear()
+    spill.close()
+
+
 def test_batches_go_in_order_and_none_after_a_failed_one(tmp_path, frontier):
     """Two batches in flight at most, sent in the order read; when one fails (Redis gone),
     the error comes out of ingest and no batch after it is sent."""
@@ -153,12 +180,13 @@ def test_batches_go_in_order_and_none_after_a_failed_one(tmp_path, frontier):
     assert (report.added, report.seen, report.lines) == (80, 20, 100)
 
 
-def test_with_a_spill_seeds_go_grouped_by_host_a_block_at_a_time_each_hosts_in_the_order_read(
-    tmp_path, redis_url, crawl_name
-):
-    """SEED_GROUP_URLS with windows: the URLs of each block of lines are pushed host by
-    host (a host's work in the push paid once a batch), each host's in the order read, and
-    come out so past the windows and the disk; without a spill, in the order read."""
+@pytest.mark.parametrize("block", [100, 12], ids=["in-memory", "on-disk"])
+def test_with_a_spill_seeds_go_grouped_by_host_each_hosts_in_the_order_read(tmp_path, redis_url, crawl_name, block):
+    """With windows, seeds are pushed once the input is read, host by host (a host's work in
+    the push paid once a batch, its URLs to disk in whole chunks), each host's in the order
+    read: held in memory up to SEED_GROUP_URLS, more held on disk (crawler/seeds/spool.py,
+    its files removed after); they come out so past the windows and the disk. Without a
+    spill, in the order read."""
     import redis
 
     from crawler.frontier.chunks import SqliteChunks
@@ -166,7 +194,7 @@ def test_with_a_spill_seeds_go_grouped_by_host_a_block_at_a_time_each_hosts_in_t
     from testing.frontiers import urls_through_spill
 
     path = tmp_path / "seeds.txt"
-    lines = [f"http://{h}.example/{i}" for i in range(10) for h in "abc"]  # hosts interleaved
+    lines = [f"http://{h}.example/{i}" for i in range(10) for h in "abcdef"]  # hosts interleaved
     path.write_text("\n".join([*lines, "http://a.example/0", "not a url"]) + "\n")
     frontier = Frontier(
         redis.Redis.from_url(redis_url), crawl_name, host_interval=0.0, max_in_flight=0, window=3, spill_age=1.0
@@ -182,21 +210,41 @@ def test_with_a_spill_seeds_go_grouped_by_host_a_block_at_a_time_each_hosts_in_t
             sent.append([e.url for _, e, _ in prepared.batch])
             return frontier.send(prepared)
 
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir()
     calls = []
-    report = ingest(Seen, path, batch_size=5, spill=spill, group_urls=12, progress=lambda r: calls.append(r.lines))
-    assert (report.added, report.seen, report.invalid, report.lines) == (30, 1, 1, 32)
-    # each batch's progress: the lines read when its share of the block had been read
-    assert calls == [5, 10, 12, 17, 22, 24, 29, 32]
-    # blocks of 12 URLs (the last one 7), each in batches of 5, host by host
-    assert [len(batch) for batch in sent] == [5, 5, 2, 5, 5, 2, 5, 2]
-    runs = [(h, range(0, 4)) for h in "abc"] + [(h, range(4, 8)) for h in "abc"]
-    order = [f"http://{h}.example/{i}" for h, numbers in runs for i in numbers]
-    order += ["http://a.example/8", "http://a.example/9", "http://a.example/0"]
-    order += [f"http://{h}.example/{i}" for h in "bc" for i in (8, 9)]
-    assert [url for batch in sent for url in batch] == order
+    report = ingest(
+        Seen,
+        path,
+        batch_size=5,
+        spill=spill,
+        group_urls=block,
+        spool_dir=str(spool_dir),
+        progress=lambda r: calls.append((r.lines, r.spooled, r.pushed, r.push_started is not None)),
+    )
+    assert (report.added, report.seen, report.invalid, report.lines) == (60, 1, 1, 62)
+    assert [len(batch) for batch in sent] == [5] * 12 + [1]  # every batch full but the last
+    got = [url for batch in sent for url in batch]
+    runs = [url.split("/")[2] for i, url in enumerate(got) if i == 0 or url.split("/")[2] != got[i - 1].split("/")[2]]
+    assert sorted(runs) == [f"{h}.example" for h in "abcdef"]  # each host's URLs together
+    for h in "abcdef":
+        mine = [f"http://{h}.example/{i}" for i in range(10)] + (["http://a.example/0"] if h == "a" else [])
+        assert [u for u in got if f"//{h}." in u] == mine  # in the order read
+    assert list(spool_dir.iterdir()) == []  # the spool's files are gone
+    pushing = [(lines, pushed) for lines, _, pushed, _ in calls if pushed]
+    if block == 12:  # progress while the URLs go to disk (every batch's worth), then as pushed
+        reading = [(lines, spooled) for lines, spooled, pushed, _ in calls if not pushed]
+        assert reading == [(15, 15), (20, 20), (25, 25), (30, 30), (35, 35), (40, 40), (45, 45), (50, 50),
+                           (55, 55), (60, 60)]  # fmt: skip
+        assert report.spooled == 61 and report.push_started is not None
+        assert all(started == bool(pushed) for _, _, pushed, started in calls)
+    else:
+        assert report.spooled == 0 and not any(started for *_, started in calls)
+    assert pushing == [(62, 5 * n) for n in range(1, 13)] + [(62, 61)]
+    assert report.pushed == 61
 
     got = urls_through_spill(frontier, spill)  # everything handed out: windows of 3, the rest through the disk
-    for h in "abc":
+    for h in "abcdef":
         assert [u for u in got if f"//{h}." in u] == [f"http://{h}.example/{i}" for i in range(10)]
 
     sent.clear()

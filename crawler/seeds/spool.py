@@ -1,0 +1,170 @@
+"""Seed URLs sorted by host on disk, for seed inputs larger than a block (SEED_GROUP_URLS).
+
+With windows, a push does a host's work once a batch, and a host's URLs that arrive one at
+a time go to disk one small chunk at a time (decision 0055). A block held in memory groups
+a host's URLs only if they come within that block; over a file with more hosts than a block
+holds a few times over, most hosts get one or two URLs a block. ``HostSpool`` holds every URL
+read on disk instead, in parts by a hash of its host (``scheme://host[:port]``), each part
+small enough to be read back whole and grouped by host in memory: once the input is read,
+``batches()`` gives each part's URLs host by host, each host's in the order read.
+
+- Parts: ``parts`` files (at most MAX_PARTS open at once), a line a URL:
+  ``priority TAB source TAB lineno TAB url``, the source as its index among the sources met.
+- A part that came out larger than twice the block (the input's size misjudged: standard
+  input) is split again by another hash, once; a part still that large (a few hosts hold
+  most of the input) is read two blocks at a time, each grouped by host.
+- The files are in a temporary directory under ``directory`` (SEED_SPOOL_DIR; None: the
+  system's, TMPDIR), removed by ``close()``; they take about the input's size. Writing or
+  reading them raises ``SpoolError`` saying where.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import zlib
+from collections.abc import Iterator
+
+from crawler.seeds.files import SeedFileError, SeedLine
+
+MAX_PARTS = 256  # files written at once (a part larger than twice the block is split again)
+SPLITS = 1  # times a part is split again at most
+
+
+class SpoolError(SeedFileError):
+    """The seeds held on disk could not be written or read (disk full, no such directory).
+    ``ingest`` pushes nothing of the spool then: the same command again, with room, adds it."""
+
+    def __init__(self, where: str, reason: object):
+        text = f"cannot hold seeds on disk in {where} (SEED_SPOOL_DIR): {reason}"
+        OSError.__init__(self, text + "; the seeds not pushed yet are not: the same command again adds them")
+        self.path, self.reason, self.report = where, str(reason), None
+
+
+def parts_for(urls: float, block: int) -> int:
+    """Parts for about ``urls`` URLs, each read back whole: a block's worth each."""
+    return max(2, min(MAX_PARTS, math.ceil(urls / max(block, 1))))
+
+
+class HostSpool:
+    """Seed URLs held on disk in parts by host (see the module docstring)."""
+
+    def __init__(self, parts: int, block: int, directory: str | None = None):
+        self.block = block
+        self.spooled = 0  # URLs written
+        self._sources: dict[str, int] = {}
+        self._names: list[str] = []
+        try:
+            self.where = tempfile.mkdtemp(prefix="seed-spool-", dir=directory or None)
+        except OSError as exc:
+            raise SpoolError(directory or tempfile.gettempdir(), exc) from exc
+        self._files = 0  # files made so far (their names)
+        self._parts = self._open(parts)
+
+    def _open(self, parts: int) -> list:
+        """``parts`` new files, each as [file, path, URLs written]."""
+        files = []
+        try:
+            for _ in range(parts):
+                self._files += 1
+                path = os.path.join(self.where, str(self._files))
+                files.append([open(path, "w", encoding="utf-8", newline="\n"), path, 0])  # noqa: SIM115
+        except OSError as exc:
+            for f, _, _ in files:
+                f.close()
+            raise SpoolError(self.where, exc) from exc
+        return files
+
+    def add(self, url: str, line: SeedLine) -> None:
+        """Hold ``url`` (normalized) read from ``line``."""
+        source = self._sources.get(line.source)
+        if source is None:
+            source = self._sources[line.source] = len(self._names)
+            self._names.append(line.source)
+        host = url.split("/", 3)[2]
+        part = self._parts[zlib.crc32(host.encode()) % len(self._parts)]
+        try:
+            part[0].write(f"{line.priority}\t{source}\t{line.lineno}\t{url}\n")
+        except OSError as exc:
+            raise SpoolError(self.where, exc) from exc
+        part[2] += 1
+        self.spooled += 1
+
+    def batches(self, size: int) -> Iterator[list[tuple[str, SeedLine]]]:
+        """Every URL held, in batches of ``size`` (url, line): part by part, each part's host
+        by host, each host's in the order read."""
+        parts, self._parts = self._parts, []
+        self._close(parts)
+        batch: list[tuple[str, SeedLine]] = []
+        for _, path, count in parts:
+            for urls in self._part(path, count, 0):
+                batch += urls
+                while len(batch) >= size:
+                    yield batch[:size]
+                    batch = batch[size:]
+        if batch:
+            yield batch
+
+    def _part(self, path: str, count: int, splits: int) -> Iterator[list[tuple[str, SeedLine]]]:
+        """A part's URLs, a host's at a time (split again first if it is large)."""
+        if count > 2 * self.block and splits < SPLITS:  # split again, by another hash
+            parts = self._open(parts_for(count, self.block))
+            salt = f"{splits + 1}:".encode()
+            try:
+                with open(path, encoding="utf-8", newline="\n") as f:
+                    for text in f:
+                        host = text.split("\t", 3)[3].split("/", 3)[2]
+                        part = parts[zlib.crc32(salt + host.encode()) % len(parts)]
+                        part[0].write(text)
+                        part[2] += 1
+            except OSError as exc:
+                self._close(parts)
+                raise SpoolError(self.where, exc) from exc
+            self._close(parts)
+            os.unlink(path)
+            for _, sub, n in parts:
+                yield from self._part(sub, n, splits + 1)
+            return
+        for hosts in self._grouped(path):
+            yield from hosts.values()
+        os.unlink(path)
+
+    def _grouped(self, path: str) -> Iterator[dict[str, list[tuple[str, SeedLine]]]]:
+        """The part's URLs by host, two blocks at a time (all of it, unless split in vain)."""
+        names = self._names
+        hosts: dict[str, list[tuple[str, SeedLine]]] = {}
+        held = 0
+        try:
+            with open(path, encoding="utf-8", newline="\n") as f:
+                for text in f:
+                    priority, source, lineno, url = text[:-1].split("\t", 3)
+                    line = SeedLine(names[int(source)], int(lineno), url, int(priority))
+                    hosts.setdefault(url.split("/", 3)[2], []).append((url, line))
+                    held += 1
+                    if held >= 2 * self.block:
+                        yield hosts
+                        hosts, held = {}, 0
+        except OSError as exc:
+            raise SpoolError(self.where, exc) from exc
+        if hosts:
+            yield hosts
+
+    @staticmethod
+    def _close(parts) -> None:
+        errors = []
+        for f, _, _ in parts:
+            try:
+                f.close()
+            except OSError as exc:
+                errors.append(exc)
+        if errors:
+            raise SpoolError(os.path.dirname(parts[0][1]), errors[0])
+
+    def close(self) -> None:
+        """Remove the files (what was not read back is not pushed)."""
+        for f, _, _ in self._parts:
+            f.close()
+        self._parts = []
+        shutil.rmtree(self.where, ignore_errors=True)
