@@ -9,7 +9,9 @@ duplicates, ~1% invalid lines, comments) is ingested into a fresh crawl with the
 project's frontier settings (with its spill, FRONTIER_HOST_WINDOW, in a temporary CRAWL_DIR,
 as `scrapy seed` runs it), whose keys and chunks are deleted at the end. Figures: URLs/s (the goal:
 100,000 on two cores; BENCHMARKS says how far it is) and the push script's Redis time a URL (INFO commandstats: approximate if other
-clients share the Redis); then each stage timed alone on --stages lines.
+clients share the Redis); with windows, each run beside the same lines sorted by host and
+pushed as read (SEED_GROUP_URLS=0: what grouping aims at), as a ratio; then each stage timed
+alone on --stages lines.
 """
 
 from __future__ import annotations
@@ -148,6 +150,52 @@ def stage_breakdown(path: str, settings: Settings, client, n: int, batch: int) -
     )
 
 
+def ingest_once(path: str, settings: Settings, frontier, client, opts, group: int | None = None, profiler=None):
+    """One ingestion of ``path`` into the bench's crawl (cleared after), its lines printed:
+    (its report, the Redis scripts' seconds). ``group``: SEED_GROUP_URLS in its place."""
+    redis_before = script_usec(client)
+    spill = spill_from_settings(settings, frontier)  # FRONTIER_HOST_WINDOW (None: 0)
+    try:
+        options = {"strip_params": tuple(settings.getlist("URL_STRIP_PARAMS")) or None}
+        options |= {"batch_size": opts.batch, "sort_query": settings.getbool("URL_SORT_QUERY")}
+        options |= {"group_urls": settings.getint("SEED_GROUP_URLS") if group is None else group}
+        options |= {"spool_dir": settings.get("SEED_SPOOL_DIR") or None}
+        with profiler or contextlib.nullcontext():
+            report = ingest(frontier, path, **options, spill=spill)
+        redis_s = (script_usec(client) - redis_before) / 1e6
+        stats = frontier.stats()
+    finally:
+        if spill is not None:
+            spill.clear()
+            spill.close()
+        deleted = frontier.clear()
+    urls_per_s = report.lines / report.elapsed
+    print(report.summary())
+    reading = f", of which reading to disk {report.push_started:.2f} s" if report.push_started is not None else ""
+    print(
+        f"ingest: {report.lines:,} URLs in {report.elapsed:.2f} s{reading} = {urls_per_s:,.0f} URLs/s "
+        f"(Redis scripts {redis_s:.2f} s = {1e6 * redis_s / max(report.lines, 1):.1f} us/URL; "
+        f"target {TARGET:,} URLs/s: {'PASS' if urls_per_s >= TARGET else 'below'})"
+    )
+    print(
+        f"frontier: queued {stats['queued']:,} ({stats.get('spilled', 0):,} on disk), front queues by level"
+        f" {stats['front_by_level']}"
+    )
+    print(f"cleaned up: {deleted} keys of {frontier.keys.crawl_name!r} deleted")
+    return report, redis_s
+
+
+def sort_by_host(path: str, out: str, gz: bool) -> None:
+    """Write the lines of the seed file ``path`` to ``out`` sorted by their URL's host (the
+    lines without one first), each host's in the order they came."""
+    opener = gzip.open if gz else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    lines.sort(key=lambda line: line.split("/", 3)[2].lower() if line.count("/") >= 2 else "")
+    with opener(out, "wt", encoding="utf-8", newline="\n") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=1_000_000, help="lines in the seed file (default 1,000,000)")
@@ -159,8 +207,18 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1, help="times the file is ingested (each into a new crawl)")
     parser.add_argument("--profile", action="store_true", help="cProfile the ingestion (slower), print the top")
     parser.add_argument("--stages", type=int, default=50_000, metavar="N", help="time each stage on N lines (0: no)")
+    parser.add_argument(
+        "--sorted-reference",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with windows, each run beside the same lines sorted by host, pushed as read (default: on)",
+    )
     opts = parser.parse_args()
-    results = Results("seed_ingest", runs=opts.runs)
+    # (200,000 lines, the figures BENCHMARKS follows over time, in seed_ingest.json; others
+    # in a file of their size: 1,000,000 lines, the default, in seed_ingest_1m.json)
+    size = f"{opts.lines // 1_000_000}m" if opts.lines % 1_000_000 == 0 else f"{opts.lines // 1000}k"
+    file = "seed_ingest" if opts.lines == 200_000 else f"seed_ingest_{size}"
+    results = Results("seed_ingest", runs=opts.runs, file=file)
 
     crawl = f"bench-seed-{uuid.uuid4().hex[:10]}"
     settings = Settings()
@@ -188,38 +246,25 @@ def main() -> int:
             f"{counts['comments']:,} comment/blank lines (written in {time.perf_counter() - t:.1f} s)"
         )
         print(f"crawl {crawl!r} on {opts.redis_url}, batch {opts.batch}, pid {os.getpid()}, {os.cpu_count()} CPUs")
+        sorted_path = None
+        if opts.sorted_reference and settings.getint("FRONTIER_HOST_WINDOW") > 0:
+            sorted_path = os.path.join(tmp, "sorted.txt.gz" if opts.gz else "sorted.txt")
+            sort_by_host(path, sorted_path, opts.gz)
+        profiler = None
         for _ in range(opts.runs):
             profiler = cProfile.Profile() if opts.profile else None
-            redis_before = script_usec(client)
-            spill = spill_from_settings(settings, frontier)  # FRONTIER_HOST_WINDOW (None: 0)
-            try:
-                options = {"strip_params": tuple(settings.getlist("URL_STRIP_PARAMS")) or None}
-                options |= {"batch_size": opts.batch, "sort_query": settings.getbool("URL_SORT_QUERY")}
-                options |= {"group_urls": settings.getint("SEED_GROUP_URLS")}
-                options |= {"spool_dir": settings.get("SEED_SPOOL_DIR") or None}
-                with profiler or contextlib.nullcontext():
-                    report = ingest(frontier, path, **options, spill=spill)
-                redis_s = (script_usec(client) - redis_before) / 1e6
-                stats = frontier.stats()
-            finally:
-                if spill is not None:
-                    spill.clear()
-                    spill.close()
-                deleted = frontier.clear()
+            report, redis_s = ingest_once(path, settings, frontier, client, opts, profiler=profiler)
             urls_per_s = report.lines / report.elapsed
-            print(report.summary())
-            print(
-                f"ingest: {report.lines:,} URLs in {report.elapsed:.2f} s = {urls_per_s:,.0f} URLs/s "
-                f"(Redis push script {redis_s:.2f} s = {1e6 * redis_s / max(report.lines, 1):.1f} us/URL; "
-                f"target {TARGET:,} URLs/s: {'PASS' if urls_per_s >= TARGET else 'below'})"
-            )
-            print(
-                f"frontier: queued {stats['queued']:,} ({stats.get('spilled', 0):,} on disk), front queues by level"
-                f" {stats['front_by_level']}"
-            )
-            print(f"cleaned up: {deleted} keys of {crawl!r} deleted")
             results.add("ingestion rate", urls_per_s, "URLs/s")
             results.add("Redis push script a URL", 1e6 * redis_s / max(report.lines, 1), "us")
+            if sorted_path is not None:  # the same seeds sorted by host, pushed as read (no grouping)
+                print("the same lines sorted by host, pushed as read (SEED_GROUP_URLS=0):")
+                reference, _ = ingest_once(sorted_path, settings, frontier, client, opts, group=0)
+                sorted_rate = reference.lines / reference.elapsed
+                results.add("the same lines sorted by host, pushed as read", sorted_rate, "URLs/s")
+                name = "ingestion rate / sorted by host"
+                results.add(name, urls_per_s / sorted_rate, "x", "the same lines sorted by host, pushed as read")
+                print(f"ingestion rate / sorted by host, in this turn: {urls_per_s / sorted_rate:.2f}")
         if opts.stages:
             stage_breakdown(path, settings, client, opts.stages, opts.batch)
     if profiler:
