@@ -9,7 +9,8 @@ small enough to be read back whole and grouped by host in memory: once the input
 ``batches()`` gives each part's URLs host by host, each host's in the order read.
 
 - Parts: ``parts`` files (at most MAX_PARTS open at once), a line a URL:
-  ``priority TAB source TAB lineno TAB url``, the source as its index among the sources met.
+  ``host TAB priority TAB source TAB lineno TAB url``, the source as its index among the
+  sources met.
 - A part that came out larger than twice the block (the input's size misjudged: standard
   input) is split again by another hash, once; a part still that large (a few hosts hold
   most of the input) is read two blocks at a time, each grouped by host.
@@ -86,7 +87,7 @@ class HostSpool:
         host = url.split("/", 3)[2]
         part = self._parts[zlib.crc32(host.encode()) % len(self._parts)]
         try:
-            part[0].write(f"{line.priority}\t{source}\t{line.lineno}\t{url}\n")
+            part[0].write(f"{host}\t{line.priority}\t{source}\t{line.lineno}\t{url}\n")
         except OSError as exc:
             raise SpoolError(self.where, exc) from exc
         part[2] += 1
@@ -115,7 +116,7 @@ class HostSpool:
             try:
                 with open(path, encoding="utf-8", newline="\n") as f:
                     for text in f:
-                        host = text.split("\t", 3)[3].split("/", 3)[2]
+                        host = text.split("\t", 1)[0]
                         part = parts[zlib.crc32(salt + host.encode()) % len(parts)]
                         part[0].write(text)
                         part[2] += 1
@@ -133,15 +134,21 @@ class HostSpool:
 
     def _grouped(self, path: str) -> Iterator[dict[str, list[tuple[str, SeedLine]]]]:
         """The part's URLs by host, two blocks at a time (all of it, unless split in vain)."""
-        names = self._names
+        names = {str(i): name for i, name in enumerate(self._names)}
+        priorities: dict[str, int] = {}
         hosts: dict[str, list[tuple[str, SeedLine]]] = {}
         held = 0
         try:
             with open(path, encoding="utf-8", newline="\n") as f:
                 for text in f:
-                    priority, source, lineno, url = text[:-1].split("\t", 3)
-                    line = SeedLine(names[int(source)], int(lineno), url, int(priority))
-                    hosts.setdefault(url.split("/", 3)[2], []).append((url, line))
+                    host, priority, source, lineno, url = text[:-1].split("\t", 4)
+                    level = priorities.get(priority)
+                    if level is None:
+                        level = priorities[priority] = int(priority)
+                    urls = hosts.get(host)
+                    if urls is None:
+                        urls = hosts[host] = []
+                    urls.append((url, SeedLine(names[source], int(lineno), url, level)))
                     held += 1
                     if held >= 2 * self.block:
                         yield hosts
