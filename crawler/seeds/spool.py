@@ -21,6 +21,7 @@ small enough to be read back whole and grouped by host in memory: once the input
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -172,6 +173,7 @@ class HostSpool:
     def close(self) -> None:
         """Remove the files (what was not read back is not pushed)."""
         for f, _, _ in self._parts:
-            f.close()
+            with contextlib.suppress(OSError):  # (a disk full at the last flush: thrown away anyway)
+                f.close()
         self._parts = []
         shutil.rmtree(self.where, ignore_errors=True)
