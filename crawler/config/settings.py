@@ -475,14 +475,14 @@ TABLE: tuple[Setting, ...] = (
         COUNT,
         "with FRONTIER_HOST_WINDOW: seed URLs held in memory, up to this many, and pushed grouped by host once read, each "
         "host's in the order read (a push does a host's work once a batch; about 450 bytes a URL held, 45 MB at 100,000; "
-        "more: held on disk, SEED_SPOOL_DIR, in parts of about this many, each read back whole; 0: pushed as read)",
+        "more: held on disk, SEED_SPOOL_DIR, in parts of about this many, up to twice it read back at once; 0: pushed as read)",
     ),
     S(
         "SEED_SPOOL_DIR",
         "",
         PATH,
         "with FRONTIER_HOST_WINDOW, seeds past SEED_GROUP_URLS are held here, sorted by host, until the input is read "
-        "(about the input's size; removed after; empty: the system's temporary directory, TMPDIR)",
+        "(about 1.5 times the input's plain text; removed after; empty: the system's temporary directory, TMPDIR)",
     ),
     S(
         "SEED_PROGRESS_INTERVAL",

@@ -50,10 +50,13 @@ class IngestReport:
     bytes_read: int = 0  # of the input as stored (see InputPosition)
     bytes_total: int | None = None  # None: unknown (standard input)
     pushed: int = 0  # URLs sent to the frontier
-    #: URLs held on disk, grouped by host once the input is read (more than a block; 0: none)
+    #: URLs held on disk while the input is read, to be pushed grouped by host (more than a
+    #: block; 0: none)
     spooled: int = 0
-    #: with a spool, the seconds from the start to the end of the reading (None: reading)
+    #: grouped by host: the seconds from the start to the end of the reading (None: reading,
+    #: or not grouped), and the URLs held then, in memory or on disk, to push
     push_started: float | None = None
+    held: int = 0
 
     @property
     def rate(self) -> float:
@@ -62,10 +65,10 @@ class IngestReport:
 
     @property
     def fraction(self) -> float | None:
-        """The share of the input read (None when its size is unknown); with a spool, once
-        the input is read, the share of its URLs pushed."""
+        """The share of the input read (None when its size is unknown); grouped by host, once
+        the input is read, the share of the URLs held pushed."""
         if self.push_started is not None:
-            return min(self.pushed / self.spooled, 1.0) if self.spooled else 1.0
+            return min(self.pushed / self.held, 1.0) if self.held else 1.0
         if not self.bytes_total:
             return None
         return min(self.bytes_read / self.bytes_total, 1.0)
@@ -73,7 +76,7 @@ class IngestReport:
     @property
     def eta(self) -> float | None:
         """Seconds left at the rate so far (None when the input's size is unknown): to read
-        the input, or, with a spool once it is read, to push its URLs."""
+        the input, or, grouped by host once it is read, to push the URLs held."""
         fraction = self.fraction
         took = self.elapsed - (self.push_started or 0.0)
         if fraction is None or not fraction or took <= 0:
@@ -83,14 +86,13 @@ class IngestReport:
     def progress_text(self) -> str:
         """One line of progress: ``120,000 lines read, 118,500 added, 24,000 lines/s,
         35% of 12.1 MB, about 9 s left`` (without size and ETA when the size is unknown).
-        With a spool: ``..., 35% of 12.1 MB read, about 9 s left to read, 400,000 URLs held
-        on disk by host``, then ``..., pushing by host: 45% of 990,000 URLs, about 9 s left``."""
+        Seeds held on disk: ``..., 35% of 12.1 MB read, about 9 s left to read, 400,000 URLs
+        held on disk by host``; grouped by host, once read: ``..., pushing by host: 45% of
+        990,000 URLs, about 9 s left``."""
         text = f"{self.lines:,} lines read, {self.added:,} added, {self.rate:,.0f} lines/s"
         if self.push_started is not None:
-            return (
-                text
-                + f", pushing by host: {100 * self.fraction:.0f}% of {self.spooled:,} URLs, about {_duration(self.eta)} left"
-            )
+            pushed = f"{100 * self.fraction:.0f}% of {self.held:,} URLs"
+            return text + f", pushing by host: {pushed}, about {_duration(self.eta)} left"
         if self.fraction is not None:
             left = "left to read" if self.spooled else "left"
             text += f", {100 * self.fraction:.0f}% of {_megabytes(self.bytes_total)}"
@@ -174,9 +176,10 @@ def ingest(
     ``strip_params=None`` strips the normalizer's built-in list of tracking and
     session parameters (``()`` keeps every parameter); ``sort_query`` as in
     ``normalize_url``. Entries are pushed ``batch_size`` at a time at depth 0.
-    ``progress(report)`` is called after each batch is pushed, with the running
-    report (``lines`` counts lines read so far, ``bytes_read`` the input read). Raises ``SeedFileError`` (see the
-    module docstring) and lets Redis errors through.
+    ``progress(report)`` is called after each batch is pushed, and each ``batch_size`` URLs
+    held on disk while the input is read, with the running report (``lines`` counts lines
+    read so far, ``bytes_read`` the input read). Raises ``SeedFileError`` (see the module
+    docstring; ``SpoolError`` when seeds cannot be held on disk) and lets Redis errors through.
     ``spill``: the crawl's Spill (FRONTIER_HOST_WINDOW), whose round follows every
     ROUND_URLS URLs pushed, and the last batch: the hosts' buffers beyond their windows go
     to disk as they fill. With a spill,
@@ -258,10 +261,12 @@ def ingest(
         def push_rest() -> None:
             report.lines = lines
             if by_host is not None:
-                if by_host.spool is not None:
-                    report.spooled, report.push_started = by_host.spool.spooled, time.perf_counter() - started
-                for batch in by_host.rest():
-                    push(*by_host.made(batch))
+                report.spooled = by_host.spool.spooled if by_host.spool is not None else 0
+                report.held = report.spooled or by_host.held
+                report.push_started = time.perf_counter() - started
+                with contextlib.closing(by_host.rest()) as batches:  # (its files closed on an error)
+                    for batch in batches:
+                        push(*by_host.made(batch))
             if entries:
                 push(entries, where)
             collect(0)
@@ -291,13 +296,19 @@ def ingest(
                     push(entries, where)
                     entries, where = [], []
             push_rest()
-        except SpoolError as exc:  # nothing of the spool is pushed (the same command again adds it)
+        except SpoolError as exc:  # what is on disk is not pushed (the same command again adds it)
+            with contextlib.suppress(Exception):  # (the batches sent before it, counted)
+                collect(0)
             report.elapsed = time.perf_counter() - started
             exc.report = report
             raise
         except SeedFileError as exc:
             try:  # push what was read before the error
                 push_rest()
+            except SpoolError as lost:  # (not pushed: said with the input's error)
+                exc.args = (f"{exc}; and {lost}",)
+                with contextlib.suppress(Exception):
+                    collect(0)
             finally:
                 report.elapsed = time.perf_counter() - started
                 exc.report = report

@@ -4,19 +4,22 @@ With windows, a push does a host's work once a batch, and a host's URLs that arr
 a time go to disk one small chunk at a time (decision 0055). A block held in memory groups
 a host's URLs only if they come within that block; over a file with more hosts than a block
 holds a few times over, most hosts get one or two URLs a block. ``HostSpool`` holds every URL
-read on disk instead, in parts by a hash of its host (``scheme://host[:port]``), each part
-small enough to be read back whole and grouped by host in memory: once the input is read,
-``batches()`` gives each part's URLs host by host, each host's in the order read.
+read on disk instead, in parts by a hash of its host (``host[:port]``, as the URL's
+authority is written), each part about a block, read back whole and grouped by host in
+memory: once the input is read, ``batches()`` gives each part's URLs host by host, each
+host's in the order read.
 
 - Parts: ``parts`` files (at most MAX_PARTS open at once), a line a URL:
   ``host TAB priority TAB source TAB lineno TAB url``, the source as its index among the
   sources met.
 - A part that came out larger than twice the block (the input's size misjudged: standard
   input) is split again by another hash, once; a part still that large (a few hosts hold
-  most of the input) is read two blocks at a time, each grouped by host.
+  most of the input) is read two blocks at a time, each grouped by host: at most twice the
+  block is held in memory.
 - The files are in a temporary directory under ``directory`` (SEED_SPOOL_DIR; None: the
-  system's, TMPDIR), removed by ``close()``; they take about the input's size. Writing or
-  reading them raises ``SpoolError`` saying where.
+  system's, TMPDIR), removed by ``close()`` (and if the spool cannot be made); they take
+  about one and a half times the input's plain text (a part split again, twice that part for
+  a while). Writing or reading them raises ``SpoolError`` saying where.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from collections.abc import Iterator
 
 from crawler.seeds.files import SeedFileError, SeedLine
 
-MAX_PARTS = 256  # files written at once (a part larger than twice the block is split again)
+MAX_PARTS = 64  # files open at once (a part larger than twice the block is split again)
 SPLITS = 1  # times a part is split again at most
 
 
@@ -62,16 +65,20 @@ class HostSpool:
             self.where = tempfile.mkdtemp(prefix="seed-spool-", dir=directory or None)
         except OSError as exc:
             raise SpoolError(directory or tempfile.gettempdir(), exc) from exc
-        self._files = 0  # files made so far (their names)
-        self._parts = self._open(parts)
+        self.files = 0  # files made so far (their names: 1, 2, ...)
+        try:
+            self._parts = self._open(parts)
+        except SpoolError:
+            shutil.rmtree(self.where, ignore_errors=True)
+            raise
 
     def _open(self, parts: int) -> list:
         """``parts`` new files, each as [file, path, URLs written]."""
         files = []
         try:
             for _ in range(parts):
-                self._files += 1
-                path = os.path.join(self.where, str(self._files))
+                self.files += 1
+                path = os.path.join(self.where, str(self.files))
                 files.append([open(path, "w", encoding="utf-8", newline="\n"), path, 0])  # noqa: SIM115
         except OSError as exc:
             for f, _, _ in files:
@@ -103,9 +110,10 @@ class HostSpool:
         for _, path, count in parts:
             for urls in self._part(path, count, 0):
                 batch += urls
-                while len(batch) >= size:
-                    yield batch[:size]
-                    batch = batch[size:]
+                if len(batch) >= size:
+                    full = len(batch) - len(batch) % size
+                    yield from (batch[i : i + size] for i in range(0, full, size))
+                    batch = batch[full:]
         if batch:
             yield batch
 
@@ -122,16 +130,16 @@ class HostSpool:
                         part[0].write(text)
                         part[2] += 1
             except OSError as exc:
-                self._close(parts)
                 raise SpoolError(self.where, exc) from exc
-            self._close(parts)
-            os.unlink(path)
+            finally:
+                self._close(parts)
+            _remove(path)
             for _, sub, n in parts:
                 yield from self._part(sub, n, splits + 1)
             return
         for hosts in self._grouped(path):
             yield from hosts.values()
-        os.unlink(path)
+        _remove(path)
 
     def _grouped(self, path: str) -> Iterator[dict[str, list[tuple[str, SeedLine]]]]:
         """The part's URLs by host, two blocks at a time (all of it, unless split in vain)."""
@@ -161,6 +169,7 @@ class HostSpool:
 
     @staticmethod
     def _close(parts) -> None:
+        """Close each file; SpoolError after, if one could not be written out."""
         errors = []
         for f, _, _ in parts:
             try:
@@ -177,3 +186,9 @@ class HostSpool:
                 f.close()
         self._parts = []
         shutil.rmtree(self.where, ignore_errors=True)
+
+
+def _remove(path: str) -> None:
+    """Remove a part read back (one left is removed with the directory by ``close()``)."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)

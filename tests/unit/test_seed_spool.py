@@ -4,6 +4,9 @@ tests/integration/test_seeds.py."""
 
 import os
 import random
+import resource
+import signal
+import zlib
 
 import pytest
 
@@ -26,13 +29,14 @@ def _runs(urls):
     return runs
 
 
-def _spool_back(tmp_path, held, parts, block, size=7):
+def _spool_back(tmp_path, held, parts, block, size=7, split=False):
     spool = HostSpool(parts, block, str(tmp_path))
     for url, line in held:
         spool.add(url, line)
     assert spool.spooled == len(held)
     try:
         batches = list(spool.batches(size))
+        assert (spool.files > parts) == split  # parts split again: more files made
     finally:
         spool.close()
     assert not os.path.exists(spool.where)  # its files go with it
@@ -47,7 +51,7 @@ def test_every_url_comes_back_once_host_by_host_each_hosts_in_the_order_read(tmp
     rnd = random.Random(5)
     urls = [f"http://h{rnd.randrange(40)}.example/{i}" for i in range(120)]
     held = _held(urls)
-    batches = _spool_back(tmp_path, held, parts, block)
+    batches = _spool_back(tmp_path, held, parts, block, split=parts == 2)
     assert all(len(batch) == 7 for batch in batches[:-1]) and 0 < len(batches[-1]) <= 7
     back = [item for batch in batches for item in batch]
     assert sorted(back, key=lambda item: item[1].lineno) == held  # once each, lines intact
@@ -61,16 +65,24 @@ def test_every_url_comes_back_once_host_by_host_each_hosts_in_the_order_read(tmp
 def test_a_part_a_few_hosts_fill_is_read_two_blocks_at_a_time(tmp_path):
     """One host holds most of the input: splitting its part again cannot shrink it, so it is
     read two blocks at a time (memory stays bounded), each grouped, its URLs in order."""
-    urls = [f"http://big.example/{i}" if i % 10 else f"http://s{i}.example/" for i in range(100)]
-    back = [url for batch in _spool_back(tmp_path, _held(urls), 2, 5) for url, _ in batch]
+    def part(host, salt=b""):  # the part of a host: first of 2, then of the 20 of a split
+        return zlib.crc32(salt + host.encode()) % 2, zlib.crc32(b"1:" + salt + host.encode()) % 20
+
+    # a small host that shares the big one's part, and its part after the split too
+    small = next(h for h in (f"s{k}.example" for k in range(10_000)) if part(h) == part("big.example"))
+    urls = [f"http://big.example/{i}" if i % 10 else f"http://{small}/{i}" for i in range(100)]
+    back = [url for batch in _spool_back(tmp_path, _held(urls), 2, 5, split=True) for url, _ in batch]
     assert sorted(back) == sorted(urls)
-    assert [u for u in back if "//big." in u] == [u for u in urls if "//big." in u]
+    for host in ("big.example", small):
+        assert [u for u in back if f"//{host}/" in u] == [u for u in urls if f"//{host}/" in u]
+    # the part read ten URLs at a time, each ten grouped: the two hosts take turns
+    assert _runs(back) == [small, "big.example"] * 10
 
 
 def test_parts_for_an_estimate():
     assert parts_for(1_000_000, 100_000) == 10
     assert parts_for(100, 100_000) == 2  # (at least two: more than a block came)
-    assert parts_for(10**9, 100_000) == 256  # (at most so many files open; a part split again)
+    assert parts_for(10**9, 100_000) == 64  # (at most so many files open; a part split again)
 
 
 def test_a_spool_that_cannot_be_made_says_where_and_the_setting(tmp_path):
@@ -88,8 +100,41 @@ def test_progress_while_reading_to_disk_then_while_pushing():
         "490,000 URLs held on disk by host"
     )
     report = IngestReport(lines=1_000_000, added=400_000, pushed=450_000, elapsed=30.0, spooled=900_000)
-    report.push_started = 20.0  # 450,000 of 900,000 pushed in 10 s: 10 s more
+    report.push_started, report.held = 20.0, 900_000  # 450,000 of 900,000 pushed in 10 s: 10 s more
     assert report.eta == 10.0
     assert report.progress_text() == (
         "1,000,000 lines read, 400,000 added, 33,333 lines/s, pushing by host: 50% of 900,000 URLs, about 10 s left"
     )
+
+
+def test_a_spool_that_cannot_open_its_parts_leaves_nothing(tmp_path):
+    """Too few file descriptors for the parts (a worker's sockets hold many): SpoolError,
+    and the temporary directory made for them is gone."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 8, hard))
+    try:
+        with pytest.raises(SpoolError, match="Too many open files"):
+            HostSpool(40, 10, str(tmp_path))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_part_that_cannot_be_written_is_a_spool_error(tmp_path):
+    """A file that may grow no more (RLIMIT_FSIZE, as a full disk: the write fails) while
+    seeds are held: SpoolError saying where, raised from add or at the flush."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    before = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (EFBIG, not the signal's kill)
+    spool = HostSpool(2, 10, str(tmp_path))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 1024, hard))
+    try:
+        with pytest.raises(SpoolError, match=f"in {spool.where} .*File too large"):
+            for url, line in _held([f"http://h{i}.example/{i}" for i in range(5000)]):
+                spool.add(url, line)
+            list(spool.batches(100))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, before)
+        spool.close()
+    assert list(tmp_path.iterdir()) == []
