@@ -65,6 +65,7 @@ def test_every_url_comes_back_once_host_by_host_each_hosts_in_the_order_read(tmp
 def test_a_part_a_few_hosts_fill_is_read_two_blocks_at_a_time(tmp_path):
     """One host holds most of the input: splitting its part again cannot shrink it, so it is
     read two blocks at a time (memory stays bounded), each grouped, its URLs in order."""
+
     def part(host, salt=b""):  # the part of a host: first of 2, then of the 20 of a split
         return zlib.crc32(salt + host.encode()) % 2, zlib.crc32(b"1:" + salt + host.encode()) % 20
 
