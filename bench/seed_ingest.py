@@ -171,7 +171,7 @@ def ingest_once(path: str, settings: Settings, frontier, client, opts, group: in
         deleted = frontier.clear()
     urls_per_s = report.lines / report.elapsed
     print(report.summary())
-    reading = f", of which reading to disk {report.push_started:.2f} s" if report.push_started is not None else ""
+    reading = f", of which reading {report.push_started:.2f} s" if report.push_started is not None else ""
     print(
         f"ingest: {report.lines:,} URLs in {report.elapsed:.2f} s{reading} = {urls_per_s:,.0f} URLs/s "
         f"(Redis scripts {redis_s:.2f} s = {1e6 * redis_s / max(report.lines, 1):.1f} us/URL; "
