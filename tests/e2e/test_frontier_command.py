@@ -155,10 +155,12 @@ def test_status_comes_from_the_frontier_and_the_workers_alive(redis_url, redis_c
     f.block_until("a.example", retry_after=3600, reason="robots", **limits)
     f.fail("b.example", "down", "http://b.example/0", **limits)
     assert f.get(10)[0] == []  # (sorts every URL into its host's back queue)
+    worker_alive()  # (the heartbeat of a live worker: a command takes seconds, LIVE_SECONDS is 30)
     out = _frontier_command(redis_url, crawl_name)
     status = next(line for line in out.splitlines() if line.startswith("status"))
     assert "waiting until" in status and "(in 5 min): 6 URLs queued" in status, out
     assert "robots.txt unreachable: 1 host, 3 URLs" in out and "host down: 1 host, 3 URLs" in out, out
+    worker_alive()
     data = json.loads(_frontier_command(redis_url, crawl_name, "--json"))
     assert data["status"]["state"] == "waiting" and set(data["status"]["deferred"]) == {"robots", "down"}
     assert data["workers"] == 1 and data["published"]["host_interval"] == 0.1
