@@ -40,7 +40,7 @@ from crawler.frontier.hosts import politeness_key
 from crawler.seeds.files import SeedLine, read_seeds
 from crawler.seeds.ingest import ingest
 from crawler.services import spill_from_settings
-from crawler.urls import InvalidURL, normalize_url
+from crawler.urls import InvalidURL, normalize_url, url_options
 from testing.servers import script_usec
 
 TARGET = 100_000
@@ -156,8 +156,7 @@ def ingest_once(path: str, settings: Settings, frontier, client, opts, group: in
     redis_before = script_usec(client)
     spill = spill_from_settings(settings, frontier)  # FRONTIER_HOST_WINDOW (None: 0)
     try:
-        options = {"strip_params": tuple(settings.getlist("URL_STRIP_PARAMS")) or None}
-        options |= {"batch_size": opts.batch, "sort_query": settings.getbool("URL_SORT_QUERY")}
+        options = {**url_options(settings), "batch_size": opts.batch}
         options |= {"group_urls": settings.getint("SEED_GROUP_URLS") if group is None else group}
         options |= {"spool_dir": settings.get("SEED_SPOOL_DIR") or None}
         with profiler or contextlib.nullcontext():

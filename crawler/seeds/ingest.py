@@ -31,7 +31,7 @@ from crawler.seeds.files import (
     check_readable,
     read_seeds,
 )
-from crawler.seeds.spool import HostSpool, SpoolError, parts_for
+from crawler.seeds.spool import HostSpool, SpoolError, batches_of, parts_for
 from crawler.urls import DEFAULT_STRIP_PARAMS, InvalidURL, normalizer
 
 
@@ -94,9 +94,8 @@ class IngestReport:
             pushed = f"{100 * self.fraction:.0f}% of {self.held:,} URLs"
             return text + f", pushing by host: {pushed}, about {_duration(self.eta)} left"
         if self.fraction is not None:
-            left = "left to read" if self.spooled else "left"
-            text += f", {100 * self.fraction:.0f}% of {_megabytes(self.bytes_total)}"
-            text += f"{' read' if self.spooled else ''}, about {_duration(self.eta)} {left}"
+            share, eta = f"{100 * self.fraction:.0f}% of {_megabytes(self.bytes_total)}", _duration(self.eta)
+            text += f", {share} read, about {eta} left to read" if self.spooled else f", {share}, about {eta} left"
         if self.spooled:
             text += f", {self.spooled:,} URLs held on disk by host"
         return text
@@ -400,10 +399,8 @@ class _ByHost:
         if self.spool is not None:
             yield from self.spool.batches(self.batch_size)
             return
-        held = [item for urls in self.hosts.values() for item in urls]
-        self.hosts.clear()
-        for i in range(0, len(held), self.batch_size):
-            yield held[i : i + self.batch_size]
+        hosts, self.hosts = self.hosts, {}
+        yield from batches_of(hosts.values(), self.batch_size)
 
     def made(self, batch: list[tuple[str, SeedLine]]) -> tuple[list[Entry], list[SeedLine]]:
         """A batch's entries and their lines."""

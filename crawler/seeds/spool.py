@@ -30,7 +30,7 @@ import os
 import shutil
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from crawler.seeds.files import SeedFileError, SeedLine
 
@@ -48,6 +48,20 @@ class SpoolError(SeedFileError):
         self.path, self.reason, self.report = where, str(reason), None
 
 
+def batches_of(groups: Iterable[list], size: int) -> Iterator[list]:
+    """The items of ``groups`` (lists: a host's URLs each), in order, in batches of ``size``
+    (the last one shorter)."""
+    batch: list = []
+    for group in groups:
+        batch += group
+        if len(batch) >= size:
+            full = len(batch) - len(batch) % size
+            yield from (batch[i : i + size] for i in range(0, full, size))
+            batch = batch[full:]
+    if batch:
+        yield batch
+
+
 def parts_for(urls: float, block: int) -> int:
     """Parts for about ``urls`` URLs, each read back whole: a block's worth each."""
     return max(2, min(MAX_PARTS, math.ceil(urls / max(block, 1))))
@@ -59,8 +73,7 @@ class HostSpool:
     def __init__(self, parts: int, block: int, directory: str | None = None):
         self.block = block
         self.spooled = 0  # URLs written
-        self._sources: dict[str, int] = {}
-        self._names: list[str] = []
+        self._sources: dict[str, int] = {}  # each source met, its index (in the order met)
         try:
             self.where = tempfile.mkdtemp(prefix="seed-spool-", dir=directory or None)
         except OSError as exc:
@@ -90,8 +103,7 @@ class HostSpool:
         """Hold ``url`` (normalized) read from ``line``."""
         source = self._sources.get(line.source)
         if source is None:
-            source = self._sources[line.source] = len(self._names)
-            self._names.append(line.source)
+            source = self._sources[line.source] = len(self._sources)
         host = url.split("/", 3)[2]
         part = self._parts[zlib.crc32(host.encode()) % len(self._parts)]
         try:
@@ -106,16 +118,7 @@ class HostSpool:
         by host, each host's in the order read."""
         parts, self._parts = self._parts, []
         self._close(parts)
-        batch: list[tuple[str, SeedLine]] = []
-        for _, path, count in parts:
-            for urls in self._part(path, count, 0):
-                batch += urls
-                if len(batch) >= size:
-                    full = len(batch) - len(batch) % size
-                    yield from (batch[i : i + size] for i in range(0, full, size))
-                    batch = batch[full:]
-        if batch:
-            yield batch
+        yield from batches_of((urls for _, path, count in parts for urls in self._part(path, count, 0)), size)
 
     def _part(self, path: str, count: int, splits: int) -> Iterator[list[tuple[str, SeedLine]]]:
         """A part's URLs, a host's at a time (split again first if it is large)."""
@@ -143,7 +146,7 @@ class HostSpool:
 
     def _grouped(self, path: str) -> Iterator[dict[str, list[tuple[str, SeedLine]]]]:
         """The part's URLs by host, two blocks at a time (all of it, unless split in vain)."""
-        names = {str(i): name for i, name in enumerate(self._names)}
+        names = {str(i): name for name, i in self._sources.items()}
         priorities: dict[str, int] = {}
         hosts: dict[str, list[tuple[str, SeedLine]]] = {}
         held = 0
