@@ -50,6 +50,7 @@ class FrontierReports:
         busy = sorted({*flying_hosts, *held})
         on_disk = self.redis.zmscore(k.dormant, busy) if busy else []
         busy_with_queue = sum(1 for n, d in zip(self.queue_lengths(busy), on_disk, strict=True) if n and d is None)
+        between = self._hosts_between(set(busy))
         hosts_paused = len(held)
         counters = {_str(a): int(b) for a, b in res[0].items() if _str(a) != EPOCH}
         meta = {_str(a): b for a, b in res[5].items()}
@@ -63,8 +64,9 @@ class FrontierReports:
             "front_queued": sum(front),
             "front_by_level": front,
             "hosts_queued": res[1],
-            # ready, downloading or paused with URLs left, or waiting on disk for a window
-            "hosts_with_urls": res[1] + busy_with_queue + dormant,
+            # ready, downloading or paused with URLs left, waiting on disk for a window, or
+            # between the two (_hosts_between)
+            "hosts_with_urls": res[1] + busy_with_queue + dormant + between,
             "hosts_due": res[2],
             "hosts_seen": res[4],
             "leased": res[3],
@@ -92,6 +94,31 @@ class FrontierReports:
             "hosts_paused": hosts_paused,
             "seen": layout.report([meta.get(f"n:{i}", 0) for i in range(gen)]),
         }
+
+    def _hosts_between(self, busy: set[str], page: int = 1000) -> int:
+        """Hosts with URLs queued that are neither in the ready heap, nor waiting in
+        'dormant', nor among ``busy`` (downloading or paused: counted by the caller): with a
+        window, those whose URLs are all in a buffer not yet written out (no window, no
+        chunk: a new host while FRONTIER_ACTIVE_HOSTS hosts have a window, as after a seed
+        file with more hosts than that), or whose chunk a worker is loading. Read a page of
+        'spill' and 'refill' at a time (ZSCAN), each page looked up in the two (ZMSCORE):
+        as many round trips as pages, a few hosts a page in a crawl (buffers are written
+        out within FRONTIER_SPILL_AGE)."""
+        k = self.keys
+        hosts = set()
+        for key in (k.spill, k.refill):
+            for host, _ in self.redis.zscan_iter(key, count=page):
+                hosts.add(_str(host))
+        hosts -= busy
+        found, listed = 0, sorted(hosts)
+        for i in range(0, len(listed), page):
+            part = listed[i : i + page]
+            p = self.redis.pipeline(transaction=False)
+            p.zmscore(k.ready, part)
+            p.zmscore(k.dormant, part)
+            ready, dormant = p.execute()
+            found += sum(1 for a, b in zip(ready, dormant, strict=True) if a is None and b is None)
+        return found
 
     def outlook(self, max_wait: float, now: int | None = None) -> dict:
         """Where the crawl stands (one round trip): ``state`` is ``finished`` (nothing

@@ -172,7 +172,9 @@ def _client_calls(proxy, redis) -> None:
     assert ping() < 0.5
     with proxy.toxic("latency", latency=100):
         assert 0.1 <= ping() < 0.5
-    assert ping() < 0.1
+    # gone: the fastest of three pings under 0.1 s (with it, each takes 0.1 s or more; one
+    # alone may take longer on a loaded machine)
+    assert min(ping() for _ in range(3)) < 0.1
     proxy.blackhole()
     assert {t["type"] for t in proxy.toxics()} == {"timeout"}
     try:

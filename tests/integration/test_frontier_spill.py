@@ -774,3 +774,31 @@ def test_a_crawl_that_keeps_all_in_redis_refuses_a_process_that_would_spill(redi
         raise AssertionError("a spilling process joined a crawl that keeps all in Redis")
     assert not spilling.bound
     spilling.close()
+
+
+def test_hosts_whose_urls_are_only_in_a_buffer_or_being_loaded_count_among_the_hosts_with_urls(
+    redis_url, crawl_name, tmp_path
+):
+    """Two windows at most: a and b get them, c, d and e (a seed file with more hosts than
+    FRONTIER_ACTIVE_HOSTS) have their URLs in buffers not yet written out: no window, no
+    chunk, in neither the ready heap nor 'dormant'. They count among the hosts with URLs
+    all the same, as they do once written out (waiting in 'dormant') and while a worker
+    loads their chunk (claimed: out of 'dormant', no window yet), each once."""
+    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=2)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+    urls = {h: [f"http://{h}.example/p{i}" for i in range(3)] for h in "abcde"}
+    _push(frontier, [u for h in "abcde" for u in urls[h]], now=T0)
+    r, k = frontier.redis, frontier.keys
+    assert r.zcard(k.ready) == 2 and r.zcard(k.dormant) == 0 and r.llen(k.buffer("e.example")) == 3
+    stats = frontier.stats()
+    assert stats["hosts_with_urls"] == 5 and stats["hosts_queued"] == 2
+    spill.spill(T0 + 2_000)  # (the buffers written out: c, d and e wait in 'dormant')
+    assert r.zcard(k.dormant) == 3 and frontier.stats()["hosts_with_urls"] == 5
+    leases, _ = frontier.get(10, now=T0 + 2_000)  # a and b done: room for two windows
+    frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=T0 + 2_000)
+    claimed = frontier.load_claim(spill.token, CLAIM_MS, 10, now=T0 + 2_000)
+    assert len(claimed) == 2 and r.zcard(k.dormant) == 1  # (two chunks being loaded, one waiting)
+    assert frontier.stats()["hosts_with_urls"] == 3
+    got = [payload_url(lease.payload) for lease in leases] + urls_through_spill(frontier, spill, T0 + 3_000 + CLAIM_MS)
+    assert sorted(got) == sorted(u for h in "abcde" for u in urls[h])
+    assert frontier.stats()["hosts_with_urls"] == 0
