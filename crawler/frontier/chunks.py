@@ -50,15 +50,25 @@ class SqliteChunks:
         # what the crawl records of its spill store (Spill.bind): a file is this machine's
         self.where = f"the SQLite file {os.path.abspath(path)} on {socket.gethostname()}"
         self._local = threading.local()
-        with self._db() as db:
-            # a rowid table: bodies (about a kilobyte) appended in rowid order, the key in an
-            # index of its own; WITHOUT ROWID kept them in the key's B-tree, split at random
-            # by host (measured with 168,000 chunks of 1,200 bytes over 10,000 hosts: 6x
-            # slower to write, 3x the file)
+        db = self._db()
+        with db:
+            # keyed by (crawl, id, host), the body in the key's B-tree (WITHOUT ROWID): a
+            # crawl's chunk ids rise (chunk:seq), so a round's chunks are appended at the
+            # tree's end, a few pages, and a chunk is read with one descent. Keyed by (crawl,
+            # host, id), each chunk of a round went to another host's place in the key's
+            # index (measured with 380,000 chunks of 150 bytes over 100,000 hosts: 31 us a
+            # chunk written against 4, 54 deleted against 35). The host ends the key: the
+            # shards of a sharded crawl share a prefix, each with its own chunk:seq, and a
+            # host lives on one of them.
+            db.execute("BEGIN IMMEDIATE")
             db.execute(
-                "CREATE TABLE IF NOT EXISTS chunks (crawl TEXT, host TEXT, id INTEGER, body BLOB,"
-                " PRIMARY KEY (crawl, host, id))"
+                "CREATE TABLE IF NOT EXISTS spill_chunks (crawl TEXT, id INTEGER, host TEXT, body BLOB,"
+                " PRIMARY KEY (crawl, id, host)) WITHOUT ROWID"
             )
+            # a file of an earlier version: its chunks move over once, whoever opens it first
+            if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunks'").fetchone():
+                db.execute("INSERT OR REPLACE INTO spill_chunks SELECT crawl, id, host, body FROM chunks")
+                db.execute("DROP TABLE chunks")
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -74,15 +84,17 @@ class SqliteChunks:
         db = self._db()
         with db:
             db.execute("BEGIN")
-            db.executemany("INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?)", [(crawl, *c) for c in chunks])
+            db.executemany(
+                "INSERT OR REPLACE INTO spill_chunks VALUES (?, ?, ?, ?)", [(crawl, i, h, b) for h, i, b in chunks]
+            )
 
     def read(self, crawl: str, keys: list[tuple[str, int]]) -> list[bytes | None]:
         """The bodies of chunks, (host, id) each, in that order (None: no such chunk)."""
         db = self._db()
-        select = "SELECT body FROM chunks WHERE crawl = ? AND host = ? AND id = ?"
+        select = "SELECT body FROM spill_chunks WHERE crawl = ? AND id = ? AND host = ?"
         out = []
         for host, chunk in keys:
-            row = db.execute(select, (crawl, host, chunk)).fetchone()
+            row = db.execute(select, (crawl, chunk, host)).fetchone()
             out.append(None if row is None else row[0])
         return out
 
@@ -91,19 +103,21 @@ class SqliteChunks:
         db = self._db()
         with db:
             db.execute("BEGIN")
-            db.executemany("DELETE FROM chunks WHERE crawl = ? AND host = ? AND id = ?", [(crawl, *k) for k in keys])
+            db.executemany(
+                "DELETE FROM spill_chunks WHERE crawl = ? AND id = ? AND host = ?", [(crawl, i, h) for h, i in keys]
+            )
 
     def clear(self, crawl: str, keys: list[tuple[str, int]]) -> int:
         """Delete every chunk of the crawl (``keys``: those its queues list; an SQLite file
         finds the others too). Returns how many there were."""
         db = self._db()
         with db:
-            return db.execute("DELETE FROM chunks WHERE crawl = ?", (crawl,)).rowcount
+            return db.execute("DELETE FROM spill_chunks WHERE crawl = ?", (crawl,)).rowcount
 
     def size(self, crawl: str) -> tuple[int, int]:
         """(chunks, bytes of their bodies) of the crawl."""
         row = self._db().execute(
-            "SELECT count(*), coalesce(sum(length(body)), 0) FROM chunks WHERE crawl = ?", (crawl,)
+            "SELECT count(*), coalesce(sum(length(body)), 0) FROM spill_chunks WHERE crawl = ?", (crawl,)
         )
         return tuple(row.fetchone())
 

@@ -71,3 +71,28 @@ def test_a_frontier_spilling_to_the_store_hands_each_url_out_once(chunks, redis_
     assert frontier.chunk_keys() == []
     for host in {u.split("/")[2] for u in urls}:  # every chunk was deleted once loaded
         assert chunks.read(frontier.keys.prefix, [(host, chunk) for chunk in range(1, 80)]) == [None] * 79
+
+
+def test_an_sqlite_spill_file_of_the_earlier_layout_keeps_its_chunks(tmp_path):
+    """A file whose chunks were keyed by (crawl, host, id) in a table 'chunks': the first
+    open moves them to the table keyed by (crawl, id, host), once; each reads back under its host."""
+    import sqlite3
+
+    path = str(tmp_path / "spill.sqlite")
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE chunks (crawl TEXT, host TEXT, id INTEGER, body BLOB, PRIMARY KEY (crawl, host, id))")
+    old.executemany(
+        "INSERT INTO chunks VALUES (?, ?, ?, ?)",
+        [("c:", "a.example", 1, pack(ENTRIES)), ("c:", "b.example", 2, pack(ENTRIES[:1]))],
+    )
+    old.commit()
+    old.close()
+    store = SqliteChunks(path)
+    again = SqliteChunks(path)  # (a second worker of the machine: nothing left to move)
+    got = again.read("c:", [("b.example", 2), ("a.example", 1), ("b.example", 1)])
+    assert [body and unpack(body) for body in got] == [ENTRIES[:1], ENTRIES, None]
+    assert store.size("c:")[0] == 2
+    tables = sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    assert tables == [("spill_chunks",)]
+    store.close()
+    again.close()
