@@ -659,7 +659,9 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         return {int(c) for c in self._spill(keys=self._route, args=args)}
 
     def load_claim(self, token: str, claim_ms: int, most: int, now: int | None = None) -> list[tuple[str, int]]:
-        """Claim the oldest chunk of up to ``most`` hosts whose windows ran low: (host, id)."""
+        """Claim the oldest chunk of up to ``most`` hosts whose windows ran low, or all of a
+        host's chunks when its URLs on disk fit in its window's room: (host, id) each, a
+        host's one after another, oldest first."""
         now = now_ms() if now is None else now
         args = [self.keys.prefix, now, "claim", token, self.window, self.active_hosts, claim_ms, most]
         out = self._load(keys=self._route, args=args)

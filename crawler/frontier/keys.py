@@ -177,8 +177,9 @@ key                         type    contents
                                     each), or when it is due (its window given back, EVICT);
                                     never in the ready heap too (add_ready moves a host
                                     entering it to 'refill')
-``lclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>``: a worker is
-                                    loading that chunk
+``lclaim``                  hash    host -> ``<token>:<chunk id>,<chunk id>...:<expiry ms>``:
+                                    a worker is loading those chunks (the host's oldest,
+                                    or all of them when they fit in its window)
 ``hspilled``                hash    host -> its URLs in chunks of the spill store (the
                                     counter ``spilled``, host by host)
 ``eclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>:<digest>``: a

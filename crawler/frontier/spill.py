@@ -7,8 +7,9 @@ blocking I/O: run it off the reactor.
   FRONTIER_SPILL_AGE), write each as a chunk, commit. A worker that dies between the write
   and the commit leaves its claim to expire; the next claim writes a new chunk, and the
   first one is never listed, never read.
-- ``refill(now)``: claim the oldest chunk of hosts whose windows ran low, read it, load it
-  into the window (only if it is still the oldest and the claim still ours), then delete it.
+- ``refill(now)``: claim the oldest chunk of hosts whose windows ran low (all of a host's
+  chunks when its URLs on disk fit in its window), read them, load them into the window
+  (each only if it is still the oldest and the claim still ours), then delete them.
   A worker that dies before the load leaves the chunk listed: the next claim loads it; one
   that dies after it leaves a chunk that is no longer listed, never read again.
 - ``evict(now)``: while hosts wait on disk for a window, write out the windows of hosts due
@@ -99,7 +100,7 @@ class Spill:
         most likely to have more due now)."""
         urls, full = 0, []
         for shard, t, claimed in self._claims(lambda shard: shard.load_claim, now, shards):
-            if len(claimed) >= HOSTS_A_CALL:
+            if len({host for host, _ in claimed}) >= HOSTS_A_CALL:
                 full.append(shard)
             crawl = shard.keys.prefix
             read = []

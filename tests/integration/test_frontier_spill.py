@@ -643,7 +643,9 @@ def test_a_host_not_due_for_long_gives_its_window_to_a_host_waiting_on_disk(redi
 def test_a_window_given_back_keeps_its_level_ahead_of_a_new_url_of_that_level(redis_url, crawl_name, tmp_path):
     """a.example's window holds a URL of priority 1 when it is given back (told to wait an
     hour): that URL is beyond the window now, so the next URL of its level waits behind it
-    (on disk, not in a window of its own) and comes out after it."""
+    (on disk, not in a window of its own) and comes out after it. Its window's chunk is
+    loaded first (a window's worth), then the rest of a's URLs on disk, which fit in the
+    window, are loaded together and merged by level: hi2 ahead of the default level's."""
     frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=2, window_idle=60.0)
     spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
     r, k = frontier.redis, frontier.keys
@@ -665,7 +667,7 @@ def test_a_window_given_back_keeps_its_level_ahead_of_a_new_url_of_that_level(re
     assert not r.exists(k.back("a.example")) and r.llen(k.buffer("a.example")) == 1
     urls_through_spill(frontier, spill, T0 + 2_000)  # b's and c's
     later = urls_through_spill(frontier, spill, T0 + 2_000 + hour * 1000)
-    assert later == ["http://a.example/hi1", *a, "http://a.example/hi2"]
+    assert later == ["http://a.example/hi1", *a[:3], "http://a.example/hi2", *a[3:]]
     assert not r.exists(k.hbeyond)
 
 
@@ -802,3 +804,41 @@ def test_hosts_whose_urls_are_only_in_a_buffer_or_being_loaded_count_among_the_h
     got = [payload_url(lease.payload) for lease in leases] + urls_through_spill(frontier, spill, T0 + 3_000 + CLAIM_MS)
     assert sorted(got) == sorted(u for h in "abcde" for u in urls[h])
     assert frontier.stats()["hosts_with_urls"] == 0
+
+
+def test_a_hosts_small_chunks_that_fit_in_its_window_are_claimed_and_loaded_together(redis_url, crawl_name, tmp_path):
+    """b.example's URLs come one at a time, each written out alone (a chunk of one URL) while
+    a.example holds the one window. Once a is done, one claim takes all five of b's chunks,
+    oldest first (its 5 URLs on disk fit in its window of 8), and one load puts them in its
+    window in order and deletes them. c.example, with 9 URLs on disk in chunks of one, more
+    than a window, gets its oldest chunk alone; a claim that is lost (another worker's, after
+    the first expired) loads nothing, and the chunks stay for the worker that holds it."""
+    frontier = _frontier(redis_url, crawl_name, window=8, active_hosts=1, spill_age=0.5)
+    chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+    spill = Spill(frontier, chunks)
+    r, k = frontier.redis, frontier.keys
+    _push(frontier, [f"http://a.example/p{i}" for i in range(3)], now=T0)
+    b = [f"http://b.example/p{i}" for i in range(5)]
+    c = [f"http://c.example/p{i}" for i in range(9)]
+    for i in range(9):
+        _push(frontier, ([b[i]] if i < 5 else []) + [c[i]], now=T0 + i * 1_000)
+        spill.spill(T0 + i * 1_000 + 500)
+    assert r.llen(k.spilled("b.example")) == 5 and r.llen(k.spilled("c.example")) == 9
+    leases, _ = frontier.get(10, now=T0 + 10_000)
+    frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=T0 + 10_000)
+    assert [payload_url(lease.payload) for lease in leases] == [f"http://a.example/p{i}" for i in range(3)]
+    first = [int(i) for i in r.lrange(k.spilled("b.example"), 0, -1)]
+    claimed = frontier.load_claim(spill.token, CLAIM_MS, 10, now=T0 + 10_000)
+    assert claimed == [("b.example", chunk) for chunk in first]  # (room for one window: b's, the oldest)
+    assert r.hget(k.load_claims, "b.example").decode().split(":")[1] == ",".join(map(str, first))
+    read = [(h, chunk, unpack(body)) for (h, chunk), body in zip(claimed, chunks.read(k.prefix, claimed), strict=True)]
+    lost = frontier.load("another-worker", read, now=T0 + 10_000)
+    assert lost == [0] * 5 and r.llen(k.spilled("b.example")) == 5 and not r.exists(k.back("b.example"))
+    assert frontier.load(spill.token, read, now=T0 + 10_000) == [1] * 5
+    chunks.delete(k.prefix, claimed)  # (as Spill.refill does with the chunks loaded)
+    assert [payload_url(e) for e in r.lrange(k.back("b.example"), 0, -1)] == b
+    assert not r.exists(k.spilled("b.example")) and frontier.stats()["spilled"] == 9
+    got = urls_through_spill(frontier, spill, T0 + 11_000)
+    assert got == b + c
+    stats = frontier.stats()
+    assert stats["queued"] == 0 and stats["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)

@@ -10,16 +10,21 @@
 --   ready heap (with those claimed here), the longest waiting of 'dormant' (scored by when
 --   each may have a window: a window given back, EVICT, once its host is due); skips those
 --   another worker holds a live claim on, and takes a paused host it meets out of 'dormant'
---   (no window for a host that is not crawled; HOLD's resume puts it back); notes
---   ``<token>:<id>:<expiry>`` in 'lclaim' for the host's oldest chunk and puts the host in
---   'refill' at the expiry (another worker tries again then). A host without chunks leaves
---   both. Returns {host, id, host, id...}.
+--   (no window for a host that is not crawled; HOLD's resume puts it back); claims the
+--   host's oldest chunk, or all its chunks when the URLs it has on disk (hspilled) fit in
+--   the room its window has (a host of a few URLs at a time: chunks of one or two URLs,
+--   loaded together at the cost of one), notes ``<token>:<id>,<id>...:<expiry>`` in
+--   'lclaim' and puts the host in 'refill' at the expiry (another worker tries again
+--   then). A host without chunks leaves both. Returns {host, id, host, id...}, a host's
+--   chunks one after another, oldest first.
 -- load: ARGV[7] default host interval (ms)   ARGV[8] max requests in flight per host (0: no
---   limit)   ARGV[9..] chunks read: host, chunk id, the number of its entries, the entries;
---   for each: if the chunk is still the host's oldest and the claim the caller's, its entries join the
---   tail of the host's window (a dropped host's go to 'drops' as its window does), the chunk
---   leaves sc:<host> and the counter 'spilled', and the host is ready (add_ready: unless
---   paused or at its limit) and marked for its next chunk if its window is still low.
+--   limit)   ARGV[9..] chunks read: host, chunk id, the number of its entries, the entries,
+--   a host's chunks one after another in the order claimed; for each: if the chunk is still
+--   the host's oldest and the claim the caller's, its entries join the tail of the host's
+--   window (a dropped host's go to 'drops' as its window does) and the chunk leaves
+--   sc:<host> and the counter 'spilled'; then, once for the host's chunks loaded, the claim
+--   ends, the host is ready (add_ready: unless paused or at its limit) and marked for its
+--   next chunk if its window is still low.
 -- Returns (load): for each chunk, 1 loaded (the caller deletes the chunk), 2 the chunk is no longer listed
 -- (loaded before: the caller deletes it), 0 the claim was lost (the chunk stays: another
 -- worker loads it).
@@ -33,30 +38,39 @@ local PAUSED_MET = 64  -- paused hosts a claim may take out of 'dormant' beside 
 
 local function claim()
     local claim_ms, most = tonumber(ARGV[7]), tonumber(ARGV[8])
-    local out = {}
+    local out, hosts = {}, 0
     local dormant = prefix .. K.dormant
-    -- the host's oldest chunk, unless another worker loads it now; whether it was claimed
+    -- the host's oldest chunk, or all of them if its URLs on disk fit in its window's room,
+    -- unless another worker loads them now; whether it was claimed
     local function take(host)
-        local id = redis.call('LINDEX', prefix .. K.spilled .. host, 0)
+        local sc = prefix .. K.spilled .. host
+        local ids = redis.call('LRANGE', sc, 0, 0)
         local claimed = redis.call('HGET', claims, host)
         if claimed and tonumber(string.match(claimed, ':(%d+)$')) > now then return false end
-        if not id then
+        if #ids == 0 then
             redis.call('ZREM', refill, host)
             redis.call('ZREM', dormant, host)
             redis.call('HDEL', claims, host)
             return false
         end
-        redis.call('HSET', claims, host, string.format('%s:%s:%d', token, id, now + claim_ms))
+        if redis.call('LLEN', sc) > 1 then
+            local on_disk = tonumber(redis.call('HGET', prefix .. K.host_spilled, host) or '0')
+            if on_disk <= window - window_size(prefix, host) then ids = redis.call('LRANGE', sc, 0, -1) end
+        end
+        redis.call('HSET', claims, host, string.format('%s:%s:%d', token, table.concat(ids, ','), now + claim_ms))
         redis.call('ZADD', refill, now + claim_ms, host)
         redis.call('ZREM', dormant, host)
-        out[#out + 1] = host
-        out[#out + 1] = id
+        for _, id in ipairs(ids) do
+            out[#out + 1] = host
+            out[#out + 1] = id
+        end
+        hosts = hosts + 1
         return true
     end
     for _, host in ipairs(redis.call('ZRANGEBYSCORE', refill, '-inf', now, 'LIMIT', 0, most)) do
         take(host)
     end
-    local room = most - #out / 2
+    local room = most - hosts
     if active_hosts > 0 then room = math.min(room, active_hosts - redis.call('ZCARD', prefix .. K.ready)) end
     if room > 0 then
         -- a paused host met here leaves 'dormant', as a pause takes a host out of the ready
@@ -75,21 +89,31 @@ local function claim()
     return out
 end
 
--- one chunk read, its entries ARGV[first..last]
-local function load_one(host, id, first, last)
+-- the chunks read of one host, each {id, first, last, at}: its entries ARGV[first..last],
+-- its status to go in out[at]
+local function load_host(host, chunks, out)
     local sc = prefix .. K.spilled .. host
-    if redis.call('LINDEX', sc, 0) ~= id then
-        if redis.call('LPOS', sc, id) then return 0 end
-        return 2
-    end
     local claimed = redis.call('HGET', claims, host)
-    if not claimed or string.find(claimed, token .. ':' .. id .. ':', 1, true) ~= 1 then return 0 end
+    local listed  -- ',<id>,<id>,...,': the chunks of the host claimed by the caller
+    if claimed and string.find(claimed, token .. ':', 1, true) == 1 then
+        listed = ',' .. string.match(claimed, '^[^:]*:([^:]*):') .. ','
+    end
+    local entries, loaded = {}, false
+    for _, c in ipairs(chunks) do
+        local status = 0
+        if redis.call('LINDEX', sc, 0) ~= c.id then
+            if not redis.call('LPOS', sc, c.id) then status = 2 end
+        elseif listed and string.find(listed, ',' .. c.id .. ',', 1, true) then
+            redis.call('LPOP', sc)
+            for i = c.first, c.last do entries[#entries + 1] = ARGV[i] end
+            loaded, status = true, 1
+        end
+        out[c.at] = status
+    end
+    if not loaded then return end
     redis.call('HDEL', claims, host)
-    redis.call('LPOP', sc)
     redis.call('ZREM', refill, host)
     redis.call('ZREM', prefix .. K.dormant, host)
-    local entries = {}
-    for i = first, last do entries[#entries + 1] = ARGV[i] end
     local gone = #entries  -- (the host's last chunk: its count ends, a chunk lost or not)
     if redis.call('LLEN', sc) == 0 then
         gone = math.max(gone, tonumber(redis.call('HGET', prefix .. K.host_spilled, host) or '0'))
@@ -99,18 +123,23 @@ local function load_one(host, id, first, last)
     to_window(prefix, host, entries)
     if has_queue(prefix, host) then make_ready(prefix, host, now) end
     top_up(prefix, host, now)
-    return 1
 end
 
 local function load()
     default_interval = ARGV[7]
     max_flight = tonumber(ARGV[8])
     local out, i = {}, 9
+    local host, chunks = nil, {}  -- the host whose chunks come now, those read so far
     while i <= #ARGV do
         local count = tonumber(ARGV[i + 2])
-        out[#out + 1] = load_one(ARGV[i], ARGV[i + 1], i + 3, i + 2 + count)
+        if ARGV[i] ~= host then
+            if host then load_host(host, chunks, out) end
+            host, chunks = ARGV[i], {}
+        end
+        chunks[#chunks + 1] = {id = ARGV[i + 1], first = i + 3, last = i + 2 + count, at = #out + #chunks + 1}
         i = i + 3 + count
     end
+    if host then load_host(host, chunks, out) end
     return out
 end
 
