@@ -50,7 +50,7 @@ class FrontierReports:
         busy = sorted({*flying_hosts, *held})
         on_disk = self.redis.zmscore(k.dormant, busy) if busy else []
         busy_with_queue = sum(1 for n, d in zip(self.queue_lengths(busy), on_disk, strict=True) if n and d is None)
-        between = self._hosts_between(set(busy))
+        between = self._hosts_between(set(busy)) if self.window > 0 else 0  # (no window: no buffer, no chunk)
         hosts_paused = len(held)
         counters = {_str(a): int(b) for a, b in res[0].items() if _str(a) != EPOCH}
         meta = {_str(a): b for a, b in res[5].items()}
