@@ -50,8 +50,7 @@ class SqliteChunks:
         # what the crawl records of its spill store (Spill.bind): a file is this machine's
         self.where = f"the SQLite file {os.path.abspath(path)} on {socket.gethostname()}"
         self._local = threading.local()
-        db = self._db()
-        with db:
+        with self._db() as db:
             # keyed by (crawl, id, host), the body in the key's B-tree (WITHOUT ROWID): a
             # crawl's chunk ids rise (chunk:seq), so a round's chunks are appended at the
             # tree's end, a few pages, and a chunk is read with one descent. Keyed by (crawl,

@@ -110,7 +110,7 @@ class FrontierReports:
             for host, _ in self.redis.zscan_iter(key, count=page):
                 hosts.add(_str(host))
         hosts -= busy
-        found, listed = 0, sorted(hosts)
+        found, listed = 0, list(hosts)
         for i in range(0, len(listed), page):
             part = listed[i : i + page]
             p = self.redis.pipeline(transaction=False)

@@ -44,19 +44,21 @@ local function claim()
     -- unless another worker loads them now; whether it was claimed
     local function take(host)
         local sc = prefix .. K.spilled .. host
-        local ids = redis.call('LRANGE', sc, 0, 0)
         local claimed = redis.call('HGET', claims, host)
         if claimed and tonumber(string.match(claimed, ':(%d+)$')) > now then return false end
-        if #ids == 0 then
+        local n = redis.call('LLEN', sc)
+        if n == 0 then
             redis.call('ZREM', refill, host)
             redis.call('ZREM', dormant, host)
             redis.call('HDEL', claims, host)
             return false
         end
-        if redis.call('LLEN', sc) > 1 then
+        local last = 0  -- the last chunk claimed: the oldest, or all when they fit
+        if n > 1 then
             local on_disk = tonumber(redis.call('HGET', prefix .. K.host_spilled, host) or '0')
-            if on_disk <= window - window_size(prefix, host) then ids = redis.call('LRANGE', sc, 0, -1) end
+            if on_disk <= window - window_size(prefix, host) then last = -1 end
         end
+        local ids = redis.call('LRANGE', sc, 0, last)
         redis.call('HSET', claims, host, string.format('%s:%s:%d', token, table.concat(ids, ','), now + claim_ms))
         redis.call('ZADD', refill, now + claim_ms, host)
         redis.call('ZREM', dormant, host)
@@ -128,15 +130,16 @@ end
 local function load()
     default_interval = ARGV[7]
     max_flight = tonumber(ARGV[8])
-    local out, i = {}, 9
-    local host, chunks = nil, {}  -- the host whose chunks come now, those read so far
+    local out, i, n = {}, 9, 0  -- n: the chunks read so far
+    local host, chunks = nil, {}  -- the host whose chunks come now, those read of it
     while i <= #ARGV do
         local count = tonumber(ARGV[i + 2])
         if ARGV[i] ~= host then
             if host then load_host(host, chunks, out) end
             host, chunks = ARGV[i], {}
         end
-        chunks[#chunks + 1] = {id = ARGV[i + 1], first = i + 3, last = i + 2 + count, at = #out + #chunks + 1}
+        n = n + 1
+        chunks[#chunks + 1] = {id = ARGV[i + 1], first = i + 3, last = i + 2 + count, at = n}
         i = i + 3 + count
     end
     if host then load_host(host, chunks, out) end
