@@ -210,7 +210,7 @@ def tls_context(settings) -> ssl.SSLContext | None:
 def connect(make_cluster, datacenter: str | None, patience: float, contact: str):
     """(cluster, session) of ``make_cluster()``, tried again while no node answers (a
     cluster still starting), waiting 1 s, 2 s... (at most 10 s) with one warning line each
-    time, for ``patience`` seconds in all; then ServiceUnreachable, one line saying where
+    time, for ``patience`` seconds in all (the last try at its end); then ServiceUnreachable, one line saying where
     and why. The driver's own log of those failed tries (a warning and an error with
     their tracebacks, each try) is left out: the warning line says it. When no node
     answers because CASSANDRA_DATACENTER names a datacenter the cluster does not have, a
@@ -232,13 +232,17 @@ def connect(make_cluster, datacenter: str | None, patience: float, contact: str)
                     f"CASSANDRA_DATACENTER={datacenter!r} is not a datacenter of the cluster ({', '.join(known)})"
                 ) from None
             why = no_host_reason(exc)
-            if time.monotonic() + wait > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise ServiceUnreachable(
                     f"Cassandra unreachable at {contact} for {time.monotonic() - started:.0f} s "
                     f"(CASSANDRA_CONNECT_TIMEOUT {patience:g} s): {why}"
                 ) from None
-            logger.warning("Cassandra not reachable at %s (%s); trying again in %.0f s", contact, why, wait)
-            time.sleep(wait)
+            # the last wait is cut to the deadline, and the last try made there: the worker
+            # waits as long as it was told, however long each try took
+            pause = min(wait, left)
+            logger.warning("Cassandra not reachable at %s (%s); trying again in %.2g s", contact, why, pause)
+            time.sleep(pause)
             wait = min(wait * 2, 10.0)
 
 

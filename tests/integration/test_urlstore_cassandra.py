@@ -244,12 +244,12 @@ def test_a_worker_waits_for_a_cluster_that_is_starting(cassandra_keyspace, caplo
         CassandraUrlStore.from_settings(_settings(cassandra_keyspace, port, CASSANDRA_CONNECT_TIMEOUT=4), {})
     waited = time.monotonic() - started
     lines = [r.getMessage() for r in caplog.records if r.name == cluster.__name__]
-    assert 3 <= waited < 30 and len(lines) == 2, (waited, lines)  # tried at 0, 1 and 3 s
-    assert lines[0] == f"Cassandra not reachable at 127.0.0.1:{port} (127.0.0.1:{port}: Connection refused); " + (
-        "trying again in 1 s"
-    )
-    # (3 s of waits, and the tries' own time: a second more on a loaded machine)
-    assert re.match(rf"Cassandra unreachable at 127\.0\.0\.1:{port} for [345] s ", str(failed.value)), failed.value
+    # tried at 0, 1, 3 and 4 s: the last wait cut to the deadline (on a loaded machine, where
+    # a try takes a second, the waits are 1 s and what is left before the deadline)
+    assert 4 <= waited < 30 and 2 <= len(lines) <= 3, (waited, lines)
+    prefix = f"Cassandra not reachable at 127.0.0.1:{port} (127.0.0.1:{port}: Connection refused); trying again in "
+    assert lines[0] == prefix + "1 s" and all(line.startswith(prefix) for line in lines), lines
+    assert re.match(rf"Cassandra unreachable at 127\.0\.0\.1:{port} for [456] s ", str(failed.value)), failed.value
     assert str(failed.value).endswith(f"127.0.0.1:{port}: Connection refused")
     driver = [r for r in caplog.records if r.name.startswith("cassandra")]
     assert not driver, [r.getMessage() for r in driver]  # (the driver's tracebacks of each try: left out)
