@@ -129,8 +129,8 @@ class CassandraNodes:
             self._run("stop", str(self.dir), timeout=600)
             self.running = False
 
-    def nodetool(self, *args: str, timeout: float = 600.0) -> str:
-        done = self._run("nodetool", str(self.dir), "--", *args, timeout=timeout)
+    def nodetool(self, *args: str, node: int = 1, timeout: float = 600.0) -> str:
+        done = self._run("nodetool", str(self.dir), "--node", str(node), "--", *args, timeout=timeout)
         if done.returncode != 0:
             raise RuntimeError(f"nodetool {' '.join(args)}: {done.stderr.strip()[-300:]}")
         return done.stdout

@@ -3,9 +3,21 @@ the table ``frontier_chunks`` of the UrlStore's keyspace (schema.cql), a chunk a
 written once, read by its exact key and deleted once, through the UrlStore's session, its
 consistency levels and its retries of idempotent statements. A call's chunks are read side by
 side (at most CASSANDRA_MAX_IN_FLIGHT at a time): a refill of many hosts waits for about one
-round trip, not one a chunk."""
+round trip, not one a chunk. A chunk that reads as missing is read again at a level that
+meets every write acknowledged at the store's write level (``SURE_READ``): a replica that
+missed the write (down then, its hint not yet replayed) answers "no row" at LOCAL_ONE."""
 
 from __future__ import annotations
+
+from cassandra import ConsistencyLevel
+
+#: the level a chunk read as missing is read again at, by the level it was written at: reads
+#: and writes together reach more than the replicas (every level not named here: ALL)
+SURE_READ = {
+    ConsistencyLevel.LOCAL_QUORUM: ConsistencyLevel.LOCAL_QUORUM,
+    ConsistencyLevel.EACH_QUORUM: ConsistencyLevel.LOCAL_QUORUM,
+    ConsistencyLevel.QUORUM: ConsistencyLevel.QUORUM,
+}
 
 
 class CassandraChunks:
@@ -16,6 +28,8 @@ class CassandraChunks:
         self.session = store.session
         self.reads, self.writes = store.reads, store.writes
         self._read_all = store._read_all  # (the store's reads side by side, as its due index's)
+        sure = SURE_READ.get(self.writes.consistency_level, ConsistencyLevel.ALL)
+        self.sure_reads = self.session.execution_profile_clone_update(self.reads, consistency_level=sure)
         ks = store.keyspace
         self.where = f"the Cassandra keyspace {ks}"  # (Spill.bind)
         self._insert = self._prepare(f"INSERT INTO {ks}.frontier_chunks (crawl, host, id, body) VALUES (?, ?, ?, ?)")
@@ -36,9 +50,17 @@ class CassandraChunks:
         self._all(self._insert, [(crawl, host, chunk, body) for host, chunk, body in chunks])
 
     def read(self, crawl: str, keys: list[tuple[str, int]]) -> list[bytes | None]:
-        """The bodies of chunks, (host, id) each, in that order (None: no such chunk); the
-        first error is raised."""
-        results = self._read_all([(self._select, (crawl, host, chunk)) for host, chunk in keys], self.reads)
+        """The bodies of chunks, (host, id) each, in that order (None: no such chunk, read
+        again at ``sure_reads``); the first error is raised."""
+        bodies = self._bodies(crawl, keys, self.reads)
+        missing = [i for i, body in enumerate(bodies) if body is None]
+        if missing:
+            for i, body in zip(missing, self._bodies(crawl, [keys[i] for i in missing], self.sure_reads), strict=True):
+                bodies[i] = body
+        return bodies
+
+    def _bodies(self, crawl: str, keys: list[tuple[str, int]], profile) -> list[bytes | None]:
+        results = self._read_all([(self._select, (crawl, host, chunk)) for host, chunk in keys], profile)
         rows = [result.one() for result in results]
         return [None if row is None else row.body for row in rows]
 

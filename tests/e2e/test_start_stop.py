@@ -520,11 +520,13 @@ def test_a_crawl_whose_cassandra_is_not_there_says_so_in_one_line(tmp_path):
     assert proc.returncode == 1, text[-3000:]
     assert "Traceback" not in text, text[-5000:]
     tries = [line for line in text.splitlines() if "Cassandra not reachable at" in line]
-    assert len(tries) == 2 and all(line.endswith("s") and "Connection refused" in line for line in tries), tries
+    # tried at 0, 1, 3 and 4 s (the last wait cut to the timeout's end; fewer on a loaded machine)
+    assert 2 <= len(tries) <= 3 and all(line.endswith(" s") and "Connection refused" in line for line in tries), tries
     [line] = [line for line in text.splitlines() if "Crawl not started" in line]
-    assert line.endswith(
-        f"Crawl not started: Cassandra unreachable at 127.0.0.1:{port} for 3 s (CASSANDRA_CONNECT_TIMEOUT 4 s): "
-        f"127.0.0.1:{port}: Connection refused"
+    assert re.search(
+        rf"Crawl not started: Cassandra unreachable at 127\.0\.0\.1:{port} for [45] s \(CASSANDRA_CONNECT_TIMEOUT 4 s\): "
+        rf"127\.0\.0\.1:{port}: Connection refused$",
+        line,
     ), line
 
 
@@ -538,11 +540,14 @@ def test_scrapy_urlstore_says_each_try_to_reach_an_absent_cassandra(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     where = f"127.0.0.1:{port}"
-    assert lines[:-1] == [
-        f"urlstore: Cassandra not reachable at {where} ({where}: Connection refused); trying again in {wait} s"
-        for wait in (1, 2)
-    ], lines
-    assert lines[-1].startswith(f"urlstore: Cassandra unreachable at {where} for 3 s (CASSANDRA_CONNECT_TIMEOUT 4 s)")
+    tried = f"urlstore: Cassandra not reachable at {where} ({where}: Connection refused); trying again in "
+    # waits of 1 s, 2 s and what is left of the 4 s (on a loaded machine: 1 s and what is left)
+    assert 2 <= len(lines[:-1]) <= 3 and lines[0] == tried + "1 s", lines
+    assert all(line.startswith(tried) and line.endswith(" s") for line in lines[:-1]), lines
+    assert re.match(
+        rf"urlstore: Cassandra unreachable at {re.escape(where)} for [45] s \(CASSANDRA_CONNECT_TIMEOUT 4 s\)",
+        lines[-1],
+    ), lines
 
 
 def test_a_crawl_whose_every_seed_is_refused_ends_at_once_with_exit_2(tmp_path):

@@ -842,3 +842,44 @@ def test_a_hosts_small_chunks_that_fit_in_its_window_are_claimed_and_loaded_toge
     assert got == b + c
     stats = frontier.stats()
     assert stats["queued"] == 0 and stats["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)
+
+
+def test_a_commit_sent_again_after_its_reply_was_lost_deletes_none_of_its_chunks(redis_url, crawl_name, tmp_path):
+    """A client sends a script again when its reply is lost (a connection reset or a timeout:
+    redis-py's retry, REDIS_PARAMS). Each SPILL and EVICT commit here is sent twice, the first
+    reply dropped: the second finds no claim, yet the chunks the first listed are reported
+    committed, so the round deletes none of them; every URL comes out once, each host's in
+    order, a's window given back and read again an hour later."""
+    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=2, window_idle=60.0)
+    chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+    spill = Spill(frontier, chunks)
+    sent_twice = []
+
+    def twice(name):
+        commit = getattr(frontier, name)
+
+        def again(token, claimed, now=None):
+            commit(token, claimed, now=now)  # (its reply lost)
+            sent_twice.append(name)
+            return commit(token, claimed, now=now)
+
+        setattr(frontier, name, again)
+
+    twice("spill_commit")
+    twice("evict_commit")
+    urls = {h: [f"http://{h}.example/p{i}" for i in range(10)] for h in ("a", "b", "c")}
+    _push(frontier, urls["a"] + urls["b"] + urls["c"], now=T0)
+    # whole chunks of a's and b's 6 beyond their windows and of c's 10 (c waits on disk)
+    assert spill.round(T0 + 2_000)[0] == 4 + 4 + 8
+    assert chunks.size(frontier.keys.prefix)[0] == len(frontier.chunk_keys()) == 4  # listed, none deleted
+    hour = 3_600
+    frontier.block_until("a.example", retry_after=hour, minimum=1, maximum=hour, quiet=60, now=T0 + 2_000)
+    assert spill.round(T0 + 3_000)[1] == 4  # a's window written out (its commit sent twice), c's first chunk in
+    assert set(sent_twice) == {"spill_commit", "evict_commit"}
+    assert chunks.size(frontier.keys.prefix)[0] == len(frontier.chunk_keys())  # every chunk listed, none deleted
+    got = urls_through_spill(frontier, spill, T0 + 3_000)
+    assert sorted(got) == sorted(urls["b"] + urls["c"])
+    assert [u for u in got if "//c." in u] == urls["c"]
+    assert urls_through_spill(frontier, spill, T0 + 3_000 + hour * 1000) == urls["a"]
+    stats = frontier.stats()
+    assert stats["queued"] == 0 and stats["spilled"] == 0 and chunks.size(frontier.keys.prefix) == (0, 0)

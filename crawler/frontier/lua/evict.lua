@@ -28,7 +28,9 @@
 --   it: PUSH). A chunk whose claim was lost, whose host left the heap (paused, parked for
 --   its address) or whose window changed (a hand-out, a follow-up) is not listed: the
 --   caller deletes it. Returns the ids committed.
--- Idempotent per claim: a commit sent twice finds no claim the second time.
+-- Idempotent per claim: a commit sent twice (a client's retry after the reply was lost)
+-- finds no claim the second time, and returns the chunks the first listed, still listed:
+-- they are not the caller's to delete.
 --- @include "helpers"
 local prefix, now, verb, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local claims = prefix .. K.evict_claims
@@ -133,6 +135,8 @@ local function commit()
                 count_spilled(prefix, host, #entries)
                 done[#done + 1] = tonumber(id)
             end
+        elseif redis.call('LPOS', prefix .. K.spilled .. host, id) then
+            done[#done + 1] = tonumber(id)  -- listed by this commit sent before (see above)
         end
     end
     return done

@@ -19,7 +19,9 @@
 --   when less, not at all when empty), and its window is marked for a load when low. A
 --   chunk whose claim was lost (expired, and taken by another worker) is not listed: never
 --   read, it is the caller's to delete. Returns the ids of the chunks committed.
--- Idempotent per claim: a commit sent twice finds no claim the second time.
+-- Idempotent per claim: a commit sent twice (a client's retry after the reply was lost)
+-- finds no claim the second time, and returns the chunks the first listed, still listed:
+-- they are not the caller's to delete.
 --- @include "helpers"
 local prefix, now, verb, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 window = tonumber(ARGV[5])
@@ -75,6 +77,8 @@ local function commit()
             redis.call('RPUSH', prefix .. K.spilled .. host, id)
             count_spilled(prefix, host, count)
             done[#done + 1] = id
+        elseif redis.call('LPOS', prefix .. K.spilled .. host, id) then
+            done[#done + 1] = id  -- listed by this commit sent before (see above)
         end
         if first and id == last then  -- the claim's last chunk: it ends
             redis.call('HDEL', claims, host)
