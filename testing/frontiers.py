@@ -66,16 +66,16 @@ def read_pop_log(path) -> list[tuple[float, str]]:
     return out
 
 
-def drain(frontier) -> list[bytes]:
-    """Lease and acknowledge everything a frontier hands out now (one URL of a host at a
-    time, each acknowledged as it comes): the payloads, in order."""
+def drain(frontier, now: int | None = None) -> list[bytes]:
+    """Lease and acknowledge everything a frontier hands out now (or at ``now``, ms; one URL
+    of a host at a time, each acknowledged as it comes): the payloads, in order."""
     out = []
     while True:
-        leases, _ = frontier.get(10)
+        leases, _ = frontier.get(10, now=now)
         if not leases:
             return out
         out += [lease.payload for lease in leases]
-        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases])
+        frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=now)
 
 
 def leases_through_spill(frontier, spill, now: int | None = None) -> list:

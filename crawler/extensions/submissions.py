@@ -16,7 +16,8 @@ promoted a URL, or
 ``submitted`` counter since its last look, it sends ``frontier_grew``, and the scheduler
 looks for due hosts at once, not at its next poll.
 
-While Redis is away a put that failed keeps its entries here and is tried again at the
+A take whose reply is lost is sent again under the same number and gets the same values
+(TAKE). While Redis is away a put that failed keeps its entries here and is tried again at the
 next look (a worker killed meanwhile loses them, as the list's contract says: at most
 once); after a failure the looks wait as the scheduler's calls do (half the outage so far,
 from 0.5 s to 30 s), and on a sharded frontier they go through its down-shard guard, so
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from functools import cached_property
 
 import redis
@@ -64,6 +66,8 @@ class Submissions:
         self.next_look = 0.0  # (time.monotonic) no look before then
         self.loop = task.LoopingCall(self.look)
         self.published: CrawlScope | None = None  # the scope as last published
+        self.token = uuid.uuid4().hex  # this worker's, for its takes of the list (TAKE)
+        self.takes = 0  # takes whose reply came: a take that failed is sent again under its number
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -103,7 +107,10 @@ class Submissions:
                 self.published = scope
             grew = self.put(frontier, self.pending)
             self.pending = []
-            values, counter = _on_list_shard(frontier, lambda: submit.take(frontier, self.batch))
+            values, counter = _on_list_shard(
+                frontier, lambda: submit.take(frontier, self.batch, self.token, self.takes)
+            )
+            self.takes += 1
         except redis.RedisError as exc:
             self.down_since = self.down_since or now
             self.next_look = now + outage_wait(now - self.down_since)

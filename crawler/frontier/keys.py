@@ -97,6 +97,10 @@ key                         type    contents
                                     a URL, or a JSON object ``{"url": ..., "force":
                                     true|false, "priority": n}``; sharded: on the first
                                     shard only (crawler/frontier/submit.py)
+``stake:<token>``           list    a worker's last take of the submission list (TAKE):
+                                    its number, then the values it took, returned
+                                    again to a take sent again; expires; on the first
+                                    shard
 ``submitted``               string  URLs submissions added, a counter: a worker that
                                     sees it move looks for due hosts at once
 ``scope``                   hash    the crawl's scope as its workers run with it
@@ -107,8 +111,10 @@ key                         type    contents
                                     the head of its host's back queue while it was
                                     queued (PROMOTE); the time negated once one of its
                                     two copies is handed out: the other is then
-                                    dropped when it comes up (POP); forgotten after
-                                    PROMOTED_DAYS
+                                    dropped when it comes up (POP); a time again when
+                                    the copy handed out comes back (its lease given
+                                    back or expired, a retry in its place: POP, PUSH);
+                                    forgotten after PROMOTED_DAYS
 ``paused``                  string  time (ms) the operator paused the crawl: no POP hands
                                     out work while it exists (``scrapy frontier pause``;
                                     sharded: on every shard)
@@ -253,6 +259,7 @@ NAMES = {
     "waiting": "waiting",
     "submit": "submit",
     "submitted": "submitted",
+    "submit_taken": "stake:",
     "scope": "scope",
     "promoted": "promoted",
     "hrush": "hrush",
@@ -363,6 +370,9 @@ class Keys:
 
     def buffer(self, host: str) -> str:
         return f"{self.prefix}{NAMES['buffer']}{host}"
+
+    def submit_taken(self, token: str) -> str:
+        return f"{self.prefix}{NAMES['submit_taken']}{token}"
 
     def spilled(self, host: str) -> str:
         return f"{self.prefix}{NAMES['spilled']}{host}"

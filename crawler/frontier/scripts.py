@@ -52,6 +52,7 @@ NAMES = (
     "load",
     "evict",
     "resolve",
+    "take",
 )
 # what every script starts with: the key names (K, keys.NAMES) and the drop codes (DROP);
 # a script need not use all of them, nor every function of the pieces it includes (luacheck
@@ -76,6 +77,6 @@ def source(name: str, read: Callable[[str], str] = _read) -> str:
     return PREAMBLE + _INCLUDE.sub(lambda m: SHARED.format(read(f"includes/{m[1]}.lua")), text)
 
 
-PUSH, POP, BACKOFF, FAIL, SLOT, END, ACK, PROMOTE, HOLD, CREDIT, SPILL, LOAD, EVICT, RESOLVE = (
+PUSH, POP, BACKOFF, FAIL, SLOT, END, ACK, PROMOTE, HOLD, CREDIT, SPILL, LOAD, EVICT, RESOLVE, TAKE = (
     source(name) for name in NAMES
 )

@@ -25,8 +25,9 @@ The submission list (``crawl:{NAME}:submit``, keys.py), for programs in any lang
     as ``submit`` does; values that are not a URL or such an object are counted
     (``submit/invalid``) and dropped. With REDIS_URLS the list is on the first server;
     on a Redis Cluster it is the first shard's, ``crawl:{NAME#0}:submit``. A value is
-    taken by one worker; one that dies between taking it and its put (a few
-    milliseconds) loses it: the list is at-most-once, ``scrapy submit`` is not.
+    taken by one worker, and a take sent again gets the same values (TAKE); a worker that
+    dies between taking a value and its put (a few milliseconds) loses it: the list is
+    at-most-once, ``scrapy submit`` is not.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from crawler.frontier import codec
 from crawler.frontier.frontier import Entry
 from crawler.frontier.keys import Keys
+from crawler.frontier.scripts import TAKE
 from crawler.frontier.words import ADDED, PROMOTED, SEEN
 from crawler.scope.scope import CrawlScope
 from crawler.urls import InvalidURL, normalize_url
@@ -46,6 +48,7 @@ from crawler.urls import InvalidURL, normalize_url
 logger = logging.getLogger(__name__)
 
 INVALID = "invalid"
+TAKE_KEPT_MS = 3_600_000  # ms a take's values are kept for the take sent again (TAKE)
 
 
 @dataclass
@@ -147,14 +150,16 @@ def promote_queued(
     return statuses
 
 
-def take(frontier, n: int) -> tuple[list[bytes], int]:
+def take(frontier, n: int, token: str, number: int) -> tuple[list[bytes], int]:
     """Up to ``n`` values from the submission list, and the ``submitted`` counter: one
-    round trip."""
-    p = frontier.redis.pipeline(transaction=False)
-    p.lpop(frontier.keys.submit, n)
-    p.get(frontier.keys.submitted)
-    values, counter = p.execute()
-    return values or [], int(counter or 0)
+    round trip (TAKE). ``token``: the worker's; ``number``: how many of its takes it got
+    the reply of. A take sent again under the same number (the client's retry after a lost
+    reply, or the next look after a call that failed) gets the same values, not the next
+    ones: the caller counts a take once it has its reply."""
+    script = frontier.redis.register_script(TAKE)
+    keys = frontier.keys
+    values, counter = script(keys=[keys.submit], args=[keys.prefix, token, number, n, TAKE_KEPT_MS])
+    return list(values), int(counter)
 
 
 # The crawl's scope in its Redis (``scope``, a hash on the first shard, beside the submission

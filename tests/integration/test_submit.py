@@ -105,15 +105,61 @@ def test_a_queued_url_submitted_jumps_its_hosts_queue_and_is_fetched_once(redis_
     assert f.redis.zrange(f.keys.promoted, 0, -1) == [busy[1].encode()]
 
 
+def test_a_promoted_url_whose_lease_comes_back_is_handed_out_again_once(redis_client, crawl_name):
+    """A promoted URL's copy that comes back after it was handed out (its lease given back,
+    or a retry in its place) is not taken for the copy left behind: it is handed out again,
+    once, whether the URL was queued when promoted or queued nowhere."""
+    f = Frontier(redis_client, crawl_name, host_interval=0)
+    now = now_ms()
+    queued = [f"http://busy.example/{i}" for i in range(5)]
+    f.put([Entry(url=u, payload=u.encode(), follow_up=True) for u in queued], now=now)
+    nowhere = "http://gone.example/page"  # fetched long ago: queued nowhere
+    assert f.promote([Entry(url=u, payload=u.encode()) for u in (queued[2], nowhere)], now=now) == ["promoted"] * 2
+    first = f.get(2, now=now)[0]
+    assert sorted(codec.decode(lease.payload, None).url for lease in first) == sorted([queued[2], nowhere])
+    by_url = {codec.decode(lease.payload, None).url: lease for lease in first}
+    f.give_back([by_url[queued[2]].id])  # (a worker stopping: back to its host's queue)
+    retry = Entry(  # (a 503's retry, a second later)
+        url=nowhere,
+        payload=nowhere.encode(),
+        dont_filter=True,
+        follow_up=True,
+        replaces_lease=by_url[nowhere].id,
+        not_before=now + 1000,
+    )
+    assert f.put([retry], now=now) == ["added"]
+    got = _urls(drain(f, now=now + 2000))
+    assert sorted(got) == sorted(queued + [nowhere])  # the one given back once, its copy behind dropped
+    assert f.stats()["queued"] == 0
+
+
+def test_a_take_of_the_submission_list_sent_again_gets_the_same_values(redis_client, crawl_name):
+    """A take whose reply was lost is sent again under the same number (the client's retry,
+    or the worker's next look after the call failed): it gets the values the first took,
+    not the next ones, and nothing is lost; a worker's next take forgets its last; two
+    workers take apart."""
+    f = Frontier(redis_client, crawl_name, host_interval=0)
+    values = [f"http://a.example/{i}".encode() for i in range(7)]
+    redis_client.rpush(f.keys.submit, *values)
+    assert submit.take(f, 3, "w1", 0) == (values[:3], 0)
+    assert submit.take(f, 3, "w1", 0) == (values[:3], 0)  # sent again: the same three
+    assert submit.take(f, 3, "w2", 0) == (values[3:6], 0)  # another worker: the next three
+    assert submit.take(f, 3, "w1", 1) == (values[6:], 0)
+    assert submit.take(f, 3, "w1", 1) == (values[6:], 0)
+    assert redis_client.llen(f.keys.submit) == 0
+    assert submit.take(f, 3, "w1", 2) == ([], 0) and not redis_client.exists(f.keys.submit_taken("w1"))
+    assert 0 < redis_client.pttl(f.keys.submit_taken("w2")) <= submit.TAKE_KEPT_MS
+
+
 def test_the_submission_list_lives_on_the_first_shard(redis_client, crawl_name):
     shards = [Frontier(redis_client, crawl_name, host_interval=0, shard=k) for k in range(2)]
     sharded = ShardedFrontier(shards, ["r1", "r2"])
     try:
         assert sharded.keys.submit == f"crawl:{{{crawl_name}#0}}:submit"
         redis_client.rpush(sharded.keys.submit, "http://a.example/", json.dumps({"url": "http://c.example/"}))
-        values, counter = submit.take(sharded, 10)
+        values, counter = submit.take(sharded, 10, "w1", 0)
         assert values == [b"http://a.example/", b'{"url": "http://c.example/"}'] and counter == 0
-        assert submit.take(sharded, 10) == ([], 0)
+        assert submit.take(sharded, 10, "w1", 1) == ([], 0)
         got = submit.submit(sharded, [submit.parse(v) for v in values], {})
         assert [status for _, status in got] == ["added", "added"]
         # each URL on its host's shard, the counter on the first
@@ -122,7 +168,7 @@ def test_the_submission_list_lives_on_the_first_shard(redis_client, crawl_name):
             "http://a.example/",
             "http://c.example/",
         ]
-        assert submit.take(sharded, 10) == ([], 2)
+        assert submit.take(sharded, 10, "w1", 2) == ([], 2)
     finally:
         sharded.clear()
 

@@ -133,6 +133,7 @@ local function requeue_expired()
                 redis.call('HINCRBY', counters, 'abandoned', 1)
             else
                 redis.call('LPUSH', prefix .. K.back .. parts[3], requeued_entry(attempt, cash, parts[4]))
+                promoted_back(prefix, parts[4], now)
                 make_ready(prefix, parts[3], now)
                 requeued()
             end

@@ -259,6 +259,7 @@ for e = 1, n do
         kept = select(2, attempt_of(split(member, 4)[2]))
         if redis.call('ZREM', prefix .. K.leases, member) == 1 then
             leased(prefix, member, -1)
+            promoted_back(prefix, string.sub(tail, cut + 1), now)
         elseif back == '1' then
             status = 0
         end

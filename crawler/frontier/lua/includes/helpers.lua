@@ -82,6 +82,16 @@ local function unattempted(e)
     local cut = string.find(e, SEP, 2, true)
     return string.sub(e, cut + 1), string.sub(e, 2, cut - 1)
 end
+-- a leased URL goes back into its host's queue (a lease expired or given back, a retry or
+-- a follow-up in its place): when it is a promoted URL whose promoted copy was handed out
+-- (its time in 'promoted' negated: POP drops a copy that comes up after it), this copy
+-- counts as the promoted one again, so POP hands out one copy of the URL, not none
+local function promoted_back(prefix, payload, now)
+    if string.byte(payload, 1) == 74 or not exists_once(prefix, K.promoted) then return end  -- 'J': never promoted
+    local url = split((unattempted(payload)), 2)[1]
+    local at = redis.call('ZSCORE', prefix .. K.promoted, url)
+    if at and tonumber(at) < 0 then redis.call('ZADD', prefix .. K.promoted, now, url) end
+end
 -- the host's most important URL (its payload and cash), or nil
 local function take_ranked(prefix, host)
     local top = redis.call('ZPOPMIN', prefix .. K.ranked .. host)
