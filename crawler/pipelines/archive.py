@@ -255,20 +255,26 @@ class ArchivePipeline:
         status = item.get("status")
         if status is None or not isinstance(status, int):
             return item  # no answer: no record
-        if self.batch is None:
-            self._open_batch()
+        try:
+            if self.batch is None:
+                self._open_batch()
+        except OSError as exc:  # (the spool file cannot be made: a full or read-only disk)
+            self.batch = None
+            raise self._spool_failed(exc) from exc
         batch = self.batch
         waiter: Deferred = Deferred()
         self._waiters[batch.key].append(waiter)
         try:
             raw = _raw_page(item)
             offset, length = await maybe_deferred_to_future(self._in_writer(batch.add, raw))
-        except Exception:  # the spool file could not be written: the page is not acknowledged
+        except Exception as exc:  # the spool file could not be written: the page is not acknowledged
             waiters = self._waiters.get(batch.key, [])
             if waiter in waiters:
                 waiters.remove(waiter)
             if batch is self.batch:  # nothing more after a torn record (close trims it)
                 self._close_batch()
+            if isinstance(exc, OSError):
+                raise self._spool_failed(exc) from exc
             raise
         if status != 304:  # (a 304's UrlStore pointer stays on the capture it refers to)
             item["archive"] = {"key": batch.key, "offset": offset, "length": length, "bucket": self.storage.bucket}
@@ -279,6 +285,13 @@ class ArchivePipeline:
         if batch is self.batch and batch.size >= self.max_bytes:
             self._close_batch()
         return item
+
+    def _spool_failed(self, exc: OSError) -> StoreUnavailable:
+        """A page the spool could not take (a full or read-only disk): dropped as the
+        UrlStore drops one it cannot store, its lease given back (crawler/middlewares/lease.py),
+        so that it is fetched and archived again later; counted."""
+        self.stats.inc_value("archive/spool_errors")
+        return StoreUnavailable(f"Page not archived: the spool in {self.spool_dir} could not take it ({exc})")
 
     def _in_writer(self, fn, *args) -> Deferred:
         from twisted.internet import reactor

@@ -157,3 +157,51 @@ def test_s3_storage_checks_its_bucket_and_ignores_the_crawls_proxy(s3, monkeypat
     assert through_env.check() is None  # (the proxy does not answer: no verdict, a warning)
     with pytest.raises(Exception, match="proxy|Proxy"):
         through_env.client.head_bucket(Bucket=bucket)
+
+
+SPOOL_FULL = r"""
+import os, resource, signal, sys
+from scrapy.utils.test import get_crawler
+from twisted.internet import defer, task
+from crawler.exceptions import StoreUnavailable
+from crawler.pipelines.archive import ArchivePipeline
+from testing.services import project_settings
+
+async def main(reactor):
+    settings = project_settings(CRAWL_DIR=sys.argv[1], CRAWL_NAME="full", ARCHIVE_ENABLED=True)
+    crawler = get_crawler(settings_dict=settings)
+    pipeline = ArchivePipeline.from_crawler(crawler)
+    await pipeline.open_spider()
+    page = {"url": "http://a.example/", "status": 200, "headers": {}, "body": os.urandom(256 * 1024)}
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (EFBIG: a write past the limit fails, as on a full disk)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, hard))
+    try:
+        await pipeline.process_item(dict(page))
+        print("stored")
+    except StoreUnavailable as exc:
+        print("unavailable:", exc)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    print("spool errors", crawler.stats.get_value("archive/spool_errors"))
+    item = await pipeline.process_item(dict(page))  # (the disk has room again)
+    print("archived", item["archive"]["length"] > 0)
+    await pipeline.close_spider()
+
+task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
+"""
+
+
+def test_a_page_the_spool_cannot_take_is_dropped_as_not_stored(tmp_path):
+    """The spool's disk refuses a write (a file limit: the write fails, as on a full disk):
+    the page is dropped with StoreUnavailable, as the UrlStore drops one it cannot store,
+    so that its lease is given back and it is fetched again (a page failed with another
+    error was acknowledged as stored, with neither record nor archive); counted; the next
+    page, with room again, is archived."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-c", SPOOL_FULL, str(tmp_path)], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("unavailable: Page not archived: the spool in ") and "File too large" in lines[0], lines
+    assert lines[1:] == ["spool errors 1", "archived True"], lines

@@ -9,18 +9,22 @@ others of this subject: tests/unit/test_shards.py."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections import defaultdict
 
 import pytest
 import redis
+from scrapy.settings import Settings
 
+from crawler.frontier.connection import cluster_client
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.shards import DOWN_WAIT_MIN, ShardedFrontier, _lease_host, server_name
 from crawler.frontier.words import FINISHED
-from testing.frontiers import drain_concurrently
-from testing.servers import RedisServer
+from testing.frontiers import drain, drain_concurrently, payload_url
+from testing.servers import RedisServer, start_cluster
+from testing.services import project_settings
 
 T0 = 1_700_000_000_000  # a fixed "now" in ms: the frontier takes time from its caller
 
@@ -243,3 +247,47 @@ def test_pushes_to_a_server_that_is_away_wait_in_its_outbox_and_the_others_go_on
     finally:
         for s in servers:
             s.kill()
+
+
+def test_a_cluster_none_of_whose_nodes_answers_is_an_outage_the_frontier_waits_out(tmp_path):
+    """No node of the crawl's Redis Cluster answers: its commands, scripts and pipelines
+    raise redis.ConnectionError, as one Redis away does (redis-py raises
+    RedisClusterException, which no handler of an outage caught): a put keeps its entries
+    in the outbox (deferred), and they are delivered once the cluster is back."""
+    nodes = start_cluster(tmp_path / "cluster", persistent=True)
+    try:
+        settings = Settings(
+            project_settings(
+                REDIS_CLUSTER_URL=f"redis://127.0.0.1:{nodes[0].port}",
+                REDIS_PARAMS={"socket_timeout": 5, "socket_connect_timeout": 1},
+                CRAWL_NAME="cluster-away",
+                FRONTIER_HOST_INTERVAL=0.0,
+            )
+        )
+        client = cluster_client(settings)
+        f = ShardedFrontier.in_cluster(settings, client, 3)
+        first = [entry(f"http://h{i}.example/0") for i in range(12)]  # (every shard's URL-seen read)
+        assert f.put(first, now=T0) == ["added"] * len(first)
+        assert len({f.ring.index(e.url.split("/")[2]) for e in first}) == 3
+        for node in nodes:
+            node.stop()
+        for call in (lambda: client.get("x"), lambda: client.pipeline().get("x").execute(), f.shards[0].stats):
+            with pytest.raises(redis.ConnectionError, match="Redis Cluster cannot be connected"):
+                call()
+        links = [entry(f"http://h{i}.example/1") for i in range(12)]
+        assert f.put(links, now=T0 + 10) == ["deferred"] * len(links)
+        for node in nodes:
+            node.start()
+        time.sleep(DOWN_WAIT_MIN)
+        deadline = time.monotonic() + 30
+        while f.owes() and time.monotonic() < deadline:  # (the cluster's slots come back)
+            with contextlib.suppress(redis.RedisError):
+                f.ack(now=T0 + 20)
+            time.sleep(0.5)
+        assert f.owes() == 0
+        assert sorted(payload_url(payload) for payload in drain(f, now=T0 + 30)) == sorted(
+            [e.url for e in first + links]
+        )
+    finally:
+        for node in nodes:
+            node.kill()
