@@ -529,7 +529,9 @@ class CassandraUrlStore(CassandraReads, UrlStore):
 
     def _failed(self, exc: BaseException) -> None:
         """Count a failed write; a warning line per kind of failure at most every
-        WARN_EVERY seconds (the writer thread's alone: no lock)."""
+        WARN_EVERY seconds (the writer thread's alone: no lock). The due index lists its
+        hours again."""
+        self.due_index.write_failed()
         kind = failure_kind(exc)
         self._failures[kind] = self._failures.get(kind, 0) + 1
         now = time.monotonic()

@@ -114,6 +114,12 @@ class DueIndex:
             out.append((self._hour, (HOURS_SHARD, hour)))
         return out
 
+    def write_failed(self) -> None:
+        """A write of the store failed, an hour's listing with it perhaps: every hour is
+        listed again at the next write into it (``statements``), else the rows of an hour
+        first listed by a failed write would never be read."""
+        self._noted.clear()
+
     def due(self, before: float, limit: int, after: tuple | None, host: str | None, now: float):
         """``store.due`` by the index (see the module's docstring): the rows, and the
         cursor (hour, due ms, URL) of the last row read, or None when the index holds no

@@ -553,6 +553,21 @@ def test_due_reads_the_hours_due_not_the_table(store, cassandra_session, cassand
     assert sorted(r["url"] for r in _due_pass(store, T + 2 * HOUR + 1, host="d1.example")) == sorted(due[1::3])
 
 
+def test_an_hour_first_listed_by_a_write_that_failed_is_listed_by_the_next(store):
+    """A write that fails (here the node refuses it: a consistency level of three replicas
+    where the keyspace has one) takes its hour's listing with it: the next write due in
+    that hour lists it again, so the recrawl finds that URL (the hour was taken for
+    listed, and its rows were never read)."""
+    hour = (int(time.time()) // 3600 + 24) * 3600  # (an hour to come: one that is over is listed at each write)
+    level, store.writes.consistency_level = store.writes.consistency_level, ConsistencyLevel.THREE
+    refused = store.record_fetch(_fetched("http://refused.example/", next_fetch_at=hour + 60))
+    with pytest.raises(NoHostAvailable, match="Cannot achieve consistency level THREE"):
+        refused.result(30)
+    store.writes.consistency_level = level
+    _all_done([store.record_fetch(_fetched("http://after.example/", next_fetch_at=hour + 120))])
+    assert [r["url"] for r in _due_pass(store, hour + 3600)] == ["http://after.example/"]
+
+
 def test_a_moved_due_time_leaves_a_stale_row_skipped_and_its_hour_dropped(store, cassandra_session, cassandra_keyspace):
     ks = cassandra_keyspace
     urls = [f"http://s.example/{i}" for i in range(6)]
