@@ -212,8 +212,10 @@ class FrontierScheduler:
             if not self.closing.frontier_there():
                 return
         except redis.RedisError as exc:
+            # no proof that the crawl's keys are gone: with REDIS_URLS, a server away (since
+            # the start, its epoch never read) holds back only its hosts, and the leases
+            # held on the others are renewed all the same
             self.client.outbox.redis_down(exc)
-            return
         self.pages.renew()
 
     # -- closing ----------------------------------------------------------------------------

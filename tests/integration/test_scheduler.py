@@ -13,8 +13,11 @@ from twisted.internet import defer, task
 
 from crawler import meta
 from crawler.frontier.client import PUSH_CHUNK
+from crawler.frontier.frontier import Frontier
+from crawler.frontier.shards import ShardedFrontier, server_name
 from crawler.scheduler.scheduler import FrontierScheduler
 from crawler.spiders.broad import BroadSpider
+from testing.servers import RedisServer
 from testing.services import project_settings
 from testing.threads import FetchedOld, HeldThreads
 
@@ -467,3 +470,31 @@ def test_a_spill_store_found_refused_at_a_round_stops_the_worker(redis_url, craw
         assert spill.chunks.size(frontier.keys.prefix) == (0, 0)
     finally:
         scheduler.close("finished")
+
+
+def test_a_sharded_worker_renews_its_leases_while_a_server_is_away_since_its_start(tmp_path, crawl_name):
+    """REDIS_URLS of two servers, one away from the worker's start (the crawl's epoch never
+    read there): the leases the worker holds on the other are renewed all the same (they
+    were not: the epoch's check failed first at each renewal, and a page slower than the
+    lease was fetched again by another worker)."""
+    servers = [RedisServer(tmp_path / f"r{i}").start() for i in range(2)]
+    try:
+        urls = [s.url for s in servers]
+        ring = ShardedFrontier([Frontier(s.client, crawl_name) for s in servers], [server_name(u) for u in urls]).ring
+        host = next(f"h{i}.example" for i in range(100) if ring.index(f"h{i}.example") == 0)
+        servers[1].stop()
+        crawler, _, scheduler = open_scheduler(urls[0], crawl_name, REDIS_URLS=urls)
+        try:
+            assert scheduler.enqueue_request(Request(f"http://{host}/"))
+            page = asked(scheduler)
+            assert page is not None and page.url == f"http://{host}/"
+            leases = scheduler.frontier.shards[0].keys.leases
+            [(_, expiry)] = servers[0].client.zrange(leases, 0, -1, withscores=True)
+            scheduler.clock.advance(30)  # (the renewals every lease time / 3)
+            [(_, renewed)] = servers[0].client.zrange(leases, 0, -1, withscores=True)
+            assert renewed >= expiry + 25_000, (expiry, renewed)
+        finally:
+            scheduler.close("finished")
+    finally:
+        for s in servers:
+            s.kill()
