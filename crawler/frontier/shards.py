@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import logging
+import re
 import time
 from dataclasses import dataclass, replace
 from functools import partial
@@ -40,6 +41,17 @@ logger = logging.getLogger(__name__)
 
 POINTS = 160  # ring points per server: the hosts' spread is within a few percent of even
 DOWN_WAIT_MIN, DOWN_WAIT_MAX = 0.5, 8.0  # seconds before a server that was down is tried again (doubling)
+# the errors of a server that answers but takes no write (maxmemory reached, a replica after a
+# failover, a failed snapshot, too few replicas), at the start of the message or, raised
+# inside a script, after its line ("Error running script ...: @user_script:832: -OOM ..."):
+# waited out as a server away
+REFUSING_WRITES = re.compile(r"(?:^|: -)(?:OOM|READONLY|MISCONF|NOREPLICAS|MASTERDOWN) ")
+
+
+def refuses_writes(exc: redis.ResponseError) -> bool:
+    """Whether ``exc`` says the server takes no write now (REFUSING_WRITES; redis-py's
+    ReadOnlyError has lost its code), not that the call was wrong."""
+    return isinstance(exc, redis.exceptions.ReadOnlyError) or REFUSING_WRITES.search(str(exc)) is not None
 
 
 def _point(text: str) -> int:
@@ -300,7 +312,7 @@ class ShardedFrontier:
         self._down[s] = (time.monotonic() + wait, wait)
         if first:
             logger.warning(
-                "Redis server %d of %d unreachable (%s: %s): its hosts wait, the others' go on",
+                "Redis server %d of %d unreachable or refusing writes (%s: %s): its hosts wait, the others' go on",
                 s + 1,
                 len(self.shards),
                 type(exc).__name__,
@@ -419,6 +431,13 @@ class ShardedFrontier:
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             self._went_down(s, exc)
             raise
+        except redis.ResponseError as exc:
+            if not refuses_writes(exc):
+                raise
+            # (a server that answers but takes no write: waited out as one away, its part
+            # owed, the others' going on)
+            self._went_down(s, exc)
+            raise redis.ConnectionError(f"Redis server {s + 1} of {len(self.shards)} refuses writes: {exc}") from exc
         self._came_back(s)
         return result
 

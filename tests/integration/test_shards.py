@@ -291,3 +291,44 @@ def test_a_cluster_none_of_whose_nodes_answers_is_an_outage_the_frontier_waits_o
     finally:
         for node in nodes:
             node.kill()
+
+
+def test_a_server_that_refuses_writes_holds_back_only_its_hosts(tmp_path):
+    """A server that answers but takes no write (here its maxmemory reached: OOM; a replica
+    after a failover says READONLY): its part of a put waits in its outbox (deferred), the
+    acknowledgements made meanwhile wait behind it, the other server's hosts go on; once it
+    takes writes again, what it was owed goes in one call (the put and the ack raised the
+    server's error, and the acks owed to the other server were lost with it)."""
+    servers = [RedisServer(tmp_path / f"r{i}").start() for i in range(2)]
+    try:
+        f = ShardedFrontier(
+            [Frontier(s.client, "refusing", host_interval=0, max_in_flight=0) for s in servers],
+            [server_name(s.url) for s in servers],
+        )
+        hosts = [f"h{i}.example" for i in range(12)]
+        on = {h: f.ring.index(h) for h in hosts}
+        f.put([entry(f"http://{h}/0") for h in hosts], now=T0)
+        leases, _ = f.get(100, now=T0)
+        assert len(leases) == len(hosts)
+        full = on[hosts[0]]
+        servers[full].client.config_set("maxmemory", 1)
+        links = [entry(f"http://{h}/1") for h in hosts]
+        statuses = f.put(links, now=T0 + 10)
+        assert statuses == ["deferred" if on[e.url.split("/")[2]] == full else "added" for e in links]
+        # the acks made now wait for the pushes owed (a page's links before its lease ends);
+        # the other server hands out its hosts' next URLs
+        more, _ = f.get(100, now=T0 + 20, ack=[x.id for x in leases])
+        assert sorted(payload_url(x.payload) for x in more) == sorted(
+            e.url for e in links if on[e.url.split("/")[2]] != full
+        )
+        assert f.last_acked == 0 and f.owes() > 0
+        servers[full].client.config_set("maxmemory", 0)
+        time.sleep(DOWN_WAIT_MIN)
+        f.ack(*(x.id for x in more), now=T0 + 30)  # its pushes, then every ack waiting
+        assert f.owes() == 0 and [shard.stats()["leased"] for shard in f.shards] == [0, 0]
+        assert sorted(payload_url(p) for p in drain(f, now=T0 + 40)) == sorted(
+            e.url for e in links if on[e.url.split("/")[2]] == full
+        )
+    finally:
+        for s in servers:
+            s.kill()
