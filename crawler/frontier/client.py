@@ -435,7 +435,8 @@ class FrontierClient:
             )
         if self.frontier.owes():
             try:
-                self.frontier.deliver(self._now_ms())
+                # (a server back within its wait since its last failure is tried all the same)
+                self.frontier.deliver(self._now_ms(), at_once=True)
                 self.frontier.ack(now=self._now_ms())  # (acks that waited for those pushes)
             except redis.RedisError:
                 pass

@@ -746,7 +746,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         value = p.execute()[-1]
         return int(value) if value else None
 
-    def deliver(self, now: int | None = None) -> None:
+    def deliver(self, now: int | None = None, at_once: bool = False) -> None:
         """Nothing is owed to one server (only a sharded frontier keeps outboxes)."""
 
     def owes(self) -> int:

@@ -217,9 +217,12 @@ class ShardedFrontier:
         self.outboxes.owe_pushes(s, entries)
         return [DEFERRED] * len(entries)
 
-    def deliver(self, now: int | None = None) -> None:
-        """Deliver the pushes owed to each server that is due for another try, one call a
-        server (its acknowledgements waiting for them go with the next call that acks)."""
+    def deliver(self, now: int | None = None, at_once: bool = False) -> None:
+        """Deliver the pushes owed to each server that is due for another try (``at_once``:
+        to each, those waiting out a failure too: a worker's last try as it closes), one call
+        a server (its acknowledgements waiting for them go with the next call that acks)."""
+        if at_once:
+            self._down.clear()
         for s in list(self.outboxes.pushes):
             entries = self.outboxes.pushes[s]
             try:

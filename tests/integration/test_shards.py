@@ -18,7 +18,7 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
-from crawler.frontier.connection import cluster_client
+from crawler.frontier.connection import cluster_client, shard_clients
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.shards import DOWN_WAIT_MIN, ShardedFrontier, _lease_host, server_name
 from crawler.frontier.words import FINISHED
@@ -329,6 +329,35 @@ def test_a_server_that_refuses_writes_holds_back_only_its_hosts(tmp_path):
         assert sorted(payload_url(p) for p in drain(f, now=T0 + 40)) == sorted(
             e.url for e in links if on[e.url.split("/")[2]] == full
         )
+    finally:
+        for s in servers:
+            s.kill()
+
+
+def test_a_last_delivery_tries_a_server_back_within_its_wait(tmp_path):
+    """A server that failed is tried again only after its wait (0.5 s, doubling); a worker
+    closing tries it at once (``deliver(at_once=True)``), so that the pushes it was owed
+    reach it when it came back within that wait (they were dropped: the close said so)."""
+    servers = [RedisServer(tmp_path / f"r{i}", persistent=True).start() for i in range(2)]
+    try:
+        urls = [s.url for s in servers]
+        clients = shard_clients(Settings(project_settings()), urls)  # (a worker's: a call tried twice)
+        f = ShardedFrontier([Frontier(c, "last", host_interval=0) for c in clients], [server_name(u) for u in urls])
+        hosts = [f"h{i}.example" for i in range(12)]
+        f.put([entry(f"http://{h}/0") for h in hosts], now=T0)  # (each server's URL-seen read)
+        away = f.ring.index(hosts[0])
+        servers[away].stop()
+        assert f.put([entry(f"http://{hosts[0]}/1")], now=T0 + 10) == ["deferred"]  # its wait: 0.5 s
+        time.sleep(DOWN_WAIT_MIN + 0.1)
+        f.deliver(T0 + 20)  # tried, failed again: its wait 1 s
+        time.sleep(2 * DOWN_WAIT_MIN + 0.1)
+        f.deliver(T0 + 30)  # and again: 2 s
+        servers[away].start()
+        f.deliver(T0 + 40)
+        assert f.owes() == 1  # (within its wait: not tried)
+        f.deliver(T0 + 50, at_once=True)
+        assert f.owes() == 0
+        assert f.shards[away].stats()["queued"] == sum(f.ring.index(h) == away for h in hosts) + 1
     finally:
         for s in servers:
             s.kill()
