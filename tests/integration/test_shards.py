@@ -188,17 +188,6 @@ def test_a_server_that_is_down_holds_back_only_its_hosts(tmp_path, caplog):
             s.kill()
 
 
-def _twelve_hosts_over(servers, crawl: str) -> tuple[ShardedFrontier, list[str], dict[str, int]]:
-    """A frontier of ``crawl`` over ``servers`` (no interval, no in-flight limit), twelve
-    hosts, and the server of each."""
-    f = ShardedFrontier(
-        [Frontier(s.client, crawl, host_interval=0, max_in_flight=0) for s in servers],
-        [server_name(s.url) for s in servers],
-    )
-    hosts = [f"h{i}.example" for i in range(12)]
-    return f, hosts, {h: f.ring.index(h) for h in hosts}
-
-
 def test_pushes_to_a_server_that_is_away_wait_in_its_outbox_and_the_others_go_on(tmp_path):
     """One outbox a server: a put with entries for a server that is away sends the others'
     (added) and keeps its own (deferred), later pushes to it after them; acknowledgements
@@ -207,7 +196,12 @@ def test_pushes_to_a_server_that_is_away_wait_in_its_outbox_and_the_others_go_on
     back, the next call delivers its outbox in one put, then the acks that waited."""
     servers = [RedisServer(tmp_path / f"r{i}", persistent=True).start() for i in range(2)]
     try:
-        f, hosts, on = _twelve_hosts_over(servers, "away")
+        f = ShardedFrontier(
+            [Frontier(s.client, "away", host_interval=0, max_in_flight=0) for s in servers],
+            [server_name(s.url) for s in servers],
+        )
+        hosts = [f"h{i}.example" for i in range(12)]
+        on = {h: f.ring.index(h) for h in hosts}
         away = on[hosts[0]]
         up_hosts = [h for h in hosts if on[h] != away]
         f.put([entry(f"http://{h}/0") for h in hosts], now=T0)
@@ -307,7 +301,12 @@ def test_a_server_that_refuses_writes_holds_back_only_its_hosts(tmp_path):
     server's error, and the acks owed to the other server were lost with it)."""
     servers = [RedisServer(tmp_path / f"r{i}").start() for i in range(2)]
     try:
-        f, hosts, on = _twelve_hosts_over(servers, "refusing")
+        f = ShardedFrontier(
+            [Frontier(s.client, "refusing", host_interval=0, max_in_flight=0) for s in servers],
+            [server_name(s.url) for s in servers],
+        )
+        hosts = [f"h{i}.example" for i in range(12)]
+        on = {h: f.ring.index(h) for h in hosts}
         f.put([entry(f"http://{h}/0") for h in hosts], now=T0)
         leases, _ = f.get(100, now=T0)
         assert len(leases) == len(hosts)
