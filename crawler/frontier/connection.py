@@ -120,11 +120,18 @@ class OutageCluster(RedisCluster):
         return pipe
 
 
+# a server of several (REDIS_URLS), unless REDIS_PARAMS says otherwise: seconds to connect, and
+# to wait for a reply (scrapy-redis's 30 each would hold the whole worker that long at each
+# call to a server that hangs, where the frontier is to go on with the others' hosts)
+SHARD_CONNECT_TIMEOUT, SHARD_TIMEOUT = 1.0, 5.0
+
+
 def shard_clients(settings, urls: list[str]) -> list:
     """A client for each of ``urls`` (REDIS_PARAMS apply to all). Unless REDIS_PARAMS
-    says otherwise, a call is tried twice, not with redis-py's backed-off retries (seconds
-    on a server that refuses): the frontier passes over a server that is down and tries it
-    again later, while the others' hosts go on."""
+    says otherwise, a call whose connection fails is tried once more at once, not with
+    redis-py's backed-off retries (seconds on a server that refuses), and a call that times
+    out (SHARD_CONNECT_TIMEOUT, SHARD_TIMEOUT) is not tried again: the frontier passes over
+    a server that is down or hangs and tries it again later, while the others' hosts go on."""
     from redis.backoff import NoBackoff
     from redis.retry import Retry
     from scrapy.settings import Settings
@@ -133,7 +140,13 @@ def shard_clients(settings, urls: list[str]) -> list:
     for url in urls:
         one = Settings(settings.copy_to_dict())
         one.set("REDIS_URL", url)
-        one.set("REDIS_PARAMS", {"retry": Retry(NoBackoff(), 1), **settings.getdict("REDIS_PARAMS")})
+        params = {
+            "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+            "retry_on_timeout": False,
+            "socket_connect_timeout": SHARD_CONNECT_TIMEOUT,
+            "socket_timeout": SHARD_TIMEOUT,
+        }
+        one.set("REDIS_PARAMS", {**params, **settings.getdict("REDIS_PARAMS")})
         clients.append(get_redis_from_settings(one))
     return clients
 

@@ -760,16 +760,17 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
     # -- politeness ----------------------------------------------------------------
 
     def clear(self) -> int:
-        """Delete every key of this crawl. Returns how many were deleted."""
+        """Delete every key of this crawl (UNLINK: the server frees large keys' memory in
+        the background, not within the call). Returns how many were deleted."""
         deleted = 0
         batch = []
         for key in self.redis.scan_iter(match=self.keys.pattern(), count=1000):
             batch.append(key)
             if len(batch) >= 500:
-                deleted += self.redis.delete(*batch)
+                deleted += self.redis.unlink(*batch)
                 batch = []
         if batch:
-            deleted += self.redis.delete(*batch)
+            deleted += self.redis.unlink(*batch)
         self._generation = 0
         return deleted
 

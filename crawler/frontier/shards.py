@@ -41,6 +41,9 @@ logger = logging.getLogger(__name__)
 
 POINTS = 160  # ring points per server: the hosts' spread is within a few percent of even
 DOWN_WAIT_MIN, DOWN_WAIT_MAX = 0.5, 8.0  # seconds before a server that was down is tried again (doubling)
+# a server whose call timed out (it hangs) waits this many times the call's time, up to HUNG_WAIT_MAX seconds: the worker, held for the while at
+# each try, spends at most about a tenth of its time on a server that hangs
+HUNG_WAIT_FACTOR, HUNG_WAIT_MAX = 10, 60.0
 # the errors of a server that answers but takes no write (maxmemory reached, a replica after a
 # failover, a failed snapshot, too few replicas), at the start of the message or, raised
 # inside a script, after its line ("Error running script ...: @user_script:832: -OOM ..."):
@@ -308,9 +311,13 @@ class ShardedFrontier:
             raise failed[0]
         return leases, (min(dues) if dues and len(leases) < n else None)
 
-    def _went_down(self, s: int, exc: Exception) -> None:
+    def _went_down(self, s: int, exc: Exception, took: float = 0.0) -> None:
+        """Server ``s`` failed a call (``exc``; ``took``: seconds it hung before it timed
+        out): it is passed over until its wait is over (DOWN_WAIT_MIN doubling to
+        DOWN_WAIT_MAX, or HUNG_WAIT_FACTOR times ``took``)."""
         before = self._down.get(s)
         wait = min(2 * before[1], DOWN_WAIT_MAX) if before else DOWN_WAIT_MIN
+        wait = max(wait, min(HUNG_WAIT_FACTOR * took, HUNG_WAIT_MAX))
         first = before is None
         self._down[s] = (time.monotonic() + wait, wait)
         if first:
@@ -397,7 +404,7 @@ class ShardedFrontier:
         return self._on_host(host, "drop", now)
 
     def paused(self) -> dict:
-        parts = [shard.paused() for shard in self.shards]
+        parts = self._every("paused")
         crawl = [p["crawl"] for p in parts if p["crawl"]]
         return {
             "crawl": min(crawl) if crawl else None,
@@ -429,10 +436,13 @@ class ShardedFrontier:
         down = self._down.get(s)
         if down is not None and time.monotonic() < down[0]:
             raise redis.ConnectionError(f"Redis server {s + 1} of {len(self.shards)} is down")
+        started = time.monotonic()
         try:
             result = call()
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            self._went_down(s, exc)
+            # (a call that timed out: the server hangs, and held the worker that long)
+            hung = isinstance(exc, redis.TimeoutError)
+            self._went_down(s, exc, time.monotonic() - started if hung else 0.0)
             raise
         except redis.ResponseError as exc:
             if not refuses_writes(exc):
@@ -443,6 +453,11 @@ class ShardedFrontier:
             raise redis.ConnectionError(f"Redis server {s + 1} of {len(self.shards)} refuses writes: {exc}") from exc
         self._came_back(s)
         return result
+
+    def _every(self, verb: str, *args) -> list:
+        """``verb(*args)`` of every shard, through the down-shard guard (a server known to be
+        down or hanging raises at once, not after its timeout); the first error raised."""
+        return [self._on(s, lambda shard=shard: getattr(shard, verb)(*args)) for s, shard in enumerate(self.shards)]
 
     def on_shard(self, s: int, call):
         """``call()`` on shard ``s`` through the down-shard guard (``_on``): for a
@@ -482,7 +497,7 @@ class ShardedFrontier:
     # -- numbers: summed over the shards (the oldest lease and the busiest hosts: over all) --
 
     def stats(self) -> dict:
-        parts = [shard.stats() for shard in self.shards]
+        parts = self._every("stats")
         out: dict = {}
         for name, value in parts[0].items():
             values = [p[name] for p in parts]
@@ -509,7 +524,7 @@ class ShardedFrontier:
         return out
 
     def outlook(self, max_wait: float, now: int | None = None) -> dict:
-        parts = [shard.outlook(max_wait, now) for shard in self.shards]
+        parts = self._every("outlook", max_wait, now)
         states = {p["state"] for p in parts}
         dues = [p["next_due"] for p in parts if p["next_due"] is not None]
         leased = sum(p["leased"] for p in parts)
@@ -531,8 +546,8 @@ class ShardedFrontier:
 
     def deferred(self, max_wait: float = 0.0, now: int | None = None, limit: int = 10_000) -> dict:
         out: dict[str, dict] = {}
-        for shard in self.shards:
-            for reason, r in shard.deferred(max_wait, now, limit).items():
+        for part in self._every("deferred", max_wait, now, limit):
+            for reason, r in part.items():
                 mine = out.setdefault(reason, {"hosts": 0, "urls": 0, "due": r["due"], "examples": []})
                 mine["hosts"] += r["hosts"]
                 mine["urls"] += r["urls"]
@@ -541,7 +556,7 @@ class ShardedFrontier:
         return out
 
     def busiest(self, n: int = 10, limit: int = 10_000, now: int | None = None) -> dict:
-        parts = [shard.busiest(n, limit, now) for shard in self.shards]
+        parts = self._every("busiest", n, limit, now)
         hosts = sorted((h for p in parts for h in p["hosts"]), key=lambda h: (-h["queued"], h["host"]))
         return {
             "hosts": hosts[:n],
@@ -551,7 +566,7 @@ class ShardedFrontier:
 
     def busiest_addresses(self, n: int = 10, limit: int = 10_000) -> dict:
         # (each shard keeps its own budget for a class: its figures are each shard's, side by side)
-        parts = [shard.busiest_addresses(n, limit) for shard in self.shards]
+        parts = self._every("busiest_addresses", n, limit)
         classes = sorted((c for p in parts for c in p["classes"]), key=lambda c: (-c["queued"], c["class"]))
         return {
             "classes": classes[:n],
@@ -560,7 +575,7 @@ class ShardedFrontier:
         }
 
     def slowed(self, limit: int = 5) -> list[tuple[str, float]]:
-        hosts = [h for shard in self.shards for h in shard.slowed(limit)]
+        hosts = [h for part in self._every("slowed", limit) for h in part]
         return sorted(hosts, key=lambda hf: -hf[1])[:limit]
 
     def clear(self) -> int:

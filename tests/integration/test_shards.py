@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import signal
 import time
 from collections import defaultdict
 
@@ -18,9 +19,9 @@ import pytest
 import redis
 from scrapy.settings import Settings
 
-from crawler.frontier.connection import cluster_client, shard_clients
+from crawler.frontier.connection import SHARD_TIMEOUT, cluster_client, shard_clients
 from crawler.frontier.frontier import Entry, Frontier
-from crawler.frontier.shards import DOWN_WAIT_MIN, ShardedFrontier, _lease_host, server_name
+from crawler.frontier.shards import DOWN_WAIT_MIN, HUNG_WAIT_FACTOR, ShardedFrontier, _lease_host, server_name
 from crawler.frontier.words import FINISHED
 from testing.frontiers import drain, drain_concurrently, payload_url
 from testing.servers import RedisServer, start_cluster
@@ -358,6 +359,46 @@ def test_a_last_delivery_tries_a_server_back_within_its_wait(tmp_path):
         f.deliver(T0 + 50, at_once=True)
         assert f.owes() == 0
         assert f.shards[away].stats()["queued"] == sum(f.ring.index(h) == away for h in hosts) + 1
+    finally:
+        for s in servers:
+            s.kill()
+
+
+def test_a_server_that_hangs_holds_the_worker_once_a_long_wait_not_at_each_call(tmp_path):
+    """A server that takes connections and commands but answers nothing (here stopped by
+    SIGSTOP): the worker's clients (shard_clients) give up after SHARD_TIMEOUT (5 s), not
+    scrapy-redis's 30 s tried twice; the server then waits ten times that before its next
+    try, so that the calls meanwhile go to the others at once, and the worker spends
+    about a tenth of its time on it. Once it answers again, everything is handed out."""
+    servers = [RedisServer(tmp_path / f"r{i}").start() for i in range(2)]
+    try:
+        urls = [s.url for s in servers]
+        clients = shard_clients(Settings(project_settings()), urls)
+        f = ShardedFrontier([Frontier(c, "hangs", host_interval=0) for c in clients], [server_name(u) for u in urls])
+        hosts = [f"h{i}.example" for i in range(12)]
+        f.put([entry(f"http://{h}/0") for h in hosts], now=T0)
+        hung = f.ring.index(hosts[0])
+        others = [h for h in hosts if f.ring.index(h) != hung]
+        servers[hung].proc.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            leases, _ = f.get(100, now=T0 + 10)
+            took = time.monotonic() - started
+            assert sorted(_lease_host(x.id) for x in leases) == sorted(others)
+            assert SHARD_TIMEOUT <= took < 2 * SHARD_TIMEOUT  # (once, not tried again; 30 s before)
+            started = time.monotonic()
+            assert f.put([entry(f"http://{hosts[0]}/1")], now=T0 + 20) == ["deferred"]
+            assert f.get(100, now=T0 + 30, ack=[x.id for x in leases]) == ([], None)
+            assert time.monotonic() - started < 1  # (passed over within its wait)
+            assert f._down[hung][1] >= HUNG_WAIT_FACTOR * SHARD_TIMEOUT
+        finally:
+            servers[hung].proc.send_signal(signal.SIGCONT)
+        f.deliver(T0 + 40, at_once=True)  # (a last try, as at a worker's close)
+        f.ack(now=T0 + 45)  # (and the acks that waited for it)
+        assert f.owes() == 0
+        assert sorted(payload_url(p) for p in drain(f, now=T0 + 50)) == sorted(
+            [f"http://{h}/0" for h in hosts if h not in others] + [f"http://{hosts[0]}/1"]
+        )
     finally:
         for s in servers:
             s.kill()
