@@ -268,7 +268,9 @@ class FrontierClient:
             self._landed[:0] = landed
             self.outbox.redis_down(exc)
             return None
-        if self.down and not self.outbox:
+        if self.outbox:
+            self.outbox.retry_soon()
+        elif self.down:
             self.outbox.redis_up()
         if self.frontier.last_acked:
             self._inc("frontier/acked", self.frontier.last_acked)

@@ -81,6 +81,12 @@ class Outbox:
         if self._retry_call is None or not self._retry_call.active():
             self._retry_call = self.clock.callLater(max(self.backoff, 0.5), self._retry)
 
+    def retry_soon(self) -> None:
+        """Redis answered another call (a take): what waits here goes at the next reactor
+        turn, not at the end of its back-off (up to 30 s after a long outage)."""
+        if self._retry_call is not None and self._retry_call.active():
+            self._retry_call.reset(0)
+
     def _retry(self) -> None:
         if not self.drain():
             self._retry_call = self.clock.callLater(self.backoff, self._retry)

@@ -498,3 +498,31 @@ def test_a_sharded_worker_renews_its_leases_while_a_server_is_away_since_its_sta
     finally:
         for s in servers:
             s.kill()
+
+
+def test_a_take_that_redis_answers_sends_what_the_outbox_holds_at_once(tmp_path, crawl_name):
+    """After a long outage the outbox's next try is 30 s away; a take Redis answers before
+    then has the links and the ack that waited sent at the next reactor turn (they waited
+    out the whole back-off: links not queued, a lease held that long after its page)."""
+    with RedisServer(tmp_path, persistent=True) as server:
+        crawler, _, scheduler = open_scheduler(server.url, crawl_name, FRONTIER_LEASE_SECONDS=600)
+        try:
+            assert scheduler.enqueue_request(Request("http://seed.example/"))
+            page = asked(scheduler)
+            assert page is not None
+            server.stop()
+            links = [f"http://h{i}.example/" for i in range(5)]
+            assert all(scheduler.enqueue_request(Request(url, meta={"depth": 1})) for url in links)
+            scheduler.ack(page)
+            scheduler.clock.advance(0)
+            assert len(scheduler.client.outbox) == len(links) + 1
+            scheduler.clock.advance(61)  # (a retry fails: the next is half the outage away)
+            assert scheduler.client.outbox.backoff == 30
+            server.start()
+            assert scheduler.client.take(1) is not None
+            scheduler.clock.advance(0)
+            assert len(scheduler.client.outbox) == 0
+            numbers = scheduler.frontier.stats()
+            assert numbers["queued"] + numbers["leased"] == len(links) and numbers["acked"] == 1
+        finally:
+            scheduler.close("finished")
