@@ -5,7 +5,7 @@ node 3 stopped, --chunks chunks written (nodes 1 and 2 take them), node 3 starte
 holds none of them. Through node 3 alone, a read at LOCAL_ONE finds chunks missing (the
 baseline: what the spill's load read before a chunk read as missing was read again);
 ``CassandraChunks.read`` reads those again at LOCAL_QUORUM (crawler/urlstore/cassandra_chunks.py,
-SURE_READ) and must return every one, as written.
+the store's sure_reads) and must return every one, as written.
 
     python -m bench.spill_replica_lag                 # about 3 minutes on 2 cores
     python -m bench.spill_replica_lag --chunks 1000

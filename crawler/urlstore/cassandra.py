@@ -101,6 +101,14 @@ from crawler.urlstore.store import UrlStore
 
 logger = logging.getLogger(__name__)
 
+#: the level to read again at, by the level the store writes at, to meet every acknowledged
+#: write: reads and writes together reach more than the replicas (a level not named here: ALL)
+SURE_READ = {
+    ConsistencyLevel.LOCAL_QUORUM: ConsistencyLevel.LOCAL_QUORUM,
+    ConsistencyLevel.EACH_QUORUM: ConsistencyLevel.LOCAL_QUORUM,
+    ConsistencyLevel.QUORUM: ConsistencyLevel.QUORUM,
+}
+
 
 # a batch's bytes at most (CASSANDRA_BATCH_BYTES, or the nodes' batch_size_warn_threshold:
 # 5 KiB by default; here for a store made without settings), as the server counts
@@ -201,6 +209,11 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         )
         self.writes = session.execution_profile_clone_update(
             self.reads, consistency_level=ConsistencyLevel.name_to_value[write_consistency.upper()]
+        )
+        # what reads as missing or stale at the read level, where that would lose work, is read
+        # again at a level that meets every write acknowledged at the write level (SURE_READ)
+        self.sure_reads = session.execution_profile_clone_update(
+            self.reads, consistency_level=SURE_READ.get(self.writes.consistency_level, ConsistencyLevel.ALL)
         )
         # a record's reads: rows as plain tuples of RECORD_READ's columns (the driver's
         # default makes a namedtuple class for every answer, a third of a read's CPU here)

@@ -4,20 +4,10 @@ written once, read by its exact key and deleted once, through the UrlStore's ses
 consistency levels and its retries of idempotent statements. A call's chunks are read side by
 side (at most CASSANDRA_MAX_IN_FLIGHT at a time): a refill of many hosts waits for about one
 round trip, not one a chunk. A chunk that reads as missing is read again at a level that
-meets every write acknowledged at the store's write level (``SURE_READ``): a replica that
+meets every write acknowledged at the store's write level (its ``sure_reads``): a replica that
 missed the write (down then, its hint not yet replayed) answers "no row" at LOCAL_ONE."""
 
 from __future__ import annotations
-
-from cassandra import ConsistencyLevel
-
-#: the level a chunk read as missing is read again at, by the level it was written at: reads
-#: and writes together reach more than the replicas (every level not named here: ALL)
-SURE_READ = {
-    ConsistencyLevel.LOCAL_QUORUM: ConsistencyLevel.LOCAL_QUORUM,
-    ConsistencyLevel.EACH_QUORUM: ConsistencyLevel.LOCAL_QUORUM,
-    ConsistencyLevel.QUORUM: ConsistencyLevel.QUORUM,
-}
 
 
 class CassandraChunks:
@@ -28,8 +18,7 @@ class CassandraChunks:
         self.session = store.session
         self.reads, self.writes = store.reads, store.writes
         self._read_all = store._read_all  # (the store's reads side by side, as its due index's)
-        sure = SURE_READ.get(self.writes.consistency_level, ConsistencyLevel.ALL)
-        self.sure_reads = self.session.execution_profile_clone_update(self.reads, consistency_level=sure)
+        self.sure_reads = store.sure_reads
         ks = store.keyspace
         self.where = f"the Cassandra keyspace {ks}"  # (Spill.bind)
         self._insert = self._prepare(f"INSERT INTO {ks}.frontier_chunks (crawl, host, id, body) VALUES (?, ?, ?, ?)")

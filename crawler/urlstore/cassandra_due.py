@@ -13,7 +13,8 @@ and not the whole urls table.
   stale, and skipped.
 - An hour that is over and whose rows one call of ``due`` found all stale is deleted: its
   partitions and its row in ``urls_due_hours`` (a tombstone a partition, never read again:
-  the hour is no longer listed).
+  the hour is no longer listed); unless some read as live again at the store's sure level
+  (a replica that missed a record's write answers its older due time at LOCAL_ONE).
 - The index is whole once ``urls_due_hours`` holds the hour INDEXED: written by the first
   store to start on an empty urls table, or by ``index_all`` (one scan of the urls table,
   ``scrapy urlstore index-due``) for records written before the index existed. Until then
@@ -145,7 +146,7 @@ class DueIndex:
             living = {due_ms(r["next_fetch_at"]) // HOUR_MS for r in live}
             for hour in read_whole:
                 if (hour + 1) * HOUR_MS <= over and host is None and hour not in living:  # every row stale
-                    self._drop(hour)
+                    out += self._drop_if_stale(hour, [row for row in page if row[0] // HOUR_MS == hour])
             if more:
                 return out, (page[-1][0] // HOUR_MS, *page[-1])
             i += len(group)
@@ -168,11 +169,20 @@ class DueIndex:
         rows = sorted((r.due_ms, r.url) for result in self._read(reads) for r in result)
         return rows[: limit + 1]
 
-    def _live(self, rows: list[tuple[int, str]], host: str | None) -> list[dict]:
+    def _drop_if_stale(self, hour: int, rows: list[tuple[int, str]]) -> list[dict]:
+        """Drop ``hour``, whose ``rows`` all read as stale at the read level, unless some
+        are live when read again at the store's sure level (a replica that missed a record's
+        write reads as its older due time, or as none): those, as ``due`` gives them."""
+        live = self._live(rows, None, self.store.sure_reads)
+        if not live:
+            self._drop(hour)
+        return live
+
+    def _live(self, rows: list[tuple[int, str]], host: str | None, profile=None) -> list[dict]:
         """The rows whose URL's record still has their due time (and is ``host``'s), as
-        ``due`` gives them."""
+        ``due`` gives them; the records read with the read profile (or ``profile``)."""
         wanted = [url for _, url in rows if not host or url_in_host(url, host)]
-        records = {r["url"]: r for r in self.store._due_records(wanted)} if wanted else {}
+        records = {r["url"]: r for r in self.store._due_records(wanted, profile)} if wanted else {}
         out = []
         for ms, url in rows:
             record = records.get(url)

@@ -161,9 +161,10 @@ class CassandraReads:
                 return out, None
         return out, (token,)
 
-    def _due_records(self, urls: list[str]) -> list[dict]:
-        """The due fields of these URLs' records (``_read_keys``), those that have one."""
-        return [_read(row) for row in self._read_keys(self._due_in_stmt, urls)]
+    def _due_records(self, urls: list[str], profile=None) -> list[dict]:
+        """The due fields of these URLs' records (``_read_keys``, with ``profile``), those
+        that have one."""
+        return [_read(row) for row in self._read_keys(self._due_in_stmt, urls, profile)]
 
     def last_fetched(self, urls: list[str], archived: bool = False) -> dict[str, float]:
         """The URLs' rows read at once (``_read_keys``): one round trip's wait."""

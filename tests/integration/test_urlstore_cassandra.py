@@ -591,6 +591,30 @@ def test_a_moved_due_time_leaves_a_stale_row_skipped_and_its_hour_dropped(store,
     assert [r["url"] for r in _due_pass(store, T + 60)] == urls[:1]
 
 
+def test_an_hour_all_stale_on_a_replica_that_missed_a_write_is_read_again_before_its_drop(
+    store, cassandra_session, cassandra_keyspace
+):
+    """An hour over whose rows all read as stale is dropped; a row reads as stale on a
+    replica that missed its record's write (it answers the older due time, or no record, at
+    LOCAL_ONE), so the rows are read again at the store's sure level first: the URL is due,
+    and its hour stays. One node here: the store's record reads at its read level answering
+    no record stand in for that replica (three nodes: bench/spill_replica_lag.py)."""
+    url = "http://lagging.example/"
+    _all_done([store.record_fetch(_fetched(url, next_fetch_at=T))])
+    hour = round(T * 1000) // HOUR_MS
+    reads = store._due_records
+    store._due_records = lambda urls, profile=None: reads(urls, profile) if profile is store.sure_reads else []
+    try:
+        assert [r["url"] for r in _due_pass(store, T + 60, 100)] == [url]
+    finally:
+        store._due_records = reads
+    listed = {
+        r.due_hour for r in cassandra_session.execute(f"SELECT due_hour FROM {cassandra_keyspace}.urls_due_hours")
+    }
+    assert hour in listed
+    assert [r["url"] for r in _due_pass(store, T + 60, 100)] == [url]
+
+
 def test_records_written_before_the_index_are_scanned_until_index_all(
     store, cassandra_session, cassandra_keyspace, caplog
 ):
