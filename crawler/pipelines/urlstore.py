@@ -21,6 +21,12 @@ with (the previous interval, digest and fetch time) comes with a recrawl's reque
 (``meta.RECRAWL``, put by crawler/freshness/recrawl.py); the answer's ETag and Last-Modified
 are kept for the next conditional request.
 
+A fetch without an answer (a connection, DNS or timeout error, robots.txt's refusal, a URL
+not fetched) writes its attempt alone (fate, error, times, schedule: ``record.attempt_only``):
+the page its URL's last answer gave stays in the record (its digest, archive pointer, ETag,
+metadata and links), for the user and for the next recrawl's comparison and conditional
+request.
+
 A 304 Not Modified to a recrawl's conditional request keeps the stored record as it is
 (page, metadata, archive pointer): only fetched_at, next_fetch_at and fetch_interval are
 written (``UrlStore.reschedule``), counted ``recrawl/not_modified`` (the archive pipeline

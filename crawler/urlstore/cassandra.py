@@ -91,9 +91,11 @@ from crawler.urlstore.cassandra_rows import (
     _update,
 )
 from crawler.urlstore.record import (
+    ATTEMPT_COLUMNS,
     DUE_FIELDS,
     ArchivePointer,
     FetchRecord,
+    attempt_only,
     inlink_bucket,
     signed64,
 )
@@ -224,7 +226,9 @@ class CassandraUrlStore(CassandraReads, UrlStore):
             statement.is_idempotent = True  # every statement of the store: written twice is written once
             return statement
 
-        self._updates = {columns: prepare(_update(columns)) for columns in (ROW, ARCHIVE, METADATA, *RESCHEDULES)}
+        self._updates = {
+            columns: prepare(_update(columns)) for columns in (ROW, ARCHIVE, METADATA, ATTEMPT_COLUMNS, *RESCHEDULES)
+        }
         self._inlink_stmt = prepare(_INLINK)
         self._select_stmt = prepare(_select(RECORD_READ))
         self._select_in_stmt = prepare(_select(RECORD_READ, "url IN ?"))
@@ -326,6 +330,9 @@ class CassandraUrlStore(CassandraReads, UrlStore):
 
     def _fetch_statements(self, r: FetchRecord) -> list[tuple]:
         url = self.normalize(r.url)
+        due = self.due_index.statements(url, r.next_fetch_at, time.time())
+        if attempt_only(r):  # (what the last answer left stays)
+            return [self._set(url, {name: getattr(r, name) for name in ATTEMPT_COLUMNS}), *due]
         archive = r.archive if r.archive and r.archive.key else None
         values = {
             "canonical_url": r.canonical_url,
@@ -350,7 +357,6 @@ class CassandraUrlStore(CassandraReads, UrlStore):
             "last_modified": r.last_modified,
             "archive_bucket": archive.bucket if archive else None,
         }
-        due = self.due_index.statements(url, r.next_fetch_at, time.time())
         # the row bound with no outlinks, then given their bytes (_outlinks_value): the
         # driver's binding of the list, a value at a time, cost 0.8 ms a page of 178 links
         outlinks, values["outlinks"] = values["outlinks"], ()

@@ -9,7 +9,9 @@ answer), ``robots_disallowed``, ``refused`` (network guard), ``dns_error``, ``ti
 by the operator), ``given_up`` (its host down too long), ``over_quota`` (its host's page
 quota reached), and ``duplicate`` for a page whose
 body was seen before (its canonical_url names the first copy). A near copy's fate is
-``fetched``: it was read and archived like any page.
+``fetched``: it was read and archived like any page. A record without an answer (no
+status) is written over the URL's last answer: its attempt's columns alone
+(``ATTEMPT_COLUMNS``), the page of that answer kept.
 """
 
 from __future__ import annotations
@@ -182,6 +184,18 @@ COLUMNS = (
     ("archive_bucket", "TEXT", "text", True),
 )
 COLUMN_NAMES = tuple(c[0] for c in COLUMNS)
+# the columns a record without an answer writes (no status: a connection, DNS or timeout
+# error, robots.txt's refusal, a URL not fetched), in COLUMNS order: what the URL's last
+# answer left (its page's digest and archive pointer, ETag and Last-Modified, metadata,
+# links) stays, for the user and the next recrawl (``attempt_only``)
+ATTEMPT_COLUMNS = ("status", "fate", "fetched_at", "error", "next_fetch_at", "fetch_interval")
+
+
+def attempt_only(record: FetchRecord) -> bool:
+    """Whether ``record`` got no answer, so that only its ATTEMPT_COLUMNS are written."""
+    return record.status is None
+
+
 ARCHIVE_COLUMNS = ("archive_key", "archive_offset", "archive_length", "archive_bucket")
 
 

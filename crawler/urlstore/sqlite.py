@@ -21,12 +21,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import resources
 
 from crawler.urlstore.record import (
+    ATTEMPT_COLUMNS,
     COLUMN_NAMES,
     COLUMNS,
     DUE_FIELDS,
     ArchivePointer,
     FetchRecord,
     answered,
+    attempt_only,
     inlink_bucket,
     pop_pointer,
     signed64,
@@ -51,6 +53,11 @@ _UPSERT = (
         "metadata = json_patch(urls.metadata, excluded.metadata)" if name == "metadata" else f"{name} = excluded.{name}"
         for name in COLUMN_NAMES
     )
+)
+# a fetch without an answer: its attempt's columns alone (record.ATTEMPT_COLUMNS)
+_ATTEMPT = (
+    f"INSERT INTO urls (url, {', '.join(ATTEMPT_COLUMNS)}) VALUES ({', '.join('?' * (1 + len(ATTEMPT_COLUMNS)))}) "
+    f"ON CONFLICT (url) DO UPDATE SET {', '.join(f'{name} = excluded.{name}' for name in ATTEMPT_COLUMNS)}"
 )
 _METADATA = """
 INSERT INTO urls (url, metadata) VALUES (?, ?)
@@ -198,6 +205,9 @@ class SqliteUrlStore(UrlStore):
 
     def _write_fetch(self, r: FetchRecord) -> None:
         url = self.normalize(r.url)
+        if attempt_only(r):
+            self._db.execute(_ATTEMPT, (url, *(getattr(r, name) for name in ATTEMPT_COLUMNS)))
+            return
         archive = r.archive or ArchivePointer("", 0, 0)
         row = (
             url,

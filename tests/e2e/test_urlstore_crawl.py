@@ -300,7 +300,9 @@ def test_cassandra_holds_what_sqlite_holds_without_a_tombstone(crawled, on_cassa
     assert {r["fate"] for r in got.values()} >= {"fetched", "robots_disallowed", "connection_error"}
     # both workers wrote; Cassandra reads every row back without meeting a tombstone
     workers = on_cassandra["workers"]
-    assert all(w.pages() for w in workers), "\n".join(f"{w.label}: {len(w.pages())} pages\n{w.tail(80)}" for w in workers)
+    assert all(w.pages() for w in workers), "\n".join(
+        f"{w.label}: {len(w.pages())} pages\n{w.tail(80)}" for w in workers
+    )
     rows, live, tombstones = cells_read(cassandra_session, f"{on_cassandra['keyspace']}.urls")
     assert rows == live >= len(urls) and tombstones == 0
     inlinks = cells_read(cassandra_session, f"{on_cassandra['keyspace']}.inlinks")

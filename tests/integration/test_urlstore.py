@@ -8,6 +8,7 @@ import os
 import re
 import sqlite3
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -99,21 +100,29 @@ def test_a_record_replaces_the_previous_one_but_merges_its_metadata(store):
         last_modified="Tue, 14 Nov 2023 22:13:20 GMT",
     )
     store.record_fetch(full).result(30)
-    # a failure after it: nothing of the page's is left but its metadata
-    store.record_fetch(FetchRecord(url=url, fate="timeout", error="TimeoutError", fetched_at=T + 1)).result(30)
+    before = store.get(url)
+    # a fetch without an answer after it: the attempt's fate, error, times and schedule; the
+    # page the last answer gave stays (its digest, archive pointer, validators, links)
+    failed = FetchRecord(url=url, fate="timeout", error="TimeoutError", fetched_at=T + 1, next_fetch_at=T + 61)
+    store.record_fetch(replace(failed, fetch_interval=60.0)).result(30)
     got = store.get(url)
     assert (got["fate"], got["status"], got["error"]) == ("timeout", None, "TimeoutError")
-    for name in ("canonical_url", "near_duplicate_of", "resemblance", "final_url", "content_digest", "simhash"):
-        assert got[name] is None, name
-    for name in ("archive", "next_fetch_at", "fetch_interval", "etag", "last_modified"):
-        assert got[name] is None, name
-    assert got["redirect_chain"] == [] and got["outlinks"] == [] and got["metadata"] == {"title": "T"}
     assert got["fetched_at"] == pytest.approx(T + 1, abs=0.001)
-    # and a success after the failure has no error
+    assert got["next_fetch_at"] == pytest.approx(T + 61, abs=0.001)
+    kept = set(before) - {"fate", "status", "error", "fetched_at", "next_fetch_at"}
+    assert {name: got[name] for name in kept} == {name: before[name] for name in kept}
+    assert got["archive"] == {"key": "ab/x.warc.gz", "offset": 1, "length": 2, "bucket": ""}
+    assert store.due(T + 120)[0][0]["content_digest"] == "sha1:abc"  # (the next recrawl compares with it)
+    # an answer after the failure replaces the page, and has no error
     store.record_fetch(_fetched(url, fetched_at=T + 2, metadata={"lang": "en"})).result(30)
     got = store.get(url)
     assert (got["fate"], got["status"], got["error"]) == ("fetched", 200, None)
+    assert got["content_digest"] is None and got["archive"] is None and got["outlinks"] == []
     assert got["metadata"] == {"title": "T", "lang": "en"}
+    # a URL whose first fetch got no answer has a record of its attempt alone
+    store.record_fetch(FetchRecord(url="http://example.com/never", fate="dns_error", fetched_at=T)).result(30)
+    got = store.get("http://example.com/never")
+    assert (got["fate"], got["status"], got["archive"], got["outlinks"]) == ("dns_error", None, None, [])
 
 
 def test_every_fate_is_recorded(store):
