@@ -199,6 +199,14 @@ class UrlStorePipeline:
         deadline = time.monotonic() + self.stop_timeout + CLOSE_MARGIN
         while self._pointers and time.monotonic() < deadline:
             await maybe_deferred_to_future(task.deferLater(reactor, 0.1, lambda: None))
+        if self._pointers:
+            self.stats.inc_value("urlstore/pointers_unwritten", len(self._pointers))
+            logger.warning(
+                "%d archive pointers not written at close (their archive batches not stored within %.0f s): "
+                "their pages are not acknowledged, and will be fetched again",
+                len(self._pointers),
+                self.stop_timeout + CLOSE_MARGIN,
+            )
 
     async def process_item(self, item, spider=None):
         if not isinstance(item, Page):

@@ -205,3 +205,25 @@ def test_a_page_the_spool_cannot_take_is_dropped_as_not_stored(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("unavailable: Page not archived: the spool in ") and "File too large" in lines[0], lines
     assert lines[1:] == ["spool errors 1", "archived True"], lines
+
+
+def test_archive_pointers_a_closing_worker_could_not_wait_for_are_counted_and_said(caplog):
+    """The UrlStore pipeline waits at close for the archive pointers still to be written
+    (their batches being stored), up to WORKER_STOP_TIMEOUT and a margin; those left then
+    (their pages not acknowledged: fetched again) are counted and said in one line, not
+    dropped in silence. (No time left to wait here: no reactor runs in a unit test.)"""
+    import asyncio
+
+    from scrapy.utils.test import get_crawler
+    from twisted.internet.defer import Deferred
+
+    from crawler.pipelines.urlstore import CLOSE_MARGIN, UrlStorePipeline
+    from crawler.spiders.broad import BroadSpider
+    from testing.services import project_settings
+
+    crawler = get_crawler(BroadSpider, project_settings(WORKER_STOP_TIMEOUT=-CLOSE_MARGIN))
+    pipeline = UrlStorePipeline(crawler, None)
+    pipeline._pointers.update([Deferred(), Deferred()])  # (two pages whose batches are not stored)
+    asyncio.run(pipeline.close_spider())
+    assert crawler.stats.get_value("urlstore/pointers_unwritten") == 2
+    assert "2 archive pointers not written at close" in caplog.text and "fetched again" in caplog.text
