@@ -26,6 +26,7 @@ blocking I/O: run it off the reactor.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 
 from crawler.exceptions import StoreRefused
@@ -60,21 +61,25 @@ class Spill:
         if self.stats is not None and count:
             self.stats.inc_value(key, count)
 
-    def _claims(self, claim, now: int | None, shards=None):
+    def _claims(self, claim, now: int | None, shards=None, since: float | None = None):
         """(shard, its time, what ``claim(shard)(token, claim time, hosts, now=)`` claimed)
-        for each shard (of ``shards``, default all) where it claimed something."""
+        for each shard (of ``shards``, default all) where it claimed something. A claim is
+        made at ``now`` and, in a round begun at ``since`` (time.monotonic()), the time gone
+        by since: one made late in a long round (chunks written to a slow store) is not
+        expired as it is made, for the other workers. (Its commit or load goes at ``now``.)"""
         for shard in self.shards if shards is None else shards:
             t = now_ms() if now is None else now
-            claimed = claim(shard)(self.token, CLAIM_MS, HOSTS_A_CALL, now=t)
+            at = t if since is None or now is None else t + int((time.monotonic() - since) * 1000)
+            claimed = claim(shard)(self.token, CLAIM_MS, HOSTS_A_CALL, now=at)
             if claimed:
                 yield shard, t, claimed
 
-    def _write_out(self, claim, commit, now: int | None, shards=None) -> int:
+    def _write_out(self, claim, commit, now: int | None, shards=None, since: float | None = None) -> int:
         """Claim on each shard (``claim(shard)``), write the chunks claimed, commit them
         (``commit(shard)``) and delete those not committed (claims that expired: another
         worker writes those URLs; windows that changed meanwhile); URLs written."""
         urls = 0
-        for shard, t, claimed in self._claims(claim, now, shards):
+        for shard, t, claimed in self._claims(claim, now, shards, since):
             crawl = shard.keys.prefix
             self.chunks.write(crawl, [(host, chunk, pack(entries)) for host, chunk, entries in claimed])
             committed = commit(shard)(self.token, claimed, now=t)
@@ -84,9 +89,10 @@ class Spill:
             urls += sum(len(entries) for _, chunk, entries in claimed if chunk in committed)
         return urls
 
-    def spill(self, now: int | None = None, shards=None) -> int:
-        """Write out one claim's worth of buffers on each shard (of ``shards``); URLs written."""
-        urls = self._write_out(lambda shard: shard.spill_claim, lambda shard: shard.spill_commit, now, shards)
+    def spill(self, now: int | None = None, shards=None, since: float | None = None) -> int:
+        """Write out one claim's worth of buffers on each shard (of ``shards``); URLs written.
+        (``since``: see ``_claims``.)"""
+        urls = self._write_out(lambda shard: shard.spill_claim, lambda shard: shard.spill_commit, now, shards, since)
         self._inc("frontier/spilled", urls)
         return urls
 
@@ -95,11 +101,11 @@ class Spill:
         windows; URLs loaded."""
         return self._refill(now, shards)[0]
 
-    def _refill(self, now: int | None, shards) -> tuple[int, list]:
+    def _refill(self, now: int | None, shards, since: float | None = None) -> tuple[int, list]:
         """``refill``: (URLs loaded, the shards whose claim took HOSTS_A_CALL hosts: those
         most likely to have more due now)."""
         urls, full = 0, []
-        for shard, t, claimed in self._claims(lambda shard: shard.load_claim, now, shards):
+        for shard, t, claimed in self._claims(lambda shard: shard.load_claim, now, shards, since):
             if len({host for host, _ in claimed}) >= HOSTS_A_CALL:
                 full.append(shard)
             crawl = shard.keys.prefix
@@ -120,10 +126,11 @@ class Spill:
         self._inc("frontier/loaded", urls)
         return urls, full
 
-    def evict(self, now: int | None = None, shards=None) -> int:
+    def evict(self, now: int | None = None, shards=None, since: float | None = None) -> int:
         """Write out the windows of hosts due furthest ahead while hosts wait on disk for a
-        window (one claim on each shard, of ``shards``); URLs written."""
-        urls = self._write_out(lambda shard: shard.evict_claim, lambda shard: shard.evict_commit, now, shards)
+        window (one claim on each shard, of ``shards``); URLs written. (``since``: see
+        ``_claims``.)"""
+        urls = self._write_out(lambda shard: shard.evict_claim, lambda shard: shard.evict_commit, now, shards, since)
         self._inc("frontier/evicted", urls)
         return urls
 
@@ -139,16 +146,17 @@ class Spill:
         again, and what fell due after ``spill_due`` read the time, are the next round's."""
         if not self.bound:
             self.bind()
+        since = time.monotonic()  # (each claim at its own time: a long round's last claims expire in time)
         due = [(shard, shard.spill_due(now)) for shard in self.shards]
         buffers = [shard for shard, (spill, _, _) in due if spill]
-        written = _until_done(lambda t: self.spill(t, buffers), now, most) if buffers else 0
+        written = _until_done(lambda: self.spill(now, buffers, since), most) if buffers else 0
         # (what was written may have left hosts waiting on disk: a window to give back)
         windows = self.shards if written else [shard for shard, (_, evict, _) in due if evict]
-        written += self.evict(now, windows) if windows else 0
+        written += self.evict(now, windows, since) if windows else 0
         chunks = self.shards if written else [shard for shard, (_, _, load) in due if load]
         loaded = 0
         while chunks and loaded < most:  # (a shard whose claim took fewer hosts is done this round)
-            urls, chunks = self._refill(now, chunks)
+            urls, chunks = self._refill(now, chunks, since)
             loaded += urls
             if not urls:
                 break
@@ -204,11 +212,11 @@ def _check_store(shards, where: str) -> None:
         )
 
 
-def _until_done(step, now: int | None, most: int) -> int:
-    """``step(now)`` again while it moves URLs, until ``most``: the URLs moved."""
+def _until_done(step, most: int) -> int:
+    """``step()`` again while it moves URLs, until ``most``: the URLs moved."""
     moved = 0
     while moved < most:
-        n = step(now)
+        n = step()
         moved += n
         if not n:
             break

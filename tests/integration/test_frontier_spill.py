@@ -6,6 +6,8 @@ hosts hold a window; a drop, a pause, ``clear`` and the counts see the spilled U
 
 from __future__ import annotations
 
+import itertools
+
 import redis
 
 from crawler.frontier.chunks import SqliteChunks, pack, unpack
@@ -883,3 +885,30 @@ def test_a_commit_sent_again_after_its_reply_was_lost_deletes_none_of_its_chunks
     assert urls_through_spill(frontier, spill, T0 + 3_000 + hour * 1000) == urls["a"]
     stats = frontier.stats()
     assert stats["queued"] == 0 and stats["spilled"] == 0 and chunks.size(frontier.keys.prefix) == (0, 0)
+
+
+def test_each_claim_of_a_long_round_is_made_at_its_own_time(redis_url, crawl_name, tmp_path, monkeypatch):
+    """A round given ``now`` makes each claim at that time and the time gone by since it
+    began: a claim made late in a round that writes to a slow store is not expired as it is
+    made (they were all made at ``now``: past CLAIM_MS into the round, another worker took
+    the next claims and wrote their URLs again)."""
+    import time
+
+    from crawler.frontier import spill as spill_module
+
+    monkeypatch.setattr(spill_module, "HOSTS_A_CALL", 1)  # (a claim a host: three claims)
+
+    class SlowChunks(SqliteChunks):
+        def write(self, crawl, chunks):
+            time.sleep(0.2)
+            super().write(crawl, chunks)
+
+    frontier = _frontier(redis_url, crawl_name)
+    spill = Spill(frontier, SlowChunks(str(tmp_path / "spill.sqlite")))
+    _push(frontier, _urls(3, 20))  # (each host: 8 in its window, a chunk's worth due, 4 not yet)
+    times, claim = [], frontier.spill_claim
+    frontier.spill_claim = lambda *args, now=None: times.append(now) or claim(*args, now=now)
+    assert spill.round(T0) == (3 * 8, 0)
+    assert len(times) == 4 and times[0] - T0 < 100
+    assert [b - a >= 200 for a, b in itertools.pairwise(times)] == [True] * 3
+    assert sorted(urls_through_spill(frontier, spill, T0 + 2000)) == sorted(_urls(3, 20))
