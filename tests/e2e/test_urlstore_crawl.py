@@ -17,6 +17,7 @@ import pytest
 import redis
 
 from crawler.demo.site import serve_site
+from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from testing.stores import cassandra_hosts, cassandra_port, cells_read
 from testing.workers import clean_env, crawl_command, launch_worker, log_tail, read_pages, seed_file
@@ -178,10 +179,12 @@ def test_read_commands_refuse_what_is_not_there_and_create_nothing(crawled, tmp_
 @pytest.fixture(scope="module")
 def on_cassandra(tmp_path_factory, redis_url, site, cassandra_session):
     """The crawl of ``site`` stored in a fresh keyspace by two workers (each applies the
-    schema at start): the second starts once the first has seeded the frontier, and the
-    first is stopped (SIGTERM: its leases given back) once both run and it has had a few
-    pages answered, so that the second finishes the crawl (a worker keeps the hosts it
-    has: without the stop, the first would crawl this small site alone)."""
+    schema at start): the crawl is paused (``scrapy frontier pause``) until the second has
+    started, once the first has seeded the frontier (a worker starting under load may take
+    longer than the first takes to crawl the site alone); then the first is stopped
+    (SIGTERM: its leases given back) once it has had a few pages answered, so that the
+    second finishes the crawl (a worker keeps the hosts it has: without the stop, the first
+    would crawl this small site alone)."""
     tmp = tmp_path_factory.mktemp("urlstore-cassandra-crawl")
     name, keyspace = f"test-{uuid.uuid4().hex[:12]}", f"test_{uuid.uuid4().hex[:12]}"
     cassandra = {
@@ -192,13 +195,17 @@ def on_cassandra(tmp_path_factory, redis_url, site, cassandra_session):
     env = {**clean_env(), "REDIS_URL": redis_url, "CASSANDRA_HOSTS": ",".join(cassandra_hosts())}
     # half a second between two requests to a host: the crawl lasts a few seconds
     settings = {"CRAWL_NAME": name, "CRAWL_DIR": tmp / "crawl", **SETTINGS, "FRONTIER_HOST_INTERVAL": 0.5, **cassandra}
+    client = redis.Redis.from_url(redis_url)
+    frontier = Frontier(client, name)
+    assert frontier.pause()
     workers = [launch_worker(tmp, "a", _seeds(tmp, site), {**settings, "USER_AGENT": f"crawler ({_AGENT_A})"}, env)]
     try:
-        counters, client = Keys(name).prefix + "counters", redis.Redis.from_url(redis_url)
+        counters = Keys(name).prefix + "counters"
         _wait(lambda: int(client.hget(counters, "pushed") or 0), workers[0], "no seed pushed")
-        client.close()
         workers.append(launch_worker(tmp, "b", None, settings, env))
         _wait(lambda: "Spider opened" in workers[1].text(), workers[1], "worker b did not start")
+        assert frontier.resume()
+        client.close()
         # its own pages, by their User-Agent (the site's count alone would take b's for a's)
         _wait(lambda: _answered(site, _AGENT_A) >= 4, workers[0], "worker a had no pages answered")
         workers[0].proc.send_signal(signal.SIGTERM)
