@@ -108,7 +108,8 @@ def test_the_columns_table_is_the_schema_the_backend_makes(cassandra_session, ca
 def test_records_with_absent_fields_write_no_tombstone(store, cassandra_session, cassandra_keyspace):
     """First fetches, failures, refetches, pointers, metadata and reschedules, each leaving
     fields out: Cassandra reads the whole table back without a tombstone, and each record
-    is what the contract says (a record replaces the previous one)."""
+    is what the contract says (a record with an answer replaces the previous one; one
+    without writes its attempt alone)."""
     urls = [f"http://t.example/{i}" for i in range(40)]
     link = {"url": "http://t.example/target", "text": "", "nofollow": False}
     writes = [store.record_fetch(_fetched(u, metadata={"title": u[-2:]}, outlinks=[link])) for u in urls]
@@ -134,13 +135,14 @@ def test_records_with_absent_fields_write_no_tombstone(store, cassandra_session,
     refetched = store.get(urls[0])  # a failure, then a success: no error, no pointer, no links
     assert (refetched["fate"], refetched["status"], refetched["error"]) == ("fetched", 200, None)
     assert refetched["archive"] is None and refetched["outlinks"] == [] and refetched["metadata"] == {"title": "/0"}
-    failed = store.get(urls[7])
+    failed = store.get(urls[7])  # a failure: its attempt, beside the page of the answer before
     assert (failed["fate"], failed["status"], failed["error"], failed["final_url"]) == (
         "timeout",
         None,
         "TimeoutError",
-        None,
+        urls[7],
     )
+    assert failed["archive"]["key"] == "ab/x.warc.gz" and failed["outlinks"] == [link]
     assert store.get(urls[12])["archive"] == {"key": "ab/x.warc.gz", "offset": 10, "length": 20, "bucket": ""}
     assert store.get(urls[25])["next_fetch_at"] is None and store.get(urls[35])["next_fetch_at"] == pytest.approx(
         T + 600
@@ -328,8 +330,13 @@ def test_writes_are_sent_together_within_the_bound_and_the_later_one_wins(cassan
                     "length": 4,
                     "bucket": "",
                 }
-            else:
-                assert got["fate"] == "timeout" and got["archive"] is None
+            else:  # (a failure keeps the pointer of the answer before it)
+                assert got["fate"] == "timeout" and got["archive"] == {
+                    "key": "first.warc.gz",
+                    "offset": 1,
+                    "length": 2,
+                    "bucket": "",
+                }
     finally:
         store.close()
 
