@@ -116,11 +116,16 @@ def schedule(
             interval = previous * (1 - bounds.dec_rate)
         elif changed is False:
             interval = previous * (1 + bounds.inc_rate)
-    reference = fetched_at
+    delta = None
     if bounds.sync_delta_rate > 0 and modified_at is not None and modified_at <= fetched_at:
         delta = fetched_at - modified_at
         if delta > interval:
             interval = delta
-        reference = fetched_at - delta * bounds.sync_delta_rate
     interval = min(max(interval, bounds.minimum), bounds.maximum)
+    reference = fetched_at
+    if delta is not None:
+        # (the shift toward the time of change is a share of the interval at most: a page
+        # unchanged for longer than the longest interval is due after most of it, not at
+        # once; its share of delta alone went past the interval)
+        reference = fetched_at - min(delta, interval) * bounds.sync_delta_rate
     return Schedule(interval, max(reference + interval, fetched_at + bounds.minimum))

@@ -84,3 +84,17 @@ def test_sync_delta_follows_an_old_last_modified():
     s = schedule(T, bounds, previous=1000.0, changed=True, modified_at=T - 100)
     assert s.interval == pytest.approx(800.0)
     assert s.due == pytest.approx(T - 30 + 800)
+
+
+def test_a_page_unchanged_for_longer_than_the_longest_interval_is_due_after_most_of_it():
+    """The shift toward the time of change is a share of the interval at most: a page whose
+    Last-Modified is older than the longest interval is due after 0.7 of it, and a page
+    older still no sooner (the shift of 0.3 of its whole age made it due after the
+    shortest interval: an unchanged page fetched again at each minimum, for good)."""
+    bounds = B._replace(sync_delta_rate=0.3)
+    dues = [
+        schedule(T, bounds, previous=1000.0, changed=False, modified_at=T - age).due
+        for age in (9000, 10_000, 40_000, 10**9)
+    ]
+    assert dues == pytest.approx([T + 0.7 * 9000, T + 7000, T + 7000, T + 7000])
+    assert schedule(T, bounds, previous=10_000.0, changed=False, modified_at=T - 10**8).interval == 10_000.0
