@@ -4,9 +4,13 @@ A URL whose ``next_fetch_at`` has passed (crawler/freshness/schedule.py set it) 
 into the frontier as a recrawl (``codec.encode_recrawl``): past URL-seen
 (``dont_filter``) and the fetch policy, carrying what its schedule compares with (its
 interval, content digest and fetch time) and its stored ETag and Last-Modified, which
-the request sends back as If-None-Match / If-Modified-Since. Each URL put is held
-(``UrlStore.reschedule`` to now + RECRAWL_HOLD) so that the next round does not put it
-again while it waits in its host's queue; its fetch writes its real next due time.
+the request sends back as If-None-Match / If-Modified-Since. Each URL read is held first
+(``UrlStore.reschedule`` to now + RECRAWL_HOLD, past the pass's horizon), then put, so that
+neither this pass nor the next round puts it again while it waits in its host's queue; its
+fetch writes its real next due time. A round that fails between the two (Redis or the store
+away, the worker gone) delays a URL by the hold, and never puts it twice; a URL the frontier
+refuses (out of scope, a trap, its host's quota) waits the hold too, not at the head of
+every round; one deferred (a server of several away) is delivered once it is back.
 
 Two ways in, one ``Recrawl.round``:
 
@@ -17,11 +21,13 @@ a running crawl (``RecrawlTimer``, started by the scheduler when RECRAWL_CHECK_I
     is set; the distributed profile sets it)
     every RECRAWL_CHECK_INTERVAL seconds the worker that takes the crawl's recrawl lock
     (keys.py ``recrawl_lock``, SET NX with an expiry of the interval: one worker a round,
-    and a dead worker's lock goes by itself) puts up to RECRAWL_BATCH due URLs.
+    and a dead worker's lock goes by itself; renewed after each step of a round, which
+    stops if another worker took it) puts up to RECRAWL_BATCH due URLs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -99,24 +105,31 @@ class Recrawl:
             size = self.page if limit is None else min(self.page, limit - report.read)
             rows, cursor = self.store.due(now + ahead, size, cursor, host=host, fetched_before=fetched_before)
             if rows:
-                self._put(rows, now, report)
+                self._put(rows, now + ahead + self.hold, report)
             if progress is not None:
                 progress(report)
             if cursor is None:
                 break
         return report
 
-    def _put(self, rows: list[dict], now: float, report: RecrawlReport) -> None:
+    def _put(self, rows: list[dict], until: float, report: RecrawlReport) -> None:
+        """Hold ``rows`` (their due time moved to ``until``), then put them; if the put
+        fails, give them their due times back (best effort: else they wait the hold)."""
+        self._reschedule([(row["url"], until) for row in rows])
         entries = [recrawl_entry(row) for row in rows]
-        statuses = self.frontier.put(entries)
-        held = []
-        for e, status in zip(entries, statuses, strict=True):
+        try:
+            statuses = self.frontier.put(entries)
+        except Exception:
+            with contextlib.suppress(Exception):
+                self._reschedule([(row["url"], row["next_fetch_at"]) for row in rows])
+            raise
+        for status in statuses:
             report.statuses[status] = report.statuses.get(status, 0) + 1
-            if status == ADDED:
-                held.append(self.store.reschedule(e.url, now + self.hold))
-        for future in held:
-            future.result(timeout=60)
         report.read += len(rows)
+
+    def _reschedule(self, times: list[tuple[str, float | None]]) -> None:
+        for future in [self.store.reschedule(url, at) for url, at in times]:
+            future.result(timeout=60)
 
 
 def take_lock(frontier, owner: str, seconds: float) -> bool:
@@ -164,12 +177,18 @@ class RecrawlTimer:
 
     def run_once(self) -> RecrawlReport | None:
         """One round if this worker takes the lock (None when another worker holds it)."""
-        # held for two intervals, renewed at each: the owner keeps it from one round to
-        # the next, late ticks included, and another worker takes over two intervals after
-        # it stops
+        # held for two intervals, renewed at each tick and after each step of a round: the
+        # owner keeps it from one round to the next, late ticks and long rounds included,
+        # and another worker takes over two intervals after it stops
         if not take_lock(self.frontier, self.owner, 2 * self.interval):
             return None
-        return self.recrawl.round(self.batch)
+        return self.recrawl.round(self.batch, progress=self._still_mine)
+
+    def _still_mine(self, report: RecrawlReport) -> None:
+        """Renew the lock after a step; stop the round (LockLost) if another worker took it
+        meanwhile (this round outlived it)."""
+        if not take_lock(self.frontier, self.owner, 2 * self.interval):
+            raise LockLost(f"the recrawl lock passed to another worker after {report.read} due URLs read")
 
     def _done(self, report: RecrawlReport | None) -> None:
         self._running = False
@@ -182,5 +201,12 @@ class RecrawlTimer:
 
     def _failed(self, failure) -> None:
         self._running = False
+        if failure.check(LockLost):
+            logger.info("Recrawl round stopped: %s", failure.getErrorMessage())
+            return
         self.stats.inc_value("recrawl/failed")
         logger.warning("Recrawl round failed: %s", failure.getErrorMessage())
+
+
+class LockLost(Exception):
+    """The recrawl lock passed to another worker while this one's round ran."""

@@ -3,9 +3,12 @@ periodic round), conditional refetches and the adaptive schedule they feed: the 
 real services in this process (Redis, Cassandra, S3, page processes) (the others:
 tests/unit/test_recrawl.py, tests/e2e/test_recrawl.py)."""
 
+import collections
+import sqlite3
 import time
 
 import pytest
+import redis
 from scrapy import Request
 
 from crawler import meta
@@ -15,7 +18,8 @@ from crawler.frontier.frontier import Frontier
 from crawler.frontier.keys import Keys
 from crawler.urlstore.record import FetchRecord
 from crawler.urlstore.sqlite import SqliteUrlStore
-from testing.frontiers import drain
+from testing.frontiers import drain, payload_url
+from testing.servers import free_port
 
 
 def test_a_round_puts_due_urls_past_url_seen_once_and_holds_them(tmp_path, redis_client, crawl_name):
@@ -120,3 +124,189 @@ def test_sitemap_hints_and_statuses_reach_the_records_schedule():
     assert fetch_record(page, bounds.initial, bounds.error, bounds).fetch_interval == pytest.approx(7200 * 1.4)
     page["content_digest"] = "sha1:2"
     assert fetch_record(page, bounds.initial, bounds.error, bounds).fetch_interval == pytest.approx(7200 * 0.8)
+
+
+def _record(store, url, due, fetched_at=None):
+    store.record_fetch(
+        FetchRecord(
+            url=url,
+            fate="fetched",
+            status=200,
+            fetched_at=fetched_at or due - 1000,
+            next_fetch_at=due,
+            fetch_interval=600.0,
+        )
+    ).result(30)
+
+
+def _queued(frontier) -> collections.Counter:
+    return collections.Counter(payload_url(p) for p in drain(frontier))
+
+
+def test_urls_the_frontier_refuses_wait_the_hold_rather_than_starve_the_rounds(tmp_path, redis_client, crawl_name):
+    """Due URLs of a host the rules reject since are held as the others are: each round
+    read only them again, oldest first, and the URLs due after them were never reached."""
+    from crawler.scope.rules import RulesWatch
+
+    rules = tmp_path / "rules.txt"
+    rules.write_text("reject host old.example\n")
+    frontier = Frontier(redis_client, crawl_name, host_interval=0, rules=RulesWatch(str(rules), every=0.0))
+    store = SqliteUrlStore(str(tmp_path / "urlstore.sqlite"))
+    now = time.time()
+    try:
+        for i in range(10):
+            _record(store, f"http://old.example/{i}", now - 5000 + i)
+        for i in range(5):
+            _record(store, f"http://good.example/{i}", now - 100 + i)
+        recrawl = Recrawl(store, frontier, hold=3600, page=5)
+        assert recrawl.round(10, now=now).statuses == {"rejected": 10}
+        assert recrawl.round(10, now=now).statuses == {"added": 5}
+        assert sorted(_queued(frontier)) == [f"http://good.example/{i}" for i in range(5)]
+        assert store.get("http://old.example/0")["next_fetch_at"] == pytest.approx(now + 3600)
+    finally:
+        store.close()
+
+
+def test_a_url_is_held_before_it_is_put_so_a_failed_round_never_puts_it_twice(tmp_path, redis_client, crawl_name):
+    """Each due URL is held (its due time moved past the hold) before it is put: a round
+    whose hold fails (here another writer holds SQLite) puts nothing, where it put the
+    URLs each round and failed to hold them; a round whose put fails (Redis away) gives
+    the URLs their due times back, so the next round puts them."""
+    frontier = Frontier(redis_client, crawl_name, host_interval=0)
+    path = str(tmp_path / "urlstore.sqlite")
+    store = SqliteUrlStore(path, timeout=0.3)
+    now = time.time()
+    urls = [f"http://a.example/{i}" for i in range(4)]
+    try:
+        for i, url in enumerate(urls):
+            _record(store, url, now - 100 + i)
+        other = sqlite3.connect(path, timeout=0.3, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        recrawl = Recrawl(store, frontier, hold=3600)
+        for _ in range(3):
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                recrawl.round(100, now=now)
+        other.execute("ROLLBACK")
+        assert frontier.stats()["queued"] == 0
+        for i, url in enumerate(urls):  # (holds of those rounds still waiting may land now: due again)
+            _record(store, url, now - 100 + i)
+        away = Frontier(redis.Redis(port=free_port(), socket_connect_timeout=0.5), crawl_name, host_interval=0)
+        with pytest.raises(redis.ConnectionError):
+            Recrawl(store, away, hold=3600).round(100, now=now)
+        assert [store.get(url)["next_fetch_at"] for url in urls] == pytest.approx([now - 100 + i for i in range(4)])
+        assert recrawl.round(100, now=now).added == 4
+        assert recrawl.round(100, now=now).read == 0
+        assert _queued(frontier) == dict.fromkeys(urls, 1)
+    finally:
+        store.close()
+
+
+def test_a_pass_looking_further_ahead_than_the_hold_puts_each_url_once(tmp_path, redis_client, crawl_name):
+    """``scrapy recrawl --due-within`` past RECRAWL_HOLD: a URL held is due again within the
+    pass's horizon, after its cursor; it is held past the horizon, so it is read once."""
+    frontier = Frontier(redis_client, crawl_name, host_interval=0)
+    store = SqliteUrlStore(str(tmp_path / "urlstore.sqlite"))
+    now = time.time()
+    try:
+        for i in range(4):
+            _record(store, f"http://a.example/{i}", now - 100 + i)
+        report = Recrawl(store, frontier, hold=3600, page=2).round(ahead=7200, now=now)
+        assert (report.read, report.added) == (4, 4)
+        assert set(_queued(frontier).values()) == {1}
+        assert store.get("http://a.example/0")["next_fetch_at"] == pytest.approx(now + 7200 + 3600)
+    finally:
+        store.close()
+
+
+def test_urls_deferred_for_a_server_away_are_held_and_delivered_once(tmp_path):
+    """A sharded frontier with one server away says ``deferred`` for its URLs (they wait in
+    the worker's outbox): they are held as the added ones are, where each round put
+    another copy into the outbox, all delivered once the server was back."""
+    from crawler.frontier.shards import DOWN_WAIT_MIN, ShardedFrontier, server_name
+    from testing.servers import RedisServer
+
+    servers = [RedisServer(tmp_path / f"r{i}", persistent=True).start() for i in range(2)]
+    store = SqliteUrlStore(str(tmp_path / "urlstore.sqlite"))
+    now = time.time()
+    try:
+        f = ShardedFrontier(
+            [Frontier(s.client, "recrawl-deferred", host_interval=0) for s in servers],
+            [server_name(s.url) for s in servers],
+        )
+        urls = [f"http://h{i}.example/x" for i in range(8)]
+        for url in urls:
+            _record(store, url, now - 100)
+        f.put([codec_entry(f"http://w{i}.example/") for i in range(8)])  # (each server's URL-seen read)
+        for shard in f.shards:
+            drain(shard)
+        away = f.ring.index("h0.example")
+        servers[away].stop()
+        recrawl = Recrawl(store, f, hold=3600)
+        first = recrawl.round(now=now)
+        assert first.read == 8 and first.statuses.get("deferred", 0) == f.owes() > 0
+        assert recrawl.round(now=now + 1).read == 0 and recrawl.round(now=now + 2).read == 0
+        servers[away].start()
+        time.sleep(DOWN_WAIT_MIN + 0.2)
+        f.deliver()
+        got = collections.Counter()
+        for shard in f.shards:
+            got.update(payload_url(p) for p in drain(shard))
+        assert got == dict.fromkeys(urls, 1)
+    finally:
+        store.close()
+        for s in servers:
+            s.kill()
+
+
+def test_a_round_that_outlives_its_lock_stops_rather_than_run_beside_another(tmp_path, redis_client, crawl_name):
+    """The periodic round renews the crawl's recrawl lock after each step: a round longer
+    than the lock (two check intervals) keeps it, and one whose lock another worker took
+    meanwhile stops (LockLost), where both ran, the second putting again what the first
+    had read and not yet held."""
+    from scrapy.settings import Settings
+
+    from crawler.freshness.recrawl import LockLost, RecrawlTimer
+
+    class Crawler:
+        def __init__(self, settings):
+            self.settings = Settings(settings)
+            self.stats = None
+
+    class SlowStore:  # (a loaded store: each page of due URLs takes 0.3 s; then ``then()``)
+        def __init__(self, store, then=lambda: None):
+            self.store, self.then = store, then
+
+        def due(self, *args, **kwargs):
+            time.sleep(0.3)
+            out = self.store.due(*args, **kwargs)
+            self.then()
+            return out
+
+        def reschedule(self, *args, **kwargs):
+            return self.store.reschedule(*args, **kwargs)
+
+    store = SqliteUrlStore(str(tmp_path / "urlstore.sqlite"))
+    now = time.time()
+    try:
+        for i in range(20):
+            _record(store, f"http://h{i % 4}.example/{i}", now - 100 + i)
+        settings = {"RECRAWL_CHECK_INTERVAL": 0.25, "RECRAWL_BATCH": 1000, "RECRAWL_HOLD": 3600}
+        frontier = Frontier(redis_client, crawl_name, host_interval=0)
+        a = RecrawlTimer(Crawler(settings), SlowStore(store), frontier)
+        a.recrawl.page = 5
+        assert a.run_once().added == 20  # 1.2 s: longer than its lock, renewed at each page
+        assert RecrawlTimer(Crawler(settings), store, frontier).run_once() is None  # (a holds it)
+        redis_client.delete(frontier.keys.recrawl_lock)
+        for i in range(20, 40):
+            _record(store, f"http://h{i % 4}.example/{i}", now - 100 + i)
+
+        def taken():  # (as if the lock had expired during the page's read, and another worker took it)
+            redis_client.set(frontier.keys.recrawl_lock, "another worker", px=10_000)
+
+        c = RecrawlTimer(Crawler(settings), SlowStore(store, then=taken), frontier)
+        c.recrawl.page = 5
+        with pytest.raises(LockLost, match="after 5 due URLs read"):
+            c.run_once()
+        assert len(_queued(frontier)) == 25  # (the first 20, and the page read before it stopped)
+    finally:
+        store.close()
