@@ -782,7 +782,12 @@ TABLE: tuple[Setting, ...] = (
         "seconds between a worker's rounds of putting due URLs back (one worker at a time; 0: never)",
     ),
     S("RECRAWL_BATCH", 10_000, AT_LEAST_ONE, "due URLs put back per round"),
-    S("RECRAWL_HOLD", 86400, POSITIVE_SECONDS, "seconds a due URL put back is not put back again (its refetch is pending)"),
+    S(
+        "RECRAWL_HOLD",
+        86400,
+        POSITIVE_SECONDS,
+        "seconds a due URL put back is not put back again (its refetch is pending)",
+    ),
     S("RECRAWL_PROGRESS_INTERVAL", 5.0, POSITIVE_SECONDS, "seconds between scrapy recrawl's progress lines"),
     S(
         "FETCH_POLICY_MAX_AGE",
