@@ -132,7 +132,14 @@ class LeasedRequests:
         # frontier goes on with the servers that answer)
         if not self.client.owes_landings:
             return
-        if self.pacing.full or self.pacing.unstored_full(now):  # no room: the landing alone
+        began = self.pacing.waiting_since is None
+        if self.pacing.unstored_full(now):  # the stores are behind: the landing alone
+            if began:  # (the open archive batch is stored now, as ``next`` tells it)
+                self.waiting()
+            self.client.flush_acks()
+            return
+        # no room, held after a page not stored, or the look-ups behind: the landing alone
+        if self.pacing.full or now < self.pacing.hold_until or self.behind:
             self.client.flush_acks()
             return
         self.pop(max(self.prefetch - len(self.buffer), 0), now)

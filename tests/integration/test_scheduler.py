@@ -526,3 +526,62 @@ def test_a_take_that_redis_answers_sends_what_the_outbox_holds_at_once(tmp_path,
             assert numbers["queued"] + numbers["leased"] == len(links) and numbers["acked"] == 1
         finally:
             scheduler.close("finished")
+
+
+def _read(crawler, scheduler, request):
+    """``request``'s page downloaded, landed and read (its item out of the spider): stored
+    only once its archive batch is (here never)."""
+    from scrapy import signals
+    from scrapy.http import HtmlResponse
+
+    response = HtmlResponse(request.url, body=b"x" * 10, request=request)
+    crawler.signals.send_catch_log(signals.response_downloaded, response=response, request=request, spider=None)
+    scheduler.landed(request)
+    crawler.signals.send_catch_log(signals.item_scraped, item={}, response=response, spider=None)
+
+
+def test_a_landings_pop_keeps_the_hold_after_a_page_not_stored(redis_url, crawl_name):
+    """After a page not stored the worker leases nothing for a while; the pop that carries a
+    landing due meanwhile sends the landing alone (it leased the host's next URL, which the
+    engine got during the hold)."""
+    from crawler.signals import page_not_stored
+
+    crawler, _, scheduler = open_scheduler(
+        redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0.2, FRONTIER_PREFETCH=1, FRONTIER_MAX_UNREAD=100
+    )
+    try:
+        scheduler.client.offer_links(["http://h.example/1", "http://h.example/2", "http://g.example/1"], 0, "")
+        scheduler.client.flush_pushes()
+        first, second = asked(scheduler), asked(scheduler)
+        h, g = (first, second) if first.url.startswith("http://h.") else (second, first)
+        _read(crawler, scheduler, h)
+        crawler.signals.send_catch_log(page_not_stored, request=g)  # (the stores down: a hold of some 0.4 s)
+        assert asked(scheduler) is None
+        scheduler.clock.advance(0.19)  # h's landing is due
+        assert scheduler.clock.seconds() < scheduler.pacing.hold_until
+        assert scheduler.leased.buffer == [] and asked(scheduler) is None
+        assert not scheduler.client.owes_landings  # (the landing went alone)
+    finally:
+        scheduler.close("finished")
+
+
+def test_the_unstored_bound_met_first_by_a_landing_tells_the_archive_batch_to_go(redis_url, crawl_name):
+    """FRONTIER_MAX_UNSTORED reached: the open archive batch is told to be stored now
+    (frontier_waiting), whether the engine's ask or a landing's pop meets the bound first
+    (met by a landing, it waited for the batch's age)."""
+    from crawler.signals import frontier_waiting
+
+    crawler, _, scheduler = open_scheduler(
+        redis_url, crawl_name, FRONTIER_HOST_INTERVAL=0.2, FRONTIER_PREFETCH=1, FRONTIER_MAX_UNSTORED=1
+    )
+    said = []
+    crawler.signals.connect(lambda: said.append(1), signal=frontier_waiting, weak=False)
+    try:
+        scheduler.client.offer_links(["http://h.example/1", "http://h.example/2", "http://g.example/1"], 0, "")
+        scheduler.client.flush_pushes()
+        _read(crawler, scheduler, asked(scheduler))  # one page not stored yet: at the bound
+        scheduler.clock.advance(0.19)  # its landing is due before the engine asks again
+        assert said == [1]
+        assert asked(scheduler) is None and said == [1]
+    finally:
+        scheduler.close("finished")
