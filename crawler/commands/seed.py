@@ -16,11 +16,16 @@ standard input), the share read and the time left. Then the first invalid lines 
 their reason on stderr, and one summary line on stdout.
 Exit status: 0 when every file was read (invalid lines included); 2 when a file given
 cannot be opened (as ``scrapy crawl -a seeds=`` says it); 1 when a file fails while it is
-read, or Redis is unreachable; each with a one-line message on stderr.
+read, or Redis or the spill store fails; each with a one-line message on stderr. Ctrl-C
+(130) and SIGTERM (143) stop it as cleanly: the summary of what was pushed, marked
+``[interrupted]`` or ``[terminated]``, and the seeds held on disk removed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import sqlite3
 import sys
 import time
 
@@ -162,16 +167,17 @@ class Command(ScrapyCommand):
         try:
             use_published_scope(frontier)
             spill = spill_from_settings(settings, frontier)
-            report = ingest(
-                frontier,
-                args,
-                batch_size=batch,
-                **url_options(settings),
-                progress=progress,
-                spill=spill,
-                group_urls=settings.getint("SEED_GROUP_URLS"),
-                spool_dir=settings.get("SEED_SPOOL_DIR") or None,
-            )
+            with _terminated_as_interrupt():
+                report = ingest(
+                    frontier,
+                    args,
+                    batch_size=batch,
+                    **url_options(settings),
+                    progress=progress,
+                    spill=spill,
+                    group_urls=settings.getint("SEED_GROUP_URLS"),
+                    spool_dir=settings.get("SEED_SPOOL_DIR") or None,
+                )
         except SeedFileError as exc:
             progress.clear()
             self._print_report(exc.report, note="stopped")
@@ -184,10 +190,19 @@ class Command(ScrapyCommand):
             progress.clear()
             self._print_report(progress.report, note="before the Redis error")
             return self._fail(f"seed: Redis error ({_where(settings)}): {_reason(exc)}")
-        except KeyboardInterrupt:
+        except (OSError, sqlite3.Error) as exc:  # the spill store (its file, its disk)
             progress.clear()
-            self._print_report(progress.report, note="interrupted")
-            self.exitcode = 130
+            self._print_report(progress.report, note="before the spill store failed")
+            return self._fail(
+                f"seed: spill store error: {type(exc).__name__}: {exc} (the seeds pushed are queued: those beyond"
+                " their hosts' windows wait in Redis for a round that writes them to disk; run the same command"
+                " again once the store is mended: the seeds queued already count as seen)"
+            )
+        except KeyboardInterrupt as exc:
+            progress.clear()
+            term = isinstance(exc, Terminated)
+            self._print_report(progress.report or IngestReport(), note="terminated" if term else "interrupted")
+            self.exitcode = 143 if term else 130
             return
         finally:
             _close(client)
@@ -211,6 +226,27 @@ class Command(ScrapyCommand):
     def _fail(self, message: str) -> None:
         print(message, file=sys.stderr, flush=True)
         self.exitcode = 1
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a service manager's stop, ``timeout``), raised where the ingestion is, as
+    Ctrl-C is: it stops as cleanly, its seeds held on disk removed."""
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupt():
+    def stop(signum, frame):
+        raise Terminated()
+
+    try:
+        before = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # (not the main thread: the caller's signals stay as they are)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _close(client) -> None:

@@ -180,3 +180,51 @@ def test_a_crawl_keeps_the_spill_store_it_began_with(tmp_path, redis_url, redis_
     err = refused_worker(other, 4)
     assert f"crawl: crawl '{crawl_name}' spills its queued URLs to the SQLite file {first}/" in err
     assert "keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0)" in refused_worker(first, 0)
+
+
+def test_command_stopped_by_sigterm_says_what_it_pushed_and_removes_its_seeds_on_disk(
+    tmp_path, redis_url, redis_client, crawl_name
+):
+    """SIGTERM (a service manager's stop) stops ``scrapy seed`` as Ctrl-C does: the summary
+    of what it pushed, marked, exit 143, the seeds it held on disk removed (it died on the
+    spot, silent, its spool left behind)."""
+    import signal
+    import time
+
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    cmd = [sys.executable, "-m", "scrapy", "seed", "-", "--crawl", crawl_name, "-s", "SEED_GROUP_URLS=10"]
+    cmd += ["-s", f"SEED_SPOOL_DIR={spool}", "-s", f"CRAWL_DIR={tmp_path}", "-s", "SEED_PROGRESS_INTERVAL=0.1"]
+    env = dict(os.environ, REDIS_URL=redis_url, FRONTIER_HOST_WINDOW="4")
+    log = tmp_path / "stderr"
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+    try:
+        proc.stdin.write("".join(f"http://h{i % 7}.example/{i}\n" for i in range(5000)).encode())
+        proc.stdin.flush()  # (and left open: a producer still writing)
+        deadline = time.monotonic() + 30
+        while not any(part.is_dir() and any(part.iterdir()) for part in spool.iterdir()):  # (held on disk)
+            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, log.read_text()
+    summary = out.decode().strip()
+    assert summary.endswith(" [terminated]") and SUMMARY.match(summary.removesuffix(" [terminated]")), summary
+    assert list(spool.iterdir()) == []
+
+
+def test_command_whose_spill_store_fails_says_so_in_a_line(tmp_path, redis_url, crawl_name):
+    """A spill store that cannot be opened or written (here CRAWL_DIR is a file; a full
+    disk likewise) ends ``scrapy seed`` with one line saying what and where the seeds
+    pushed are, exit 1, not a traceback."""
+    not_a_dir = tmp_path / "crawls"
+    not_a_dir.write_text("")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.example/\n")
+    proc = scrapy_seed(seeds, "--crawl", crawl_name, "-s", f"CRAWL_DIR={not_a_dir}", redis_url=redis_url)
+    assert proc.returncode == 1
+    err = proc.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("seed: spill store error:") and "Traceback" not in err[0], err
