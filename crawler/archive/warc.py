@@ -272,22 +272,59 @@ def _write_member(file, level: int, parts: tuple[bytes, ...]) -> int:
 
 
 def recover(path: str) -> int:
-    """Trim a spool file to its last complete record (a worker may have died while
-    writing one); returns how many response records it keeps."""
+    """Trim a spool file to its last whole record (a worker may have died while writing
+    one); returns how many response records it keeps. Each record is a gzip member of its
+    own: one is kept if its member ends (a member cut short inflates without an error,
+    which a reader took for a whole record: a torn page stored as a capture) and its block
+    is as long as its Content-Length says."""
     end, responses = 0, 0
     with open(path, "rb") as f:
-        try:
-            it = ArchiveIterator(f)
-            for record in it:
-                record.content_stream().read()
-                if record.rec_type == "response":
-                    responses += 1
-                end = it.get_record_offset() + it.get_record_length()
-        except Exception:  # a torn last member: keep what came before it
-            pass
+        for stop, raw in _members(f):
+            kind = _whole_record(raw)
+            if kind is None:
+                break
+            responses += kind == b"response"
+            end = stop
     with open(path, "r+b") as f:
         f.truncate(end)
     return responses
+
+
+def _members(f, piece: int = 1 << 20):
+    """(end, inflated bytes) of each whole gzip member of the file ``f``, in order, until
+    its end or the first member that is torn or not gzip."""
+    offset, left = 0, b""
+    while True:
+        inflate, parts = zlib.decompressobj(zlib.MAX_WBITS | 16), []
+        while not inflate.eof:
+            data = left or f.read(piece)
+            left = b""
+            if not data:
+                return  # (the end of the file: between members, or within a torn one)
+            try:
+                parts.append(inflate.decompress(data))
+            except zlib.error:
+                return
+            left = inflate.unused_data
+            offset += len(data) - len(left)
+        yield offset, b"".join(parts)
+
+
+def _whole_record(raw: bytes) -> bytes | None:
+    """A WARC record's type if ``raw`` is one whole record (its headers, a block of its
+    Content-Length, the two line ends after it), else None."""
+    head, sep, rest = raw.partition(b"\r\n\r\n")
+    if not sep or not head.startswith(b"WARC/"):
+        return None
+    fields = dict(line.partition(b":")[::2] for line in head.split(b"\r\n")[1:])
+    fields = {name.strip().lower(): value.strip() for name, value in fields.items()}
+    try:
+        length = int(fields.get(b"content-length", b""))
+    except ValueError:
+        return None
+    if len(rest) != length + 4 or not rest.endswith(b"\r\n\r\n"):
+        return None
+    return fields.get(b"warc-type")
 
 
 def read_record(data: bytes) -> tuple[dict, bytes]:

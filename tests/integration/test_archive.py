@@ -90,6 +90,44 @@ def test_a_torn_spool_file_keeps_its_complete_records(tmp_path):
     assert warcio_check(path).returncode == 0
 
 
+def test_a_spool_file_torn_anywhere_in_a_record_keeps_the_whole_ones_before_it(tmp_path):
+    """A torn last gzip member inflates without an error: a record cut inside its body was
+    kept, stored and indexed as a capture of a truncated page (or, cut elsewhere, the file
+    could not be indexed and stayed in the spool for good). Cut at points all through a
+    page's records, the file keeps exactly the whole records before the cut, each page whole."""
+    import random
+
+    from warcio.archiveiterator import ArchiveIterator
+
+    big = _page(1)
+    big.body = b"<html><body>" + bytes(random.Random(3).choices(b"abcdefgh <p>", k=50_000)) + b"</body></html>"
+    batch = WarcBatch(str(tmp_path / "t.warc.gz"), "t")
+    batch.add(_page(0))
+    starts = [batch.add(big)[0]]
+    batch.close()
+    data = Path(batch.path).read_bytes()
+    bounds = []
+    with open(batch.path, "rb") as f:
+        records = ArchiveIterator(f)
+        for record in records:
+            record.content_stream().read()
+            bounds.append(records.get_record_offset() + records.get_record_length())
+    first = max(b for b in bounds if b <= starts[0])  # (the end of the first page's records)
+    torn = tmp_path / "torn.warc.gz"
+    for cut in range(first + 1, len(data), max((len(data) - first) // 60, 1)):
+        torn.write_bytes(data[:cut])
+        kept = recover(str(torn))
+        size = torn.stat().st_size
+        assert size == max(b for b in [0, *bounds] if b <= cut), cut
+        bodies = {}
+        with open(torn, "rb") as f:
+            for record in ArchiveIterator(f):
+                if record.rec_type == "response":
+                    bodies[record.rec_headers.get_header("WARC-Target-URI")] = record.content_stream().read()
+        assert kept == len(bodies) and bodies.get(big.url, big.body) == big.body, cut
+        assert warcio_check(torn).returncode == 0, cut
+
+
 def test_s3_storage_puts_once_and_reads_a_range(s3, tmp_path):
     endpoint, bucket = s3
     src = tmp_path / "f.warc.gz"
