@@ -24,6 +24,7 @@ discovered; only ``scrapy archive`` lists.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -94,10 +95,15 @@ class LocalStorage:
         dest = os.path.join(self.root, key)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         tmp = dest + ".part"
-        shutil.copyfile(path, tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, dest)
+        try:
+            shutil.copyfile(path, tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, dest)
+        except OSError:  # (a full or failing disk: no part left behind)
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
 
     def get_range(self, key: str, offset: int, length: int, bucket: str = "") -> bytes:
         with open(os.path.join(self.root, key), "rb") as f:

@@ -48,6 +48,7 @@ of its time at 60 pages/s), and held every body in memory for up to a batch's ag
 
 from __future__ import annotations
 
+import contextlib
 import http
 import logging
 import os
@@ -344,11 +345,17 @@ class ArchivePipeline:
                     w.errback(StoreUnavailable(f"WARC batch {batch.key} not stored: the archive refused it"))
                 return None
             logger.error(
-                "WARC batch %s not stored (%s); its %d pages are not acknowledged",
+                "WARC batch %s not stored (%s); its %d pages are not acknowledged (fetched again), and its spool "
+                "file is deleted",
                 batch.key,
                 result.getErrorMessage(),
                 len(waiters),
             )
+            # (kept, it was never tried again in this run, and the next start stored it
+            # beside the pages' later captures: a copy a failure, unbounded)
+            for path in (batch.path, batch.index_path):
+                with contextlib.suppress(OSError):
+                    os.remove(path)
             for w in waiters:
                 w.errback(StoreUnavailable(f"WARC batch {batch.key} not stored: {result.getErrorMessage()}"))
             return None

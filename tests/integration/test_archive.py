@@ -245,6 +245,77 @@ def test_a_page_the_spool_cannot_take_is_dropped_as_not_stored(tmp_path):
     assert lines[1:] == ["spool errors 1", "archived True"], lines
 
 
+ARCHIVE_DIR_FAILS = r"""
+import os, sys
+from scrapy.utils.test import get_crawler
+from twisted.internet import defer, task
+from crawler.pipelines.archive import ArchivePipeline
+from crawler.services import services
+from testing.services import project_settings
+
+async def main(reactor):
+    crawl_dir, archive_dir = sys.argv[1], sys.argv[2]
+    settings = project_settings(CRAWL_DIR=crawl_dir, CRAWL_NAME="fails", ARCHIVE_ENABLED=True, ARCHIVE_DIR=archive_dir)
+    crawler = get_crawler(settings_dict=settings)
+    pipeline = ArchivePipeline.from_crawler(crawler)
+    await pipeline.open_spider()
+    outcomes = []
+    for again in range(3):  # (the same pages fetched again after each failed batch)
+        for i in range(4):
+            item = {"url": f"http://a.example/{i}", "status": 200, "headers": {}, "body": os.urandom(2000),
+                    "fetched_at": 1e9 + again * 10 + i}
+            await pipeline.process_item(item)
+            services(crawler).pages.take(item).addCallbacks(
+                lambda _: outcomes.append("stored"), lambda f: outcomes.append("not stored"))
+        pipeline._close_batch()
+        while pipeline._storing:
+            await task.deferLater(reactor, 0.05, lambda: None)
+        spool = [f for _, _, files in os.walk(pipeline.spool_dir) for f in files]
+        print(f"batch {again}: {outcomes.count('not stored')} not stored, {len(spool)} spool files")
+    await pipeline.close_spider()
+
+task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
+"""
+
+
+def test_a_batch_the_local_archive_cannot_take_leaves_nothing_behind(tmp_path):
+    """A batch whose local store fails (here ARCHIVE_DIR cannot be made; a full disk
+    likewise): its pages are not acknowledged (fetched again), and its spool files are
+    deleted (they stayed for the rest of the run, a copy at each failure, and the next
+    start stored them beside the pages' later captures); a copy that fails halfway leaves
+    no part file in the archive's directory."""
+    from crawler.archive.storage import LocalStorage
+
+    root = Path(__file__).resolve().parents[2]
+    archive_dir = tmp_path / "archive"
+    archive_dir.write_text("")  # (a file where the directory should be)
+    proc = subprocess.run(
+        [sys.executable, "-c", ARCHIVE_DIR_FAILS, str(tmp_path / "crawl"), str(archive_dir)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines() == [f"batch {n}: {4 * (n + 1)} not stored, 0 spool files" for n in range(3)]
+    # a copy the disk fails halfway (its fsync: a full or failing disk) leaves no part
+    storage = LocalStorage(str(tmp_path / "local"))
+    src = tmp_path / "object"
+    src.write_bytes(b"x" * 1000)
+
+    def failing(fd):
+        raise OSError(28, "No space left on device")
+
+    real = os.fsync
+    os.fsync = failing
+    try:
+        with pytest.raises(OSError, match="No space left"):
+            storage.put("ab/c.warc.gz", str(src))
+    finally:
+        os.fsync = real
+    assert [p.name for p in (tmp_path / "local").rglob("*") if p.is_file()] == []
+
+
 def test_archive_pointers_a_closing_worker_could_not_wait_for_are_counted_and_said(caplog):
     """The UrlStore pipeline waits at close for the archive pointers still to be written
     (their batches being stored), up to WORKER_STOP_TIMEOUT and a margin; those left then
