@@ -156,6 +156,13 @@ def _clip(reason: str) -> str:
     return reason if len(reason) <= _REASON_CHARS else reason[: _REASON_CHARS - 3] + "..."
 
 
+class IngestStopped(Exception):
+    """Seed ingestion stopped by its caller (``ingest``'s ``stop``); ``report``: what was
+    ingested before."""
+
+    report: IngestReport | None = None
+
+
 def ingest(
     frontier,
     paths: PathArg | Iterable[PathArg],
@@ -167,6 +174,7 @@ def ingest(
     spill=None,
     group_urls: int = 0,
     spool_dir: str | None = None,
+    stop=None,
 ) -> IngestReport:
     """Read, normalize and push the seeds of ``paths`` into ``frontier``, which holds each
     to the crawl's scope (a seed the network guard refuses, out of scope, rejected by the
@@ -190,7 +198,9 @@ def ingest(
     once a batch, and a host's URLs that come together go to disk in whole chunks: a file
     whose hosts are spread over it costs what a file sorted by host does. What is held when
     ingestion stops (an interrupt, a Redis error, a spool that cannot be written) is not
-    pushed; the same command again adds it (what was added is seen).
+    pushed; the same command again adds it (what was added is seen). ``stop``: a
+    threading.Event whose setting (the crawl that seeds stops) stops the ingestion at its
+    next thousand lines read or batch pushed: ``IngestStopped``, with the report so far.
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -231,9 +241,14 @@ def ingest(
                 progress(report)
 
     def push(entries: list[Entry], where: list[SeedLine]) -> None:
+        stopped()
         prepared = prepare(entries)  # while the batches before it are being sent
         collect(IN_FLIGHT - 1)
         in_flight.append((pool.submit(sent, prepared), where))
+
+    def stopped() -> None:
+        if stop is not None and stop.is_set():
+            raise IngestStopped("the crawl stopped")
 
     def entry(url: str, line: SeedLine) -> Entry:
         return Entry(url, encode_url(url), line[3], 0, cash=SEED_CASH, outside=True)
@@ -275,6 +290,8 @@ def ingest(
         try:
             for item in read_seeds(paths, position):
                 lines += 1
+                if not lines % 1000:
+                    stopped()
                 if type(item) is BadLine:
                     report.add_invalid(*item)
                     continue
@@ -296,6 +313,12 @@ def ingest(
                     entries, where = [], []
             push_rest()
         except SpoolError as exc:  # what is on disk is not pushed (the same command again adds it)
+            with contextlib.suppress(Exception):  # (the batches sent before it, counted)
+                collect(0)
+            report.elapsed = time.perf_counter() - started
+            exc.report = report
+            raise
+        except IngestStopped as exc:  # (what was read and not pushed: the same command again adds it)
             with contextlib.suppress(Exception):  # (the batches sent before it, counted)
                 collect(0)
             report.elapsed = time.perf_counter() - started

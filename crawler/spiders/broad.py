@@ -130,7 +130,7 @@ class BroadSpider(scrapy.Spider):
             else spider._arg_follow not in ("0", "false", "no")
         )
         spider.url_options = url_options(s)
-        spider._seeding_stop = threading.Event()  # set at close: seed ingestion stops waiting for Redis
+        spider._seeding_stop = threading.Event()  # set at close: seed ingestion stops (and stops waiting for Redis)
         spider.worker_stop = WorkerStop(crawler)  # closes the worker when its seeds fail (start)
         crawler.signals.connect(spider._stop_seeding, signal=signals.engine_stopped)
         crawler.signals.connect(spider._stop_seeding, signal=signals.spider_closed)
@@ -201,7 +201,7 @@ class BroadSpider(scrapy.Spider):
         added, None)."""
         from crawler.frontier.connection import Patient
         from crawler.seeds.files import SeedFileError
-        from crawler.seeds.ingest import Every, ingest
+        from crawler.seeds.ingest import Every, IngestStopped, ingest
 
         s = self.settings
         patient = Patient(self._seeding_stop, "seed ingestion")
@@ -219,9 +219,13 @@ class BroadSpider(scrapy.Spider):
                 spill=services(self.crawler).spill,
                 group_urls=s.getint("SEED_GROUP_URLS"),
                 spool_dir=s.get("SEED_SPOOL_DIR") or None,
+                stop=self._seeding_stop,
             )
         except SeedFileError as exc:
             return str(exc), None
+        except IngestStopped as exc:  # (the crawl stopped while seeding: it does not wait for the rest)
+            done = exc.report.summary() if exc.report is not None else "nothing"
+            return f"stopped with the crawl after {done}; run the same command again to add the rest", None
         except redis.RedisError as exc:  # stopped while Redis was away
             return f"Redis unreachable ({type(exc).__name__}: {exc}); run the same command again", None
         except Exception as exc:

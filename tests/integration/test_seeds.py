@@ -151,6 +151,44 @@ def test_a_file_that_breaks_while_seeds_are_held_on_disk_pushes_what_was_read(tm
     spill.close()
 
 
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_an_ingestion_whose_crawl_stops_stops_within_a_batch(tmp_path, redis_url, crawl_name, on_disk):
+    """``stop`` set (the crawl seeding from ``-a seeds=`` stops): the ingestion stops at its
+    next thousand lines read or batch pushed, with the report of what it pushed, and the
+    seeds it held on disk removed (it read and pushed the whole input, the worker waiting
+    for it at its close)."""
+    import threading
+
+    import redis
+
+    from crawler.frontier.chunks import SqliteChunks
+    from crawler.frontier.spill import Spill
+    from crawler.seeds.ingest import IngestStopped
+
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("".join(f"http://h{i % 50}.example/{i}\n" for i in range(20_000)))
+    frontier = Frontier(redis.Redis.from_url(redis_url), crawl_name, host_interval=0.0, window=4)
+    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite"))) if on_disk else None
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    stop = threading.Event()
+
+    def progress(report):  # (the crawl stops after the first batch pushed, or 5,000 lines on disk)
+        if report.added or report.spooled >= 5000:
+            stop.set()
+
+    options = {"spill": spill, "group_urls": 1000, "spool_dir": str(spool)} if on_disk else {}
+    with pytest.raises(IngestStopped) as info:
+        ingest(frontier, seeds, batch_size=500, progress=progress, stop=stop, **options)
+    report = info.value.report
+    assert report.lines < 20_000 and report.added < 2_000
+    assert frontier.stats()["queued"] == report.added
+    assert list(spool.iterdir()) == []
+    if spill is not None:
+        spill.clear()
+        spill.close()
+
+
 def test_batches_go_in_order_and_none_after_a_failed_one(tmp_path, frontier):
     """Two batches in flight at most, sent in the order read; when one fails (Redis gone),
     the error comes out of ingest and no batch after it is sent."""
