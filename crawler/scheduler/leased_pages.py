@@ -9,7 +9,8 @@ pure: the scheduler turns the engine's signals into these calls, by lease id.
 - **Read**: an item of the page left the item pipelines: no longer unread.
 - **Acknowledged** (stored), **given back** (a store did not take it: the worker holds a
   while), **forgotten** (a follow-up took its lease over), **let go** (held longer than
-  FRONTIER_LEASE_MAX_HOLD): no longer the worker's.
+  FRONTIER_LEASE_MAX_HOLD): no longer the worker's (a page let go that waits for its store
+  still counts against FRONTIER_MAX_UNSTORED until it is acknowledged or given back).
 
 ``wake`` is called when one of these lifts a bound (unread pages, pages not stored, a store
 hold), so that the engine asks for requests again.
@@ -71,7 +72,11 @@ class LeasedPages:
 
     def renew(self) -> None:
         for lease in self.client.renew():  # (held longer than FRONTIER_LEASE_MAX_HOLD: let go)
-            self._done(lease)
+            # a page downloaded and not yet stored counts against FRONTIER_MAX_UNSTORED until
+            # its store takes it or gives it back, let go or not: else, through a long store
+            # outage, each FRONTIER_LEASE_MAX_HOLD let another round of pages be fetched
+            if lease not in self.pacing.held:
+                self._done(lease)
 
     def _done(self, lease) -> None:
         if self.pacing.done(lease, self.clock.seconds()):  # below a bound again

@@ -585,3 +585,32 @@ def test_the_unstored_bound_met_first_by_a_landing_tells_the_archive_batch_to_go
         assert asked(scheduler) is None and said == [1]
     finally:
         scheduler.close("finished")
+
+
+def test_a_page_let_go_at_the_max_hold_still_counts_until_its_store_takes_it(redis_url, crawl_name):
+    """A page read and waiting for its store (an outage) past FRONTIER_LEASE_MAX_HOLD: its
+    lease is let go (another worker may fetch it), but it still counts against
+    FRONTIER_MAX_UNSTORED, so the worker leases nothing new until the stores catch up (it
+    leased again, a round of pages fetched to wait beside it at each max hold)."""
+    crawler, _, scheduler = open_scheduler(
+        redis_url,
+        crawl_name,
+        FRONTIER_HOST_INTERVAL=0,
+        FRONTIER_PREFETCH=1,
+        FRONTIER_MAX_UNSTORED=1,
+        FRONTIER_LEASE_MAX_HOLD=30,
+        FRONTIER_LEASE_SECONDS=60,
+    )
+    try:
+        scheduler.client.offer_links([f"http://h{i}.example/" for i in range(5)], 0, "")
+        scheduler.client.flush_pushes()
+        first = asked(scheduler)
+        _read(crawler, scheduler, first)  # (its archive batch not stored: a store away)
+        assert asked(scheduler) is None  # at the bound
+        scheduler.clock.advance(41)  # (renewals at 20 s and 40 s: the second lets it go)
+        assert first.meta[meta.LEASE] not in scheduler.client.held
+        assert asked(scheduler) is None and len(scheduler.pacing.held) == 1
+        scheduler.ack(first)  # its store took it at last
+        assert asked(scheduler) is not None
+    finally:
+        scheduler.close("finished")
