@@ -195,11 +195,15 @@ def known_crawls(settings, limit: int = 100) -> list[str]:
     if uses_embedded(settings):
         return crawls_holding(settings, *EMBEDDED_FILES)[:limit]
     found = set()
-    for key in redis_from_settings(settings).scan_iter(match=Keys.counters_pattern(), count=1000):
-        found.add(crawl_of(key))
-        if len(found) >= limit:
-            break
-    return sorted(found)
+    for client in _every_server(settings):  # (a crawl may have counters on any of them)
+        try:
+            for key in client.scan_iter(match=Keys.counters_pattern(), count=1000):
+                found.add(crawl_of(key))
+                if len(found) >= limit:
+                    break
+        finally:
+            client.close()
+    return sorted(found)[:limit]
 
 
 def crawl_exists(settings) -> bool:
@@ -208,8 +212,28 @@ def crawl_exists(settings) -> bool:
     if uses_embedded(settings):
         folder = os.path.dirname(embedded_db_path(settings))
         return any(os.path.exists(os.path.join(folder, name)) for name in EMBEDDED_FILES)
-    shard = 0 if settings.get("REDIS_CLUSTER_URL") else None  # (the crawl-wide keys of a cluster's crawl)
-    return bool(redis_from_settings(settings).exists(Keys(settings.get("CRAWL_NAME"), shard).counters))
+    name = settings.get("CRAWL_NAME")
+    if settings.get("REDIS_CLUSTER_URL"):  # (each shard's keys: a crawl seeded on some of them only)
+        keys = [Keys(name, shard).counters for shard in range(settings.getint("REDIS_CLUSTER_SHARDS"))]
+    else:
+        keys = [Keys(name).counters]
+    for client in _every_server(settings):  # (REDIS_URLS: a crawl whose hosts all live on a later server)
+        try:
+            if client.exists(*keys):
+                return True
+        finally:
+            client.close()
+    return False
+
+
+def _every_server(settings):
+    """A client for each server of the crawl's Redis: REDIS_URLS' each, else the one (a
+    cluster's client asks every node it must). The caller closes each."""
+    shards = settings.getlist("REDIS_URLS")
+    if shards and not settings.get("REDIS_CLUSTER_URL"):
+        yield from shard_clients(settings, shards)
+    else:
+        yield redis_from_settings(settings)
 
 
 _embedded: dict[str, object] = {}

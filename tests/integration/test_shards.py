@@ -402,3 +402,20 @@ def test_a_server_that_hangs_holds_the_worker_once_a_long_wait_not_at_each_call(
     finally:
         for s in servers:
             s.kill()
+
+
+def test_a_crawl_whose_hosts_all_live_on_a_later_server_is_found(servers, crawl_name):
+    """The commands' ``crawl_exists`` and ``known_crawls`` look at every server of
+    REDIS_URLS: a crawl seeded with hosts that all hash to a later server has no keys on
+    the first (``scrapy frontier``, ``submit``, ``drop`` and ``clear`` said it did not exist)."""
+    from crawler.frontier.connection import crawl_exists, known_crawls
+
+    urls = [s.url for s in servers]
+    f = ShardedFrontier([Frontier(s.client, crawl_name) for s in servers], [server_name(u) for u in urls])
+    hosts = [h for h in (f"h{i}.example" for i in range(100)) if f.ring.index(h) == 2][:3]
+    assert f.put([entry(f"http://{h}/") for h in hosts], now=T0) == ["added"] * 3
+    assert not servers[0].client.exists(f.shards[0].keys.counters)
+    settings = Settings(project_settings(REDIS_URLS=",".join(urls), CRAWL_NAME=crawl_name))
+    assert crawl_exists(settings) and crawl_name in known_crawls(settings)
+    settings = Settings(project_settings(REDIS_URLS=",".join(urls), CRAWL_NAME=f"{crawl_name}-none"))
+    assert not crawl_exists(settings)

@@ -133,6 +133,41 @@ def test_a_promoted_url_whose_lease_comes_back_is_handed_out_again_once(redis_cl
     assert f.stats()["queued"] == 0
 
 
+def test_a_promoted_url_whose_host_is_dropped_is_recorded_once_and_not_after_its_fetch(redis_client, crawl_name):
+    """A promoted URL has two copies queued (the promoted one at the head, the one it was);
+    a drop of its host moves both to the drops: the second was handed out as a drop too (a
+    URL recorded as dropped twice), and one left behind after the promoted copy's fetch was
+    recorded as dropped over the fetch."""
+    f = Frontier(redis_client, crawl_name, host_interval=0)
+    now = now_ms()
+
+    def everything(at):
+        out, empty = [], 0
+        while empty < 3:  # (a pop may move a dropped host's entries to the drops and hand out none)
+            leases, _ = f.get(10, now=at)
+            empty = 0 if leases else empty + 1
+            f.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=at)
+            out += [(codec.decode(lease.payload, None).url, lease.due < 0) for lease in leases]
+        return out
+
+    for host, fetch_first in (("a.example", False), ("b.example", True)):
+        urls = [f"http://{host}/p{i}" for i in range(5)]
+        f.put([Entry(url=u, payload=u.encode()) for u in urls], now=now)
+        [first], _ = f.get(1, now=now)  # (its host's URLs in its back queue)
+        f.ack(first.id, landed=[first.id], now=now)
+        assert f.promote([Entry(url=urls[3], payload=urls[3].encode())], now=now) == ["promoted"]
+        fetched = []
+        if fetch_first:
+            [promoted], _ = f.get(1, now=now + 1)
+            f.ack(promoted.id, landed=[promoted.id], now=now + 1)
+            fetched = [codec.decode(promoted.payload, None).url]
+            assert fetched == [urls[3]]
+        assert f.drop(host, now=now + 2)
+        drops = everything(now + 3)
+        assert all(dropped for _, dropped in drops)
+        assert sorted(url for url, _ in drops) == sorted(set(urls[1:]) - set(fetched)), host
+
+
 def test_a_take_of_the_submission_list_sent_again_gets_the_same_values(redis_client, crawl_name):
     """A take whose reply was lost is sent again under the same number (the client's retry,
     or the worker's next look after the call failed): it gets the values the first took,

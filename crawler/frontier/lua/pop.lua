@@ -125,6 +125,7 @@ local function requeue_expired()
         local attempt, cash = attempt_of(parts[2])
         if attempt < 0 then  -- a drop's (attempt -code): back to 'drops', to be recorded
             redis.call('RPUSH', prefix .. K.drops, -attempt .. SEP .. parts[3] .. SEP .. parts[4])
+            promoted_back(prefix, parts[4], now)
             requeued()
         else
             -- score 0 marks a lease given back by its worker (release), not a failed attempt
@@ -296,7 +297,7 @@ end
 local function hand_out_drops()
     for _, d in ipairs(redis.call('LPOP', prefix .. K.drops, n) or {}) do
         local parts = split(d, 3)  -- code, host, payload
-        lease(parts[2], parts[3], -tonumber(parts[1]), 0, true)
+        if not stale(parts[3]) then lease(parts[2], parts[3], -tonumber(parts[1]), 0, true) end
     end
 end
 
