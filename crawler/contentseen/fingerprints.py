@@ -63,6 +63,11 @@ _FRAME_NAME = re.compile(
     r"|toc|related|share|social)\b",
     re.IGNORECASE,
 )
+# a class or id token that says what the element's content is about, or what the element
+# has, not which part of the frame it is: a post's category or tag (WordPress's post_class:
+# ``category-cookies``, ``tag-social-media``), its format, type or status, a wrapper's
+# ``has-sidebar``: never a frame name, whatever words follow
+_NOT_A_PART = re.compile(r"(?:category|tag|post|format|type|status|author|has|with|no|is)[-_]", re.IGNORECASE)
 _LIST_TAGS = {"ul", "ol", "dl", "table"}
 _BLOCK_TAGS = (*_FRAME_TAGS, *_LIST_TAGS, "main", "div", "section")
 LINK_DENSITY = 0.5  # a list or table whose text is mostly link text is navigation
@@ -114,6 +119,14 @@ def page_text(body: bytes) -> str:
     return " ".join(tree.itertext())
 
 
+def _frame_named(names: str) -> bool:
+    """Whether a class or id token of ``names`` names a part of the frame (``_FRAME_NAME``;
+    a token of ``_NOT_A_PART`` never does)."""
+    if not _FRAME_NAME.search(names):  # (most elements: one search)
+        return False
+    return any(_FRAME_NAME.search(token) for token in names.split() if not _NOT_A_PART.match(token))
+
+
 def main_text(tree) -> str:
     """The text of a page's content, without the site's frame around it (changes the tree).
 
@@ -137,9 +150,7 @@ def main_text(tree) -> str:
         if (tag == "main" or role == "main") and root is tree:
             root = el
         elif (
-            tag in _FRAME_TAGS
-            or role in _FRAME_ROLES
-            or _FRAME_NAME.search(f"{el.get('class') or ''} {el.get('id') or ''}")
+            tag in _FRAME_TAGS or role in _FRAME_ROLES or _frame_named(f"{el.get('class') or ''} {el.get('id') or ''}")
         ):
             frame.append(el)
         elif tag in _LIST_TAGS:

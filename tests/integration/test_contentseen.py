@@ -50,6 +50,26 @@ def test_distinct_pages_on_one_frame_are_not_near_copies(redis_url, crawl_name):
     assert stats.get_value("contentseen/new") == 40
 
 
+def test_posts_whose_taxonomy_classes_hold_frame_words_are_not_near_copies(redis_url, crawl_name):
+    """Blog posts (WordPress's post_class: ``category-cookies``, ``tag-social-media``) of 400
+    words of their own each, beside the site's frame and an author's note of 150 words on
+    every post: the post's div was taken for a frame part (``cookies``, ``social``), only
+    the author's note was left, and every post of such a category was a near copy of the
+    first (resemblance 1.0)."""
+    pipeline, stats = _pipeline(redis_url, crawl_name)
+    note = " ".join(article(999, 150))
+    for i, taxonomy in enumerate(["category-cookies"] * 3 + ["tag-social-media"] * 3):
+        body = (
+            f'<html><body><header><nav><a href="/">Home</a> <a href="/about">About</a></nav></header>'
+            f'<div id="post-{i}" class="post-{i} post type-post status-publish hentry {taxonomy}">'
+            f"<h1>Recipe {i}</h1><p>{' '.join(article(300 + i, 400))}</p></div>"
+            f'<div class="author-bio"><p>{note}</p></div><footer>Copyright</footer></body></html>'
+        )
+        item = pipeline.process_now(page(f"http://blog.example/{i}", body.encode()))
+        assert "near_duplicate_of" not in item and "duplicate_of" not in item, (i, item.get("resemblance"))
+    assert stats.get_value("contentseen/new") == 6
+
+
 def test_a_near_copy_is_the_one_it_resembles_most(redis_url, crawl_name):
     pipeline, _ = _pipeline(redis_url, crawl_name)
     words = article(11)

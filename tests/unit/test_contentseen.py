@@ -100,6 +100,13 @@ def test_main_text_leaves_the_frame_out():
         b'<html><body><form id="aspnetForm"><nav>menu</nav><p>all of the page is in the form</p></form></body></html>'
     )
     assert fp.main_text(lxml.html.fromstring(aspnet)).split() == ["all", "of", "the", "page", "is", "in", "the", "form"]
+    # a post's taxonomy classes say what it is about, not which part of the frame it is
+    for taxonomy in ("category-cookies", "tag-social-media", "has-sidebar", "category-main-menu"):
+        post = f'<html><body><nav>menu</nav><div class="post type-post {taxonomy}"><p>the recipe</p></div>'
+        post += "<footer>copyright notice of the site</footer></body></html>"
+        assert fp.main_text(lxml.html.fromstring(post)).split() == ["the", "recipe"], taxonomy
+    named = b'<html><body><div class="site-header main-nav">menu words</div><p>the story</p></body></html>'
+    assert fp.main_text(lxml.html.fromstring(named)).split() == ["the", "story"]
     # a list of links inside the text is navigation; a list of prose is text
     lists = (
         b"<html><body><p>intro</p><ul><li><a href=a>one</a></li><li><a href=b>two</a></li></ul>"
