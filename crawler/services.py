@@ -162,7 +162,9 @@ class Services:
         rest of the crawler is built, not at the first page."""
         if self._page_workers is None:
             s = self.crawler.settings
-            self._page_workers = PageWorkers(s.getint("PAGE_PROCESSES"), s.getint("PAGE_PROCESS_NICE"))
+            self._page_workers = PageWorkers(
+                s.getint("PAGE_PROCESSES"), s.getint("PAGE_PROCESS_NICE"), s.getfloat("PAGE_READ_TIMEOUT")
+            )
             self._page_workers.start()
         return self._page_workers
 

@@ -542,6 +542,12 @@ TABLE: tuple[Setting, ...] = (
         Number(0, 19, integer=True),
         "their CPU priority below the crawling process's, whose delays are every due host's delays",
     ),
+    S(
+        "PAGE_READ_TIMEOUT",
+        30.0,
+        SECONDS,
+        "seconds a page process may take to read a page before it is stopped and the page kept unread (exact copies checked only; 0: no limit)",
+    ),
     S("DNSCACHE_ENABLED", True, Flag(), "Scrapy's DNS cache"),
     S("FEED_EXPORT_ENCODING", "utf-8", TEXT, "encoding of `-o` feeds"),
     # --- network guard (crawler/middlewares/netguard.py) ---

@@ -17,7 +17,10 @@ ProcessPoolExecutor, 56 MB now.
 A page that kills its page process (a parser crash on hostile bytes, the OOM killer)
 does not take the crawl down: a new process is started, and the call is tried once more;
 if that fails too, the call fails with ``PageWorkerCrashed``, which the pipelines count
-and handle as a page they could not read. The other calls are not touched. The
+and handle as a page they could not read. The other calls are not touched. A call that
+takes longer than PAGE_READ_TIMEOUT (hostile HTML that the parser reads in time growing
+faster than its size: tens of thousands of attributes on one tag) has its process killed
+and fails with ``PageReadTimedOut`` (a PageWorkerCrashed), not tried again. The
 processes ignore SIGINT and SIGTERM: Ctrl-C reaches every process of the terminal's
 group, and the crawling process stops them itself once the pages in flight are read.
 They run at a lower CPU priority (PAGE_PROCESS_NICE): when the cores are busy, the
@@ -41,6 +44,7 @@ import itertools
 import logging
 import pickle
 import queue
+import select
 import subprocess
 import sys
 import threading
@@ -63,10 +67,15 @@ class PageWorkerCrashed(Exception):
     """The page process died while reading a page."""
 
 
+class PageReadTimedOut(PageWorkerCrashed):
+    """A call took longer than its deadline: its page process was killed (not tried again)."""
+
+
 class PageWorkers:
-    def __init__(self, processes: int, nice: int = 0):
+    def __init__(self, processes: int, nice: int = 0, timeout: float = 0.0):
         self.processes = processes
         self.nice = nice
+        self.timeout = timeout  # seconds a call may take (PAGE_READ_TIMEOUT; 0: no deadline)
         # (rank, seq, (fn, args, Deferred)), urgent calls first, then in order; None: a feeder stops
         self._calls: queue.PriorityQueue = queue.PriorityQueue()
         self._seq = itertools.count()
@@ -90,6 +99,8 @@ class PageWorkers:
 
     def _again(self, failure, fn, args: tuple, urgent: bool) -> Deferred:
         failure.trap(PageWorkerCrashed)
+        if failure.check(PageReadTimedOut):  # (it would take as long again)
+            return failure
         return self._submit(fn, args, urgent)
 
     def start(self) -> None:
@@ -98,7 +109,7 @@ class PageWorkers:
         wait for it."""
         if self.processes > 0 and not self._feeders:
             for n in range(self.processes):
-                feeder = _Feeder(n, self._calls, self.nice)
+                feeder = _Feeder(n, self._calls, self.nice, self.timeout)
                 self._feeders.append(feeder)
                 self._warming.append(feeder.ready)
                 feeder.start()
@@ -125,16 +136,17 @@ class _Feeder(threading.Thread):
     """One page process, and the thread that hands it calls one at a time, starting a new
     process when the last one died."""
 
-    def __init__(self, n: int, calls: queue.PriorityQueue, nice: int):
+    def __init__(self, n: int, calls: queue.PriorityQueue, nice: int, timeout: float = 0.0):
         super().__init__(name=f"page-process-{n}", daemon=True)
         self.calls = calls
         self.nice = nice
+        self.timeout = timeout
         self.ready: Deferred = Deferred()
         self.proc: subprocess.Popen | None = None
 
     def run(self) -> None:
         try:
-            self._call(warm_up, ())
+            self._call(warm_up, (), deadline=False)  # (a cold start may take seconds)
             _fire(self.ready, None)
         except Exception as exc:
             _fire(self.ready, exc, ok=False)
@@ -148,9 +160,10 @@ class _Feeder(threading.Thread):
             _fire(d, value, ok)
         self._stop()
 
-    def _call(self, fn, args: tuple) -> tuple[bool, object]:
+    def _call(self, fn, args: tuple, deadline: bool = True) -> tuple[bool, object]:
         """(True, result) or (False, exception) of ``fn(*args)`` in the process; raises
-        PageWorkerCrashed when the process dies meanwhile."""
+        PageWorkerCrashed when the process dies meanwhile, PageReadTimedOut (its process
+        killed) when no answer begins within ``timeout`` seconds (``deadline``)."""
         buffers: list[pickle.PickleBuffer] = []
         data = pickle.dumps((fn, _out_of_band(args)), 5, buffer_callback=buffers.append)
         if self.proc is None:
@@ -158,6 +171,15 @@ class _Feeder(threading.Thread):
         try:
             write_message(self.proc.stdin, data, buffers)
             del data, buffers
+            if deadline and self.timeout > 0 and not select.select([self.proc.stdout], [], [], self.timeout)[0]:
+                self.proc.kill()
+                self._stop()
+                logger.error(
+                    "A page took more than %.0f s to read (PAGE_READ_TIMEOUT): its page process was stopped, "
+                    "and a new one started",
+                    self.timeout,
+                )
+                raise PageReadTimedOut(f"no answer within {self.timeout:.0f} s (PAGE_READ_TIMEOUT)")
             answer = read_message(self.proc.stdout)
         except OSError:  # a broken pipe: the process is gone
             answer = None

@@ -52,11 +52,12 @@ from scrapy.utils.sitemap import Sitemap
 from twisted.internet import threads
 
 from crawler import meta
+from crawler.contentseen import fingerprints as fp
 from crawler.exceptions import RobotsDisallowed
 from crawler.items import Page
 from crawler.page.decode import is_html
 from crawler.page.reader import STAGES, Reading, read_page
-from crawler.page.workers import PageWorkerCrashed
+from crawler.page.workers import PageReadTimedOut, PageWorkerCrashed
 from crawler.scope.addresses import guard_hint
 from crawler.scope.reasons import PRIVATE_ADDRESS
 from crawler.scope.rules import EMPTY
@@ -256,9 +257,20 @@ class BroadSpider(scrapy.Spider):
                         urgent=bool(response.request.meta.get(meta.URGENT)),
                     )
                 )
+            except PageReadTimedOut:  # read as far as its bytes: the pipelines do not try again
+                self.crawler.stats.inc_value("pagereader/timed_out")
+                reading = self.unread(response.body)
             except PageWorkerCrashed:  # the pipelines try once more, each for its part
                 self.crawler.stats.inc_value("pagereader/crashed")
         yield self.page(response, reading)  # its links are followed by crawler.pipelines.links
+
+    def unread(self, body: bytes) -> Reading:
+        """The reading of a page that could not be read in time: no links, no metadata, its
+        body's digest alone (exact copies), problem ``timeout``."""
+        prints = None
+        if self.read.keywords.get("fingerprints"):
+            prints = fp.Fingerprints(fp.body_digest(body), 0, None, None, None)
+        return Reading([], False, 0, prints, {}, ["timeout"], {})
 
     def read_now(self, response) -> Reading | None:
         """The reading ``parse`` gets from a page worker, in the calling thread (tests,

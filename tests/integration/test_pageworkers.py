@@ -142,3 +142,42 @@ def test_an_urgent_call_goes_before_the_calls_waiting():
         [sys.executable, "-c", URGENT_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
     ).stdout
     assert "order [99, 0, 1, 2, 3, 4]" in out, out
+
+
+HOSTILE = """
+import time
+from twisted.internet import defer, task
+from crawler.page.reader import read_page
+from crawler.page.workers import PageReadTimedOut, PageWorkers
+
+async def main(reactor):
+    workers = PageWorkers(1, timeout=1.0)
+    await workers.ready()
+    # one tag of 40,000 attributes: libxml2 reads it in time growing faster than its size
+    # (tens of seconds for 350 KB; a 2 MB body of them, hours)
+    hostile = b"<html><body><div " + b" ".join(b"a%d=1" % i for i in range(40_000)) + b"></div></body></html>"
+    started = time.monotonic()
+    try:
+        await workers.run(read_page, hostile, "http://example.com/", {})
+        print("read")
+    except PageReadTimedOut:
+        print("timed out", time.monotonic() - started < 5)
+    page = b"<html><body><a href=/next>next</a> words of a page</body></html>"
+    reading = await workers.run(read_page, page, "http://example.com/", {})
+    print("next page", [link["url"] for link in reading.links])
+    workers.close()
+
+task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
+"""
+
+
+def test_a_page_that_takes_longer_than_the_deadline_stops_its_process_and_the_next_is_read():
+    """PAGE_READ_TIMEOUT: a page whose reading would take minutes (hostile HTML the parser
+    reads in time growing faster than its size) has its page process stopped at the
+    deadline, and is not tried again (it held the process, and the crawl's reading of
+    pages, for as long as it took); a new process reads the next page."""
+    proc = subprocess.run([sys.executable, "-c", HOSTILE], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["timed out True", "next page ['http://example.com/next']"], (
+        proc.stdout + proc.stderr[-2000:]
+    )
