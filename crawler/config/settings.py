@@ -468,6 +468,12 @@ TABLE: tuple[Setting, ...] = (
         Flag(),
         "follow the links of fetched pages (False: fetch the seeds and submissions only)",
     ),
+    S(
+        "LINKS_MAX_PER_PAGE",
+        6000,
+        COUNT,
+        "links of a page read at most, in page order (a page of hundreds of thousands of links: a trap, or a crawl's memory); 0: all",
+    ),
     S("SEED_BATCH_SIZE", 2000, AT_LEAST_ONE, "URLs per frontier round trip during seed ingestion"),
     S(
         "SEED_GROUP_URLS",

@@ -140,9 +140,9 @@ def _link_encoding(body: bytes, page: DecodedPage) -> str:
     return page.encoding
 
 
-def _links(elements, base: str, url: str, encoding: str, url_opts: dict) -> tuple[list[dict], int]:
+def _links(elements, base: str, url: str, encoding: str, url_opts: dict, most: int = 0) -> tuple[list[dict], int]:
     """(links, URLs normalize_url refused) of a page's ``<a>`` and ``<area>`` elements, in
-    document order (see the module docstring)."""
+    document order (see the module docstring); the first ``most`` (0: all)."""
     page = _PageLinks(base, url, encoding, url_opts)
     followed: dict[str, tuple] = {}  # href -> what _PageLinks.follow gave
     seen_raw: set[str] = set()
@@ -182,6 +182,8 @@ def _links(elements, base: str, url: str, encoding: str, url_opts: dict) -> tupl
                 "nofollow": rel is not None and "nofollow" in rel.lower().replace(",", " ").split(),
             }
         )
+        if len(out) == most:
+            break
     return out, invalid
 
 

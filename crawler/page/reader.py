@@ -116,13 +116,16 @@ def read_page(
     max_field_length: int = DEFAULT_MAX_FIELD_LENGTH,
     max_fields: int = DEFAULT_MAX_FIELDS,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    max_links: int = 0,
 ) -> Reading:
     """Read the HTML page ``body`` fetched from ``url`` (the final URL) with response
     ``headers`` ({name: [values]}, any case) once (see the module docstring). ``links``,
     ``fingerprints`` and ``metadata`` False leave that part out (empty, or prints None);
     ``min_words`` is content seen's CONTENT_SEEN_MIN_WORDS, ``url_options``
-    normalize_url's keyword arguments, the rest the metadata pipeline's limits."""
+    normalize_url's keyword arguments, ``max_links`` the page's first links read at most
+    (LINKS_MAX_PER_PAGE; 0: all), the rest the metadata pipeline's limits."""
     reader = _Reader(body, url, headers)
+    reader.max_links = max_links
     try:
         reader.read(
             links, fingerprints, metadata, min_words, url_options or {}, max_field_length, max_fields, max_bytes
@@ -153,6 +156,7 @@ class _Reader:
         self.link_url = url if isinstance(url, str) else ""
         self.headers = headers
         self.links: list[dict] = []
+        self.max_links = 0  # links read at most (0: all)
         self.nofollow_page = False
         self.invalid_links = 0
         self.prints: fp.Fingerprints | None = None
@@ -249,7 +253,9 @@ class _Reader:
             base = get_base_url(page.text[:_BASE_SCAN], self.link_url, encoding)
         except ValueError:  # a URL w3lib cannot read (Scrapy's extractor fails on it): no links
             return
-        self.links, self.invalid_links = _links(root.iter("a", "area"), base, self.link_url, encoding, url_opts)
+        self.links, self.invalid_links = _links(
+            root.iter("a", "area"), base, self.link_url, encoding, url_opts, self.max_links
+        )
 
     def _streamed_links(self, url_opts) -> None:
         """The links of a body over max_bytes, which the shared tree does not hold whole:
@@ -275,7 +281,7 @@ class _Reader:
                 for _ in elements:
                     pass
             else:
-                found = _links(elements, base, self.link_url, encoding, url_opts)
+                found = _links(elements, base, self.link_url, encoding, url_opts, self.max_links)
         except (lxml.etree.LxmlError, ValueError):  # no tree (Scrapy's selector has none either)
             return
         if {"nofollow", "none"} & {t.strip() for t in ",".join(robots).lower().split(",")}:

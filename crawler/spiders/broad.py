@@ -151,6 +151,7 @@ class BroadSpider(scrapy.Spider):
             max_field_length=s.getint("METADATA_MAX_FIELD_LENGTH"),
             max_fields=s.getint("METADATA_MAX_FIELDS"),
             max_bytes=s.getint("METADATA_MAX_BYTES"),
+            max_links=s.getint("LINKS_MAX_PER_PAGE"),
         )
         return spider
 
@@ -302,6 +303,10 @@ class BroadSpider(scrapy.Spider):
                 outlinks = self._outlinks(response)
             finally:
                 _drop_selector(response)
+        most = self.read.keywords.get("max_links", 0)
+        if most and len(outlinks) >= most:  # (the page's first LINKS_MAX_PER_PAGE links)
+            outlinks = outlinks[:most]
+            self.crawler.stats.inc_value("links/capped_pages")
         page["outlinks"] = outlinks
         return page
 

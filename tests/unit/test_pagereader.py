@@ -446,3 +446,18 @@ def test_plain_links_are_joined_as_urljoin_and_safe_url_string_join_them(
         got = links.plain_link(href)
         if got is not None:
             assert got == pagelinks._follow_slowly(href, base, url, encoding)
+
+
+def test_a_page_gives_its_first_max_links_links_at_most():
+    """LINKS_MAX_PER_PAGE: a page of hundreds of thousands of links (a trap, or a crawl's
+    memory: 450,000 links of a 10 MB page took 19 s and 400 MB to read) gives its first
+    ``max_links``, in page order, on both of the reader's ways (the shared tree, and the
+    stream of a body too large for it)."""
+    from crawler.page.reader import read_page
+
+    anchors = "".join(f'<a href="/p{i}">{i}</a>' for i in range(3000))
+    for pad in ("", "<!--" + "x" * 2_200_000 + "-->"):  # (over METADATA_MAX_BYTES: streamed)
+        body = f"<html><body>{pad}{anchors}</body></html>".encode()
+        reading = read_page(body, "http://example.com/", {"Content-Type": ["text/html"]}, max_links=1000)
+        assert [link["url"] for link in reading.links] == [f"http://example.com/p{i}" for i in range(1000)]
+        assert len(read_page(body, "http://example.com/", {"Content-Type": ["text/html"]}).links) == 3000
