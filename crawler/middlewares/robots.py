@@ -254,7 +254,16 @@ class RobotsMiddleware:
             priority=ROBOTS_PRIORITY,
             dont_filter=True,
             callback=NO_CALLBACK,
-            meta={meta.ROBOTS: True, meta.DONT_BACK_OFF: True, meta.DONT_RETRY: True},
+            # (no size limit of its own: _bytes_received stops it at ROBOTSTXT_MAX_BYTES, which
+            # are parsed; one announcing more than DOWNLOAD_MAXSIZE was cancelled unread, and
+            # its host taken for unreachable)
+            meta={
+                meta.ROBOTS: True,
+                meta.DONT_BACK_OFF: True,
+                meta.DONT_RETRY: True,
+                "download_maxsize": 0,
+                "download_warnsize": 0,
+            },
         )
         now = time.time()
         try:

@@ -28,6 +28,8 @@ LIFETIME = 3600
 DISALLOW_P2 = "User-agent: *\nDisallow: /p2.html\n"
 
 HUGE = DISALLOW_P2 + "# padding\n" * 60_000 + "Disallow: /p4.html\n"  # the last line is past 500 KiB
+# more than DOWNLOAD_MAXSIZE (1 MB here), with its Content-Length: its first 500 KiB count too
+HUGER = DISALLOW_P2 + "# padding\n" * 150_000
 
 ROBOTS = {
     # 0: the seed host, 404
@@ -39,6 +41,7 @@ ROBOTS = {
     6: ["drop", DISALLOW_P2],  # a network error, then an answer
     7: 503,  # unreachable; an earlier copy is in Redis
     8: "drop",  # unreachable for longer than ROBOTSTXT_UNREACHABLE_ALLOW_AFTER
+    9: HUGER,
 }
 
 ROUTES = {
@@ -52,7 +55,7 @@ ROUTES = {
 def test_robots_answers_of_every_kind(redis_url, tmp_path):
     name = f"test-{uuid.uuid4().hex[:12]}"
     client = Redis.from_url(redis_url)
-    with serve_site(hosts=9, pages=5, robots=ROBOTS, routes=ROUTES) as site:
+    with serve_site(hosts=10, pages=5, robots=ROBOTS, routes=ROUTES) as site:
         # host 7's robots.txt was fetched before, and its lifetime has passed
         stale = {
             "status": 200,
@@ -72,6 +75,7 @@ def test_robots_answers_of_every_kind(redis_url, tmp_path):
             ROBOTSTXT_UNREACHABLE_ALLOW_AFTER=2,
             HOST_BACKOFF_MIN=1,
             DOWNLOAD_TIMEOUT=10,
+            DOWNLOAD_MAXSIZE=2**20,
             LOG_LEVEL="INFO",
             STATS_DUMP=True,
         )
@@ -96,8 +100,10 @@ def test_robots_answers_of_every_kind(redis_url, tmp_path):
         assert pages_of(1) == everything - {"/p2.html"}
         # six redirects and more: unavailable, so everything is allowed
         assert pages_of(2) == everything
-        # only the first 500 KiB count
+        # only the first 500 KiB count, also of one larger than DOWNLOAD_MAXSIZE (it was
+        # cancelled unread, its host taken for unreachable, then given up)
         assert pages_of(3) == everything - {"/p2.html"}
+        assert pages_of(9) == everything - {"/p2.html"} and robots[hosts[9]] == 1
         assert pages_of(4) == everything  # garbage parses to no rules
         # 429 and a dropped connection: nothing fetched until robots.txt answered
         for i in (5, 6):
@@ -115,9 +121,9 @@ def test_robots_answers_of_every_kind(redis_url, tmp_path):
 
         pages = read_pages(out)
         disallowed = {page["url"] for page in pages if page["status"] == "robots_disallowed"}
-        assert disallowed == {site.url(i, "/p2.html") for i in (1, 3, 5, 6, 7)}
+        assert disallowed == {site.url(i, "/p2.html") for i in (1, 3, 5, 6, 7, 9)}
         stats = _stats(tmp_path / "worker.log")
-        assert stats["robotstxt/disallowed"] == 5
+        assert stats["robotstxt/disallowed"] == 6
         assert stats["robotstxt/stale_used"] >= 1
         assert stats["robotstxt/deferred"] >= 2
     finally:
