@@ -148,11 +148,9 @@ class FailureMiddleware:
     # -- decisions ---------------------------------------------------------------------
 
     def _throttled(self, request, response, retry_after: float):
-        """429 or Retry-After: every worker leaves the host alone for a while."""
+        """429 or Retry-After: every worker leaves the host alone for a while (also after
+        the page's last back-off: the host asked it of the crawl, not of the page)."""
         retries = request.meta.get(meta.BACKOFF_RETRIES, 0)
-        if retries >= self.max_backoffs:
-            self.stats.inc_value("backoff/gave_up")
-            return response
         host = self.frontier.politeness_key(request.url)
         try:
             delay = self.frontier.block_until(
@@ -160,6 +158,9 @@ class FailureMiddleware:
             )
         except redis.RedisError as exc:  # cannot tell the other workers: keep the answer
             logger.warning("Could not back off %s (%s); keeping its %d answer", host, exc, response.status)
+            return response
+        if retries >= self.max_backoffs:  # the page's answer is kept; its host waits all the same
+            self.stats.inc_value("backoff/gave_up")
             return response
         self.stats.inc_value("backoff/throttled")
         self.stats.inc_value(f"backoff/throttled/{response.status}")

@@ -210,3 +210,26 @@ def test_the_end_of_a_response_spaces_the_next_request(frontier):
     # its redirect hop (or the page) leaves no sooner than that end + the interval
     assert frontier.slot("a.example", 5.0, now=T0 + 500) == T0 + 1400
     assert frontier.get(1, now=T0 + 1399)[0] == []  # the frontier agrees
+
+
+def test_a_429_after_the_pages_last_back_off_still_keeps_the_host_away(redis_url, crawl_name):
+    """A page answered 429 with Retry-After once more than HOST_BACKOFF_MAX_RETRIES: its
+    answer is kept (recorded), and its host is left alone for the Retry-After all the same
+    (the host's other URLs went out again at its interval)."""
+    from scrapy import Request
+    from scrapy.http import Response
+    from scrapy.utils.test import get_crawler
+
+    from crawler import meta
+    from crawler.frontier.words import now_ms
+    from crawler.middlewares.failures import FailureMiddleware
+    from crawler.spiders.broad import BroadSpider
+    from testing.services import project_settings
+
+    crawler = get_crawler(BroadSpider, project_settings(REDIS_URL=redis_url, CRAWL_NAME=crawl_name))
+    middleware = FailureMiddleware.from_crawler(crawler)
+    last = crawler.settings.getint("HOST_BACKOFF_MAX_RETRIES")
+    request = Request("http://a.example/p", meta={meta.LEASE: "x", meta.BACKOFF_RETRIES: last})
+    response = Response(request.url, status=429, headers={"Retry-After": "3600"}, request=request)
+    assert middleware.process_response(request, response) is response
+    assert middleware.frontier.blocked_until("a.example") > now_ms() + 3_000_000
