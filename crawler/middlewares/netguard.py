@@ -32,7 +32,7 @@ from twisted.internet.error import DNSLookupError
 
 from crawler import meta
 from crawler.exceptions import AddressRefused
-from crawler.frontier.addresses import Lookup, LookupFailed
+from crawler.frontier.addresses import LOOKUP_MOST, Lookup, LookupFailed
 from crawler.scope.addresses import AddressPolicy, allow_hint, ip_literal
 from crawler.services import recorded_address
 
@@ -41,6 +41,11 @@ logger = logging.getLogger(__name__)
 
 CACHE_MIN_TTL = 60.0  # seconds an answer of DNS_NAMESERVERS is kept at least
 CACHE_NAMES = 10_000  # answers kept at most (all forgotten at once past it)
+# seconds a name whose look-up failed (no such name, no answer in time) fails again at once:
+# the guard's look-up and the download's, and the host's next requests, each waited for
+# the look-up's whole timeout (a DNS server that never answers held a request's slot
+# some 90 s, and a few such hosts a whole worker)
+FAILED_FOR = 60.0
 
 
 class RefusedResolution(DNSLookupError):
@@ -64,6 +69,7 @@ class GuardedResolver(CachingThreadedResolver):
     process = None  # with FRONTIER_ADDRESS_POLITENESS: the process, whose crawlers' clients it asks
     lookup: Lookup | None = None  # with DNS_NAMESERVERS: names resolved through those servers
     _answers: dict[str, tuple[str, float]] = {}  # name -> (address, until): DNS_NAMESERVERS' answers
+    _failed: dict[str, tuple[str, float]] = {}  # name -> (why, until): look-ups that failed (FAILED_FOR)
 
     @classmethod
     def from_crawler(cls, crawler, reactor):
@@ -75,10 +81,12 @@ class GuardedResolver(CachingThreadedResolver):
         if crawler.settings.getbool("FRONTIER_ADDRESS_POLITENESS"):
             resolver.process = crawler
         if crawler.settings.getlist("DNS_NAMESERVERS"):
+            # (a look-up takes LOOKUP_MOST at most, as the frontier's rounds of addresses')
             resolver.lookup = Lookup(
-                crawler.settings.getlist("DNS_NAMESERVERS"), crawler.settings.getfloat("DNS_TIMEOUT")
+                crawler.settings.getlist("DNS_NAMESERVERS"), min(crawler.settings.getfloat("DNS_TIMEOUT"), LOOKUP_MOST)
             )
             resolver._answers = {}
+        resolver._failed = {}
         return resolver
 
     def recorded(self, name: str) -> str | None:
@@ -91,14 +99,17 @@ class GuardedResolver(CachingThreadedResolver):
 
     def getHostByName(self, name: str, timeout=()):
         recorded = self.recorded(name)
+        failed = self._failed.get(name)
         if recorded is not None:
             d = defer.succeed(recorded)
         elif ":" in name and ip_literal(name):  # an IPv6 literal: gethostbyname knows IPv4 only
             d = defer.succeed(name.strip("[]"))
+        elif failed is not None and failed[1] > time.monotonic():
+            return defer.fail(DNSLookupError(failed[0]))
         elif self.lookup is not None:
-            d = threads.deferToThread(self._looked_up, name)
+            d = threads.deferToThread(self._looked_up, name).addErrback(self._lookup_failed, name)
         else:
-            d = super().getHostByName(name, timeout)
+            d = super().getHostByName(name, timeout).addErrback(self._lookup_failed, name)
         if self.policy is not None and name not in self.allowed_names:
             d.addCallback(self._check, name)
         return d
@@ -118,6 +129,16 @@ class GuardedResolver(CachingThreadedResolver):
             self._answers.clear()
         self._answers[name] = (address, now + max(ttl or 0, CACHE_MIN_TTL))
         return address
+
+    def _lookup_failed(self, failure, name: str):
+        """A look-up of ``name`` failed (no such name, no answer in time): it fails at once
+        for FAILED_FOR seconds."""
+        if failure.check(DNSLookupError, defer.TimeoutError):
+            if len(self._failed) >= CACHE_NAMES:
+                self._failed.clear()
+            why = str(failure.value) or type(failure.value).__name__
+            self._failed[name] = (why, time.monotonic() + FAILED_FOR)
+        return failure
 
     def _check(self, address: str, name: str) -> str:
         reason = self.policy.refusal(address)

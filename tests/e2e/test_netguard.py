@@ -154,3 +154,50 @@ def test_allow_list_lets_loopback_through(tmp_path, server):
     pages, _ = crawl(tmp_path, seeds, NETWORK_GUARD_ALLOW="127.0.0.0/8,::1/128")
     assert {url: page["status"] for url, page in pages.items()} == {url: 200 for url in seeds}
     assert sorted(p for p in _Handler.hits if p != "/robots.txt") == ["/a", "/c"]
+
+
+def test_names_whose_dns_never_answers_hold_the_crawl_seconds_not_minutes(tmp_path, redis_url):
+    """DNS_NAMESERVERS that never answer for some names (here a UDP socket that reads and
+    never replies): each look-up waits LOOKUP_MOST (5 s) at most, and a name whose look-up
+    failed fails at once for a minute (the guard's look-up and the download's, and the
+    host's robots.txt and pages each waited for DNS_TIMEOUT, 60 s: twenty such names held
+    a worker's every slot for minutes). The crawl of the loopback site beside them is
+    done, each such name's page recorded as a DNS error, and the worker ends by itself."""
+    import time
+    import uuid
+
+    from redis import Redis
+
+    from crawler.demo.site import serve_site
+    from crawler.frontier.frontier import Frontier
+    from testing.workers import loopback_settings, seed_file
+
+    dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    dns.bind(("127.0.0.1", 0))
+    threading.Thread(target=lambda: [dns.recvfrom(4096) for _ in iter(int, 1)], daemon=True).start()
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    with serve_site(hosts=2, pages=10) as site:
+        hanging = [f"http://hang{i}.example.org/p0.html" for i in range(20)]
+        seeds = seed_file(tmp_path, [*site.seeds, *hanging])
+        settings = loopback_settings(
+            name,
+            tmp_path / "worker.log",
+            DNS_NAMESERVERS=f"127.0.0.1:{dns.getsockname()[1]}",
+            URL_RETRY_ATTEMPTS=1,
+            ROBOTSTXT_UNREACHABLE_ALLOW_AFTER=0,
+            CRAWL_DIR=tmp_path / "crawl",
+        )
+        env = {**clean_env(), "REDIS_URL": redis_url}
+        started = time.monotonic()
+        proc = subprocess.run(crawl_command(tmp_path / "out.jsonl", seeds, settings), cwd=ROOT, env=env, timeout=120)
+        took = time.monotonic() - started
+        healthy = {f"{h.host}{h.path}" for h in site.page_hits()}
+        every = {f"{host}{path}" for host in site.hosts for path in site.page_paths()}
+    Frontier(Redis.from_url(redis_url), name).clear()
+    assert proc.returncode == 0
+    pages = {page["url"]: page for page in read_pages(tmp_path / "out.jsonl")}
+    assert every <= healthy
+    assert all(pages[url]["status"] == "dns_error" or "DNS" in str(pages[url].get("error")) for url in hanging), [
+        pages.get(url) for url in hanging
+    ]
+    assert took < 60, took
