@@ -321,10 +321,10 @@ class ServeProcess:
         self.stop()
         raise AssertionError(f"scrapy serve did not start\n{self.tail()}")
 
-    def get(self, path: str, data: bytes | None = None, token: str | None = None):
-        """(status, headers, body bytes) of a request (a POST with ``data``); errors are
-        answers too."""
-        headers = {"Content-Type": "application/json"} if data is not None else {}
+    def get(self, path: str, data: bytes | None = None, token: str | None = None, headers: dict | None = None):
+        """(status, headers, body bytes) of a request (a POST with ``data``; ``headers``
+        beside the JSON type); errors are answers too."""
+        headers = {**({"Content-Type": "application/json"} if data is not None else {}), **(headers or {})}
         if token or self.token:
             headers["Authorization"] = f"Bearer {token or self.token}"
         request = urllib.request.Request(self.base + path, data=data, headers=headers)

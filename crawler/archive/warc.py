@@ -54,6 +54,7 @@ import zlib
 from dataclasses import dataclass
 
 from warcio.archiveiterator import ArchiveIterator
+from warcio.exceptions import ArchiveLoadFailed
 from warcio.recordbuilder import RecordBuilder
 from warcio.statusandheaders import StatusAndHeaders
 
@@ -330,24 +331,49 @@ def _whole_record(raw: bytes) -> bytes | None:
 def read_record(data: bytes) -> tuple[dict, bytes]:
     """The WARC headers and the HTTP body of one gzipped response record (what a ranged
     read of an archive pointer returns)."""
-    record = next(iter(ArchiveIterator(io.BytesIO(data))))
+    record = _first_record(data)
     return dict(record.rec_headers.headers), record.content_stream().read()
+
+
+def _first_record(data: bytes):
+    """The first record of ``data``; LookupError when it holds none (a pointer that points
+    at nothing: an empty range, one past the object's end)."""
+    try:
+        record = next(iter(ArchiveIterator(io.BytesIO(data))), None)
+    except ArchiveLoadFailed:  # (bytes that are no record: a pointer off its record's start)
+        record = None
+    if record is None:
+        raise LookupError("the archive pointer points at no record")
+    return record
 
 
 def read_payload(get_range, pointer: dict, pointer_of) -> tuple[str | None, bytes]:
     """The HTTP Content-Type and the body of the capture at ``pointer`` (``key``,
     ``offset``, ``length``, ``bucket``), read with ``get_range(key, offset, length, bucket)``; a revisit
     record is followed once to the capture it refers to (``pointer_of(url)``: the archive
-    pointer of that URL's stored record). LookupError when that capture is not stored."""
+    pointer of that URL's stored record), which must be the capture the revisit names (by
+    its payload's digest or its date: the URL may have been fetched again since, with
+    another body). LookupError when that capture is not stored, or the pointer points at
+    no record."""
     data = get_range(pointer["key"], pointer["offset"], pointer["length"], pointer.get("bucket") or "")
-    record = next(iter(ArchiveIterator(io.BytesIO(data))))
+    record = _first_record(data)
     if record.rec_type == "revisit":
         target = record.rec_headers.get_header("WARC-Refers-To-Target-URI")
+        # (the capture it names: by its payload's digest, or its date)
+        digest = record.rec_headers.get_header("WARC-Payload-Digest")
+        date = record.rec_headers.get_header("WARC-Refers-To-Date")
         original = pointer_of(target) if target else None
         if not original or original == pointer:
             raise LookupError(f"the capture {target} that this revisit record refers to is not stored")
         data = get_range(original["key"], original["offset"], original["length"], original.get("bucket") or "")
-        record = next(iter(ArchiveIterator(io.BytesIO(data))))
+        record = _first_record(data)
+        heads = record.rec_headers
+        if (
+            record.rec_type != "response"
+            or (digest and heads.get_header("WARC-Payload-Digest") != digest)
+            or (date and heads.get_header("WARC-Date") != date)
+        ):
+            raise LookupError(f"the capture of {target} that this revisit record refers to is no longer stored")
     content_type = record.http_headers.get_header("Content-Type") if record.http_headers else None
     return content_type, record.content_stream().read()
 

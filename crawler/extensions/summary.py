@@ -13,15 +13,14 @@ from twisted.internet import task
 from crawler.freshness.policy import SKIPPED
 from crawler.frontier.words import FINISHED
 from crawler.items import Page
-from crawler.observe.report import FATE, deferred_lines, pages_text, status_line
+from crawler.observe.report import FATE, KEPT, deferred_lines, pages_text, status_line
 from crawler.services import services
 from crawler.urlstore.record import worker_fate
 
 logger = logging.getLogger(__name__)
 
 NOT_ERRORS = {
-    "fetched",
-    "duplicate",
+    *KEPT,  # (a 304's not_modified among them: the page kept)
     "robots_disallowed",
     "dropped",
     "given_up",

@@ -34,6 +34,7 @@ and the write endpoints (pause, resume) answer 403: they need a token always.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import time
 from importlib import resources
@@ -144,7 +145,7 @@ async def lookup(request: web.Request) -> web.Response:
     if request.method == "POST":
         try:
             payload = await request.json()
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, LookupError, RecursionError):  # (an unknown charset, a deep nest)
             raise error(400, 'the body must be JSON: {"urls": [...]}') from None
         urls = payload.get("urls") if isinstance(payload, dict) else None
     else:
@@ -218,7 +219,7 @@ async def hold(request: web.Request) -> web.Response:
     if request.can_read_body:
         try:
             payload = await request.json()
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, LookupError, RecursionError):  # (an unknown charset, a deep nest)
             raise error(400, 'the body must be JSON: {"host": "example.com"} or nothing') from None
         host = payload.get("host") if isinstance(payload, dict) else None
         if host is not None and not isinstance(host, str):
@@ -253,7 +254,8 @@ async def guard(request: web.Request, handler):
     """The token (when SERVE_TOKEN is set), and JSON for every error of /api/."""
     server = request.app[SERVER]
     api = request.path.startswith("/api/")
-    if api and server.token and request.headers.get("Authorization") != f"Bearer {server.token}":
+    given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
+    if api and server.token and not hmac.compare_digest(given, f"Bearer {server.token}".encode()):  # (constant time)
         raise error(401, "this server needs a token: Authorization: Bearer <SERVE_TOKEN>")
     try:
         return await handler(request)

@@ -173,9 +173,10 @@ class Server:
         except TimeoutError:
             logger.warning("%s did not answer within %.1f s", what, self.timeout)
             raise Unavailable(f"{what} did not answer within {self.timeout:g} s") from None
-        except FileNotFoundError as exc:  # a crawl with a frontier but no UrlStore yet
-            raise error(404, str(exc)) from None
-        except (ValueError, TypeError, KeyError, LookupError):
+        except FileNotFoundError as exc:  # a crawl with a frontier but no UrlStore yet, an archive object gone
+            # (the system's own message names a path of this machine: not said to the caller)
+            raise error(404, f"{what}: not found" if exc.filename else str(exc)) from None
+        except (ValueError, TypeError, KeyError, LookupError, web.HTTPException):  # (an answer of its own: a 404)
             raise
         except Exception as exc:
             logger.warning("%s is unavailable: %s: %s", what, type(exc).__name__, exc)
@@ -185,6 +186,19 @@ class Server:
         s = self.settings.copy()
         s.set("CRAWL_NAME", name, priority="cmdline")
         return s
+
+    def exists(self, name: str) -> bool:
+        """Whether crawl ``name`` has a UrlStore file or a frontier (creating nothing)."""
+        settings = self.settings_for(name)
+        if settings.get("URLSTORE_BACKEND").lower() == "sqlite" and name in crawls_holding(settings, SQLITE_FILE):
+            return True
+        try:
+            return crawl_exists(settings)
+        except ValueError:  # (not a crawl name)
+            return False
+        except Exception as exc:  # Redis away: the stores still answer
+            logger.warning("Whether crawl %r is in Redis is unknown for now: %s: %s", name, type(exc).__name__, exc)
+            return False
 
     def known_crawls(self) -> list[str]:
         """Crawls with a UrlStore file or a frontier (reused for KNOWN_FOR seconds)."""
@@ -208,10 +222,10 @@ class Server:
         if crawl is not None:
             return crawl
         known = await self.blocking("The list of crawls", self.known_crawls)
-        if name not in known:
+        if name not in known and not await self.blocking("The crawl", self.exists, name):
+            # (the list holds the first crawls alone: a crawl past them is asked for by name)
             self._known = (0.0, [])  # (a crawl that starts later is seen at once)
             known = await self.blocking("The list of crawls", self.known_crawls)
-        if name not in known:
             there = ", ".join(known) if known else "none yet"
             raise error(404, f"no crawl {name!r} (crawls: {there})")
         crawl = self.crawls[name] = Crawl(self.settings_for(name))

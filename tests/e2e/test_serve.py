@@ -387,3 +387,35 @@ def test_a_taken_port_is_one_line_before_anything_says_serving(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.strip().splitlines() == [f"serve: cannot listen on 127.0.0.1:{port}: Address already in use"]
     assert "Serving" not in proc.stdout + proc.stderr
+
+
+def test_a_pointer_at_no_record_and_bodies_that_are_no_json_get_a_4xx_at_once(crawled):
+    """An archive pointer past its object's end, or of no length, is a 404 at once (it hung
+    for SERVE_TIMEOUT and said 503, try again: the reading's StopIteration never reached
+    the loop); a lookup body in an unknown charset or nested past the parser's depth is a
+    400 (500 before)."""
+    from crawler.urlstore.record import ArchivePointer
+
+    served, name = crawled["served"], crawled["name"]
+    key = (
+        sqlite3.connect(crawled["store"])
+        .execute("SELECT archive_key FROM urls WHERE archive_key IS NOT NULL")
+        .fetchone()[0]
+    )
+    writer = SqliteUrlStore(str(crawled["store"]))
+    for url, pointer in (("http://canon.example/past", (10**9, 100)), ("http://canon.example/empty", (0, 0))):
+        record = FetchRecord(url=url, fate="fetched", fetched_at=time.time(), status=200)
+        writer.record_fetch(record).result(30)
+        writer.set_archive(url, ArchivePointer(key, *pointer)).result(30)
+    writer.close()
+    for url in ("http://canon.example/past", "http://canon.example/empty"):
+        started = time.monotonic()
+        status, _, body = served.get(f"/api/crawls/{name}/content?url={q(url)}")
+        assert status == 404 and "points at no record" in json.loads(body)["error"], (status, body)
+        assert time.monotonic() - started < 1.5
+    for data, headers in (
+        (b'{"urls": []}', {"Content-Type": "application/json; charset=bogus"}),
+        (b"[" * 100_000, {"Content-Type": "application/json"}),
+    ):
+        status, _, body = served.get(f"/api/crawls/{name}/lookup", data=data, headers=headers)
+        assert status == 400 and "JSON" in json.loads(body)["error"], (status, body[:200])

@@ -128,6 +128,39 @@ def test_a_spool_file_torn_anywhere_in_a_record_keeps_the_whole_ones_before_it(t
         assert warcio_check(torn).returncode == 0, cut
 
 
+def test_an_exact_copy_reads_the_capture_it_names_or_none(tmp_path):
+    """An exact copy's revisit record is read through the pointer its original's URL has
+    now: if that URL was fetched again since, with another body, that is another capture,
+    and the copy's body is not stored (it was answered with the later body); a pointer
+    at no record is none either (it raised StopIteration, which hung the server's read)."""
+    from dataclasses import replace
+
+    from crawler.archive.warc import IDENTICAL_PAYLOAD, Refers, read_payload
+
+    batch = WarcBatch(str(tmp_path / "b.warc.gz"), "b")
+    first = _page(0)
+    original = batch.add(first)
+    copy = batch.add(
+        replace(first, url="http://b.example/", refers=Refers(IDENTICAL_PAYLOAD, first.url, first.fetched_at, None))
+    )
+    again = batch.add(replace(first, body=b"<html><body>changed since</body></html>", fetched_at=first.fetched_at + 60))
+    batch.close()
+    data = Path(batch.path).read_bytes()
+
+    def get_range(key, offset, length, bucket=""):
+        return data[offset : offset + length]
+
+    def pointer(at):
+        return {"key": "b", "offset": at[0], "length": at[1], "bucket": ""}
+
+    assert read_payload(get_range, pointer(copy), lambda url: pointer(original))[1] == first.body
+    with pytest.raises(LookupError, match="no longer stored"):
+        read_payload(get_range, pointer(copy), lambda url: pointer(again))
+    for nowhere in ((len(data) + 10, 100), (0, 0), (original[0] + 3, original[1])):
+        with pytest.raises(LookupError, match="points at no record"):
+            read_payload(get_range, pointer(nowhere), lambda url: None)
+
+
 def test_s3_storage_puts_once_and_reads_a_range(s3, tmp_path):
     endpoint, bucket = s3
     src = tmp_path / "f.warc.gz"
