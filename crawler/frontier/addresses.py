@@ -37,6 +37,7 @@ import dns.nameserver
 import dns.resolver
 
 from crawler.frontier.hosts import backoff_settings, key_host
+from crawler.frontier.shards import AWAY, on_shard_of
 from crawler.frontier.words import now_ms
 
 logger = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ class HostAddresses:
         stats=None,
     ):
         self.shards = frontier.shards
+        self._guarded = on_shard_of(frontier)  # (a server away or hanging: passed over, see Spill)
         self.lookup = lookup
         self.classes = classes
         self.ttl_min_ms, self.ttl_max_ms = int(ttl_min * 1000), int(ttl_max * 1000)
@@ -175,11 +177,22 @@ class HostAddresses:
         """Look up the hosts due on each shard, one claim's worth: (hosts recorded, hosts
         that did not resolve)."""
         recorded = failed = 0
-        for shard in self.shards:
-            t = now_ms() if now is None else now
-            claimed = shard.resolve_claim(CLAIM_MS, HOSTS_A_CALL, now=t)
-            if not claimed:
+        for s, shard in enumerate(self.shards):
+            try:
+                done = self._guarded(s, lambda shard=shard: self._round_on(shard, now))
+            except AWAY:  # (its claims expire: the next round, or another worker, looks them up)
                 continue
+            recorded, failed = recorded + done[0], failed + done[1]
+        self._inc("frontier/addresses_resolved", recorded)
+        self._inc("frontier/addresses_unresolved", failed)
+        return recorded, failed
+
+    def _round_on(self, shard, now: int | None) -> tuple[int, int]:
+        """One claim's worth of ``shard``'s hosts looked up: (recorded, did not resolve)."""
+        recorded = failed = 0
+        t = now_ms() if now is None else now
+        claimed = shard.resolve_claim(CLAIM_MS, HOSTS_A_CALL, now=t)
+        if claimed:
             with ThreadPoolExecutor(min(LOOKUPS_AT_ONCE, len(claimed))) as pool:
                 answers = list(pool.map(self._answer, [host for host, _ in claimed]))
             t = now_ms() if now is None else now
@@ -195,8 +208,6 @@ class HostAddresses:
                 class_, interval, cap = self._class(rules, address)
                 records.append((host, class_, address, t + keep, interval, cap))
             recorded += shard.resolve_commit(records, now=t)
-        self._inc("frontier/addresses_resolved", recorded)
-        self._inc("frontier/addresses_unresolved", failed)
         return recorded, failed
 
     def _class(self, rules, address: str) -> tuple[str, int | None, int | None]:

@@ -45,16 +45,36 @@ DOWN_WAIT_MIN, DOWN_WAIT_MAX = 0.5, 8.0  # seconds before a server that was down
 # each try, spends at most about a tenth of its time on a server that hangs
 HUNG_WAIT_FACTOR, HUNG_WAIT_MAX = 10, 60.0
 # the errors of a server that answers but takes no write (maxmemory reached, a replica after a
-# failover, a failed snapshot, too few replicas), at the start of the message or, raised
-# inside a script, after its line ("Error running script ...: @user_script:832: -OOM ..."):
-# waited out as a server away
-REFUSING_WRITES = re.compile(r"(?:^|: -)(?:OOM|READONLY|MISCONF|NOREPLICAS|MASTERDOWN) ")
+# failover, a failed snapshot, too few replicas) or no call for now (busy running a script),
+# at the start of the message or, raised inside a script, after its line ("Error running
+# script ...: @user_script:832: -OOM ..."): waited out as a server away
+REFUSING_WRITES = re.compile(r"(?:^|: -)(?:OOM|READONLY|MISCONF|NOREPLICAS|MASTERDOWN|BUSY) ")
+# redis-py's own classes for some of them, whose messages have lost their code (Redis 7's
+# OOM inside a script: "command not allowed when used memory > 'maxmemory'. script: ...")
+REFUSING_CLASSES = (
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.MasterDownError,
+)
+
+
+# what a server away or hanging raises (through ``ShardedFrontier._on``, one that refuses
+# writes too): a round over the shards passes it over and goes on with the others
+AWAY = (redis.ConnectionError, redis.TimeoutError)
+
+
+def on_shard_of(frontier):
+    """``call(s, fn)``: ``fn()`` for shard ``s`` of ``frontier``, through a sharded frontier's
+    guard (a server known to be down or hanging raises ConnectionError at once, one that
+    fails is waited out), or ``fn()`` itself on one Redis."""
+    guard = getattr(frontier, "on_shard", None)
+    return guard if guard is not None else (lambda s, fn: fn())
 
 
 def refuses_writes(exc: redis.ResponseError) -> bool:
-    """Whether ``exc`` says the server takes no write now (REFUSING_WRITES; redis-py's
-    ReadOnlyError has lost its code), not that the call was wrong."""
-    return isinstance(exc, redis.exceptions.ReadOnlyError) or REFUSING_WRITES.search(str(exc)) is not None
+    """Whether ``exc`` says the server takes no write now (REFUSING_CLASSES,
+    REFUSING_WRITES), not that the call was wrong."""
+    return isinstance(exc, REFUSING_CLASSES) or REFUSING_WRITES.search(str(exc)) is not None
 
 
 def _point(text: str) -> int:
@@ -351,13 +371,17 @@ class ShardedFrontier:
         """Acknowledge (after the pushes owed when they were made: shard_outboxes.py) and land;
         what a server that is away cannot take waits for its next call. The number acked now."""
         acks, lands = self._owed_with(lease_ids, landed, now)
-        acked = 0
+        acked, error = 0, None
         for s in set(acks) | set(lands):
             a, la = acks.get(s, []), lands.get(s, [])
             try:
                 acked += self._on(s, lambda s=s, a=a, la=la: self.shards[s].ack(*a, landed=la, now=now))
-            except (redis.ConnectionError, redis.TimeoutError):
+            except redis.RedisError as exc:  # (kept for its next call, whatever the error)
                 self.outboxes.owe(s, a, la)
+                if not isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+                    error = error or exc
+        if error is not None:  # (raised once the other servers had theirs: an error not of an outage)
+            raise error
         return acked
 
     def renew(self, lease_ids, now: int | None = None) -> None:

@@ -31,6 +31,7 @@ import uuid
 
 from crawler.exceptions import StoreRefused
 from crawler.frontier.chunks import pack, unpack
+from crawler.frontier.shards import AWAY, on_shard_of
 from crawler.frontier.words import now_ms
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,9 @@ HOSTS_A_CALL = 256  # hosts a claim takes at most
 class Spill:
     def __init__(self, frontier, chunks, stats=None, token: str | None = None):
         self.shards = frontier.shards
+        # each shard's calls through the sharded frontier's guard: a server away or hanging
+        # is passed over (its claims expire), the other shards' work goes on
+        self._guarded = on_shard_of(frontier)
         self.chunks = chunks
         self.stats = stats  # Scrapy's stats collector (None: not counted)
         self.token = token or uuid.uuid4().hex[:16]
@@ -61,6 +65,10 @@ class Spill:
         if self.stats is not None and count:
             self.stats.inc_value(key, count)
 
+    def _on(self, shard, call):
+        """``call()`` for ``shard`` through the guard (AWAY when its server is away)."""
+        return self._guarded(self.shards.index(shard), call)
+
     def _claims(self, claim, now: int | None, shards=None, since: float | None = None):
         """(shard, its time, what ``claim(shard)(token, claim time, hosts, now=)`` claimed)
         for each shard (of ``shards``, default all) where it claimed something. A claim is
@@ -70,7 +78,12 @@ class Spill:
         for shard in self.shards if shards is None else shards:
             t = now_ms() if now is None else now
             at = t if since is None or now is None else t + int((time.monotonic() - since) * 1000)
-            claimed = claim(shard)(self.token, CLAIM_MS, HOSTS_A_CALL, now=at)
+            try:
+                claimed = self._on(
+                    shard, lambda shard=shard, at=at: claim(shard)(self.token, CLAIM_MS, HOSTS_A_CALL, now=at)
+                )
+            except AWAY:
+                continue
             if claimed:
                 yield shard, t, claimed
 
@@ -82,7 +95,14 @@ class Spill:
         for shard, t, claimed in self._claims(claim, now, shards, since):
             crawl = shard.keys.prefix
             self.chunks.write(crawl, [(host, chunk, pack(entries)) for host, chunk, entries in claimed])
-            committed = commit(shard)(self.token, claimed, now=t)
+            try:
+                committed = self._on(
+                    shard, lambda shard=shard, claimed=claimed, t=t: commit(shard)(self.token, claimed, now=t)
+                )
+            except (
+                AWAY
+            ):  # (its claim expires: another worker writes those URLs; these chunks, never listed, are never read)
+                continue
             lost = [(host, chunk) for host, chunk, _ in claimed if chunk not in committed]
             if lost:
                 self.chunks.delete(crawl, lost)
@@ -118,7 +138,10 @@ class Spill:
                     read.append((host, chunk, []))
                 else:
                     read.append((host, chunk, unpack(body)))
-            statuses = shard.load(self.token, read, now=t)
+            try:
+                statuses = self._on(shard, lambda shard=shard, read=read, t=t: shard.load(self.token, read, now=t))
+            except AWAY:  # (its claim expires: another worker, or the next round, loads those chunks)
+                continue
             done = [(host, chunk) for (host, chunk, _), status in zip(read, statuses, strict=True) if status]
             urls += sum(len(entries) for (_, _, entries), status in zip(read, statuses, strict=True) if status == 1)
             if done:
@@ -147,7 +170,7 @@ class Spill:
         if not self.bound:
             self.bind()
         since = time.monotonic()  # (each claim at its own time: a long round's last claims expire in time)
-        due = [(shard, shard.spill_due(now)) for shard in self.shards]
+        due = [(shard, self._due(shard, now)) for shard in self.shards]
         buffers = [shard for shard, (spill, _, _) in due if spill]
         written = _until_done(lambda: self.spill(now, buffers, since), most) if buffers else 0
         # (what was written may have left hosts waiting on disk: a window to give back)
@@ -161,6 +184,13 @@ class Spill:
             if not urls:
                 break
         return written, loaded
+
+    def _due(self, shard, now: int | None) -> tuple:
+        """``shard.spill_due(now)``; nothing due on a shard whose server is away."""
+        try:
+            return self._on(shard, lambda: shard.spill_due(now))
+        except AWAY:
+            return False, False, False
 
     def clear(self) -> int:
         """Delete every chunk of the crawl's queues (before their keys go). Returns how many."""
