@@ -37,7 +37,7 @@ import dns.nameserver
 import dns.resolver
 
 from crawler.frontier.hosts import backoff_settings, key_host
-from crawler.frontier.shards import AWAY, on_shard_of
+from crawler.frontier.shards import AWAY
 from crawler.frontier.words import now_ms
 
 logger = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ class HostAddresses:
         stats=None,
     ):
         self.shards = frontier.shards
-        self._guarded = on_shard_of(frontier)  # (a server away or hanging: passed over, see Spill)
+        self._guarded = frontier.on_shard  # (a server away or hanging: passed over, see Spill)
         self.lookup = lookup
         self.classes = classes
         self.ttl_min_ms, self.ttl_max_ms = int(ttl_min * 1000), int(ttl_max * 1000)

@@ -63,14 +63,6 @@ REFUSING_CLASSES = (
 AWAY = (redis.ConnectionError, redis.TimeoutError)
 
 
-def on_shard_of(frontier):
-    """``call(s, fn)``: ``fn()`` for shard ``s`` of ``frontier``, through a sharded frontier's
-    guard (a server known to be down or hanging raises ConnectionError at once, one that
-    fails is waited out), or ``fn()`` itself on one Redis."""
-    guard = getattr(frontier, "on_shard", None)
-    return guard if guard is not None else (lambda s, fn: fn())
-
-
 def refuses_writes(exc: redis.ResponseError) -> bool:
     """Whether ``exc`` says the server takes no write now (REFUSING_CLASSES,
     REFUSING_WRITES), not that the call was wrong."""

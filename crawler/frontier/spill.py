@@ -31,7 +31,7 @@ import uuid
 
 from crawler.exceptions import StoreRefused
 from crawler.frontier.chunks import pack, unpack
-from crawler.frontier.shards import AWAY, on_shard_of
+from crawler.frontier.shards import AWAY
 from crawler.frontier.words import now_ms
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class Spill:
         self.shards = frontier.shards
         # each shard's calls through the sharded frontier's guard: a server away or hanging
         # is passed over (its claims expire), the other shards' work goes on
-        self._guarded = on_shard_of(frontier)
+        self._guarded = frontier.on_shard
         self.chunks = chunks
         self.stats = stats  # Scrapy's stats collector (None: not counted)
         self.token = token or uuid.uuid4().hex[:16]
