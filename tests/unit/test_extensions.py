@@ -23,3 +23,27 @@ def test_engine_start_freezes_what_exists_and_makes_full_passes_rarer():
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_the_live_line_counts_304s_as_pages_kept_not_errors(caplog):
+    """A recrawl's 304 (fate not_modified) is a page kept, as the closing summary says: the
+    periodic line counted 40 of them as 40 errors."""
+    import logging
+    import types
+
+    from scrapy.settings import Settings
+    from scrapy.statscollectors import MemoryStatsCollector
+
+    from crawler.extensions.summary import FrontierStats
+    from crawler.items import Page
+
+    stats = MemoryStatsCollector(types.SimpleNamespace(settings=Settings()))
+    ext = FrontierStats(types.SimpleNamespace(settings=Settings({"FRONTIER_MAX_WAIT": 30}), stats=stats), 60)
+    for status in [304] * 40 + [200] * 10 + [503] * 2:
+        ext.item_scraped(Page(url="http://a.example/", status=status))
+    seen = {"urls": 52, "fill": [0.0], "false_positive_rate": 0.0}
+    numbers = {"queued": 0, "hosts_queued": 0, "hosts_due": 0, "leased": 0, "seen": seen, "acked_last_minute": 52}
+    ext._frontier = lambda: types.SimpleNamespace(stats=lambda: numbers)
+    with caplog.at_level(logging.INFO):
+        ext.log()
+    assert "52 pages, 2 errors (server_error 2)" in caplog.text, caplog.text
