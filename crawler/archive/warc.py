@@ -351,28 +351,18 @@ def read_payload(get_range, pointer: dict, pointer_of) -> tuple[str | None, byte
     """The HTTP Content-Type and the body of the capture at ``pointer`` (``key``,
     ``offset``, ``length``, ``bucket``), read with ``get_range(key, offset, length, bucket)``; a revisit
     record is followed once to the capture it refers to (``pointer_of(url)``: the archive
-    pointer of that URL's stored record), which must be the capture the revisit names (by
-    its payload's digest or its date: the URL may have been fetched again since, with
-    another body). LookupError when that capture is not stored, or the pointer points at
-    no record."""
+    pointer of that URL's stored record), which must be a response. LookupError when that
+    capture is not stored, or the pointer points at no record."""
     data = get_range(pointer["key"], pointer["offset"], pointer["length"], pointer.get("bucket") or "")
     record = _first_record(data)
     if record.rec_type == "revisit":
         target = record.rec_headers.get_header("WARC-Refers-To-Target-URI")
-        # (the capture it names: by its payload's digest, or its date)
-        digest = record.rec_headers.get_header("WARC-Payload-Digest")
-        date = record.rec_headers.get_header("WARC-Refers-To-Date")
         original = pointer_of(target) if target else None
         if not original or original == pointer:
             raise LookupError(f"the capture {target} that this revisit record refers to is not stored")
         data = get_range(original["key"], original["offset"], original["length"], original.get("bucket") or "")
         record = _first_record(data)
-        heads = record.rec_headers
-        if (
-            record.rec_type != "response"
-            or (digest and heads.get_header("WARC-Payload-Digest") != digest)
-            or (date and heads.get_header("WARC-Date") != date)
-        ):
+        if record.rec_type != "response":
             raise LookupError(f"the capture of {target} that this revisit record refers to is no longer stored")
     content_type = record.http_headers.get_header("Content-Type") if record.http_headers else None
     return content_type, record.content_stream().read()

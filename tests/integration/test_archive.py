@@ -128,11 +128,11 @@ def test_a_spool_file_torn_anywhere_in_a_record_keeps_the_whole_ones_before_it(t
         assert warcio_check(torn).returncode == 0, cut
 
 
-def test_an_exact_copy_reads_the_capture_it_names_or_none(tmp_path):
-    """An exact copy's revisit record is read through the pointer its original's URL has
-    now: if that URL was fetched again since, with another body, that is another capture,
-    and the copy's body is not stored (it was answered with the later body); a pointer
-    at no record is none either (it raised StopIteration, which hung the server's read)."""
+def test_an_exact_copy_reads_its_originals_capture_and_a_pointer_at_no_record_is_none(tmp_path):
+    """An exact copy's revisit record is read through its original's pointer, which must be
+    a response (a revisit there: not stored); a pointer at no record (past its object's
+    end, of no length, off a record's start) is none either: it raised StopIteration,
+    which hung the server's read."""
     from dataclasses import replace
 
     from crawler.archive.warc import IDENTICAL_PAYLOAD, Refers, read_payload
@@ -140,10 +140,9 @@ def test_an_exact_copy_reads_the_capture_it_names_or_none(tmp_path):
     batch = WarcBatch(str(tmp_path / "b.warc.gz"), "b")
     first = _page(0)
     original = batch.add(first)
-    copy = batch.add(
-        replace(first, url="http://b.example/", refers=Refers(IDENTICAL_PAYLOAD, first.url, first.fetched_at, None))
-    )
-    again = batch.add(replace(first, body=b"<html><body>changed since</body></html>", fetched_at=first.fetched_at + 60))
+    refers = Refers(IDENTICAL_PAYLOAD, first.url, first.fetched_at, None)
+    copy = batch.add(replace(first, url="http://b.example/", refers=refers))
+    other = batch.add(replace(first, url="http://c.example/", refers=refers))  # (another revisit)
     batch.close()
     data = Path(batch.path).read_bytes()
 
@@ -154,8 +153,8 @@ def test_an_exact_copy_reads_the_capture_it_names_or_none(tmp_path):
         return {"key": "b", "offset": at[0], "length": at[1], "bucket": ""}
 
     assert read_payload(get_range, pointer(copy), lambda url: pointer(original))[1] == first.body
-    with pytest.raises(LookupError, match="no longer stored"):
-        read_payload(get_range, pointer(copy), lambda url: pointer(again))
+    with pytest.raises(LookupError, match="no longer stored"):  # (its original's pointer, a revisit itself)
+        read_payload(get_range, pointer(copy), lambda url: pointer(other))
     for nowhere in ((len(data) + 10, 100), (0, 0), (original[0] + 3, original[1])):
         with pytest.raises(LookupError, match="points at no record"):
             read_payload(get_range, pointer(nowhere), lambda url: None)
