@@ -375,6 +375,12 @@ class Fingerprints(NamedTuple):
     simhash: int | None
 
 
+def digest_only(digest: str) -> Fingerprints:
+    """The fingerprints of a page known by its digest alone (not read, or not readable):
+    exact copies only."""
+    return Fingerprints(digest, 0, None, None, None)
+
+
 def page_fingerprints(body: bytes, min_words: int = 0) -> Fingerprints:
     """What the content-seen pipeline needs of an HTML page (run in a page worker
     process): its digest, and for a page with at least ``min_words`` words of main text
@@ -382,7 +388,7 @@ def page_fingerprints(body: bytes, min_words: int = 0) -> Fingerprints:
     digest = body_digest(body)
     tree = parse(body)
     if tree is None:
-        return Fingerprints(digest, 0, None, None, None)
+        return digest_only(digest)
     return fingerprints_of(digest, main_words(tree), min_words)
 
 

@@ -74,6 +74,12 @@ class Lookup:
     or ``address:port`` (``[v6]:port``), or the machine's (/etc/resolv.conf, then the
     system's own look-up for names DNS does not know, /etc/hosts' among them)."""
 
+    @classmethod
+    def from_settings(cls, settings) -> Lookup:
+        """DNS_NAMESERVERS' (or the machine's), each look-up LOOKUP_MOST at most (DNS_TIMEOUT
+        if less)."""
+        return cls(settings.getlist("DNS_NAMESERVERS"), min(settings.getfloat("DNS_TIMEOUT"), LOOKUP_MOST))
+
     def __init__(self, nameservers: list[str] | tuple[str, ...] = (), timeout: float = 10.0):
         self.own = bool(nameservers)
         self.timeout = timeout
@@ -153,7 +159,7 @@ class HostAddresses:
             return None
         return cls(
             frontier,
-            Lookup(settings.getlist("DNS_NAMESERVERS"), min(settings.getfloat("DNS_TIMEOUT"), LOOKUP_MOST)),
+            Lookup.from_settings(settings),
             AddressClasses(
                 settings.getint("FRONTIER_ADDRESS_PREFIX_V4"), settings.getint("FRONTIER_ADDRESS_PREFIX_V6")
             ),

@@ -99,9 +99,7 @@ class Spill:
                 committed = self._on(
                     shard, lambda shard=shard, claimed=claimed, t=t: commit(shard)(self.token, claimed, now=t)
                 )
-            except (
-                AWAY
-            ):  # (its claim expires: another worker writes those URLs; these chunks, never listed, are never read)
+            except AWAY:  # (its claim expires: another worker writes those URLs; these chunks are never read)
                 continue
             lost = [(host, chunk) for host, chunk, _ in claimed if chunk not in committed]
             if lost:

@@ -32,7 +32,7 @@ from twisted.internet.error import DNSLookupError
 
 from crawler import meta
 from crawler.exceptions import AddressRefused
-from crawler.frontier.addresses import LOOKUP_MOST, Lookup, LookupFailed
+from crawler.frontier.addresses import Lookup, LookupFailed
 from crawler.scope.addresses import AddressPolicy, allow_hint, ip_literal
 from crawler.services import recorded_address
 
@@ -81,10 +81,7 @@ class GuardedResolver(CachingThreadedResolver):
         if crawler.settings.getbool("FRONTIER_ADDRESS_POLITENESS"):
             resolver.process = crawler
         if crawler.settings.getlist("DNS_NAMESERVERS"):
-            # (a look-up takes LOOKUP_MOST at most, as the frontier's rounds of addresses')
-            resolver.lookup = Lookup(
-                crawler.settings.getlist("DNS_NAMESERVERS"), min(crawler.settings.getfloat("DNS_TIMEOUT"), LOOKUP_MOST)
-            )
+            resolver.lookup = Lookup.from_settings(crawler.settings)  # (5 s at most, as the frontier's rounds)
             resolver._answers = {}
         resolver._failed = {}
         return resolver

@@ -224,7 +224,7 @@ class _Reader:
             self.lap("metadata")
         if fingerprints:
             digest = fp.body_digest(body)
-            self.prints = fp.Fingerprints(digest, 0, None, None, None)
+            self.prints = fp.digest_only(digest)
             self.lap("sketch")
             if root is not None:
                 try:

@@ -45,6 +45,7 @@ from twisted.internet import threads
 from crawler.contentseen.fingerprints import (
     Fingerprints,
     body_digest,
+    digest_only,
     matches_for,
     page_fingerprints,
 )
@@ -107,7 +108,7 @@ class ContentSeenPipeline:
                 prints = await maybe_deferred_to_future(self.workers.run(page_fingerprints, body, self.min_words))
             except PageWorkerCrashed:  # the page killed its worker: exact copies only
                 self.stats.inc_value("contentseen/unreadable")
-                prints = Fingerprints(body_digest(body), 0, None, None, None)
+                prints = digest_only(body_digest(body))
         # the Redis round trips wait in a thread; the item and the stats are touched here
         fetched_ms = int((item.get("fetched_at") or 0) * 1000)
         seen = await maybe_deferred_to_future(threads.deferToThread(self.examine, prints, item["url"], fetched_ms))

@@ -12,6 +12,7 @@ import gc
 import ipaddress
 import json
 import logging
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,7 +25,7 @@ from crawler.config.crawldir import crawls_holding
 from crawler.frontier.connection import crawl_exists, frontier_from_settings, known_crawls
 from crawler.urls import InvalidURL, normalize_url, url_options
 from crawler.urlstore.backends import urlstore_from_settings
-from crawler.urlstore.sqlite import SQLITE_FILE
+from crawler.urlstore.sqlite import SQLITE_FILE, sqlite_path
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +191,7 @@ class Server:
     def exists(self, name: str) -> bool:
         """Whether crawl ``name`` has a UrlStore file or a frontier (creating nothing)."""
         settings = self.settings_for(name)
-        if settings.get("URLSTORE_BACKEND").lower() == "sqlite" and name in crawls_holding(settings, SQLITE_FILE):
+        if settings.get("URLSTORE_BACKEND").lower() == "sqlite" and os.path.exists(sqlite_path(settings)):
             return True
         try:
             return crawl_exists(settings)

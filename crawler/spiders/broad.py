@@ -270,7 +270,7 @@ class BroadSpider(scrapy.Spider):
         body's digest alone (exact copies), problem ``timeout``."""
         prints = None
         if self.read.keywords.get("fingerprints"):
-            prints = fp.Fingerprints(fp.body_digest(body), 0, None, None, None)
+            prints = fp.digest_only(fp.body_digest(body))
         return Reading([], False, 0, prints, {}, ["timeout"], {})
 
     def read_now(self, response) -> Reading | None:
