@@ -190,18 +190,27 @@ def test_a_server_that_is_down_holds_back_only_its_hosts(tmp_path, caplog):
             s.kill()
 
 
+def _two_servers(
+    tmp_path, name: str = "two", *, persistent: bool = False, binary: str | None = None, worker: bool = True, **options
+) -> tuple[list[RedisServer], ShardedFrontier]:
+    """Two private servers (``persistent``: their writes kept over a restart; ``binary``:
+    their redis-server) and a sharded frontier ``name`` over them (``options``: each
+    Frontier's), with a worker's clients (shard_clients), or the servers' own (``worker``
+    False)."""
+    servers = [RedisServer(tmp_path / f"r{i}", persistent=persistent, binary=binary).start() for i in range(2)]
+    urls = [s.url for s in servers]
+    clients = shard_clients(Settings(project_settings()), urls) if worker else [s.client for s in servers]
+    return servers, ShardedFrontier([Frontier(c, name, **options) for c in clients], [server_name(u) for u in urls])
+
+
 def test_pushes_to_a_server_that_is_away_wait_in_its_outbox_and_the_others_go_on(tmp_path):
     """One outbox a server: a put with entries for a server that is away sends the others'
     (added) and keeps its own (deferred), later pushes to it after them; acknowledgements
     made while a push is owed wait for it (a page's links before its lease ends), their
     leases renewed meanwhile; one made when nothing is owed goes at once. Once the server is
     back, the next call delivers its outbox in one put, then the acks that waited."""
-    servers = [RedisServer(tmp_path / f"r{i}", persistent=True).start() for i in range(2)]
+    servers, f = _two_servers(tmp_path, "away", persistent=True, worker=False, host_interval=0, max_in_flight=0)
     try:
-        f = ShardedFrontier(
-            [Frontier(s.client, "away", host_interval=0, max_in_flight=0) for s in servers],
-            [server_name(s.url) for s in servers],
-        )
         hosts = [f"h{i}.example" for i in range(12)]
         on = {h: f.ring.index(h) for h in hosts}
         away = on[hosts[0]]
@@ -310,12 +319,8 @@ def test_a_server_that_refuses_writes_holds_back_only_its_hosts(tmp_path, binary
         if exe is None:
             assert not os.environ.get("CI"), "no /usr/bin/redis-server (.ci/run installs it)"
             pytest.skip("no /usr/bin/redis-server")
-    servers = [RedisServer(tmp_path / f"r{i}", binary=exe).start() for i in range(2)]
+    servers, f = _two_servers(tmp_path, "refusing", binary=exe, worker=False, host_interval=0, max_in_flight=0)
     try:
-        f = ShardedFrontier(
-            [Frontier(s.client, "refusing", host_interval=0, max_in_flight=0) for s in servers],
-            [server_name(s.url) for s in servers],
-        )
         hosts = [f"h{i}.example" for i in range(12)]
         on = {h: f.ring.index(h) for h in hosts}
         f.put([entry(f"http://{h}/0") for h in hosts], now=T0)
@@ -349,11 +354,8 @@ def test_a_last_delivery_tries_a_server_back_within_its_wait(tmp_path):
     """A server that failed is tried again only after its wait (0.5 s, doubling); a worker
     closing tries it at once (``deliver(at_once=True)``), so that the pushes it was owed
     reach it when it came back within that wait (they were dropped: the close said so)."""
-    servers = [RedisServer(tmp_path / f"r{i}", persistent=True).start() for i in range(2)]
+    servers, f = _two_servers(tmp_path, "last", persistent=True, host_interval=0)  # (a worker's clients)
     try:
-        urls = [s.url for s in servers]
-        clients = shard_clients(Settings(project_settings()), urls)  # (a worker's: a call tried twice)
-        f = ShardedFrontier([Frontier(c, "last", host_interval=0) for c in clients], [server_name(u) for u in urls])
         hosts = [f"h{i}.example" for i in range(12)]
         f.put([entry(f"http://{h}/0") for h in hosts], now=T0)  # (each server's URL-seen read)
         away = f.ring.index(hosts[0])
@@ -380,11 +382,8 @@ def test_a_server_that_hangs_holds_the_worker_once_a_long_wait_not_at_each_call(
     scrapy-redis's 30 s tried twice; the server then waits ten times that before its next
     try, so that the calls meanwhile go to the others at once, and the worker spends
     about a tenth of its time on it. Once it answers again, everything is handed out."""
-    servers = [RedisServer(tmp_path / f"r{i}").start() for i in range(2)]
+    servers, f = _two_servers(tmp_path, "hangs", host_interval=0)  # (a worker's clients)
     try:
-        urls = [s.url for s in servers]
-        clients = shard_clients(Settings(project_settings()), urls)
-        f = ShardedFrontier([Frontier(c, "hangs", host_interval=0) for c in clients], [server_name(u) for u in urls])
         hosts = [f"h{i}.example" for i in range(12)]
         f.put([entry(f"http://{h}/0") for h in hosts], now=T0)
         hung = f.ring.index(hosts[0])
@@ -431,14 +430,6 @@ def test_a_crawl_whose_hosts_all_live_on_a_later_server_is_found(servers, crawl_
     assert not crawl_exists(settings)
 
 
-def _two_servers(tmp_path, **kw) -> tuple[list[RedisServer], ShardedFrontier]:
-    """Two private servers and a sharded frontier over them, with a worker's clients."""
-    servers = [RedisServer(tmp_path / f"s{i}").start() for i in range(2)]
-    clients = shard_clients(Settings(project_settings()), [s.url for s in servers])
-    shards = [Frontier(c, "two", **{"host_interval": 0.0, "max_in_flight": 0, **kw}) for c in clients]
-    return servers, ShardedFrontier(shards, [server_name(s.url) for s in servers])
-
-
 def _hosts_on(f: ShardedFrontier, s: int, n: int) -> list[str]:
     return [h for h in (f"h{i}.example" for i in range(1000)) if f.ring.index(h) == s][:n]
 
@@ -452,7 +443,7 @@ def test_the_spill_and_address_rounds_pass_over_a_server_away(tmp_path):
     from crawler.frontier.chunks import SqliteChunks
     from crawler.frontier.spill import Spill
 
-    servers, f = _two_servers(tmp_path, window=4, spill_age=0.0)
+    servers, f = _two_servers(tmp_path, host_interval=0.0, max_in_flight=0, window=4, spill_age=0.0)
     try:
         spill = Spill(f, SqliteChunks(str(tmp_path / "spill.sqlite")))
         up = _hosts_on(f, 1, 2)
@@ -479,7 +470,9 @@ def test_the_spill_and_address_rounds_pass_over_a_server_away(tmp_path):
         def lookup(self, name):
             return f"127.0.0.{sum(name.encode()) % 200 + 1}", 300
 
-    servers, f = _two_servers(tmp_path / "addresses", address_interval=0.0, address_max_in_flight=0)
+    servers, f = _two_servers(
+        tmp_path / "addresses", host_interval=0.0, max_in_flight=0, address_interval=0.0, address_max_in_flight=0
+    )
     try:
         addresses = HostAddresses(f, Addresses(), AddressClasses())
         up = _hosts_on(f, 1, 2)
@@ -502,7 +495,7 @@ def test_acks_owed_to_a_server_stay_owed_when_another_is_busy_running_a_script(t
     its page fetched twice); the busy server is waited out as one away."""
     import threading
 
-    servers, f = _two_servers(tmp_path)
+    servers, f = _two_servers(tmp_path, host_interval=0.0, max_in_flight=0)
     try:
         (a,), (b,) = _hosts_on(f, 0, 1), _hosts_on(f, 1, 1)
         f.put([entry(f"http://{h}/0") for h in (a, b)], now=T0)
