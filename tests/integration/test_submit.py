@@ -7,6 +7,7 @@ import json
 import time
 
 import redis
+from scrapy import Request
 from scrapy.utils.test import get_crawler
 
 from crawler import meta
@@ -378,3 +379,24 @@ def test_a_pop_for_submissions_only_hands_out_nothing_else(redis_client, crawl_n
         b"http://h1.example/1",
     ]
     assert [lease.due < 0 for lease in rest].count(True) == 1  # (gone's: to be recorded as dropped)
+
+
+def test_a_url_queued_as_a_whole_request_is_promoted_and_fetched_once(redis_client, crawl_name):
+    """A URL whose queued request is stored whole (``J``: a meta of its own) is known by its
+    URL: submitted while queued it is handed out once (the whole copy left behind is dropped
+    when it comes up), and submitted while in flight it is seen, not promoted."""
+    f = Frontier(redis_client, crawl_name, host_interval=0)
+    now = now_ms()
+    urls = [f"http://busy.example/{i}" for i in range(6)]
+    whole = [codec.encode(Request(u, meta={"topic": "news"}), None) for u in urls]  # (not plain)
+    assert all(p.startswith(codec.WHOLE) for p in whole)
+    f.put([Entry(url=u, payload=p, follow_up=True) for u, p in zip(urls, whole, strict=True)], now=now)
+    [flying] = f.get(1, now=now)[0]
+    assert codec.decode(flying.payload, None).url == urls[-1]
+    got = submit.submit(f, [submit.Submission(u) for u in (urls[2], urls[-1])], {})
+    assert [s for _, s in got] == ["promoted", "seen"]
+    f.ack(flying.id, landed=[flying.id], now=now)
+    rest = _urls(drain(f, now=now))
+    assert sorted(rest + [urls[-1]]) == sorted(urls)  # each once
+    assert f.stats()["queued"] == 0 and f.redis.zcard(f.keys.promoted) == 0
+    assert f.redis.hlen(f.keys.leased) == 0

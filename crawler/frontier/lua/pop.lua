@@ -165,8 +165,8 @@ end
 local any_promoted = nil
 local function stale(payload)
     if any_promoted == nil then any_promoted = redis.call('ZCARD', promoted) > 0 end
-    if not any_promoted or string.byte(payload, 1) == 74 then return false end  -- 'J': never promoted
-    local url = split((unattempted(payload)), 2)[1]
+    if not any_promoted then return false end
+    local url = url_of((unattempted(payload)))
     local at = redis.call('ZSCORE', promoted, url)
     if not at then return false end
     if tonumber(at) > 0 then

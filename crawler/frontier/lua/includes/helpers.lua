@@ -12,6 +12,17 @@ local function split(s, n)
     parts[#parts + 1] = string.sub(s, start)
     return parts
 end
+-- a payload's URL: its first field, or, for a request stored whole ('J': its to_dict() as
+-- JSON, whose first key is "url": codec.py), the URL read by pattern (by cjson when it holds
+-- an escape; the whole text if neither reads one)
+local function url_of(payload)
+    if string.byte(payload, 1) ~= 74 then return split(payload, 2)[1] end
+    local url = string.match(payload, '^J{"url":"([^"\\]*)"')
+    if url then return url end
+    local ok, data = pcall(cjson.decode, string.sub(payload, 2))
+    if ok and type(data) == 'table' and type(data.url) == 'string' then return data.url end
+    return payload
+end
 -- In flight: the set 'flying' holds the seq of every lease whose download has not ended,
 -- 'hflight' counts them per host, whatever the limit. A host with max_flight in flight
 -- (0: no limit) stays out of the ready heap until one of them lands; whatever the limit,
@@ -87,8 +98,8 @@ end
 -- (its time in 'promoted' negated: POP drops a copy that comes up after it), this copy
 -- counts as the promoted one again, so POP hands out one copy of the URL, not none
 local function promoted_back(prefix, payload, now)
-    if string.byte(payload, 1) == 74 or not exists_once(prefix, K.promoted) then return end  -- 'J': never promoted
-    local url = split((unattempted(payload)), 2)[1]
+    if not exists_once(prefix, K.promoted) then return end
+    local url = url_of((unattempted(payload)))
     local at = redis.call('ZSCORE', prefix .. K.promoted, url)
     if at and tonumber(at) < 0 then redis.call('ZADD', prefix .. K.promoted, now, url) end
 end
@@ -494,12 +505,12 @@ end
 -- that adds a lease (POP) or removes one (acknowledged, expired, replaced by a follow-up:
 -- POP, ACK, PUSH) calls leased with +1 or -1 for each member it added or removed (a
 -- renewal or a give-back, ZADD XX from the client, changes no member). The URL is the
--- payload's first field (a payload stored whole, 'J', is its own key).
+-- payload's URL (url_of).
 local function leased(prefix, member, by)
     local payload = split(member, 4)[4]
     if not payload then return end
     local key = prefix .. K.leased
-    local url = split(payload, 2)[1]
+    local url = url_of(payload)
     if redis.call('HINCRBY', key, url, by) <= 0 then redis.call('HDEL', key, url) end
 end
 -- a host's interval (ms): its own (hdelay: Crawl-delay or the operator's override) or
