@@ -77,7 +77,7 @@ DEFAULT_STRIP_PARAMS: tuple[str, ...] = (
     # session identifiers
     "jsessionid",
     "phpsessid",
-    "sid",
+    # (not "sid": a story's id on PHP-Nuke and Slashdot sites, each story a page of its own)
     "sessionid",
     "session_id",
     "aspsessionid*",

@@ -88,8 +88,9 @@ def test_custom_strip_params_and_no_sort() -> None:
 
 def test_default_strip_params_shape() -> None:
     assert "utm_*" in DEFAULT_STRIP_PARAMS
-    for name in ("gclid", "fbclid", "jsessionid", "phpsessid", "sid", "_ga"):
+    for name in ("gclid", "fbclid", "jsessionid", "phpsessid", "_ga"):
         assert name in DEFAULT_STRIP_PARAMS
+    assert "sid" not in DEFAULT_STRIP_PARAMS  # (a story's id on PHP-Nuke and Slashdot sites)
     assert all(p == p.lower() for p in DEFAULT_STRIP_PARAMS)
 
 
