@@ -7,8 +7,9 @@ everything the crawl wants of the page (no Scrapy engine, no I/O).
   (Scrapy's ``LinkExtractor(deny_extensions=IGNORED_EXTENSIONS, canonicalize=False,
   unique=True, tags=("a", "area"))``, then ``crawler.urls.normalize_url``): the ``href``
   of every ``<a>`` and ``<area>`` in page order, HTML whitespace stripped, resolved
-  against the ``<base href>`` of the first 4096 characters (as Scrapy finds it) and the
-  final URL, made safe with the page's encoding; only http, https, file and ftp URLs
+  against the page's first ``<base href>`` (w3lib's, as a browser reads it: Scrapy reads
+  only the first 4096 characters, so a base after a long head of inline styles was missed
+  and every relative link resolved against the page's URL) and the final URL, made safe with the page's encoding; only http, https, file and ftp URLs
   whose path does not end in an ignored extension (.pdf, .jpg...); the first of equal
   URLs, before and after normalization. Each is ``{"url", "text", "nofollow"}``: the link
   text stripped and cut to 200 characters, and whether ``rel`` says nofollow. A page whose
@@ -89,8 +90,6 @@ from crawler.page.metadata import DEFAULT_MAX_FIELD_LENGTH, DEFAULT_MAX_FIELDS, 
 logger = logging.getLogger(__name__)
 
 STAGES = ("decode", "parse", "links", "metadata", "text", "sketch")
-
-_BASE_SCAN = 4096  # characters Scrapy's get_base_url reads
 
 
 class Reading(NamedTuple):
@@ -250,7 +249,7 @@ class _Reader:
             return
         encoding = _link_encoding(self.body, page)
         try:
-            base = get_base_url(page.text[:_BASE_SCAN], self.link_url, encoding)
+            base = get_base_url(page.text, self.link_url, encoding)
         except ValueError:  # a URL w3lib cannot read (Scrapy's extractor fails on it): no links
             return
         self.links, self.invalid_links = _links(
@@ -266,7 +265,7 @@ class _Reader:
         self.lap("decode")
         encoding = _link_encoding(self.body, page)
         try:
-            base = get_base_url(page.text[:_BASE_SCAN], self.link_url, encoding)
+            base = get_base_url(page.text, self.link_url, encoding)
         except ValueError:  # a URL w3lib cannot read (Scrapy's extractor fails on it): no links
             base = None
         data = _selector_bytes(page.text)

@@ -461,3 +461,20 @@ def test_a_page_gives_its_first_max_links_links_at_most():
         reading = read_page(body, "http://example.com/", {"Content-Type": ["text/html"]}, max_links=1000)
         assert [link["url"] for link in reading.links] == [f"http://example.com/p{i}" for i in range(1000)]
         assert len(read_page(body, "http://example.com/", {"Content-Type": ["text/html"]}).links) == 3000
+
+
+@pytest.mark.parametrize("max_bytes", [None, 2000])
+def test_a_base_href_after_a_long_head_resolves_the_links(max_bytes):
+    """A ``<base href>`` after 4096 characters of head (inline styles) is the page's base,
+    as a browser reads it (Scrapy reads only the first 4096 characters, and resolves every
+    relative link of such a page against its URL instead), whole tree or streamed."""
+    style = "<style>" + ".c{color:red}\n" * 400 + "</style>"
+    body = f"""<html><head>{style}<base href="https://cdn.example.org/docs/v2/"></head><body>
+        <a href="intro.html">Intro</a> <a href="/top">Top</a></body></html>""".encode()
+    assert body.index(b"<base") > 4096
+    options = {} if max_bytes is None else {"max_bytes": max_bytes}
+    reading = read_page(body, "https://www.example.com/dir/page.html", HTML, **options)
+    assert [link["url"] for link in reading.links] == [
+        "https://cdn.example.org/docs/v2/intro.html",
+        "https://cdn.example.org/top",
+    ]
