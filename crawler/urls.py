@@ -21,6 +21,7 @@ import string
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
+import idna
 import surt
 from w3lib.url import parse_url, safe_url_string
 
@@ -249,11 +250,47 @@ def _normalize(url: str, matcher: tuple[frozenset[str], tuple[str, ...]] | None,
     return _normalize_parsed(text, url, matcher, sort_query)
 
 
+# The characters IDNA 2003 (Python's codec, w3lib's) maps away and UTS 46 without its
+# transitional mappings keeps, as browsers and IDNA 2008 do: faß.de is not fass.de, another
+# domain (and another server) since registries took ß
+_DEVIATIONS = frozenset("\u00df\u03c2\u200c\u200d")
+
+
+def ascii_host(host: str) -> str:
+    """An internationalized host name in ASCII (lowercased): punycode by UTS 46 without
+    transitional mappings for a name with a deviation character (ß, ς, ZWJ, ZWNJ), else
+    by IDNA 2003 as w3lib encodes it (its NFKC folds fullwidth letters); a name neither
+    takes raises UnicodeError (idna.IDNAError is one)."""
+    if not _DEVIATIONS.isdisjoint(host):
+        return idna.encode(host.lower().rstrip("."), uts46=True, transitional=False).decode("ascii")
+    return host.encode("idna").decode("ascii").lower()
+
+
+def _deviant_host(text: str) -> str:
+    """``text`` with its host in ASCII (ascii_host) when the host holds a deviation
+    character, which w3lib's IDNA 2003 would map away; as it was otherwise."""
+    parts = urlsplit(text)
+    host = parts.hostname
+    if not host or _DEVIATIONS.isdisjoint(host):
+        return text
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if not hostport.lower().startswith(host):
+        return text
+    try:
+        encoded = ascii_host(host)
+    except UnicodeError:  # (not a name UTS 46 takes: w3lib's IDNA 2003 decides)
+        return text
+    netloc = f"{userinfo}{at}{encoded}{hostport[len(host) :]}"
+    return parts._replace(netloc=netloc).geturl()
+
+
 def _normalize_parsed(text: str, url: str, matcher, sort_query: bool) -> str:
     """The full path: parse and escape with w3lib."""
     head = text[:6].lower()
     if not (head.startswith("http:") or head == "https:"):
         raise InvalidURL(f"not an http(s) URL: {_short(url)}")
+    if not _DEVIATIONS.isdisjoint(text):
+        text = _deviant_host(text)
 
     if "[" in text:
         # w3lib drops the brackets of an IPvFuture literal ("[v1.x]" -> "v1.x"),

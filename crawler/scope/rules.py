@@ -91,7 +91,7 @@ import time
 from dataclasses import dataclass
 from operator import attrgetter
 
-from crawler.urls import authority_host, url_key
+from crawler.urls import ascii_host, authority_host, url_key
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ def _name(text: str) -> str:
             port = name[len(host) + 1 :]
             if ":" in host:
                 host = ipaddress.IPv6Address(host).compressed
-            elif not _LABELS.fullmatch(host := host.encode("idna").decode("ascii")):
+            elif not _LABELS.fullmatch(host := ascii_host(host)):
                 raise ValueError
         if not port:
             return host

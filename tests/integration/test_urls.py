@@ -18,6 +18,12 @@ NORMALIZED = [
     ("http://BÜCHER.de./x", "http://xn--bcher-kva.de/x"),
     ("http://ｅｘａｍｐｌｅ.com/", "http://example.com/"),
     ("http://xn--bcher-kva.de/", "http://xn--bcher-kva.de/"),
+    # ß and final sigma are kept, as browsers and IDNA 2008 keep them (IDNA 2003 made faß.de
+    # fass.de, another domain): UTS 46 without its transitional mappings
+    ("http://faß.de/a", "http://xn--fa-hia.de/a"),
+    ("http://user@FAß.de:8080/a", "http://user@xn--fa-hia.de:8080/a"),
+    ("http://fass.de/a", "http://fass.de/a"),
+    ("http://ελλάς.example/", "http://xn--hxarsa0b.example/"),
     ("http://example.com./", "http://example.com/"),
     ("http://my_host.example.com/", "http://my_host.example.com/"),
     # ports

@@ -313,6 +313,14 @@ def test_overrides_values():
     assert len(rules) == 3
 
 
+def test_a_host_entry_with_sharp_s_is_that_domain_not_its_ss_spelling():
+    """``host faß.de`` names xn--fa-hia.de, as the crawl's URLs spell it (crawler/urls.py:
+    UTS 46 as browsers read it), not fass.de (IDNA 2003), another domain."""
+    rules = CrawlRules.parse("host faß.de max_pages=0")
+    assert rules.overrides("xn--fa-hia.de") == HostOverrides(max_pages=0)
+    assert rules.overrides("fass.de") == HostOverrides()
+
+
 def test_rules_and_host_entries_together():
     rules = CrawlRules.parse("host example.com in_flight=2\naccept host example.com\nreject all\n")
     assert len(rules) == 3 and not rules.empty
