@@ -24,8 +24,11 @@ loop runs the spill's round when a pop comes back short; a partial buffer is wri
 at the peak (used_memory, sampled after each batch, less before the push), the spill store's
 bytes a URL (its chunks' bodies at the end of the push), URLs/s pushed (batches of 1,000, one
 client) and handed out (both loops), the Redis scripts' time a URL in each (INFO
-commandstats: the push's spill rounds and the loops' loads included), and whether every URL
-came out once.
+commandstats: the push's spill rounds and the loops' loads included) and the Redis commands
+a URL in each (a script's calls counted as their commands; by command with --calls), and
+whether every URL came out once.
+
+    python -m bench.frontier_scale --urls 1000000 --hosts 100000 --orders fifo --calls
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.spill import Spill
 from testing.frontiers import hand_out_all
-from testing.servers import RedisServer, script_usec
+from testing.servers import RedisServer, calls_between, command_calls, script_usec
 from testing.workers import in_processes
 
 WORDS = "news article blog products item category page docs about 2024 en wiki guide help shop".split()
@@ -122,7 +125,7 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     politeness = (args.host_interval, args.in_flight)
     f = frontier(server.url, order, args.urls, window, active, args.spill_age, *politeness)
     spill = Spill(f, chunks) if window else None
-    scripts = script_usec(server.client)
+    scripts, calls = script_usec(server.client), command_calls(server.client)
     t, pushed, peak, batches = time.perf_counter(), 0, 0, 0
     batch = []
 
@@ -149,13 +152,15 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     peak = max(peak, server.client.info("memory")["used_memory"] - before)
     disk = chunks.size(f.keys.prefix)[1] if chunks else 0
     spilled = f.stats()["spilled"]
-    pushed_at = script_usec(server.client)
+    pushed_at, calls_pushed = script_usec(server.client), command_calls(server.client)
     push_scripts = pushed_at - scripts
+    push_calls = calls_between(calls, calls_pushed)
     loop = (server.url, order, args.urls, window, active, args.spill_age, store, politeness)
     got, pop_s = hand_out_in_loops([loop] * LOOPS)
     if spill is not None:  # (what the loops left for the last one: a partial buffer)
         got += hand_out_all(f, POP, spill)
     pop_scripts = script_usec(server.client) - pushed_at
+    pop_calls = calls_between(calls_pushed, command_calls(server.client))
     return {
         "pushed": pushed,
         "push": pushed / push_s,
@@ -166,6 +171,10 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
         "bytes": peak / pushed,
         "disk": disk / max(spilled, 1),
         "spilled": spilled,
+        # Redis commands a URL, in scripts and out (INFO's own left out): the push's
+        # rounds included, and the loops' loads
+        "push_calls": {name: n / max(pushed, 1) for name, n in push_calls.items()},
+        "pop_calls": {name: n / max(got, 1) for name, n in pop_calls.items()},
     }
 
 
@@ -188,6 +197,9 @@ def main() -> int:
     )
     parser.add_argument("--in-flight", type=int, default=0, help="FRONTIER_HOST_MAX_IN_FLIGHT (default 0: no limit)")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--calls", action="store_true", help="also print the Redis commands a URL of each phase, by command"
+    )
     args = parser.parse_args()
     polite = args.host_interval > 0 or args.in_flight > 0
     # (a file a size: 1,000,000 URLs, the default, in frontier_scale.json; others in their own)
@@ -216,6 +228,11 @@ def main() -> int:
                         f"{r['push_us']:.1f} us a URL pushed, {r['pop_us']:.1f} handed out; {once}",
                         flush=True,
                     )
+                    if args.calls:
+                        for phase, what in (("push", "pushed"), ("pop", "handed out")):
+                            per_url = r[f"{phase}_calls"]
+                            top = ", ".join(f"{k} {v:.2f}" for k, v in list(per_url.items())[:12])
+                            print(f"{'':>17}Redis calls a URL {what}: {sum(per_url.values()):.2f} ({top})")
                     name = (
                         f"all in Redis, {order}, {args.urls:,} URLs"
                         if mode == "redis"
@@ -230,6 +247,8 @@ def main() -> int:
                     results.add(f"{name}: handed out", r["pop"], "URLs/s")
                     results.add(f"{name}: Redis scripts a pushed URL", r["push_us"], "us")
                     results.add(f"{name}: Redis scripts a handed-out URL", r["pop_us"], "us")
+                    results.add(f"{name}: Redis calls a pushed URL", sum(r["push_calls"].values()), "calls")
+                    results.add(f"{name}: Redis calls a handed-out URL", sum(r["pop_calls"].values()), "calls")
                     results.write()  # (after each run: a long call keeps what it measured)
     return 0
 

@@ -95,6 +95,19 @@ def script_usec(client) -> int:
     return int(stats.get("cmdstat_evalsha", {}).get("usec", 0))
 
 
+def command_calls(client) -> dict[str, int]:
+    """How many times each command ran on a Redis server so far (INFO commandstats: a
+    script's own calls counted as their commands, the script as one EVALSHA), by name."""
+    return {name.removeprefix("cmdstat_"): int(s["calls"]) for name, s in client.info("commandstats").items()}
+
+
+def calls_between(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The calls of each command from ``before`` to ``after`` (command_calls), but INFO's,
+    most first."""
+    out = {name: n - before.get(name, 0) for name, n in after.items() if name != "info"}
+    return dict(sorted(((k, v) for k, v in out.items() if v > 0), key=lambda kv: -kv[1]))
+
+
 class RedisServer:
     """A redis-server of one test or benchmark on 127.0.0.1, data in ``directory``.
 
