@@ -210,7 +210,9 @@ def test_a_resumed_crawl_keeps_every_page_in_its_output(tmp_path, redis_url, cra
 
 def test_a_small_crawl_ends_within_seconds_of_its_last_page(tmp_path, redis_url, crawl_name):
     """12 pages, default archive batching (30 s): the batch is stored as soon as the
-    frontier has nothing due, and the worker closes a few seconds after its last page."""
+    frontier has nothing due, and the worker closes a few seconds after its last page (some
+    4 s on a quiet machine, 10 s seen under the suite's load; a worker that waited for the
+    batch's age would take 30 s)."""
     with serve_site(hosts=2, pages=5) as site:
         out = tmp_path / "out.jsonl"
         env = {**clean_env(), "REDIS_URL": redis_url}
@@ -223,7 +225,7 @@ def test_a_small_crawl_ends_within_seconds_of_its_last_page(tmp_path, redis_url,
     assert len(read_pages(out)) == len(site.expected_page_urls())
     last = max(h.end for h in hits)
     print(f"small crawl: {len(hits)} pages in {last - started:.1f} s; exit {ended - last:.1f} s after the last page")
-    assert ended - last < 8, proc.stderr[-3000:]
+    assert ended - last < 15, proc.stderr[-3000:]
     assert "Crawl summary (finished)" in proc.stderr and "Frontier: finished" in proc.stderr
 
 
