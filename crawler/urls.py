@@ -257,13 +257,13 @@ _DEVIATIONS = frozenset("\u00df\u03c2\u200c\u200d")
 
 
 def ascii_host(host: str) -> str:
-    """An internationalized host name in ASCII (lowercased): punycode by UTS 46 without
-    transitional mappings for a name with a deviation character (ß, ς, ZWJ, ZWNJ), else
-    by IDNA 2003 as w3lib encodes it (its NFKC folds fullwidth letters); a name neither
-    takes raises UnicodeError (idna.IDNAError is one)."""
+    """An internationalized host name in ASCII: punycode by UTS 46 without transitional
+    mappings for a name with a deviation character (ß, ς, ZWJ, ZWNJ), else by IDNA 2003 as
+    w3lib encodes it (its NFKC folds fullwidth letters); a name neither takes raises
+    UnicodeError (idna.IDNAError is one)."""
     if not _DEVIATIONS.isdisjoint(host):
-        return idna.encode(host.lower().rstrip("."), uts46=True, transitional=False).decode("ascii")
-    return host.encode("idna").decode("ascii").lower()
+        return idna.encode(host, uts46=True, transitional=False).decode("ascii")
+    return host.encode("idna").decode("ascii")
 
 
 def _deviant_host(text: str) -> str:

@@ -220,7 +220,7 @@ class ShardedFrontier:
             else:
                 try:
                     statuses = self._on(s, lambda s=s, part=part: self.shards[s].send(part, now))
-                except (redis.ConnectionError, redis.TimeoutError):
+                except AWAY:
                     statuses = self._owe_pushes(s, entries)
             for i, status in zip(indexes, statuses, strict=True):
                 prepared.statuses[i] = status
@@ -242,7 +242,7 @@ class ShardedFrontier:
             entries = self.outboxes.pushes[s]
             try:
                 self._on(s, lambda s=s, entries=entries: self.shards[s].put(entries, now))
-            except (redis.ConnectionError, redis.TimeoutError):
+            except AWAY:
                 continue
             self.outboxes.delivered_pushes(s)
 
@@ -370,7 +370,7 @@ class ShardedFrontier:
                 acked += self._on(s, lambda s=s, a=a, la=la: self.shards[s].ack(*a, landed=la, now=now))
             except redis.RedisError as exc:  # (kept for its next call, whatever the error)
                 self.outboxes.owe(s, a, la)
-                if not isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+                if not isinstance(exc, AWAY):
                     error = error or exc
         if error is not None:  # (raised once the other servers had theirs: an error not of an outage)
             raise error
@@ -396,7 +396,7 @@ class ShardedFrontier:
         for s, shard in enumerate(self.shards):
             try:
                 self._epochs[s] = self._on(s, lambda shard=shard: shard.epoch(create))
-            except (redis.ConnectionError, redis.TimeoutError):
+            except AWAY:
                 if s not in self._epochs:
                     raise
             epochs.append(self._epochs[s])
@@ -434,7 +434,7 @@ class ShardedFrontier:
         for s, shard in enumerate(self.shards):
             try:
                 parts.append(self._on(s, shard.budget))
-            except (redis.ConnectionError, redis.TimeoutError):
+            except AWAY:
                 continue
         done, leased = sum(p["done"] for p in parts), sum(p["leased"] for p in parts)
         return {
@@ -455,7 +455,7 @@ class ShardedFrontier:
         started = time.monotonic()
         try:
             result = call()
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+        except AWAY as exc:
             # (a call that timed out: the server hangs, and held the worker that long)
             hung = isinstance(exc, redis.TimeoutError)
             self._went_down(s, exc, time.monotonic() - started if hung else 0.0)

@@ -9,8 +9,9 @@ everything the crawl wants of the page (no Scrapy engine, no I/O).
   of every ``<a>`` and ``<area>`` in page order, HTML whitespace stripped, resolved
   against the page's first ``<base href>`` (w3lib's, as a browser reads it: Scrapy reads
   only the first 4096 characters, so a base after a long head of inline styles was missed
-  and every relative link resolved against the page's URL) and the final URL, made safe with the page's encoding; only http, https, file and ftp URLs
-  whose path does not end in an ignored extension (.pdf, .jpg...); the first of equal
+  and every relative link resolved against the page's URL) and the final URL, made safe
+  with the page's encoding; only http, https, file and ftp URLs whose path does not end
+  in an ignored extension (.pdf, .jpg...); the first of equal
   URLs, before and after normalization. Each is ``{"url", "text", "nofollow"}``: the link
   text stripped and cut to 200 characters, and whether ``rel`` says nofollow. A page whose
   ``<meta name=robots>`` says nofollow or none has no links (``nofollow_page``);
