@@ -125,6 +125,15 @@ local size, far, ahead = {}, {}, {}
 -- it for a reason a new URL does not change (in-flight limit, paused, waiting for its address)
 local had = {}
 local NOTHING = math.huge
+-- the ready heap's size, read once a call (room_for_host's ZCARD at each new host cost a
+-- Redis call a host): the hosts this call gives a window are counted in ``opened``, and a
+-- follow-up's host made ready, or a lease landed, in the loop makes it read again
+local heap = nil
+local function room_for_window()
+    if active_hosts <= 0 then return true end
+    if heap == nil then heap = redis.call('ZCARD', prefix .. K.ready) end
+    return heap + opened < active_hosts
+end
 local function window_has(host, ranked)
     -- (a fifo crawl's windows are back queues alone: no ranked queue to count)
     return ranked == '1' and window_size(prefix, host) or redis.call('LLEN', prefix .. K.back .. host)
@@ -138,7 +147,7 @@ local function window_room(host, ranked)
             if have > 0 then
                 r = math.max(window - have, 0)
                 had[host] = true
-            elseif room_for_host(prefix, opened) then
+            elseif room_for_window() then
                 r = window
                 opened = opened + 1
             end
@@ -165,7 +174,7 @@ local function past_window(host, d, ranked)
     if size[host] == 0 then
         -- a host without a window gets one if something is beyond it and there is room for
         -- one more (FRONTIER_ACTIVE_HOSTS: else it waits on disk, that URL in its buffer)
-        if best == NOTHING or not room_for_host(prefix, opened) then return false end
+        if best == NOTHING or not room_for_window() then return false end
         opened = opened + 1  -- (it leaves 'dormant' as it enters the heap: add_ready)
     end
     return true
@@ -264,6 +273,7 @@ for e = 1, n do
             status = 0
         end
         land(prefix, member, now, false)
+        heap = nil  -- (a landing may bring its host back to the heap)
     end
     if in_flight == '0' then  -- (a rules file without one for this host: none)
         redis.call('HDEL', prefix .. K.hlimit, host)
@@ -284,6 +294,7 @@ for e = 1, n do
         elseif back == '1' then
             redis.call('LPUSH', prefix .. K.back .. host, requeued_entry(1, kept, string.sub(tail, cut + 1)))
             make_ready(prefix, host, now)
+            heap = nil
             if urgent == '1' then rush(prefix, host) end
         elseif window > 0 and window_room(host, ranked) == 0 and not past_window(host, d, ranked) then
             if d < (ahead[host] or NOTHING) then ahead[host] = d end

@@ -62,6 +62,8 @@ end
 local function commit()
     local age = tonumber(ARGV[6])
     local done = {}
+    local moved = 0  -- URLs committed: the counter 'spilled' once a call (each host's: count_host)
+    local listed = {}  -- hosts this call listed a chunk of
     for i = 7, #ARGV, 3 do
         local host, id, count = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
         local claimed = redis.call('HGET', claims, host)
@@ -75,7 +77,9 @@ local function commit()
             local sb = prefix .. K.buffer .. host
             redis.call('LTRIM', sb, count, -1)
             redis.call('RPUSH', prefix .. K.spilled .. host, id)
-            count_spilled(prefix, host, count)
+            count_host(prefix, host, count)
+            moved = moved + count
+            listed[host] = true
             done[#done + 1] = id
         elseif redis.call('LPOS', prefix .. K.spilled .. host, id) then
             done[#done + 1] = id  -- listed by this commit sent before (see above)
@@ -91,9 +95,10 @@ local function commit()
             else
                 redis.call('ZREM', spill, host)
             end
-            top_up(prefix, host, now)
+            top_up(prefix, host, now, listed[host])
         end
     end
+    if moved > 0 then redis.call('HINCRBY', prefix .. K.counters, 'spilled', moved) end
     return done
 end
 

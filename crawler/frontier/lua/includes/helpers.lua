@@ -125,12 +125,16 @@ local active_hosts = 0
 -- whether hosts may have ranked queues (FRONTIER_ORDER importance); a script that knows the
 -- crawl's order may say false (a fifo crawl's windows are back queues alone)
 local ranked_order = true
--- ``n`` more (or fewer) of the host's URLs in chunks: the counter 'spilled' and 'hspilled'
-local function count_spilled(prefix, host, n)
-    redis.call('HINCRBY', prefix .. K.counters, 'spilled', n)
+-- ``n`` more (or fewer) of the host's URLs in chunks: 'hspilled' (count_host), and the
+-- counter 'spilled' as well (count_spilled)
+local function count_host(prefix, host, n)
     if redis.call('HINCRBY', prefix .. K.host_spilled, host, n) <= 0 then
         redis.call('HDEL', prefix .. K.host_spilled, host)
     end
+end
+local function count_spilled(prefix, host, n)
+    redis.call('HINCRBY', prefix .. K.counters, 'spilled', n)
+    count_host(prefix, host, n)
 end
 -- a SPILL or EVICT claim's reply: chunk ``id`` of ``host``, entries[from..to], appended to
 -- ``out`` as host, id, count, entry... (frontier.py's _claimed_chunks reads it)
@@ -302,9 +306,9 @@ local function beyond_checked(prefix, host)
 end
 -- a worker is to load the host's oldest chunk: at once ('refill') for a host with a window
 -- or in the heap (or ``now_or_never``: a dropped host's), when there is room for one more
--- window ('dormant', oldest first) else
-local function wants_load(prefix, host, now, now_or_never, have)
-    if redis.call('EXISTS', prefix .. K.spilled .. host) == 0 then return false end
+-- window ('dormant', oldest first) else; ``listed``: the caller knows it has a chunk listed
+local function wants_load(prefix, host, now, now_or_never, have, listed)
+    if not listed and redis.call('EXISTS', prefix .. K.spilled .. host) == 0 then return false end
     if now_or_never or (have or window_size(prefix, host)) > 0 or redis.call('ZSCORE', prefix .. K.ready, host) then
         redis.call('ZADD', prefix .. K.refill, 'LT', now, host)
     else
@@ -314,12 +318,13 @@ local function wants_load(prefix, host, now, now_or_never, have)
     return true
 end
 -- top the host's window up when it is at half its size or less (see above); true when it
--- saw the window hold URLs (has_queue), else false or nil (not known)
-local function top_up(prefix, host, now)
+-- saw the window hold URLs (has_queue), else false or nil (not known); ``listed``: the
+-- caller knows the host has a chunk listed (SPILL's commit)
+local function top_up(prefix, host, now, listed)
     if window <= 0 then return nil end
     local have = window_size(prefix, host)
     if have * 2 > window then return true end
-    if wants_load(prefix, host, now, false, have) then return have > 0 end
+    if wants_load(prefix, host, now, false, have, listed) then return have > 0 end
     if redis.call('HEXISTS', prefix .. K.spill_claims, host) == 1 then return have > 0 end
     if have == 0 and not room_for_host(prefix) and redis.call('ZSCORE', prefix .. K.ready, host) == false then
         return false
