@@ -10,6 +10,7 @@ bucket (storage.py).
     ``merged()``           every file's index, merged into one sorted CDXJ
     ``payload(lines, capture)``  a capture's record, a revisit followed to the capture
                            holding its payload (same digest, the URL and time it names)
+    ``pointer_of_payload(url, digest, date)``  where that capture is, by the stored indexes
 
 Long runs report each file done to ``progress(done, total)``.
 """
@@ -113,13 +114,32 @@ class Collection:
             return found, found
         target = found.warc_headers.get("WARC-Refers-To-Target-URI") or capture.url
         date = found.warc_headers.get("WARC-Refers-To-Date")
-        digest = capture.fields.get("digest")
-        candidates = [
-            c
-            for c in cdxj.captures_of(lines, target)
-            if not c.revisit and (digest is None or c.fields.get("digest") == digest)
-        ]
-        original = cdxj.closest(candidates, iso_date_to_timestamp(date) if date else capture.timestamp)
+        original = _original(lines, target, capture.fields.get("digest"), date, capture.timestamp)
         if original is None:
             raise LookupError(f"the capture of {target} that the revisit of {capture.url} refers to is not archived")
         return found, self.read(original)
+
+    def pointer_of_payload(self, url: str, digest: str, date: str | None) -> dict | None:
+        """The archive pointer (``key``, ``offset``, ``length``, ``bucket``) of ``url``'s
+        capture holding the payload ``digest``, the nearest the WARC date ``date`` (the
+        latest without), by the stored indexes (none is built: a reader writes nothing);
+        None when there is none. (warc.read_payload's ``find``: an exact copy whose original
+        was fetched again with another body.)"""
+        keys = sorted(self.index_keys())
+        lines = (line for key in keys for line in self.storage.get(key).decode("utf-8").splitlines())
+        original = _original(lines, url, digest, date, None)
+        if original is None:
+            return None
+        f = original.fields
+        return {"key": f["filename"], "offset": int(f["offset"]), "length": int(f["length"]), "bucket": ""}
+
+
+def _original(lines: Iterable[str], url: str, digest: str | None, date: str | None, default: str | None):
+    """The capture of ``url`` (no revisit) in index lines holding the payload ``digest`` (None:
+    any), the nearest the WARC date ``date``, else the timestamp ``default`` (None: the latest)."""
+    candidates = [
+        c
+        for c in cdxj.captures_of(lines, url)
+        if not c.revisit and (digest is None or c.fields.get("digest") == digest)
+    ]
+    return cdxj.closest(candidates, iso_date_to_timestamp(date) if date else default)

@@ -347,25 +347,57 @@ def _first_record(data: bytes):
     return record
 
 
-def read_payload(get_range, pointer: dict, pointer_of) -> tuple[str | None, bytes]:
+FOLLOWED = 4  # revisit records read_payload follows at most (a copy of a page fetched again unchanged: 2)
+
+
+def read_payload(get_range, pointer: dict, pointer_of, find=None) -> tuple[str | None, bytes]:
     """The HTTP Content-Type and the body of the capture at ``pointer`` (``key``,
-    ``offset``, ``length``, ``bucket``), read with ``get_range(key, offset, length, bucket)``; a revisit
-    record is followed once to the capture it refers to (``pointer_of(url)``: the archive
-    pointer of that URL's stored record), which must be a response. LookupError when that
-    capture is not stored, or the pointer points at no record."""
-    data = get_range(pointer["key"], pointer["offset"], pointer["length"], pointer.get("bucket") or "")
-    record = _first_record(data)
-    if record.rec_type == "revisit":
+    ``offset``, ``length``, ``bucket``), read with ``get_range(key, offset, length, bucket)``.
+    A revisit record is followed to the capture it refers to: ``pointer_of(url)``, the archive
+    pointer of that URL's stored record, which holds the URL's last fetch. That capture serves
+    when its payload is the revisit's (the same payload digest), and is followed in turn when it
+    is a revisit of the same payload (the URL fetched again unchanged); when the URL was fetched
+    again with another body, ``find(url, digest, date)`` gives the pointer of its capture with
+    the revisit's payload (the archive's index; None: not found). LookupError when that capture
+    is not stored, the pointer points at no record, or revisits lead back where they began."""
+    record = _read_at(get_range, pointer)
+    seen, want, date = [pointer], None, None  # the payload digest and the date the first revisit names
+
+    def found(target):  # (its capture of the payload wanted, by the archive's index)
+        return find(target, want, date) if find is not None and want else None
+
+    while record.rec_type == "revisit":
+        if len(seen) > FOLLOWED:
+            raise LookupError(f"the revisit records from {pointer['key']} lead on past {FOLLOWED} records")
         target = record.rec_headers.get_header("WARC-Refers-To-Target-URI")
+        if want is None:
+            want = record.rec_headers.get_header("WARC-Payload-Digest")
+            date = record.rec_headers.get_header("WARC-Refers-To-Date")
         original = pointer_of(target) if target else None
-        if not original or original == pointer:
-            raise LookupError(f"the capture {target} that this revisit record refers to is not stored")
-        data = get_range(original["key"], original["offset"], original["length"], original.get("bucket") or "")
-        record = _first_record(data)
-        if record.rec_type != "response":
-            raise LookupError(f"the capture of {target} that this revisit record refers to is no longer stored")
+        if not original or original in seen:
+            original = found(target)
+            if not original or original in seen:
+                raise LookupError(f"the capture {target} that this revisit record refers to is not stored")
+        record = _read_at(get_range, original)
+        if want and record.rec_headers.get_header("WARC-Payload-Digest") != want:
+            # (the URL fetched again since, with another body: its capture of this payload)
+            original = found(target)
+            if not original or original in seen:
+                raise LookupError(
+                    f"{target} was fetched again with another body, and its capture that this"
+                    " revisit record refers to is not found"
+                )
+            record = _read_at(get_range, original)
+        seen.append(original)
+    if record.rec_type != "response":
+        raise LookupError(f"the capture at {seen[-1]['key']} is a {record.rec_type} record, not a response")
     content_type = record.http_headers.get_header("Content-Type") if record.http_headers else None
     return content_type, record.content_stream().read()
+
+
+def _read_at(get_range, pointer: dict):
+    """The record at an archive pointer (``_first_record``)."""
+    return _first_record(get_range(pointer["key"], pointer["offset"], pointer["length"], pointer.get("bucket") or ""))
 
 
 def warc_date(when: float | None) -> str:

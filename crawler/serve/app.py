@@ -108,7 +108,7 @@ def _read_body(crawl: Crawl, pointer: dict) -> tuple[str | None, bytes]:
         return (crawl.store().get(url) or {}).get("archive")
 
     try:
-        return read_payload(crawl.storage().get_range, pointer, pointer_of)
+        return read_payload(crawl.storage().get_range, pointer, pointer_of, crawl.collection().pointer_of_payload)
     except LookupError as exc:
         raise error(404, str(exc)) from None
 

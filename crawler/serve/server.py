@@ -20,6 +20,7 @@ import orjson
 from aiohttp import web
 from scrapy.settings import Settings
 
+from crawler.archive.collection import Collection
 from crawler.archive.storage import storage_from_settings
 from crawler.config.crawldir import crawls_holding
 from crawler.frontier.connection import crawl_exists, frontier_from_settings, known_crawls
@@ -106,6 +107,11 @@ class Crawl:
         if self._storage is None:
             self._storage = storage_from_settings(self.settings)
         return self._storage
+
+    def collection(self) -> Collection:
+        """The crawl's archive read as a collection (its stored indexes: an exact copy's
+        capture when its original was fetched again with another body)."""
+        return Collection(self.storage(), self.name, self.settings.get("ARCHIVE_PREFIX"))
 
     def read_frontier(self, read, *args):
         """``read(frontier, *args)`` on the crawl's frontier, or None when the crawl has none

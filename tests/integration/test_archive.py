@@ -153,11 +153,93 @@ def test_an_exact_copy_reads_its_originals_capture_and_a_pointer_at_no_record_is
         return {"key": "b", "offset": at[0], "length": at[1], "bucket": ""}
 
     assert read_payload(get_range, pointer(copy), lambda url: pointer(original))[1] == first.body
-    with pytest.raises(LookupError, match="no longer stored"):  # (its original's pointer, a revisit itself)
+    with pytest.raises(LookupError, match="is not stored"):  # (its original's pointer, a revisit of itself)
         read_payload(get_range, pointer(copy), lambda url: pointer(other))
     for nowhere in ((len(data) + 10, 100), (0, 0), (original[0] + 3, original[1])):
         with pytest.raises(LookupError, match="points at no record"):
             read_payload(get_range, pointer(nowhere), lambda url: None)
+
+
+def test_an_exact_copy_reads_the_body_it_copied_after_its_original_was_fetched_again(tmp_path):
+    """The copy's revisit names its payload's digest: when the original's stored pointer has
+    moved on to a later fetch with another body, or to a revisit of its own (fetched again
+    unchanged), the copy is served the body it copied (found by the archive's index), never
+    the later one; without an index to ask, a clear LookupError. (Before, the later body.)"""
+    import hashlib
+    from dataclasses import replace
+
+    from crawler.archive.warc import IDENTICAL_PAYLOAD, Refers, payload_digest, read_payload
+
+    batch = WarcBatch(str(tmp_path / "b.warc.gz"), "b")
+    first = _page(0)
+    digest = payload_digest(hashlib.sha1(first.body).hexdigest())
+    original = batch.add(first)
+    copy = batch.add(replace(first, url="http://b.example/", refers=Refers(IDENTICAL_PAYLOAD, first.url, 1.0, digest)))
+    changed = batch.add(replace(first, body=b"<html><body>another body</body></html>", fetched_at=1_700_086_400))
+    again = batch.add(
+        replace(first, fetched_at=1_700_172_800, refers=Refers(IDENTICAL_PAYLOAD, first.url, 1.0, digest))
+    )
+    batch.close()
+    data = Path(batch.path).read_bytes()
+
+    def get_range(key, offset, length, bucket=""):
+        return data[offset : offset + length]
+
+    def pointer(at):
+        return {"key": "b", "offset": at[0], "length": at[1], "bucket": ""}
+
+    asked = []
+
+    def find(url, want, date):  # (the archive's index: the capture of ``url`` with that payload)
+        asked.append((url, want))
+        return pointer(original) if (url, want) == (first.url, digest) else None
+
+    assert read_payload(get_range, pointer(copy), lambda url: pointer(original))[1] == first.body
+    assert not asked
+    for latest in (changed, again):
+        assert read_payload(get_range, pointer(copy), lambda url, at=latest: pointer(at), find)[1] == first.body
+        with pytest.raises(LookupError, match="another body|is not stored"):
+            read_payload(get_range, pointer(copy), lambda url, at=latest: pointer(at))
+    assert asked == [(first.url, digest)] * 2
+
+
+@pytest.mark.parametrize("rebuilt", [False, True], ids=["batch index", "cdxj-indexer"])
+def test_the_archives_index_finds_the_capture_an_exact_copy_refers_to(tmp_path, rebuilt):
+    """Collection.pointer_of_payload (scrapy serve's ``find``): the stored index's capture of
+    the URL holding that payload, the nearest the date named, a revisit never; read through
+    read_payload, the copy gets the body it copied though its original's pointer moved on.
+    The same from the batch's own index and from one cdxj-indexer builds again."""
+    import hashlib
+    from dataclasses import replace
+
+    from crawler.archive.collection import Collection
+    from crawler.archive.storage import LocalStorage
+    from crawler.archive.warc import IDENTICAL_PAYLOAD, Refers, index_key, payload_digest, read_payload
+
+    key = "ab/arch/test/b.warc.gz"
+    batch = WarcBatch(str(tmp_path / "spool" / "b.warc.gz"), key)
+    first = _page(0)
+    digest = payload_digest(hashlib.sha1(first.body).hexdigest())
+    original = batch.add(first)
+    copy = batch.add(replace(first, url="http://b.example/", refers=Refers(IDENTICAL_PAYLOAD, first.url, 1.0, digest)))
+    changed = batch.add(replace(first, body=b"<html><body>another body</body></html>", fetched_at=1_700_086_400))
+    batch.close()
+    storage = LocalStorage(str(tmp_path / "archive"))
+    storage.put(key, batch.path)
+    if rebuilt:
+        Collection(storage, "test", "arch/").index_of(key, rebuild=True)  # (cdxj-indexer's lines, stored)
+    else:
+        storage.put(index_key(key), batch.index_path)
+    collection = Collection(storage, "test", "arch/")  # (a collection lists its keys once)
+
+    def at(where):
+        return {"key": key, "offset": where[0], "length": where[1], "bucket": ""}
+
+    assert collection.pointer_of_payload(first.url, digest, "2023-11-14T22:13:20Z") == at(original)
+    assert collection.pointer_of_payload(first.url, "sha1:" + "A" * 32, None) is None
+    assert collection.pointer_of_payload("http://b.example/", digest, None) is None  # (a revisit only)
+    got = read_payload(storage.get_range, at(copy), lambda url: at(changed), collection.pointer_of_payload)
+    assert got == ("text/html", first.body)
 
 
 def test_s3_storage_puts_once_and_reads_a_range(s3, tmp_path):
