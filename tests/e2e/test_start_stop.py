@@ -65,8 +65,9 @@ def test_an_unreadable_seed_file_exits_non_zero_with_one_line(tmp_path):
 
 
 def test_seeds_wait_for_a_redis_that_starts_late(tmp_path):
-    """Redis is down while the seeds are read and comes up 6 s later: the seeds are
-    added then, and the crawl runs to its end."""
+    """Redis is down while the seeds are read and comes up once the worker has said it is
+    unreachable (a fixed 6 s was sometimes less than a loaded machine's start-up): the seeds
+    are added then, and the crawl runs to its end."""
     server = RedisServer(tmp_path / "redis")
     with serve_site(hosts=2, pages=6) as site:
         env = clean_env()
@@ -74,9 +75,14 @@ def test_seeds_wait_for_a_redis_that_starts_late(tmp_path):
         out = tmp_path / "out.jsonl"
         settings = {**SITE, "CRAWL_DIR": tmp_path / "crawl", "CRAWL_NAME": "late", "FRONTIER_IDLE_SECONDS": 1}
         proc = start_worker(crawl_command(out, _seeds(tmp_path, site), settings), env, tmp_path / "worker.log")
+        log = tmp_path / "worker.log"
         try:
-            time.sleep(6)
-            assert proc.poll() is None, log_tail([tmp_path / "worker.log"], 40, "")
+            deadline = time.monotonic() + 60
+            while "Redis unreachable" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+                assert proc.poll() is None, log_tail([log], 40, "")
+                time.sleep(0.2)
+            time.sleep(2)  # (a retry or two more while it waits)
+            assert proc.poll() is None, log_tail([log], 40, "")
             server.start()
             rc = proc.wait(timeout=90)
         finally:
