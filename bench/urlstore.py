@@ -137,11 +137,11 @@ def writer_main(conn, backend: str, node_settings: dict | None, path: str | None
             if state["in flight"] == 0 and state["stopped"]:
                 finished.set()
 
-    def recorded(future, url, pointer):
+    def recorded(future, url, pointer, fetched_at):
         if future.exception() is not None or pointer is None:
             page_done(future)
         else:
-            store.set_archive(url, pointer).add_done_callback(page_done)
+            store.set_archive(url, pointer, fetched_at).add_done_callback(page_done)
 
     cpu0, t0 = time.process_time(), time.perf_counter()
     for record, pointer in pages:
@@ -151,7 +151,9 @@ def writer_main(conn, backend: str, node_settings: dict | None, path: str | None
         with lock:
             state["in flight"] += 1
         state["sent"] += 1
-        store.record_fetch(record).add_done_callback(lambda f, u=record.url, p=pointer: recorded(f, u, p))
+        store.record_fetch(record).add_done_callback(
+            lambda f, u=record.url, p=pointer, at=record.fetched_at: recorded(f, u, p, at)
+        )
     with lock:
         state["stopped"] = True
         if state["in flight"] == 0:

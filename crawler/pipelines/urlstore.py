@@ -230,7 +230,7 @@ class UrlStorePipeline:
         self.stats.inc_value(f"urlstore/written/{record.fate}")
         if pointer is not None:
             self._pointers.add(archived)
-            archived.addCallback(self._set_archive, record.url, pointer)
+            archived.addCallback(self._set_archive, record.url, pointer, record.fetched_at)
             archived.addBoth(self._pointer_done, archived)
         return item
 
@@ -260,9 +260,10 @@ class UrlStorePipeline:
         self._pointers.discard(archived)
         return result
 
-    def _set_archive(self, _, url: str, pointer: ArchivePointer) -> Deferred:
-        """The page's batch is stored: its record gets the pointer (the page's lease waits
-        for this write, chained on the page's ``storing`` Deferred)."""
+    def _set_archive(self, _, url: str, pointer: ArchivePointer, fetched_at: float) -> Deferred:
+        """The page's batch is stored: its record gets the pointer, unless the URL was
+        fetched again since (the page's lease waits for this write, chained on the page's
+        ``storing`` Deferred)."""
 
         def failed(failure):
             message = f"UrlStore archive pointer of {url} not written: {failure.getErrorMessage()}"
@@ -272,7 +273,7 @@ class UrlStorePipeline:
             self.trouble.stored(URLSTORE)
             self.stats.inc_value("urlstore/archive_pointers")
 
-        return _deferred(self.store.set_archive(url, pointer)).addCallbacks(written, failed)
+        return _deferred(self.store.set_archive(url, pointer, fetched_at)).addCallbacks(written, failed)
 
 
 def _deferred(future) -> Deferred:

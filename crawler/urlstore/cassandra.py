@@ -81,8 +81,8 @@ from crawler.urlstore.cassandra_rows import (
     _INLINK,
     _INLINKS,
     _INLINKS_AFTER,
-    ARCHIVE,
     METADATA,
+    POINTER,
     RECORD_READ,
     RESCHEDULES,
     ROW,
@@ -227,8 +227,9 @@ class CassandraUrlStore(CassandraReads, UrlStore):
             return statement
 
         self._updates = {
-            columns: prepare(_update(columns)) for columns in (ROW, ARCHIVE, METADATA, ATTEMPT_COLUMNS, *RESCHEDULES)
+            columns: prepare(_update(columns)) for columns in (ROW, METADATA, ATTEMPT_COLUMNS, *RESCHEDULES)
         }
+        self._pointer_stmt = prepare(_update(POINTER, timed=True))
         self._inlink_stmt = prepare(_INLINK)
         self._select_stmt = prepare(_select(RECORD_READ))
         self._select_in_stmt = prepare(_select(RECORD_READ, "url IN ?"))
@@ -348,14 +349,10 @@ class CassandraUrlStore(CassandraReads, UrlStore):
             "content_digest": r.content_digest,
             "simhash": signed64(r.simhash),
             "metadata": r.metadata,
-            "archive_key": archive.key if archive else None,
-            "archive_offset": archive.offset if archive else None,
-            "archive_length": archive.length if archive else None,
             "outlinks": [(link["url"], link.get("text", ""), bool(link.get("nofollow"))) for link in r.outlinks],
             "fetch_interval": r.fetch_interval,
             "etag": r.etag,
             "last_modified": r.last_modified,
-            "archive_bucket": archive.bucket if archive else None,
         }
         # the row bound with no outlinks, then given their bytes (_outlinks_value): the
         # driver's binding of the list, a value at a time, cost 0.8 ms a page of 178 links
@@ -366,6 +363,7 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         # the inlinks: a row per outlink, made by _parts
         return [
             (row, None),
+            self._pointer(url, archive, r.fetched_at, 0),  # (its own pointer, or none, at the fetch's time)
             *due,
             (_PAGE_INLINKS, (url, inlink_bucket(url, self.inlink_buckets), r.outlinks)),
         ]
@@ -402,7 +400,8 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         sent to nodes that own all its rows, no coordinator fan-out), filled in order,
         each under batch_bytes and with one part a partition at most (a batch's statements
         share its timestamp: a later write of a partition goes in a later batch, sent
-        after, and wins); a part alone is its own statement. A page's record, its due
+        after, and wins; an archive pointer, written at its own time, joins any: ``_timed``);
+        a part alone is its own statement. A page's record, its due
         index row and its inlinks, and the writes that came with them, are a few requests
         instead of one a row (the driver's CPU a request is what bounds a worker's
         writes). An inlink row goes in as its values' bytes; the batch's routing key is
@@ -413,11 +412,13 @@ class CassandraUrlStore(CassandraReads, UrlStore):
             batches: list[list] = []  # each [bytes, partitions, parts]
             size, partitions, mine = 0, set(), []
             for part in members:
-                if not mine or part[1] in partitions or size + part[2] > self.batch_bytes:
+                timed = self._timed(part)
+                if not mine or (part[1] in partitions and not timed) or size + part[2] > self.batch_bytes:
                     size, partitions, mine = 0, set(), []
                     batches.append(mine)
                 size += part[2]
-                partitions.add(part[1])
+                if not timed:
+                    partitions.add(part[1])
                 mine.append(part)
             for mine in batches:
                 writes = sorted({part[0] for part in mine})
@@ -436,6 +437,12 @@ class CassandraUrlStore(CassandraReads, UrlStore):
                         batch.add(what)
                 out.append(((batch, None), writes))
         return out
+
+    def _timed(self, part: tuple) -> bool:
+        """Whether a part is an archive pointer, written at its own time (USING TIMESTAMP):
+        it may join a batch that holds its partition, its order there of no matter."""
+        what = part[3]
+        return isinstance(what, BoundStatement) and what.prepared_statement is self._pointer_stmt
 
     def _inlink_bound(self, values: tuple) -> BoundStatement:
         """An inlink row alone: the inlink statement with these values' bytes."""
@@ -469,10 +476,23 @@ class CassandraUrlStore(CassandraReads, UrlStore):
     def update_metadata(self, url: str, fields: dict[str, str]) -> Future:
         return self._write(lambda _: [self._set(self.normalize(url), {"metadata": fields})], None)
 
-    def set_archive(self, url: str, archive: ArchivePointer) -> Future:
-        values = {"archive_key": archive.key, "archive_offset": archive.offset, "archive_length": archive.length}
-        values["archive_bucket"] = archive.bucket
-        return self._write(lambda _: [self._set(self.normalize(url), values)], None)
+    def set_archive(self, url: str, archive: ArchivePointer, fetched_at: float) -> Future:
+        return self._write(lambda _: [self._pointer(self.normalize(url), archive, fetched_at, 1)], None)
+
+    def _pointer(self, url: str, archive: ArchivePointer | None, fetched_at: float | None, later: int) -> tuple:
+        """(statement, parameters) that write ``url``'s archive pointer (None: none) and
+        ARCHIVE_AT at the capture's fetch time, in microseconds, and ``later`` more (a
+        record's own at that time, a capture's pointer one after: it wins over the record
+        that waits for it, and loses to a newer fetch's)."""
+        at = time.time() if fetched_at is None else fetched_at
+        values = {
+            "archive_key": archive.key if archive else None,
+            "archive_offset": archive.offset if archive else None,
+            "archive_length": archive.length if archive else None,
+            "archive_bucket": archive.bucket if archive else None,
+            "archive_at": at,
+        }
+        return self._pointer_stmt, (round(at * 1_000_000) + later, *(_bound(c, v) for c, v in values.items()), url)
 
     def reschedule(
         self,

@@ -14,6 +14,7 @@ from crawler.urlstore.cassandra_cluster import (
     COLUMNS,
 )
 from crawler.urlstore.record import (
+    ARCHIVE_AT,
     ARCHIVE_COLUMNS,
     pop_pointer,
     unsigned64,
@@ -24,10 +25,11 @@ from crawler.urlstore.record import (
 _PACKED = {"int": ">i", "bigint": ">q", "float": ">f", "double": ">d", "timestamp": ">q"}
 
 
-ROW = tuple(COLUMNS)
-
-
-ARCHIVE = ARCHIVE_COLUMNS
+# a record with an answer: its row but the pointer, then the pointer and ARCHIVE_AT (POINTER)
+# at the fetch's time (USING TIMESTAMP): a capture's pointer is written at that time and a
+# microsecond (set_archive), so the newer capture's pointer wins, whichever comes last
+POINTER = (*ARCHIVE_COLUMNS, ARCHIVE_AT)
+ROW = tuple(c for c in COLUMNS if c not in POINTER)
 
 
 METADATA = ("metadata",)
@@ -54,9 +56,10 @@ _INLINKS_AFTER = (
 )
 
 
-def _update(columns: tuple[str, ...]) -> str:
+def _update(columns: tuple[str, ...], timed: bool = False) -> str:
     """The UPDATE (an upsert) that sets ``columns`` of a URL's row, bound with
-    ``_bound`` values and the URL last."""
+    ``_bound`` values and the URL last (``timed``: USING TIMESTAMP, bound first, in
+    microseconds)."""
     sets = []
     for column in columns:
         kind = COLUMNS[column]
@@ -66,7 +69,8 @@ def _update(columns: tuple[str, ...]) -> str:
             sets.append(f"{column} = blobAs{kind.capitalize()}(?)")
         else:
             sets.append(f"{column} = ?")
-    return f"UPDATE {{ks}}.urls SET {', '.join(sets)} WHERE url = ?"
+    timestamp = " USING TIMESTAMP ?" if timed else ""
+    return f"UPDATE {{ks}}.urls{timestamp} SET {', '.join(sets)} WHERE url = ?"
 
 
 def _select(columns: tuple[str, ...], where: str = "url = ?") -> str:

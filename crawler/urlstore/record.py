@@ -182,6 +182,7 @@ COLUMNS = (
     ("etag", "TEXT", "text", True),
     ("last_modified", "TEXT", "text", True),
     ("archive_bucket", "TEXT", "text", True),
+    ("archive_at", "REAL", "timestamp", True),
 )
 COLUMN_NAMES = tuple(c[0] for c in COLUMNS)
 # the columns a record without an answer writes (no status: a connection, DNS or timeout
@@ -197,6 +198,12 @@ def attempt_only(record: FetchRecord) -> bool:
 
 
 ARCHIVE_COLUMNS = ("archive_key", "archive_offset", "archive_length", "archive_bucket")
+# the fetch time of the capture the record's pointer names, or that it waits for (a record
+# with an answer sets it, with its pointer or none): ``set_archive`` writes a capture's
+# pointer only when it is not older, so that a batch stored late never puts an older
+# capture's pointer over a newer one's (SQLite compares; Cassandra writes the pointer at
+# that time, with USING TIMESTAMP). A record read leaves it out.
+ARCHIVE_AT = "archive_at"
 
 
 def pop_pointer(row: dict) -> dict | None:
@@ -204,6 +211,7 @@ def pop_pointer(row: dict) -> dict | None:
     ``{"key", "offset", "length", "bucket"}`` (``bucket`` "" for the local archive), or None
     when the record has none."""
     key, offset, length, bucket = (row.pop(c) for c in ARCHIVE_COLUMNS)
+    row.pop(ARCHIVE_AT, None)
     return {"key": key, "offset": offset, "length": length, "bucket": bucket or ""} if key else None
 
 

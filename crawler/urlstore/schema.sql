@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS urls (
     fetch_interval REAL,               -- seconds: the adaptive schedule's interval (crawler/freshness/schedule.py)
     etag           TEXT,               -- the answer's ETag: a refetch sends If-None-Match
     last_modified  TEXT,               -- the answer's Last-Modified: a refetch sends If-Modified-Since
-    archive_bucket TEXT                -- the S3 bucket of archive_key ('': the local archive)
+    archive_bucket TEXT,               -- the S3 bucket of archive_key ('': the local archive)
+    archive_at     REAL                -- the fetch time of the capture archive_key names or waits for
 );
 -- the due query (UrlStore.due): URLs by next fetch time, then URL, the order it pages in
 -- (a page starts where the last ended, at (next_fetch_at, url) of its last row)

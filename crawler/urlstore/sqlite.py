@@ -63,7 +63,11 @@ _METADATA = """
 INSERT INTO urls (url, metadata) VALUES (?, ?)
 ON CONFLICT (url) DO UPDATE SET metadata = json_patch(urls.metadata, excluded.metadata)
 """
-_ARCHIVE = "UPDATE urls SET archive_key = ?, archive_offset = ?, archive_length = ?, archive_bucket = ? WHERE url = ?"
+# a capture's pointer, unless the record's last answer is a later capture's (ARCHIVE_AT)
+_ARCHIVE = (
+    "UPDATE urls SET archive_key = ?, archive_offset = ?, archive_length = ?, archive_bucket = ?, archive_at = ?"
+    " WHERE url = ? AND (archive_at IS NULL OR archive_at <= ?)"
+)
 _INLINK = """
 INSERT OR REPLACE INTO inlinks (target_url, bucket, source_url, anchor_text, nofollow) VALUES (?, ?, ?, ?, ?)
 """
@@ -163,8 +167,8 @@ class SqliteUrlStore(UrlStore):
     def record_fetch(self, record: FetchRecord) -> Future:
         return self._grouped(self._write_fetch, record)
 
-    def set_archive(self, url: str, archive: ArchivePointer) -> Future:
-        return self._grouped(self._write_archive, (self.normalize(url), archive))
+    def set_archive(self, url: str, archive: ArchivePointer, fetched_at: float) -> Future:
+        return self._grouped(self._write_archive, (self.normalize(url), archive, fetched_at))
 
     def _grouped(self, write, arg) -> Future:
         """Group commit: the writes that arrive while the store's thread is busy are
@@ -199,9 +203,9 @@ class SqliteUrlStore(UrlStore):
         for _, _, future in batch:
             future.set_result(None)
 
-    def _write_archive(self, url_archive: tuple[str, ArchivePointer]) -> None:
-        url, a = url_archive
-        self._db.execute(_ARCHIVE, (a.key, a.offset, a.length, a.bucket, url))
+    def _write_archive(self, url_archive: tuple[str, ArchivePointer, float]) -> None:
+        url, a, at = url_archive
+        self._db.execute(_ARCHIVE, (a.key, a.offset, a.length, a.bucket, at, url, at))
 
     def _write_fetch(self, r: FetchRecord) -> None:
         url = self.normalize(r.url)
@@ -232,6 +236,7 @@ class SqliteUrlStore(UrlStore):
             r.etag,
             r.last_modified,
             archive.bucket if archive.key else None,
+            r.fetched_at,  # ARCHIVE_AT: the capture its pointer names or waits for
         )
         links = [
             (link["url"], self._bucket(url), url, link.get("text", ""), int(bool(link.get("nofollow"))))

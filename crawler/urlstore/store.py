@@ -54,10 +54,12 @@ class UrlStore:
         """Set some metadata fields of a URL, leaving the others as they are."""
         raise NotImplementedError
 
-    def set_archive(self, url: str, archive: ArchivePointer) -> Future:
+    def set_archive(self, url: str, archive: ArchivePointer, fetched_at: float) -> Future:
         """Set the archive pointer of a URL's record, leaving the rest as it is (called
         once the object holding the page's WARC record is stored, after the record
-        itself was written)."""
+        itself was written); ``fetched_at``: the capture's fetch time. The pointer of a
+        capture older than the record's last answer is not written (a batch stored late,
+        after the URL was fetched again: record.ARCHIVE_AT)."""
         raise NotImplementedError
 
     def reschedule(

@@ -406,7 +406,7 @@ def test_a_pointer_at_no_record_and_bodies_that_are_no_json_get_a_4xx_at_once(cr
     for url, pointer in (("http://canon.example/past", (10**9, 100)), ("http://canon.example/empty", (0, 0))):
         record = FetchRecord(url=url, fate="fetched", fetched_at=time.time(), status=200)
         writer.record_fetch(record).result(30)
-        writer.set_archive(url, ArchivePointer(key, *pointer)).result(30)
+        writer.set_archive(url, ArchivePointer(key, *pointer), record.fetched_at).result(30)
     writer.close()
     for url in ("http://canon.example/past", "http://canon.example/empty"):
         started = time.monotonic()

@@ -72,13 +72,41 @@ def test_a_record_written_without_its_pointer_gets_it_later(store):
     url = "http://example.com/later"
     store.record_fetch(_fetched(url, metadata={"title": "Later"})).result(timeout=30)
     assert store.get(url)["archive"] is None
-    store.set_archive(url, ArchivePointer("cd/crawl-0002.warc.gz", 99, 42)).result(timeout=30)
+    store.set_archive(url, ArchivePointer("cd/crawl-0002.warc.gz", 99, 42), T).result(timeout=30)
     got = store.get(url)
     assert got["archive"] == {"key": "cd/crawl-0002.warc.gz", "offset": 99, "length": 42, "bucket": ""}  # (local)
     assert got["metadata"] == {"title": "Later"} and got["status"] == 200  # the rest as it was
     # a refetch writes its record without a pointer until its own batch is stored
     store.record_fetch(_fetched(url, fetched_at=T + 60)).result(timeout=30)
     assert store.get(url)["archive"] is None
+
+
+def test_a_capture_stored_late_never_puts_its_pointer_over_a_newer_fetchs(store):
+    """A URL fetched twice, the first capture's batch stored after the second (its upload
+    retried, another worker's batch): the record keeps the newer capture's pointer, or none
+    while it waits for it; a fetch without an answer does not stop the last answer's
+    pointer. (Before, the last pointer written won: the older body served for the newer
+    record.)"""
+    first, second = ArchivePointer("ab/w1-0001.warc.gz", 10, 20), ArchivePointer("cd/w2-0007.warc.gz", 30, 40)
+    shown = {"key": second.key, "offset": 30, "length": 40, "bucket": ""}
+    url = "http://example.com/twice"
+    store.record_fetch(_fetched(url)).result(30)
+    store.record_fetch(_fetched(url, fetched_at=T + 60)).result(30)
+    store.set_archive(url, second, T + 60).result(30)
+    store.set_archive(url, first, T).result(30)  # (late)
+    assert store.get(url)["archive"] == shown
+    other = "http://example.com/waits"
+    store.record_fetch(_fetched(other)).result(30)
+    store.record_fetch(_fetched(other, fetched_at=T + 60)).result(30)
+    store.set_archive(other, first, T).result(30)  # (late, before the newer capture's)
+    assert store.get(other)["archive"] is None
+    store.set_archive(other, second, T + 60).result(30)
+    assert store.get(other)["archive"] == shown
+    failed = "http://example.com/failed-after"
+    store.record_fetch(_fetched(failed)).result(30)
+    store.record_fetch(FetchRecord(url=failed, fate="timeout", fetched_at=T + 30)).result(30)
+    store.set_archive(failed, first, T).result(30)
+    assert store.get(failed)["archive"]["key"] == first.key
 
 
 def test_a_record_replaces_the_previous_one_but_merges_its_metadata(store):
@@ -262,7 +290,7 @@ def test_last_fetched_names_the_urls_fetched_with_an_answer(store):
     assert store.last_fetched([]) == {}
     # archived: only pages with their archive pointer (an exact copy is never archived itself)
     assert set(store.last_fetched(asked, archived=True)) == {"http://f.example/copy"}
-    store.set_archive("http://f.example/gone", ArchivePointer("ab/x.warc.gz", 10, 20)).result(30)
+    store.set_archive("http://f.example/gone", ArchivePointer("ab/x.warc.gz", 10, 20), T + 1).result(30)
     assert set(store.last_fetched(asked, archived=True)) == {"http://f.example/copy", "http://f.example/gone"}
 
 
@@ -603,6 +631,7 @@ def test_both_schemas_make_the_columns_the_record_names():
     assert list(sql) == list(cql) == ["url", *record.COLUMN_NAMES]
     assert [sql[name] for name in record.COLUMN_NAMES] == [c[1] for c in record.COLUMNS]
     assert [cql[name] for name in record.COLUMN_NAMES] == [c[2] for c in record.COLUMNS]
-    # every field of a record is a column (its archive pointer three of them), and back
-    stored = {f for f in record.FIELDS if f != "archive"} | set(record.ARCHIVE_COLUMNS)
+    # every field of a record is a column (its archive pointer four of them, and the fetch
+    # time of the capture it names), and back
+    stored = {f for f in record.FIELDS if f != "archive"} | set(record.ARCHIVE_COLUMNS) | {record.ARCHIVE_AT}
     assert stored == set(("url", *record.COLUMN_NAMES))

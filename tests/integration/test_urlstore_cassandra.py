@@ -118,7 +118,7 @@ def test_records_with_absent_fields_write_no_tombstone(store, cassandra_session,
     ]
     writes += [store.update_metadata("http://v.example/meta-only", {"title": "t"})]
     _all_done(writes)
-    _all_done([store.set_archive(u, ArchivePointer("ab/x.warc.gz", 10, 20)) for u in urls[:20]])
+    _all_done([store.set_archive(u, ArchivePointer("ab/x.warc.gz", 10, 20), T) for u in urls[:20]])
     # refetches: a failure, a success without pointer, digest or links
     _all_done(
         [
@@ -296,7 +296,7 @@ def test_writes_are_sent_together_within_the_bound_and_the_later_one_wins(cassan
         with Requests(cassandra_session) as requests:
             _all_done([store.record_fetch(_fetched(f"http://s{i}.example/", outlinks=links)) for i in range(30)])
         assert 1 < requests.peak <= 8
-        # the pages' rows and their 20 inlinks each, 630 statements, in UNLOGGED batches of
+        # the pages' rows, their pointers (none yet) and their 20 inlinks each, 660 statements, in UNLOGGED batches of
         # the writes waiting together (one node: one replica set): fewer requests than pages
         carried = [
             int(n)
@@ -304,7 +304,7 @@ def test_writes_are_sent_together_within_the_bound_and_the_later_one_wins(cassan
             for n in re.findall(r"BatchStatement type=UNLOGGED, statements=(\d+)", cql)
         ]
         alone = [cql for cql, _ in requests.sent if "BatchStatement" not in cql]
-        assert sum(carried) + len(alone) == 30 * 21 and len(requests.sent) < 30, requests.sent
+        assert sum(carried) + len(alone) == 30 * 22 and len(requests.sent) < 30, requests.sent
         assert len(store.inlinks("http://t.example/3")) == 30
         # writes of one row made one after the other without waiting: each row ends as the
         # last write made it, however they were grouped and sent
@@ -313,12 +313,15 @@ def test_writes_are_sent_together_within_the_bound_and_the_later_one_wins(cassan
             url = f"http://o.example/{i}"
             writes += [
                 store.record_fetch(_fetched(url, metadata={"a": "1"})),
-                store.set_archive(url, ArchivePointer("first.warc.gz", 1, 2)),
+                store.set_archive(url, ArchivePointer("first.warc.gz", 1, 2), T),
                 store.record_fetch(FetchRecord(url=url, fate="timeout", fetched_at=T + 1)),
                 store.update_metadata(url, {"b": "2"}),
             ]
             if i % 2:
-                writes += [store.record_fetch(_fetched(url)), store.set_archive(url, ArchivePointer("last", 3, 4))]
+                writes += [
+                    store.record_fetch(_fetched(url, fetched_at=T + 2)),
+                    store.set_archive(url, ArchivePointer("last", 3, 4), T + 2),
+                ]
         _all_done(writes)
         for i in range(20):
             got = store.get(f"http://o.example/{i}")
@@ -382,8 +385,9 @@ def test_a_pages_inlinks_go_in_batches_under_the_servers_warning_size(store, cas
     # the server counts a row's source URL, its anchor text and 91 bytes: 118 to 120 here
     assert len(batches) == -(-500 // (backend.BATCH_BYTES // 120))  # 42 rows a batch
     alone = len(sent) - len(batches)  # (a row left over after the page's last full batch)
-    assert sum(len(b._statements_and_parameters) for b in batches) + alone == 501 + 2  # then the other page's two
-    assert alone <= 1 and sent[-1].query is batches[-1] and len(batches[-1]._statements_and_parameters) == 2
+    # (each page's row, its pointer and its inlinks), then the other page's three
+    assert sum(len(b._statements_and_parameters) for b in batches) + alone == 502 + 3
+    assert alone <= 1 and sent[-1].query is batches[-1] and len(batches[-1]._statements_and_parameters) == 3
     assert all(w.startswith("Unlogged batch covering") for w in warnings), warnings  # none about their size
     assert not [r for r in caplog.records if "Unlogged batch" in r.getMessage()]
     for i in (0, 7, 499):
@@ -421,7 +425,7 @@ def test_the_batch_cap_is_the_servers_count_of_a_batchs_bytes(cassandra_session,
     finally:
         store.close()
     batches = [f.query for f in sent if f.query.__class__.__name__ == "BatchStatement"]
-    assert sum(len(b._statements_and_parameters) for b in batches) + len(sent) - len(batches) == 501
+    assert sum(len(b._statements_and_parameters) for b in batches) + len(sent) - len(batches) == 502
     sizes = [int(n) for w in warnings for n in re.findall(r"^Batch for \[.*\] is of size (\d+)", w)]
     # every batch but the page's last one is over the threshold, and all under the cap
     assert len(batches) - 1 <= len(sizes) <= len(batches), (sizes, len(batches))
@@ -451,7 +455,7 @@ def test_a_worker_cuts_its_batches_just_under_the_nodes_own_threshold(cassandra_
         store.close()
     batches = [f.query for f in sent if f.query.__class__.__name__ == "BatchStatement"]
     rows = sum(len(b._statements_and_parameters) for b in batches) + len(sent) - len(batches)
-    assert rows == 501  # the page's row and its 500 inlinks
+    assert rows == 502  # the page's row, its pointer and its 500 inlinks
     assert not [w for w in warnings if w.startswith("Batch for")], warnings
     assert got == [{"url": "http://s.example/", "text": "page é 499", "nofollow": False}]
     fixed = CassandraUrlStore.from_settings(_settings(cassandra_keyspace, CASSANDRA_BATCH_BYTES=3000), {})
@@ -671,7 +675,7 @@ def test_a_write_the_replicas_cannot_take_fails_its_future_and_is_logged_once(ca
             assert any("Unavailable" in reason for reason in reasons), reasons
             time.sleep(1.1)
             with pytest.raises(NoHostAvailable):
-                store.set_archive("http://q.example/0", ArchivePointer("k", 1, 2)).result(30)
+                store.set_archive("http://q.example/0", ArchivePointer("k", 1, 2), T).result(30)
         lines = [r.getMessage() for r in caplog.records if r.name == "crawler.urlstore.cassandra"]
         kinds = {line.split(" failed with ", 1)[1].split(" ", 1)[0] for line in lines}
         # a line for the first failure of each kind, then one with the count of each a while later
