@@ -5,9 +5,10 @@ into the frontier as a recrawl (``codec.encode_recrawl``): past URL-seen
 (``dont_filter``) and the fetch policy, carrying what its schedule compares with (its
 interval, content digest and fetch time) and its stored ETag and Last-Modified, which
 the request sends back as If-None-Match / If-Modified-Since. Each URL read is held first
-(``UrlStore.reschedule`` to now + RECRAWL_HOLD, past the pass's horizon), then put, so that
-neither this pass nor the next round puts it again while it waits in its host's queue; its
-fetch writes its real next due time. A round that fails between the two (Redis or the store
+(``UrlStore.reschedule`` to now + RECRAWL_HOLD, past the pass's horizon, and its put time
+noted), then put, so that neither this pass nor the next round puts it again while it waits
+in its host's queue, nor a pass by fetch time (``--older-than``, which reads URLs due or not)
+until it is fetched or its hold ends; its fetch writes its real next due time. A round that fails between the two (Redis or the store
 away, the worker gone) delays a URL by the hold, and never puts it twice; a URL the frontier
 refuses (out of scope, a trap, its host's quota) waits the hold too, not at the head of
 every round; one deferred (a server of several away) is delivered once it is back.
@@ -103,32 +104,36 @@ class Recrawl:
         cursor = None
         while limit is None or report.read < limit:
             size = self.page if limit is None else min(self.page, limit - report.read)
-            rows, cursor = self.store.due(now + ahead, size, cursor, host=host, fetched_before=fetched_before)
+            rows, cursor = self.store.due(
+                now + ahead, size, cursor, host=host, fetched_before=fetched_before, put_since=now - self.hold
+            )
             if rows:
-                self._put(rows, now + ahead + self.hold, report)
+                self._put(rows, now, now + ahead + self.hold, report)
             if progress is not None:
                 progress(report)
             if cursor is None:
                 break
         return report
 
-    def _put(self, rows: list[dict], until: float, report: RecrawlReport) -> None:
-        """Hold ``rows`` (their due time moved to ``until``), then put them; if the put
-        fails, give them their due times back (best effort: else they wait the hold)."""
-        self._reschedule([(row["url"], until) for row in rows])
+    def _put(self, rows: list[dict], now: float, until: float, report: RecrawlReport) -> None:
+        """Hold ``rows`` (their due time moved to ``until``, and put at ``now``: a pass by
+        fetch time leaves them out until they are fetched or the hold ends), then put them;
+        if the put fails, give them their due times and put times back (best effort: else
+        they wait the hold)."""
+        self._reschedule([(row["url"], until, now) for row in rows])
         entries = [recrawl_entry(row) for row in rows]
         try:
             statuses = self.frontier.put(entries)
         except Exception:
             with contextlib.suppress(Exception):
-                self._reschedule([(row["url"], row["next_fetch_at"]) for row in rows])
+                self._reschedule([(row["url"], row["next_fetch_at"], row.get("put_at") or 0.0) for row in rows])
             raise
         for status in statuses:
             report.statuses[status] = report.statuses.get(status, 0) + 1
         report.read += len(rows)
 
-    def _reschedule(self, times: list[tuple[str, float | None]]) -> None:
-        for future in [self.store.reschedule(url, at) for url, at in times]:
+    def _reschedule(self, times: list[tuple[str, float | None, float]]) -> None:
+        for future in [self.store.reschedule(url, at, put_at=put) for url, at, put in times]:
             future.result(timeout=60)
 
 

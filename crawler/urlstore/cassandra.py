@@ -500,12 +500,15 @@ class CassandraUrlStore(CassandraReads, UrlStore):
         next_fetch_at: float | None,
         fetched_at: float | None = None,
         fetch_interval: float | None = None,
+        put_at: float | None = None,
     ) -> Future:
         values = {"next_fetch_at": next_fetch_at}  # None: an empty value (no due time)
         if fetched_at is not None:
             values["fetched_at"] = fetched_at
         if fetch_interval is not None:
             values["fetch_interval"] = fetch_interval
+        if put_at is not None:
+            values["put_at"] = put_at
         return self._write(self._reschedule_statements, (self.normalize(url), values))
 
     def _reschedule_statements(self, arg) -> list[tuple]:

@@ -26,6 +26,7 @@ from crawler.urlstore.cassandra_rows import (
 from crawler.urlstore.record import (
     DUE_FIELDS,
     answered,
+    put_again,
     url_in_host,
 )
 
@@ -126,9 +127,11 @@ class CassandraReads:
         after: tuple | None = None,
         host: str | None = None,
         fetched_before: float | None = None,
+        put_since: float | None = None,
     ) -> tuple[list[dict], tuple | None]:
         """By due time, through the due index (cassandra_due.py: a round reads what is due,
-        and the rows of URLs whose due time moved since); with ``fetched_before``, by a
+        and the rows of URLs whose due time moved since); with ``fetched_before`` (and
+        ``put_since``, record.put_again), by a
         bounded token-range scan of the urls table: at most SCAN_PAGES pages of ``limit``
         rows per call, filtered here, until ``limit`` rows are found. Either may give a
         page with fewer rows, even none, and a cursor (more to read)."""
@@ -151,6 +154,8 @@ class CassandraReads:
                     if found["next_fetch_at"] is None or found["next_fetch_at"] > before:
                         continue
                 elif found["fetched_at"] is None or found["fetched_at"] > fetched_before:
+                    continue
+                elif not put_again(found, put_since):
                     continue
                 if host and not url_in_host(found["url"], host):
                     continue

@@ -16,6 +16,7 @@ from crawler.urlstore.cassandra_cluster import (
 from crawler.urlstore.record import (
     ARCHIVE_AT,
     ARCHIVE_COLUMNS,
+    PUT_AT,
     pop_pointer,
     unsigned64,
 )
@@ -29,15 +30,17 @@ _PACKED = {"int": ">i", "bigint": ">q", "float": ">f", "double": ">d", "timestam
 # at the fetch's time (USING TIMESTAMP): a capture's pointer is written at that time and a
 # microsecond (set_archive), so the newer capture's pointer wins, whichever comes last
 POINTER = (*ARCHIVE_COLUMNS, ARCHIVE_AT)
-ROW = tuple(c for c in COLUMNS if c not in POINTER)
+ROW = tuple(c for c in COLUMNS if c not in POINTER and c != PUT_AT)
 
 
 METADATA = ("metadata",)
 
 
-# reschedule: the due time, and when given the fetch time and the interval
+# reschedule: the due time, and when given the fetch time and the interval, or when a recrawl
+# pass put the URL back
 RESCHEDULES = [
-    ("next_fetch_at", *more) for more in ((), ("fetched_at",), ("fetch_interval",), ("fetched_at", "fetch_interval"))
+    ("next_fetch_at", *more)
+    for more in ((), ("fetched_at",), ("fetch_interval",), ("fetched_at", "fetch_interval"), ("put_at",))
 ]
 
 
@@ -94,7 +97,7 @@ def _bound(column: str, value):
 
 
 # the columns a record's read selects, in this order (its rows read as plain tuples)
-RECORD_READ = ("url", *COLUMNS)
+RECORD_READ = ("url", *(c for c in COLUMNS if c != PUT_AT))  # (put_at: no field of a record)
 
 
 def _read(row, names: tuple[str, ...] | None = None) -> dict:

@@ -88,7 +88,24 @@ def unsigned64(value: int | None) -> int | None:
     return value + (1 << 64) if value < 0 else value
 
 
-DUE_FIELDS = ("url", "next_fetch_at", "fetched_at", "fetch_interval", "content_digest", "etag", "last_modified")
+DUE_FIELDS = (
+    "url",
+    "next_fetch_at",
+    "fetched_at",
+    "fetch_interval",
+    "content_digest",
+    "etag",
+    "last_modified",
+    "put_at",
+)
+
+
+def put_again(row: dict, put_since: float | None) -> bool:
+    """Whether a pass by fetch time (``due``'s ``fetched_before``) may put the row back: not
+    when a pass put it back at ``put_since`` or later and it was not fetched since (it waits
+    in the frontier, or its hold is not over)."""
+    put, fetched = row.get("put_at"), row.get("fetched_at")
+    return put_since is None or put is None or fetched is None or put <= fetched or put < put_since
 
 
 def url_in_host(url: str, host: str) -> bool:
@@ -183,8 +200,14 @@ COLUMNS = (
     ("last_modified", "TEXT", "text", True),
     ("archive_bucket", "TEXT", "text", True),
     ("archive_at", "REAL", "timestamp", True),
+    ("put_at", "REAL", "timestamp", True),
 )
 COLUMN_NAMES = tuple(c[0] for c in COLUMNS)
+# when a recrawl pass last put the URL back into the frontier (``reschedule``'s put_at; 0:
+# never): a pass by fetch time leaves it out until it is fetched or its hold ends
+# (``put_again``). A fetch's record leaves it as it is: no field of the record
+PUT_AT = "put_at"
+RECORD_COLUMNS = tuple(name for name in COLUMN_NAMES if name != PUT_AT)  # the columns a fetch's record writes
 # the columns a record without an answer writes (no status: a connection, DNS or timeout
 # error, robots.txt's refusal, a URL not fetched), in COLUMNS order: what the URL's last
 # answer left (its page's digest and archive pointer, ETag and Last-Modified, metadata,

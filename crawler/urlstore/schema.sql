@@ -22,7 +22,8 @@ CREATE TABLE IF NOT EXISTS urls (
     etag           TEXT,               -- the answer's ETag: a refetch sends If-None-Match
     last_modified  TEXT,               -- the answer's Last-Modified: a refetch sends If-Modified-Since
     archive_bucket TEXT,               -- the S3 bucket of archive_key ('': the local archive)
-    archive_at     REAL                -- the fetch time of the capture archive_key names or waits for
+    archive_at     REAL,               -- the fetch time of the capture archive_key names or waits for
+    put_at         REAL                -- when a recrawl pass last put the URL back into the frontier
 );
 -- the due query (UrlStore.due): URLs by next fetch time, then URL, the order it pages in
 -- (a page starts where the last ended, at (next_fetch_at, url) of its last row)

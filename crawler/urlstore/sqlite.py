@@ -22,9 +22,9 @@ from importlib import resources
 
 from crawler.urlstore.record import (
     ATTEMPT_COLUMNS,
-    COLUMN_NAMES,
     COLUMNS,
     DUE_FIELDS,
+    RECORD_COLUMNS,
     ArchivePointer,
     FetchRecord,
     answered,
@@ -45,13 +45,13 @@ CACHE_BYTES = 16 * 2**20  # the writer's page cache (URLSTORE_SQLITE_CACHE_BYTES
 CHECKPOINT_PAGES = 10_000  # WAL pages (4 KiB) between automatic checkpoints (its default: 1,000)
 # columns schema.sql gained after its first version: added to an existing store at open
 ADDED_COLUMNS = {name: sqlite for name, sqlite, _, added in COLUMNS if added}
-_COLUMNS = ", ".join(("url", *COLUMN_NAMES))
-# a fetch's record replaces the row, but its metadata is merged into the stored fields
+_COLUMNS = ", ".join(("url", *RECORD_COLUMNS))
+# a fetch's record replaces the row (but put_at), and its metadata is merged into the stored fields
 _UPSERT = (
-    f"INSERT INTO urls ({_COLUMNS}) VALUES ({', '.join('?' * (1 + len(COLUMN_NAMES)))}) ON CONFLICT (url) DO UPDATE SET "
+    f"INSERT INTO urls ({_COLUMNS}) VALUES ({', '.join('?' * (1 + len(RECORD_COLUMNS)))}) ON CONFLICT (url) DO UPDATE SET "
     + ", ".join(
         "metadata = json_patch(urls.metadata, excluded.metadata)" if name == "metadata" else f"{name} = excluded.{name}"
-        for name in COLUMN_NAMES
+        for name in RECORD_COLUMNS
     )
 )
 # a fetch without an answer: its attempt's columns alone (record.ATTEMPT_COLUMNS)
@@ -72,8 +72,8 @@ _INLINK = """
 INSERT OR REPLACE INTO inlinks (target_url, bucket, source_url, anchor_text, nofollow) VALUES (?, ?, ?, ?, ?)
 """
 _RESCHEDULE = """
-UPDATE urls SET next_fetch_at = ?, fetched_at = coalesce(?, fetched_at), fetch_interval = coalesce(?, fetch_interval)
-WHERE url = ?
+UPDATE urls SET next_fetch_at = ?, fetched_at = coalesce(?, fetched_at), fetch_interval = coalesce(?, fetch_interval),
+put_at = coalesce(?, put_at) WHERE url = ?
 """
 _DUE = ", ".join(DUE_FIELDS)
 
@@ -252,12 +252,15 @@ class SqliteUrlStore(UrlStore):
         next_fetch_at: float | None,
         fetched_at: float | None = None,
         fetch_interval: float | None = None,
+        put_at: float | None = None,
     ) -> Future:
-        return self._grouped(self._write_schedule, (self.normalize(url), next_fetch_at, fetched_at, fetch_interval))
+        return self._grouped(
+            self._write_schedule, (self.normalize(url), next_fetch_at, fetched_at, fetch_interval, put_at)
+        )
 
     def _write_schedule(self, args: tuple) -> None:
-        url, next_fetch_at, fetched_at, fetch_interval = args
-        self._db.execute(_RESCHEDULE, (next_fetch_at, fetched_at, fetch_interval, url))
+        url, next_fetch_at, fetched_at, fetch_interval, put_at = args
+        self._db.execute(_RESCHEDULE, (next_fetch_at, fetched_at, fetch_interval, put_at, url))
 
     def update_metadata(self, url: str, fields: dict[str, str]) -> Future:
         return self._run(self._update_metadata, self.normalize(url), json.dumps(fields))
@@ -285,7 +288,7 @@ class SqliteUrlStore(UrlStore):
         row = self._db.execute(f"SELECT {_COLUMNS} FROM urls WHERE url = ?", (url,)).fetchone()
         if row is None:
             return None
-        record = dict(zip(("url", *COLUMN_NAMES), row, strict=True))
+        record = dict(zip(("url", *RECORD_COLUMNS), row, strict=True))
         for name in ("redirect_chain", "outlinks"):
             record[name] = json.loads(record[name]) if record[name] else []
         record["metadata"] = json.loads(record["metadata"] or "{}")
@@ -300,11 +303,12 @@ class SqliteUrlStore(UrlStore):
         after: tuple | None = None,
         host: str | None = None,
         fetched_before: float | None = None,
+        put_since: float | None = None,
     ) -> tuple[list[dict], tuple | None]:
         """By (next_fetch_at, url) through its index (urls_due), each page starting where
         the last ended (a row-value comparison the index answers: a page costs its rows,
-        not a sort of everything due), or with ``fetched_before`` by URL; ``host``
-        narrows the query by URL prefix."""
+        not a sort of everything due), or with ``fetched_before`` by URL (and
+        ``put_since``, record.put_again); ``host`` narrows the query by URL prefix."""
         where, args = [], []
         if fetched_before is None:
             where.append("next_fetch_at <= ?")
@@ -316,6 +320,9 @@ class SqliteUrlStore(UrlStore):
         else:
             where.append("fetched_at <= ?")
             args.append(fetched_before)
+            if put_since is not None:  # (record.put_again)
+                where.append("(put_at IS NULL OR put_at <= fetched_at OR put_at < ?)")
+                args.append(put_since)
             if after is not None:
                 where.append("url > ?")
                 args.append(after[-1])

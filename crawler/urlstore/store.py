@@ -68,11 +68,14 @@ class UrlStore:
         next_fetch_at: float | None,
         fetched_at: float | None = None,
         fetch_interval: float | None = None,
+        put_at: float | None = None,
     ) -> Future:
         """Set when ``url`` is due again (and, when given, when it was fetched and its
-        interval), leaving the rest of its record as it is: a 304's answer (the page, its
-        metadata and archive pointer unchanged), or a URL put back into the frontier (not
-        put again before ``next_fetch_at``). Only for a URL that has a record."""
+        interval, and when a recrawl pass put it back: ``put_at``, 0 for never), leaving the
+        rest of its record as it is: a 304's answer (the page, its metadata and archive
+        pointer unchanged), or a URL put back into the frontier (not put again before
+        ``next_fetch_at``, nor by a pass by fetch time before it is fetched or its hold
+        ends: ``due``'s ``put_since``). Only for a URL that has a record."""
         raise NotImplementedError
 
     # -- reads --------------------------------------------------------------------------
@@ -84,12 +87,15 @@ class UrlStore:
         after: tuple | None = None,
         host: str | None = None,
         fetched_before: float | None = None,
+        put_since: float | None = None,
     ) -> tuple[list[dict], tuple | None]:
         """A page of the URLs due by ``before`` (next_fetch_at at or before it), or with
-        ``fetched_before`` of those fetched at or before that time whatever their due time;
-        ``host``: only that host's. Each: url, next_fetch_at, fetched_at, fetch_interval,
-        content_digest, etag, last_modified. At most ``limit`` rows, and the cursor to
-        pass as ``after`` for the next page (None: no more)."""
+        ``fetched_before`` of those fetched at or before that time whatever their due time,
+        but those a pass put back at ``put_since`` or later and not fetched since
+        (``record.put_again``); ``host``: only that host's. Each: url, next_fetch_at,
+        fetched_at, fetch_interval, content_digest, etag, last_modified, put_at. At most
+        ``limit`` rows, and the cursor to pass as ``after`` for the next page (None: no
+        more)."""
         raise NotImplementedError
 
     def _row(self, url: str) -> dict | None:

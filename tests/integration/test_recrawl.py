@@ -218,6 +218,40 @@ def test_a_pass_looking_further_ahead_than_the_hold_puts_each_url_once(tmp_path,
         store.close()
 
 
+def test_a_pass_by_fetch_time_run_twice_puts_each_url_once(tmp_path, redis_client, crawl_name):
+    """``scrapy recrawl --older-than`` run again while its URLs wait in the frontier: the
+    second pass reads them (they are older still, due or not) and leaves them out, as they
+    were put since their fetch and within the hold (before, each was put twice and fetched
+    twice). A URL fetched since, or whose hold is over, is put again; a pass whose put
+    failed gives the put time back with the due time, so the next pass puts the URL."""
+    frontier = Frontier(redis_client, crawl_name, host_interval=0)
+    store = SqliteUrlStore(str(tmp_path / "urlstore.sqlite"))
+    now, hold = time.time(), 36_000
+    urls = [f"http://o.example/{i}" for i in range(4)]
+    try:
+        for i, url in enumerate(urls):
+            _record(store, url, now + 86_400 + i, fetched_at=now - 7200)  # due tomorrow, fetched 2 h ago
+        recrawl = Recrawl(store, frontier, hold=hold)
+        assert recrawl.round(older_than=3600, now=now).added == 4
+        assert recrawl.round(older_than=3600, now=now + 60).read == 0
+        assert _queued(frontier) == dict.fromkeys(urls, 1)
+        _record(store, urls[0], now + 86_400, fetched_at=now + 200)  # fetched since: too new for the next pass
+        _record(store, urls[1], now + 86_400, fetched_at=now + 50)  # fetched since, old enough for it
+        report = recrawl.round(older_than=3600, now=now + 3700)
+        assert (report.read, report.added) == (1, 1) and _queued(frontier) == {urls[1]: 1}
+        # the hold over (their puts lost, say): 2 and 3 put again, and 0, old enough now
+        assert recrawl.round(older_than=3600, now=now + hold + 10).read == 3
+        drain(frontier)
+        away = Frontier(redis.Redis(port=free_port(), socket_connect_timeout=0.5), crawl_name, host_interval=0)
+        later = now + hold + 3800  # (1's hold is over: put at now + 3700)
+        with pytest.raises(redis.ConnectionError):
+            Recrawl(store, away, hold=hold).round(older_than=3600, now=later)
+        assert recrawl.round(older_than=3600, now=later + 1).added == 1
+        assert _queued(frontier) == {urls[1]: 1}
+    finally:
+        store.close()
+
+
 def test_urls_deferred_for_a_server_away_are_held_and_delivered_once(tmp_path):
     """A sharded frontier with one server away says ``deferred`` for its URLs (they wait in
     the worker's outbox): they are held as the added ones are, where each round put

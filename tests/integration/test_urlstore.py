@@ -109,6 +109,28 @@ def test_a_capture_stored_late_never_puts_its_pointer_over_a_newer_fetchs(store)
     assert store.get(failed)["archive"]["key"] == first.key
 
 
+def test_a_pass_by_fetch_time_leaves_out_urls_put_back_since_their_fetch(store):
+    """``due`` by fetch time with ``put_since`` (scrapy recrawl --older-than): a URL a pass
+    put back at that time or later and not fetched since is left out; one put before it (its
+    hold over), fetched since, or never put is read, with its put time; a put time given
+    back (0) is none. A fetch's record leaves the put time as it is."""
+    a, b, c = (f"http://p.example/{n}" for n in "abc")
+    for url in (a, b, c):
+        store.record_fetch(_fetched(url)).result(30)
+    for url in (a, b):
+        store.reschedule(url, T + 9000, put_at=T + 100).result(30)
+    store.record_fetch(_fetched(b, fetched_at=T + 200)).result(30)
+
+    def read(put_since):
+        rows, _ = store.due(T + 1000, 100, fetched_before=T + 1000, put_since=put_since)
+        return {row["url"]: row["put_at"] for row in rows}
+
+    assert read(T + 50) == {b: pytest.approx(T + 100, abs=0.001), c: None}
+    assert set(read(T + 150)) == set(read(None)) == {a, b, c}
+    store.reschedule(a, T + 9000, put_at=0.0).result(30)  # (a pass whose put failed)
+    assert set(read(T + 50)) == {a, b, c}
+
+
 def test_a_record_replaces_the_previous_one_but_merges_its_metadata(store):
     url = "http://example.com/replaced"
     full = _fetched(
@@ -634,4 +656,6 @@ def test_both_schemas_make_the_columns_the_record_names():
     # every field of a record is a column (its archive pointer four of them, and the fetch
     # time of the capture it names), and back
     stored = {f for f in record.FIELDS if f != "archive"} | set(record.ARCHIVE_COLUMNS) | {record.ARCHIVE_AT}
+    assert set(record.COLUMN_NAMES) - set(record.RECORD_COLUMNS) == {record.PUT_AT}  # (a recrawl pass's)
+    stored |= {record.PUT_AT}
     assert stored == set(("url", *record.COLUMN_NAMES))
