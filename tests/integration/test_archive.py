@@ -128,6 +128,20 @@ def test_a_spool_file_torn_anywhere_in_a_record_keeps_the_whole_ones_before_it(t
         assert warcio_check(torn).returncode == 0, cut
 
 
+def _read_back(batch):
+    """A closed batch's bytes, a ``get_range`` over them, and the archive pointer of an
+    (offset, length) the batch gave (its key ``b``)."""
+    data = Path(batch.path).read_bytes()
+
+    def get_range(key, offset, length, bucket=""):
+        return data[offset : offset + length]
+
+    def pointer(at):
+        return {"key": "b", "offset": at[0], "length": at[1], "bucket": ""}
+
+    return data, get_range, pointer
+
+
 def test_an_exact_copy_reads_its_originals_capture_and_a_pointer_at_no_record_is_none(tmp_path):
     """An exact copy's revisit record is read through its original's pointer, which must be
     a response (a revisit there: not stored); a pointer at no record (past its object's
@@ -144,13 +158,7 @@ def test_an_exact_copy_reads_its_originals_capture_and_a_pointer_at_no_record_is
     copy = batch.add(replace(first, url="http://b.example/", refers=refers))
     other = batch.add(replace(first, url="http://c.example/", refers=refers))  # (another revisit)
     batch.close()
-    data = Path(batch.path).read_bytes()
-
-    def get_range(key, offset, length, bucket=""):
-        return data[offset : offset + length]
-
-    def pointer(at):
-        return {"key": "b", "offset": at[0], "length": at[1], "bucket": ""}
+    data, get_range, pointer = _read_back(batch)
 
     assert read_payload(get_range, pointer(copy), lambda url: pointer(original))[1] == first.body
     with pytest.raises(LookupError, match="is not stored"):  # (its original's pointer, a revisit of itself)
@@ -180,13 +188,7 @@ def test_an_exact_copy_reads_the_body_it_copied_after_its_original_was_fetched_a
         replace(first, fetched_at=1_700_172_800, refers=Refers(IDENTICAL_PAYLOAD, first.url, 1.0, digest))
     )
     batch.close()
-    data = Path(batch.path).read_bytes()
-
-    def get_range(key, offset, length, bucket=""):
-        return data[offset : offset + length]
-
-    def pointer(at):
-        return {"key": "b", "offset": at[0], "length": at[1], "bucket": ""}
+    _, get_range, pointer = _read_back(batch)
 
     asked = []
 
