@@ -168,6 +168,10 @@ class _Feeder(threading.Thread):
         data = pickle.dumps((fn, _out_of_band(args)), 5, buffer_callback=buffers.append)
         if self.proc is None:
             self.proc = _spawn(self.nice)
+            if deadline:  # (a process started again after one died or was stopped: its
+                # imports take no page's time, which a loaded machine can make longer than
+                # the deadline, and every page after would be stopped in turn)
+                self._call(warm_up, (), deadline=False)
         try:
             write_message(self.proc.stdin, data, buffers)
             del data, buffers

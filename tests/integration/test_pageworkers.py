@@ -171,6 +171,22 @@ task.react(lambda reactor: defer.ensureDeferred(main(reactor)))
 """
 
 
+def test_a_process_started_again_gets_its_imports_outside_the_deadline():
+    """A deadline shorter than a new page process's start (its imports: 0.5-1 s here, more on
+    a loaded machine): after a page is stopped at it, the next pages are read by the new
+    process. (Before, the new process's start counted against the next page's deadline,
+    which stopped it too, and so on: no page was read again.)"""
+    script = HOSTILE.replace("PageWorkers(1, timeout=1.0)", "PageWorkers(1, timeout=0.3)").replace(
+        "    workers.close()",
+        "    for _ in range(3):\n        reading = await workers.run(read_page, page, 'http://example.com/', {})\n    workers.close()",
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split("\n")[:2] == ["timed out True", "next page ['http://example.com/next']"], (
+        proc.stdout + proc.stderr[-2000:]
+    )
+
+
 def test_a_page_that_takes_longer_than_the_deadline_stops_its_process_and_the_next_is_read():
     """PAGE_READ_TIMEOUT: a page whose reading would take minutes (hostile HTML the parser
     reads in time growing faster than its size) has its page process stopped at the
