@@ -362,10 +362,6 @@ def read_payload(get_range, pointer: dict, pointer_of, find=None) -> tuple[str |
     is not stored, the pointer points at no record, or revisits lead back where they began."""
     record = _read_at(get_range, pointer)
     seen, want, date = [pointer], None, None  # the payload digest and the date the first revisit names
-
-    def found(target):  # (its capture of the payload wanted, by the archive's index)
-        return find(target, want, date) if find is not None and want else None
-
     while record.rec_type == "revisit":
         if len(seen) > FOLLOWED:
             raise LookupError(f"the revisit records from {pointer['key']} lead on past {FOLLOWED} records")
@@ -374,18 +370,19 @@ def read_payload(get_range, pointer: dict, pointer_of, find=None) -> tuple[str |
             want = record.rec_headers.get_header("WARC-Payload-Digest")
             date = record.rec_headers.get_header("WARC-Refers-To-Date")
         original = pointer_of(target) if target else None
-        if not original or original in seen:
-            original = found(target)
-            if not original or original in seen:
-                raise LookupError(f"the capture {target} that this revisit record refers to is not stored")
-        record = _read_at(get_range, original)
-        if want and record.rec_headers.get_header("WARC-Payload-Digest") != want:
-            # (the URL fetched again since, with another body: its capture of this payload)
-            original = found(target)
+        stored = bool(original) and original not in seen
+        if stored:
+            record = _read_at(get_range, original)
+        if not stored or (want and record.rec_headers.get_header("WARC-Payload-Digest") != want):
+            # (none stored, or the URL fetched again since with another body: its capture of
+            # this payload, by the archive's index)
+            original = find(target, want, date) if find is not None and want else None
             if not original or original in seen:
                 raise LookupError(
-                    f"{target} was fetched again with another body, and its capture that this"
-                    " revisit record refers to is not found"
+                    f"{target} was fetched again with another body, and its capture that this revisit"
+                    " record refers to is not found"
+                    if stored
+                    else f"the capture {target} that this revisit record refers to is not stored"
                 )
             record = _read_at(get_range, original)
         seen.append(original)

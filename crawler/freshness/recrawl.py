@@ -8,10 +8,11 @@ the request sends back as If-None-Match / If-Modified-Since. Each URL read is he
 (``UrlStore.reschedule`` to now + RECRAWL_HOLD, past the pass's horizon, and its put time
 noted), then put, so that neither this pass nor the next round puts it again while it waits
 in its host's queue, nor a pass by fetch time (``--older-than``, which reads URLs due or not)
-until it is fetched or its hold ends; its fetch writes its real next due time. A round that fails between the two (Redis or the store
-away, the worker gone) delays a URL by the hold, and never puts it twice; a URL the frontier
-refuses (out of scope, a trap, its host's quota) waits the hold too, not at the head of
-every round; one deferred (a server of several away) is delivered once it is back.
+until it is fetched or its hold ends; its fetch writes its real next due time. A round that
+fails between the two (Redis or the store away, the worker gone) delays a URL by the hold,
+and never puts it twice; a URL the frontier refuses (out of scope, a trap, its host's
+quota) waits the hold too, not at the head of every round; one deferred (a server of
+several away) is delivered once it is back.
 
 Two ways in, one ``Recrawl.round``:
 

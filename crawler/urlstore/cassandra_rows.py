@@ -16,7 +16,8 @@ from crawler.urlstore.cassandra_cluster import (
 from crawler.urlstore.record import (
     ARCHIVE_AT,
     ARCHIVE_COLUMNS,
-    PUT_AT,
+    READ_COLUMNS,
+    RECORD_COLUMNS,
     pop_pointer,
     unsigned64,
 )
@@ -30,7 +31,7 @@ _PACKED = {"int": ">i", "bigint": ">q", "float": ">f", "double": ">d", "timestam
 # at the fetch's time (USING TIMESTAMP): a capture's pointer is written at that time and a
 # microsecond (set_archive), so the newer capture's pointer wins, whichever comes last
 POINTER = (*ARCHIVE_COLUMNS, ARCHIVE_AT)
-ROW = tuple(c for c in COLUMNS if c not in POINTER and c != PUT_AT)
+ROW = tuple(c for c in RECORD_COLUMNS if c not in POINTER)
 
 
 METADATA = ("metadata",)
@@ -97,7 +98,7 @@ def _bound(column: str, value):
 
 
 # the columns a record's read selects, in this order (its rows read as plain tuples)
-RECORD_READ = ("url", *(c for c in COLUMNS if c != PUT_AT))  # (put_at: no field of a record)
+RECORD_READ = ("url", *READ_COLUMNS)
 
 
 def _read(row, names: tuple[str, ...] | None = None) -> dict:

@@ -227,6 +227,8 @@ ARCHIVE_COLUMNS = ("archive_key", "archive_offset", "archive_length", "archive_b
 # capture's pointer over a newer one's (SQLite compares; Cassandra writes the pointer at
 # that time, with USING TIMESTAMP). A record read leaves it out.
 ARCHIVE_AT = "archive_at"
+# the columns a record's read gives, in COLUMNS order: its fields' (the pointer as four)
+READ_COLUMNS = tuple(name for name in RECORD_COLUMNS if name != ARCHIVE_AT)
 
 
 def pop_pointer(row: dict) -> dict | None:
@@ -234,7 +236,6 @@ def pop_pointer(row: dict) -> dict | None:
     ``{"key", "offset", "length", "bucket"}`` (``bucket`` "" for the local archive), or None
     when the record has none."""
     key, offset, length, bucket = (row.pop(c) for c in ARCHIVE_COLUMNS)
-    row.pop(ARCHIVE_AT, None)
     return {"key": key, "offset": offset, "length": length, "bucket": bucket or ""} if key else None
 
 

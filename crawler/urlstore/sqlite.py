@@ -24,6 +24,7 @@ from crawler.urlstore.record import (
     ATTEMPT_COLUMNS,
     COLUMNS,
     DUE_FIELDS,
+    READ_COLUMNS,
     RECORD_COLUMNS,
     ArchivePointer,
     FetchRecord,
@@ -76,6 +77,7 @@ UPDATE urls SET next_fetch_at = ?, fetched_at = coalesce(?, fetched_at), fetch_i
 put_at = coalesce(?, put_at) WHERE url = ?
 """
 _DUE = ", ".join(DUE_FIELDS)
+_READ = ", ".join(("url", *READ_COLUMNS))
 
 
 def sqlite_path(settings) -> str:
@@ -285,10 +287,10 @@ class SqliteUrlStore(UrlStore):
         return {fate: n for fate, n in rows}
 
     def _read_row(self, url: str) -> dict | None:
-        row = self._db.execute(f"SELECT {_COLUMNS} FROM urls WHERE url = ?", (url,)).fetchone()
+        row = self._db.execute(f"SELECT {_READ} FROM urls WHERE url = ?", (url,)).fetchone()
         if row is None:
             return None
-        record = dict(zip(("url", *RECORD_COLUMNS), row, strict=True))
+        record = dict(zip(("url", *READ_COLUMNS), row, strict=True))
         for name in ("redirect_chain", "outlinks"):
             record[name] = json.loads(record[name]) if record[name] else []
         record["metadata"] = json.loads(record["metadata"] or "{}")

@@ -180,6 +180,7 @@ def test_a_process_started_again_gets_its_imports_outside_the_deadline():
         "    workers.close()",
         "    for _ in range(3):\n        reading = await workers.run(read_page, page, 'http://example.com/', {})\n    workers.close()",
     )
+    assert "timeout=0.3" in script and "range(3)" in script  # (the two changes made)
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split("\n")[:2] == ["timed out True", "next page ['http://example.com/next']"], (

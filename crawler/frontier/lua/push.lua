@@ -130,9 +130,8 @@ local NOTHING = math.huge
 -- follow-up's host made ready, or a lease landed, in the loop makes it read again
 local heap = nil
 local function room_for_window()
-    if active_hosts <= 0 then return true end
-    if heap == nil then heap = redis.call('ZCARD', prefix .. K.ready) end
-    return heap + opened < active_hosts
+    if active_hosts > 0 and heap == nil then heap = redis.call('ZCARD', prefix .. K.ready) end
+    return room_for_host(prefix, opened, heap)
 end
 local function window_has(host, ranked)
     -- (a fifo crawl's windows are back queues alone: no ranked queue to count)

@@ -150,9 +150,10 @@ local function window_size(prefix, host)
     return have + redis.call('ZCARD', prefix .. K.ranked .. host)
 end
 -- a host without a window may get one: fewer than active_hosts hosts are in the ready heap
--- (with ``opened``: those given one in this call, not in the heap yet)
-local function room_for_host(prefix, opened)
-    return active_hosts <= 0 or redis.call('ZCARD', prefix .. K.ready) + (opened or 0) < active_hosts
+-- (with ``opened``: those given one in this call, not in the heap yet; ``heap``: its size, when
+-- the caller read it)
+local function room_for_host(prefix, opened, heap)
+    return active_hosts <= 0 or (heap or redis.call('ZCARD', prefix .. K.ready)) + (opened or 0) < active_hosts
 end
 -- FRONTIER_ORDER importance: a URL linked again gains its cash where it waits: in its
 -- window's ranked queue, else, while the host has URLs spilled or buffered, in scr:<host>
