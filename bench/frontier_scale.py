@@ -18,9 +18,12 @@ polite limit (a URL a host a pop), which is the same in both modes.
 Each order (FRONTIER_ORDER fifo, importance) runs in each mode: ``redis``, every queued URL
 in Redis (FRONTIER_HOST_WINDOW 0), and ``spill``, a window of --window URLs a host in Redis
 for at most --active-hosts hosts and the rest in chunks in an SQLite spill store
-(crawler/frontier/spill.py; the pusher writes buffers out after each 10 batches, each POP
-loop runs the spill's round when a pop comes back short; a partial buffer is written after
---spill-age seconds, FRONTIER_SPILL_AGE's default unless given). Figures: Redis bytes a queued URL
+(crawler/frontier/spill.py; the pusher's round after each 10 batches writes the inbox out
+when it is due, a slice at a time, and loads nothing, as ``scrapy seed``'s: loading windows
+is the workers' work, as placing URLs in back queues is POP's all in Redis; each POP loop
+runs the spill's round when a pop comes back short; the inbox is due --spill-age seconds
+after its first URL, FRONTIER_SPILL_AGE's default unless given, at once when it holds a
+slice). Figures: Redis bytes a queued URL
 at the peak (used_memory, sampled after each batch, less before the push), the spill store's
 bytes a URL (its chunks' bodies at the end of the push), URLs/s pushed (batches of 1,000, one
 client) and handed out (both loops), the Redis scripts' time a URL in each (INFO
@@ -134,7 +137,7 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
         added = f.put(batch).count("added")
         batches += 1
         if spill is not None and batches % 10 == 0:
-            spill.round(most=10**9)
+            spill.round(most=10**9, loads=False)
         if batches % 10 == 0:
             peak = max(peak, server.client.info("memory")["used_memory"] - before)
         return added
@@ -147,7 +150,7 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     if batch:
         pushed += send(batch)
     if spill is not None:
-        spill.round(most=10**9)
+        spill.round(most=10**9, loads=False)
     push_s = time.perf_counter() - t
     peak = max(peak, server.client.info("memory")["used_memory"] - before)
     disk = chunks.size(f.keys.prefix)[1] if chunks else 0
@@ -190,7 +193,7 @@ def main() -> int:
         "--spill-age",
         type=float,
         default=BY_NAME["FRONTIER_SPILL_AGE"].default,
-        help="spill: FRONTIER_SPILL_AGE, seconds a partial buffer waits (default: the setting's)",
+        help="spill: FRONTIER_SPILL_AGE, seconds the inbox waits (default: the setting's)",
     )
     parser.add_argument(
         "--host-interval", type=float, default=0.0, help="FRONTIER_HOST_INTERVAL, seconds (default 0: none)"

@@ -234,9 +234,11 @@ def no_such_crawl(settings, command: str = "frontier", also=(), then: str = "nam
 
 
 def _queued_where(s: dict, levels: str) -> str:
-    """Where the queued URLs wait: the front queues by level (all in Redis), the spill store
-    (with windows, FRONTIER_HOST_WINDOW), hosts waiting on disk for a window."""
+    """Where the queued URLs wait: the front queues by level (all in Redis), the inbox and the
+    spill store (with windows, FRONTIER_HOST_WINDOW), hosts waiting on disk for a window."""
     parts = [f"front queues by level: {levels}"] if any(s["front_by_level"]) else []
+    if s.get("inbox"):
+        parts.append(f"{s['inbox']} in the inbox, to be written out")
     if s.get("spilled"):
         parts.append(f"{s['spilled']} on disk, in the spill store")
     if s.get("hosts_dormant"):

@@ -315,7 +315,7 @@ TABLE: tuple[Setting, ...] = (
         "FRONTIER_SPILL_AGE",
         5.0,
         SECONDS,
-        "with FRONTIER_HOST_WINDOW: seconds a host's buffer of URLs smaller than a chunk waits before it is written to disk",
+        "with FRONTIER_HOST_WINDOW: seconds new URLs wait in the crawl's inbox (and a host's buffer smaller than a chunk) before they are written to disk, at most (a worker with nothing to hand out writes them at once; decision 0061)",
     ),
     S("FRONTIER_POLL_INTERVAL", 1.0, POSITIVE_SECONDS, "seconds between polls when no host is due"),
     S(

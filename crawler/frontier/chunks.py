@@ -2,11 +2,11 @@
 out of Redis in chunks of up to FRONTIER_HOST_WINDOW entries (a window given back: its
 size), each under (crawl, host, id) and read by that exact key, then deleted once loaded.
 
-A chunk's body is its entries (as the host's buffer held them: a payload, one of another
-priority level as ``\\x1c<level>\\x1f<payload>``, or ``\\x1e<score>\\x1f<payload>`` for a
-ranked queue; a window given back, EVICT, as its back queue held them, then its ranked
-queue's), each preceded by its length (4 bytes),
-compressed with zlib. ``crawl`` is the frontier's key prefix (a crawl's shard has its own).
+A chunk's body is its entries (as the inbox or the host's buffer held them: a payload, one
+of another priority level as ``\\x1c<level>\\x1f<payload>``, or ``\\x1e<score>\\x1f<payload>``
+for a ranked queue; a window given back, EVICT, as its back queue held them, then its ranked
+queue's) after their count and lengths, compressed with zlib when it is not small (pack).
+``crawl`` is the frontier's key prefix (a crawl's shard has its own).
 
 ``SqliteChunks`` keeps them in a file beside the embedded Redis (CRAWL_DIR); Cassandra's
 are in crawler/urlstore/cassandra_chunks.py. Both have ``write``, ``read``, ``delete``,
@@ -24,15 +24,39 @@ import zlib
 
 _LEN = struct.Struct(">I")
 LEVEL = 1  # zlib's fastest: URLs of one host compress to about a third already
+# a body smaller than this is stored as it is: zlib's set-up costs some 10 us a call, more
+# than the writing of a few URLs saves (most chunks of a crawl of many small hosts)
+COMPRESS_FROM = 1024
+# a 4 KB window and a small hash table: a chunk is a few KB, and zlib's defaults (32 KB, 256 KB
+# of state to set up) cost several times as much a call for the same size
+WINDOW_BITS, MEM_LEVEL = 12, 3
+RAW, ZLIB = b"\x01", b"\x02"  # a body's first byte (a body of the first layout: zlib's 0x78)
 
 
 def pack(entries: list[bytes]) -> bytes:
-    """A chunk's body."""
-    return zlib.compress(b"".join(_LEN.pack(len(e)) + e for e in entries), LEVEL)
+    """A chunk's body: RAW or ZLIB, then (compressed with ZLIB) the count of its entries,
+    their lengths (4 bytes each, big-endian) and the entries one after another."""
+    n = len(entries)
+    raw = struct.pack(f">I{n}I", n, *map(len, entries)) + b"".join(entries)
+    if len(raw) < COMPRESS_FROM:
+        return RAW + raw
+    z = zlib.compressobj(LEVEL, zlib.DEFLATED, WINDOW_BITS, MEM_LEVEL)
+    return ZLIB + z.compress(raw) + z.flush()
 
 
 def unpack(body: bytes) -> list[bytes]:
-    """A chunk's entries."""
+    """A chunk's entries (a body of the first layout too: zlib, each entry preceded by its
+    length)."""
+    head = body[:1]
+    if head == RAW or head == ZLIB:
+        raw = memoryview(body)[1:] if head == RAW else zlib.decompress(memoryview(body)[1:])
+        (n,) = _LEN.unpack_from(raw, 0)
+        at = 4 + 4 * n
+        out = []
+        for size in struct.unpack_from(f">{n}I", raw, 4):
+            out.append(bytes(raw[at : at + size]))
+            at += size
+        return out
     raw = zlib.decompress(body)
     out, at = [], 0
     while at < len(raw):

@@ -90,6 +90,7 @@ _STATUS = {1: ADDED, 0: SEEN, 2: HOST_FULL}
 SEED_CASH = 1.0  # FRONTIER_ORDER importance: what a seed (or a due URL put back) starts with
 PROMOTED_DAYS = 7  # a promotion whose second copy never came up is forgotten after this
 KNOWN_HOSTS = 100_000  # hosts whose politeness key and scope verdict prepare remembers
+INBOX_SLICE = 100_000  # inbox entries that make it due at once, and a drain's claim at most (spill.py)
 WORK_FRESH_MS = 1_000  # a short get()'s reading of a spill round's work serves spill_due this long
 
 
@@ -440,6 +441,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             self.spill_age_ms,
             self.level(0),
             self.layout.kind,
+            INBOX_SLICE,
         ]
         level = self.level
         buckets = tuple(g.buckets for g in gens)  # (each URL is sent its bucket in each: hashes_text)
@@ -616,7 +618,8 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
 
     def spill_due(self, now: int | None = None) -> tuple[bool, bool, bool]:
         """Whether each claim of a spill round may find work now, in one round trip rather
-        than three script calls (most rounds find nothing): (buffers due to be written out;
+        than three script calls (most rounds find nothing): (buffers or the inbox due to be
+        written out;
         windows to give back: hosts wait in 'dormant'; chunks to load: hosts in 'refill',
         or in 'dormant' while fewer than FRONTIER_ACTIVE_HOSTS hosts have a window). The
         claims' own first tests, read without claiming: False holds at ``now`` (what falls
@@ -632,12 +635,38 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         k = self.keys
         p = self.redis.pipeline(transaction=False)
         p.zrangebyscore(k.spill, "-inf", now, start=0, num=1)
+        p.get(k.inbox_due)
         p.zcount(k.dormant, "-inf", now)
         p.zrangebyscore(k.refill, "-inf", now, start=0, num=1)
         p.zcard(k.ready)
-        buffers, dormant, refill, ready = p.execute()
+        buffers, inbox, dormant, refill, ready = p.execute()
         room = self.active_hosts <= 0 or ready < self.active_hosts
-        return bool(buffers), dormant > 0 and self.window_idle_ms > 0, bool(refill) or (dormant > 0 and room)
+        writes = bool(buffers) or (inbox is not None and int(inbox) <= now)
+        return writes, dormant > 0 and self.window_idle_ms > 0, bool(refill) or (dormant > 0 and room)
+
+    def inbox_take(
+        self, token: str, claim_ms: int, most: int, now: int | None = None, due: bool = False
+    ) -> tuple[int, list[bytes]]:
+        """Claim the inbox's first entries (up to ``most``; none while another worker's claim
+        is live, nor, with ``due``, unless the inbox is due): (the first of the chunk ids they
+        may use, the entries, ``<host>\x1f<entry>`` each). The caller writes each host's
+        chunks under (host, first id + k), then ``inbox_put``."""
+        now = now_ms() if now is None else now
+        args = [self.keys.prefix, now, "take", token, self.window, claim_ms, most, "1" if due else ""]
+        out = self._spill(keys=self._route, args=args)
+        return (int(out[0]), out[1:]) if out else (0, [])
+
+    def inbox_put(self, token: str, count: int, first: int, hosts, now: int | None = None) -> list[bool]:
+        """The chunks written of the ``count`` entries claimed, (host, chunks, URLs) each host:
+        they leave the inbox for their hosts' lists of chunks. Returns, for each host, whether
+        its chunks are listed (False: the claim was lost, and they are the caller's to delete)."""
+        if not hosts:
+            return []
+        now = now_ms() if now is None else now
+        args = [self.keys.prefix, now, "put", token, self.window, count, first, INBOX_SLICE, self.spill_age_ms]
+        for host, chunks, urls in hosts:
+            args += [host, chunks, urls]
+        return [bool(s) for s in self._spill(keys=self._route, args=args)]
 
     def spill_claim(self, token: str, claim_ms: int, most: int, now: int | None = None) -> list[tuple]:
         """Claim up to ``most`` hosts' buffers that are due to be written out: (host, chunk

@@ -160,9 +160,21 @@ key                         type    contents
                                     expires ROBOTSTXT_CACHE_SECONDS + STALE_SECONDS
                                     after its last fetch
 ``robots:lock:<origin>``    string  the worker fetching that robots.txt (expires)
+``inbox``                   list    FRONTIER_HOST_WINDOW > 0 (decision 0061): new URLs of
+                                    the default level or below, of every host, as PUSH
+                                    admitted them, ``<host>\x1f<entry>`` (an entry as a
+                                    chunk holds it), until a spill round writes them out
+                                    as chunks (SPILL's take and put)
+``inbox:due``               string  time (ms) the inbox is due to be written out: a while
+                                    after its first entry (FRONTIER_SPILL_AGE), at once
+                                    when it holds a slice (PUSH)
+``inbox:claim``             string  ``<token>:<count>:<first chunk id>:<expiry ms>``: a
+                                    worker is writing the inbox's first ``count`` entries
+                                    out as chunks
 ``sb:<host>``                list    spill buffer (FRONTIER_HOST_WINDOW > 0; decision 0055):
-                                    the host's newest URLs, behind its window and its
-                                    chunks, not yet written to the spill store; an
+                                    the host's newest URLs of a level above the default
+                                    that its window did not take, behind its window and
+                                    its chunks, not yet written to the spill store; an
                                     entry is a payload, or ``\x1e<score>\x1f<payload>``
                                     for a ranked queue
 ``scr:<host>``               hash    FRONTIER_ORDER importance: URL -> cash it gained by
@@ -284,6 +296,9 @@ NAMES = {
     "near_pages": "ndpage",
     "ranked_payloads": "rqpay",
     "spill": "spill",
+    "inbox": "inbox",
+    "inbox_claim": "inbox:claim",
+    "inbox_due": "inbox:due",
     "spill_claims": "sclaim",
     "refill": "refill",
     "dormant": "dormant",

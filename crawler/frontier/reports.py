@@ -39,7 +39,9 @@ class FrontierReports:
         p.hkeys(k.hpaused)
         p.hkeys(k.hflight)
         p.zcard(k.dormant)
+        p.llen(k.inbox)
         res = p.execute()
+        inbox = res.pop()
         dormant = res.pop()
         flying_hosts = [_str(h) for h in res[-1]]
         paused, held = res[-3], [_str(h) for h in res[-2]]
@@ -90,6 +92,8 @@ class FrontierReports:
             "done": counters.get("done", 0),  # pages handled (acknowledged): what CRAWL_MAX_PAGES counts
             "spilled": counters.get("spilled", 0),  # queued URLs in chunks of the spill store (FRONTIER_HOST_WINDOW)
             "hosts_dormant": dormant,  # hosts waiting wholly on disk for a window (FRONTIER_ACTIVE_HOSTS)
+            # new URLs waiting in the inbox to be written out (their hosts are counted once they are)
+            "inbox": inbox,
             "paused": paused,  # 1 while the operator has paused the crawl
             "hosts_paused": hosts_paused,
             "seen": layout.report([meta.get(f"n:{i}", 0) for i in range(gen)]),
@@ -143,16 +147,30 @@ class FrontierReports:
         p.zrange(k.spill, 0, 0, withscores=True)  # buffers waiting to be written out
         p.zrange(k.aready, 0, 0, withscores=True)  # hosts waiting for their address class
         p.zrange(k.resolve, 0, 0, withscores=True)  # hosts waiting for their first address
+        p.llen(k.inbox)  # new URLs waiting to be written out: the next round's (decision 0061)
         for level in range(self.levels):
             p.llen(k.front(level))
-        queued, leased, returned, ready, delayed, paused, done, refill, dormant, spill, aready, resolve, *front = (
-            p.execute()
-        )
+        (
+            queued,
+            leased,
+            returned,
+            ready,
+            delayed,
+            paused,
+            done,
+            refill,
+            dormant,
+            spill,
+            aready,
+            resolve,
+            inbox,
+            *front,
+        ) = p.execute()
         queued = int(queued or 0) + returned
         waits = (ready, delayed, refill, dormant, spill, aready, resolve)
         firsts = [int(score) for entries in waits for _, score in entries[:1]]
         next_due = min(firsts) if firsts else None
-        if sum(front) or returned:
+        if sum(front) or returned or inbox:
             next_due = now
         spent = budget_spent(self.max_pages, int(done or 0), leased + returned)
         if (queued <= 0 or spent) and not leased:

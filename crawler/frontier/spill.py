@@ -3,6 +3,10 @@
 whole and in order (window, chunks, buffer), and a ``Spill`` does the disk's half, with
 blocking I/O: run it off the reactor.
 
+- ``drain(now)``: claim a slice of the crawl's inbox (new URLs of every host, as PUSH
+  admitted them: decision 0061), write each host's as chunks, put them in their hosts'
+  lists. A worker that dies between the write and the put leaves its claim to expire; the
+  next claim writes the same URLs as new chunks, and the first ones are never listed.
 - ``spill(now)``: claim the hosts' buffers that are due (full, or older than
   FRONTIER_SPILL_AGE), write each as a chunk, commit. A worker that dies between the write
   and the commit leaves its claim to expire; the next claim writes a new chunk, and the
@@ -15,7 +19,7 @@ blocking I/O: run it off the reactor.
 - ``evict(now)``: while hosts wait on disk for a window, write out the windows of hosts due
   furthest ahead (FRONTIER_WINDOW_IDLE or later) as their oldest chunks, committed only if
   each window is still what was written.
-- ``round(now)``: the three, each on the shards where the frontier's ``spill_due`` says a
+- ``round(now)``: the four, each on the shards where the frontier's ``spill_due`` says a
   claim may find work, until nothing is due or ``most`` chunks were moved; a spill not yet
   bound (``bind``: its store checked against the one the crawl recorded) is bound first.
 - ``clear()``: every chunk of the crawl, for ``scrapy frontier clear``.
@@ -31,6 +35,7 @@ import uuid
 
 from crawler.exceptions import StoreRefused
 from crawler.frontier.chunks import pack, unpack
+from crawler.frontier.frontier import INBOX_SLICE
 from crawler.frontier.shards import AWAY
 from crawler.frontier.words import now_ms
 
@@ -52,14 +57,21 @@ class Spill:
         self.chunks = chunks
         self.stats = stats  # Scrapy's stats collector (None: not counted)
         self.token = token or uuid.uuid4().hex[:16]
-        self.bound = False  # the store checked against the crawl's (bind); a round binds first
+        self.bound = False  # the store checked against the crawl's on every shard (bind); a round binds first
+        self._checked: set[int] = set()  # the shards where it was (a server away is checked later)
 
     def bind(self) -> None:
         """Record this spill store as the crawl's, or check that it is the one recorded: a
         worker whose chunks went to a file another worker cannot open would leave that
-        worker's hosts waiting for chunks it cannot read. StoreRefused if another is."""
-        _check_store(self.shards, self.chunks.where)
-        self.bound = True
+        worker's hosts waiting for chunks it cannot read. StoreRefused if another is. A shard
+        whose server is away is checked at a later round, and gets no claim until then."""
+        for i, shard in enumerate(self.shards):
+            try:
+                self._on(shard, lambda shard=shard: _check_store([shard], self.chunks.where))
+            except AWAY:
+                continue
+            self._checked.add(i)
+        self.bound = len(self._checked) == len(self.shards)
 
     def _inc(self, key: str, count: int) -> None:
         if self.stats is not None and count:
@@ -106,6 +118,71 @@ class Spill:
                 self.chunks.delete(crawl, lost)
             urls += sum(len(entries) for _, chunk, entries in claimed if chunk in committed)
         return urls
+
+    def drain(self, now: int | None = None, shards=None, since: float | None = None) -> int:
+        """Write out a slice of the inbox on each shard (of ``shards``): its entries grouped
+        by host, each host's as chunks of a window each, put in their hosts' lists; URLs
+        written. A worker that dies between the write and the put leaves its claim to expire:
+        the next claim takes the same entries with new ids, and those chunks are never
+        listed. (``since``: see ``_claims``.)"""
+        return self._drain(now, shards, since)[0]
+
+    def _drain(self, now: int | None, shards, since: float | None = None, due: bool = False) -> tuple[int, list]:
+        """``drain`` (``due``: only an inbox that is due): (URLs written, the shards whose
+        slice was whole: INBOX_SLICE entries, the inbox may be due again)."""
+        urls, full = 0, []
+        for shard in self.shards if shards is None else shards:
+            t = now_ms() if now is None else now
+            at = t if since is None or now is None else t + int((time.monotonic() - since) * 1000)
+            try:
+                first, entries = self._on(
+                    shard,
+                    lambda shard=shard, at=at: shard.inbox_take(self.token, CLAIM_MS, INBOX_SLICE, now=at, due=due),
+                )
+            except AWAY:
+                continue
+            if not entries:
+                continue
+            count = len(entries)
+            if count >= INBOX_SLICE:
+                full.append(shard)
+            hosts: dict[bytes, list[bytes]] = {}
+            for e in entries:
+                host, _, entry = e.partition(b"\x1f")
+                q = hosts.get(host)
+                if q is None:
+                    hosts[host] = [entry]
+                else:
+                    q.append(entry)
+            size = shard.window
+            chunks, listed = [], []
+            for host, q in hosts.items():
+                name, n = host.decode(), len(q)
+                if n <= size:  # (most hosts of a slice)
+                    chunks.append((name, first, pack(q)))
+                    listed.append((name, 1, n))
+                    continue
+                parts = range(0, n, size)
+                chunks += [(name, first + k, pack(q[start : start + size])) for k, start in enumerate(parts)]
+                listed.append((name, len(parts), n))
+            chunks.sort(key=_store_order)  # (appended at the end of the store's key: chunks.py)
+            crawl = shard.keys.prefix
+            self.chunks.write(crawl, chunks)
+            try:
+                kept = self._on(
+                    shard,
+                    lambda shard=shard, count=count, first=first, listed=listed, t=t: shard.inbox_put(
+                        self.token, count, first, listed, now=t
+                    ),
+                )
+            except AWAY:  # (its claim expires: another worker writes those URLs; these chunks are never read)
+                continue
+            lost = {host for (host, _, _), ok in zip(listed, kept, strict=True) if not ok}
+            if lost:
+                self.chunks.delete(crawl, [(host, chunk) for host, chunk, _ in chunks if host in lost])
+            urls += sum(n for (_, _, n), ok in zip(listed, kept, strict=True) if ok)
+        self._inc("frontier/spilled", urls)
+        return urls, full
 
     def spill(self, now: int | None = None, shards=None, since: float | None = None) -> int:
         """Write out one claim's worth of buffers on each shard (of ``shards``); URLs written.
@@ -155,9 +232,11 @@ class Spill:
         self._inc("frontier/evicted", urls)
         return urls
 
-    def round(self, now: int | None = None, most: int = 100_000) -> tuple[int, int]:
-        """Spill, give idle windows back (``evict``) and refill until nothing more is due (or
-        ``most`` URLs each way): (URLs written out, URLs loaded). The store is checked first if
+    def round(self, now: int | None = None, most: int = 100_000, loads: bool = True) -> tuple[int, int]:
+        """Drain, spill, give idle windows back (``evict``) and refill until nothing more is
+        due (or ``most`` URLs each way): (URLs written out, URLs loaded); without ``loads``
+        (a pusher's round: ``scrapy seed``), only the writes, the workers' rounds loading
+        what they need. The store is checked first if
         it was not yet (Redis away when the process started). A claim is sent only to the
         shards whose ``spill_due`` says it may find work (one round trip a shard: most
         rounds find nothing); what was written out may be due to load at once (a window run
@@ -168,13 +247,20 @@ class Spill:
         if not self.bound:
             self.bind()
         since = time.monotonic()  # (each claim at its own time: a long round's last claims expire in time)
-        due = [(shard, self._due(shard, now)) for shard in self.shards]
+        checked = [shard for i, shard in enumerate(self.shards) if i in self._checked]
+        due = [(shard, self._due(shard, now)) for shard in checked]
         buffers = [shard for shard, (spill, _, _) in due if spill]
-        written = _until_done(lambda: self.spill(now, buffers, since), most) if buffers else 0
+        written, inboxes = 0, buffers
+        while inboxes and written < most:  # (after a whole slice, the rest if due: PUSH's rule)
+            urls, inboxes = self._drain(now, inboxes, since, due=inboxes is not buffers)
+            written += urls
+        written += _until_done(lambda: self.spill(now, buffers, since), most) if buffers else 0
+        if not loads:
+            return written, 0
         # (what was written may have left hosts waiting on disk: a window to give back)
-        windows = self.shards if written else [shard for shard, (_, evict, _) in due if evict]
+        windows = checked if written else [shard for shard, (_, evict, _) in due if evict]
         written += self.evict(now, windows, since) if windows else 0
-        chunks = self.shards if written else [shard for shard, (_, _, load) in due if load]
+        chunks = checked if written else [shard for shard, (_, _, load) in due if load]
         loaded = 0
         while chunks and loaded < most:  # (a shard whose claim took fewer hosts is done this round)
             urls, chunks = self._refill(now, chunks, since)
@@ -238,6 +324,11 @@ def _check_store(shards, where: str) -> None:
             " on one machine, or with URLSTORE_BACKEND=cassandra for workers on several, or"
             " FRONTIER_HOST_WINDOW=0 (every queued URL in Redis) on all of them"
         )
+
+
+def _store_order(chunk: tuple) -> tuple:
+    """A chunk (host, id, body) by its key in the spill store: id, then host."""
+    return chunk[1], chunk[0]
 
 
 def _until_done(step, most: int) -> int:

@@ -221,7 +221,7 @@ def ingest(
         unwritten += len(statuses)
         if spill is not None and unwritten >= ROUND_URLS:
             unwritten = 0
-            spill.round()
+            spill.round(loads=False)
         return statuses
 
     sent = _InOrder(send)
@@ -285,7 +285,7 @@ def ingest(
                 push(entries, where)
             collect(0)
             if spill is not None and unwritten:
-                spill.round()
+                spill.round(loads=False)
 
         try:
             for item in read_seeds(paths, position):

@@ -140,7 +140,7 @@ def test_a_crawl_keeps_the_spill_store_it_began_with(tmp_path, redis_url, redis_
     )
     assert proc.returncode == 0, proc.stderr
     stats = Frontier(redis_client, crawl_name).stats()
-    assert stats["queued"] == 10 and stats["spilled"] == 6
+    assert stats["queued"] == 10 and stats["spilled"] == 10  # (written out; a seed's rounds load no window)
 
     more = tmp_path / "more.txt"
     more.write_text("http://b.example/\n")

@@ -1,6 +1,6 @@
-"""The spill (FRONTIER_HOST_WINDOW, decision 0055) on a real Redis and a real SQLite spill
-store: a host's URLs beyond its window leave Redis in chunks and come back as its window
-runs low, each handed out once and in order; workers that die between a claim and its
+"""The spill (FRONTIER_HOST_WINDOW, decisions 0055 and 0061) on a real Redis and a real SQLite
+spill store: new URLs wait in the crawl's inbox, leave Redis in chunks a host at a time and
+come back as its window runs low, each handed out once and in order; workers that die between a claim and its
 commit or load lose nothing and hand nothing out twice; at most FRONTIER_ACTIVE_HOSTS
 hosts hold a window; a drop, a pause, ``clear`` and the counts see the spilled URLs."""
 
@@ -15,7 +15,7 @@ from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import WORK_FRESH_MS, Entry, Frontier
 from crawler.frontier.keys import NAMES
 from crawler.frontier.spill import CLAIM_MS, Spill
-from crawler.frontier.words import PAUSED, THROTTLED
+from crawler.frontier.words import PAUSED, RUNNING, THROTTLED
 from testing.frontiers import leases_through_spill, payload_url, urls_through_spill
 
 T0 = 1_800_000_000_000  # ms: every verb gets its now from the test
@@ -36,6 +36,11 @@ def _push(frontier, urls, now=T0, cash=None) -> None:
         assert set(frontier.put(entries[i : i + 100], now=now)) == {"added"}
 
 
+def _inbox(frontier) -> int:
+    """URLs waiting in the crawl's inbox now."""
+    return frontier.redis.llen(frontier.keys.inbox)
+
+
 def _redis_urls(frontier) -> int:
     """URLs held in Redis's windows and buffers now."""
     r, k = frontier.redis, frontier.keys
@@ -52,15 +57,15 @@ def test_urls_beyond_the_window_go_to_disk_and_come_back_once_each_in_order(redi
     spill = Spill(frontier, chunks)
     urls = _urls(3, 100)
     _push(frontier, urls)
-    # each host: a window of 8 in Redis, its 92 others buffered; written out at once (full chunks)
-    assert _redis_urls(frontier) == 300
-    written, _ = spill.round(T0)
-    assert written == 3 * 88  # (the last 4 of each host: a partial buffer, due after FRONTIER_SPILL_AGE)
-    assert _redis_urls(frontier) == 3 * (8 + 4)
-    assert frontier.stats()["spilled"] == 264 and frontier.stats()["queued"] == 300
-    assert chunks.size(frontier.keys.prefix)[0] == 3 * 11
-    assert spill.round(T0 + 1000) == (12, 0)
-    assert frontier.stats()["spilled"] == 276
+    # every new URL waits in the crawl's inbox until a round writes it out: FRONTIER_SPILL_AGE
+    # after the first came (at once after a short pop, or when it holds a slice)
+    assert _inbox(frontier) == 300 and _redis_urls(frontier) == 0
+    assert spill.round(T0) == (0, 0)
+    # each host's 100: 12 chunks of 8 and one of 4; each host's oldest loaded into its window
+    assert spill.round(T0 + 1000) == (300, 3 * 8)
+    assert _inbox(frontier) == 0 and _redis_urls(frontier) == 3 * 8
+    assert frontier.stats()["spilled"] == 276 and frontier.stats()["queued"] == 300
+    assert chunks.size(frontier.keys.prefix)[0] == 3 * 12
 
     got = urls_through_spill(frontier, spill, T0 + 2000)
     assert sorted(got) == sorted(urls)  # every URL once
@@ -94,8 +99,8 @@ def test_fifo_priority_levels_order_a_hosts_window_and_each_chunk_it_loads(redis
     priority = {u: (0, -1, 1, 0, -1)[i % 5] for i, u in enumerate(urls)}
     entries = [Entry(url=u, payload=encode_url(u), priority=priority[u]) for u in urls]
     assert set(frontier.put(entries, now=T0)) == {"added"}
-    # the 6 of priority 1 past the window joined it (14 of at most 16), not the disk
-    assert frontier.redis.llen(frontier.keys.back("a.example")) == 8 + 6
+    # the 8 of priority 1 went to the window, the others to the inbox
+    assert frontier.redis.llen(frontier.keys.back("a.example")) == 8 and _inbox(frontier) == 32
     assert not frontier.redis.exists(frontier.keys.hbeyond)
     got = urls_through_spill(frontier, spill, T0 + 2000)
     assert sorted(got) == sorted(urls)
@@ -104,7 +109,7 @@ def test_fifo_priority_levels_order_a_hosts_window_and_each_chunk_it_loads(redis
     assert got[:8] == [u for u in urls if priority[u] == 1]
     for p in (1, 0, -1):
         assert [u for u in got if priority[u] == p] == [u for u in urls if priority[u] == p]
-    spilled = [u for u in urls[8:] if priority[u] != 1]
+    spilled = [u for u in urls if priority[u] != 1]
     for start in range(0, len(spilled), 8):
         block = [priority[u] for u in got if u in spilled[start : start + 8]]
         assert block == sorted(block, reverse=True)
@@ -117,7 +122,6 @@ def test_fifo_priority_levels_order_a_hosts_window_and_each_chunk_it_loads(redis
     )
     for e in (low, mid, high):
         assert frontier.put([e], now=T0 + 3000) == ["added"]
-    assert frontier.redis.hexists(frontier.keys.hlevels, "b.example")
     assert urls_through_spill(frontier, spill, T0 + 4000) == [high.url, mid.url, low.url]
     assert not frontier.redis.exists(frontier.keys.hlevels)
 
@@ -145,7 +149,7 @@ def test_a_url_of_a_higher_level_passes_its_hosts_urls_on_disk_up_to_twice_the_w
 
     plain = [entry(f"d{i}") for i in range(12)]
     assert set(frontier.put(plain, now=T0)) == {"added"}
-    assert spill.round(T0)[0] == 8 and r.llen(k.back("a.example")) == 4
+    assert spill.round(T0 + 1000) == (12, 4) and r.llen(k.back("a.example")) == 4
     for e in (entry("hi1", 1), entry("top", 2), entry("hi2", 1), entry("hi3", 1)):
         assert frontier.put([e], now=T0) == ["added"]
     assert r.llen(k.back("a.example")) == 8 and not r.exists(k.hbeyond)
@@ -207,8 +211,10 @@ def test_a_url_of_a_higher_level_gives_a_host_waiting_on_disk_a_window_if_there_
     # paused, c.example gets a window for its URL of priority 2, but no load is asked for it
     # (nor is it handed out) until it is resumed
     c, d = ([f"http://{h}.example/{i}" for i in range(8)] for h in "cd")
-    _push(frontier, d + c, now=T0 + 4000)
-    spill.round(T0 + 6000)
+    _push(frontier, d, now=T0 + 4000)
+    spill.round(T0 + 5000)  # d written out, and given the window
+    _push(frontier, c, now=T0 + 5000)
+    spill.round(T0 + 6000)  # c written out: it waits on disk
     assert r.zscore(k.dormant, "c.example") is not None
     assert sorted(hand_out(T0 + 6000)) == sorted(d[:4])
     frontier.pause("c.example", now=T0 + 6000)
@@ -246,15 +252,16 @@ def test_due_hosts_whose_next_url_is_of_a_higher_level_go_first(redis_url, crawl
     plain = [entry(f"http://a.example/{i}") for i in range(3)]
     keen = [entry("http://b.example/0"), entry("http://b.example/top", priority=2)]
     assert set(frontier.put(plain + keen, now=T0)) == {"added"}
-    leases, _ = frontier.get(1, now=T0)
+    assert spill.round(T0 + 1000) == (4, 4)  # (b's top went to its window as it came)
+    leases, _ = frontier.get(1, now=T0 + 1000)
     assert [payload_url(lease.payload) for lease in leases] == ["http://b.example/top"]
     # its next URL is of the default level: it no longer goes first
-    frontier.ack(leases[0].id, landed=[leases[0].id], now=T0)
-    leases, _ = frontier.get(1, now=T0 + 1)
+    frontier.ack(leases[0].id, landed=[leases[0].id], now=T0 + 1000)
+    leases, _ = frontier.get(1, now=T0 + 1001)
     assert [payload_url(lease.payload) for lease in leases] == ["http://a.example/0"]
-    frontier.ack(leases[0].id, landed=[leases[0].id], now=T0 + 1)
+    frontier.ack(leases[0].id, landed=[leases[0].id], now=T0 + 1001)
     assert not frontier.redis.exists(frontier.keys.keen)
-    assert sorted(urls_through_spill(frontier, spill, T0 + 2)) == [
+    assert sorted(urls_through_spill(frontier, spill, T0 + 1002)) == [
         "http://a.example/1",
         "http://a.example/2",
         "http://b.example/0",
@@ -262,11 +269,60 @@ def test_due_hosts_whose_next_url_is_of_a_higher_level_go_first(redis_url, crawl
     assert not frontier.redis.exists(frontier.keys.hkeen)
 
 
-def test_a_worker_dying_between_claim_and_commit_or_load_loses_nothing(redis_url, crawl_name, tmp_path):
+def test_a_worker_dying_between_take_and_put_or_load_loses_nothing(redis_url, crawl_name, tmp_path):
     frontier = _frontier(redis_url, crawl_name)
     chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
     urls = _urls(1, 24)
     _push(frontier, urls)
+    crawl = frontier.keys.prefix
+    # worker A takes the inbox (24 URLs: three chunks), writes its chunks, then dies
+    first, taken = frontier.inbox_take("A", CLAIM_MS, 100, now=T0)
+    assert len(taken) == 24
+    entries = [e.split(b"\x1f", 1)[1] for e in taken]
+    written = [("h0.example", first + k, pack(entries[k * 8 : k * 8 + 8])) for k in range(3)]
+    chunks.write(crawl, written)
+    assert frontier.inbox_take("B", CLAIM_MS, 100, now=T0 + 1) == (0, [])  # A's claim holds
+    # after it expires, B writes the same URLs as chunks of its own
+    b = Spill(frontier, chunks, token="B")
+    assert b.drain(T0 + CLAIM_MS + 1) == 24
+    # A's put comes late: refused, and its chunks are its to delete (never listed)
+    assert frontier.inbox_put("A", 24, first, [("h0.example", 3, 24)], now=T0 + CLAIM_MS + 2) == [False]
+    chunks.delete(crawl, [(h, c) for h, c, _ in written])
+    assert chunks.size(crawl)[0] == 3 and frontier.stats()["spilled"] == 24
+    # worker C claims a load and dies before loading; D loads after the claim expires
+    [(host, chunk)] = frontier.load_claim("C", CLAIM_MS, 64, now=T0 + CLAIM_MS + 4)
+    assert frontier.load_claim("D", CLAIM_MS, 64, now=T0 + CLAIM_MS + 5) == []
+    d = Spill(frontier, chunks, token="D")
+    assert d.refill(T0 + 2 * CLAIM_MS + 5) == 8
+    # C wakes up and loads what it read: refused, nothing handed out twice
+    [body] = chunks.read(crawl, [(host, chunk)])
+    assert frontier.load("C", [(host, chunk, unpack(body or pack([])))], now=T0 + 2 * CLAIM_MS + 6) == [2]
+    got = urls_through_spill(frontier, d, T0 + 3 * CLAIM_MS)
+    assert got == urls
+
+
+def test_a_put_sent_again_after_its_reply_was_lost_keeps_its_chunks(redis_url, crawl_name):
+    """A put whose reply was lost, sent again, finds no claim: each host's chunks are found
+    listed (kept), or, once its last chunk was loaded, handed out already (deleted again)."""
+    frontier = _frontier(redis_url, crawl_name)
+    _push(frontier, _urls(2, 20))
+    first, taken = frontier.inbox_take("A", CLAIM_MS, 100, now=T0)
+    hosts = [("h0.example", 3, 20), ("h1.example", 3, 20)]
+    assert frontier.inbox_put("A", len(taken), first, hosts, now=T0) == [True, True]
+    assert frontier.inbox_put("A", len(taken), first, hosts, now=T0) == [True, True]  # sent again
+    key = frontier.keys.spilled("h1.example")
+    assert frontier.redis.lrange(key, 0, -1) == [str(first + c).encode() for c in range(3)]
+    frontier.redis.delete(key)  # (as if h1's chunks were all loaded meanwhile)
+    assert frontier.inbox_put("A", len(taken), first, hosts, now=T0) == [True, False]
+    assert _inbox(frontier) == 0 and frontier.stats()["spilled"] == 40
+
+
+def test_a_worker_dying_between_claim_and_commit_of_a_buffer_loses_nothing(redis_url, crawl_name, tmp_path):
+    frontier = _frontier(redis_url, crawl_name)
+    chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+    # URLs of a level above the default: 16 join the window (twice its size), 16 the buffer
+    urls = [f"http://h0.example/p{i}" for i in range(32)]
+    assert set(frontier.put([Entry(url=u, payload=encode_url(u), priority=1) for u in urls], now=T0)) == {"added"}
     crawl = frontier.keys.prefix
     # worker A claims the buffer (16 URLs: two chunks' worth, in one claim) and writes its
     # chunks, then dies
@@ -308,9 +364,9 @@ def test_at_most_the_active_hosts_hold_a_window_and_the_others_wait_on_disk(redi
     spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
     urls = _urls(6, 10)
     _push(frontier, urls)
-    assert frontier.redis.zcard(frontier.keys.ready) == 2
-    spill.round(T0 + 2000)  # the other 4 hosts: a chunk each to disk, 2 left in a partial buffer
-    assert _redis_urls(frontier) == 2 * 8 + 4 * 2  # (the active ones' overflow of 2: written, old enough)
+    spill.round(T0 + 2000)  # all written out: 2 hosts get a window, the other 4 wait on disk
+    assert frontier.redis.zcard(frontier.keys.ready) == 2 and frontier.redis.zcard(frontier.keys.dormant) == 4
+    assert _redis_urls(frontier) == 2 * 8
     got, most = [], 0
     now = T0 + 3000
     while len(got) < len(urls):
@@ -431,12 +487,12 @@ def test_a_round_sends_only_the_claims_that_may_find_work(redis_url, crawl_name,
     before = _script_calls(frontier)
     assert spill.round(T0) == (0, 0) and _script_calls(frontier) == before  # nothing: no script
     urls = {h: [f"http://{h}.example/p{i}" for i in range(n)] for h, n in (("a", 6), ("b", 10))}
-    _push(frontier, urls["a"], now=T0)  # a: 4 in its window, 2 in its buffer, due at T0 + 1 s
+    _push(frontier, urls["a"], now=T0)  # a: in the inbox, due to be written out at T0 + 1 s
     assert frontier.spill_due(now=T0) == (False, False, False)
     assert frontier.spill_due(now=T0 + 1_000) == (True, False, False)
-    _push(frontier, urls["b"], now=T0 + 1_000)  # b: no room for a window, all in its buffer
-    # a's 2, and b's 8 (two whole chunks; its last 2 are due at T0 + 3 s)
-    assert spill.round(T0 + 2_000) == (10, 0)
+    _push(frontier, urls["b"], now=T0 + 1_000)  # b: in the inbox too
+    # both written out; room for one window: a's (the first by name), its oldest chunk loaded
+    assert spill.round(T0 + 2_000) == (16, 4)
     # b waits on disk: an idle window may go to it; no room to load it while a holds one
     assert frontier.spill_due(now=T0 + 2_000) == (False, True, False)
     got = urls_through_spill(frontier, spill, T0 + 3_000)
@@ -469,8 +525,7 @@ def test_a_short_pop_tells_the_round_after_it_what_it_may_find(redis_url, crawl_
     spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
     spill.bind()
     urls = {h: [f"http://{h}.example/p{i}" for i in range(n)] for h, n in (("a", 6), ("b", 10))}
-    _push(frontier, urls["a"], now=T0)  # a: 4 in its window, 2 in its buffer, due at T0 + 1 s
-    _push(frontier, urls["b"], now=T0)  # b: no room for a window, all in its buffer
+    _push(frontier, urls["a"] + urls["b"], now=T0)  # in the inbox, due to be written out at T0 + 1 s
     got = []
 
     def short_pop_then_due(now: int) -> tuple[bool, bool, bool]:
@@ -483,13 +538,14 @@ def test_a_short_pop_tells_the_round_after_it_what_it_may_find(redis_url, crawl_
         assert _last_command(redis_url, name) == "zcard"
         return due
 
-    # a's window handed out (its buffer tops it up); b's two whole chunks are due
+    # nothing to hand out: the inbox is to be written out
     assert short_pop_then_due(T0 + 1_000) == (True, False, False)
-    assert spill.round(T0 + 1_000) == (8, 0)
-    # a's window emptied: b, waiting on disk, may have one (its last 2 are due as well)
-    assert short_pop_then_due(T0 + 2_000) == (True, True, True)
-    assert spill.round(T0 + 2_000) == (2, 4)
-    # b's window handed out: its next chunk is to load
+    assert spill.round(T0 + 1_000) == (16, 4)  # room for one window: a's, its oldest chunk
+    # a's window handed out: its next chunk is to load; b waits on disk
+    assert short_pop_then_due(T0 + 2_000) == (False, True, True)
+    # a's last chunk, and b's first: a, its window empty, has left the heap (room for b)
+    assert spill.round(T0 + 2_000) == (0, 2 + 4)
+    # a done, b's window handed out: its next chunk is to load
     assert short_pop_then_due(T0 + 3_000) == (False, False, True)
     leases, _ = frontier.get(1_000, now=T0 + 4_000)
     got.extend(payload_url(lease.payload) for lease in leases)
@@ -526,7 +582,7 @@ def test_a_sharded_frontier_spills_each_hosts_queue_on_its_own_server(tmp_path):
         spill = Spill(frontier, chunks)
         urls = _urls(12, 15)
         assert frontier.put([Entry(url=u, payload=encode_url(u)) for u in urls], now=T0).count("added") == 180
-        assert spill.round(T0) == (180 - 12 * 8, 0)
+        assert spill.round(T0) == (180, 12 * 8)  # (each host's oldest chunk loaded)
         # (the servers' ports place the hosts: 12 hosts all on one of 2 servers is 1 in 2,048)
         assert all(shard.stats()["spilled"] > 0 for shard in shards)
         got = []
@@ -646,8 +702,8 @@ def test_a_window_given_back_keeps_its_level_ahead_of_a_new_url_of_that_level(re
     """a.example's window holds a URL of priority 1 when it is given back (told to wait an
     hour): that URL is beyond the window now, so the next URL of its level waits behind it
     (on disk, not in a window of its own) and comes out after it. Its window's chunk is
-    loaded first (a window's worth), then the rest of a's URLs on disk, which fit in the
-    window, are loaded together and merged by level: hi2 ahead of the default level's."""
+    loaded first (hi1 and a's first chunk), then the rest of a's URLs on disk, which fit in
+    the window, are loaded together and merged by level: hi2 ahead of the default level's."""
     frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=2, window_idle=60.0)
     spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
     r, k = frontier.redis, frontier.keys
@@ -669,7 +725,7 @@ def test_a_window_given_back_keeps_its_level_ahead_of_a_new_url_of_that_level(re
     assert not r.exists(k.back("a.example")) and r.llen(k.buffer("a.example")) == 1
     urls_through_spill(frontier, spill, T0 + 2_000)  # b's and c's
     later = urls_through_spill(frontier, spill, T0 + 2_000 + hour * 1000)
-    assert later == ["http://a.example/hi1", *a[:3], "http://a.example/hi2", *a[3:]]
+    assert later == ["http://a.example/hi1", *a[:4], "http://a.example/hi2", *a[4:]]
     assert not r.exists(k.hbeyond)
 
 
@@ -709,11 +765,12 @@ def test_hosts_slow_by_their_own_pace_at_the_top_do_not_hide_a_backed_off_host(r
     spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
     slow = [f"s{i}.example" for i in range(5)]
     _push(frontier, [f"http://{h}/p{i}" for h in [*slow, "a.example"] for i in range(6)], now=T0)
-    _push(frontier, [f"http://c.example/p{i}" for i in range(6)], now=T0)
-    spill.round(T0 + 1_000)
+    spill.round(T0 + 1_000)  # written out, and a window each
+    _push(frontier, [f"http://c.example/p{i}" for i in range(6)], now=T0 + 1_000)
+    spill.round(T0 + 2_000)  # written out: c waits on disk
     r, k = frontier.redis, frontier.keys
     assert r.zscore(k.dormant, "c.example") is not None
-    frontier.block_until("a.example", retry_after=600, minimum=1, maximum=600, quiet=60, now=T0 + 1_000)
+    frontier.block_until("a.example", retry_after=600, minimum=1, maximum=600, quiet=60, now=T0 + 2_000)
     for host in slow:
         frontier.set_delay(host, 1_000)
     leases, _ = frontier.get(10, now=T0 + 2_000)
@@ -780,24 +837,26 @@ def test_a_crawl_that_keeps_all_in_redis_refuses_a_process_that_would_spill(redi
     spilling.close()
 
 
-def test_hosts_whose_urls_are_only_in_a_buffer_or_being_loaded_count_among_the_hosts_with_urls(
+def test_hosts_whose_urls_wait_on_disk_or_are_being_loaded_count_once_among_the_hosts_with_urls(
     redis_url, crawl_name, tmp_path
 ):
-    """Two windows at most: a and b get them, c, d and e (a seed file with more hosts than
-    FRONTIER_ACTIVE_HOSTS) have their URLs in buffers not yet written out: no window, no
-    chunk, in neither the ready heap nor 'dormant'. They count among the hosts with URLs
-    all the same, as they do once written out (waiting in 'dormant') and while a worker
-    loads their chunk (claimed: out of 'dormant', no window yet), each once."""
+    """Two windows at most, five hosts: their new URLs wait in the inbox (counted there, their
+    hosts not yet), then a and b get windows and c, d and e wait on disk ('dormant'). They
+    count among the hosts with URLs, as they do while a worker loads their chunk (claimed:
+    out of 'dormant', no window yet), each once."""
     frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=2)
     spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
     urls = {h: [f"http://{h}.example/p{i}" for i in range(3)] for h in "abcde"}
     _push(frontier, [u for h in "abcde" for u in urls[h]], now=T0)
     r, k = frontier.redis, frontier.keys
-    assert r.zcard(k.ready) == 2 and r.zcard(k.dormant) == 0 and r.llen(k.buffer("e.example")) == 3
     stats = frontier.stats()
-    assert stats["hosts_with_urls"] == 5 and stats["hosts_queued"] == 2
-    spill.spill(T0 + 2_000)  # (the buffers written out: c, d and e wait in 'dormant')
-    assert r.zcard(k.dormant) == 3 and frontier.stats()["hosts_with_urls"] == 5
+    assert stats["inbox"] == 15 and stats["queued"] == 15 and stats["hosts_with_urls"] == 0
+    outlook = frontier.outlook(60.0, now=T0)  # (the inbox is the next round's: due now)
+    assert outlook["state"] == RUNNING and outlook["next_due"] == T0
+    assert spill.round(T0 + 1_000) == (15, 6)
+    assert r.zcard(k.ready) == 2 and r.zcard(k.dormant) == 3
+    stats = frontier.stats()
+    assert stats["inbox"] == 0 and stats["hosts_with_urls"] == 5 and stats["hosts_queued"] == 2
     leases, _ = frontier.get(10, now=T0 + 2_000)  # a and b done: room for two windows
     frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=T0 + 2_000)
     claimed = frontier.load_claim(spill.token, CLAIM_MS, 10, now=T0 + 2_000)
@@ -819,12 +878,13 @@ def test_a_hosts_small_chunks_that_fit_in_its_window_are_claimed_and_loaded_toge
     chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
     spill = Spill(frontier, chunks)
     r, k = frontier.redis, frontier.keys
-    _push(frontier, [f"http://a.example/p{i}" for i in range(3)], now=T0)
+    _push(frontier, [f"http://a.example/p{i}" for i in range(3)], now=T0 - 1_000)
+    assert spill.round(T0 - 500) == (3, 3)  # a: written out, and given the window
     b = [f"http://b.example/p{i}" for i in range(5)]
     c = [f"http://c.example/p{i}" for i in range(9)]
     for i in range(9):
         _push(frontier, ([b[i]] if i < 5 else []) + [c[i]], now=T0 + i * 1_000)
-        spill.spill(T0 + i * 1_000 + 500)
+        spill.drain(T0 + i * 1_000 + 500)
     assert r.llen(k.spilled("b.example")) == 5 and r.llen(k.spilled("c.example")) == 9
     leases, _ = frontier.get(10, now=T0 + 10_000)
     frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=T0 + 10_000)
@@ -848,7 +908,7 @@ def test_a_hosts_small_chunks_that_fit_in_its_window_are_claimed_and_loaded_toge
 
 def test_a_commit_sent_again_after_its_reply_was_lost_deletes_none_of_its_chunks(redis_url, crawl_name, tmp_path):
     """A client sends a script again when its reply is lost (a connection reset or a timeout:
-    redis-py's retry, REDIS_PARAMS). Each SPILL and EVICT commit here is sent twice, the first
+    redis-py's retry, REDIS_PARAMS). Each SPILL put and EVICT commit here is sent twice, the first
     reply dropped: the second finds no claim, yet the chunks the first listed are reported
     committed, so the round deletes none of them; every URL comes out once, each host's in
     order, a's window given back and read again an hour later."""
@@ -860,24 +920,25 @@ def test_a_commit_sent_again_after_its_reply_was_lost_deletes_none_of_its_chunks
     def twice(name):
         commit = getattr(frontier, name)
 
-        def again(token, claimed, now=None):
-            commit(token, claimed, now=now)  # (its reply lost)
+        def again(*args, now=None):
+            commit(*args, now=now)  # (its reply lost)
             sent_twice.append(name)
-            return commit(token, claimed, now=now)
+            return commit(*args, now=now)
 
         setattr(frontier, name, again)
 
-    twice("spill_commit")
+    twice("inbox_put")
     twice("evict_commit")
     urls = {h: [f"http://{h}.example/p{i}" for i in range(10)] for h in ("a", "b", "c")}
     _push(frontier, urls["a"] + urls["b"] + urls["c"], now=T0)
-    # whole chunks of a's and b's 6 beyond their windows and of c's 10 (c waits on disk)
-    assert spill.round(T0 + 2_000)[0] == 4 + 4 + 8
-    assert chunks.size(frontier.keys.prefix)[0] == len(frontier.chunk_keys()) == 4  # listed, none deleted
+    # the inbox written out (each host's 10: three chunks, its put sent twice); a and b get
+    # a window, their oldest chunk loaded; c waits on disk
+    assert spill.round(T0 + 2_000) == (30, 8)
+    assert chunks.size(frontier.keys.prefix)[0] == len(frontier.chunk_keys()) == 7  # listed, none deleted
     hour = 3_600
     frontier.block_until("a.example", retry_after=hour, minimum=1, maximum=hour, quiet=60, now=T0 + 2_000)
     assert spill.round(T0 + 3_000)[1] == 4  # a's window written out (its commit sent twice), c's first chunk in
-    assert set(sent_twice) == {"spill_commit", "evict_commit"}
+    assert set(sent_twice) == {"inbox_put", "evict_commit"}
     assert chunks.size(frontier.keys.prefix)[0] == len(frontier.chunk_keys())  # every chunk listed, none deleted
     got = urls_through_spill(frontier, spill, T0 + 3_000)
     assert sorted(got) == sorted(urls["b"] + urls["c"])
@@ -899,16 +960,17 @@ def test_each_claim_of_a_long_round_is_made_at_its_own_time(redis_url, crawl_nam
     monkeypatch.setattr(spill_module, "HOSTS_A_CALL", 1)  # (a claim a host: three claims)
 
     class SlowChunks(SqliteChunks):
-        def write(self, crawl, chunks):
+        def read(self, crawl, keys):
             time.sleep(0.2)
-            super().write(crawl, chunks)
+            return super().read(crawl, keys)
 
     frontier = _frontier(redis_url, crawl_name)
     spill = Spill(frontier, SlowChunks(str(tmp_path / "spill.sqlite")))
-    _push(frontier, _urls(3, 20))  # (each host: 8 in its window, a chunk's worth due, 4 not yet)
-    times, claim = [], frontier.spill_claim
-    frontier.spill_claim = lambda *args, now=None: times.append(now) or claim(*args, now=now)
-    assert spill.round(T0) == (3 * 8, 0)
-    assert len(times) == 4 and times[0] - T0 < 100
+    _push(frontier, _urls(3, 20))  # (in the inbox, due at T0 + 1 s)
+    times, claim = [], frontier.load_claim
+    frontier.load_claim = lambda *args, now=None: times.append(now) or claim(*args, now=now)
+    # each host's oldest chunk loaded: a claim a host, each after the last one's slow read
+    assert spill.round(T0 + 1000) == (60, 3 * 8)
+    assert len(times) == 4 and times[0] - (T0 + 1000) < 100
     assert [b - a >= 200 for a, b in itertools.pairwise(times)] == [True] * 3
     assert sorted(urls_through_spill(frontier, spill, T0 + 2000)) == sorted(_urls(3, 20))

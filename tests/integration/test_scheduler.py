@@ -45,9 +45,17 @@ def open_scheduler(redis_url, crawl_name, **settings):
 
 
 def asked(scheduler):
-    """The engine's next ask for a request, in a reactor turn of its own (one pop a turn)."""
+    """The engine's next ask for a request, in a reactor turn of its own (one pop a turn); when
+    it gets none and the scheduler has it ask again within a millisecond (the pop said a URL
+    is due now: new URLs in the inbox, which the spill round the pop started, run at once
+    here, wrote out and loaded into their hosts' windows), the engine asks again then."""
     scheduler.clock.advance(0)
-    return scheduler.next_request()
+    request = scheduler.next_request()
+    cadence = scheduler.cadence
+    if request is None and 0 < cadence.next_poll - scheduler.clock.seconds() <= 0.001:
+        scheduler.clock.advance(cadence.next_poll - scheduler.clock.seconds())
+        request = scheduler.next_request()
+    return request
 
 
 def test_a_pages_links_go_in_one_call_before_its_ack(redis_url, crawl_name):
@@ -94,6 +102,14 @@ def test_links_offered_as_urls_are_leased_as_plain_requests(redis_url, crawl_nam
     assert scheduler.frontier.stats()["leased"] == 0
 
 
+def written_out(scheduler) -> None:
+    """What the worker's next spill round would do after a short pop, done now: the URLs
+    pushed to the inbox written out and loaded into their hosts' windows (FRONTIER_HOST_WINDOW)."""
+    now = int(scheduler.clock.seconds() * 1000)
+    scheduler.client.spill.drain(now)
+    scheduler.client.spill.round(now)
+
+
 def counting_pops(frontier) -> list:
     """The landings each of the frontier's pops carried, one list per pop, from now on
     (looks for submissions alone, which carry none, not counted)."""
@@ -116,6 +132,8 @@ def test_a_landing_rides_on_the_pop_that_leases_its_hosts_next_url(redis_url, cr
     pops = counting_pops(scheduler.frontier)
     try:
         scheduler.client.offer_links(["http://h.example/1", "http://h.example/2"], 1, "http://seed.example/")
+        scheduler.client.flush_pushes()
+        written_out(scheduler)
         first = asked(scheduler)
         # one host, one in flight: the pop found fewer than it asked for, and said when
         # the next is due; the engine's next call does not ask again
@@ -358,6 +376,7 @@ def test_one_pop_a_reactor_turn(redis_url, crawl_name):
     try:
         scheduler.client.offer_links([f"http://h{i}.example/" for i in range(10)], 0, "http://seed.example/")
         scheduler.client.flush_pushes()
+        written_out(scheduler)
         woken = len(crawler.engine.woken)
         turn = [scheduler.next_request() for _ in range(3)]
         assert None not in turn[:2] and turn[2] is None  # two leased in this turn
@@ -429,6 +448,7 @@ def test_the_fetch_policys_look_up_runs_off_the_reactor_and_its_answer_is_kept(r
     try:
         scheduler.client.offer_links(["http://a.example/old", "http://b.example/new"], 0, "http://seed.example/")
         scheduler.client.flush_pushes()
+        written_out(scheduler)
         # leased, looked up elsewhere (beside the client's round of spill and addresses,
         # when a window or politeness per address is set)
         assert asked(scheduler) is None

@@ -63,14 +63,26 @@ def test_a_frontier_spilling_to_the_store_hands_each_url_out_once(chunks, redis_
     urls = [f"http://h{i % 5}.example/p{i}" for i in range(500)]
     entries = [Entry(url=u, payload=encode_url(u)) for u in urls]
     assert frontier.put(entries).count("added") == 500
-    written, _ = spill.round()
-    assert written == 500 - 5 * 8
+    assert spill.round() == (500, 5 * 8)  # (the inbox written out; each host's oldest chunk loaded)
     assert hand_out_all(frontier, 16, spill) == 500
     stats = frontier.stats()
     assert stats["queued"] == 0 and stats["spilled"] == 0
     assert frontier.chunk_keys() == []
     for host in {u.split("/")[2] for u in urls}:  # every chunk was deleted once loaded
         assert chunks.read(frontier.keys.prefix, [(host, chunk) for chunk in range(1, 80)]) == [None] * 79
+
+
+def test_a_chunk_body_of_the_first_layout_reads_back():
+    """Bodies written before their count and lengths led them (zlib of each entry after its
+    length) are read as they were written; small bodies are kept as they are, others
+    compressed."""
+    import struct
+    import zlib
+
+    first = zlib.compress(b"".join(struct.pack(">I", len(e)) + e for e in ENTRIES), 1)
+    assert unpack(first) == ENTRIES
+    assert pack(ENTRIES[:1])[:1] == b"\x01" and pack(ENTRIES * 10)[:1] == b"\x02"
+    assert unpack(pack([])) == [] and unpack(pack(ENTRIES * 50)) == ENTRIES * 50
 
 
 def test_an_sqlite_spill_file_of_the_earlier_layout_keeps_its_chunks(tmp_path):

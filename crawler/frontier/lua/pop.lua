@@ -68,11 +68,12 @@
 -- back from a lease that carried it; its address, by address, else ''); when
 -- fewer than n URLs were handed out, next_due is the earliest time (ms) any host in the
 -- heap or any delayed retry is due (now when the refill stopped at its limit with front
--- queue entries left; a host waiting for its chunk to be loaded or a buffer waiting to be
--- written out counts, at the time it may be; -1: nothing is queued but in front queues,
--- i.e. nothing at all);
+-- queue entries left, or URLs wait in the inbox; a host waiting for its chunk to be loaded
+-- or a buffer waiting to be written out counts, at the time it may be; -1: nothing is
+-- queued but in front queues, i.e. nothing at all);
 -- otherwise it is -1 (not looked up); with a window, when fewer than n were handed out,
--- work is what a spill round may find now, the sum of 1: buffers due to be written out, 2:
+-- work is what a spill round may find now, the sum of 1: buffers due to be written out or
+-- URLs in the inbox, 2:
 -- hosts waiting on disk (dormant), 4: chunks to load (hosts in 'refill' due, or dormant
 -- while there is room for one more window), read as Frontier.spill_due reads it (so that a
 -- worker's round after a short pop needs no round trip of its own); -1 not looked up.
@@ -464,8 +465,10 @@ local function first_at(key)
     return firsts[key]
 end
 
--- when the next host or delayed retry is due (ms), -1 when neither is
+-- when the next host or delayed retry is due (ms), -1 when neither is (URLs in the inbox:
+-- now, the next spill round's)
 local function next_due()
+    if window > 0 and redis.call('EXISTS', prefix .. K.inbox) == 1 then return now end
     local at = -1
     local keys = {ready, delayed, prefix .. K.refill, prefix .. K.dormant, prefix .. K.spill, prefix .. K.aready,
                   prefix .. K.resolve}
@@ -481,7 +484,7 @@ local function spill_work()
     local work = 0
     local buffers, dormant = first_at(prefix .. K.spill), first_at(prefix .. K.dormant)
     local loads = first_at(prefix .. K.refill)
-    if buffers and buffers <= now then work = work + 1 end
+    if (buffers and buffers <= now) or redis.call('EXISTS', prefix .. K.inbox) == 1 then work = work + 1 end
     if dormant and dormant <= now then work = work + 2 end
     if (loads and loads <= now) or (dormant and dormant <= now and room_for_host(prefix)) then work = work + 4 end
     return work

@@ -12,7 +12,8 @@
 -- ARGV[12] the default front queue level (Scrapy's priority 0): with a window, a fifo URL
 --          of another level carries the difference (helpers: to_back)
 -- ARGV[13] the kind of URL-seen's buckets: 'sets' or 'strings' (urlseen.py; seen:meta's layout)
--- ARGV[14..] one value per entry (fewer arguments are cheaper for the client to send):
+-- ARGV[14] with a window: the inbox's entries that make it due to be written out at once
+-- ARGV[15..] one value per entry (fewer arguments are cheaper for the client to send):
 --          its fields joined by \x1f, in this order, '' for one not given (the last two,
 --          host and payload, are the front queue entry as it stands):
 --          check      '1': check and update URL-seen
@@ -32,7 +33,7 @@
 --                     the page that links to it; a URL seen and still in its ranked queue
 --                     gains it)
 --          level      front queue level (0 = highest)
---          lease      i if the entry replaces lease ARGV[13 + n + i] (leases follow the
+--          lease      i if the entry replaces lease ARGV[14 + n + i] (leases follow the
 --                     entries); the replaced lease ends (its download lands) and its cash
 --                     goes on with the follow-up (helpers: requeued_entry); a follow-up
 --                     whose lease is no longer held (a push sent twice after a timeout, or a
@@ -54,15 +55,21 @@
 -- fingerprint held at an offset that is a multiple of 4, the bucket rewritten whole (SET)
 -- rather than appended to: APPEND and SETRANGE grow a string's allocation by doubling
 -- (~30% unused on average), SET allocates what the string needs.
--- With a window (ARGV[9] > 0), a new URL (neither back nor retry_at) goes to its host's
--- window while it has room, nothing of the host is spilled or buffered, and the host has a
--- window or there is room for one more (helpers: spill); otherwise to its buffer, which is
--- due to be written out (spill) at once when it holds a window's worth, else after ARGV[11].
+-- With a window (ARGV[9] > 0), a new URL (neither back nor retry_at) of the default level or
+-- below goes to the crawl's inbox, ``<host> SEP <entry>`` (an entry as a chunk holds it: a fifo
+-- URL's levelled payload, a ranked one's '\030<score>\031<payload>'), whatever its host holds:
+-- PUSH looks no host up for it, and a spill round writes the inbox out as chunks (SPILL's
+-- take and put), which its host's window loads as they come (decision 0061). The inbox is
+-- due to be written out ('inbox:due', ms) ARGV[11] after its first entry came, at once when
+-- it holds ARGV[14] entries, and whenever a worker's pop comes back short (POP's work).
 -- A new URL of a level above the default is not held behind its host's URLs beyond the
--- window: while none of its level or above is beyond (hbeyond), it joins the window past
--- its size, up to twice it (a host without a window, waiting on disk, gets one for it if
--- there is room for one more under ARGV[10]); once one of its level goes beyond, the others
--- of that level follow it there (fifo within a level).
+-- window: it goes to its host's window while it has room, nothing of the host is spilled or
+-- buffered, and the host has a window or there is room for one more (helpers: spill);
+-- while none of its level or above is beyond (hbeyond), it joins the window past its size,
+-- up to twice it (a host without a window, waiting on disk, gets one for it if there is
+-- room for one more under ARGV[10]); once one of its level goes beyond, the others of that
+-- level follow it there (fifo within a level), to the host's buffer, which is due to be
+-- written out (spill) at once when it holds a window's worth, else after ARGV[11].
 -- Returns: -1 if G is not the current generation (caller reloads and retries; nothing
 --          was changed), else one status per entry processed: 1 added, 0 already seen,
 --          2 over its host's quota (the URL stays marked as seen, and goes to 'drops', to
@@ -110,7 +117,8 @@ window = tonumber(ARGV[9])
 active_hosts = tonumber(ARGV[10])
 local spill_age = tonumber(ARGV[11])
 local default_level = tonumber(ARGV[12])
-local FIRST = 13  -- the entries follow
+local inbox_slice = tonumber(ARGV[14])
+local FIRST = 14  -- the entries follow
 local out, front = {}, {}
 -- With a window, each host's decision is made once a call: room[host] is how many more new
 -- URLs its window takes in this call (0: the rest go to its buffer); the URLs for windows and
@@ -195,6 +203,7 @@ local function gather(into, host, entry)
     if not q then q = {}; into[host] = q end
     q[#q + 1] = entry
 end
+local inbox = {}  -- host SEP entry, for the crawl's inbox
 local added, full = 0, false
 local pages = {}  -- host -> URLs admitted (hpages), for the hosts of this call with a quota
 for e = 1, n do
@@ -295,6 +304,16 @@ for e = 1, n do
             make_ready(prefix, host, now)
             heap = nil
             if urgent == '1' then rush(prefix, host) end
+        elseif window > 0 and d >= 0 then  -- the inbox (see above)
+            if ranked == '1' then
+                local score = tonumber(level) * RANK - (tonumber(cash) or 0)
+                local entry = '\030' .. string.format('%.17g', score) .. SEP .. string.sub(tail, cut + 1)
+                inbox[#inbox + 1] = host .. SEP .. entry
+            elseif d == 0 then
+                inbox[#inbox + 1] = tail  -- (host SEP payload as it came)
+            else
+                inbox[#inbox + 1] = host .. SEP .. levelled(d, string.sub(tail, cut + 1))
+            end
         elseif window > 0 and window_room(host, ranked) == 0 and not past_window(host, d, ranked) then
             if d < (ahead[host] or NOTHING) then ahead[host] = d end
             local payload = string.sub(tail, cut + 1)
@@ -359,6 +378,17 @@ for host, q in pairs(buffers) do
     end
 end
 for level, q in pairs(front) do push_all(prefix .. K.front .. level, q) end
+if #inbox > 0 then
+    local length
+    for i = 1, #inbox, 1000 do
+        length = redis.call('RPUSH', prefix .. K.inbox, unpack(inbox, i, math.min(i + 999, #inbox)))
+    end
+    if length >= inbox_slice then
+        redis.call('SET', prefix .. K.inbox_due, now)
+    elseif length == #inbox then  -- (its first entries)
+        redis.call('SET', prefix .. K.inbox_due, now + spill_age)
+    end
+end
 local counts = {}  -- host, count, ...: each host's count of admitted URLs, a thousand an HSET
 for host, c in pairs(pages) do
     counts[#counts + 1] = host

@@ -1,6 +1,8 @@
--- SPILL: a worker writes hosts' buffers out to the spill store as chunks (decision 0055).
+-- SPILL: a worker writes hosts' buffers (decision 0055) and the crawl's inbox (decision 0061)
+-- out to the spill store as chunks.
 --
--- ARGV[1] key prefix   ARGV[2] now (ms)   ARGV[3] 'claim' or 'commit'
+-- ARGV[1] key prefix   ARGV[2] now (ms)   ARGV[3] 'claim' or 'commit' (buffers), 'take' or
+-- 'put' (the inbox)
 -- ARGV[4] the worker's token (unique per worker)   ARGV[5] the host window (chunk size)
 -- claim:  ARGV[6] claim time (ms)   ARGV[7] hosts at most
 --   Takes up to ARGV[7] hosts whose buffer is due to be written ('spill' scored <= now),
@@ -22,6 +24,29 @@
 -- Idempotent per claim: a commit sent twice (a client's retry after the reply was lost)
 -- finds no claim the second time, and returns the chunks the first listed, still listed:
 -- they are not the caller's to delete.
+-- The crawl's inbox (PUSH: new URLs of the default level or below, of every host; decision
+-- 0061) is written out a slice at a time, by one worker at a time:
+-- take: ARGV[6] claim time (ms)   ARGV[7] entries at most   ARGV[8] '1': only if the inbox is
+--   due ('inbox:due' <= now; else whatever it holds)
+--   Unless another worker holds a live claim on it, claims the inbox's first entries (up to
+--   ARGV[7]) and ids for their chunks: as many as there could be, one more than the entries
+--   over the window (a host's entries make chunks of a window each, the host's first chunk
+--   the first id, its next one the next); notes ``<token>:<count>:<first id>:<expiry>`` in
+--   'inbox:claim'. Returns {first id, entry...}, or {} (nothing, or another's live claim).
+--   The caller groups the entries by host, writes each host's chunks under (host, first id +
+--   k), then puts them.
+-- put: ARGV[6] entries claimed   ARGV[7] first id   ARGV[8] the inbox's entries that make it
+--   due at once (a slice)   ARGV[9] FRONTIER_SPILL_AGE (ms)   ARGV[10..] (host, chunks, URLs)
+--   of each host written. If the claim is still the caller's (expired or not: only a claim takes from the
+--   inbox's head, and no other was made), the entries leave the inbox, each host's chunks
+--   join its list (sc:<host>), the host's count and the counter 'spilled', and a host that
+--   had no chunks is marked for a load (top_up: 'refill' when it has a window, else
+--   'dormant'; one that had waits for theirs already); the entries left are due at once
+--   when they make a slice, else ARGV[9] from now ('inbox:due'). Returns one
+--   status a host: 1 listed (each host's, when the claim was the caller's), 0 not (its
+--   chunks are the caller's to delete). Idempotent: put sent again after its reply was lost
+--   finds no claim, and a host's chunks are found listed while the last of them is (its
+--   chunks load oldest first: a host whose last chunk is loaded had all of them loaded).
 --- @include "helpers"
 local prefix, now, verb, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 window = tonumber(ARGV[5])
@@ -102,5 +127,71 @@ local function commit()
     return done
 end
 
+local inbox, inbox_claim = prefix .. K.inbox, prefix .. K.inbox_claim
+
+local function take()
+    local claim_ms, most = tonumber(ARGV[6]), tonumber(ARGV[7])
+    local claimed = redis.call('GET', inbox_claim)
+    if claimed and string.find(claimed, token .. ':', 1, true) ~= 1
+        and tonumber(string.match(claimed, ':(%d+)$')) > now then
+        return {}
+    end
+    if ARGV[8] == '1' and tonumber(redis.call('GET', prefix .. K.inbox_due) or now + 1) > now then
+        return {}
+    end
+    local entries = redis.call('LRANGE', inbox, 0, most - 1)
+    if #entries == 0 then
+        redis.call('DEL', inbox_claim, prefix .. K.inbox_due)
+        return entries
+    end
+    local ids = math.floor(#entries / window) + 1
+    local last = redis.call('INCRBY', prefix .. K.chunk_seq, ids)
+    local first = last - ids + 1
+    redis.call('SET', inbox_claim, string.format('%s:%d:%d:%d', token, #entries, first, now + claim_ms))
+    table.insert(entries, 1, first)
+    return entries
+end
+
+local function put()
+    local count, first = tonumber(ARGV[6]), tonumber(ARGV[7])
+    local out = {}
+    local claimed = redis.call('GET', inbox_claim)
+    local mine = string.format('%s:%d:%d:', token, count, first)
+    if not claimed or string.sub(claimed, 1, #mine) ~= mine then  -- (sent again, or a claim lost: see above)
+        for i = 10, #ARGV, 3 do
+            local last = first + tonumber(ARGV[i + 1]) - 1
+            out[#out + 1] = redis.call('LPOS', prefix .. K.spilled .. ARGV[i], last) and 1 or 0
+        end
+        return out
+    end
+    redis.call('LTRIM', inbox, count, -1)
+    redis.call('DEL', inbox_claim)
+    local left = redis.call('LLEN', inbox)
+    if left == 0 then
+        redis.call('DEL', prefix .. K.inbox_due)
+    elseif left >= tonumber(ARGV[8]) then
+        redis.call('SET', prefix .. K.inbox_due, now)
+    else  -- (come after the slice taken, they wait as new entries do)
+        redis.call('SET', prefix .. K.inbox_due, now + tonumber(ARGV[9]))
+    end
+    local moved = 0
+    for i = 10, #ARGV, 3 do
+        local host, chunks, urls = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+        local ids = {}
+        for c = 0, chunks - 1 do ids[#ids + 1] = first + c end
+        local listed = redis.call('RPUSH', prefix .. K.spilled .. host, unpack(ids))
+        count_host(prefix, host, urls)
+        moved = moved + urls
+        -- a host that had chunks listed waits for their load already ('dormant', 'refill', or
+        -- its window's next top-up), and its new chunks load behind them
+        if listed == chunks then top_up(prefix, host, now, true) end
+        out[#out + 1] = 1
+    end
+    if moved > 0 then redis.call('HINCRBY', prefix .. K.counters, 'spilled', moved) end
+    return out
+end
+
 if verb == 'claim' then return claim() end
+if verb == 'take' then return take() end
+if verb == 'put' then return put() end
 return commit()

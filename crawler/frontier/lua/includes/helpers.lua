@@ -155,12 +155,18 @@ end
 local function room_for_host(prefix, opened, heap)
     return active_hosts <= 0 or (heap or redis.call('ZCARD', prefix .. K.ready)) + (opened or 0) < active_hosts
 end
+-- whether the host may have URLs beyond its window: chunks, a buffer, or (any host's) URLs in
+-- the crawl's inbox
+local function beyond_window(prefix, host)
+    return redis.call('EXISTS', prefix .. K.spilled .. host, prefix .. K.buffer .. host, prefix .. K.inbox) > 0
+end
 -- FRONTIER_ORDER importance: a URL linked again gains its cash where it waits: in its
--- window's ranked queue, else, while the host has URLs spilled or buffered, in scr:<host>
--- until it reaches the window (to_window); true if it was waiting in either
+-- window's ranked queue, else, while the host may have URLs beyond its window (spilled,
+-- buffered, in the inbox), in scr:<host> until it reaches the window (to_window); true if it
+-- was waiting in either
 local function credit(prefix, host, url, cash)
     if redis.call('ZADD', prefix .. K.ranked .. host, 'XX', 'INCR', -cash, url) then return true end
-    if redis.call('EXISTS', prefix .. K.spilled .. host, prefix .. K.buffer .. host) == 0 then return false end
+    if not beyond_window(prefix, host) then return false end
     redis.call('HINCRBYFLOAT', prefix .. K.spill_credit .. host, url, cash)
     return true
 end
@@ -288,7 +294,7 @@ local function to_window(prefix, host, entries)
     end
     to_back(prefix, host, listed)
     if twice > 0 then redis.call('HINCRBY', prefix .. K.counters, 'queued', -twice) end
-    if credited and redis.call('EXISTS', prefix .. K.spilled .. host, prefix .. K.buffer .. host) == 0 then
+    if credited and not beyond_window(prefix, host) then
         redis.call('DEL', credits)  -- (credits of URLs fetched before they were linked again)
     end
     return twice
