@@ -126,7 +126,7 @@ def report(site: Site, plan: dict, started: float, ended: dict, workers: int, wo
         for key in ("frontier/spilled", "frontier/loaded", "frontier/evicted"):
             moved[key] += stats.get(key, 0)
     print(
-        f"spill: {moved['frontier/spilled']:.0f} URLs written to disk from buffers, {moved['frontier/evicted']:.0f}"
+        f"spill: {moved['frontier/spilled']:.0f} URLs written to disk from the inbox and buffers, {moved['frontier/evicted']:.0f}"
         f" from windows given back, {moved['frontier/loaded']:.0f} loaded back (the workers' counts)"
     )
     if stalls:  # (crawler/extensions/stalls.py)
