@@ -269,6 +269,18 @@ def test_due_hosts_whose_next_url_is_of_a_higher_level_go_first(redis_url, crawl
     assert not frontier.redis.exists(frontier.keys.hkeen)
 
 
+def _a_load_whose_worker_dies(frontier, chunks, at: int) -> Spill:
+    """Worker C claims a load at ``at`` and dies before loading; D loads once the claim
+    expires; C wakes up and loads what it read: refused, nothing handed out twice. D's spill."""
+    [(host, chunk)] = frontier.load_claim("C", CLAIM_MS, 64, now=at)
+    assert frontier.load_claim("D", CLAIM_MS, 64, now=at + 1) == []
+    d = Spill(frontier, chunks, token="D")
+    assert d.refill(at + CLAIM_MS + 1) == 8
+    [body] = chunks.read(frontier.keys.prefix, [(host, chunk)])
+    assert frontier.load("C", [(host, chunk, unpack(body or pack([])))], now=at + CLAIM_MS + 2) == [2]
+    return d
+
+
 def test_a_worker_dying_between_take_and_put_or_load_loses_nothing(redis_url, crawl_name, tmp_path):
     frontier = _frontier(redis_url, crawl_name)
     chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
@@ -289,14 +301,7 @@ def test_a_worker_dying_between_take_and_put_or_load_loses_nothing(redis_url, cr
     assert frontier.inbox_put("A", 24, first, [("h0.example", 3, 24)], now=T0 + CLAIM_MS + 2) == [False]
     chunks.delete(crawl, [(h, c) for h, c, _ in written])
     assert chunks.size(crawl)[0] == 3 and frontier.stats()["spilled"] == 24
-    # worker C claims a load and dies before loading; D loads after the claim expires
-    [(host, chunk)] = frontier.load_claim("C", CLAIM_MS, 64, now=T0 + CLAIM_MS + 4)
-    assert frontier.load_claim("D", CLAIM_MS, 64, now=T0 + CLAIM_MS + 5) == []
-    d = Spill(frontier, chunks, token="D")
-    assert d.refill(T0 + 2 * CLAIM_MS + 5) == 8
-    # C wakes up and loads what it read: refused, nothing handed out twice
-    [body] = chunks.read(crawl, [(host, chunk)])
-    assert frontier.load("C", [(host, chunk, unpack(body or pack([])))], now=T0 + 2 * CLAIM_MS + 6) == [2]
+    d = _a_load_whose_worker_dies(frontier, chunks, T0 + CLAIM_MS + 4)
     got = urls_through_spill(frontier, d, T0 + 3 * CLAIM_MS)
     assert got == urls
 
@@ -338,13 +343,7 @@ def test_a_worker_dying_between_claim_and_commit_of_a_buffer_loses_nothing(redis
     # worker C claims a load and dies before loading; D loads after the claim expires
     for url in _drain_window(frontier, T0 + CLAIM_MS + 3):
         urls.remove(url)
-    [(host, chunk)] = frontier.load_claim("C", CLAIM_MS, 64, now=T0 + CLAIM_MS + 4)
-    assert frontier.load_claim("D", CLAIM_MS, 64, now=T0 + CLAIM_MS + 5) == []
-    d = Spill(frontier, chunks, token="D")
-    assert d.refill(T0 + 2 * CLAIM_MS + 5) == 8
-    # C wakes up and loads what it read: refused, nothing handed out twice
-    [body] = chunks.read(crawl, [(host, chunk)])
-    assert frontier.load("C", [(host, chunk, unpack(body or pack([])))], now=T0 + 2 * CLAIM_MS + 6) == [2]
+    d = _a_load_whose_worker_dies(frontier, chunks, T0 + CLAIM_MS + 4)
     got = urls_through_spill(frontier, d, T0 + 3 * CLAIM_MS)
     assert sorted(got) == sorted(urls)
 
