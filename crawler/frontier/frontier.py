@@ -561,7 +561,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
                 self.active_hosts,
                 self.address_interval_ms,
                 self.address_max_in_flight,
-                "1" if self.ranked else "",
+                self._ranked_arg,
                 len(ack),
                 *ack,
                 *_landings(landed, now),

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from functools import partial
 
 from crawler.exceptions import StoreRefused
 from crawler.frontier.chunks import pack, unpack
@@ -81,19 +82,18 @@ class Spill:
         """``call()`` for ``shard`` through the guard (AWAY when its server is away)."""
         return self._guarded(self.shards.index(shard), call)
 
-    def _claims(self, claim, now: int | None, shards=None, since: float | None = None):
-        """(shard, its time, what ``claim(shard)(token, claim time, hosts, now=)`` claimed)
-        for each shard (of ``shards``, default all) where it claimed something. A claim is
-        made at ``now`` and, in a round begun at ``since`` (time.monotonic()), the time gone
-        by since: one made late in a long round (chunks written to a slow store) is not
+    def _claims(self, claim, now: int | None, shards=None, since: float | None = None, most: int | None = None):
+        """(shard, its time, what ``claim(shard)(token, claim time, most, now=)`` claimed;
+        ``most``: HOSTS_A_CALL unless given) for each shard (of ``shards``, default all)
+        where it claimed something. A claim is made at ``now`` and, in a round begun at
+        ``since`` (time.monotonic()), the time gone by since: one made late in a long round (chunks written to a slow store) is not
         expired as it is made, for the other workers. (Its commit or load goes at ``now``.)"""
+        most = HOSTS_A_CALL if most is None else most
         for shard in self.shards if shards is None else shards:
             t = now_ms() if now is None else now
             at = t if since is None or now is None else t + int((time.monotonic() - since) * 1000)
             try:
-                claimed = self._on(
-                    shard, lambda shard=shard, at=at: claim(shard)(self.token, CLAIM_MS, HOSTS_A_CALL, now=at)
-                )
+                claimed = self._on(shard, lambda shard=shard, at=at: claim(shard)(self.token, CLAIM_MS, most, now=at))
             except AWAY:
                 continue
             if claimed:
@@ -131,16 +131,8 @@ class Spill:
         """``drain`` (``due``: only an inbox that is due): (URLs written, the shards whose
         slice was whole: INBOX_SLICE entries, the inbox may be due again)."""
         urls, full = 0, []
-        for shard in self.shards if shards is None else shards:
-            t = now_ms() if now is None else now
-            at = t if since is None or now is None else t + int((time.monotonic() - since) * 1000)
-            try:
-                first, entries = self._on(
-                    shard,
-                    lambda shard=shard, at=at: shard.inbox_take(self.token, CLAIM_MS, INBOX_SLICE, now=at, due=due),
-                )
-            except AWAY:
-                continue
+        takes = self._claims(lambda shard: partial(shard.inbox_take, due=due), now, shards, since, most=INBOX_SLICE)
+        for shard, t, (first, entries) in takes:
             if not entries:
                 continue
             count = len(entries)

@@ -465,10 +465,17 @@ local function first_at(key)
     return firsts[key]
 end
 
+-- whether new URLs wait in the inbox (with a window), read once a call
+local inbox_held = nil
+local function inbox_waits()
+    if inbox_held == nil then inbox_held = window > 0 and redis.call('EXISTS', prefix .. K.inbox) == 1 end
+    return inbox_held
+end
+
 -- when the next host or delayed retry is due (ms), -1 when neither is (URLs in the inbox:
 -- now, the next spill round's)
 local function next_due()
-    if window > 0 and redis.call('EXISTS', prefix .. K.inbox) == 1 then return now end
+    if inbox_waits() then return now end
     local at = -1
     local keys = {ready, delayed, prefix .. K.refill, prefix .. K.dormant, prefix .. K.spill, prefix .. K.aready,
                   prefix .. K.resolve}
@@ -484,7 +491,7 @@ local function spill_work()
     local work = 0
     local buffers, dormant = first_at(prefix .. K.spill), first_at(prefix .. K.dormant)
     local loads = first_at(prefix .. K.refill)
-    if (buffers and buffers <= now) or redis.call('EXISTS', prefix .. K.inbox) == 1 then work = work + 1 end
+    if (buffers and buffers <= now) or inbox_waits() then work = work + 1 end
     if dormant and dormant <= now then work = work + 2 end
     if (loads and loads <= now) or (dormant and dormant <= now and room_for_host(prefix)) then work = work + 4 end
     return work

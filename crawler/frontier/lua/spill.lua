@@ -37,12 +37,12 @@
 --   k), then puts them.
 -- put: ARGV[6] entries claimed   ARGV[7] first id   ARGV[8] the inbox's entries that make it
 --   due at once (a slice)   ARGV[9] FRONTIER_SPILL_AGE (ms)   ARGV[10..] (host, chunks, URLs)
---   of each host written. If the claim is still the caller's (expired or not: only a claim takes from the
---   inbox's head, and no other was made), the entries leave the inbox, each host's chunks
---   join its list (sc:<host>), the host's count and the counter 'spilled', and a host that
---   had no chunks is marked for a load (top_up: 'refill' when it has a window, else
---   'dormant'; one that had waits for theirs already); the entries left are due at once
---   when they make a slice, else ARGV[9] from now ('inbox:due'). Returns one
+--   of each host written. If the claim is still the caller's (expired or not: only a claim
+--   takes from the inbox's head, and no other was made), the entries leave the inbox, each
+--   host's chunks join its list (sc:<host>), the host's count and the counter 'spilled',
+--   and a host that had no chunks is marked for a load (top_up: 'refill' when it has a
+--   window, else 'dormant'; one that had waits for theirs already); the entries left are
+--   due at once when they make a slice, else ARGV[9] from now ('inbox:due'). Returns one
 --   status a host: 1 listed (each host's, when the claim was the caller's), 0 not (its
 --   chunks are the caller's to delete). Idempotent: put sent again after its reply was lost
 --   finds no claim, and a host's chunks are found listed while the last of them is (its
