@@ -813,6 +813,47 @@ def test_a_window_that_changes_while_it_is_written_out_stays(redis_url, crawl_na
     assert frontier.stats()["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)
 
 
+def test_a_window_written_out_ahead_of_a_chunk_claimed_for_loading_goes_first(redis_url, crawl_name, tmp_path):
+    """a.example's window runs low (a load of its next chunk is due) as it is told to wait
+    ten minutes while c.example waits on disk: a worker claims the window to write it out,
+    another claims a's next chunk to load it. The window, written out, becomes a's oldest
+    chunk, ahead of the one claimed: that load puts nothing in the window and leaves a's
+    chunks as they are, and a's URLs come out once each, in the order pushed."""
+    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=1, window_idle=60.0)
+    chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+    spill = Spill(frontier, chunks)
+    a = [f"http://a.example/p{i}" for i in range(10)]
+    c = [f"http://c.example/p{i}" for i in range(4)]
+    _push(frontier, a, now=T0)
+    assert spill.round(T0 + 2_000) == (10, 4)  # a: chunks of 4, 4 and 2; its first in its window
+    _push(frontier, c, now=T0 + 2_000)
+    spill.drain(T0 + 2_000)  # (c waits on disk: one window at most)
+    r, k = frontier.redis, frontier.keys
+    leases, _ = frontier.get(2, now=T0 + 2_000)
+    frontier.ack(*[lease.id for lease in leases], landed=[lease.id for lease in leases], now=T0 + 2_000)
+    assert [payload_url(lease.payload) for lease in leases] == a[:2]
+    assert r.zscore(k.refill, "a.example") is not None  # (its window at half: its next chunk due)
+    frontier.block_until("a.example", retry_after=600, minimum=1, maximum=600, quiet=60, now=T0 + 2_000)
+
+    evicted = frontier.evict_claim("E", CLAIM_MS, 10, now=T0 + 3_000)
+    assert [(host, len(entries)) for host, _, entries in evicted] == [("a.example", 2)]
+    claimed = frontier.load_claim("L", CLAIM_MS, 10, now=T0 + 3_000)
+    assert [host for host, _ in claimed] == ["a.example"]
+    chunks.write(k.prefix, [(host, chunk, pack(entries)) for host, chunk, entries in evicted])
+    assert frontier.evict_commit("E", evicted, now=T0 + 3_000) == {evicted[0][1]}
+    listed = r.lrange(k.spilled("a.example"), 0, -1)
+    assert int(listed[0]) == evicted[0][1] and int(listed[1]) == claimed[0][1]  # the window ahead
+    read = [(h, chunk, unpack(body)) for (h, chunk), body in zip(claimed, chunks.read(k.prefix, claimed), strict=True)]
+    assert frontier.load("L", read, now=T0 + 3_000) == [0]  # no longer the oldest: it stays
+    assert r.lrange(k.spilled("a.example"), 0, -1) == listed and not r.exists(k.back("a.example"))
+    assert frontier.stats()["spilled"] == 8 + 4
+
+    assert urls_through_spill(frontier, spill, T0 + 3_000 + CLAIM_MS + 1) == c
+    assert urls_through_spill(frontier, spill, T0 + 700_000) == a[2:]
+    stats = frontier.stats()
+    assert stats["queued"] == 0 and stats["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)
+
+
 def test_a_crawl_that_keeps_all_in_redis_refuses_a_process_that_would_spill(redis_url, crawl_name, tmp_path):
     """The first process of a crawl records whether it spills: one without a window records
     that every queued URL stays in Redis, and a later process with a window is refused (its

@@ -48,19 +48,21 @@ local function claim()
         local sc = prefix .. K.spilled .. host
         local claimed = redis.call('HGET', claims, host)
         if claimed and tonumber(string.match(claimed, ':(%d+)$')) > now then return false end
-        local n = redis.call('LLEN', sc)
-        if n == 0 then
+        local ids = redis.call('LRANGE', sc, 0, 1)  -- (the oldest two: whether it has more than one)
+        if #ids == 0 then
             redis.call('ZREM', refill, host)
             redis.call('ZREM', dormant, host)
             redis.call('HDEL', claims, host)
             return false
         end
-        local last = 0  -- the last chunk claimed: the oldest, or all when they fit
-        if n > 1 then
+        if #ids > 1 then  -- the oldest, or all when they fit
             local on_disk = tonumber(redis.call('HGET', prefix .. K.host_spilled, host) or '0')
-            if on_disk <= window - window_size(prefix, host) then last = -1 end
+            if on_disk <= window - window_size(prefix, host) then
+                ids = redis.call('LRANGE', sc, 0, -1)
+            else
+                ids = {ids[1]}
+            end
         end
-        local ids = redis.call('LRANGE', sc, 0, last)
         redis.call('HSET', claims, host, string.format('%s:%s:%d', token, table.concat(ids, ','), now + claim_ms))
         redis.call('ZADD', refill, now + claim_ms, host)
         redis.call('ZREM', dormant, host)
@@ -106,12 +108,17 @@ local function load_host(host, chunks, out)
     local entries, loaded = {}, false
     for _, c in ipairs(chunks) do
         local status = 0
-        if redis.call('LINDEX', sc, 0) ~= c.id then
-            if not redis.call('LPOS', sc, c.id) then status = 2 end
-        elseif listed and string.find(listed, ',' .. c.id .. ',', 1, true) then
-            redis.call('LPOP', sc)
+        -- a chunk the caller claimed is the host's oldest (but after a claim lost): popped,
+        -- and put back if it is another
+        local mine = listed and string.find(listed, ',' .. c.id .. ',', 1, true)
+        local head
+        if mine then head = redis.call('LPOP', sc) else head = redis.call('LINDEX', sc, 0) end
+        if mine and head == c.id then
             for i = c.first, c.last do entries[#entries + 1] = ARGV[i] end
             loaded, status = true, 1
+        else
+            if mine and head then redis.call('LPUSH', sc, head) end
+            if head ~= c.id and not redis.call('LPOS', sc, c.id) then status = 2 end
         end
         out[c.at] = status
     end
@@ -119,16 +126,19 @@ local function load_host(host, chunks, out)
     redis.call('HDEL', claims, host)
     redis.call('ZREM', refill, host)
     redis.call('ZREM', prefix .. K.dormant, host)
-    local gone = #entries  -- (the host's last chunk: its count ends, a chunk lost or not)
-    if redis.call('LLEN', sc) == 0 then
+    local gone = #entries
+    local more = redis.call('LLEN', sc) > 0
+    if more then
+        count_host(prefix, host, -gone)
+    else  -- (the host's last chunk: its count ends, a chunk lost or not)
         gone = math.max(gone, tonumber(redis.call('HGET', prefix .. K.host_spilled, host) or '0'))
+        redis.call('HDEL', prefix .. K.host_spilled, host)
         beyond_checked(prefix, host)
     end
-    count_host(prefix, host, -gone)
     unspilled = unspilled + gone
     local twice = to_window(prefix, host, entries)
     if #entries > twice or has_queue(prefix, host) then make_ready(prefix, host, now) end
-    top_up(prefix, host, now)
+    top_up(prefix, host, now, more or nil)
 end
 
 local function load()

@@ -349,10 +349,12 @@ local function next_of(host)
     return payload, cash
 end
 
--- the host's window topped up after a hand-out: whether it has URLs queued (looked up but
--- when the top-up saw its window hold some)
+-- the host's window topped up after a hand-out: whether it has URLs queued (looked up
+-- when the top-up does not know)
 local function queued_after(host)
-    return top_up(prefix, host, now) or has_queue(prefix, host)
+    local queued = top_up(prefix, host, now)
+    if queued == nil then return has_queue(prefix, host) end
+    return queued
 end
 
 local function hand_out_due(hosts)

@@ -325,19 +325,21 @@ local function wants_load(prefix, host, now, now_or_never, have, listed)
     end
     return true
 end
--- top the host's window up when it is at half its size or less (see above); true when it
--- saw the window hold URLs (has_queue), else false or nil (not known); ``listed``: the
--- caller knows the host has a chunk listed (SPILL's commit)
+-- top the host's window up when it is at half its size or less (see above); whether the
+-- window holds URLs (has_queue), or nil when not known (no window; a window that took
+-- buffered entries); ``listed``: the caller knows the host has a chunk listed (SPILL's commit)
 local function top_up(prefix, host, now, listed)
     if window <= 0 then return nil end
     local have = window_size(prefix, host)
     if have * 2 > window then return true end
+    local sb = prefix .. K.buffer .. host
+    -- (most hosts have every URL in their window: neither chunks nor a buffer, one look)
+    if not listed and redis.call('EXISTS', prefix .. K.spilled .. host, sb) == 0 then return have > 0 end
     if wants_load(prefix, host, now, false, have, listed) then return have > 0 end
     if redis.call('HEXISTS', prefix .. K.spill_claims, host) == 1 then return have > 0 end
     if have == 0 and not room_for_host(prefix) and redis.call('ZSCORE', prefix .. K.ready, host) == false then
         return false
     end
-    local sb = prefix .. K.buffer .. host
     local entries = redis.call('LPOP', sb, window - have)
     if not entries then return have > 0 end
     to_window(prefix, host, entries)
@@ -345,7 +347,7 @@ local function top_up(prefix, host, now, listed)
         redis.call('ZREM', prefix .. K.spill, host)
         beyond_checked(prefix, host)
     end
-    return have > 0
+    if have > 0 then return true end
 end
 -- URLs to be recorded as not fetched: 'drops' holds code SEP host SEP payload (code 1: the
 -- host dropped by the operator, 2: given up, down too long, 3: over its host's page quota)
@@ -489,11 +491,12 @@ local function rushed(prefix, host)
     end
 end
 -- the host's queue is empty: out of the heap, and no submission of it waits any more
+local MARKS = {K.hrush, K.hlevels, K.hkeen}  -- (hashes most crawls never have: exists_once)
 local function emptied(prefix, host)
     unready(prefix, host)
-    redis.call('HDEL', prefix .. K.hrush, host)
-    redis.call('HDEL', prefix .. K.hlevels, host)
-    redis.call('HDEL', prefix .. K.hkeen, host)
+    for _, name in ipairs(MARKS) do
+        if exists_once(prefix, name) then redis.call('HDEL', prefix .. name, host) end
+    end
 end
 -- put a host that is not in the ready heap into it, due no earlier than its hnext
 -- time, unless it is at its in-flight limit or paused
