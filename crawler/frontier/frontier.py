@@ -665,6 +665,7 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             return []
         now = now_ms() if now is None else now
         args = [self.keys.prefix, now, "put", token, self.window, count, first, INBOX_SLICE, self.spill_age_ms]
+        args.append(self._ranked_arg)
         for host, chunks, urls in hosts:
             args += [host, chunks, urls]
         return [bool(s) for s in self._spill(keys=self._route, args=args)]

@@ -35,18 +35,22 @@
 --   'inbox:claim'. Returns {first id, entry...}, or {} (nothing, or another's live claim).
 --   The caller groups the entries by host, writes each host's chunks under (host, first id +
 --   k), then puts them.
--- put: ARGV[6] entries claimed   ARGV[7] first id   ARGV[8] the inbox's entries that make it
---   due at once (a slice)   ARGV[9] FRONTIER_SPILL_AGE (ms)   ARGV[10..] (host, chunks, URLs)
---   of each host written. If the claim is still the caller's (expired or not: only a claim
---   takes from the inbox's head, and no other was made), the entries leave the inbox, each
---   host's chunks join its list (sc:<host>), the host's count and the counter 'spilled',
---   and a host that had no chunks is marked for a load (top_up: 'refill' when it has a
---   window, else 'dormant'; one that had waits for theirs already); the entries left are
---   due at once when they make a slice, else ARGV[9] from now ('inbox:due'). Returns one
---   status a host: 1 listed (each host's, when the claim was the caller's), 0 not (its
---   chunks are the caller's to delete). Idempotent: put sent again after its reply was lost
---   finds no claim, and a host's chunks are found listed while the last of them is (its
---   chunks load oldest first: a host whose last chunk is loaded had all of them loaded).
+-- put: ARGV[6] entries claimed  ARGV[7] first id  ARGV[8] the inbox's entries that make it
+--   due at once (a slice)  ARGV[9] FRONTIER_SPILL_AGE (ms)  ARGV[10] '1': FRONTIER_ORDER
+--   importance (hosts may have ranked queues), else ''  ARGV[11..] (host, chunks, URLs) of
+--   each host written. If the claim is still the caller's (expired or not: only a claim takes
+--   from the inbox's head, and no other was made), the entries leave the inbox, each host's
+--   chunks join its list (sc:<host>), the host's count and the counter 'spilled', and a host
+--   that had no chunks is marked for a load as top_up marks it: 'refill' when its window
+--   holds half of it or less, or none while the host is in the ready heap; 'dormant' when it
+--   has none and is out of the heap (a window more than half full loads at its next top-up; a
+--   host that had chunks waits for theirs already); a thousand hosts a command (HSET,
+--   ZMSCORE, ZADD). The entries left are due at once when they make a slice, else ARGV[9]
+--   from now ('inbox:due'). Returns one status a host: 1 listed (each host's, when the claim
+--   was the caller's), 0 not (its chunks are the caller's to delete). Idempotent: put sent
+--   again after its reply was lost finds no claim, and a host's chunks are found listed while
+--   the last of them is (its chunks load oldest first: a host whose last chunk is loaded had
+--   all of them loaded).
 --- @include "helpers"
 local prefix, now, verb, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 window = tonumber(ARGV[5])
@@ -154,11 +158,12 @@ end
 
 local function put()
     local count, first = tonumber(ARGV[6]), tonumber(ARGV[7])
+    ranked_order = ARGV[10] == '1'
     local out = {}
     local claimed = redis.call('GET', inbox_claim)
     local mine = string.format('%s:%d:%d:', token, count, first)
     if not claimed or string.sub(claimed, 1, #mine) ~= mine then  -- (sent again, or a claim lost: see above)
-        for i = 10, #ARGV, 3 do
+        for i = 11, #ARGV, 3 do
             local last = first + tonumber(ARGV[i + 1]) - 1
             out[#out + 1] = redis.call('LPOS', prefix .. K.spilled .. ARGV[i], last) and 1 or 0
         end
@@ -175,18 +180,58 @@ local function put()
         redis.call('SET', prefix .. K.inbox_due, now + tonumber(ARGV[9]))
     end
     local moved = 0
-    for i = 10, #ARGV, 3 do
+    local fresh, counts = {}, {}  -- the hosts whose first chunks these are, and (host, URLs) of each
+    for i = 11, #ARGV, 3 do
         local host, chunks, urls = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
         local ids = {}
         for c = 0, chunks - 1 do ids[#ids + 1] = first + c end
-        local listed = redis.call('RPUSH', prefix .. K.spilled .. host, unpack(ids))
-        count_host(prefix, host, urls)
         moved = moved + urls
         -- a host that had chunks listed waits for their load already ('dormant', 'refill', or
         -- its window's next top-up), and its new chunks load behind them
-        if listed == chunks then top_up(prefix, host, now, true) end
+        if redis.call('RPUSH', prefix .. K.spilled .. host, unpack(ids)) == chunks then
+            fresh[#fresh + 1] = host
+            counts[#counts + 1] = host
+            counts[#counts + 1] = urls
+        else
+            count_host(prefix, host, urls)
+        end
         out[#out + 1] = 1
     end
+    for i = 1, #counts, 2000 do  -- (a host without chunks has no count: a thousand an HSET)
+        redis.call('HSET', prefix .. K.host_spilled, unpack(counts, i, math.min(i + 1999, #counts)))
+    end
+    -- each host of its first chunks marked for a load, as top_up(listed) does (a window at half
+    -- or less: 'refill'; none, out of the ready heap: 'dormant'), a thousand a call
+    local refills, idle = {}, {}
+    for _, host in ipairs(fresh) do
+        local have = window_size(prefix, host)
+        if have * 2 <= window then
+            if have > 0 then
+                refills[#refills + 1] = host
+            else
+                idle[#idle + 1] = host
+            end
+        end
+    end
+    local dormant = {}
+    for i = 1, #idle, 1000 do
+        local part = {unpack(idle, i, math.min(i + 999, #idle))}
+        for j, score in ipairs(redis.call('ZMSCORE', prefix .. K.ready, unpack(part))) do
+            if score then refills[#refills + 1] = part[j] else dormant[#dormant + 1] = part[j] end
+        end
+    end
+    local function mark(key, how, hosts)
+        for i = 1, #hosts, 1000 do
+            local args = {}
+            for j = i, math.min(i + 999, #hosts) do
+                args[#args + 1] = now
+                args[#args + 1] = hosts[j]
+            end
+            redis.call('ZADD', prefix .. key, how, unpack(args))
+        end
+    end
+    mark(K.refill, 'LT', refills)
+    mark(K.dormant, 'NX', dormant)
     if moved > 0 then redis.call('HINCRBY', prefix .. K.counters, 'spilled', moved) end
     return out
 end
