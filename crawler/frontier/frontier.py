@@ -44,8 +44,10 @@ The Redis layout is in keys.py and the scripts' contracts at the top of their fi
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
+import struct
 from dataclasses import dataclass
 
 import redis
@@ -655,7 +657,10 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         now = now_ms() if now is None else now
         args = [self.keys.prefix, now, "take", token, self.window, claim_ms, most, "1" if due else ""]
         out = self._spill(keys=self._route, args=args)
-        return (int(out[0]), out[1:]) if out else (0, [])
+        if not out:
+            return 0, []
+        first, count = int(out[0]), int(out[1])
+        return first, self.redis.lrange(self.keys.inbox, 0, count - 1)  # (read by the claim: see SPILL)
 
     def inbox_put(self, token: str, count: int, first: int, hosts, now: int | None = None) -> list[bool]:
         """The chunks written of the ``count`` entries claimed, (host, chunks, URLs) each host:
@@ -665,10 +670,12 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
             return []
         now = now_ms() if now is None else now
         args = [self.keys.prefix, now, "put", token, self.window, count, first, INBOX_SLICE, self.spill_age_ms]
-        args.append(self._ranked_arg)
-        for host, chunks, urls in hosts:
-            args += [host, chunks, urls]
-        return [bool(s) for s in self._spill(keys=self._route, args=args)]
+        sizes = struct.pack(f">{2 * len(hosts)}I", *itertools.chain.from_iterable((c, n) for _, c, n in hosts))
+        args += [self._ranked_arg, sizes, *(host for host, _, _ in hosts)]
+        out = self._spill(keys=self._route, args=args)
+        if isinstance(out, int):  # (every host's chunks listed)
+            return [True] * len(hosts)
+        return [bool(s) for s in out]
 
     def spill_claim(self, token: str, claim_ms: int, most: int, now: int | None = None) -> list[tuple]:
         """Claim up to ``most`` hosts' buffers that are due to be written out: (host, chunk

@@ -32,25 +32,29 @@
 --   ARGV[7]) and ids for their chunks: as many as there could be, one more than the entries
 --   over the window (a host's entries make chunks of a window each, the host's first chunk
 --   the first id, its next one the next); notes ``<token>:<count>:<first id>:<expiry>`` in
---   'inbox:claim'. Returns {first id, entry...}, or {} (nothing, or another's live claim).
---   The caller groups the entries by host, writes each host's chunks under (host, first id +
---   k), then puts them.
+--   'inbox:claim'. Returns {first id, count}, or {} (nothing, or another's live claim). The
+--   caller reads the inbox's first count entries (LRANGE, not through Lua: a slice's strings
+--   would be garbage that the scripts after it collect; while the claim is the caller's, no
+--   one else trims the inbox's head, and a put of entries read after it was lost is refused),
+--   groups them by host, writes each host's chunks under (host, first id + k), then puts them.
 -- put: ARGV[6] entries claimed  ARGV[7] first id  ARGV[8] the inbox's entries that make it
 --   due at once (a slice)  ARGV[9] FRONTIER_SPILL_AGE (ms)  ARGV[10] '1': FRONTIER_ORDER
---   importance (hosts may have ranked queues), else ''  ARGV[11..] (host, chunks, URLs) of
---   each host written. If the claim is still the caller's (expired or not: only a claim takes
---   from the inbox's head, and no other was made), the entries leave the inbox, each host's
---   chunks join its list (sc:<host>), the host's count and the counter 'spilled', and a host
---   that had no chunks is marked for a load as top_up marks it: 'refill' when its window
---   holds half of it or less, or none while the host is in the ready heap; 'dormant' when it
---   has none and is out of the heap (a window more than half full loads at its next top-up; a
---   host that had chunks waits for theirs already); a thousand hosts a command (HSET,
---   ZMSCORE, ZADD). The entries left are due at once when they make a slice, else ARGV[9]
---   from now ('inbox:due'). Returns one status a host: 1 listed (each host's, when the claim
---   was the caller's), 0 not (its chunks are the caller's to delete). Idempotent: put sent
---   again after its reply was lost finds no claim, and a host's chunks are found listed while
---   the last of them is (its chunks load oldest first: a host whose last chunk is loaded had
---   all of them loaded).
+--   importance (hosts may have ranked queues), else ''  ARGV[11] the chunks and URLs of each
+--   host written, two 4-byte big-endian numbers a host, in the order of ARGV[12..], the hosts
+--   (one string a host: a slice's arguments are garbage that the scripts after it collect).
+--   If the claim is still the caller's (expired or not: only a claim takes from the inbox's
+--   head, and no other was made), the entries leave the inbox, each host's chunks join its
+--   list (sc:<host>), the host's count and the counter 'spilled', and a host that had no
+--   chunks is marked for a load as top_up marks it: 'refill' when its window holds half of it
+--   or less, or none while the host is in the ready heap; 'dormant' when it has none and is
+--   out of the heap (a window more than half full loads at its next top-up; a host that had
+--   chunks waits for theirs already); a thousand hosts a command (HSET, ZMSCORE, ZADD). The
+--   entries left are due at once when they make a slice, else ARGV[9] from now ('inbox:due').
+--   Returns the number of hosts (every host's chunks listed) when the claim was the caller's;
+--   else one status a host: 1 listed, 0 not (its chunks are the caller's to delete).
+--   Idempotent: put sent again after its reply was lost finds no claim, and a host's chunks
+--   are found listed while the last of them is (its chunks load oldest first: a host whose
+--   last chunk is loaded had all of them loaded).
 --- @include "helpers"
 local prefix, now, verb, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 window = tonumber(ARGV[5])
@@ -143,28 +147,31 @@ local function take()
     if ARGV[8] == '1' and tonumber(redis.call('GET', prefix .. K.inbox_due) or now + 1) > now then
         return {}
     end
-    local entries = redis.call('LRANGE', inbox, 0, most - 1)
-    if #entries == 0 then
+    local count = math.min(redis.call('LLEN', inbox), most)
+    if count == 0 then
         redis.call('DEL', inbox_claim, prefix .. K.inbox_due)
-        return entries
+        return {}
     end
-    local ids = math.floor(#entries / window) + 1
+    local ids = math.floor(count / window) + 1
     local last = redis.call('INCRBY', prefix .. K.chunk_seq, ids)
     local first = last - ids + 1
-    redis.call('SET', inbox_claim, string.format('%s:%d:%d:%d', token, #entries, first, now + claim_ms))
-    table.insert(entries, 1, first)
-    return entries
+    redis.call('SET', inbox_claim, string.format('%s:%d:%d:%d', token, count, first, now + claim_ms))
+    return {first, count}
 end
 
 local function put()
     local count, first = tonumber(ARGV[6]), tonumber(ARGV[7])
     ranked_order = ARGV[10] == '1'
-    local out = {}
+    local sizes = ARGV[11]
+    local function size(i)  -- the chunks and URLs of the host ARGV[i]
+        return struct.unpack('>I4I4', sizes, 8 * (i - 12) + 1)
+    end
     local claimed = redis.call('GET', inbox_claim)
     local mine = string.format('%s:%d:%d:', token, count, first)
     if not claimed or string.sub(claimed, 1, #mine) ~= mine then  -- (sent again, or a claim lost: see above)
-        for i = 11, #ARGV, 3 do
-            local last = first + tonumber(ARGV[i + 1]) - 1
+        local out = {}
+        for i = 12, #ARGV do
+            local last = first + size(i) - 1
             out[#out + 1] = redis.call('LPOS', prefix .. K.spilled .. ARGV[i], last) and 1 or 0
         end
         return out
@@ -181,21 +188,27 @@ local function put()
     end
     local moved = 0
     local fresh, counts = {}, {}  -- the hosts whose first chunks these are, and (host, URLs) of each
-    for i = 11, #ARGV, 3 do
-        local host, chunks, urls = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-        local ids = {}
-        for c = 0, chunks - 1 do ids[#ids + 1] = first + c end
+    local ids = {}
+    for i = 12, #ARGV do
+        local host = ARGV[i]
+        local chunks, urls = size(i)
+        local listed
+        if chunks == 1 then  -- (most hosts of a slice)
+            listed = redis.call('RPUSH', prefix .. K.spilled .. host, first)
+        else
+            for c = 1, chunks do ids[c] = first + c - 1 end
+            listed = redis.call('RPUSH', prefix .. K.spilled .. host, unpack(ids, 1, chunks))
+        end
         moved = moved + urls
         -- a host that had chunks listed waits for their load already ('dormant', 'refill', or
         -- its window's next top-up), and its new chunks load behind them
-        if redis.call('RPUSH', prefix .. K.spilled .. host, unpack(ids)) == chunks then
+        if listed == chunks then
             fresh[#fresh + 1] = host
             counts[#counts + 1] = host
             counts[#counts + 1] = urls
         else
             count_host(prefix, host, urls)
         end
-        out[#out + 1] = 1
     end
     for i = 1, #counts, 2000 do  -- (a host without chunks has no count: a thousand an HSET)
         redis.call('HSET', prefix .. K.host_spilled, unpack(counts, i, math.min(i + 1999, #counts)))
@@ -233,7 +246,7 @@ local function put()
     mark(K.refill, 'LT', refills)
     mark(K.dormant, 'NX', dormant)
     if moved > 0 then redis.call('HINCRBY', prefix .. K.counters, 'spilled', moved) end
-    return out
+    return #ARGV - 11  -- (every host's chunks listed)
 end
 
 if verb == 'claim' then return claim() end
