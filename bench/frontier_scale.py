@@ -19,8 +19,9 @@ polite limit (a URL a host a pop), which is the same in both modes.
 Each order (FRONTIER_ORDER fifo, importance) runs in each mode: ``redis``, every queued URL
 in Redis (FRONTIER_HOST_WINDOW 0), and ``spill``, a window of --window URLs a host in Redis
 for at most --active-hosts hosts and the rest in chunks in an SQLite spill store
-(crawler/frontier/spill.py; the pusher's round after each 10 batches writes the inbox out
-when it is due, a slice at a time, and loads nothing, as ``scrapy seed``'s: loading windows
+(crawler/frontier/spill.py; the pusher's rounds, PusherRounds, in a thread of their own
+beside its pushes, one every 8,000 URLs, write the inbox out when it is due, a slice at a
+time, and load nothing, as ``scrapy seed``'s: loading windows
 is the workers' work, as placing URLs in back queues is POP's all in Redis; each POP loop
 runs the spill's round when a pop comes back short; the inbox is due --spill-age seconds
 after its first URL, FRONTIER_SPILL_AGE's default unless given, at once when it holds a
@@ -49,7 +50,7 @@ from crawler.config.settings import BY_NAME
 from crawler.frontier.chunks import SqliteChunks
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import Entry, Frontier
-from crawler.frontier.spill import Spill
+from crawler.frontier.spill import PusherRounds, Spill
 from testing.frontiers import hand_out_all
 from testing.servers import SYSTEM_REDIS, RedisServer, calls_between, command_calls, script_usec
 from testing.workers import in_processes
@@ -129,6 +130,7 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     politeness = (args.host_interval, args.in_flight)
     f = frontier(server.url, order, args.urls, window, active, args.spill_age, *politeness)
     spill = Spill(f, chunks) if window else None
+    rounds = PusherRounds(spill) if spill is not None else None  # (as `scrapy seed`'s: beside the pushes)
     scripts, calls = script_usec(server.client), command_calls(server.client)
     t, pushed, peak, batches = time.perf_counter(), 0, 0, 0
     batch = []
@@ -137,8 +139,8 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
         nonlocal peak, batches
         added = f.put(batch).count("added")
         batches += 1
-        if spill is not None and batches % 10 == 0:
-            spill.round(most=10**9, loads=False)
+        if rounds is not None:
+            rounds.pushed(len(batch))
         if batches % 10 == 0:
             peak = max(peak, server.client.info("memory")["used_memory"] - before)
         return added
@@ -150,8 +152,8 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
             batch = []
     if batch:
         pushed += send(batch)
-    if spill is not None:
-        spill.round(most=10**9, loads=False)
+    if rounds is not None:
+        rounds.close()
     push_s = time.perf_counter() - t
     peak = max(peak, server.client.info("memory")["used_memory"] - before)
     disk = chunks.size(f.keys.prefix)[1] if chunks else 0

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import SEED_CASH, Entry
+from crawler.frontier.spill import PusherRounds
 from crawler.frontier.words import ADDED, SEEN
 from crawler.seeds.files import (
     _REASON_CHARS,
@@ -187,9 +188,9 @@ def ingest(
     held on disk while the input is read, with the running report (``lines`` counts lines
     read so far, ``bytes_read`` the input read). Raises ``SeedFileError`` (see the module
     docstring; ``SpoolError`` when seeds cannot be held on disk) and lets Redis errors through.
-    ``spill``: the crawl's Spill (FRONTIER_HOST_WINDOW), whose round follows every
-    ROUND_URLS URLs pushed, and the last batch: the hosts' buffers beyond their windows go
-    to disk as they fill. With a spill,
+    ``spill``: the crawl's Spill (FRONTIER_HOST_WINDOW), whose rounds run beside the sends
+    (PusherRounds, crawler/frontier/spill.py: one every ROUND_URLS URLs pushed, and one after
+    the last batch): the inbox and the buffers go to disk as they fill. With a spill,
     URLs are pushed grouped by host once the input is read, each host's in the order read
     (``_ByHost``): up to ``group_urls`` (SEED_GROUP_URLS; 0: as read) held in memory, more
     held on disk under ``spool_dir`` (SEED_SPOOL_DIR; None: the system's temporary
@@ -213,15 +214,12 @@ def ingest(
     started = time.perf_counter()
     prepare = frontier.prepare  # prepared here, sent in order by the pool's one thread
 
-    unwritten = 0  # URLs sent since the spill's last round
+    rounds = PusherRounds(spill) if spill is not None else None  # (in a thread, beside the sends)
 
     def send(prepared):
-        nonlocal unwritten
         statuses = frontier.send(prepared)
-        unwritten += len(statuses)
-        if spill is not None and unwritten >= ROUND_URLS:
-            unwritten = 0
-            spill.round(loads=False)
+        if rounds is not None:
+            rounds.pushed(len(statuses))
         return statuses
 
     sent = _InOrder(send)
@@ -284,8 +282,8 @@ def ingest(
             if entries:
                 push(entries, where)
             collect(0)
-            if spill is not None and unwritten:
-                spill.round(loads=False)
+            if rounds is not None:
+                rounds.close()
 
         try:
             for item in read_seeds(paths, position):
@@ -341,6 +339,8 @@ def ingest(
                 if not future.cancel():
                     future.exception()
             sent.stop()
+            if rounds is not None:  # (closed already when all went well: a round running waited for)
+                rounds.close(last=False)
             if by_host is not None:
                 by_host.close()
     report.elapsed = time.perf_counter() - started
@@ -348,10 +348,6 @@ def ingest(
     return report
 
 
-# URLs pushed between two rounds of the spill (full buffers written out, windows loaded): a
-# round after each batch of 2,000 cost 1,000,000 seeds over 50,000 hosts, held on disk, some
-# 8 of their 31 s, a round after four of them 5 (BENCHMARKS)
-ROUND_URLS = 8000
 UNKNOWN_PARTS = 16  # the spool's parts for an input of unknown size (standard input), in blocks
 IN_FLIGHT = 2  # batches handed to the sending thread and not counted yet (at most)
 # allocations between two passes of the garbage collector's youngest generation while seeds

@@ -7,15 +7,18 @@ hosts hold a window; a drop, a pause, ``clear`` and the counts see the spilled U
 from __future__ import annotations
 
 import itertools
+import sqlite3
+import threading
 
+import pytest
 import redis
 
 from crawler.frontier.chunks import SqliteChunks, pack, unpack
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import WORK_FRESH_MS, Entry, Frontier
 from crawler.frontier.keys import NAMES
-from crawler.frontier.spill import CLAIM_MS, Spill
-from crawler.frontier.words import PAUSED, RUNNING, THROTTLED
+from crawler.frontier.spill import CLAIM_MS, PusherRounds, Spill
+from crawler.frontier.words import PAUSED, RUNNING, THROTTLED, now_ms
 from testing.frontiers import leases_through_spill, payload_url, urls_through_spill
 
 T0 = 1_800_000_000_000  # ms: every verb gets its now from the test
@@ -852,6 +855,74 @@ def test_a_window_written_out_ahead_of_a_chunk_claimed_for_loading_goes_first(re
     assert urls_through_spill(frontier, spill, T0 + 700_000) == a[2:]
     stats = frontier.stats()
     assert stats["queued"] == 0 and stats["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)
+
+
+class _SlowDisk(SqliteChunks):
+    """An SQLite spill store whose writes wait while ``go`` is clear (a slow disk) and raise
+    ``fail`` when it is set (a full one): faults the machine's disk does not give on demand."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        self.go, self.writing = threading.Event(), threading.Event()
+        self.go.set()
+        self.fail: Exception | None = None
+
+    def write(self, crawl, chunks):
+        self.writing.set()
+        assert self.go.wait(30)
+        if self.fail is not None:
+            raise self.fail
+        super().write(crawl, chunks)
+
+
+def test_a_pushers_rounds_write_the_inbox_out_beside_its_pushes(redis_url, crawl_name, tmp_path):
+    """The rounds of a process that pushes (`scrapy seed`'s) run in a thread of their own: its
+    pushes go on while a round's chunks are written, until it is ``behind`` URLs ahead of the
+    round, when it waits for it; ``close`` waits for the round running and starts none more
+    when nothing came after it began; each host's URLs come out once, in the order pushed. A
+    round that fails (its disk full) says so at ``close``, and its URLs wait in the inbox for
+    the next round."""
+    frontier = _frontier(redis_url, crawl_name, spill_age=0.0)  # (the inbox due as it fills)
+    now = now_ms()  # (the rounds' clock)
+    disk = _SlowDisk(str(tmp_path / "spill.sqlite"))
+    spill = Spill(frontier, disk)
+    rounds = PusherRounds(spill, every=20, behind=40)
+    urls = _urls(5, 20)  # 100 URLs, the hosts' in turn
+    disk.go.clear()
+    _push(frontier, urls[:20], now)
+    rounds.pushed(20)  # a round begins: its chunks wait for the disk
+    assert disk.writing.wait(10)
+    _push(frontier, urls[20:40], now)
+    rounds.pushed(20)  # 20 ahead of it: the pushes go on
+    _push(frontier, urls[40:60], now)
+    pusher = threading.Thread(target=rounds.pushed, args=(20,))
+    pusher.start()  # 40 ahead: the pusher waits for the round
+    pusher.join(0.5)
+    assert pusher.is_alive() and _inbox(frontier) == 60
+    disk.go.set()
+    pusher.join(10)
+    assert not pusher.is_alive()
+    _push(frontier, urls[60:], now)
+    rounds.pushed(40)
+    rounds.close()
+    assert _inbox(frontier) == 0 and frontier.stats()["spilled"] == 100
+    got = urls_through_spill(frontier, spill, now_ms())
+    assert sorted(got) == sorted(urls)
+    for h in range(5):
+        assert [u for u in got if f"//h{h}." in u] == [f"http://h{h}.example/p{i}" for i in range(20)]
+
+    pusher = _frontier(redis_url, crawl_name, spill_age=0.0)  # (another process: `scrapy seed` again)
+    spill = Spill(pusher, disk)
+    later = [f"http://h9.example/p{i}" for i in range(20)]
+    disk.fail = sqlite3.OperationalError("database or disk is full")
+    failing = PusherRounds(spill, every=20)
+    _push(pusher, later, now_ms())
+    failing.pushed(20)
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        failing.close()
+    assert _inbox(pusher) == 20  # (nothing lost: its claim expires, or its worker takes again)
+    disk.fail = None
+    assert spill.round(loads=False)[0] == 20 and _inbox(pusher) == 0
 
 
 def test_a_crawl_that_keeps_all_in_redis_refuses_a_process_that_would_spill(redis_url, crawl_name, tmp_path):
