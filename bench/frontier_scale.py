@@ -23,7 +23,8 @@ for at most --active-hosts hosts and the rest in chunks in an SQLite spill store
 beside its pushes, one every 8,000 URLs, write the inbox out when it is due, a slice at a
 time, and load nothing, as ``scrapy seed``'s: loading windows
 is the workers' work, as placing URLs in back queues is POP's all in Redis; each POP loop
-runs the spill's round when a pop comes back short; the inbox is due --spill-age seconds
+begins the spill's round in a thread of its own when a pop comes back short, as a worker
+does, and pops on beside it; the inbox is due --spill-age seconds
 after its first URL, FRONTIER_SPILL_AGE's default unless given, at once when it holds a
 slice). Figures: Redis bytes a queued URL
 at the peak (used_memory, sampled after each batch, less before the push), the spill store's
@@ -43,6 +44,7 @@ import itertools
 import random
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.results import Results
@@ -91,26 +93,41 @@ def frontier(
 def pop_loop(
     url: str, order: str, capacity: int, window: int, active: int, age: float, store: str, politeness: tuple, out
 ) -> None:
-    """Lease POP URLs a pop, each pop acknowledging the previous one's leases, the spill's round
-    before a pop whenever the last one got fewer, until nothing is queued or nothing was
-    handed out for IDLE seconds; puts (URLs leased, the time.monotonic() of the last one)
-    on ``out``. A pop that gets nothing does not end the loop while URLs are queued: the hosts
-    due may be waiting for chunks the other loop is loading (testing.frontiers.hand_out_all
-    stops after three such pops, which left one loop to hand out most of a spilled queue)."""
+    """Lease POP URLs a pop, each pop acknowledging the previous one's leases, until nothing is
+    queued or nothing was handed out for IDLE seconds; puts (URLs leased, the time.monotonic()
+    of the last one) on ``out``. As a worker does (crawler/frontier/client.py), a pop that comes
+    back short begins the spill's round in a thread of its own, unless one is running, and the
+    pops go on beside it; a pop that gets nothing waits for the round running (or runs one).
+    A pop that gets nothing does not end the loop while URLs are queued: the hosts due may be
+    waiting for chunks the other loop is loading (testing.frontiers.hand_out_all stops after
+    three such pops, which left one loop to hand out most of a spilled queue)."""
     f = frontier(url, order, capacity, window, active, age, *politeness)
     spill = Spill(f, SqliteChunks(store)) if window else None
-    got, acks, short, last = 0, [], True, time.monotonic()
+    rounds = ThreadPoolExecutor(max_workers=1) if spill is not None else None
+    running = None
+    got, acks, last = 0, [], time.monotonic()
     while True:
-        if spill is not None and short:
-            spill.round()
         leases, _ = f.get(POP, ack=acks)
         acks = [lease.id for lease in leases]
-        short = len(leases) < POP
+        if rounds is not None and len(leases) < POP:
+            if running is not None and running.done():
+                running.result()
+                running = None
+            if running is None:
+                running = rounds.submit(spill.round)
+            if not leases:  # (nothing to hand out: the round running is what may bring some)
+                if any(running.result()):  # (URLs written or loaded: the loop is not idle)
+                    last = time.monotonic()
+                running = None
         now = time.monotonic()
         if leases:
             got, last = got + len(leases), now
         elif now - last > IDLE or f.stats()["queued"] == 0:
             break
+    if rounds is not None:
+        if running is not None:
+            running.result()
+        rounds.shutdown()
     f.ack(*acks)
     out.put((got, last))
 
