@@ -106,28 +106,32 @@ def pop_loop(
     rounds = ThreadPoolExecutor(max_workers=1) if spill is not None else None
     running = None
     got, acks, last = 0, [], time.monotonic()
-    while True:
-        leases, _ = f.get(POP, ack=acks)
-        acks = [lease.id for lease in leases]
-        if rounds is not None and len(leases) < POP:
-            if running is not None and running.done():
-                running.result()
-                running = None
-            if running is None:
-                running = rounds.submit(spill.round)
-            if not leases:  # (nothing to hand out: the round running is what may bring some)
-                if any(running.result()):  # (URLs written or loaded: the loop is not idle)
-                    last = time.monotonic()
-                running = None
-        now = time.monotonic()
-        if leases:
-            got, last = got + len(leases), now
-        elif now - last > IDLE or f.stats()["queued"] == 0:
-            break
-    if rounds is not None:
+    busy = last  # the last lease, or the last round that moved URLs: IDLE counts from there
+    try:
+        while True:
+            leases, _ = f.get(POP, ack=acks)
+            acks = [lease.id for lease in leases]
+            if rounds is not None and len(leases) < POP:
+                if running is not None and running.done():
+                    running.result()
+                    running = None
+                if running is None:
+                    running = rounds.submit(spill.round)
+                if not leases:  # (nothing to hand out: the round running is what may bring some)
+                    if any(running.result()):
+                        busy = time.monotonic()
+                    running = None
+            now = time.monotonic()
+            if leases:
+                got, last = got + len(leases), now
+                busy = now
+            elif now - busy > IDLE or f.stats()["queued"] == 0:
+                break
         if running is not None:
             running.result()
-        rounds.shutdown()
+    finally:
+        if rounds is not None:
+            rounds.shutdown()
     f.ack(*acks)
     out.put((got, last))
 

@@ -24,8 +24,8 @@ blocking I/O: run it off the reactor.
   bound (``bind``: its store checked against the one the crawl recorded) is bound first.
 - ``clear()``: every chunk of the crawl, for ``scrapy frontier clear``.
 
-``PusherRounds``: the rounds of a process that pushes and loads nothing (``scrapy seed``), in
-a thread of their own beside its pushes.
+``PusherRounds``: a pusher's rounds (``scrapy seed``'s: they write out and load nothing), in a
+thread of their own beside its pushes.
 
 ``frontier``: a Frontier or a ShardedFrontier (its ``shards``, each with its own chunks).
 """
@@ -288,11 +288,13 @@ class Spill:
 
 
 class PusherRounds:
-    """The spill's rounds of a process that pushes and loads nothing (``scrapy seed``, a
-    spider's seed ingestion, the scale benchmark), each in a thread of its own while the
-    pushes go on: ``pushed(n)`` counts the URLs pushed, and once ``every`` came since the last
-    round began, begins the next (``Spill.round(loads=False)``: the inbox written out a slice
-    at a time when it is due), unless one is running; a pusher ``behind`` URLs ahead of the
+    """The spill's rounds of a pusher (``scrapy seed``, a spider's seed ingestion beside its
+    worker's own rounds, the scale benchmark): rounds that write out and load nothing (loading
+    windows is the workers'), each in a thread of its own while the pushes go on: ``pushed(n)``
+    counts the URLs pushed, and once ``every`` came since the last round began, begins the
+    next (``Spill.round(loads=False)``: the inbox written out a slice at a time when it is due;
+    what is left at the end, less than a slice or two, waits for the workers' rounds), unless
+    one is running; a pusher ``behind`` URLs ahead of the
     round running (the inbox grows in Redis by what it pushes) waits for it. A round's error
     is raised at the next ``pushed`` that looks at it, or at ``close``, which waits for the
     round running and runs the last (``last=False``: only waits, and raises nothing: a pusher

@@ -189,8 +189,9 @@ def ingest(
     read so far, ``bytes_read`` the input read). Raises ``SeedFileError`` (see the module
     docstring; ``SpoolError`` when seeds cannot be held on disk) and lets Redis errors through.
     ``spill``: the crawl's Spill (FRONTIER_HOST_WINDOW), whose rounds run beside the sends
-    (PusherRounds, crawler/frontier/spill.py: one every ROUND_URLS URLs pushed, and one after
-    the last batch): the inbox and the buffers go to disk as they fill. With a spill,
+    (PusherRounds, crawler/frontier/spill.py: one every ROUND_URLS URLs pushed, and at the end
+    one for what came after the last began): the inbox and the buffers go to disk as they
+    fill. With a spill,
     URLs are pushed grouped by host once the input is read, each host's in the order read
     (``_ByHost``): up to ``group_urls`` (SEED_GROUP_URLS; 0: as read) held in memory, more
     held on disk under ``spool_dir`` (SEED_SPOOL_DIR; None: the system's temporary
@@ -217,10 +218,9 @@ def ingest(
     rounds = PusherRounds(spill) if spill is not None else None  # (in a thread, beside the sends)
 
     def send(prepared):
-        statuses = frontier.send(prepared)
-        if rounds is not None:
-            rounds.pushed(len(statuses))
-        return statuses
+        if rounds is not None:  # (before the batch: a round's error stops it unsent, as counted)
+            rounds.pushed(len(prepared.statuses))
+        return frontier.send(prepared)
 
     sent = _InOrder(send)
     # oldest first; with each batch, where its URLs were read

@@ -509,6 +509,32 @@ def _last_command(redis_url: str, name: str) -> str:
         return next(c["cmd"] for c in other.client_list() if c["name"] == name)
 
 
+def test_a_pop_while_another_worker_loads_a_hosts_chunk_says_the_host_is_due_soon(redis_url, crawl_name, tmp_path):
+    """A host whose chunk another worker claimed waits in 'refill' at the claim's expiry
+    (when a third worker would take the load over), a minute away; a pop that finds
+    nothing else says its URLs are due within a second, as the load is under way (a worker
+    that took the minute for the next page would store its open batches, and sleep, as if
+    the crawl had paused), and, the load done, hands them out."""
+    frontier = _frontier(redis_url, crawl_name, window=4)
+    chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+    spill = Spill(frontier, chunks)
+    urls = [f"http://a.example/p{i}" for i in range(3)]
+    _push(frontier, urls, now=T0)
+    assert spill.drain(T0) == 3
+    claimed = frontier.load_claim("other", CLAIM_MS, 10, now=T0 + 1)
+    assert claimed == [("a.example", claimed[0][1])]
+    assert frontier.redis.zscore(frontier.keys.refill, "a.example") == T0 + 1 + CLAIM_MS
+    leases, next_due = frontier.get(10, now=T0 + 2)
+    assert leases == [] and T0 + 2 <= next_due <= T0 + 2 + 1_000
+    read = [
+        (h, chunk, unpack(body))
+        for (h, chunk), body in zip(claimed, chunks.read(frontier.keys.prefix, claimed), strict=True)
+    ]
+    assert frontier.load("other", read, now=T0 + 3) == [1]
+    leases, _ = frontier.get(10, now=T0 + 4)
+    assert [payload_url(lease.payload) for lease in leases] == urls
+
+
 def test_a_short_pop_tells_the_round_after_it_what_it_may_find(redis_url, crawl_name, tmp_path):
     """A get that comes back short reads in POP what spill_due would read (buffers due,
     hosts waiting on disk, chunks to load): spill_due right after it answers the same with
@@ -855,6 +881,28 @@ def test_a_window_written_out_ahead_of_a_chunk_claimed_for_loading_goes_first(re
     assert urls_through_spill(frontier, spill, T0 + 700_000) == a[2:]
     stats = frontier.stats()
     assert stats["queued"] == 0 and stats["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)
+
+
+def test_a_host_that_fills_a_slice_with_more_chunks_than_a_script_unpacks_is_written_out(
+    redis_url, crawl_name, tmp_path
+):
+    """One host's 16,010 new URLs with a window of 2 make 8,005 chunks in one slice, more
+    values than Lua's unpack takes at once (some 8,000): the put lists them all, and the
+    host's URLs come out from its oldest chunk on."""
+    frontier = _frontier(redis_url, crawl_name, window=2)
+    chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+    spill = Spill(frontier, chunks)
+    urls = [f"http://big.example/p{i}" for i in range(16_010)]
+    entries = [Entry(url=u, payload=encode_url(u)) for u in urls]
+    for i in range(0, len(entries), 2000):
+        assert set(frontier.put(entries[i : i + 2000], now=T0)) == {"added"}
+    assert spill.drain(T0) == 16_010
+    r, k = frontier.redis, frontier.keys
+    assert _inbox(frontier) == 0 and r.llen(k.spilled("big.example")) == 8_005
+    assert frontier.stats()["spilled"] == 16_010 and chunks.size(k.prefix)[0] == 8_005
+    assert spill.round(T0)[1] == 2
+    leases, _ = frontier.get(2, now=T0)
+    assert [payload_url(lease.payload) for lease in leases] == urls[:2]
 
 
 class _SlowDisk(SqliteChunks):

@@ -69,7 +69,8 @@
 -- fewer than n URLs were handed out, next_due is the earliest time (ms) any host in the
 -- heap or any delayed retry is due (now when the refill stopped at its limit with front
 -- queue entries left, or URLs wait in the inbox; a host waiting for its chunk to be loaded
--- or a buffer waiting to be written out counts, at the time it may be; -1: nothing is
+-- or a buffer waiting to be written out counts, at the time it may be, a load a worker
+-- claimed at most LOADING_MS from now, not at its claim's expiry; -1: nothing is
 -- queued but in front queues, i.e. nothing at all);
 -- otherwise it is -1 (not looked up); with a window, when fewer than n were handed out,
 -- work is what a spill round may find now, the sum of 1: buffers due to be written out or
@@ -349,12 +350,11 @@ local function next_of(host)
     return payload, cash
 end
 
--- the host's window topped up after a hand-out: whether it has URLs queued (looked up
--- when the top-up does not know)
+-- the host's window topped up after a hand-out: whether it has URLs queued (looked up but
+-- when the top-up saw its window hold some: a window's size counts its ranked queue only in
+-- a crawl by importance, and a crawl's order may have changed since a host's URLs came)
 local function queued_after(host)
-    local queued = top_up(prefix, host, now)
-    if queued == nil then return has_queue(prefix, host) end
-    return queued
+    return top_up(prefix, host, now) or has_queue(prefix, host)
 end
 
 local function hand_out_due(hosts)
@@ -475,7 +475,9 @@ local function inbox_waits()
 end
 
 -- when the next host or delayed retry is due (ms), -1 when neither is (URLs in the inbox:
--- now, the next spill round's)
+-- now, the next spill round's; a load claimed: LOADING_MS from now at most, as its worker
+-- loads it, where 'refill' holds the host at its claim's expiry, for another worker)
+local LOADING_MS = 1000
 local function next_due()
     if inbox_waits() then return now end
     local at = -1
@@ -484,6 +486,9 @@ local function next_due()
     for _, key in ipairs(keys) do
         local first = first_at(key)
         if first and (at < 0 or first < at) then at = first end
+    end
+    if window > 0 and (at < 0 or at > now + LOADING_MS) and redis.call('HLEN', prefix .. K.load_claims) > 0 then
+        at = now + LOADING_MS
     end
     return at
 end

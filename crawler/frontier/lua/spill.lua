@@ -195,9 +195,12 @@ local function put()
         local listed
         if chunks == 1 then  -- (most hosts of a slice)
             listed = redis.call('RPUSH', prefix .. K.spilled .. host, first)
-        else
-            for c = 1, chunks do ids[c] = first + c - 1 end
-            listed = redis.call('RPUSH', prefix .. K.spilled .. host, unpack(ids, 1, chunks))
+        else  -- (a thousand ids a call: Lua's unpack has a limit, and a host may fill a slice)
+            for from = 1, chunks, 1000 do
+                local to = math.min(from + 999, chunks)
+                for c = from, to do ids[c - from + 1] = first + c - 1 end
+                listed = redis.call('RPUSH', prefix .. K.spilled .. host, unpack(ids, 1, to - from + 1))
+            end
         end
         moved = moved + urls
         -- a host that had chunks listed waits for their load already ('dormant', 'refill', or
