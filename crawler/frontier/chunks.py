@@ -10,7 +10,7 @@ queue's) after their count and lengths, compressed with zlib when it is not smal
 
 ``SqliteChunks`` keeps them in a file beside the embedded Redis (CRAWL_DIR); Cassandra's
 are in crawler/urlstore/cassandra_chunks.py. Both have ``write``, ``read``, ``delete``,
-``clear`` and ``close``.
+``clear``, ``release`` (what the calling thread holds) and ``close``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import threading
 import zlib
 
 _LEN = struct.Struct(">I")
+_ONE = struct.Struct(">II")  # a chunk of one entry: its count (1) and its length
 LEVEL = 1  # zlib's fastest: URLs of one host compress to about a third already
 # a body smaller than this is stored as it is: zlib's set-up costs some 10 us a call, more
 # than the writing of a few URLs saves (most chunks of a crawl of many small hosts)
@@ -37,6 +38,8 @@ def pack(entries: list[bytes]) -> bytes:
     """A chunk's body: RAW or ZLIB, then (compressed with ZLIB) the count of its entries,
     their lengths (4 bytes each, big-endian) and the entries one after another."""
     n = len(entries)
+    if n == 1 and len(entries[0]) < COMPRESS_FROM - _ONE.size:  # (most chunks of a crawl of many small hosts)
+        return RAW + _ONE.pack(1, len(entries[0])) + entries[0]
     raw = struct.pack(f">I{n}I", n, *map(len, entries)) + b"".join(entries)
     if len(raw) < COMPRESS_FROM:
         return RAW + raw
@@ -145,7 +148,12 @@ class SqliteChunks:
         return tuple(row.fetchone())
 
     def close(self) -> None:
+        """Close the calling thread's connection (each thread has its own)."""
         db = getattr(self._local, "db", None)
         if db is not None:
             db.close()
             self._local.db = None
+
+    def release(self) -> None:
+        """What a thread that is done with the store holds let go: its connection."""
+        self.close()

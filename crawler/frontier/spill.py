@@ -59,6 +59,7 @@ ROUND_URLS = 8000
 
 class Spill:
     def __init__(self, frontier, chunks, stats=None, token: str | None = None):
+        self.frontier = frontier
         self.shards = frontier.shards
         # each shard's calls through the sharded frontier's guard: a server away or hanging
         # is passed over (its claims expire), the other shards' work goes on
@@ -68,6 +69,14 @@ class Spill:
         self.token = token or uuid.uuid4().hex[:16]
         self.bound = False  # the store checked against the crawl's on every shard (bind); a round binds first
         self._checked: set[int] = set()  # the shards where it was (a server away is checked later)
+
+    def beside(self) -> Spill:
+        """A spill of the same frontier, store and stats with a token of its own, for rounds
+        run beside this one's in the same process (a spider's seed ingestion beside its
+        worker's upkeep): a claim is its token's, so the two never take the same inbox slice
+        (with one token, the second take claimed the slice again, and the first one's chunks
+        were written in vain). Its store is this spill's: closing it is this spill's owner's."""
+        return Spill(self.frontier, self.chunks, self.stats)
 
     def bind(self) -> None:
         """Record this spill store as the crawl's, or check that it is the one recorded: a
@@ -298,13 +307,15 @@ class PusherRounds:
     round running (the inbox grows in Redis by what it pushes) waits for it. A round's error
     is raised at the next ``pushed`` that looks at it, or at ``close``, which waits for the
     round running and runs the last (``last=False``: only waits, and raises nothing: a pusher
-    stopping on an error of its own)."""
+    stopping on an error of its own); its thread then lets go of the store (``release``: its
+    SQLite connection)."""
 
     def __init__(self, spill: Spill, every: int = ROUND_URLS, behind: int = INBOX_SLICE):
         self.spill, self.every, self.behind = spill, every, behind
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spill-round")
         self._running: Future | None = None
         self._unwritten = 0  # URLs pushed since the last round began
+        self._closed = False
 
     def pushed(self, urls: int) -> None:
         self._unwritten += urls
@@ -329,6 +340,9 @@ class PusherRounds:
                 self._unwritten = 0
                 self.spill.round(loads=False)
         finally:
+            if not self._closed:  # (the rounds' thread lets go of the store: its connection)
+                self._closed = True
+                self._pool.submit(self.spill.chunks.release)
             self._pool.shutdown(wait=True)
 
 

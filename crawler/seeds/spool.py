@@ -147,6 +147,7 @@ class HostSpool:
     def _grouped(self, path: str) -> Iterator[dict[str, list[tuple[str, SeedLine]]]]:
         """The part's URLs by host, two blocks at a time (all of it, unless split in vain)."""
         names = {str(i): name for name, i in self._sources.items()}
+        new = tuple.__new__  # new(SeedLine, fields): a SeedLine without its __new__'s frame
         priorities: dict[str, int] = {}
         hosts: dict[str, list[tuple[str, SeedLine]]] = {}
         held = 0
@@ -160,7 +161,7 @@ class HostSpool:
                     urls = hosts.get(host)
                     if urls is None:
                         urls = hosts[host] = []
-                    urls.append((url, SeedLine(names[source], int(lineno), url, level)))
+                    urls.append((url, new(SeedLine, (names[source], int(lineno), url, level))))
                     held += 1
                     if held >= 2 * self.block:
                         yield hosts

@@ -208,7 +208,7 @@ class BroadSpider(scrapy.Spider):
         s = self.settings
         patient = Patient(self._seeding_stop, "seed ingestion")
         try:
-            frontier = services(self.crawler).frontier
+            frontier, spill = services(self.crawler).frontier, services(self.crawler).spill
             report = ingest(
                 _PatientFrontier(frontier, patient),
                 self.seed_files,
@@ -218,7 +218,7 @@ class BroadSpider(scrapy.Spider):
                     lambda report: logger.info("Seeding: %s", report.progress_text()),
                     s.getfloat("SEED_PROGRESS_INTERVAL"),
                 ),
-                spill=services(self.crawler).spill,
+                spill=spill.beside() if spill is not None else None,  # (its rounds claim apart from the worker's)
                 group_urls=s.getint("SEED_GROUP_URLS"),
                 spool_dir=s.get("SEED_SPOOL_DIR") or None,
                 stop=self._seeding_stop,

@@ -62,6 +62,9 @@ class CassandraChunks:
         self.delete(crawl, keys)
         return len(keys)
 
+    def release(self) -> None:
+        """(Nothing a thread's own: the session is shared.)"""
+
     def close(self) -> None:
         """(The session is the UrlStore's: closed here only when opened for the chunks.)"""
         if self.store is not None:

@@ -973,6 +973,59 @@ def test_a_pushers_rounds_write_the_inbox_out_beside_its_pushes(redis_url, crawl
     assert spill.round(loads=False)[0] == 20 and _inbox(pusher) == 0
 
 
+def test_rounds_beside_a_workers_own_take_apart_from_them(redis_url, crawl_name, tmp_path):
+    """A spider's seed ingestion runs its rounds beside its worker's (``Spill.beside``): a
+    slice one of them is writing out is not taken again by the other, and each URL is
+    written out once (with one token, the second take claimed the same slice again, and the
+    first one's chunks were written in vain: refused, deleted)."""
+    frontier = _frontier(redis_url, crawl_name, spill_age=0.0)
+    disk = _SlowDisk(str(tmp_path / "spill.sqlite"))
+    worker = Spill(frontier, disk)
+    seeding = worker.beside()
+    assert seeding.token != worker.token and seeding.chunks is disk and seeding.frontier is frontier
+    urls = _urls(4, 10)
+    _push(frontier, urls, now_ms())
+    disk.go.clear()
+    writing = threading.Thread(target=seeding.round, kwargs={"loads": False})
+    writing.start()
+    assert disk.writing.wait(10)  # (the seeding round took the inbox, its chunks wait for the disk)
+    disk.go.set()  # (the worker's round writes at once: whatever it took)
+    assert worker.drain() == 0
+    writing.join(10)
+    assert not writing.is_alive()
+    assert _inbox(frontier) == 0 and frontier.stats()["spilled"] == 40
+    assert disk.size(frontier.keys.prefix)[0] == len(frontier.chunk_keys()) == 8  # (none written in vain)
+    got = urls_through_spill(frontier, worker, now_ms())
+    assert sorted(got) == sorted(urls)
+
+
+def _open_files(path: str) -> int:
+    """This process's open files of the SQLite file ``path`` (its log and shared memory too)."""
+    import os
+
+    fds = os.listdir("/proc/self/fd")
+    return sum(1 for fd in fds if os.path.realpath(f"/proc/self/fd/{fd}").startswith(os.path.realpath(path)))
+
+
+def test_a_pushers_rounds_let_go_of_the_store_when_closed(redis_url, crawl_name, tmp_path):
+    """The thread of a pusher's rounds has a connection of its own to an SQLite store, closed
+    with the rounds (``scrapy seed`` runs in a process that goes on: a spider's ingestion)."""
+    frontier = _frontier(redis_url, crawl_name, spill_age=0.0)
+    path = str(tmp_path / "spill.sqlite")
+    disk = SqliteChunks(path)
+    disk.close()  # (the caller's own connection, made to set the file up)
+    before = _open_files(path)
+    rounds = PusherRounds(Spill(frontier, disk), every=10)
+    _push(frontier, _urls(2, 10), now_ms())
+    rounds.pushed(20)  # (a round in the rounds' thread)
+    rounds._running.result(10)
+    assert _open_files(path) > before  # (its connection, the file and its log)
+    rounds.close(last=False)
+    rounds.close(last=False)  # (a second close, as ingest's error path makes: nothing more to do)
+    assert _open_files(path) == before
+    assert frontier.stats()["spilled"] == 20
+
+
 def test_a_crawl_that_keeps_all_in_redis_refuses_a_process_that_would_spill(redis_url, crawl_name, tmp_path):
     """The first process of a crawl records whether it spills: one without a window records
     that every queued URL stays in Redis, and a later process with a window is refused (its

@@ -85,6 +85,19 @@ def test_a_chunk_body_of_the_first_layout_reads_back():
     assert unpack(pack([])) == [] and unpack(pack(ENTRIES * 50)) == ENTRIES * 50
 
 
+def test_a_chunk_of_one_entry_reads_back_as_the_general_layout_writes_it():
+    """A chunk of one entry (most chunks of a crawl of many small hosts) is packed without
+    the general layout's formatting, byte for byte what it gives; one too large for a small
+    body is compressed as before."""
+    import struct
+
+    for entry in (b"", b"http://a.example/1", ENTRIES[1], b"x" * 1015, b"y" * 1016, ENTRIES[2] * 4):
+        body = pack([entry])
+        assert unpack(body) == [entry]
+        raw = struct.pack(">II", 1, len(entry)) + entry
+        assert body == (b"\x01" + raw if len(raw) < 1024 else body) and (len(raw) < 1024) == (body[:1] == b"\x01")
+
+
 def test_an_sqlite_spill_file_of_the_earlier_layout_keeps_its_chunks(tmp_path):
     """A file whose chunks were keyed by (crawl, host, id) in a table 'chunks': the first
     open moves them to the table keyed by (crawl, id, host), once; each reads back under its host."""
