@@ -737,13 +737,15 @@ class Frontier(FrontierHosts, FrontierReports, FrontierSteering):
         return keys
 
     def load(self, token: str, chunks, now: int | None = None) -> list[int]:
-        """Put claimed chunks, (host, id, entries) each, into their hosts' windows; for each:
-        1 loaded, 2 loaded before (the chunk may go), 0 the claim was lost (the chunk stays)."""
+        """Put claimed chunks, (host, id, its entries ``uncompressed``: crawler/frontier/chunks.py)
+        each, into their hosts' windows; for each: 1 loaded, 2 loaded before (the chunk may
+        go), 0 the claim was lost (the chunk stays). (A chunk is one argument: the script
+        reads its entries, as many as LOAD's arguments cost the client a URL each.)"""
         now = now_ms() if now is None else now
         args = [self.keys.prefix, now, "load", token, self.window, self.active_hosts, self._ranked_arg]
         args += [self.host_interval_ms, self.max_in_flight]
-        for host, chunk, entries in chunks:
-            args += [host, chunk, len(entries), *entries]
+        for host, chunk, data in chunks:
+            args += [host, chunk, data]
         return [int(r) for r in self._load(keys=self._route, args=args)]
 
     def ack(self, *lease_ids, landed=(), now: int | None = None) -> int:

@@ -39,7 +39,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
 from crawler.exceptions import StoreRefused
-from crawler.frontier.chunks import pack, unpack
+from crawler.frontier.chunks import EMPTY, count_of, pack, uncompressed
 from crawler.frontier.frontier import INBOX_SLICE
 from crawler.frontier.shards import AWAY
 from crawler.frontier.words import now_ms
@@ -219,15 +219,15 @@ class Spill:
                     # (never so but for a store that lost data: said, counted, and passed over)
                     self._inc("frontier/spill_chunks_lost", 1)
                     logger.error("Chunk %d of %s is missing from the spill store: its URLs are lost", chunk, host)
-                    read.append((host, chunk, []))
+                    read.append((host, chunk, EMPTY))
                 else:
-                    read.append((host, chunk, unpack(body)))
+                    read.append((host, chunk, uncompressed(body)))
             try:
                 statuses = self._on(shard, lambda shard=shard, read=read, t=t: shard.load(self.token, read, now=t))
             except AWAY:  # (its claim expires: another worker, or the next round, loads those chunks)
                 continue
             done = [(host, chunk) for (host, chunk, _), status in zip(read, statuses, strict=True) if status]
-            urls += sum(len(entries) for (_, _, entries), status in zip(read, statuses, strict=True) if status == 1)
+            urls += sum(count_of(data) for (_, _, data), status in zip(read, statuses, strict=True) if status == 1)
             if done:
                 self.chunks.delete(crawl, done)
         self._inc("frontier/loaded", urls)

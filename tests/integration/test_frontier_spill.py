@@ -13,7 +13,7 @@ import threading
 import pytest
 import redis
 
-from crawler.frontier.chunks import SqliteChunks, pack, unpack
+from crawler.frontier.chunks import EMPTY, SqliteChunks, pack, uncompressed
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import WORK_FRESH_MS, Entry, Frontier
 from crawler.frontier.keys import NAMES
@@ -280,7 +280,7 @@ def _a_load_whose_worker_dies(frontier, chunks, at: int) -> Spill:
     d = Spill(frontier, chunks, token="D")
     assert d.refill(at + CLAIM_MS + 1) == 8
     [body] = chunks.read(frontier.keys.prefix, [(host, chunk)])
-    assert frontier.load("C", [(host, chunk, unpack(body or pack([])))], now=at + CLAIM_MS + 2) == [2]
+    assert frontier.load("C", [(host, chunk, uncompressed(body) if body else EMPTY)], now=at + CLAIM_MS + 2) == [2]
     return d
 
 
@@ -527,7 +527,7 @@ def test_a_pop_while_another_worker_loads_a_hosts_chunk_says_the_host_is_due_soo
     leases, next_due = frontier.get(10, now=T0 + 2)
     assert leases == [] and T0 + 2 <= next_due <= T0 + 2 + 1_000
     read = [
-        (h, chunk, unpack(body))
+        (h, chunk, uncompressed(body))
         for (h, chunk), body in zip(claimed, chunks.read(frontier.keys.prefix, claimed), strict=True)
     ]
     assert frontier.load("other", read, now=T0 + 3) == [1]
@@ -872,7 +872,9 @@ def test_a_window_written_out_ahead_of_a_chunk_claimed_for_loading_goes_first(re
     assert frontier.evict_commit("E", evicted, now=T0 + 3_000) == {evicted[0][1]}
     listed = r.lrange(k.spilled("a.example"), 0, -1)
     assert int(listed[0]) == evicted[0][1] and int(listed[1]) == claimed[0][1]  # the window ahead
-    read = [(h, chunk, unpack(body)) for (h, chunk), body in zip(claimed, chunks.read(k.prefix, claimed), strict=True)]
+    read = [
+        (h, chunk, uncompressed(body)) for (h, chunk), body in zip(claimed, chunks.read(k.prefix, claimed), strict=True)
+    ]
     assert frontier.load("L", read, now=T0 + 3_000) == [0]  # no longer the oldest: it stays
     assert r.lrange(k.spilled("a.example"), 0, -1) == listed and not r.exists(k.back("a.example"))
     assert frontier.stats()["spilled"] == 8 + 4
@@ -1105,7 +1107,9 @@ def test_a_hosts_small_chunks_that_fit_in_its_window_are_claimed_and_loaded_toge
     claimed = frontier.load_claim(spill.token, CLAIM_MS, 10, now=T0 + 10_000)
     assert claimed == [("b.example", chunk) for chunk in first]  # (room for one window: b's, the oldest)
     assert r.hget(k.load_claims, "b.example").decode().split(":")[1] == ",".join(map(str, first))
-    read = [(h, chunk, unpack(body)) for (h, chunk), body in zip(claimed, chunks.read(k.prefix, claimed), strict=True)]
+    read = [
+        (h, chunk, uncompressed(body)) for (h, chunk), body in zip(claimed, chunks.read(k.prefix, claimed), strict=True)
+    ]
     lost = frontier.load("another-worker", read, now=T0 + 10_000)
     assert lost == [0] * 5 and r.llen(k.spilled("b.example")) == 5 and not r.exists(k.back("b.example"))
     assert frontier.load(spill.token, read, now=T0 + 10_000) == [1] * 5

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from crawler.frontier.chunks import SqliteChunks, pack, unpack
+from crawler.frontier.chunks import EMPTY, SqliteChunks, count_of, pack, uncompressed, unpack
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.spill import Spill
@@ -83,6 +83,42 @@ def test_a_chunk_body_of_the_first_layout_reads_back():
     assert unpack(first) == ENTRIES
     assert pack(ENTRIES[:1])[:1] == b"\x01" and pack(ENTRIES * 10)[:1] == b"\x02"
     assert unpack(pack([])) == [] and unpack(pack(ENTRIES * 50)) == ENTRIES * 50
+
+
+def test_a_chunk_goes_to_load_as_its_entries_whatever_its_layout(redis_url, crawl_name, tmp_path):
+    """LOAD takes a chunk's entries as one argument (``uncompressed``): a small body, a
+    compressed one, one of the first layout, an empty one give the entries packed, and a
+    chunk compressed on disk comes back to the window byte for byte."""
+    import struct
+    import zlib
+
+    first = zlib.compress(b"".join(struct.pack(">I", len(e)) + e for e in ENTRIES), 1)
+    for body, entries in ((pack(ENTRIES), ENTRIES), (pack(ENTRIES * 50), ENTRIES * 50), (first, ENTRIES)):
+        data = uncompressed(body)
+        assert count_of(data) == len(entries) and unpack(b"\x01" + data) == entries
+    assert uncompressed(pack([])) == EMPTY and count_of(EMPTY) == 0
+    frontier = Frontier(
+        redis.Redis.from_url(redis_url), crawl_name, host_interval=0.0, max_in_flight=0, window=64, spill_age=0.0
+    )
+    chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+    spill = Spill(frontier, chunks)
+    path = "/".join(f"é{j}" for j in range(20))
+    urls = [f"http://a.example/{path}/{i}?q=\x00{i}" for i in range(200)]
+    entries = [Entry(url=u, payload=encode_url(u)) for u in urls]
+    assert frontier.put(entries).count("added") == 200
+    assert spill.drain() == 200
+    bodies = chunks.read(
+        frontier.keys.prefix,
+        [("a.example", int(c)) for c in frontier.redis.lrange(frontier.keys.spilled("a.example"), 0, -1)],
+    )
+    assert {body[:1] for body in bodies} == {b"\x01", b"\x02"}  # (three compressed on disk, the last small)
+    got = []
+    while len(got) < 200:
+        spill.round()
+        leases, _ = frontier.get(50)
+        frontier.ack(*[lease.id for lease in leases])
+        got += [lease.payload for lease in leases]
+    assert got == [e.payload for e in entries]
 
 
 def test_a_chunk_of_one_entry_reads_back_as_the_general_layout_writes_it():

@@ -19,8 +19,9 @@
 --   then). A host without chunks leaves both. Returns {host, id, host, id...}, a host's
 --   chunks one after another, oldest first.
 -- load: ARGV[8] default host interval (ms)   ARGV[9] max requests in flight per host (0: no
---   limit)   ARGV[10..] chunks read: host, chunk id, the number of its entries, the entries,
---   a host's chunks one after another in the order claimed; for each: if the chunk is still
+--   limit)   ARGV[10..] chunks read: host, chunk id, its entries (their count and their
+--   lengths, 4 bytes each, big-endian, then the entries: chunks.py's ``uncompressed``), a
+--   host's chunks one after another in the order claimed; for each: if the chunk is still
 --   the host's oldest and the claim the caller's, its entries join the tail of the host's
 --   window (a dropped host's go to 'drops' as its window does) and the chunk leaves
 --   sc:<host> and the counter 'spilled'; then, once for the host's chunks loaded, the claim
@@ -96,8 +97,18 @@ local function claim()
 end
 
 local unspilled = 0  -- URLs that left the spill store in this call: the counter 'spilled' once (load)
--- the chunks read of one host, each {id, first, last, at}: its entries ARGV[first..last],
--- its status to go in out[at]
+-- the entries of a chunk read (see ARGV[10..]) appended to ``into``
+local function chunk_entries(data, into)
+    local n = struct.unpack('>I4', data)
+    local at = 5 + 4 * n  -- (the first entry)
+    for i = 0, n - 1 do
+        local size = struct.unpack('>I4', data, 5 + 4 * i)
+        into[#into + 1] = string.sub(data, at, at + size - 1)
+        at = at + size
+    end
+end
+-- the chunks read of one host, each {id, data, at}: its entries in ARGV[data], its status
+-- to go in out[at]
 local function load_host(host, chunks, out)
     local sc = prefix .. K.spilled .. host
     local claimed = redis.call('HGET', claims, host)
@@ -114,7 +125,7 @@ local function load_host(host, chunks, out)
         local head
         if mine then head = redis.call('LPOP', sc) else head = redis.call('LINDEX', sc, 0) end
         if mine and head == c.id then
-            for i = c.first, c.last do entries[#entries + 1] = ARGV[i] end
+            chunk_entries(ARGV[c.data], entries)
             loaded, status = true, 1
         else
             if mine and head then redis.call('LPUSH', sc, head) end
@@ -147,14 +158,13 @@ local function load()
     local out, i, n = {}, 10, 0  -- n: the chunks read so far
     local host, chunks = nil, {}  -- the host whose chunks come now, those read of it
     while i <= #ARGV do
-        local count = tonumber(ARGV[i + 2])
         if ARGV[i] ~= host then
             if host then load_host(host, chunks, out) end
             host, chunks = ARGV[i], {}
         end
         n = n + 1
-        chunks[#chunks + 1] = {id = ARGV[i + 1], first = i + 3, last = i + 2 + count, at = n}
-        i = i + 3 + count
+        chunks[#chunks + 1] = {id = ARGV[i + 1], data = i + 2, at = n}
+        i = i + 3
     end
     if host then load_host(host, chunks, out) end
     if unspilled ~= 0 then redis.call('HINCRBY', prefix .. K.counters, 'spilled', -unspilled) end
