@@ -35,13 +35,19 @@ WINDOW_BITS, MEM_LEVEL = 12, 3
 RAW, ZLIB = b"\x01", b"\x02"  # a body's first byte (a body of the first layout: zlib's 0x78)
 
 
-def pack(entries: list[bytes]) -> bytes:
-    """A chunk's body: RAW or ZLIB, then (compressed with ZLIB) the count of its entries,
-    their lengths (4 bytes each, big-endian) and the entries one after another."""
+def _laid_out(entries: list[bytes]) -> bytes:
+    """The count of the entries, their lengths (4 bytes each, big-endian) and the entries one
+    after another: what ``pack`` compresses, and LOAD takes (``uncompressed``)."""
     n = len(entries)
-    if n == 1 and len(entries[0]) < COMPRESS_FROM - _ONE.size:  # (most chunks of a crawl of many small hosts)
+    return struct.pack(f">I{n}I", n, *map(len, entries)) + b"".join(entries)
+
+
+def pack(entries: list[bytes]) -> bytes:
+    """A chunk's body: RAW or ZLIB, then (compressed with ZLIB) the entries ``_laid_out``."""
+    # one entry, small (most chunks of a crawl of many small hosts): _laid_out's, sooner
+    if len(entries) == 1 and len(entries[0]) < COMPRESS_FROM - _ONE.size:
         return RAW + _ONE.pack(1, len(entries[0])) + entries[0]
-    raw = struct.pack(f">I{n}I", n, *map(len, entries)) + b"".join(entries)
+    raw = _laid_out(entries)
     if len(raw) < COMPRESS_FROM:
         return RAW + raw
     z = zlib.compressobj(LEVEL, zlib.DEFLATED, WINDOW_BITS, MEM_LEVEL)
@@ -78,8 +84,7 @@ def uncompressed(body: bytes) -> bytes:
         return body[1:]
     if head == ZLIB:
         return zlib.decompress(memoryview(body)[1:])
-    entries = unpack(body)  # (a body of the first layout)
-    return struct.pack(f">I{len(entries)}I", len(entries), *map(len, entries)) + b"".join(entries)
+    return _laid_out(unpack(body))  # (a body of the first layout)
 
 
 def count_of(data: bytes) -> int:
@@ -87,7 +92,7 @@ def count_of(data: bytes) -> int:
     return _LEN.unpack_from(data, 0)[0]
 
 
-EMPTY = struct.pack(">I", 0)  # the ``uncompressed`` form of a chunk of no entries
+EMPTY = _laid_out([])  # the ``uncompressed`` form of a chunk of no entries
 
 
 # chunks read by one statement: a compound SELECT of look-ups by the key (SQLite takes 500
