@@ -106,7 +106,7 @@ def _lease_host(lease) -> str:
 @dataclass
 class ShardedPrepared:
     statuses: list
-    parts: list  # (shard, the indexes of its entries, its Prepared, its entries)
+    parts: list  # (shard, the indexes of its entries, its Prepared or None if away, its entries)
     moved: list  # follow-ups' leases held on another shard than their URL
 
 
@@ -207,7 +207,11 @@ class ShardedFrontier:
         parts = []
         for s, idx in groups.items():
             part = [entries[i] for i in idx]
-            parts.append((s, idx, self.shards[s].prepare(part), part))
+            try:  # (a shard's first prepare reads its URL-seen layout from its server)
+                prepared = self._on(s, lambda s=s, part=part: self.shards[s].prepare(part))
+            except AWAY:
+                prepared = None  # (its server is away: the part waits in the outbox, as sent)
+            parts.append((s, idx, prepared, part))
         return ShardedPrepared([None] * len(entries), parts, moved)
 
     def send(self, prepared: ShardedPrepared, now: int | None = None) -> list[str]:
@@ -215,7 +219,7 @@ class ShardedFrontier:
         its part in its outbox, each of its entries ``deferred``, and the others' go on."""
         self.deliver(now)
         for s, indexes, part, entries in prepared.parts:
-            if s in self.outboxes.pushes:  # (after what it is owed already)
+            if part is None or s in self.outboxes.pushes:  # (away, or after what it is owed already)
                 statuses = self._owe_pushes(s, entries)
             else:
                 try:

@@ -203,6 +203,40 @@ def _two_servers(
     return servers, ShardedFrontier([Frontier(c, name, **options) for c in clients], [server_name(u) for u in urls])
 
 
+def test_a_server_away_before_its_first_push_defers_its_part_and_gets_it_once_back(tmp_path):
+    """A shard's first push reads its URL-seen layout from its server. A worker whose first
+    put finds a server away keeps that server's part in the outbox (``deferred``) as for any
+    push, rather than failing the whole put: the others' part is added, and the deferred
+    part arrives once the server is back."""
+    servers, f = _two_servers(tmp_path, "away-first", persistent=True, worker=False, host_interval=0, max_in_flight=0)
+    try:
+        hosts = [f"h{i}.example" for i in range(12)]
+        on = {h: f.ring.index(h) for h in hosts}
+        away = on[hosts[0]]
+        servers[away].stop()
+        links = [entry(f"http://{h}/0") for h in hosts]
+        statuses = f.put(links, now=T0)
+        assert {h: s for h, s in zip(hosts, statuses, strict=True)} == {
+            h: "deferred" if on[h] == away else "added" for h in hosts
+        }
+        assert f.owes() == sum(on[h] == away for h in hosts)
+        servers[away].start()
+        time.sleep(DOWN_WAIT_MIN)
+        f.deliver(now=T0 + 10)
+        assert f.owes() == 0
+        handed, batch, now = [], [], T0 + 100
+        while True:
+            batch, _ = f.get(100, now=now, ack=[x.id for x in batch])
+            if not batch:
+                break
+            handed += [x.payload.decode() for x in batch]
+            now += 1000
+        assert sorted(handed) == sorted(e.url for e in links)
+    finally:
+        for s in servers:
+            s.kill()
+
+
 def test_pushes_to_a_server_that_is_away_wait_in_its_outbox_and_the_others_go_on(tmp_path):
     """One outbox a server: a put with entries for a server that is away sends the others'
     (added) and keeps its own (deferred), later pushes to it after them; acknowledgements
