@@ -315,6 +315,7 @@ class PusherRounds:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spill-round")
         self._running: Future | None = None
         self._unwritten = 0  # URLs pushed since the last round began
+        self._threaded = False  # a round ran in the thread (its store connection to let go of)
         self._closed = False
 
     def pushed(self, urls: int) -> None:
@@ -326,6 +327,7 @@ class PusherRounds:
                 return  # (the next push looks again)
             self._running.result()  # (waits when behind; raises the round's error)
         self._unwritten = 0
+        self._threaded = True
         self._running = self._pool.submit(self.spill.round, loads=False)
 
     def close(self, last: bool = True) -> None:
@@ -340,7 +342,7 @@ class PusherRounds:
                 self._unwritten = 0
                 self.spill.round(loads=False)
         finally:
-            if not self._closed:  # (the rounds' thread lets go of the store: its connection)
+            if not self._closed and self._threaded:  # (the rounds' thread lets go of the store: its connection)
                 self._closed = True
                 self._pool.submit(self.spill.chunks.release)
             self._pool.shutdown(wait=True)

@@ -208,7 +208,8 @@ class BroadSpider(scrapy.Spider):
         s = self.settings
         patient = Patient(self._seeding_stop, "seed ingestion")
         try:
-            frontier, spill = services(self.crawler).frontier, services(self.crawler).spill
+            crawl = services(self.crawler)
+            frontier, spill = crawl.frontier, crawl.spill
             report = ingest(
                 _PatientFrontier(frontier, patient),
                 self.seed_files,

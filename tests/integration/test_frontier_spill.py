@@ -1027,6 +1027,23 @@ def test_a_pushers_rounds_let_go_of_the_store_when_closed(redis_url, crawl_name,
     assert _open_files(path) == before
     assert frontier.stats()["spilled"] == 20
 
+    class Counted(SqliteChunks):
+        released = 0
+
+        def release(self):
+            Counted.released += 1
+            super().release()
+
+    idle = PusherRounds(Spill(frontier, Counted(path)), every=10)
+    idle.pushed(5)  # (no round: fewer than ``every``)
+    idle.close(last=False)
+    assert Counted.released == 0  # (no thread started only to find no connection)
+    used = PusherRounds(Spill(frontier, Counted(path)), every=10)
+    used.pushed(10)
+    used.close()
+    used.close()
+    assert Counted.released == 1
+
 
 def test_a_crawl_that_keeps_all_in_redis_refuses_a_process_that_would_spill(redis_url, crawl_name, tmp_path):
     """The first process of a crawl records whether it spills: one without a window records
