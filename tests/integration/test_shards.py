@@ -224,14 +224,7 @@ def test_a_server_away_before_its_first_push_defers_its_part_and_gets_it_once_ba
         time.sleep(DOWN_WAIT_MIN)
         f.deliver(now=T0 + 10)
         assert f.owes() == 0
-        handed, batch, now = [], [], T0 + 100
-        while True:
-            batch, _ = f.get(100, now=now, ack=[x.id for x in batch])
-            if not batch:
-                break
-            handed += [x.payload.decode() for x in batch]
-            now += 1000
-        assert sorted(handed) == sorted(e.url for e in links)
+        assert sorted(p.decode() for p in drain(f, T0 + 100)) == sorted(e.url for e in links)
     finally:
         for s in servers:
             s.kill()
