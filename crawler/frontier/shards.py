@@ -208,7 +208,7 @@ class ShardedFrontier:
         for s, idx in groups.items():
             part = [entries[i] for i in idx]
             try:  # (a shard's first prepare reads its URL-seen layout from its server)
-                prepared = self._on(s, lambda s=s, part=part: self.shards[s].prepare(part))
+                prepared = self._on(s, lambda s=s, part=part: self.shards[s].prepare(part), reaches=False)
             except AWAY:
                 prepared = None  # (its server is away: the part waits in the outbox, as sent)
             parts.append((s, idx, prepared, part))
@@ -450,9 +450,11 @@ class ShardedFrontier:
 
     # -- politeness: the host's shard -------------------------------------------------
 
-    def _on(self, s: int, call):
+    def _on(self, s: int, call, reaches: bool = True):
         """``call()`` on shard ``s``, unless it is down and not yet due for another try
-        (then ConnectionError at once: a refused server costs seconds of retries)."""
+        (then ConnectionError at once: a refused server costs seconds of retries).
+        ``reaches=False``: a call that may not reach the server (a prepare, once its URL-seen
+        layout is read), whose success does not say the server is back."""
         down = self._down.get(s)
         if down is not None and time.monotonic() < down[0]:
             raise redis.ConnectionError(f"Redis server {s + 1} of {len(self.shards)} is down")
@@ -471,7 +473,8 @@ class ShardedFrontier:
             # owed, the others' going on)
             self._went_down(s, exc)
             raise redis.ConnectionError(f"Redis server {s + 1} of {len(self.shards)} refuses writes: {exc}") from exc
-        self._came_back(s)
+        if reaches:
+            self._came_back(s)
         return result
 
     def _every(self, verb: str, *args) -> list:

@@ -10,6 +10,7 @@ others of this subject: tests/unit/test_shards.py."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import signal
@@ -225,6 +226,32 @@ def test_a_server_away_before_its_first_push_defers_its_part_and_gets_it_once_ba
         f.deliver(now=T0 + 10)
         assert f.owes() == 0
         assert sorted(p.decode() for p in drain(f, T0 + 100)) == sorted(e.url for e in links)
+    finally:
+        for s in servers:
+            s.kill()
+
+
+def test_a_push_to_a_server_still_away_does_not_take_it_for_back(tmp_path, caplog):
+    """A shard's prepare that does not reach its server (its URL-seen layout read before the
+    outage) says nothing of the server: a put once its wait is over, the server still away,
+    keeps its part owed and the server held down (its wait doubled), with no "reachable
+    again" in the log until it is."""
+    servers, f = _two_servers(tmp_path, "still-away", persistent=True, worker=False, host_interval=0, max_in_flight=0)
+    try:
+        hosts = [f"h{i}.example" for i in range(12)]
+        away = f.ring.index(hosts[0])
+        f.put([entry(f"http://{h}/0") for h in hosts], now=T0)  # (each shard's layout read)
+        servers[away].stop()
+        with caplog.at_level(logging.INFO, logger="crawler.frontier.shards"):
+            assert f.put([entry(f"http://{hosts[0]}/1")], now=T0 + 10) == ["deferred"]
+            time.sleep(DOWN_WAIT_MIN)
+            assert f.put([entry(f"http://{hosts[0]}/2")], now=T0 + 20) == ["deferred"]
+            assert "reachable again" not in caplog.text
+            assert caplog.text.count("unreachable") == 1
+            servers[away].start()
+            time.sleep(2 * DOWN_WAIT_MIN)
+            f.deliver(now=T0 + 30)
+        assert f.owes() == 0 and "reachable again" in caplog.text
     finally:
         for s in servers:
             s.kill()
