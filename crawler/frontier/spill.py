@@ -315,8 +315,7 @@ class PusherRounds:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spill-round")
         self._running: Future | None = None
         self._unwritten = 0  # URLs pushed since the last round began
-        self._threaded = False  # a round ran in the thread (its store connection to let go of)
-        self._closed = False
+        self._threaded = False  # a round ran in the thread: its store connection to let go of
 
     def pushed(self, urls: int) -> None:
         self._unwritten += urls
@@ -342,8 +341,8 @@ class PusherRounds:
                 self._unwritten = 0
                 self.spill.round(loads=False)
         finally:
-            if not self._closed and self._threaded:  # (the rounds' thread lets go of the store: its connection)
-                self._closed = True
+            if self._threaded:  # (the rounds' thread lets go of the store: its connection)
+                self._threaded = False
                 self._pool.submit(self.spill.chunks.release)
             self._pool.shutdown(wait=True)
 
