@@ -19,9 +19,10 @@ polite limit (a URL a host a pop), which is the same in both modes.
 Each order (FRONTIER_ORDER fifo, importance) runs in each mode: ``redis``, every queued URL
 in Redis (FRONTIER_HOST_WINDOW 0), and ``spill``, a window of --window URLs a host in Redis
 for at most --active-hosts hosts and the rest in chunks in an SQLite spill store
-(crawler/frontier/spill.py; the pusher's rounds, PusherRounds, in a thread of their own
-beside its pushes, one every 8,000 URLs, write the inbox out when it is due, a slice at a
-time, and load nothing, as ``scrapy seed``'s: loading windows
+(crawler/frontier/spill.py; the pusher's rounds, PusherRounds, beside its pushes, one every
+8,000 URLs, in a process of their own from SEED_ROUNDS_PROCESS_FROM URLs pushed in all (else a
+thread), write the
+inbox out when it is due, a slice at a time, and load nothing, as ``scrapy seed``'s: loading windows
 is the workers' work, as placing URLs in back queues is POP's all in Redis; each POP loop
 begins the spill's round in a thread of its own when a pop comes back short, as a worker
 does, and pops on beside it; the inbox is due --spill-age seconds
@@ -45,6 +46,7 @@ import random
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from bench.results import Results
@@ -88,6 +90,14 @@ def frontier(
         active_hosts=active,
         spill_age=age,
     )
+
+
+def spill_of(
+    url: str, order: str, capacity: int, window: int, active: int, age: float, store: str, politeness: tuple
+) -> Spill:
+    """The spill of ``frontier(...)`` on the SQLite file ``store``: made again by the pusher's
+    rounds in a process of their own (PusherRounds' ``remake``), as ``scrapy seed``'s are."""
+    return Spill(frontier(url, order, capacity, window, active, age, *politeness), SqliteChunks(store))
 
 
 def pop_loop(
@@ -151,7 +161,11 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     politeness = (args.host_interval, args.in_flight)
     f = frontier(server.url, order, args.urls, window, active, args.spill_age, *politeness)
     spill = Spill(f, chunks) if window else None
-    rounds = PusherRounds(spill) if spill is not None else None  # (as `scrapy seed`'s: beside the pushes)
+    remake = partial(spill_of, server.url, order, args.urls, window, active, args.spill_age, store, politeness)
+    rounds = None
+    if spill is not None:  # (as `scrapy seed`'s)
+        process_from = BY_NAME["SEED_ROUNDS_PROCESS_FROM"].default
+        rounds = PusherRounds(spill, remake=remake, coming=args.urls, process_from=process_from)
     scripts, calls = script_usec(server.client), command_calls(server.client)
     t, pushed, peak, batches = time.perf_counter(), 0, 0, 0
     batch = []

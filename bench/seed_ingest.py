@@ -39,7 +39,7 @@ from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.hosts import politeness_key
 from crawler.seeds.files import SeedLine, read_seeds
 from crawler.seeds.ingest import ingest
-from crawler.services import spill_from_settings
+from crawler.services import spill_from_settings, spill_remake
 from crawler.urls import InvalidURL, normalize_url, url_options
 from testing.servers import script_usec
 
@@ -160,7 +160,9 @@ def ingest_once(path: str, settings: Settings, frontier, client, opts, group: in
         options |= {"group_urls": settings.getint("SEED_GROUP_URLS") if group is None else group}
         options |= {"spool_dir": settings.get("SEED_SPOOL_DIR") or None}
         with profiler or contextlib.nullcontext():
-            report = ingest(frontier, path, **options, spill=spill)
+            remake = spill_remake(settings) if spill is not None else None  # (as `scrapy seed`'s)
+            process_from = settings.getint("SEED_ROUNDS_PROCESS_FROM")
+            report = ingest(frontier, path, **options, spill=spill, remake=remake, process_from=process_from)
         redis_s = (script_usec(client) - redis_before) / 1e6
         stats = frontier.stats()
     finally:
@@ -226,6 +228,7 @@ def main() -> int:
         name, _, value = item.partition("=")
         settings.set(name, value, priority="cmdline")
     settings.set("CRAWL_NAME", crawl, priority="cmdline")
+    settings.set("REDIS_URL", opts.redis_url, priority="cmdline")  # (the spill's rounds' process makes its own client)
     client = redis.Redis.from_url(opts.redis_url)
     frontier = Frontier.from_settings(settings, client)
     spill_dir = tempfile.TemporaryDirectory(prefix="seed-bench-spill-")

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
+from functools import partial
 
 from scrapy import signals
+from scrapy.settings import Settings
 from scrapy.utils.misc import load_object
 
 from crawler.exceptions import StoreRefused
@@ -51,6 +54,28 @@ def spill_from_settings(settings, frontier, stats=None, urlstore=None, bind: boo
                 spill.close()
             raise
     return spill
+
+
+def spill_remake(settings) -> partial:
+    """What makes the crawl's spill again in another process (PusherRounds' ``remake``,
+    for ``scrapy seed``'s rounds): ``spill_remade`` with the settings as a dict, those that
+    pickle (an object set by hand that does not is left out: the spill needs none such)."""
+    values = {}
+    for name, value in settings.copy_to_dict().items():
+        try:
+            pickle.dumps(value)
+        except Exception:
+            continue
+        values[name] = value
+    return partial(spill_remade, values)
+
+
+def spill_remade(values: dict) -> Spill | None:
+    """The crawl's spill made again from its settings (``spill_remake``'s), on a frontier of
+    its own: the same Redis (an embedded one is joined, not started again) and the same
+    spill store."""
+    settings = Settings(values)
+    return spill_from_settings(settings, frontier_from_settings(settings))
 
 
 def _spill(settings, frontier, stats, urlstore) -> Spill | None:

@@ -42,7 +42,7 @@ from crawler.scope.addresses import guard_hint
 from crawler.scope.reasons import PRIVATE_ADDRESS
 from crawler.seeds.files import STDIN, SeedFileError, check_readable
 from crawler.seeds.ingest import Every, IngestReport, ingest
-from crawler.services import spill_from_settings
+from crawler.services import spill_from_settings, spill_remake
 from crawler.urls import url_options
 
 
@@ -177,6 +177,8 @@ class Command(ScrapyCommand):
                     spill=spill,
                     group_urls=settings.getint("SEED_GROUP_URLS"),
                     spool_dir=settings.get("SEED_SPOOL_DIR") or None,
+                    remake=spill_remake(settings) if spill is not None else None,
+                    process_from=settings.getint("SEED_ROUNDS_PROCESS_FROM"),
                 )
         except SeedFileError as exc:
             progress.clear()

@@ -484,6 +484,14 @@ TABLE: tuple[Setting, ...] = (
         "more: held on disk, SEED_SPOOL_DIR, in parts of about this many, up to twice it read back at once; 0: pushed as read)",
     ),
     S(
+        "SEED_ROUNDS_PROCESS_FROM",
+        500_000,
+        COUNT,
+        "with FRONTIER_HOST_WINDOW: `scrapy seed` of this many URLs or more (counted once read when grouped, else as "
+        "pushed) writes the inbox out to the spill store in a process of its own beside the pushes, which costs some "
+        "0.4 s of a core to start (0: never, a thread)",
+    ),
+    S(
         "SEED_SPOOL_DIR",
         "",
         PATH,

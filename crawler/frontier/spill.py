@@ -25,7 +25,8 @@ blocking I/O: run it off the reactor.
 - ``clear()``: every chunk of the crawl, for ``scrapy frontier clear``.
 
 ``PusherRounds``: a pusher's rounds (``scrapy seed``'s: they write out and load nothing), in a
-thread of their own beside its pushes.
+thread of their own beside its pushes, or for a large input in a process of their own
+(rounds_process.py).
 
 ``frontier``: a Frontier or a ShardedFrontier (its ``shards``, each with its own chunks).
 """
@@ -35,12 +36,13 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from crawler.exceptions import StoreRefused
 from crawler.frontier.chunks import EMPTY, count_of, pack, uncompressed
 from crawler.frontier.frontier import INBOX_SLICE
+from crawler.frontier.rounds_process import Reply, RoundsProcess
 from crawler.frontier.shards import AWAY
 from crawler.frontier.words import now_ms
 
@@ -285,6 +287,19 @@ class Spill:
         except AWAY:
             return False, False, False
 
+    def where(self) -> tuple:
+        """Each shard's key prefix and its Redis server's run_id (None where its client
+        cannot name one: a cluster's): what a spill made again elsewhere (a pusher's rounds'
+        process) must match to stand for this one."""
+        out = []
+        for shard in self.shards:
+            try:
+                run_id = shard.redis.info("server").get("run_id")
+            except Exception:
+                run_id = None
+            out.append((shard.keys.prefix, run_id if isinstance(run_id, str) else None))
+        return tuple(out)
+
     def clear(self) -> int:
         """Delete every chunk of the crawl's queues (before their keys go). Returns how many."""
         deleted = 0
@@ -299,48 +314,97 @@ class Spill:
 class PusherRounds:
     """The spill's rounds of a pusher (``scrapy seed``, a spider's seed ingestion beside its
     worker's own rounds, the scale benchmark): rounds that write out and load nothing (loading
-    windows is the workers'), each in a thread of its own while the pushes go on: ``pushed(n)``
-    counts the URLs pushed, and once ``every`` came since the last round began, begins the
-    next (``Spill.round(loads=False)``: the inbox written out a slice at a time when it is due;
-    what is left at the end, less than a slice or two, waits for the workers' rounds), unless
-    one is running; a pusher ``behind`` URLs ahead of the
-    round running (the inbox grows in Redis by what it pushes) waits for it. A round's error
-    is raised at the next ``pushed`` that looks at it, or at ``close``, which waits for the
-    round running and runs the last (``last=False``: only waits, and raises nothing: a pusher
-    stopping on an error of its own); its thread then lets go of the store (``release``: its
-    SQLite connection)."""
+    windows is the workers'), each beside the pushes: ``pushed(n)`` counts the URLs pushed, and
+    once ``every`` came since the last round began, begins the next (``Spill.round(loads=
+    False)``: the inbox written out a slice at a time when it is due; what is left at the end,
+    less than a slice or two, waits for the workers' rounds), unless one is running; a pusher
+    ``behind`` URLs ahead of the round running (the inbox grows in Redis by what it pushes)
+    waits for it. A round's error is raised at the next ``pushed`` that looks at it, or at
+    ``close``, which waits for the round running and runs the last (``last=False``: only
+    waits, and raises nothing: a pusher stopping on an error of its own).
 
-    def __init__(self, spill: Spill, every: int = ROUND_URLS, behind: int = INBOX_SLICE):
-        self.spill, self.every, self.behind = spill, every, behind
+    The rounds run in a thread of their own, whose store connection ``close`` lets go of
+    (``release``). With ``remake`` (a picklable callable that makes the crawl's spill again:
+    crawler/services.py's ``spill_remake``), a large input's rounds go to a process of their
+    own (rounds_process.py), which takes them over once it has made its spill: the rounds'
+    CPU no longer shares the pusher's interpreter lock. It is started at the first round
+    when ``coming`` (the URLs the pusher will push in all, when it knows: a field it may set
+    later) is ``process_from`` or more, else once ``process_from`` URLs were pushed (0: never;
+    SEED_ROUNDS_PROCESS_FROM for ``scrapy seed``). Until it
+    is ready, and if it cannot start or ends, the rounds run in the thread;
+    ``process_rounds`` counts those it ran."""
+
+    def __init__(
+        self,
+        spill: Spill,
+        every: int = ROUND_URLS,
+        behind: int = INBOX_SLICE,
+        remake=None,
+        coming: int | None = None,
+        process_from: int = 0,
+    ):
+        self.spill, self.every, self.behind, self.remake = spill, every, behind, remake
+        self.coming, self.process_from = coming, process_from
+        self.process_rounds = 0  # rounds run in the process
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spill-round")
-        self._running: Future | None = None
+        self._running = None  # the round running: a Future, or the process's Reply
         self._unwritten = 0  # URLs pushed since the last round began
+        self._pushed = 0  # URLs pushed in all
         self._threaded = False  # a round ran in the thread: its store connection to let go of
+        self.process: RoundsProcess | None = None  # the rounds' process, once started
+        self._started = False  # (a process is tried once)
 
     def pushed(self, urls: int) -> None:
         self._unwritten += urls
+        self._pushed += urls
         if self._unwritten < self.every:
             return
         if self._running is not None:
             if not self._running.done() and self._unwritten < self.behind:
                 return  # (the next push looks again)
-            self._running.result()  # (waits when behind; raises the round's error)
+            self._result(self._running)  # (waits when behind; raises the round's error)
         self._unwritten = 0
+        self._running = self._begin()
+
+    def _begin(self):
+        """The next round, begun: in the process when it is ready, else in the thread."""
+        wanted = self.remake is not None and self.process_from > 0 and not self._started
+        if wanted and max(self.coming or 0, self._pushed) >= self.process_from:
+            self._started = True
+            self.process = RoundsProcess.start(self.remake, self.spill.where())
+        if self.process is not None and self.process.ready():
+            if not self.process_rounds:
+                logger.info("The spill's rounds run in a process of their own (pid %d)", self.process.process.pid)
+            self.process_rounds += 1
+            return self.process.round()
         self._threaded = True
-        self._running = self._pool.submit(self.spill.round, loads=False)
+        return self._pool.submit(self.spill.round, loads=False)
+
+    def _result(self, running):
+        """The round's result (its error raised), waited for; the process's URLs written are
+        counted in the spill's stats (a thread's round counts its own)."""
+        result = running.result()
+        if isinstance(running, Reply) and self.spill.stats is not None and result[0]:
+            self.spill.stats.inc_value("frontier/spilled", result[0])
+        return result
 
     def close(self, last: bool = True) -> None:
         try:
-            running, self._running = self._running, None
+            running = self._running
             if running is not None:
                 if not last:
                     running.exception()  # (waited for, its error dropped)
                     return
-                running.result()
+                self._result(running)
+            self._running = None
             if last and self._unwritten:
                 self._unwritten = 0
-                self.spill.round(loads=False)
+                self._running = self._begin()
+                self._result(self._running)
         finally:
+            self._running = None
+            if self.process is not None:
+                self.process.stop()
             if self._threaded:  # (the rounds' thread lets go of the store: its connection)
                 self._threaded = False
                 self._pool.submit(self.spill.chunks.release)

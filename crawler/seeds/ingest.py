@@ -176,6 +176,8 @@ def ingest(
     group_urls: int = 0,
     spool_dir: str | None = None,
     stop=None,
+    remake=None,
+    process_from: int = 0,
 ) -> IngestReport:
     """Read, normalize and push the seeds of ``paths`` into ``frontier``, which holds each
     to the crawl's scope (a seed the network guard refuses, out of scope, rejected by the
@@ -191,7 +193,9 @@ def ingest(
     ``spill``: the crawl's Spill (FRONTIER_HOST_WINDOW), whose rounds run beside the sends
     (PusherRounds, crawler/frontier/spill.py: one every ROUND_URLS URLs pushed, and at the end
     one for what came after the last began): the inbox and the buffers go to disk as they
-    fill. With a spill,
+    fill; with ``remake`` (crawler/services.py's ``spill_remake``), those of an input of
+    ``process_from`` URLs or more (SEED_ROUNDS_PROCESS_FROM; 0: never) go to a process of
+    their own, which makes the spill again. With a spill,
     URLs are pushed grouped by host once the input is read, each host's in the order read
     (``_ByHost``): up to ``group_urls`` (SEED_GROUP_URLS; 0: as read) held in memory, more
     held on disk under ``spool_dir`` (SEED_SPOOL_DIR; None: the system's temporary
@@ -215,7 +219,9 @@ def ingest(
     started = time.perf_counter()
     prepare = frontier.prepare  # prepared here, sent in order by the pool's one thread
 
-    rounds = PusherRounds(spill) if spill is not None else None  # (in a thread, beside the sends)
+    rounds = None  # (beside the sends)
+    if spill is not None:
+        rounds = PusherRounds(spill, remake=remake, process_from=process_from)
 
     def send(prepared):
         if rounds is not None:  # (before the batch: a round's error stops it unsent, as counted)
@@ -276,6 +282,8 @@ def ingest(
                 report.spooled = by_host.spool.spooled if by_host.spool is not None else 0
                 report.held = report.spooled or by_host.held
                 report.push_started = time.perf_counter() - started
+                if rounds is not None:  # (a large input's rounds get a process of their own)
+                    rounds.coming = report.held
                 with contextlib.closing(by_host.rest()) as batches:  # (its files closed on an error)
                     for batch in batches:
                         push(*by_host.made(batch))

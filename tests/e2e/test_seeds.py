@@ -182,6 +182,31 @@ def test_a_crawl_keeps_the_spill_store_it_began_with(tmp_path, redis_url, redis_
     assert "keeps every queued URL in Redis (FRONTIER_HOST_WINDOW=0)" in refused_worker(first, 0)
 
 
+def test_command_on_the_embedded_redis_writes_a_large_input_out_from_a_process_of_its_own(tmp_path, crawl_name):
+    """A large input's rounds (SEED_ROUNDS_PROCESS_FROM, set low here) run in a process that
+    makes the crawl's spill again from the settings: on the embedded Redis it joins the
+    server the command started (it neither starts another nor stops this one), and every
+    seed is written out to the crawl's spill store once; no warning (a process that could
+    not make its spill, or made it on another Redis, says so on stderr)."""
+    path = tmp_path / "seeds.txt"
+    path.write_text("".join(f"http://h{i % 300}.example/p{i}\n" for i in range(60_000)))
+    options = ["-s", "SEED_ROUNDS_PROCESS_FROM=1000", "-s", "FRONTIER_SPILL_AGE=0", "-s", "SEED_BATCH_SIZE=100"]
+    options += ["-s", "SEED_GROUP_URLS=0", "--no-progress"]
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env["CRAWL_DIR"] = str(tmp_path / "crawl")
+    command = [sys.executable, "-m", "scrapy", "seed", str(path), "--crawl", crawl_name, *options]
+    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().startswith("added 60000, already seen 0, invalid 0, refused 0"), proc.stdout
+    assert proc.stderr.decode() == ""
+    shown = subprocess.run(
+        [sys.executable, "-m", "scrapy", "frontier", "--crawl", crawl_name], cwd=ROOT, env=env, capture_output=True,
+        timeout=60,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "queued           60000  (60000 on disk, in the spill store;" in shown.stdout.decode()
+
+
 def test_command_stopped_by_sigterm_says_what_it_pushed_and_removes_its_seeds_on_disk(
     tmp_path, redis_url, redis_client, crawl_name
 ):
