@@ -164,8 +164,7 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     remake = partial(spill_of, server.url, order, args.urls, window, active, args.spill_age, store, politeness)
     rounds = None
     if spill is not None:  # (as `scrapy seed`'s)
-        process_from = BY_NAME["SEED_ROUNDS_PROCESS_FROM"].default
-        rounds = PusherRounds(spill, remake=remake, coming=args.urls, process_from=process_from)
+        rounds = PusherRounds(spill, remake=remake, coming=args.urls, process_from=args.process_from)
     scripts, calls = script_usec(server.client), command_calls(server.client)
     t, pushed, peak, batches = time.perf_counter(), 0, 0, 0
     batch = []
@@ -235,6 +234,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--host-interval", type=float, default=0.0, help="FRONTIER_HOST_INTERVAL, seconds (default 0: none)"
+    )
+    parser.add_argument(
+        "--process-from",
+        type=int,
+        default=BY_NAME["SEED_ROUNDS_PROCESS_FROM"].default,
+        help="spill: the pusher's rounds in a process of their own from this many URLs (SEED_ROUNDS_PROCESS_FROM; 0: a thread)",
     )
     parser.add_argument("--in-flight", type=int, default=0, help="FRONTIER_HOST_MAX_IN_FLIGHT (default 0: no limit)")
     parser.add_argument(
