@@ -62,6 +62,7 @@ from testing.workers import in_processes
 WORDS = "news article blog products item category page docs about 2024 en wiki guide help shop".split()
 BATCH, POP, LOOPS = 1000, 64, 2
 IDLE = 1.0  # seconds a POP loop goes on handing out nothing while URLs are queued (pop_loop)
+POLL_WAIT = IDLE / 4  # seconds a POP loop waits at most after an empty pop (a worker: FRONTIER_POLL_INTERVAL)
 
 
 def urls(n: int, hosts: int, seed: int = 1):
@@ -104,13 +105,16 @@ def pop_loop(
     url: str, order: str, capacity: int, window: int, active: int, age: float, store: str, politeness: tuple, out
 ) -> None:
     """Lease POP URLs a pop, each pop acknowledging the previous one's leases, until nothing is
-    queued or nothing was handed out for IDLE seconds; puts (URLs leased, the time.monotonic()
-    of the last one) on ``out``. As a worker does (crawler/frontier/client.py), a pop that comes
-    back short begins the spill's round in a thread of its own, unless one is running, and the
-    pops go on beside it; a pop that gets nothing waits for the round running (or runs one).
-    A pop that gets nothing does not end the loop while URLs are queued: the hosts due may be
-    waiting for chunks the other loop is loading (testing.frontiers.hand_out_all stops after
-    three such pops, which left one loop to hand out most of a spilled queue)."""
+    queued (the pop says so: no next due time) or nothing was handed out for IDLE seconds; puts
+    (URLs leased, the time.monotonic() of the last one) on ``out``. As a worker does
+    (crawler/frontier/client.py, crawler/scheduler/cadence.py), a pop that comes back short
+    begins the spill's round in a thread of its own, unless one is running, and the pops go
+    on beside it; a pop that gets nothing waits for the round running (or runs one), and,
+    when that moved nothing, until the next due time the pop gave (at least 1 ms, at most
+    POLL_WAIT: a worker's FRONTIER_POLL_INTERVAL, shorter than IDLE). A pop that gets nothing does not end the loop while URLs are
+    queued: the hosts due may be waiting for chunks the other loop is loading
+    (testing.frontiers.hand_out_all stops after three such pops, which left one loop to hand
+    out most of a spilled queue)."""
     f = frontier(url, order, capacity, window, active, age, *politeness)
     spill = Spill(f, SqliteChunks(store)) if window else None
     rounds = ThreadPoolExecutor(max_workers=1) if spill is not None else None
@@ -119,8 +123,9 @@ def pop_loop(
     busy = last  # the last lease, or the last round that moved URLs: IDLE counts from there
     try:
         while True:
-            leases, _ = f.get(POP, ack=acks)
+            leases, next_due = f.get(POP, ack=acks)
             acks = [lease.id for lease in leases]
+            moved = False  # (a round of this loop's moved URLs: pop again at once)
             if rounds is not None and len(leases) < POP:
                 if running is not None and running.done():
                     running.result()
@@ -128,15 +133,18 @@ def pop_loop(
                 if running is None:
                     running = rounds.submit(spill.round)
                 if not leases:  # (nothing to hand out: the round running is what may bring some)
-                    if any(running.result()):
-                        busy = time.monotonic()
+                    moved = any(running.result())
                     running = None
             now = time.monotonic()
             if leases:
                 got, last = got + len(leases), now
                 busy = now
-            elif now - busy > IDLE or f.stats()["queued"] == 0:
+            elif moved:
+                busy = now
+            elif next_due is None or now - busy > IDLE:
                 break
+            else:
+                time.sleep(min(max(next_due / 1000 - time.time(), 0.001), POLL_WAIT))
         if running is not None:
             running.result()
     finally:
