@@ -32,6 +32,8 @@ def _serve(conn, remake) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (its pusher stops it)
     try:
         spill = remake()
+        if spill is None:
+            raise ValueError("the settings make no spill (FRONTIER_HOST_WINDOW=0)")
     except Exception as exc:
         with contextlib.suppress(OSError):
             _reply(conn, "error", exc)
