@@ -169,9 +169,9 @@ def run(server: RedisServer, order: str, mode: str, store: str, args) -> dict:
     politeness = (args.host_interval, args.in_flight)
     f = frontier(server.url, order, args.urls, window, active, args.spill_age, *politeness)
     spill = Spill(f, chunks) if window else None
-    remake = partial(spill_of, server.url, order, args.urls, window, active, args.spill_age, store, politeness)
     rounds = None
     if spill is not None:  # (as `scrapy seed`'s)
+        remake = partial(spill_of, server.url, order, args.urls, window, active, args.spill_age, store, politeness)
         rounds = PusherRounds(spill, remake=remake, coming=args.urls, process_from=args.process_from)
     scripts, calls = script_usec(server.client), command_calls(server.client)
     t, pushed, peak, batches = time.perf_counter(), 0, 0, 0

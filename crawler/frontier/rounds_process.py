@@ -49,8 +49,7 @@ def _serve(conn, remake) -> None:
     except (EOFError, OSError):  # (the pusher is gone)
         pass
     finally:
-        spill.chunks.release()
-        spill.close()
+        spill.close()  # (its store's connection, this thread's, with it)
 
 
 def _reply(conn, kind: str, value) -> None:

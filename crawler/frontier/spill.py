@@ -396,7 +396,6 @@ class PusherRounds:
                     running.exception()  # (waited for, its error dropped)
                     return
                 self._result(running)
-            self._running = None
             if last and self._unwritten:
                 self._unwritten = 0
                 self._running = self._begin()
