@@ -24,7 +24,7 @@ for at most --active-hosts hosts and the rest in chunks in an SQLite spill store
 thread), write the
 inbox out when it is due, a slice at a time, and load nothing, as ``scrapy seed``'s: loading windows
 is the workers' work, as placing URLs in back queues is POP's all in Redis; each POP loop
-begins the spill's round in a thread of its own when a pop comes back short, as a worker
+begins the spill's round in a thread of its own when a pop comes back short (or SPILL_EVERY after the last), as a worker
 does, and pops on beside it; the inbox is due --spill-age seconds
 after its first URL, FRONTIER_SPILL_AGE's default unless given, at once when it holds a
 slice). Figures: Redis bytes a queued URL
@@ -52,6 +52,7 @@ from pathlib import Path
 from bench.results import Results
 from crawler.config.settings import BY_NAME
 from crawler.frontier.chunks import SqliteChunks
+from crawler.frontier.client import SPILL_EVERY
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import Entry, Frontier
 from crawler.frontier.spill import PusherRounds, Spill
@@ -107,9 +108,9 @@ def pop_loop(
     """Lease POP URLs a pop, each pop acknowledging the previous one's leases, until nothing is
     queued (the pop says so: no next due time) or nothing was handed out for IDLE seconds; puts
     (URLs leased, the time.monotonic() of the last one) on ``out``. As a worker does
-    (crawler/frontier/client.py, crawler/scheduler/cadence.py), a pop that comes back short
-    begins the spill's round in a thread of its own, unless one is running, and the pops go
-    on beside it; a pop that gets nothing waits for the round running (or runs one), and,
+    (crawler/frontier/client.py, crawler/scheduler/cadence.py), a pop that comes back short,
+    or a pop SPILL_EVERY seconds after the last round began, begins the spill's round in a
+    thread of its own, unless one is running, and the pops go on beside it; a pop that gets nothing waits for the round running (or runs one), and,
     when that moved nothing, until the next due time the pop gave (at least 1 ms, at most
     POLL_WAIT: a worker's FRONTIER_POLL_INTERVAL, shorter than IDLE). A pop that gets nothing does not end the loop while URLs are
     queued: the hosts due may be waiting for chunks the other loop is loading
@@ -120,18 +121,20 @@ def pop_loop(
     rounds = ThreadPoolExecutor(max_workers=1) if spill is not None else None
     running = None
     got, acks, last = 0, [], time.monotonic()
+    round_at = last  # (when this loop's last round began)
     busy = last  # the last lease, or the last round that moved URLs: IDLE counts from there
     try:
         while True:
             leases, next_due = f.get(POP, ack=acks)
             acks = [lease.id for lease in leases]
             moved = False  # (a round of this loop's moved URLs: pop again at once)
-            if rounds is not None and len(leases) < POP:
+            now = time.monotonic()
+            if rounds is not None and (len(leases) < POP or now - round_at >= SPILL_EVERY):
                 if running is not None and running.done():
                     running.result()
                     running = None
                 if running is None:
-                    running = rounds.submit(spill.round)
+                    running, round_at = rounds.submit(spill.round), now
                 if not leases:  # (nothing to hand out: the round running is what may bring some)
                     moved = any(running.result())
                     running = None

@@ -42,7 +42,8 @@
 --      submissions waiting (rush) first, then (with a window, fifo) those whose next URL is
 --      of a higher priority level than the default (keen), then the others of the ready
 --      heap, the longest due first (a host without politeness, its interval 0 and no
---      in-flight limit, up to its share of the pop);
+--      in-flight limit, up to its share of the pop; in a crawl without politeness, up to
+--      SHARE URLs from each of the first n / SHARE hosts, then one look more while short);
 --   3. while fewer than n were handed out, refill from the front queues (weighted round
 --      robin over the levels, so a higher level is preferred but a lower one is never
 --      starved; at most ARGV[6] entries): an entry whose host has no back queue and is
@@ -357,6 +358,17 @@ local function queued_after(host)
     return top_up(prefix, host, now) or has_queue(prefix, host)
 end
 
+-- whether a host may be held by politeness: a default interval, a host's own (hdelay), an
+-- in-flight limit, an address class. Without any, step 2 looks first at as many due hosts
+-- as give the pop SHARE URLs each, then, while the pop is short, at the others it needs:
+-- fewer hosts a pop, each through the heap (ZADD), its window's top-up and its landing once
+-- for up to SHARE URLs
+local SHARE = 4
+local function policed()
+    return tonumber(default_interval) > 0 or max_flight > 0 or by_address or exists_once(prefix, K.hdelay)
+        or exists_once(prefix, K.hlimit)
+end
+
 local function hand_out_due(hosts)
     -- a host without politeness (its interval 0, no in-flight limit) gives up to its share
     -- of the pop, not one URL: as the front queues' hand-outs do (step 3)
@@ -477,7 +489,7 @@ end
 -- when the next host or delayed retry is due (ms), -1 when neither is (URLs in the inbox:
 -- now, the next spill round's; a load claimed: LOADING_MS from now at most, as its worker
 -- loads it, where 'refill' holds the host at its claim's expiry, for another worker)
-local LOADING_MS = 1000
+local LOADING_MS = 50
 local function next_due()
     if inbox_waits() then return now end
     local at = -1
@@ -515,7 +527,14 @@ if not urgent_only then hand_out_drops() end  -- 2a.
 n = popped + math.min(n - popped, budget)
 if popped < n and by_address and not urgent_only then wake_classes(n - popped) end
 if not by_address and redis.call('EXISTS', prefix .. K.aready, prefix .. K.resolve) > 0 then unpark_all() end
-if popped < n then hand_out_due(due_hosts(n - popped)) end  -- 2.
+if popped < n then  -- 2.
+    if policed() then
+        hand_out_due(due_hosts(n - popped))
+    else  -- (a first look at fewer hosts, SHARE URLs each, a second while the pop is short)
+        hand_out_due(due_hosts(math.ceil((n - popped) / SHARE)))
+        if popped < n then hand_out_due(due_hosts(n - popped)) end
+    end
+end
 if popped < n and not urgent_only then refill() end  -- 3.
 if popped + dropped > 0 then
     redis.call('HINCRBY', counters, 'queued', -(popped + dropped))
