@@ -178,13 +178,12 @@ def test_read_commands_refuse_what_is_not_there_and_create_nothing(crawled, tmp_
 
 @pytest.fixture(scope="module")
 def on_cassandra(tmp_path_factory, redis_url, site, cassandra_session):
-    """The crawl of ``site`` stored in a fresh keyspace by two workers (each applies the
-    schema at start): the crawl is paused (``scrapy frontier pause``) until the second has
-    started, once the first has seeded the frontier (a worker starting under load may take
-    longer than the first takes to crawl the site alone); then the first is stopped
-    (SIGTERM: its leases given back) once it has had a few pages answered, so that the
-    second finishes the crawl (a worker keeps the hosts it has: without the stop, the first
-    would crawl this small site alone)."""
+    """The crawl of ``site`` stored in a fresh keyspace by two workers, one after the other
+    (each applies the schema at start): the first seeds the frontier and crawls alone until
+    it has had a few pages answered; the crawl is then paused (``scrapy frontier pause``),
+    the first stopped (SIGTERM: its leases given back), and the second started; the crawl
+    resumed, the second finishes it. (Started side by side, either could take the two
+    hosts each time they fell due and leave the other nothing.)"""
     tmp = tmp_path_factory.mktemp("urlstore-cassandra-crawl")
     name, keyspace = f"test-{uuid.uuid4().hex[:12]}", f"test_{uuid.uuid4().hex[:12]}"
     cassandra = {
@@ -197,20 +196,18 @@ def on_cassandra(tmp_path_factory, redis_url, site, cassandra_session):
     settings = {"CRAWL_NAME": name, "CRAWL_DIR": tmp / "crawl", **SETTINGS, "FRONTIER_HOST_INTERVAL": 0.5, **cassandra}
     client = redis.Redis.from_url(redis_url)
     frontier = Frontier(client, name)
-    assert frontier.pause()
     workers = [launch_worker(tmp, "a", _seeds(tmp, site), {**settings, "USER_AGENT": f"crawler ({_AGENT_A})"}, env)]
     try:
-        counters = Keys(name).prefix + "counters"
-        _wait(lambda: int(client.hget(counters, "pushed") or 0), workers[0], "no seed pushed")
+        # its own pages, by their User-Agent (the site's count alone would take b's for a's)
+        _wait(lambda: _answered(site, _AGENT_A) >= 4, workers[0], "worker a had no pages answered")
+        assert frontier.pause()
+        workers[0].proc.send_signal(signal.SIGTERM)
+        assert workers[0].wait(120) == 0, workers[0].tail()
         workers.append(launch_worker(tmp, "b", None, settings, env))
         _wait(lambda: "Spider opened" in workers[1].text(), workers[1], "worker b did not start")
         assert frontier.resume()
         client.close()
-        # its own pages, by their User-Agent (the site's count alone would take b's for a's)
-        _wait(lambda: _answered(site, _AGENT_A) >= 4, workers[0], "worker a had no pages answered")
-        workers[0].proc.send_signal(signal.SIGTERM)
-        codes = [w.wait(120) for w in workers]
-        assert codes == [0, 0], "\n".join(w.tail() for w in workers)
+        assert workers[1].wait(120) == 0, workers[1].tail()
 
         def command(*args, **overrides) -> subprocess.CompletedProcess:
             """``scrapy ARGS`` on this crawl and keyspace (``overrides``: other settings)."""
