@@ -13,7 +13,7 @@ import threading
 import pytest
 import redis
 
-from crawler.frontier.chunks import EMPTY, SqliteChunks, pack, uncompressed
+from crawler.frontier.chunks import SqliteChunks, count_of, pack, uncompressed
 from crawler.frontier.codec import encode_url
 from crawler.frontier.frontier import WORK_FRESH_MS, Entry, Frontier
 from crawler.frontier.keys import NAMES
@@ -272,15 +272,21 @@ def test_due_hosts_whose_next_url_is_of_a_higher_level_go_first(redis_url, crawl
     assert not frontier.redis.exists(frontier.keys.hkeen)
 
 
-def _a_load_whose_worker_dies(frontier, chunks, at: int) -> Spill:
-    """Worker C claims a load at ``at`` and dies before loading; D loads once the claim
-    expires; C wakes up and loads what it read: refused, nothing handed out twice. D's spill."""
-    [(host, chunk)] = frontier.load_claim("C", CLAIM_MS, 64, now=at)
+def _a_load_whose_worker_dies(frontier, chunks, at: int, claims: int, loads: int) -> Spill:
+    """Worker C claims a load of ``claims`` URLs at ``at`` and dies before loading; D loads
+    ``loads`` URLs (C's chunks among them) once the claim expires; C wakes up and loads what
+    it read: refused, nothing handed out twice. D's spill."""
+    claimed = frontier.load_claim("C", CLAIM_MS, 64, now=at)
+    read = [
+        (host, chunk, uncompressed(body))
+        for (host, chunk), body in zip(claimed, chunks.read(frontier.keys.prefix, claimed), strict=True)
+    ]
+    assert len({host for host, _, _ in read}) == 1 and sum(count_of(data) for _, _, data in read) == claims
     assert frontier.load_claim("D", CLAIM_MS, 64, now=at + 1) == []
     d = Spill(frontier, chunks, token="D")
-    assert d.refill(at + CLAIM_MS + 1) == 8
-    [body] = chunks.read(frontier.keys.prefix, [(host, chunk)])
-    assert frontier.load("C", [(host, chunk, uncompressed(body) if body else EMPTY)], now=at + CLAIM_MS + 2) == [2]
+    assert d.refill(at + CLAIM_MS + 1) == loads
+    assert chunks.read(frontier.keys.prefix, claimed) == [None] * len(claimed)  # (loaded: deleted)
+    assert frontier.load("C", read, now=at + CLAIM_MS + 2) == [2] * len(claimed)
     return d
 
 
@@ -304,7 +310,9 @@ def test_a_worker_dying_between_take_and_put_or_load_loses_nothing(redis_url, cr
     assert frontier.inbox_put("A", 24, first, [("h0.example", 3, 24)], now=T0 + CLAIM_MS + 2) == [False]
     chunks.delete(crawl, [(h, c) for h, c, _ in written])
     assert chunks.size(crawl)[0] == 3 and frontier.stats()["spilled"] == 24
-    d = _a_load_whose_worker_dies(frontier, chunks, T0 + CLAIM_MS + 4)
+    # C claims the oldest chunk of a host waiting on disk; once C's claim expired, the host
+    # waits for a load with no URL in its window, and D's takes all three chunks
+    d = _a_load_whose_worker_dies(frontier, chunks, T0 + CLAIM_MS + 4, claims=8, loads=24)
     got = urls_through_spill(frontier, d, T0 + 3 * CLAIM_MS)
     assert got == urls
 
@@ -346,7 +354,8 @@ def test_a_worker_dying_between_claim_and_commit_of_a_buffer_loses_nothing(redis
     # worker C claims a load and dies before loading; D loads after the claim expires
     for url in _drain_window(frontier, T0 + CLAIM_MS + 3):
         urls.remove(url)
-    d = _a_load_whose_worker_dies(frontier, chunks, T0 + CLAIM_MS + 4)
+    # the window ran dry: C claims both chunks (up to four windows), and so does D
+    d = _a_load_whose_worker_dies(frontier, chunks, T0 + CLAIM_MS + 4, claims=16, loads=16)
     got = urls_through_spill(frontier, d, T0 + 3 * CLAIM_MS)
     assert sorted(got) == sorted(urls)
 
@@ -478,11 +487,19 @@ def _script_calls(frontier) -> int:
     return sum(v["calls"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
 
 
-def test_a_round_sends_only_the_claims_that_may_find_work(redis_url, crawl_name, tmp_path):
+def test_a_round_sends_only_the_claims_that_may_find_work(crawl_name, tmp_path):
     """spill_due says, without claiming, which claims of a round may find work: buffers due
     to be written, hosts waiting on disk (a window to give back, a chunk to load when there
-    is room); a round that finds nothing sends no script, and one with work does it."""
-    frontier = _frontier(redis_url, crawl_name, window=4, active_hosts=1, window_idle=60.0)
+    is room); a round that finds nothing sends no script, and one with work does it. (A
+    Redis server of its own: its count of the scripts run is the server's.)"""
+    from testing.servers import RedisServer
+
+    with RedisServer(tmp_path / "redis") as server:
+        frontier = _frontier(server.url, crawl_name, window=4, active_hosts=1, window_idle=60.0)
+        _rounds_send_only_the_claims_that_may_find_work(frontier, tmp_path)
+
+
+def _rounds_send_only_the_claims_that_may_find_work(frontier, tmp_path) -> None:
     spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
     spill.bind()
     assert frontier.spill_due(now=T0) == (False, False, False)
@@ -1161,6 +1178,41 @@ def test_a_hosts_small_chunks_that_fit_in_its_window_are_claimed_and_loaded_toge
     assert got == b + c
     stats = frontier.stats()
     assert stats["queued"] == 0 and stats["spilled"] == 0 and chunks.size(k.prefix) == (0, 0)
+
+
+def test_a_host_whose_window_ran_dry_loads_up_to_four_windows_of_chunks_at_once(redis_url, crawl_name, tmp_path):
+    """A host handed out faster than its chunks come (no politeness) finds its window empty
+    when its next load is claimed: the claim takes as many of its oldest chunks as four
+    windows hold by their mean size, and the load stops where the window would pass four
+    windows (those chunks stay listed, loaded later), every URL once and in order. A host
+    waiting on disk for its first window gets one chunk, as before."""
+    frontier = _frontier(redis_url, crawl_name, window=8, active_hosts=1)
+    chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
+    spill = Spill(frontier, chunks)
+    r, k = frontier.redis, frontier.keys
+    urls = [f"http://a.example/p{i}" for i in range(88)]
+    _push(frontier, urls[:48], now=T0)
+    assert spill.drain(T0) == 48  # six chunks of 8
+    for i in range(48, 88):  # then forty of one URL each
+        _push(frontier, [urls[i]], now=T0 + i)
+        assert spill.drain(T0 + i) == 1
+    assert spill.refill(T0 + 100) == 8  # a host waiting on disk: its oldest chunk
+    leases, _ = frontier.get(10, now=T0 + 200)
+    got = [payload_url(lease.payload) for lease in leases]
+    assert got == urls[:8] and not r.exists(k.back("a.example"))  # its window ran dry
+    claimed = frontier.load_claim(spill.token, CLAIM_MS, 10, now=T0 + 300)
+    # 80 URLs on disk in 45 chunks: 4 x 8 x 45 / 80 = 18 chunks, of which four (32 URLs) fit
+    assert len(claimed) == 18
+    read = [
+        (h, chunk, uncompressed(body)) for (h, chunk), body in zip(claimed, chunks.read(k.prefix, claimed), strict=True)
+    ]
+    assert frontier.load(spill.token, read, now=T0 + 300) == [1] * 4 + [0] * 14
+    chunks.delete(k.prefix, claimed[:4])  # (as Spill.refill does with the chunks loaded)
+    assert r.llen(k.back("a.example")) == 32 and r.llen(k.spilled("a.example")) == 41
+    assert frontier.stats()["spilled"] == 48
+    got += urls_through_spill(frontier, spill, T0 + 400)
+    assert got == urls
+    assert frontier.stats()["queued"] == 0 and chunks.size(k.prefix) == (0, 0)
 
 
 def test_a_commit_sent_again_after_its_reply_was_lost_deletes_none_of_its_chunks(redis_url, crawl_name, tmp_path):

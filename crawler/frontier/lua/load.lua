@@ -14,7 +14,10 @@
 --   (no window for a host that is not crawled; HOLD's resume puts it back); claims the
 --   host's oldest chunk, or all its chunks when the URLs it has on disk (hspilled) fit in
 --   the room its window has (a host of a few URLs at a time: chunks of one or two URLs,
---   loaded together at the cost of one), notes ``<token>:<id>,<id>...:<expiry>`` in
+--   loaded together at the cost of one), or, for a host of 'refill' whose window ran dry
+--   before this load (handed out faster than its chunks came: no politeness), as many of
+--   its oldest chunks as DRY windows hold by their mean size (hspilled / chunks listed),
+--   notes ``<token>:<id>,<id>...:<expiry>`` in
 --   'lclaim' and puts the host in 'refill' at the expiry (another worker tries again
 --   then). A host without chunks leaves both. Returns {host, id, host, id...}, a host's
 --   chunks one after another, oldest first.
@@ -22,14 +25,15 @@
 --   limit)   ARGV[10..] chunks read: host, chunk id, its entries (their count and their
 --   lengths, 4 bytes each, big-endian, then the entries: chunks.py's ``uncompressed``), a
 --   host's chunks one after another in the order claimed; for each: if the chunk is still
---   the host's oldest and the claim the caller's, its entries join the tail of the host's
+--   the host's oldest, the claim the caller's, and (after the host's first) the entries
+--   loaded with it stay within DRY windows, its entries join the tail of the host's
 --   window (a dropped host's go to 'drops' as its window does) and the chunk leaves
 --   sc:<host> and the counter 'spilled'; then, once for the host's chunks loaded, the claim
 --   ends, the host is ready (add_ready: unless paused or at its limit) and marked for its
 --   next chunk if its window is still low.
 -- Returns (load): for each chunk, 1 loaded (the caller deletes the chunk), 2 the chunk is no longer listed
--- (loaded before: the caller deletes it), 0 the claim was lost (the chunk stays: another
--- worker loads it).
+-- (loaded before: the caller deletes it), 0 the claim was lost or the chunk passes DRY
+-- windows (the chunk stays: another load takes it).
 --- @include "helpers"
 local prefix, now, verb, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 window = tonumber(ARGV[5])
@@ -38,6 +42,7 @@ ranked_order = ARGV[7] == '1'
 local refill = prefix .. K.refill
 local claims = prefix .. K.load_claims
 local PAUSED_MET = 64  -- paused hosts a claim may take out of 'dormant' beside the hosts it takes
+local DRY = 4  -- a host whose window ran dry before its load came loads up to DRY windows' worth
 
 local function claim()
     local claim_ms, most = tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -45,7 +50,7 @@ local function claim()
     local dormant = prefix .. K.dormant
     -- the host's oldest chunk, or all of them if its URLs on disk fit in its window's room,
     -- unless another worker loads them now; whether it was claimed
-    local function take(host)
+    local function take(host, ran_dry)
         local sc = prefix .. K.spilled .. host
         local claimed = redis.call('HGET', claims, host)
         if claimed and tonumber(string.match(claimed, ':(%d+)$')) > now then return false end
@@ -58,8 +63,12 @@ local function claim()
         end
         if #ids > 1 then  -- the oldest, or all when they fit
             local on_disk = tonumber(redis.call('HGET', prefix .. K.host_spilled, host) or '0')
-            if on_disk <= window - window_size(prefix, host) then
+            local have = window_size(prefix, host)
+            if on_disk <= window - have then
                 ids = redis.call('LRANGE', sc, 0, -1)
+            elseif ran_dry and have == 0 then  -- (as many as DRY windows hold, by its chunks' mean size)
+                local most_ids = math.floor(DRY * window * redis.call('LLEN', sc) / on_disk)
+                ids = redis.call('LRANGE', sc, 0, math.max(most_ids, 1) - 1)
             else
                 ids = {ids[1]}
             end
@@ -75,7 +84,7 @@ local function claim()
         return true
     end
     for _, host in ipairs(redis.call('ZRANGEBYSCORE', refill, '-inf', now, 'LIMIT', 0, most)) do
-        take(host)
+        take(host, true)
     end
     local room = most - hosts
     if active_hosts > 0 then room = math.min(room, active_hosts - redis.call('ZCARD', prefix .. K.ready)) end
@@ -120,8 +129,12 @@ local function load_host(host, chunks, out)
     for _, c in ipairs(chunks) do
         local status = 0
         -- a chunk the caller claimed is the host's oldest (but after a claim lost): popped,
-        -- and put back if it is another
+        -- and put back if it is another; after the first, only while the window stays within
+        -- DRY windows (the others stay listed, for a later load)
         local mine = listed and string.find(listed, ',' .. c.id .. ',', 1, true)
+        if mine and loaded and #entries + struct.unpack('>I4', ARGV[c.data]) > DRY * window then
+            listed, mine = nil, nil
+        end
         local head
         if mine then head = redis.call('LPOP', sc) else head = redis.call('LINDEX', sc, 0) end
         if mine and head == c.id then
