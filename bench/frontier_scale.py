@@ -16,7 +16,9 @@ through the ready heap at each URL in both modes, as in a crawl (figures in thei
 ``_polite``); the hand-out's end, when only the largest hosts are left, then runs at the
 polite limit (a URL a host a pop), which is the same in both modes.
 
-Each order (FRONTIER_ORDER fifo, importance) runs in each mode: ``redis``, every queued URL
+Each order (FRONTIER_ORDER fifo, importance) runs in each mode, the modes taking turns at each
+of --runs runs (each run's ratio, spilled / all in Redis, is a figure: measured within the same
+minutes, as the machine's speed drifts between them): ``redis``, every queued URL
 in Redis (FRONTIER_HOST_WINDOW 0), and ``spill``, a window of --window URLs a host in Redis
 for at most --active-hosts hosts and the rest in chunks in an SQLite spill store
 (crawler/frontier/spill.py; the pusher's rounds, PusherRounds, beside its pushes, one every
@@ -286,43 +288,52 @@ def main() -> int:
         tempfile.TemporaryDirectory() as tmp,
         RedisServer(Path(tmp) / "redis", socket_timeout=120, binary=binary) as server,
     ):
-        for order in args.orders.split(","):
+        for order, run_no in itertools.product(args.orders.split(","), range(args.runs)):
+            pair = {}  # (the modes take turns: each run's ratio measured within minutes)
             for mode in args.modes.split(","):
-                for run_no in range(args.runs):
-                    store = str(Path(tmp) / f"spill-{order}-{run_no}.sqlite")
-                    r = run(server, order, mode, store, args)
-                    once = "every URL once" if r["got"] == r["pushed"] else f"MISMATCH: {r['got']:,} of {r['pushed']:,}"
-                    disk = f", {r['disk']:.1f} disk bytes a spilled URL ({r['spilled']:,})" if mode == "spill" else ""
-                    print(
-                        f"{order:>10} {mode:>5}: {r['bytes']:.1f} Redis bytes a queued URL{disk}; pushed "
-                        f"{r['push']:,.0f} URLs/s, handed out {r['pop']:,.0f} URLs/s; Redis scripts "
-                        f"{r['push_us']:.1f} us a URL pushed, {r['pop_us']:.1f} handed out; {once}",
-                        flush=True,
-                    )
-                    if args.calls:
-                        for phase, what in (("push", "pushed"), ("pop", "handed out")):
-                            per_url = r[f"{phase}_calls"]
-                            top = ", ".join(f"{k} {v:.2f}" for k, v in list(per_url.items())[:12])
-                            print(f"{'':>17}Redis calls a URL {what}: {sum(per_url.values()):.2f} ({top})")
-                    name = (
-                        f"all in Redis, {order}, {args.urls:,} URLs"
-                        if mode == "redis"
-                        else f"spilled (window {args.window}, {args.active_hosts:,} active hosts), {order}, {args.urls:,} URLs"
-                    )
-                    if polite:
-                        name += f", interval {args.host_interval * 1000:g} ms, in flight {args.in_flight}"
-                    if args.redis == "system":
-                        name += ", Redis 7"
-                    results.add(f"{name}: Redis memory a queued URL", r["bytes"], "bytes")
-                    if mode == "spill":
-                        results.add(f"{name}: spill store a spilled URL", r["disk"], "bytes")
-                    results.add(f"{name}: pushed", r["push"], "URLs/s")
-                    results.add(f"{name}: handed out", r["pop"], "URLs/s")
-                    results.add(f"{name}: Redis scripts a pushed URL", r["push_us"], "us")
-                    results.add(f"{name}: Redis scripts a handed-out URL", r["pop_us"], "us")
-                    results.add(f"{name}: Redis calls a pushed URL", sum(r["push_calls"].values()), "calls")
-                    results.add(f"{name}: Redis calls a handed-out URL", sum(r["pop_calls"].values()), "calls")
-                    results.write()  # (after each run: a long call keeps what it measured)
+                store = str(Path(tmp) / f"spill-{order}-{run_no}.sqlite")
+                r = pair[mode] = run(server, order, mode, store, args)
+                once = "every URL once" if r["got"] == r["pushed"] else f"MISMATCH: {r['got']:,} of {r['pushed']:,}"
+                disk = f", {r['disk']:.1f} disk bytes a spilled URL ({r['spilled']:,})" if mode == "spill" else ""
+                print(
+                    f"{order:>10} {mode:>5}: {r['bytes']:.1f} Redis bytes a queued URL{disk}; pushed "
+                    f"{r['push']:,.0f} URLs/s, handed out {r['pop']:,.0f} URLs/s; Redis scripts "
+                    f"{r['push_us']:.1f} us a URL pushed, {r['pop_us']:.1f} handed out; {once}",
+                    flush=True,
+                )
+                if args.calls:
+                    for phase, what in (("push", "pushed"), ("pop", "handed out")):
+                        per_url = r[f"{phase}_calls"]
+                        top = ", ".join(f"{k} {v:.2f}" for k, v in list(per_url.items())[:12])
+                        print(f"{'':>17}Redis calls a URL {what}: {sum(per_url.values()):.2f} ({top})")
+                name = (
+                    f"all in Redis, {order}, {args.urls:,} URLs"
+                    if mode == "redis"
+                    else f"spilled (window {args.window}, {args.active_hosts:,} active hosts), {order}, {args.urls:,} URLs"
+                )
+                if polite:
+                    name += f", interval {args.host_interval * 1000:g} ms, in flight {args.in_flight}"
+                if args.redis == "system":
+                    name += ", Redis 7"
+                results.add(f"{name}: Redis memory a queued URL", r["bytes"], "bytes")
+                if mode == "spill":
+                    results.add(f"{name}: spill store a spilled URL", r["disk"], "bytes")
+                results.add(f"{name}: pushed", r["push"], "URLs/s")
+                results.add(f"{name}: handed out", r["pop"], "URLs/s")
+                results.add(f"{name}: Redis scripts a pushed URL", r["push_us"], "us")
+                results.add(f"{name}: Redis scripts a handed-out URL", r["pop_us"], "us")
+                results.add(f"{name}: Redis calls a pushed URL", sum(r["push_calls"].values()), "calls")
+                results.add(f"{name}: Redis calls a handed-out URL", sum(r["pop_calls"].values()), "calls")
+                results.write()  # (after each run: a long call keeps what it measured)
+            if {"redis", "spill"} <= pair.keys():
+                name = f"spilled / all in Redis, {order}, {args.urls:,} URLs" + (
+                    f", interval {args.host_interval * 1000:g} ms, in flight {args.in_flight}" if polite else ""
+                )
+                for key, what in (("push", "pushed"), ("pop", "handed out")):
+                    ratio = pair["spill"][key] / pair["redis"][key]
+                    results.add(f"{name}: {what}", ratio, "x", baseline=f"all in Redis: {what}, the same run")
+                    print(f"{'':>17}spilled / all in Redis, {what}: {ratio:.2f}", flush=True)
+                results.write()
     return 0
 
 
