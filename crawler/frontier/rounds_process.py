@@ -102,6 +102,11 @@ class RoundsProcess:
         self.alive = True
         self._ready = False
 
+    @property
+    def pid(self) -> int | None:
+        """The process's id (for the log)."""
+        return self.process.pid
+
     @classmethod
     def start(cls, remake, where: tuple) -> RoundsProcess | None:
         """The process started, or None (said in the log) when it cannot be. ``where``: the

@@ -374,7 +374,7 @@ class PusherRounds:
             self.process = RoundsProcess.start(self.remake, self.spill.where())
         if self.process is not None and self.process.ready():
             if not self.process_rounds:
-                logger.info("The spill's rounds run in a process of their own (pid %d)", self.process.process.pid)
+                logger.info("The spill's rounds run in a process of their own (pid %d)", self.process.pid)
             self.process_rounds += 1
             return self.process.round()
         self._threaded = True

@@ -132,7 +132,7 @@ def test_a_process_that_ends_leaves_the_rounds_to_the_thread(redis_url, crawl_na
     urls = _urls(4, 60)  # 240
     _push(frontier, rounds, urls[:20])
     _until_ready(rounds)
-    pid = rounds.process.process.pid
+    pid = rounds.process.pid
     os.kill(pid, signal.SIGKILL)
     rounds.process.process.join(10)
     with caplog.at_level(logging.WARNING, logger="crawler.frontier.rounds_process"):
