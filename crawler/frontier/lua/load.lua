@@ -49,6 +49,7 @@ local function claim()
     local out, hosts = {}, 0
     local dormant = prefix .. K.dormant
     -- the host's oldest chunk, or all of them if its URLs on disk fit in its window's room,
+    -- or (``ran_dry``: a host of 'refill', its window empty) up to DRY windows of them,
     -- unless another worker loads them now; whether it was claimed
     local function take(host, ran_dry)
         local sc = prefix .. K.spilled .. host
