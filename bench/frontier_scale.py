@@ -26,8 +26,8 @@ for at most --active-hosts hosts and the rest in chunks in an SQLite spill store
 thread), write the
 inbox out when it is due, a slice at a time, and load nothing, as ``scrapy seed``'s: loading windows
 is the workers' work, as placing URLs in back queues is POP's all in Redis; each POP loop
-begins the spill's round in a thread of its own when a pop comes back short (or SPILL_EVERY after the last), as a worker
-does, and pops on beside it; the inbox is due --spill-age seconds
+begins the spill's round in a thread of its own when a pop comes back short (or SPILL_EVERY
+after the last), as a worker does, and pops on beside it; the inbox is due --spill-age seconds
 after its first URL, FRONTIER_SPILL_AGE's default unless given, at once when it holds a
 slice). Figures: Redis bytes a queued URL
 at the peak (used_memory, sampled after each batch, less before the push), the spill store's
@@ -112,10 +112,11 @@ def pop_loop(
     (URLs leased, the time.monotonic() of the last one) on ``out``. As a worker does
     (crawler/frontier/client.py, crawler/scheduler/cadence.py), a pop that comes back short,
     or a pop SPILL_EVERY seconds after the last round began, begins the spill's round in a
-    thread of its own, unless one is running, and the pops go on beside it; a pop that gets nothing waits for the round running (or runs one), and,
-    when that moved nothing, until the next due time the pop gave (at least 1 ms, at most
-    POLL_WAIT: a worker's FRONTIER_POLL_INTERVAL, shorter than IDLE). A pop that gets nothing does not end the loop while URLs are
-    queued: the hosts due may be waiting for chunks the other loop is loading
+    thread of its own, unless one is running, and the pops go on beside it; a pop that gets
+    nothing waits for the round running (or runs one), and, when that moved nothing, until
+    the next due time the pop gave (at least 1 ms, at most POLL_WAIT: a worker's
+    FRONTIER_POLL_INTERVAL, shorter than IDLE). A pop that gets nothing does not end the loop
+    while URLs are queued: the hosts due may be waiting for chunks the other loop is loading
     (testing.frontiers.hand_out_all stops after three such pops, which left one loop to hand
     out most of a spilled queue)."""
     f = frontier(url, order, capacity, window, active, age, *politeness)
@@ -278,6 +279,9 @@ def main() -> int:
     if args.redis == "system":
         file += "_redis7"
     results = Results("frontier_scale", runs=args.runs, file=file)
+    # (what each figure's name says of the call beyond order, mode and size)
+    variant = f", interval {args.host_interval * 1000:g} ms, in flight {args.in_flight}" if polite else ""
+    variant += ", Redis 7" if args.redis == "system" else ""
     print(
         f"{args.urls:,} URLs over {args.hosts:,} hosts (Zipf), {LOOPS} POP loops of {POP}, spill age {args.spill_age} s"
         f", host interval {args.host_interval * 1000:g} ms, in flight a host {args.in_flight or 'no limit'}"
@@ -307,14 +311,10 @@ def main() -> int:
                         top = ", ".join(f"{k} {v:.2f}" for k, v in list(per_url.items())[:12])
                         print(f"{'':>17}Redis calls a URL {what}: {sum(per_url.values()):.2f} ({top})")
                 name = (
-                    f"all in Redis, {order}, {args.urls:,} URLs"
+                    f"all in Redis, {order}, {args.urls:,} URLs{variant}"
                     if mode == "redis"
-                    else f"spilled (window {args.window}, {args.active_hosts:,} active hosts), {order}, {args.urls:,} URLs"
+                    else f"spilled (window {args.window}, {args.active_hosts:,} active hosts), {order}, {args.urls:,} URLs{variant}"
                 )
-                if polite:
-                    name += f", interval {args.host_interval * 1000:g} ms, in flight {args.in_flight}"
-                if args.redis == "system":
-                    name += ", Redis 7"
                 results.add(f"{name}: Redis memory a queued URL", r["bytes"], "bytes")
                 if mode == "spill":
                     results.add(f"{name}: spill store a spilled URL", r["disk"], "bytes")
@@ -326,9 +326,7 @@ def main() -> int:
                 results.add(f"{name}: Redis calls a handed-out URL", sum(r["pop_calls"].values()), "calls")
                 results.write()  # (after each run: a long call keeps what it measured)
             if {"redis", "spill"} <= pair.keys():
-                name = f"spilled / all in Redis, {order}, {args.urls:,} URLs" + (
-                    f", interval {args.host_interval * 1000:g} ms, in flight {args.in_flight}" if polite else ""
-                )
+                name = f"spilled / all in Redis, {order}, {args.urls:,} URLs{variant}"
                 for key, what in (("push", "pushed"), ("pop", "handed out")):
                     ratio = pair["spill"][key] / pair["redis"][key]
                     results.add(f"{name}: {what}", ratio, "x", baseline=f"all in Redis: {what}, the same run")

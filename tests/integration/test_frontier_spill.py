@@ -54,6 +54,13 @@ def _redis_urls(frontier) -> int:
     return total
 
 
+def _read(frontier, chunks, claimed) -> list[tuple]:
+    """The chunks of a load claim (host, id each) read from the spill store, as LOAD takes
+    them: (host, id, entries), as Spill.refill reads them."""
+    bodies = chunks.read(frontier.keys.prefix, claimed)
+    return [(host, chunk, uncompressed(body)) for (host, chunk), body in zip(claimed, bodies, strict=True)]
+
+
 def test_urls_beyond_the_window_go_to_disk_and_come_back_once_each_in_order(redis_url, crawl_name, tmp_path):
     frontier = _frontier(redis_url, crawl_name)
     chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
@@ -277,10 +284,7 @@ def _a_load_whose_worker_dies(frontier, chunks, at: int, claims: int, loads: int
     ``loads`` URLs (C's chunks among them) once the claim expires; C wakes up and loads what
     it read: refused, nothing handed out twice. D's spill."""
     claimed = frontier.load_claim("C", CLAIM_MS, 64, now=at)
-    read = [
-        (host, chunk, uncompressed(body))
-        for (host, chunk), body in zip(claimed, chunks.read(frontier.keys.prefix, claimed), strict=True)
-    ]
+    read = _read(frontier, chunks, claimed)
     assert len({host for host, _, _ in read}) == 1 and sum(count_of(data) for _, _, data in read) == claims
     assert frontier.load_claim("D", CLAIM_MS, 64, now=at + 1) == []
     d = Spill(frontier, chunks, token="D")
@@ -496,27 +500,23 @@ def test_a_round_sends_only_the_claims_that_may_find_work(crawl_name, tmp_path):
 
     with RedisServer(tmp_path / "redis") as server:
         frontier = _frontier(server.url, crawl_name, window=4, active_hosts=1, window_idle=60.0)
-        _rounds_send_only_the_claims_that_may_find_work(frontier, tmp_path)
-
-
-def _rounds_send_only_the_claims_that_may_find_work(frontier, tmp_path) -> None:
-    spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
-    spill.bind()
-    assert frontier.spill_due(now=T0) == (False, False, False)
-    before = _script_calls(frontier)
-    assert spill.round(T0) == (0, 0) and _script_calls(frontier) == before  # nothing: no script
-    urls = {h: [f"http://{h}.example/p{i}" for i in range(n)] for h, n in (("a", 6), ("b", 10))}
-    _push(frontier, urls["a"], now=T0)  # a: in the inbox, due to be written out at T0 + 1 s
-    assert frontier.spill_due(now=T0) == (False, False, False)
-    assert frontier.spill_due(now=T0 + 1_000) == (True, False, False)
-    _push(frontier, urls["b"], now=T0 + 1_000)  # b: in the inbox too
-    # both written out; room for one window: a's (the first by name), its oldest chunk loaded
-    assert spill.round(T0 + 2_000) == (16, 4)
-    # b waits on disk: an idle window may go to it; no room to load it while a holds one
-    assert frontier.spill_due(now=T0 + 2_000) == (False, True, False)
-    got = urls_through_spill(frontier, spill, T0 + 3_000)
-    assert sorted(got) == sorted(urls["a"] + urls["b"])
-    assert frontier.spill_due(now=T0 + 4_000) == (False, False, False)
+        spill = Spill(frontier, SqliteChunks(str(tmp_path / "spill.sqlite")))
+        spill.bind()
+        assert frontier.spill_due(now=T0) == (False, False, False)
+        before = _script_calls(frontier)
+        assert spill.round(T0) == (0, 0) and _script_calls(frontier) == before  # nothing: no script
+        urls = {h: [f"http://{h}.example/p{i}" for i in range(n)] for h, n in (("a", 6), ("b", 10))}
+        _push(frontier, urls["a"], now=T0)  # a: in the inbox, due to be written out at T0 + 1 s
+        assert frontier.spill_due(now=T0) == (False, False, False)
+        assert frontier.spill_due(now=T0 + 1_000) == (True, False, False)
+        _push(frontier, urls["b"], now=T0 + 1_000)  # b: in the inbox too
+        # both written out; room for one window: a's (the first by name), its oldest chunk loaded
+        assert spill.round(T0 + 2_000) == (16, 4)
+        # b waits on disk: an idle window may go to it; no room to load it while a holds one
+        assert frontier.spill_due(now=T0 + 2_000) == (False, True, False)
+        got = urls_through_spill(frontier, spill, T0 + 3_000)
+        assert sorted(got) == sorted(urls["a"] + urls["b"])
+        assert frontier.spill_due(now=T0 + 4_000) == (False, False, False)
 
 
 def _last_command(redis_url: str, name: str) -> str:
@@ -544,10 +544,7 @@ def test_a_pop_while_another_worker_loads_a_hosts_chunk_says_the_host_is_due_soo
     assert frontier.redis.zscore(frontier.keys.refill, "a.example") == T0 + 1 + CLAIM_MS
     leases, next_due = frontier.get(10, now=T0 + 2)
     assert leases == [] and T0 + 2 <= next_due <= T0 + 2 + 50
-    read = [
-        (h, chunk, uncompressed(body))
-        for (h, chunk), body in zip(claimed, chunks.read(frontier.keys.prefix, claimed), strict=True)
-    ]
+    read = _read(frontier, chunks, claimed)
     assert frontier.load("other", read, now=T0 + 3) == [1]
     leases, _ = frontier.get(10, now=T0 + 4)
     assert [payload_url(lease.payload) for lease in leases] == urls
@@ -913,9 +910,7 @@ def test_a_window_written_out_ahead_of_a_chunk_claimed_for_loading_goes_first(re
     assert frontier.evict_commit("E", evicted, now=T0 + 3_000) == {evicted[0][1]}
     listed = r.lrange(k.spilled("a.example"), 0, -1)
     assert int(listed[0]) == evicted[0][1] and int(listed[1]) == claimed[0][1]  # the window ahead
-    read = [
-        (h, chunk, uncompressed(body)) for (h, chunk), body in zip(claimed, chunks.read(k.prefix, claimed), strict=True)
-    ]
+    read = _read(frontier, chunks, claimed)
     assert frontier.load("L", read, now=T0 + 3_000) == [0]  # no longer the oldest: it stays
     assert r.lrange(k.spilled("a.example"), 0, -1) == listed and not r.exists(k.back("a.example"))
     assert frontier.stats()["spilled"] == 8 + 4
@@ -1165,9 +1160,7 @@ def test_a_hosts_small_chunks_that_fit_in_its_window_are_claimed_and_loaded_toge
     claimed = frontier.load_claim(spill.token, CLAIM_MS, 10, now=T0 + 10_000)
     assert claimed == [("b.example", chunk) for chunk in first]  # (room for one window: b's, the oldest)
     assert r.hget(k.load_claims, "b.example").decode().split(":")[1] == ",".join(map(str, first))
-    read = [
-        (h, chunk, uncompressed(body)) for (h, chunk), body in zip(claimed, chunks.read(k.prefix, claimed), strict=True)
-    ]
+    read = _read(frontier, chunks, claimed)
     lost = frontier.load("another-worker", read, now=T0 + 10_000)
     assert lost == [0] * 5 and r.llen(k.spilled("b.example")) == 5 and not r.exists(k.back("b.example"))
     assert frontier.load(spill.token, read, now=T0 + 10_000) == [1] * 5
@@ -1203,9 +1196,7 @@ def test_a_host_whose_window_ran_dry_loads_up_to_four_windows_of_chunks_at_once(
     claimed = frontier.load_claim(spill.token, CLAIM_MS, 10, now=T0 + 300)
     # 80 URLs on disk in 45 chunks: 4 x 8 x 45 / 80 = 18 chunks, of which four (32 URLs) fit
     assert len(claimed) == 18
-    read = [
-        (h, chunk, uncompressed(body)) for (h, chunk), body in zip(claimed, chunks.read(k.prefix, claimed), strict=True)
-    ]
+    read = _read(frontier, chunks, claimed)
     assert frontier.load(spill.token, read, now=T0 + 300) == [1] * 4 + [0] * 14
     chunks.delete(k.prefix, claimed[:4])  # (as Spill.refill does with the chunks loaded)
     assert r.llen(k.back("a.example")) == 32 and r.llen(k.spilled("a.example")) == 41
