@@ -481,6 +481,28 @@ def test_a_higher_limit_allows_that_many_at_once(make_frontier):
     assert pop_urls(f, now=T0 + 4)[0] == []
 
 
+def test_leases_of_one_host_landing_in_one_call_change_it_once(make_frontier):
+    """A call that lands several leases of one host (a pop's share of it, acknowledged with
+    the next pop) changes its host once: in flight one fewer for each lease (a lease landed
+    and acknowledged in the same call counts once), back in the heap below its limit, due
+    its interval after the latest of those landings (one by one, the first put it back in
+    the heap at its own time)."""
+    f = make_frontier(max_in_flight=3, host_interval=1.0)
+    f.put([entry(f"http://a.example/{i}") for i in range(5)])
+    leases = [f.get(1, now=t)[0][0] for t in (T0, T0 + 1000, T0 + 2000)]
+    assert f.get(1, now=T0 + 3000)[0] == []  # three in flight: at its limit
+    first, second, _ = leases
+    landed = [(first.id, T0 + 3100), (second.id, T0 + 3400)]
+    f.ack(first.id, landed=landed, now=T0 + 3500)
+    st = f.stats()
+    assert (st["in_flight"], st["hosts_in_flight"], st["hosts_queued"]) == (1, 1, 1)
+    assert f.get(1, now=T0 + 4399)[0] == []
+    (nxt,), _ = f.get(1, now=T0 + 4400)
+    assert nxt.payload == b"http://a.example/3" and nxt.due == T0 + 4400
+    (last,), _ = f.get(1, now=T0 + 5400)  # (two in flight: one more may go)
+    assert last.payload == b"http://a.example/4"
+
+
 def test_a_host_downloading_with_urls_left_counts_among_the_hosts_with_urls(make_frontier):
     f = make_frontier(max_in_flight=1)
     f.put([entry(f"http://a.example/{i}") for i in range(5)] + [entry("http://b.example/0")])

@@ -384,11 +384,20 @@ local function hand_out_due(hosts)
             if not queued_after(host) then emptied(prefix, host) end
         elseif payload then
             local nxt = hand_out(host, payload, due, cash, class, address)
-            if nxt == due and max_flight <= 0 and not by_address then
-                for _ = 2, share do
+            if nxt == due and max_flight <= 0 and not by_address and share > 1 then
+                -- (its interval 0: the rest of its share at the same time, its next time
+                -- unchanged; from its back queue in one call, then its ranked queue)
+                local bq = prefix .. K.back .. host
+                local taken = redis.call('LPOP', bq, share - 1) or {}
+                for _, e in ipairs(taken) do
+                    e = unlevelled(e)
+                    if not stale(e) then lease(host, e, due, 0, false, 0) end
+                end
+                if #taken > 0 then unkeen(prefix, host) end
+                for _ = #taken + 2, share do
                     payload, cash = next_of(host)
                     if not payload then break end
-                    hand_out(host, payload, due, cash)
+                    lease(host, payload, due, 0, false, cash)
                 end
             end
             rushed(prefix, host)

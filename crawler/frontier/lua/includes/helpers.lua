@@ -612,20 +612,43 @@ end
 -- the download of a lease ended (landed, acknowledged, expired, given back or replaced
 -- by a follow-up): its host may have one more in flight, and is due its interval after
 -- now; idempotent per lease. `ok`: the host answered (see recover), counted even when
--- the lease had landed already (its follow-up or its ack may come first)
-local function land(prefix, member, now, ok)
+-- the lease had landed already (its follow-up or its ack may come first). With
+-- ``landings`` (new_landings: a call's landings, gathered by host), what it changes of
+-- its host waits for ends_landed, once a host: several leases of a host (a pop's share)
+-- land with one look at its count in flight, its next time and the heap, and the host is
+-- due its interval after the latest of them
+local function new_landings()
+    return {hosts = {}, order = {}}
+end
+local function ends_landed(prefix, landings)
+    for _, host in ipairs(landings.order) do
+        local h = landings.hosts[host]  -- {leases, its next time, the latest landing}
+        if redis.call('HINCRBY', prefix .. K.hflight, host, -h[1]) <= 0 then
+            redis.call('HDEL', prefix .. K.hflight, host)
+        end
+        if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < h[2] then
+            redis.call('HSET', prefix .. K.hnext, host, h[2])
+        end
+        if has_queue(prefix, host) then make_ready(prefix, host, h[3]) end
+    end
+end
+local function land(prefix, member, now, ok, landings)
     local seq = string.match(member, '^(%d+)' .. SEP)
     if not seq then return end
     local host = split(member, 4)[3]
     if ok then recover(prefix, host) end
     if redis.call('SREM', prefix .. K.flying, seq) == 0 then return end
     release_class(prefix, seq, now)
-    if redis.call('HINCRBY', prefix .. K.hflight, host, '-1') <= 0 then
-        redis.call('HDEL', prefix .. K.hflight, host)
-    end
     local nxt = now + interval_of(prefix, host)
-    if tonumber(redis.call('HGET', prefix .. K.hnext, host) or '0') < nxt then
-        redis.call('HSET', prefix .. K.hnext, host, nxt)
+    local own = landings or new_landings()
+    local h = own.hosts[host]
+    if h then
+        h[1] = h[1] + 1
+        h[2] = math.max(h[2], nxt)
+        h[3] = math.max(h[3], now)
+    else
+        own.hosts[host] = {1, nxt, now}
+        own.order[#own.order + 1] = host
     end
-    if has_queue(prefix, host) then make_ready(prefix, host, now) end
+    if not landings then ends_landed(prefix, own) end
 end

@@ -23,12 +23,13 @@ end
 local function settle(prefix, first, now)
     local a = tonumber(ARGV[first])
     local acked = 0
+    local landings = new_landings()
     for i = first + a + 1, #ARGV, 2 do
         local ended, m = math.min(tonumber(ARGV[i]), now), ARGV[i + 1]
         if string.byte(m, 1) == 43 then  -- '+': its host answered
-            land(prefix, string.sub(m, 2), ended, true)
+            land(prefix, string.sub(m, 2), ended, true, landings)
         else
-            land(prefix, m, ended, false)
+            land(prefix, m, ended, false, landings)
         end
     end
     local done = 0
@@ -37,8 +38,9 @@ local function settle(prefix, first, now)
         acked = acked + was_held
         if was_held == 1 then leased(prefix, ARGV[i], -1) end
         if was_held == 1 and not string.find(ARGV[i], '^%d+\031%-') then done = done + 1 end  -- (not a drop's)
-        land(prefix, ARGV[i], now, false)
+        land(prefix, ARGV[i], now, false, landings)
     end
+    ends_landed(prefix, landings)
     if acked > 0 then count_recent(prefix, now, acked) end
     if done > 0 then redis.call('HINCRBY', prefix .. K.counters, 'done', done) end
     return acked
