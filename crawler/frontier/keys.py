@@ -197,9 +197,8 @@ key                         type    contents
                                     entering it to 'refill')
 ``lclaim``                  hash    host -> ``<token>:<chunk id>,<chunk id>...:<expiry ms>``:
                                     a worker is loading those chunks (the host's oldest,
-                                    as many as its window's room holds by their mean
-                                    size, all of them when they fit, four windows' worth
-                                    when its window ran dry: LOAD)
+                                    or all of them when they fit in its window, or four
+                                    windows' worth when its window ran dry: LOAD)
 ``hspilled``                hash    host -> its URLs in chunks of the spill store (the
                                     counter ``spilled``, host by host)
 ``eclaim``                  hash    host -> ``<token>:<chunk id>:<expiry ms>:<digest>``: a

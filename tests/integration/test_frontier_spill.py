@@ -1174,10 +1174,11 @@ def test_a_hosts_small_chunks_that_fit_in_its_window_are_claimed_and_loaded_toge
 
 
 def test_a_host_whose_window_ran_dry_loads_up_to_four_windows_of_chunks_at_once(redis_url, crawl_name, tmp_path):
-    """A claim takes as many of a host's oldest chunks as the room its window has holds by
-    their mean size (hspilled / chunks listed), and its load stops at that room. A host
-    handed out faster than its chunks come (no politeness) finds its window empty when its
-    next load is claimed: its room is four windows. Every URL comes out once and in order."""
+    """A host handed out faster than its chunks come (no politeness) finds its window empty
+    when its next load is claimed: the claim takes as many of its oldest chunks as four
+    windows hold by their mean size, and the load stops where the window would pass four
+    windows (those chunks stay listed, loaded later), every URL once and in order. A host
+    waiting on disk for its first window gets one chunk, as before."""
     frontier = _frontier(redis_url, crawl_name, window=8, active_hosts=1)
     chunks = SqliteChunks(str(tmp_path / "spill.sqlite"))
     spill = Spill(frontier, chunks)
@@ -1188,24 +1189,19 @@ def test_a_host_whose_window_ran_dry_loads_up_to_four_windows_of_chunks_at_once(
     for i in range(48, 88):  # then forty of one URL each
         _push(frontier, [urls[i]], now=T0 + i)
         assert spill.drain(T0 + i) == 1
-    # waiting on disk for its first window (empty): 88 URLs in 46 chunks, 8 x 46 / 88 = 4
-    # chunks claimed (of 8 each: larger than the mean), all four loaded (within four windows)
-    assert spill.refill(T0 + 100) == 32
-    leases, _ = frontier.get(40, now=T0 + 200)
+    assert spill.refill(T0 + 100) == 8  # a host waiting on disk: its oldest chunk
+    leases, _ = frontier.get(10, now=T0 + 200)
     got = [payload_url(lease.payload) for lease in leases]
-    assert got == urls[:32] and not r.exists(k.back("a.example"))  # its window ran dry
+    assert got == urls[:8] and not r.exists(k.back("a.example"))  # its window ran dry
     claimed = frontier.load_claim(spill.token, CLAIM_MS, 10, now=T0 + 300)
-    # 56 URLs on disk in 42 chunks: 4 x 8 x 42 / 56 = 24 chunks, of which 18 (32 URLs) fit
-    assert len(claimed) == 24
+    # 80 URLs on disk in 45 chunks: 4 x 8 x 45 / 80 = 18 chunks, of which four (32 URLs) fit
+    assert len(claimed) == 18
     read = _read(frontier, chunks, claimed)
-    assert frontier.load(spill.token, read, now=T0 + 300) == [1] * 18 + [0] * 6
-    chunks.delete(k.prefix, claimed[:18])  # (as Spill.refill does with the chunks loaded)
-    assert r.llen(k.back("a.example")) == 32 and r.llen(k.spilled("a.example")) == 24
-    assert frontier.stats()["spilled"] == 24
-    # half its window handed out: the next claim fills the room, 4 URLs of one each
-    got += [payload_url(lease.payload) for lease in frontier.get(28, now=T0 + 400)[0]]
-    assert r.llen(k.back("a.example")) == 4 and spill.refill(T0 + 400) == 4
-    got += urls_through_spill(frontier, spill, T0 + 500)
+    assert frontier.load(spill.token, read, now=T0 + 300) == [1] * 4 + [0] * 14
+    chunks.delete(k.prefix, claimed[:4])  # (as Spill.refill does with the chunks loaded)
+    assert r.llen(k.back("a.example")) == 32 and r.llen(k.spilled("a.example")) == 41
+    assert frontier.stats()["spilled"] == 48
+    got += urls_through_spill(frontier, spill, T0 + 400)
     assert got == urls
     assert frontier.stats()["queued"] == 0 and chunks.size(k.prefix) == (0, 0)
 

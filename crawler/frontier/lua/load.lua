@@ -11,13 +11,13 @@
 --   ready heap (with those claimed here), the longest waiting of 'dormant' (scored by when
 --   each may have a window: a window given back, EVICT, once its host is due); skips those
 --   another worker holds a live claim on, and takes a paused host it meets out of 'dormant'
---   (no window for a host that is not crawled; HOLD's resume puts it back); claims all
---   the host's chunks when the URLs it has on disk (hspilled) fit in the room its window
---   has, else as many of its oldest as that room holds by their mean size (hspilled /
---   chunks listed; at least one): chunks of one or two URLs (a host whose URLs come a few
---   at a time) loaded together at the cost of one; for a host of 'refill' whose window ran
---   dry before this load (handed out faster than its chunks came: no politeness), the
---   room is DRY windows; notes ``<token>:<id>,<id>...:<expiry>`` in
+--   (no window for a host that is not crawled; HOLD's resume puts it back); claims the
+--   host's oldest chunk, or all its chunks when the URLs it has on disk (hspilled) fit in
+--   the room its window has (a host of a few URLs at a time: chunks of one or two URLs,
+--   loaded together at the cost of one), or, for a host of 'refill' whose window ran dry
+--   before this load (handed out faster than its chunks came: no politeness), as many of
+--   its oldest chunks as DRY windows hold by their mean size (hspilled / chunks listed),
+--   notes ``<token>:<id>,<id>...:<expiry>`` in
 --   'lclaim' and puts the host in 'refill' at the expiry (another worker tries again
 --   then). A host without chunks leaves both. Returns {host, id, host, id...}, a host's
 --   chunks one after another, oldest first.
@@ -26,15 +26,14 @@
 --   lengths, 4 bytes each, big-endian, then the entries: chunks.py's ``uncompressed``), a
 --   host's chunks one after another in the order claimed; for each: if the chunk is still
 --   the host's oldest, the claim the caller's, and (after the host's first) the entries
---   loaded with it stay within the room the window had (DRY windows when it was empty:
---   the bound of a host's window in Redis), its entries join the tail of the host's
+--   loaded with it stay within DRY windows, its entries join the tail of the host's
 --   window (a dropped host's go to 'drops' as its window does) and the chunk leaves
 --   sc:<host> and the counter 'spilled'; then, once for the host's chunks loaded, the claim
 --   ends, the host is ready (add_ready: unless paused or at its limit) and marked for its
 --   next chunk if its window is still low.
 -- Returns (load): for each chunk, 1 loaded (the caller deletes the chunk), 2 the chunk is no longer listed
--- (loaded before: the caller deletes it), 0 the claim was lost or the chunk passes the
--- room (the chunk stays: another load takes it).
+-- (loaded before: the caller deletes it), 0 the claim was lost or the chunk passes DRY
+-- windows (the chunk stays: another load takes it).
 --- @include "helpers"
 local prefix, now, verb, token = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 window = tonumber(ARGV[5])
@@ -49,8 +48,8 @@ local function claim()
     local claim_ms, most = tonumber(ARGV[8]), tonumber(ARGV[9])
     local out, hosts = {}, 0
     local dormant = prefix .. K.dormant
-    -- as many of the host's oldest chunks as its window's room holds (all of them if its
-    -- URLs on disk fit; ``ran_dry``, a host of 'refill' whose window is empty: DRY windows),
+    -- the host's oldest chunk, or all of them if its URLs on disk fit in its window's room,
+    -- or (``ran_dry``: a host of 'refill', its window empty) up to DRY windows of them,
     -- unless another worker loads them now; whether it was claimed
     local function take(host, ran_dry)
         local sc = prefix .. K.spilled .. host
@@ -68,11 +67,11 @@ local function claim()
             local have = window_size(prefix, host)
             if on_disk <= window - have then
                 ids = redis.call('LRANGE', sc, 0, -1)
-            else  -- (as many as its window's room holds, DRY windows if it ran dry, by their mean size)
-                local room = window - have
-                if ran_dry and have == 0 then room = DRY * window end
-                local most_ids = math.floor(room * redis.call('LLEN', sc) / on_disk)
+            elseif ran_dry and have == 0 then  -- (as many as DRY windows hold, by its chunks' mean size)
+                local most_ids = math.floor(DRY * window * redis.call('LLEN', sc) / on_disk)
                 ids = redis.call('LRANGE', sc, 0, math.max(most_ids, 1) - 1)
+            else
+                ids = {ids[1]}
             end
         end
         redis.call('HSET', claims, host, string.format('%s:%s:%d', token, table.concat(ids, ','), now + claim_ms))
@@ -128,19 +127,14 @@ local function load_host(host, chunks, out)
         listed = ',' .. string.match(claimed, '^[^:]*:([^:]*):') .. ','
     end
     local entries, loaded = {}, false
-    local room  -- (after its first chunk: the window's room, DRY windows for an empty one)
     for _, c in ipairs(chunks) do
         local status = 0
         -- a chunk the caller claimed is the host's oldest (but after a claim lost): popped,
-        -- and put back if it is another; after the first, only while the entries loaded
-        -- stay within the room (the others stay listed, for a later load)
+        -- and put back if it is another; after the first, only while the window stays within
+        -- DRY windows (the others stay listed, for a later load)
         local mine = listed and string.find(listed, ',' .. c.id .. ',', 1, true)
-        if mine and loaded then
-            if not room then
-                local have = window_size(prefix, host)  -- (what the window held before this load)
-                room = have == 0 and DRY * window or window - have
-            end
-            if #entries + struct.unpack('>I4', ARGV[c.data]) > room then listed, mine = nil, nil end
+        if mine and loaded and #entries + struct.unpack('>I4', ARGV[c.data]) > DRY * window then
+            listed, mine = nil, nil
         end
         local head
         if mine then head = redis.call('LPOP', sc) else head = redis.call('LINDEX', sc, 0) end
