@@ -162,7 +162,10 @@ def ingest_once(path: str, settings: Settings, frontier, client, opts, group: in
         with profiler or contextlib.nullcontext():
             remake = spill_remake(settings) if spill is not None else None  # (as `scrapy seed`'s)
             process_from = settings.getint("SEED_ROUNDS_PROCESS_FROM")
-            report = ingest(frontier, path, **options, spill=spill, remake=remake, process_from=process_from)
+            split_from = settings.getint("SEED_SPLIT_READ_FROM")
+            report = ingest(
+                frontier, path, **options, spill=spill, remake=remake, process_from=process_from, split_from=split_from
+            )
         redis_s = (script_usec(client) - redis_before) / 1e6
         stats = frontier.stats()
     finally:
@@ -173,6 +176,8 @@ def ingest_once(path: str, settings: Settings, frontier, client, opts, group: in
     urls_per_s = report.lines / report.elapsed
     print(report.summary())
     reading = f", of which reading {report.push_started:.2f} s" if report.push_started is not None else ""
+    if report.lines_beside:
+        reading += f" ({report.lines_beside:,} lines read by a second process)"
     print(
         f"ingest: {report.lines:,} URLs in {report.elapsed:.2f} s{reading} = {urls_per_s:,.0f} URLs/s "
         f"(Redis scripts {redis_s:.2f} s = {1e6 * redis_s / max(report.lines, 1):.1f} us/URL; "

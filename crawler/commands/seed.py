@@ -179,6 +179,7 @@ class Command(ScrapyCommand):
                     spool_dir=settings.get("SEED_SPOOL_DIR") or None,
                     remake=spill_remake(settings) if spill is not None else None,
                     process_from=settings.getint("SEED_ROUNDS_PROCESS_FROM"),
+                    split_from=settings.getint("SEED_SPLIT_READ_FROM"),
                 )
         except SeedFileError as exc:
             progress.clear()

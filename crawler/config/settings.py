@@ -492,6 +492,13 @@ TABLE: tuple[Setting, ...] = (
         "0.4 s of a core to start (0: never, a thread)",
     ),
     S(
+        "SEED_SPLIT_READ_FROM",
+        8_000_000,
+        COUNT,
+        "with FRONTIER_HOST_WINDOW: `scrapy seed` of one plain file of this many bytes or more, held on disk past "
+        "SEED_GROUP_URLS, reads its second half in a process of its own while it reads the first (0: never)",
+    ),
+    S(
         "SEED_SPOOL_DIR",
         "",
         PATH,

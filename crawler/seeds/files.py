@@ -75,6 +75,7 @@ __all__ = [
     "SeedLine",
     "check_readable",
     "read_seeds",
+    "read_stream",
 ]
 
 STDIN = "-"
@@ -198,6 +199,7 @@ class InputPosition:
                 self.total = None
         self._done = 0  # bytes of the files read to their end
         self._file: IO[bytes] | None = None
+        self.elsewhere = 0  # bytes read by another process (the tail of a SplitRead's file)
 
     def enter(self, f: IO[bytes]) -> None:
         raw = getattr(f, "fileobj", None) if isinstance(f, gzip.GzipFile) else f
@@ -209,7 +211,7 @@ class InputPosition:
 
     def read(self) -> int:
         """Bytes read so far."""
-        return self._done + self._where()
+        return self._done + self._where() + self.elsewhere
 
     def _where(self) -> int:
         try:
@@ -219,7 +221,7 @@ class InputPosition:
 
 
 def read_seeds(
-    paths: PathArg | Iterable[PathArg], position: InputPosition | None = None
+    paths: PathArg | Iterable[PathArg], position: InputPosition | None = None, split=None
 ) -> Iterator[SeedLine | BadLine]:
     """Yield a ``SeedLine`` per seed line and a ``BadLine`` per malformed line of
     ``paths`` (a path, or an iterable of paths; ``-`` is standard input; a URL is a
@@ -227,6 +229,8 @@ def read_seeds(
 
     Files are opened one at a time, when reached; a file that cannot be opened or
     read raises ``SeedFileError`` with its path. ``position`` follows the reading.
+    ``split``: a SplitRead (crawler/seeds/split_read.py), which may have the tail of its
+    file read by another process: this reading then ends where that tail starts.
     """
     for n, path in enumerate(_as_paths(paths), 1):
         if is_seed_url(path):
@@ -237,7 +241,7 @@ def read_seeds(
         if position is not None and path != STDIN:
             position.enter(f)
         try:
-            yield from _read_stream(f, source)
+            yield from read_stream(f if split is None else split.head(path, f), source)
             if position is not None and path != STDIN:
                 position.leave()
         finally:
@@ -248,7 +252,9 @@ def read_seeds(
 READ_CHUNK = 16 * 1024  # bytes read at a time (lines are cut out of them)
 
 
-def _read_stream(f: IO[bytes], source: str) -> Iterator[SeedLine | BadLine]:
+def read_stream(f: IO[bytes], source: str, lineno: int = 0) -> Iterator[SeedLine | BadLine]:
+    """The seed lines and malformed lines of ``f`` (``source``: the file as named), read
+    from where it is; ``lineno``: the lines of the file before that point."""
     # reads a chunk at a time (read1: what is there, at most one read below, so that a
     # pipe's lines come as they are written and what precedes a read error is kept);
     # a line is cut at b"\n" only; one of MAX_LINE_BYTES or more (its newline aside) is
@@ -257,7 +263,6 @@ def _read_stream(f: IO[bytes], source: str) -> Iterator[SeedLine | BadLine]:
     limit = MAX_LINE_BYTES
     valid_priority = _PRIORITY_RE.fullmatch
     new = tuple.__new__  # new(SeedLine, fields): a SeedLine without its __new__'s frame
-    lineno = 0
     rest = b""  # the start of the line not ended yet
     overlong = False  # that line is past the limit already (rest dropped)
     while True:

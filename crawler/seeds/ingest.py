@@ -1,6 +1,7 @@
 """Seeds into the frontier: ``ingest`` pushes what ``read_seeds`` (crawler/seeds/files.py)
 reads, in batches of SEED_BATCH_SIZE (with windows, grouped by host once read: ``_ByHost``,
-more than SEED_GROUP_URLS of them held on disk, crawler/seeds/spool.py), each prepared while the two before it are sent
+more than SEED_GROUP_URLS of them held on disk, crawler/seeds/spool.py, a large file's second half read by a process of
+its own, crawler/seeds/split_read.py), each prepared while the two before it are sent
 (in order, by one helper thread: IN_FLIGHT), and reports its progress (``IngestReport``: lines read, URLs added, seen, refused,
 invalid; lines a second; the share of the input and the time left) every so often
 (``Every``).
@@ -32,6 +33,7 @@ from crawler.seeds.files import (
     check_readable,
     read_seeds,
 )
+from crawler.seeds.split_read import SplitRead
 from crawler.seeds.spool import HostSpool, SpoolError, batches_of, parts_for
 from crawler.urls import DEFAULT_STRIP_PARAMS, InvalidURL, normalizer
 
@@ -58,6 +60,8 @@ class IngestReport:
     #: or not grouped), and the URLs held then, in memory or on disk, to push
     push_started: float | None = None
     held: int = 0
+    #: of ``lines``, those a second process read (the second half of a large file: SplitRead)
+    lines_beside: int = 0
 
     @property
     def rate(self) -> float:
@@ -105,6 +109,12 @@ class IngestReport:
         self.invalid += 1
         if len(self.invalid_examples) < MAX_INVALID_EXAMPLES:
             self.invalid_examples.append((f"{source}:{lineno}", _clip(reason)))
+
+    def add_invalid_lines(self, count: int, examples: list[tuple[str, int, str]]) -> None:
+        """``count`` invalid lines, the first of them ``examples`` (source, lineno, reason)."""
+        for example in examples:
+            self.add_invalid(*example)
+        self.invalid += count - len(examples)
 
     def summary(self) -> str:
         """One line, e.g. ``added 980, already seen 15, invalid 5 (first at
@@ -178,6 +188,7 @@ def ingest(
     stop=None,
     remake=None,
     process_from: int = 0,
+    split_from: int = 0,
 ) -> IngestReport:
     """Read, normalize and push the seeds of ``paths`` into ``frontier``, which holds each
     to the crawl's scope (a seed the network guard refuses, out of scope, rejected by the
@@ -207,6 +218,9 @@ def ingest(
     pushed; the same command again adds it (what was added is seen). ``stop``: a
     threading.Event whose setting (the crawl that seeds stops) stops the ingestion at its
     next thousand lines read or batch pushed: ``IngestStopped``, with the report so far.
+    ``split_from``: with the URLs held on disk, one plain file of this many bytes or more
+    (SEED_SPLIT_READ_FROM; 0: never) is read in two processes, its second half by a process
+    of its own (crawler/seeds/split_read.py).
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -263,14 +277,17 @@ def ingest(
         return by_host.held * position.total / read if position.total and read else None
 
     def spooled() -> None:  # progress while the URLs go to disk
-        report.lines, report.spooled = lines, by_host.spool.spooled
+        elsewhere = split.progress() if split is not None else (0, 0)  # (the other process's)
+        report.lines, report.spooled = lines + elsewhere[0], by_host.spool.spooled
         report.elapsed = time.perf_counter() - started
+        position.elsewhere = elsewhere[1]
         report.bytes_read = position.read()
         if progress is not None:
             progress(report)
 
     grouping = spill is not None and group_urls > 0
     by_host = _ByHost(group_urls, batch_size, entry, estimate, spool_dir) if grouping else None
+    split = SplitRead.of(paths, split_from, normalize, stopped) if grouping else None
     lines = 0  # report.lines, kept in a local while reading
     with _rare_collections(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="seed-push") as pool:
         entries: list[Entry] = []
@@ -294,7 +311,7 @@ def ingest(
                 rounds.close()
 
         try:
-            for item in read_seeds(paths, position):
+            for item in read_seeds(paths, position, split):
                 lines += 1
                 if not lines % 1000:
                     stopped()
@@ -309,6 +326,8 @@ def ingest(
                 if by_host is not None:
                     by_host.add(url, item)
                     if by_host.spool is not None and not by_host.spool.spooled % batch_size:
+                        if split is not None and not split.started:  # (the rest read beside, if it can be)
+                            split.start(by_host.spool)
                         spooled()
                     continue
                 entries.append(entry(url, item))
@@ -317,6 +336,12 @@ def ingest(
                     report.lines = lines
                     push(entries, where)
                     entries, where = [], []
+            if split is not None and split.tail is not None:  # what the other process read
+                lines += split.tail.lines
+                report.lines_beside = split.tail.lines
+                position.elsewhere = split.tail.bytes
+                report.add_invalid_lines(split.tail.invalid, split.tail.examples)
+                by_host.spool.adopt(split.tail.parts)
             push_rest()
         except SpoolError as exc:  # what is on disk is not pushed (the same command again adds it)
             with contextlib.suppress(Exception):  # (the batches sent before it, counted)
@@ -331,6 +356,8 @@ def ingest(
             exc.report = report
             raise
         except SeedFileError as exc:
+            if split is not None:  # (what comes after the error is not pushed: the other process stopped)
+                split.close()
             try:  # push what was read before the error
                 push_rest()
             except SpoolError as lost:  # (not pushed: said with the input's error)
@@ -349,6 +376,8 @@ def ingest(
             sent.stop()
             if rounds is not None:  # (closed already when all went well: a round running waited for)
                 rounds.close(last=False)
+            if split is not None:
+                split.close()
             if by_host is not None:
                 by_host.close()
     report.elapsed = time.perf_counter() - started

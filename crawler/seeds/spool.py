@@ -16,6 +16,9 @@ host's in the order read.
   input) is split again by another hash, once; a part still that large (a few hosts hold
   most of the input) is read two blocks at a time, each grouped by host: at most twice the
   block is held in memory.
+- Another spool of as many parts (the second half of a file read by another process:
+  crawler/seeds/split_read.py) hands its files over (``written``) to be adopted (``adopt``): each
+  part's files are read back in turn, its own first.
 - The files are in a temporary directory under ``directory`` (SEED_SPOOL_DIR; None: the
   system's, TMPDIR), removed by ``close()`` (and if the spool cannot be made); they take
   about one and a half times the input's plain text (a part split again, twice that part for
@@ -79,6 +82,7 @@ class HostSpool:
         except OSError as exc:
             raise SpoolError(directory or tempfile.gettempdir(), exc) from exc
         self.files = 0  # files made so far (their names: 1, 2, ...)
+        self._after: list[list[str]] = [[] for _ in range(parts)]  # each part's adopted files (adopt)
         try:
             self._parts = self._open(parts)
         except SpoolError:
@@ -113,59 +117,91 @@ class HostSpool:
         part[2] += 1
         self.spooled += 1
 
+    @property
+    def parts(self) -> int:
+        """The parts the URLs are held in (by a hash of their host)."""
+        return len(self._after)
+
+    def written(self) -> list[tuple[str, int]]:
+        """Each part's file and its URLs, in the order of the parts, the files closed and
+        kept: for another spool of as many parts to ``adopt`` (this one holds nothing
+        more)."""
+        parts, self._parts = self._parts, []
+        self._close(parts)
+        return [(path, count) for _, path, count in parts]
+
+    def adopt(self, parts: list[tuple[str, int]]) -> None:
+        """Hold the parts another spool has ``written()`` (as many parts, the same sources,
+        its URLs read after this one's): each read back after this spool's part of the same
+        number, so that each host's URLs still come in the order read."""
+        if len(parts) != len(self._parts):
+            raise ValueError(f"{len(parts)} parts adopted into a spool of {len(self._parts)}")
+        for own, after, (path, count) in zip(self._parts, self._after, parts):
+            after.append(path)
+            own[2] += count
+            self.spooled += count
+
     def batches(self, size: int) -> Iterator[list[tuple[str, SeedLine]]]:
         """Every URL held, in batches of ``size`` (url, line): part by part, each part's host
         by host, each host's in the order read."""
         parts, self._parts = self._parts, []
         self._close(parts)
-        yield from batches_of((urls for _, path, count in parts for urls in self._part(path, count, 0)), size)
+        files = ([path, *after] for (_, path, _), after in zip(parts, self._after))
+        groups = (urls for paths, (_, _, count) in zip(files, parts) for urls in self._part(paths, count, 0))
+        yield from batches_of(groups, size)
 
-    def _part(self, path: str, count: int, splits: int) -> Iterator[list[tuple[str, SeedLine]]]:
-        """A part's URLs, a host's at a time (split again first if it is large)."""
+    def _part(self, paths: list[str], count: int, splits: int) -> Iterator[list[tuple[str, SeedLine]]]:
+        """A part's URLs (its files' in turn), a host's at a time (split again first if it
+        is large)."""
         if count > 2 * self.block and splits < SPLITS:  # split again, by another hash
             parts = self._open(parts_for(count, self.block))
             salt = f"{splits + 1}:".encode()
             try:
-                with open(path, encoding="utf-8", newline="\n") as f:
-                    for text in f:
-                        host = text.split("\t", 1)[0]
-                        part = parts[zlib.crc32(salt + host.encode()) % len(parts)]
-                        part[0].write(text)
-                        part[2] += 1
+                for path in paths:
+                    with open(path, encoding="utf-8", newline="\n") as f:
+                        for text in f:
+                            host = text.split("\t", 1)[0]
+                            part = parts[zlib.crc32(salt + host.encode()) % len(parts)]
+                            part[0].write(text)
+                            part[2] += 1
             except OSError as exc:
                 raise SpoolError(self.where, exc) from exc
             finally:
                 self._close(parts)
-            _remove(path)
+            for path in paths:
+                _remove(path)
             for _, sub, n in parts:
-                yield from self._part(sub, n, splits + 1)
+                yield from self._part([sub], n, splits + 1)
             return
-        for hosts in self._grouped(path):
+        for hosts in self._grouped(paths):
             yield from hosts.values()
-        _remove(path)
+        for path in paths:
+            _remove(path)
 
-    def _grouped(self, path: str) -> Iterator[dict[str, list[tuple[str, SeedLine]]]]:
-        """The part's URLs by host, two blocks at a time (all of it, unless split in vain)."""
+    def _grouped(self, paths: list[str]) -> Iterator[dict[str, list[tuple[str, SeedLine]]]]:
+        """The part's URLs (its files' in turn) by host, two blocks at a time (all of it,
+        unless split in vain)."""
         names = {str(i): name for name, i in self._sources.items()}
         new = tuple.__new__  # new(SeedLine, fields): a SeedLine without its __new__'s frame
         priorities: dict[str, int] = {}
         hosts: dict[str, list[tuple[str, SeedLine]]] = {}
         held = 0
         try:
-            with open(path, encoding="utf-8", newline="\n") as f:
-                for text in f:
-                    host, priority, source, lineno, url = text[:-1].split("\t", 4)
-                    level = priorities.get(priority)
-                    if level is None:
-                        level = priorities[priority] = int(priority)
-                    urls = hosts.get(host)
-                    if urls is None:
-                        urls = hosts[host] = []
-                    urls.append((url, new(SeedLine, (names[source], int(lineno), url, level))))
-                    held += 1
-                    if held >= 2 * self.block:
-                        yield hosts
-                        hosts, held = {}, 0
+            for path in paths:
+                with open(path, encoding="utf-8", newline="\n") as f:
+                    for text in f:
+                        host, priority, source, lineno, url = text[:-1].split("\t", 4)
+                        level = priorities.get(priority)
+                        if level is None:
+                            level = priorities[priority] = int(priority)
+                        urls = hosts.get(host)
+                        if urls is None:
+                            urls = hosts[host] = []
+                        urls.append((url, new(SeedLine, (names[source], int(lineno), url, level))))
+                        held += 1
+                        if held >= 2 * self.block:
+                            yield hosts
+                            hosts, held = {}, 0
         except OSError as exc:
             raise SpoolError(self.where, exc) from exc
         if hosts:

@@ -13,7 +13,7 @@ from scrapy.utils.test import get_crawler
 from crawler.middlewares.robots import RobotsMiddleware
 from crawler.page.reader import read_page
 from crawler.pipelines.metadata import extract_metadata
-from crawler.seeds.files import BadLine, SeedLine, _read_stream
+from crawler.seeds.files import BadLine, SeedLine, read_stream
 from crawler.spiders.broad import BroadSpider
 from crawler.urls import InvalidURL, normalize_url
 from testing.services import project_settings
@@ -147,7 +147,7 @@ def test_any_robots_txt_gives_rules_that_answer_for_any_url(lines, garbage, path
 @given(data=st.lists(st.one_of(st.binary(max_size=60), st.text(max_size=60).map(str.encode)), max_size=20))
 def test_any_seed_file_gives_seed_lines_and_counted_bad_lines(data):
     raw = b"\n".join(data)
-    lines = list(_read_stream(io.BytesIO(raw), "fuzz"))
+    lines = list(read_stream(io.BytesIO(raw), "fuzz"))
     assert all(isinstance(line, SeedLine | BadLine) for line in lines)
     for line in lines:
         if isinstance(line, SeedLine):
