@@ -286,8 +286,10 @@ def ingest(
             progress(report)
 
     grouping = spill is not None and group_urls > 0
-    by_host = _ByHost(group_urls, batch_size, entry, estimate, spool_dir) if grouping else None
     split = SplitRead.of(paths, split_from, normalize, stopped) if grouping else None
+    # (a file read in two halves is judged early: its second reader starts once the spool is made)
+    early = SPLIT_JUDGED_AT if split is not None else 0
+    by_host = _ByHost(group_urls, batch_size, entry, estimate, spool_dir, early) if grouping else None
     lines = 0  # report.lines, kept in a local while reading
     with _rare_collections(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="seed-push") as pool:
         entries: list[Entry] = []
@@ -386,6 +388,12 @@ def ingest(
 
 
 UNKNOWN_PARTS = 16  # the spool's parts for an input of unknown size (standard input), in blocks
+# URLs held when a file that may be read in two halves (SplitRead) is judged: the spool made
+# then if the file looks larger than a block, so that its second reader starts early. 200,000
+# lines over 10,000 hosts, judged at 10,000 rather than at the block's 100,000: the second
+# reader read 92,374 lines, not 47,929, the reading took 0.31-0.32 s, not 0.56-0.60, and the
+# ingestion ran at 123,595-126,355 lines/s, not 109,577-111,993 (taking turns, 3 runs each)
+SPLIT_JUDGED_AT = 10_000
 IN_FLIGHT = 2  # batches handed to the sending thread and not counted yet (at most)
 # allocations between two passes of the garbage collector's youngest generation while seeds
 # are read (Python's: 700). Each line makes a dozen objects (its fields, its URL, its entry,
@@ -422,31 +430,43 @@ class _ByHost:
     by part, each part's host by host. A URL is held as its text and its line, its Entry
     (``entry(url, line)``) made when its batch is pushed (``made``). ``estimate()``: the URLs
     the input holds in all, as judged when the block is full (None: unknown), for the
-    spool's parts."""
+    spool's parts. ``early``: URLs held when the input is judged first (0: only when the
+    block is full); all of it goes to disk then if it looks larger than a block."""
 
-    def __init__(self, block: int, batch_size: int, entry: Callable[[str, SeedLine], Entry], estimate, directory):
+    def __init__(
+        self,
+        block: int,
+        batch_size: int,
+        entry: Callable[[str, SeedLine], Entry],
+        estimate,
+        directory,
+        early: int = 0,
+    ):
         self.block, self.batch_size, self.entry = block, batch_size, entry
         self.estimate, self.directory = estimate, directory
         self.hosts: dict[str, list[tuple[str, SeedLine]]] = {}
         self.held = 0  # URLs in hosts
         self.spool: HostSpool | None = None
+        self._judged_at = early if 0 < early < block else block  # held when the input is judged next
 
     def add(self, url: str, line: SeedLine) -> None:
         """Hold ``url`` (normalized, read from ``line``)."""
         if self.spool is not None:
             self.spool.add(url, line)
             return
-        if self.held >= self.block:  # more than a block: all of it on disk
+        if self.held >= self._judged_at:  # a block full, or an input judged larger early on: all of it on disk
             urls = self.estimate()
-            spool = self.spool = HostSpool(
-                parts_for(urls or UNKNOWN_PARTS * self.block, self.block), self.block, self.directory
-            )
-            for held in self.hosts.values():
-                for item in held:
-                    spool.add(*item)
-            self.hosts.clear()
-            spool.add(url, line)
-            return
+            if self.held >= self.block or (urls or 0) > self.block:
+                spool = self.spool = HostSpool(
+                    parts_for(urls or UNKNOWN_PARTS * self.block, self.block), self.block, self.directory
+                )
+                for held in self.hosts.values():
+                    for item in held:
+                        spool.add(*item)
+                self.hosts.clear()
+                spool.add(url, line)
+                return
+            self._judged_at = self.block  # (it fits in the block after all)
         self.hosts.setdefault(url.split("/", 3)[2], []).append((url, line))  # (scheme://host/...)
         self.held += 1
 

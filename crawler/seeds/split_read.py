@@ -1,15 +1,16 @@
 """A large seed file read in two processes: the second half in a process of its own.
 
 Once its input is read, ``ingest`` pushes seeds grouped by host, so that reading the input
-(decoding, normalizing, holding each URL in a HostSpool, crawler/seeds/spool.py) is
-a phase of its own in which nothing else runs: one core busy, the other idle (decision
-0063). ``SplitRead`` has the rest of the file read by a second process from the moment the
-spool is made: the process reads from ``cut`` (the start of the line nearest the middle of
-what is left) to the end into a spool of its own, with as many parts; the ingesting process
-reads up to ``cut``, then waits for it, and its spool adopts the other's parts
-(``HostSpool.adopt``: each read back after its own part of the same number, so that each
-host's URLs still come in the order read). The other process's malformed lines and URLs are counted as the ingesting
-process's are, with their line numbers in the file.
+(decoding, normalizing, holding each URL in a HostSpool, crawler/seeds/spool.py) is a phase
+of its own in which nothing else runs: one core busy, the other idle (decision 0063).
+``SplitRead`` has the rest of the file read by a second process from the moment the spool is
+made (``ingest`` judges such a file early: SPLIT_JUDGED_AT): the process reads from ``cut``
+(the start of the line nearest the middle of what is left) to the end into a spool of its
+own, with as many parts; the ingesting process reads up to ``cut``, then waits for it, and
+its spool adopts the other's parts (``HostSpool.adopt``: each read back after its own part
+of the same number, so that each host's URLs still come in the order read). The other
+process's malformed lines and URLs are counted as the ingesting process's are, with their
+line numbers in the file.
 
 - Only for one plain file (not ``.gz``, not standard input) of ``from_bytes`` or more
   (SEED_SPLIT_READ_FROM), read in the process's main thread: the second process is a fork

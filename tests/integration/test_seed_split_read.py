@@ -45,7 +45,7 @@ def _seed_file(path):
     return path
 
 
-def _ingest(tmp_path, redis_url, crawl, path, **options):
+def _ingest(tmp_path, redis_url, crawl, path, group=100, **options):
     """ingest ``path`` into a new crawl with windows of 3 and a spill, each batch's URLs noted
     as sent: (report, [(url, priority)] in the order sent, the spool directory)."""
     frontier = Frontier(redis.Redis.from_url(redis_url), crawl, host_interval=0.0, max_in_flight=0, window=3)
@@ -63,7 +63,7 @@ def _ingest(tmp_path, redis_url, crawl, path, **options):
     spool = tmp_path / f"spool-{crawl}"
     spool.mkdir()
     try:
-        report = ingest(Seen, path, batch_size=50, spill=spill, group_urls=100, spool_dir=str(spool), **options)
+        report = ingest(Seen, path, batch_size=50, spill=spill, group_urls=group, spool_dir=str(spool), **options)
     finally:
         spill.close()
         frontier.clear()
@@ -153,3 +153,29 @@ def test_stopping_while_the_second_process_is_waited_for_stops_it(tmp_path, redi
     assert time.monotonic() - started < 10
     assert info.value.report.pushed == 0
     assert multiprocessing.active_children() == []
+
+
+def _many(path, lines):
+    path.write_text("".join(f"http://{HOSTS[n % 9]}.example/{n}\n" for n in range(1, lines + 1)))
+    return path
+
+
+def test_a_file_that_looks_larger_than_a_block_goes_to_disk_early_and_its_second_half_beside(
+    tmp_path, redis_url, crawl_name
+):
+    """A file that may be read in two halves is judged once 10,000 URLs are held
+    (SPLIT_JUDGED_AT), not when the block is full: 25,000 lines against a block of 20,000
+    go to disk then, and the second process reads half of the rest; 15,000 lines fit in
+    the block and stay in memory, read by one process."""
+    path = _many(tmp_path / "seeds.txt", 25_000)
+    one, sent_one, _ = _ingest(tmp_path, redis_url, crawl_name, path, split_from=0, group=20_000)
+    two, sent_two, _ = _ingest(tmp_path, redis_url, crawl_name + "-2", path, split_from=1, group=20_000)
+    assert sent_two == sent_one and two.added == one.added == 25_000
+    assert one.spooled == 25_000 and two.spooled == 25_000
+    assert 6_000 < two.lines_beside < 8_000  # (half of what was left after some 10,000; 2,500 if judged at 20,000)
+
+    small = _many(tmp_path / "small.txt", 15_000)
+    report, sent, _ = _ingest(tmp_path, redis_url, crawl_name + "-3", small, split_from=1, group=20_000)
+    assert report.spooled == 0 and report.lines_beside == 0 and report.added == 15_000
+    hosts = [url.split("/")[2] for url, _ in sent]
+    assert len([h for i, h in enumerate(hosts) if i == 0 or h != hosts[i - 1]]) == len(HOSTS)  # host by host
