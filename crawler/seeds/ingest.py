@@ -277,8 +277,8 @@ def ingest(
         return by_host.held * position.total / read if position.total and read else None
 
     def spooled() -> None:  # progress while the URLs go to disk
-        elsewhere = split.progress() if split is not None else (0, 0)  # (the other process's)
-        report.lines, report.spooled = lines + elsewhere[0], by_host.spool.spooled
+        elsewhere = split.progress() if split is not None else (0, 0, 0)  # (the other process's)
+        report.lines, report.spooled = lines + elsewhere[0], by_host.spool.spooled + elsewhere[2]
         report.elapsed = time.perf_counter() - started
         position.elsewhere = elsewhere[1]
         report.bytes_read = position.read()

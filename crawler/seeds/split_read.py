@@ -74,7 +74,7 @@ class SplitRead:
         self._head: _Head | None = None
         self._process = None
         self._conn = None
-        self._counters = None  # (lines, bytes) the second process has read so far
+        self._counters = None  # (lines, bytes, URLs held) the second process has read so far
 
     @classmethod
     def of(cls, paths: list[str], from_bytes: int, normalize, stopped) -> SplitRead | None:
@@ -118,7 +118,7 @@ class SplitRead:
             return
         try:
             context = multiprocessing.get_context("fork")
-            counters = context.RawArray("q", 2)
+            counters = context.RawArray("q", 3)
             ours, theirs = context.Pipe(duplex=False)
             args = (theirs, self.path, cut, spool.parts, spool.block, spool.where, self.normalize, counters)
             process = context.Process(target=_read_tail, args=args, name="seed-tail", daemon=True)
@@ -133,13 +133,14 @@ class SplitRead:
         theirs.close()
         self.cut, self._process, self._conn, self._counters = cut, process, ours, counters
 
-    def progress(self) -> tuple[int, int]:
-        """(lines, bytes) the second process has read so far (all of them once it is done)."""
+    def progress(self) -> tuple[int, int, int]:
+        """(lines, bytes, URLs held on disk) the second process has read so far, as it last
+        said (every PROGRESS_EVERY lines); all of them once it is done."""
         if self.tail is not None:
-            return self.tail.lines, self.tail.bytes
+            return self.tail.lines, self.tail.bytes, sum(count for _, count in self.tail.parts)
         if self._counters is None:
-            return 0, 0
-        return self._counters[0], self._counters[1]
+            return 0, 0, 0
+        return self._counters[0], self._counters[1], self._counters[2]
 
     def wait(self) -> bool:
         """At the cut: wait for the second process. True: it read the rest (``tail``); False:
@@ -236,9 +237,9 @@ def _read_tail(conn, path: str, cut: int, parts: int, block: int, directory: str
             before = _lines_before(f, cut)
             f.seek(cut)
             for item in read_stream(f, path, before):
+                if not lines % PROGRESS_EVERY:  # (the lines done so far, this one not yet)
+                    counters[0], counters[1], counters[2] = lines, f.tell() - cut, spool.spooled
                 lines += 1
-                if not lines % PROGRESS_EVERY:
-                    counters[0], counters[1] = lines, f.tell() - cut
                 if type(item) is BadLine:
                     invalid += 1
                     if len(examples) < MAX_INVALID_EXAMPLES:

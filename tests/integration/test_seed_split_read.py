@@ -169,10 +169,16 @@ def test_a_file_that_looks_larger_than_a_block_goes_to_disk_early_and_its_second
     the block and stay in memory, read by one process."""
     path = _many(tmp_path / "seeds.txt", 25_000)
     one, sent_one, _ = _ingest(tmp_path, redis_url, crawl_name, path, split_from=0, group=20_000)
-    two, sent_two, _ = _ingest(tmp_path, redis_url, crawl_name + "-2", path, split_from=1, group=20_000)
+    said = []  # (lines, URLs on disk) of each progress report while the input is read
+    progress = lambda r: said.append((r.lines, r.spooled)) if r.push_started is None else None  # noqa: E731
+    two, sent_two, _ = _ingest(
+        tmp_path, redis_url, crawl_name + "-2", path, split_from=1, group=20_000, progress=progress
+    )
     assert sent_two == sent_one and two.added == one.added == 25_000
     assert one.spooled == 25_000 and two.spooled == 25_000
     assert 6_000 < two.lines_beside < 8_000  # (half of what was left after some 10,000; 2,500 if judged at 20,000)
+    # while reading, the lines read and the URLs on disk are both processes' (no line invalid here)
+    assert said and all(lines == spooled for lines, spooled in said)
 
     small = _many(tmp_path / "small.txt", 15_000)
     report, sent, _ = _ingest(tmp_path, redis_url, crawl_name + "-3", small, split_from=1, group=20_000)
