@@ -53,8 +53,8 @@ PROGRESS_EVERY = 1000  # lines the other process reads between two updates of it
 class Tail:
     """What the second process read: the spool parts it wrote (``HostSpool.written``), its
     lines (seed lines and malformed ones, as ``IngestReport.lines`` counts them), its bytes,
-    its invalid lines and URLs (their count, the first MAX_INVALID_EXAMPLES as ``(where,
-    reason)``)."""
+    its invalid lines and URLs (their count, the first MAX_INVALID_EXAMPLES as ``(source,
+    lineno, reason)``)."""
 
     parts: list[tuple[str, int]]
     lines: int
@@ -135,9 +135,7 @@ class SplitRead:
 
     def progress(self) -> tuple[int, int, int]:
         """(lines, bytes, URLs held on disk) the second process has read so far, as it last
-        said (every PROGRESS_EVERY lines); all of them once it is done."""
-        if self.tail is not None:
-            return self.tail.lines, self.tail.bytes, sum(count for _, count in self.tail.parts)
+        said (every PROGRESS_EVERY lines), while it reads (its ``tail`` says all of it)."""
         if self._counters is None:
             return 0, 0, 0
         return self._counters[0], self._counters[1], self._counters[2]
@@ -241,18 +239,18 @@ def _read_tail(conn, path: str, cut: int, parts: int, block: int, directory: str
                     counters[0], counters[1], counters[2] = lines, f.tell() - cut, spool.spooled
                 lines += 1
                 if type(item) is BadLine:
-                    invalid += 1
-                    if len(examples) < MAX_INVALID_EXAMPLES:
-                        examples.append(tuple(item))
-                    continue
-                try:
-                    url = normalize(item[2])
-                except InvalidURL as exc:
-                    invalid += 1
-                    if len(examples) < MAX_INVALID_EXAMPLES:
-                        examples.append((item[0], item[1], str(exc)))
-                    continue
-                spool.add(url, item)
+                    reason = item.reason
+                else:
+                    try:
+                        url = normalize(item[2])
+                    except InvalidURL as exc:
+                        reason = str(exc)
+                    else:
+                        spool.add(url, item)
+                        continue
+                invalid += 1  # (counted as the ingesting process counts its own: IngestReport.add_invalid)
+                if len(examples) < MAX_INVALID_EXAMPLES:
+                    examples.append((item[0], item[1], reason))
             read = f.tell() - cut
         conn.send(("ok", Tail(spool.written(), lines, read, invalid, examples)))
     except BaseException as exc:  # (the ingesting process reads the rest itself)
