@@ -141,6 +141,11 @@ def is_seed_url(path: str) -> bool:
     return path[:8].lower().startswith(("http://", "https://"))
 
 
+def is_gzip(path: str) -> bool:
+    """Whether a seed file is read through gzip (its name ends in ``.gz``)."""
+    return path.lower().endswith(".gz")
+
+
 def _error_reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
@@ -157,7 +162,7 @@ def _open(path: str) -> IO[bytes]:
             raise SeedFileError(STDIN_SOURCE, "no standard input")
         return stdin
     try:
-        if path.lower().endswith(".gz"):
+        if is_gzip(path):
             return gzip.open(path, "rb")
         return open(path, "rb")
     except OSError as exc:

@@ -38,7 +38,15 @@ import warnings
 from dataclasses import dataclass, field
 from typing import IO
 
-from crawler.seeds.files import MAX_INVALID_EXAMPLES, MAX_LINE_BYTES, STDIN, BadLine, is_seed_url, read_stream
+from crawler.seeds.files import (
+    MAX_INVALID_EXAMPLES,
+    MAX_LINE_BYTES,
+    STDIN,
+    BadLine,
+    is_gzip,
+    is_seed_url,
+    read_stream,
+)
 from crawler.seeds.spool import HostSpool
 from crawler.urls import InvalidURL
 
@@ -83,7 +91,7 @@ class SplitRead:
         if from_bytes <= 0 or len(paths) != 1:
             return None
         path = paths[0]
-        if path == STDIN or is_seed_url(path) or path.lower().endswith(".gz"):
+        if path == STDIN or is_seed_url(path) or is_gzip(path):
             return None
         try:
             if not os.path.isfile(path) or os.path.getsize(path) < from_bytes:
